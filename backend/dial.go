@@ -1,0 +1,59 @@
+package backend
+
+import (
+	"net"
+	"time"
+)
+
+// Keepalive configures TCP keepalive probes on upstream connections.
+type Keepalive struct {
+	Enabled  bool
+	Time     time.Duration
+	Interval time.Duration
+	Retries  int
+}
+
+// DefaultKeepalive is agentgateway's default: probes after 3 minutes idle, every
+// 3 minutes, 9 of them.
+var DefaultKeepalive = Keepalive{Enabled: true, Time: 3 * time.Minute, Interval: 3 * time.Minute, Retries: 9}
+
+// Dialing is how upstream connections are opened.
+type Dialing struct {
+	ConnectTimeout time.Duration
+	Keepalive      Keepalive
+	// IPv4Only makes DNS names resolve to IPv4 addresses only (enableIpv6: false).
+	IPv4Only bool
+}
+
+// DefaultConnectTimeout bounds establishing an upstream connection.
+const DefaultConnectTimeout = 10 * time.Second
+
+func (d Dialing) netDialer() *net.Dialer {
+	nd := &net.Dialer{Timeout: d.ConnectTimeout}
+	if nd.Timeout <= 0 {
+		nd.Timeout = DefaultConnectTimeout
+	}
+	if d.Keepalive.Enabled {
+		nd.KeepAliveConfig = net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     d.Keepalive.Time,
+			Interval: d.Keepalive.Interval,
+			Count:    d.Keepalive.Retries,
+		}
+	} else {
+		nd.KeepAlive = -1
+	}
+	return nd
+}
+
+func (d Dialing) network() string {
+	if d.IPv4Only {
+		return "tcp4"
+	}
+	return "tcp"
+}
+
+// Dial opens a raw connection to addr with these settings; used for tunnels.
+func (d Dialing) Dial(addr string) (net.Conn, error) {
+	return d.netDialer().Dial(d.network(), addr)
+}

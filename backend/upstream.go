@@ -1,0 +1,165 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// PoolSettings shape one upstream connection pool. Two backends with the same
+// address and settings share a pool.
+type PoolSettings struct {
+	Dialing
+	// IdleTimeout closes pooled connections idle for longer (config.backend.poolIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxConns caps connections per address; 0 means fasthttp's default.
+	MaxConns int
+}
+
+// DefaultPoolIdleTimeout is agentgateway's default pool idle timeout.
+const DefaultPoolIdleTimeout = 90 * time.Second
+
+// Upstream is the connection pool to one address ("host:port").
+type Upstream struct {
+	Addr string
+	// HostName is the DNS name of the address, empty for IP literals; the Host
+	// header is set to it (with the port) for hostname-based backends.
+	HostName string
+	// HostHeader is the Host value for hostname-based backends: the name, with
+	// the port unless it is 80.
+	HostHeader []byte
+	client     *fasthttp.HostClient
+	dialing    Dialing
+}
+
+// Client is the fasthttp client of the pool.
+func (u *Upstream) Client() *fasthttp.HostClient { return u.client }
+
+// Dial opens a raw connection to the upstream, for tunnels (WebSocket upgrades).
+func (u *Upstream) Dial() (net.Conn, error) {
+	c, err := u.dialing.Dial(u.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
+	}
+	return c, nil
+}
+
+// ResponseStreamThreshold is the response body size above which bodies stream
+// through instead of being read whole; fasthttp pre-reads at most 8 KiB anyway.
+const ResponseStreamThreshold = 8 << 10
+
+func newUpstream(addr string, s PoolSettings) *Upstream {
+	host, _, _ := net.SplitHostPort(addr)
+	u := &Upstream{Addr: addr, dialing: s.Dialing}
+	if net.ParseIP(host) == nil {
+		u.HostName = host
+		u.HostHeader = []byte(addr)
+		if strings.HasSuffix(addr, ":80") {
+			u.HostHeader = []byte(host)
+		}
+	}
+	nd := s.netDialer()
+	network := s.network()
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultPoolIdleTimeout
+	}
+	u.client = &fasthttp.HostClient{
+		Addr: addr,
+		Dial: func(a string) (net.Conn, error) {
+			c, err := nd.Dial(network, a)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
+			}
+			return c, nil
+		},
+		MaxConns:                      s.MaxConns,
+		MaxIdleConnDuration:           idle,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: false,
+		DisablePathNormalizing:        true,
+		StreamResponseBody:            true,
+		MaxResponseBodySize:           ResponseStreamThreshold,
+		ReadBufferSize:                8 << 10,
+		// Only requests that were never sent are retried by the pool itself (a
+		// pooled connection the upstream had closed); the gateway's retry policy
+		// decides everything else.
+		MaxIdemponentCallAttempts: 2,
+		RetryIfErr:                retryStaleConn,
+	}
+	return u
+}
+
+// retryStaleConn lets the pool resend a request once when a reused keep-alive
+// connection turned out to be closed by the upstream before any response byte:
+// only for idempotent methods whose body can be replayed.
+func retryStaleConn(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
+	if req.IsBodyStream() || !Idempotent(req.Header.Method()) {
+		return false, false
+	}
+	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF)
+}
+
+// Idempotent reports whether an HTTP method may be repeated safely (RFC 9110 9.2.2).
+func Idempotent(method []byte) bool {
+	switch string(method) {
+	case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE":
+		return true
+	}
+	return false
+}
+
+// Pools keeps upstream pools keyed by address and settings so that they
+// survive config reloads: a reload that keeps a backend keeps its warm
+// connections. It is safe for concurrent use.
+type Pools struct {
+	mu    sync.Mutex
+	pools map[poolKey]*Upstream
+}
+
+type poolKey struct {
+	addr     string
+	settings PoolSettings
+}
+
+// NewPools returns an empty registry.
+func NewPools() *Pools { return &Pools{pools: map[poolKey]*Upstream{}} }
+
+// Get returns the pool for addr with settings s, creating it on first use.
+func (p *Pools) Get(addr string, s PoolSettings) *Upstream {
+	k := poolKey{addr, s}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if u, ok := p.pools[k]; ok {
+		return u
+	}
+	u := newUpstream(addr, s)
+	p.pools[k] = u
+	return u
+}
+
+// Retain closes the idle connections of every pool not in keep and forgets it;
+// requests still using a forgotten pool finish normally.
+func (p *Pools) Retain(keep map[*Upstream]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, u := range p.pools {
+		if !keep[u] {
+			u.client.CloseIdleConnections()
+			delete(p.pools, k)
+		}
+	}
+}
+
+// Len reports how many pools exist.
+func (p *Pools) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pools)
+}

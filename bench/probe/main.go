@@ -1,0 +1,44 @@
+// Command probe waits until an HTTP URL answers with an expected status and
+// body length, polling with a bound. The benchmark harness (bench/run.sh)
+// uses it to know a server is ready and that a proxy forwards correctly.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+func main() {
+	url := flag.String("url", "", "URL to GET (required)")
+	status := flag.Int("status", http.StatusOK, "expected status code")
+	length := flag.Int64("len", -1, "expected body length in bytes; -1 accepts any")
+	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
+	interval := flag.Duration("interval", 50*time.Millisecond, "delay between attempts")
+	pid := flag.Int("pid", 0, "give up as soon as this process has exited (0: do not watch)")
+	flag.Parse()
+	if *url == "" {
+		fmt.Fprintln(os.Stderr, "probe: -url is required")
+		os.Exit(2)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	want := expectation{status: *status, length: *length}
+	client := &http.Client{Timeout: 5 * time.Second}
+	try := func() error {
+		if *pid > 0 {
+			if err := checkProcess(*pid); err != nil {
+				return err
+			}
+		}
+		return want.check(ctx, client, *url)
+	}
+	if err := poll(ctx, *interval, try); err != nil {
+		fmt.Fprintf(os.Stderr, "probe: %s: %v\n", *url, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// Goal thresholds for the gateway.
+const (
+	maxP99Ratio       = 1.2
+	maxIdleRSSKiB     = 40 << 10  // 40 MiB
+	maxConnsRSSKiB    = 200 << 10 // 200 MiB
+	goalIdleConnCount = 10000
+)
+
+// Goal outcomes.
+const (
+	goalMet         = "met"
+	goalNotMet      = "**not met**"
+	goalNotMeasured = "not measured"
+)
+
+// goal is one row of the Goals table.
+type goal struct {
+	name     string
+	measured string
+	status   string
+}
+
+// evaluateGoals checks the gateway against nginx and the absolute memory
+// bounds. A goal whose inputs are missing or invalid is "not measured".
+func (r *results) evaluateGoals() []goal {
+	var goals []goal
+	for _, c := range cases {
+		gw, gwOK := r.valid(c.id, targetGateway)
+		ng, ngOK := r.valid(c.id, targetNginx)
+		rate := goal{name: fmt.Sprintf("req/s ≥ nginx (%s)", c.short), status: goalNotMeasured}
+		p99 := goal{name: fmt.Sprintf("p99 ≤ %.1f× nginx (%s)", maxP99Ratio, c.short), status: goalNotMeasured}
+		if gwOK && ngOK && ng.ReqPerSec > 0 && ng.P99 > 0 {
+			ratio := gw.ReqPerSec / ng.ReqPerSec
+			rate.measured = fmt.Sprintf("%s vs %s (%s)", fmtRate(gw.ReqPerSec), fmtRate(ng.ReqPerSec), fmtRatio(ratio))
+			rate.status = metIf(gw.ReqPerSec >= ng.ReqPerSec)
+			pr := float64(gw.P99) / float64(ng.P99)
+			p99.measured = fmt.Sprintf("%s vs %s (%s)", fmtLatency(gw.P99), fmtLatency(ng.P99), fmtRatio(pr))
+			p99.status = metIf(pr <= maxP99Ratio)
+		}
+		goals = append(goals, rate, p99)
+	}
+
+	added := goal{name: "added p50 at 1 conn ≤ nginx's", status: goalNotMeasured}
+	gwAdd, gwOK := r.addedP50(targetGateway)
+	ngAdd, ngOK := r.addedP50(targetNginx)
+	if gwOK && ngOK {
+		added.measured = fmt.Sprintf("%s vs %s", fmtSignedLatency(gwAdd), fmtSignedLatency(ngAdd))
+		added.status = metIf(gwAdd <= ngAdd)
+	}
+	goals = append(goals, added)
+
+	info := r.targets[targetGateway]
+	idle := goal{name: "RSS idle < 40 MiB", status: goalNotMeasured}
+	if info.rssIdleKiB.ok {
+		idle.measured = fmtMiB(info.rssIdleKiB.v)
+		idle.status = metIf(info.rssIdleKiB.v < maxIdleRSSKiB)
+	}
+	goals = append(goals, idle)
+
+	conns := goal{name: "RSS with 10k idle conns < 200 MiB", status: goalNotMeasured}
+	if info.rssConnsKiB.ok && info.connsOpened.ok {
+		conns.measured = fmt.Sprintf("%s with %s conns", fmtMiB(info.rssConnsKiB.v), fmtCount(info.connsOpened.v))
+		switch {
+		case info.connsOpened.v < goalIdleConnCount:
+			conns.measured += " (fewer than 10,000 held)"
+			if info.rssConnsKiB.v >= maxConnsRSSKiB {
+				conns.status = goalNotMet
+			}
+		case info.connsOpenAtEnd.ok && info.connsOpenAtEnd.v < info.connsOpened.v:
+			conns.measured += fmt.Sprintf(" (gateway closed %s of them)", fmtCount(info.connsOpened.v-info.connsOpenAtEnd.v))
+			conns.status = goalNotMet
+		default:
+			conns.status = metIf(info.rssConnsKiB.v < maxConnsRSSKiB)
+		}
+	}
+	goals = append(goals, conns)
+	return goals
+}
+
+// valid returns the result of a run that completed without errors.
+func (r *results) valid(caseID, target string) (wrkResult, bool) {
+	rn, ok := r.runs[caseID][target]
+	if !ok || rn.err != "" || rn.res.Errors() > 0 {
+		return wrkResult{}, false
+	}
+	return rn.res, true
+}
+
+// addedP50 is target's p50 minus direct's p50 in the 1-connection case.
+func (r *results) addedP50(target string) (time.Duration, bool) {
+	t, ok1 := r.valid(latencyCase, target)
+	d, ok2 := r.valid(latencyCase, targetDirect)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	return t.P50 - d.P50, true
+}
+
+func metIf(ok bool) string {
+	if ok {
+		return goalMet
+	}
+	return goalNotMet
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/runs")
+
+func TestRenderGolden(t *testing.T) {
+	tests := []struct {
+		desc string
+		dir  string
+		// wantIn are fragments the output must hold, beyond the golden match.
+		wantIn []string
+	}{
+		{
+			desc:   "complete quiet run",
+			dir:    "complete",
+			wantIn: []string{"| RSS idle < 40 MiB | 18.7 MiB | met |", "| gateway | 41,388 |"},
+		},
+		{
+			desc: "gateway failed, broken runs, busy machine",
+			dir:  "gateway-failed",
+			wantIn: []string{
+				"**Warning: the machine was busy.**",
+				"| gateway | failed |",
+				"- gateway: failed — not ready: process exited (pid 4242) boom: config error",
+				"1 MiB, 10 conns, nginx: not wrk --latency output",
+				"small, 1 conn, HAProxy: wrk failed: unable to connect",
+				"| RSS idle < 40 MiB | — | not measured |",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			dir := filepath.Join("testdata", "runs", tc.dir)
+			r, err := loadResults(dir)
+			if err != nil {
+				t.Fatalf("loadResults: %v", err)
+			}
+			got := r.render()
+			golden := dir + ".golden.md"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("render differs from %s (run go test -update after checking the change):\n%s", golden, got)
+			}
+			for _, frag := range tc.wantIn {
+				if !strings.Contains(got, frag) {
+					t.Errorf("output lacks %q", frag)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadResultsErrors(t *testing.T) {
+	tests := []struct {
+		desc    string
+		files   map[string]string
+		wantErr string
+	}{
+		{desc: "missing meta", files: map[string]string{}, wantErr: "meta.txt"},
+		{desc: "malformed meta", files: map[string]string{"meta.txt": "date 2026\n"}, wantErr: "want key=value"},
+		{
+			desc:    "bad RSS figure",
+			files:   map[string]string{"meta.txt": "date=x\n", "targets/gateway.txt": "status=ok\nrss_idle_kib=12MB\n"},
+			wantErr: "rss_idle_kib",
+		},
+		{
+			desc:    "bad load figure",
+			files:   map[string]string{"meta.txt": "date=x\n", "wrk/small-c1.direct.err": "boom", "wrk/small-c1.direct.load": "other_cpu_pct=-3\n"},
+			wantErr: "other_cpu_pct",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				path := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := loadResults(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("loadResults error = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseKV(t *testing.T) {
+	tests := []struct {
+		desc    string
+		in      string
+		want    map[string]string
+		wantErr string
+	}{
+		{desc: "pairs, comments, blanks", in: "# c\na=1\n\nb = x=y \n", want: map[string]string{"a": "1", "b": " x=y "}},
+		{desc: "empty value", in: "note=\n", want: map[string]string{"note": ""}},
+		{desc: "CRLF", in: "a=1\r\n", want: map[string]string{"a": "1"}},
+		{desc: "no equals", in: "a\n", wantErr: "line 1"},
+		{desc: "empty key", in: "=1\n", wantErr: "want key=value"},
+		{desc: "space in key", in: "a b=1\n", wantErr: "want key=value"},
+		{desc: "duplicate", in: "a=1\na=2\n", wantErr: "duplicate key"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := parseKV([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseKV error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseKV: %v", err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("parseKV = %q, want %q", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Fatalf("parseKV[%q] = %q, want %q", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseKV(f *testing.F) {
+	f.Add([]byte("a=1\n# c\nb=x=y\n"))
+	f.Add([]byte("=\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		kv, err := parseKV(in)
+		if err != nil {
+			return
+		}
+		for k := range kv {
+			if k == "" || strings.ContainsAny(k, " \t=\n") {
+				t.Fatalf("accepted bad key %q", k)
+			}
+		}
+	})
+}
+
+func TestFormatting(t *testing.T) {
+	tests := []struct {
+		desc string
+		got  string
+		want string
+	}{
+		{desc: "count below 1000", got: fmtCount(999), want: "999"},
+		{desc: "count with separators", got: fmtCount(1234567), want: "1,234,567"},
+		{desc: "negative count", got: fmtCount(-1234), want: "-1,234"},
+		{desc: "rate rounds", got: fmtRate(55893.5), want: "55,894"},
+		{desc: "microseconds", got: fmtLatency(565 * time.Microsecond), want: "565 µs"},
+		{desc: "milliseconds", got: fmtLatency(4460 * time.Microsecond), want: "4.46 ms"},
+		{desc: "seconds", got: fmtLatency(1500 * time.Millisecond), want: "1.50 s"},
+		{desc: "added latency", got: fmtSignedLatency(94 * time.Microsecond), want: "+94 µs"},
+		{desc: "negative added latency", got: fmtSignedLatency(-3 * time.Microsecond), want: "−3 µs"},
+		{desc: "MiB", got: fmtMiB(19104), want: "18.7 MiB"},
+		{desc: "ratio", got: fmtRatio(1.2049), want: "1.20×"},
+		{desc: "table cell escaping", got: escapeCell("a|b\nc"), want: `a\|b c`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Fatalf("got %q, want %q", tc.got, tc.want)
+			}
+		})
+	}
+}

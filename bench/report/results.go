@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Target names, in report order. They match the names bench/run.sh uses.
+const (
+	targetDirect  = "direct"
+	targetGateway = "gateway"
+	targetNginx   = "nginx"
+	targetHAProxy = "haproxy"
+)
+
+var targets = []string{targetDirect, targetGateway, targetNginx, targetHAProxy}
+
+// proxies are the targets that sit between wrk and the upstream.
+var proxies = []string{targetGateway, targetNginx, targetHAProxy}
+
+// benchCase is one load shape. IDs match the wrk file names run.sh writes.
+type benchCase struct {
+	id    string
+	title string
+	short string // for goal rows
+	conns int
+}
+
+const latencyCase = "small-c1"
+
+var cases = []benchCase{
+	{id: "small-c50", title: "Small body (100 B), 50 connections", short: "small, 50 conns", conns: 50},
+	{id: "1m-c10", title: "1 MiB body, 10 connections", short: "1 MiB, 10 conns", conns: 10},
+	{id: latencyCase, title: "Small body (100 B), 1 connection (latency)", short: "small, 1 conn", conns: 1},
+}
+
+// optInt is an integer that may be absent.
+type optInt struct {
+	v  int64
+	ok bool
+}
+
+// targetInfo is what run.sh recorded about one target (targets/NAME.txt).
+type targetInfo struct {
+	status         string // ok, failed or skipped; "" if never recorded
+	note           string
+	rssIdleKiB     optInt
+	rssConnsKiB    optInt
+	rssPeakKiB     optInt
+	connsOpened    optInt
+	connsOpenAtEnd optInt
+}
+
+// run is one wrk measurement: a parsed result, or why there is none.
+type run struct {
+	res      wrkResult
+	err      string // "" when res is valid
+	otherCPU optInt // CPU used by other processes meanwhile, % of one CPU
+}
+
+// results is everything one bench run left in its output directory.
+type results struct {
+	meta    map[string]string
+	targets map[string]targetInfo
+	runs    map[string]map[string]run // case ID -> target -> run
+}
+
+// loadResults reads the directory layout bench/run.sh writes:
+//
+//	meta.txt                 key=value facts about the machine and run
+//	targets/NAME.txt         key=value: status, note, rss_*_kib, conns_*
+//	wrk/CASE.TARGET.txt      raw wrk --latency output
+//	wrk/CASE.TARGET.err      why that run has no output
+//	wrk/CASE.TARGET.load     other_cpu_pct=N: CPU other processes used meanwhile
+func loadResults(dir string) (*results, error) {
+	r := &results{targets: map[string]targetInfo{}, runs: map[string]map[string]run{}}
+	meta, err := readKVFile(filepath.Join(dir, "meta.txt"))
+	if err != nil {
+		return nil, err
+	}
+	r.meta = meta
+	for _, t := range targets {
+		info, err := loadTarget(filepath.Join(dir, "targets", t+".txt"))
+		if err != nil {
+			return nil, err
+		}
+		r.targets[t] = info
+	}
+	for _, c := range cases {
+		r.runs[c.id] = map[string]run{}
+		for _, t := range targets {
+			base := filepath.Join(dir, "wrk", c.id+"."+t)
+			rn, ok := loadRun(base)
+			if !ok {
+				continue
+			}
+			if rn.otherCPU, err = loadOtherCPU(base + ".load"); err != nil {
+				return nil, err
+			}
+			r.runs[c.id][t] = rn
+		}
+	}
+	return r, nil
+}
+
+func loadTarget(path string) (targetInfo, error) {
+	kv, err := readKVFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return targetInfo{}, nil
+	}
+	if err != nil {
+		return targetInfo{}, err
+	}
+	info := targetInfo{status: kv["status"], note: kv["note"]}
+	for key, dst := range map[string]*optInt{
+		"rss_idle_kib":      &info.rssIdleKiB,
+		"rss_conns_kib":     &info.rssConnsKiB,
+		"rss_peak_kib":      &info.rssPeakKiB,
+		"conns_opened":      &info.connsOpened,
+		"conns_open_at_end": &info.connsOpenAtEnd,
+	} {
+		s, ok := kv[key]
+		if !ok || s == "" {
+			continue
+		}
+		n, err := parseCount(s)
+		if err != nil {
+			return targetInfo{}, fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+		*dst = optInt{v: n, ok: true}
+	}
+	return info, nil
+}
+
+// loadRun reads base.txt (wrk output) or base.err; ok is false when neither
+// exists, i.e. the run was not attempted.
+func loadRun(base string) (run, bool) {
+	if out, err := os.ReadFile(base + ".txt"); err == nil {
+		res, perr := parseWrk(out)
+		if perr != nil {
+			return run{err: perr.Error()}, true
+		}
+		if res.Requests == 0 {
+			return run{err: "no request completed"}, true
+		}
+		return run{res: res}, true
+	}
+	if msg, err := os.ReadFile(base + ".err"); err == nil {
+		s := strings.TrimSpace(string(msg))
+		if s == "" {
+			s = "failed"
+		}
+		return run{err: s}, true
+	}
+	return run{}, false
+}
+
+// loadOtherCPU reads a run's .load file; a missing file means unknown.
+func loadOtherCPU(path string) (optInt, error) {
+	kv, err := readKVFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return optInt{}, nil
+	}
+	if err != nil {
+		return optInt{}, err
+	}
+	v, ok := kv["other_cpu_pct"]
+	if !ok || v == "" {
+		return optInt{}, nil
+	}
+	n, err := parseCount(v)
+	if err != nil {
+		return optInt{}, fmt.Errorf("%s: other_cpu_pct: %w", path, err)
+	}
+	return optInt{v: n, ok: true}, nil
+}
+
+func readKVFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := parseKV(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return kv, nil
+}
+
+// parseKV reads key=value lines. Blank lines and lines starting with # are
+// skipped; the value is everything after the first '='.
+func parseKV(b []byte) (map[string]string, error) {
+	kv := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, val, ok := strings.Cut(line, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" || strings.ContainsAny(key, " \t") {
+			return nil, fmt.Errorf("line %d: want key=value, got %q", n, line)
+		}
+		if _, dup := kv[key]; dup {
+			return nil, fmt.Errorf("line %d: duplicate key %q", n, key)
+		}
+		kv[key] = val
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}

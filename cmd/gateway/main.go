@@ -1,0 +1,120 @@
+// Command gateway runs the gateway data plane on a standalone config file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+type options struct {
+	file         string
+	inline       string
+	validateOnly bool
+	version      bool
+	transport    string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.file, "f", "", "config file (YAML or JSON); - reads standard input")
+	fs.StringVar(&o.file, "file", "", "config file (YAML or JSON); - reads standard input")
+	fs.StringVar(&o.inline, "c", "", "config as an inline string")
+	fs.StringVar(&o.inline, "config", "", "config as an inline string")
+	fs.BoolVar(&o.validateOnly, "validate-only", false, "validate the config, print the result and exit")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.transport, "transport", string(server.TransportNetpoll), "connection transport: netpoll or std")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gateway [-f FILE | -c CONFIG] [--validate-only]\n\nWith neither -f nor -c the embedded quickstart config runs.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.file != "" && o.inline != "" {
+		return o, errors.New("-f and -c are mutually exclusive")
+	}
+	if o.transport != string(server.TransportNetpoll) && o.transport != string(server.TransportStd) {
+		return o, fmt.Errorf("--transport must be netpoll or std, not %q", o.transport)
+	}
+	return o, nil
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, "gateway", version)
+		return 0
+	}
+	src := newSource(o, stdin)
+	data, err := src.read()
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 1
+	}
+	f, err := config.Parse(data, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
+		return 1
+	}
+	if o.validateOnly {
+		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())
+		return 0
+	}
+	log, accessLog, err := newLoggers(f, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 1
+	}
+	defer log.Sync() //nolint:errcheck
+	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
+		runtime.GOMAXPROCS(f.Config.WorkerThreads.N)
+	}
+	p := &process{log: log, src: src, gw: server.New(server.Options{
+		Logger:    log,
+		AccessLog: accessLog,
+		Transport: server.Transport(o.transport),
+	})}
+	if err := p.start(f); err != nil {
+		log.Error("failed to start", zap.Error(err))
+		return 1
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	stopWatch := p.watch()
+	sig := <-sigs
+	stopWatch()
+	log.Info("shutting down", zap.String("signal", sig.String()))
+	p.shutdown(context.Background())
+	return 0
+}

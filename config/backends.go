@@ -1,0 +1,171 @@
+package config
+
+import (
+	"encoding/json"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// BackendKind says which kind of backend a reference describes.
+type BackendKind uint8
+
+// Backend kinds.
+const (
+	BackendNone    BackendKind = iota
+	BackendHost                // host: "host:port"
+	BackendRef                 // backend: "name" of a top-level backend
+	BackendDynamic             // dynamic: {} — destination from the request's Host
+)
+
+// RouteBackend is one entry of `routes[].backends`: exactly one of the backend
+// kinds, plus a weight and backend policies.
+type RouteBackend struct {
+	Kind     BackendKind
+	Host     string // BackendHost: "host:port"
+	Backend  string // BackendRef: name of a top-level backend
+	Weight   int
+	Policies *BackendPolicies
+}
+
+// routeBackendKinds lists the backend kinds of the schema; the ones without a
+// decoder are refused as not supported yet.
+var routeBackendKinds = []string{"host", "backend", "dynamic", "service", "internal", "mcp", "ai", "aws", "routeGroup", "invalid"}
+
+// DecodeNode decodes the union, naming the offending key on error.
+func (b *RouteBackend) DecodeNode(n *decode.Node) {
+	b.Weight = 1
+	decodeBackendUnion(n, routeBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
+		switch key {
+		case "weight":
+			v.Decode(&b.Weight)
+			if b.Weight < 0 {
+				v.Errorf("must be >= 0")
+			}
+		case "policies":
+			v.Decode(&b.Policies)
+		case "host":
+			b.Kind = BackendHost
+			decodeHostPort(v, &b.Host)
+		case "backend":
+			b.Kind = BackendRef
+			v.Decode(&b.Backend)
+			if b.Backend == "" {
+				v.Errorf("must not be empty")
+			}
+		case "dynamic":
+			b.Kind = BackendDynamic
+			var d DynamicBackend
+			v.Decode(&d)
+		default:
+			v.Errorf("backend kind %q is not supported yet", key)
+		}
+	})
+}
+
+// DynamicBackend is `dynamic: {}`; the CEL `target` comes with the policy engine.
+type DynamicBackend struct {
+	Target Unsupported `json:"target,omitzero"`
+}
+
+// NamedBackend is one entry of the top-level `backends` list.
+type NamedBackend struct {
+	Name     string
+	Kind     BackendKind
+	Host     string
+	Policies *BackendPolicies
+}
+
+var namedBackendKinds = []string{"host", "internal", "mcp", "ai", "aws"}
+
+// DecodeNode decodes a top-level backend.
+func (b *NamedBackend) DecodeNode(n *decode.Node) {
+	decodeBackendUnion(n, namedBackendKinds, map[string]bool{"name": true, "policies": true}, func(key string, v *decode.Node) {
+		switch key {
+		case "name":
+			v.Decode(&b.Name)
+		case "policies":
+			v.Decode(&b.Policies)
+		case "host":
+			b.Kind = BackendHost
+			decodeHostPort(v, &b.Host)
+		default:
+			v.Errorf("backend kind %q is not supported yet", key)
+		}
+	})
+	if n.Kind() == decode.Map && n.Get("name") == nil {
+		n.Errorf("name: required")
+	} else if n.Kind() == decode.Map && b.Name == "" {
+		n.Get("name").Errorf("must not be empty")
+	}
+}
+
+// decodeBackendUnion walks a map holding exactly one of kinds plus the shared
+// keys, calling each for every key it knows and recording errors for the rest.
+func decodeBackendUnion(n *decode.Node, kinds []string, shared map[string]bool, each func(key string, v *decode.Node)) {
+	if n.Kind() != decode.Map {
+		n.Errorf("expected a map with one of: %s", joinOr(kinds))
+		return
+	}
+	found := ""
+	for _, key := range n.Keys() {
+		v := n.Get(key)
+		if shared[key] {
+			each(key, v)
+			continue
+		}
+		if !contains(kinds, key) {
+			v.Errorf("unknown field %q", key)
+			continue
+		}
+		if found != "" {
+			v.Errorf("only one backend kind may be set (already have %q)", found)
+			continue
+		}
+		found = key
+		each(key, v)
+	}
+	if found == "" {
+		n.Errorf("exactly one of %s is required", joinOr(kinds))
+	}
+}
+
+func decodeHostPort(v *decode.Node, out *string) {
+	v.Decode(out)
+	if v.Kind() != decode.String {
+		return
+	}
+	if err := checkHostPort(*out); err != nil {
+		v.Errorf("%v", err)
+	}
+}
+
+// MarshalJSON writes the backend back in file form, for /config_dump.
+func (b RouteBackend) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"weight": b.Weight}
+	addBackendKind(m, b.Kind, b.Host, b.Backend)
+	if b.Policies != nil {
+		m["policies"] = b.Policies
+	}
+	return json.Marshal(m)
+}
+
+// MarshalJSON writes the backend back in file form, for /config_dump.
+func (b NamedBackend) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"name": b.Name}
+	addBackendKind(m, b.Kind, b.Host, "")
+	if b.Policies != nil {
+		m["policies"] = b.Policies
+	}
+	return json.Marshal(m)
+}
+
+func addBackendKind(m map[string]any, kind BackendKind, host, ref string) {
+	switch kind {
+	case BackendHost:
+		m["host"] = host
+	case BackendRef:
+		m["backend"] = ref
+	case BackendDynamic:
+		m["dynamic"] = map[string]any{}
+	}
+}

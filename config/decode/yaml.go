@@ -1,0 +1,160 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+	"github.com/goccy/go-yaml/token"
+)
+
+// maxOpenNesting bounds the nesting the pre-scan lets through to the YAML
+// parser, whose cost grows faster than linearly with nesting. It is well
+// above maxDepth, which the node tree enforces exactly, because the scan
+// cannot tell brackets in strings from real ones.
+const maxOpenNesting = 256
+
+// YAML decodes a single YAML (or JSON) document into out, a non-nil
+// pointer, and returns every problem found, or nil. An empty document
+// leaves out unchanged. See the package documentation for the rules.
+func YAML(data []byte, out any) Errors {
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return Errors{{Msg: fmt.Sprintf("decode: out must be a non-nil pointer, got %T", out)}}
+	}
+	if e := prescan(data); e != nil {
+		return Errors{e}
+	}
+	f, err := parse(data)
+	if err != nil {
+		return Errors{syntaxError(err)}
+	}
+	s := newState()
+	if root := s.document(f); root != nil {
+		s.decode(root, rv.Elem())
+	}
+	return s.finish()
+}
+
+// parse runs the YAML parser. Duplicate keys are let through so that they
+// are reported like other errors, with all the others.
+func parse(data []byte) (f *ast.File, err error) {
+	defer func() {
+		// The decoder must not panic on any input; a parser bug must not
+		// take the process down either.
+		if r := recover(); r != nil {
+			f, err = nil, fmt.Errorf("YAML parser failed: %v", r)
+		}
+	}()
+	return parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+}
+
+// syntaxError converts a parser error, keeping its position when known.
+func syntaxError(err error) *FieldError {
+	var te interface {
+		GetMessage() string
+		GetToken() *token.Token
+	}
+	if errors.As(err, &te) {
+		e := &FieldError{Msg: "syntax error: " + te.GetMessage()}
+		if tk := te.GetToken(); tk != nil && tk.Position != nil {
+			e.Line, e.Col = tk.Position.Line, tk.Position.Column
+		}
+		return e
+	}
+	return &FieldError{Msg: "syntax error: " + err.Error()}
+}
+
+// prescan rejects input nested so deeply (flow brackets, or compact
+// "- - -" entries on one line) that parsing it would be slow.
+func prescan(data []byte) *FieldError {
+	depth, line, col := 0, 1, 0
+	compact, atLineStart := 0, true
+	for i, c := range data {
+		col++
+		switch c {
+		case '\n':
+			line, col, compact, atLineStart = line+1, 0, 0, true
+			continue
+		case '[', '{':
+			depth++
+			if depth > maxOpenNesting {
+				return &FieldError{Msg: fmt.Sprintf("nesting too deep (more than %d open brackets)", maxOpenNesting), Line: line, Col: col}
+			}
+		case ']', '}':
+			if depth > 0 {
+				depth--
+			}
+		}
+		if !atLineStart || c == ' ' || c == '\t' {
+			continue
+		}
+		if (c == '-' || c == '?' || c == ':') && (i+1 == len(data) || data[i+1] == ' ' || data[i+1] == '\t') {
+			compact++
+			if compact > maxOpenNesting {
+				return &FieldError{Msg: fmt.Sprintf("nesting too deep (more than %d entries on one line)", maxOpenNesting), Line: line, Col: col}
+			}
+			continue
+		}
+		atLineStart = false
+	}
+	return nil
+}
+
+// CheckType reports programming errors in the Go type of out (a pointer,
+// or a reflect.Type): malformed cfg tags and field types the decoder cannot
+// fill. Configuration packages can call it from a test.
+func CheckType(out any) error {
+	t, ok := out.(reflect.Type)
+	if !ok {
+		t = reflect.TypeOf(out)
+	}
+	if t == nil {
+		return errors.New("decode: CheckType needs a type")
+	}
+	var errs []error
+	checkType(t, map[reflect.Type]bool{}, &errs)
+	return errors.Join(errs...)
+}
+
+func checkType(t reflect.Type, seen map[reflect.Type]bool, errs *[]error) {
+	if seen[t] {
+		return
+	}
+	seen[t] = true
+	if t == rawType || t == rawMessageType || t == durationType {
+		return
+	}
+	pt := reflect.PointerTo(t)
+	if t.Kind() != reflect.Pointer && (pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		checkType(t.Elem(), seen, errs)
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			*errs = append(*errs, fmt.Errorf("decode: %s: map keys must be strings", t))
+		}
+		checkType(t.Elem(), seen, errs)
+	case reflect.Interface:
+		if t.NumMethod() != 0 {
+			*errs = append(*errs, fmt.Errorf("decode: cannot decode into Go type %s", t))
+		}
+	case reflect.Struct:
+		info := structInfoFor(t)
+		for _, e := range info.tagErrs {
+			*errs = append(*errs, errors.New("decode: "+e))
+		}
+		for _, f := range info.fields {
+			checkType(f.typ, seen, errs)
+		}
+	default:
+		*errs = append(*errs, fmt.Errorf("decode: cannot decode into Go type %s", t))
+	}
+}

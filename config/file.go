@@ -1,0 +1,176 @@
+package config
+
+// File is the standalone configuration file (agentgateway's local config format,
+// schema/config.json). Fields the gateway does not implement yet are declared with
+// type Unsupported so that a file using them is refused with "not supported yet"
+// instead of being silently ignored.
+type File struct {
+	Config           *Settings         `json:"config,omitempty"`
+	Binds            []Bind            `json:"binds,omitempty"`
+	FrontendPolicies *FrontendPolicies `json:"frontendPolicies,omitempty"`
+	Backends         []NamedBackend    `json:"backends,omitempty"`
+	Policies         Unsupported       `json:"policies,omitzero"`
+	Workloads        Unsupported       `json:"workloads,omitzero"`
+	Services         Unsupported       `json:"services,omitzero"`
+	RouteGroups      Unsupported       `json:"routeGroups,omitzero"`
+	Gateways         Unsupported       `json:"gateways,omitzero"`
+	Routes           Unsupported       `json:"routes,omitzero"`
+	TCPRoutes        Unsupported       `json:"tcpRoutes,omitzero"`
+	LLM              Unsupported       `json:"llm,omitzero"`
+	MCP              Unsupported       `json:"mcp,omitzero"`
+	UI               Unsupported       `json:"ui,omitzero"`
+}
+
+// Settings is the top-level `config:` section: process-wide settings applied at start.
+type Settings struct {
+	AdminAddr                        *string          `json:"adminAddr,omitempty"`
+	StatsAddr                        *string          `json:"statsAddr,omitempty"`
+	ReadinessAddr                    *string          `json:"readinessAddr,omitempty"`
+	Logging                          *Logging         `json:"logging,omitempty"`
+	Backend                          *BackendDefaults `json:"backend,omitempty"`
+	ConnectionTerminationDeadline    *Duration        `json:"connectionTerminationDeadline,omitempty"`
+	ConnectionMinTerminationDeadline *Duration        `json:"connectionMinTerminationDeadline,omitempty"`
+	EnableIPv6                       *bool            `json:"enableIpv6,omitempty"`
+	WorkerThreads                    *WorkerThreads   `json:"workerThreads,omitempty"`
+	Histograms                       string           `json:"histograms,omitempty" cfg:"enum=classic"`
+
+	DNS                     Unsupported `json:"dns,omitzero"`
+	LocalXDSPath            Unsupported `json:"localXdsPath,omitzero"`
+	ModelCatalog            Unsupported `json:"modelCatalog,omitzero"`
+	Database                Unsupported `json:"database,omitzero"`
+	Storage                 Unsupported `json:"storage,omitzero"`
+	CAAddress               Unsupported `json:"caAddress,omitzero"`
+	CAAuthToken             Unsupported `json:"caAuthToken,omitzero"`
+	XDSAddress              Unsupported `json:"xdsAddress,omitzero"`
+	XDSAuthToken            Unsupported `json:"xdsAuthToken,omitzero"`
+	SPIFFE                  Unsupported `json:"spiffe,omitzero"`
+	Namespace               Unsupported `json:"namespace,omitzero"`
+	Gateway                 Unsupported `json:"gateway,omitzero"`
+	TrustDomain             Unsupported `json:"trustDomain,omitzero"`
+	AdditionalTrustDomains  Unsupported `json:"additionalTrustDomains,omitzero"`
+	SkipValidateTrustDomain Unsupported `json:"skipValidateTrustDomain,omitzero"`
+	ServiceAccount          Unsupported `json:"serviceAccount,omitzero"`
+	ClusterID               Unsupported `json:"clusterId,omitzero"`
+	Network                 Unsupported `json:"network,omitzero"`
+	StandardAttributes      Unsupported `json:"standardAttributes,omitzero"`
+	Session                 Unsupported `json:"session,omitzero"`
+	MCP                     Unsupported `json:"mcp,omitzero"`
+	SensitiveHeaders        Unsupported `json:"sensitiveHeaders,omitzero"`
+	CustomFunctions         Unsupported `json:"customFunctions,omitzero"`
+	Tracing                 Unsupported `json:"tracing,omitzero"`
+	Metrics                 Unsupported `json:"metrics,omitzero"`
+	HBONE                   Unsupported `json:"hbone,omitzero"`
+}
+
+// Logging is `config.logging`.
+type Logging struct {
+	Level    *LogLevel   `json:"level,omitempty"`
+	Format   string      `json:"format,omitempty" cfg:"enum=text|json"`
+	Filter   Unsupported `json:"filter,omitzero"`
+	Fields   Unsupported `json:"fields,omitzero"`
+	Database Unsupported `json:"database,omitzero"`
+}
+
+// BackendDefaults is `config.backend`: defaults for every upstream connection.
+type BackendDefaults struct {
+	Keepalives      *Keepalive `json:"keepalives,omitempty"`
+	ConnectTimeout  *Duration  `json:"connectTimeout,omitempty"`
+	PoolIdleTimeout *Duration  `json:"poolIdleTimeout,omitempty"`
+	PoolMaxSize     *int       `json:"poolMaxSize,omitempty" cfg:"min=0"`
+}
+
+// Keepalive configures TCP keepalive probes.
+type Keepalive struct {
+	Enabled  *bool     `json:"enabled,omitempty"`
+	Time     *Duration `json:"time,omitempty"`
+	Interval *Duration `json:"interval,omitempty"`
+	Retries  *int      `json:"retries,omitempty" cfg:"min=1,max=64"`
+}
+
+// Bind is one port the gateway listens on.
+type Bind struct {
+	Port           *int       `json:"port,omitempty" cfg:"required,min=1,max=65535"`
+	Listeners      []Listener `json:"listeners" cfg:"required"`
+	TunnelProtocol string     `json:"tunnelProtocol,omitempty" cfg:"enum=direct"`
+	Mode           string     `json:"mode,omitempty" cfg:"enum=standard"`
+}
+
+// Listener is one named listener on a bind.
+type Listener struct {
+	Name      string          `json:"name,omitempty"`
+	Namespace string          `json:"namespace,omitempty"`
+	Hostname  string          `json:"hostname,omitempty"`
+	Protocol  string          `json:"protocol,omitempty" cfg:"enum=HTTP|HTTPS|TLS|TCP|HBONE"`
+	Routes    []Route         `json:"routes,omitempty"`
+	Policies  *ListenerPolicy `json:"policies,omitempty"`
+	TLS       Unsupported     `json:"tls,omitzero"`
+	TCPRoutes Unsupported     `json:"tcpRoutes,omitzero"`
+}
+
+// ListenerPolicy is `listeners[].policies` (gateway-level policies in agentgateway).
+type ListenerPolicy struct {
+	CORS            *CORS       `json:"cors,omitempty"`
+	OIDC            Unsupported `json:"oidc,omitzero"`
+	JWTAuth         Unsupported `json:"jwtAuth,omitzero"`
+	Authorization   Unsupported `json:"authorization,omitzero"`
+	ExtAuthz        Unsupported `json:"extAuthz,omitzero"`
+	ExtProc         Unsupported `json:"extProc,omitzero"`
+	Transformations Unsupported `json:"transformations,omitzero"`
+	BasicAuth       Unsupported `json:"basicAuth,omitzero"`
+	APIKey          Unsupported `json:"apiKey,omitzero"`
+}
+
+// Route is one HTTP route of a listener.
+type Route struct {
+	Name      string         `json:"name,omitempty"`
+	Namespace string         `json:"namespace,omitempty"`
+	RuleName  string         `json:"ruleName,omitempty"`
+	Hostnames []string       `json:"hostnames,omitempty"`
+	Matches   []RouteMatch   `json:"matches,omitempty"`
+	Policies  *RoutePolicies `json:"policies,omitempty"`
+	Backends  []RouteBackend `json:"backends,omitempty"`
+}
+
+// RouteMatch selects requests; all fields of one match must hold.
+type RouteMatch struct {
+	Path    *PathMatch   `json:"path,omitempty"`
+	Method  string       `json:"method,omitempty"`
+	Headers []ValueMatch `json:"headers,omitempty"`
+	Query   []ValueMatch `json:"query,omitempty"`
+}
+
+// ValueMatch matches a header or query parameter by name and value.
+type ValueMatch struct {
+	Name  string      `json:"name" cfg:"required,minLen=1"`
+	Value StringMatch `json:"value" cfg:"required"`
+}
+
+// FrontendPolicies is the top-level `frontendPolicies:` section.
+type FrontendPolicies struct {
+	HTTP                 *FrontendHTTP `json:"http,omitempty"`
+	TLS                  Unsupported   `json:"tls,omitzero"`
+	TCP                  Unsupported   `json:"tcp,omitzero"`
+	NetworkAuthorization Unsupported   `json:"networkAuthorization,omitzero"`
+	NetworkExtAuthz      Unsupported   `json:"networkExtAuthz,omitzero"`
+	Proxy                Unsupported   `json:"proxy,omitzero"`
+	ProxyProtocol        Unsupported   `json:"proxyProtocol,omitzero"`
+	Connect              Unsupported   `json:"connect,omitzero"`
+	AccessLog            Unsupported   `json:"accessLog,omitzero"`
+	Logging              Unsupported   `json:"logging,omitzero"`
+	Tracing              Unsupported   `json:"tracing,omitzero"`
+}
+
+// FrontendHTTP tunes how incoming HTTP is handled.
+type FrontendHTTP struct {
+	MaxBufferSize             *int        `json:"maxBufferSize,omitempty" cfg:"min=1"`
+	HTTP1MaxHeaders           *int        `json:"http1MaxHeaders,omitempty" cfg:"min=1,max=4096"`
+	HTTP1IdleTimeout          *Duration   `json:"http1IdleTimeout,omitempty"`
+	HTTP1HeaderCase           Unsupported `json:"http1HeaderCase,omitzero"`
+	MaxConnectionDuration     *Duration   `json:"maxConnectionDuration,omitempty"`
+	HTTP2WindowSize           Unsupported `json:"http2WindowSize,omitzero"`
+	HTTP2ConnectionWindowSize Unsupported `json:"http2ConnectionWindowSize,omitzero"`
+	HTTP2FrameSize            Unsupported `json:"http2FrameSize,omitzero"`
+	HTTP2MaxHeaderSize        Unsupported `json:"http2MaxHeaderSize,omitzero"`
+	HTTP2KeepaliveInterval    Unsupported `json:"http2KeepaliveInterval,omitzero"`
+	HTTP2KeepaliveTimeout     Unsupported `json:"http2KeepaliveTimeout,omitzero"`
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// Errors is every problem found in a configuration, one per line.
+type Errors []error
+
+func (e Errors) Error() string {
+	var b strings.Builder
+	for i, err := range e {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// Parse expands environment references in data (YAML or JSON), decodes it
+// strictly into a File and validates it. On failure the error is an Errors
+// holding every problem found, each naming its field path.
+func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	expanded, envErrs := ExpandEnv(data, lookup)
+	if len(envErrs) > 0 {
+		return nil, Errors(envErrs)
+	}
+	var f File
+	if errs := decode.YAML(expanded, &f); len(errs) > 0 {
+		out := make(Errors, 0, len(errs))
+		for _, e := range errs {
+			out = append(out, e)
+		}
+		return nil, out
+	}
+	return &f, nil
+}
+
+// Validate checks rules that span several fields of the file.
+func (f *File) Validate(v *decode.Validation) {
+	ports := map[int]int{}
+	for i, b := range f.Binds {
+		if b.Port != nil {
+			if prev, dup := ports[*b.Port]; dup {
+				v.Errorf(indexPath("binds", i)+".port", "port %d is already used by binds[%d]", *b.Port, prev)
+			}
+			ports[*b.Port] = i
+		}
+	}
+	names := map[string]int{}
+	for i, b := range f.Backends {
+		if prev, dup := names[b.Name]; dup && b.Name != "" {
+			v.Errorf(indexPath("backends", i)+".name", "backend %q is already defined by backends[%d]", b.Name, prev)
+		}
+		names[b.Name] = i
+	}
+	for bi, b := range f.Binds {
+		listenerNames := map[string]int{}
+		for li, l := range b.Listeners {
+			lpath := indexPath("binds", bi) + "." + indexPath("listeners", li)
+			if l.Name != "" {
+				if prev, dup := listenerNames[l.Name]; dup {
+					v.Errorf(lpath+".name", "listener %q is already defined by listeners[%d]", l.Name, prev)
+				}
+				listenerNames[l.Name] = li
+			}
+			switch l.Protocol {
+			case "", "HTTP":
+			default:
+				v.Errorf(lpath+".protocol", "%s listeners are not supported yet", l.Protocol)
+			}
+			if l.Hostname != "" && !validHostnamePattern(l.Hostname) {
+				v.Errorf(lpath+".hostname", "invalid hostname %q", l.Hostname)
+			}
+			for ri, r := range l.Routes {
+				rpath := lpath + "." + indexPath("routes", ri)
+				for hi, h := range r.Hostnames {
+					if !validHostnamePattern(h) {
+						v.Errorf(rpath+"."+indexPath("hostnames", hi), "invalid hostname %q", h)
+					}
+				}
+				for mi, m := range r.Matches {
+					if m.Method != "" && !validHeaderName(m.Method) {
+						v.Errorf(rpath+"."+indexPath("matches", mi)+".method", "invalid method %q", m.Method)
+					}
+				}
+				for bi2, rb := range r.Backends {
+					if rb.Kind == BackendRef {
+						if _, ok := names[rb.Backend]; !ok {
+							v.Errorf(rpath+"."+indexPath("backends", bi2)+".backend", "no backend named %q in the top-level backends", rb.Backend)
+						}
+					}
+				}
+				if r.Policies != nil && r.Policies.RequestMirror != nil && r.Policies.RequestMirror.Backend.Backend != "" {
+					if _, ok := names[r.Policies.RequestMirror.Backend.Backend]; !ok {
+						v.Errorf(rpath+".policies.requestMirror.backend.backend", "no backend named %q in the top-level backends", r.Policies.RequestMirror.Backend.Backend)
+					}
+				}
+			}
+		}
+	}
+}
+
+// validHostnamePattern accepts a DNS name, optionally starting with "*.", or "*".
+func validHostnamePattern(h string) bool {
+	if h == "*" {
+		return true
+	}
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ErrNoConfig is returned when neither a file nor inline config is given.
+var ErrNoConfig = errors.New("no configuration given")

@@ -1,0 +1,196 @@
+package config
+
+import "github.com/relaygate/gateway/config/decode"
+
+// RoutePolicies is `routes[].policies` (agentgateway's FilterOrPolicy).
+type RoutePolicies struct {
+	RequestHeaderModifier  *HeaderModifier  `json:"requestHeaderModifier,omitempty"`
+	ResponseHeaderModifier *HeaderModifier  `json:"responseHeaderModifier,omitempty"`
+	RequestRedirect        *RequestRedirect `json:"requestRedirect,omitempty"`
+	URLRewrite             *URLRewrite      `json:"urlRewrite,omitempty"`
+	RequestMirror          *RequestMirror   `json:"requestMirror,omitempty"`
+	DirectResponse         *DirectResponse  `json:"directResponse,omitempty"`
+	CORS                   *CORS            `json:"cors,omitempty"`
+	CSRF                   *CSRF            `json:"csrf,omitempty"`
+	Timeout                *Timeout         `json:"timeout,omitempty"`
+	Retry                  *Retry           `json:"retry,omitempty"`
+
+	MCPAuthorization  Unsupported `json:"mcpAuthorization,omitzero"`
+	MCPGuardrails     Unsupported `json:"mcpGuardrails,omitzero"`
+	Authorization     Unsupported `json:"authorization,omitzero"`
+	MCPAuthentication Unsupported `json:"mcpAuthentication,omitzero"`
+	A2A               Unsupported `json:"a2a,omitzero"`
+	AI                Unsupported `json:"ai,omitzero"`
+	BackendTLS        Unsupported `json:"backendTLS,omitzero"`
+	BackendTunnel     Unsupported `json:"backendTunnel,omitzero"`
+	BackendAuth       Unsupported `json:"backendAuth,omitzero"`
+	LocalRateLimit    Unsupported `json:"localRateLimit,omitzero"`
+	RemoteRateLimit   Unsupported `json:"remoteRateLimit,omitzero"`
+	JWTAuth           Unsupported `json:"jwtAuth,omitzero"`
+	OIDC              Unsupported `json:"oidc,omitzero"`
+	BasicAuth         Unsupported `json:"basicAuth,omitzero"`
+	APIKey            Unsupported `json:"apiKey,omitzero"`
+	ExtAuthz          Unsupported `json:"extAuthz,omitzero"`
+	ExtProc           Unsupported `json:"extProc,omitzero"`
+	Transformations   Unsupported `json:"transformations,omitzero"`
+	Buffer            Unsupported `json:"buffer,omitzero"`
+	Delay             Unsupported `json:"delay,omitzero"`
+}
+
+// BackendPolicies is `backends[].policies` (agentgateway's LocalBackendPolicies).
+type BackendPolicies struct {
+	RequestHeaderModifier  *HeaderModifier  `json:"requestHeaderModifier,omitempty"`
+	ResponseHeaderModifier *HeaderModifier  `json:"responseHeaderModifier,omitempty"`
+	RequestRedirect        *RequestRedirect `json:"requestRedirect,omitempty"`
+	HTTP                   *BackendHTTP     `json:"http,omitempty"`
+	TCP                    *BackendTCP      `json:"tcp,omitempty"`
+
+	Transformations  Unsupported `json:"transformations,omitzero"`
+	BackendTLS       Unsupported `json:"backendTLS,omitzero"`
+	BackendAuth      Unsupported `json:"backendAuth,omitzero"`
+	BackendTunnel    Unsupported `json:"backendTunnel,omitzero"`
+	Health           Unsupported `json:"health,omitzero"`
+	ExtAuthz         Unsupported `json:"extAuthz,omitzero"`
+	Authorization    Unsupported `json:"authorization,omitzero"`
+	MCPAuthorization Unsupported `json:"mcpAuthorization,omitzero"`
+	MCPGuardrails    Unsupported `json:"mcpGuardrails,omitzero"`
+	A2A              Unsupported `json:"a2a,omitzero"`
+	InferenceRouting Unsupported `json:"inferenceRouting,omitzero"`
+	SessionAffinity  Unsupported `json:"sessionAffinity,omitzero"`
+	AI               Unsupported `json:"ai,omitzero"`
+}
+
+// HeaderModifier adds, sets and removes headers.
+type HeaderModifier struct {
+	Add    map[string]string `json:"add,omitempty"`
+	Set    map[string]string `json:"set,omitempty"`
+	Remove []string          `json:"remove,omitempty"`
+}
+
+// Validate checks header names.
+func (h *HeaderModifier) Validate(v *decode.Validation) {
+	for name := range h.Add {
+		if !validHeaderName(name) {
+			v.Errorf("add."+name, "invalid header name")
+		}
+	}
+	for name := range h.Set {
+		if !validHeaderName(name) {
+			v.Errorf("set."+name, "invalid header name")
+		}
+	}
+	for i, name := range h.Remove {
+		if !validHeaderName(name) {
+			v.Errorf(indexPath("remove", i), "invalid header name %q", name)
+		}
+	}
+}
+
+// RequestRedirect answers with a redirect built from the request URL.
+type RequestRedirect struct {
+	Scheme    string       `json:"scheme,omitempty" cfg:"enum=http|https"`
+	Authority *HostRewrite `json:"authority,omitempty"`
+	Path      *PathRewrite `json:"path,omitempty"`
+	Status    *int         `json:"status,omitempty" cfg:"enum=301|302|303|307|308"`
+}
+
+// URLRewrite rewrites the path or authority before forwarding.
+type URLRewrite struct {
+	Authority *HostRewrite `json:"authority,omitempty"`
+	Path      *PathRewrite `json:"path,omitempty"`
+}
+
+// RequestMirror sends a copy of a share of requests to another backend; its
+// response is discarded.
+type RequestMirror struct {
+	Backend    MirrorBackend `json:"backend" cfg:"required"`
+	Percentage *float64      `json:"percentage" cfg:"required,min=0,max=1"`
+}
+
+// MirrorBackend is the `backend` of a mirror: a `host` or a named `backend`.
+type MirrorBackend struct {
+	Host    string      `json:"host,omitempty"`
+	Backend string      `json:"backend,omitempty"`
+	Service Unsupported `json:"service,omitzero"`
+}
+
+// Validate enforces exactly one of host and backend.
+func (m *MirrorBackend) Validate(v *decode.Validation) {
+	switch {
+	case m.Host == "" && m.Backend == "" && !m.Service.Set:
+		v.Errorf("", "exactly one of host, backend is required")
+	case m.Host != "" && m.Backend != "":
+		v.Errorf("", "only one of host, backend may be set")
+	case m.Host != "":
+		if err := checkHostPort(m.Host); err != nil {
+			v.Errorf("host", "%v", err)
+		}
+	}
+}
+
+// DirectResponse answers without contacting a backend.
+type DirectResponse struct {
+	Body           Bytes       `json:"body,omitempty"`
+	Status         *int        `json:"status" cfg:"required,min=200,max=599"`
+	BodyExpression Unsupported `json:"bodyExpression,omitzero"`
+	Headers        Unsupported `json:"headers,omitzero"`
+	Conditional    Unsupported `json:"conditional,omitzero"`
+}
+
+// CORS answers preflight requests and decorates responses with CORS headers.
+type CORS struct {
+	AllowCredentials bool      `json:"allowCredentials,omitempty"`
+	AllowHeaders     []string  `json:"allowHeaders,omitempty"`
+	AllowMethods     []string  `json:"allowMethods,omitempty"`
+	AllowOrigins     []string  `json:"allowOrigins,omitempty"`
+	ExposeHeaders    []string  `json:"exposeHeaders,omitempty"`
+	MaxAge           *Duration `json:"maxAge,omitempty"`
+}
+
+// CSRF rejects cross-origin state-changing browser requests.
+type CSRF struct {
+	AdditionalOrigins []string `json:"additionalOrigins,omitempty" cfg:"maxItems=16"`
+}
+
+// Timeout bounds the whole request and each backend attempt.
+type Timeout struct {
+	RequestTimeout        *Duration `json:"requestTimeout,omitempty"`
+	BackendRequestTimeout *Duration `json:"backendRequestTimeout,omitempty"`
+}
+
+// Retry retries failed upstream attempts.
+type Retry struct {
+	Attempts     *int        `json:"attempts,omitempty" cfg:"min=1,max=255"`
+	Backoff      *Duration   `json:"backoff,omitempty"`
+	Codes        []int       `json:"codes" cfg:"required"`
+	Precondition Unsupported `json:"precondition,omitzero"`
+	Condition    Unsupported `json:"condition,omitzero"`
+}
+
+// Validate checks status codes.
+func (r *Retry) Validate(v *decode.Validation) {
+	for i, c := range r.Codes {
+		if c < 100 || c > 599 {
+			v.Errorf(indexPath("codes", i), "must be an HTTP status code (100..599)")
+		}
+	}
+}
+
+// BackendHTTP is the `http` backend policy.
+type BackendHTTP struct {
+	Version        string    `json:"version,omitempty" cfg:"enum=HTTP1|HTTP2"`
+	RequestTimeout *Duration `json:"requestTimeout,omitempty"`
+}
+
+// Validate refuses HTTP/2 until the HTTP/2 upstream path exists.
+func (h *BackendHTTP) Validate(v *decode.Validation) {
+	if h.Version == "HTTP2" {
+		v.Errorf("version", "HTTP2 is not supported yet")
+	}
+}
+
+// BackendTCP is the `tcp` backend policy.
+type BackendTCP struct {
+	Keepalives     *Keepalive `json:"keepalives" cfg:"required"`
+	ConnectTimeout *Duration  `json:"connectTimeout" cfg:"required"`
+}

@@ -1,0 +1,82 @@
+package policy
+
+// Chain is the compiled, ordered policy pipeline of a route. Build it with a
+// ChainBuilder, which puts policies in Order; a Chain is immutable once built
+// and shared by every request of the route.
+type Chain struct {
+	// Request runs in order before the backend is called.
+	Request []Request
+	// Response runs in reverse order of Request registration, so the policy
+	// that saw the request first sees the response last.
+	Response []Response
+}
+
+// RunRequest runs the request policies in order and stops at the first that
+// returns Done (it answered the request itself); it returns that result.
+func (ch *Chain) RunRequest(c *Ctx) Result {
+	for _, p := range ch.Request {
+		if p.OnRequest(c) == Done {
+			return Done
+		}
+	}
+	return Continue
+}
+
+// RunResponse runs every response policy, last registered first. It runs on
+// backend responses and on answers made by request policies alike.
+func (ch *Chain) RunResponse(c *Ctx) {
+	for i := len(ch.Response) - 1; i >= 0; i-- {
+		ch.Response[i].OnResponse(c)
+	}
+}
+
+// ChainBuilder collects a route's policies in any order and builds the Chain
+// in Order.
+type ChainBuilder struct {
+	entries []chainEntry
+}
+
+type chainEntry struct {
+	rank int
+	p    any
+}
+
+// NewChainBuilder returns an empty builder.
+func NewChainBuilder() *ChainBuilder { return &ChainBuilder{} }
+
+// Add registers policy p of kind k. p implements Request, Response or both
+// (CORS does both); policies of the same kind keep the order they were added
+// in. Add panics when k is not in Order or p implements neither interface:
+// both are programming errors, not configuration errors.
+func (b *ChainBuilder) Add(k Kind, p any) {
+	rank := k.rank()
+	if rank < 0 {
+		panic("policy: kind " + string(k) + " is not in policy.Order")
+	}
+	_, isReq := p.(Request)
+	_, isResp := p.(Response)
+	if !isReq && !isResp {
+		panic("policy: a " + string(k) + " policy must implement policy.Request or policy.Response")
+	}
+	b.entries = append(b.entries, chainEntry{rank: rank, p: p})
+}
+
+// Build returns the chain: request policies in Order, response policies
+// registered in Order (so they run in reverse of it).
+func (b *ChainBuilder) Build() Chain {
+	var ch Chain
+	for rank := range Order {
+		for _, e := range b.entries {
+			if e.rank != rank {
+				continue
+			}
+			if r, ok := e.p.(Request); ok {
+				ch.Request = append(ch.Request, r)
+			}
+			if r, ok := e.p.(Response); ok {
+				ch.Response = append(ch.Response, r)
+			}
+		}
+	}
+	return ch
+}

@@ -1,0 +1,295 @@
+package policy
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/valyala/fasthttp"
+)
+
+// CORS answers preflight requests and decorates responses with CORS headers.
+// It follows agentgateway, which follows Envoy with forwardNotMatchingPreflights
+// false:
+//
+//   - a request without Origin is left alone;
+//   - a preflight (OPTIONS with Origin and a non-empty
+//     Access-Control-Request-Method) from an origin that is not allowed is
+//     answered 200 without CORS headers and never forwarded;
+//   - any OPTIONS request from an allowed origin is answered 200 with
+//     Access-Control-Allow-Origin (the request's origin), -Allow-Methods,
+//     -Allow-Headers, -Max-Age, -Allow-Credentials and -Expose-Headers;
+//   - any other request from an allowed origin is forwarded, and its response
+//     gets Access-Control-Allow-Origin, -Allow-Credentials and -Expose-Headers;
+//   - a non-preflight request from an origin that is not allowed is forwarded
+//     untouched.
+//
+// allowOrigins entries are "*" (any origin) or "<scheme>://<host>[:<port>]"
+// with scheme http or https, where the host may contain '*' wildcards
+// ("https://*.example.com"); a missing port means the scheme's default, and an
+// explicit port must match exactly. "*" in allowMethods or allowHeaders echoes
+// what the preflight asks for (or answers "*" when it asks nothing and
+// credentials are not allowed). The allowed origin is always echoed, never
+// "*", and responses carrying it also get "Vary: Origin" (an addition to
+// agentgateway, for caches).
+type CORS struct {
+	anyOrigin   bool
+	origins     []origin
+	credentials bool
+
+	methods list
+	headers list
+	expose  []byte // nil: none
+	maxAge  []byte // nil: none
+}
+
+// list is a compiled allowMethods/allowHeaders value.
+type list struct {
+	wildcard bool
+	joined   []byte // nil: none
+}
+
+// Header names and values the policy writes, in canonical form.
+var (
+	hdrOrigin            = []byte("Origin")
+	hdrACRequestMethod   = []byte("Access-Control-Request-Method")
+	hdrACRequestHeaders  = []byte("Access-Control-Request-Headers")
+	hdrACAllowOrigin     = []byte("Access-Control-Allow-Origin")
+	hdrACAllowMethods    = []byte("Access-Control-Allow-Methods")
+	hdrACAllowHeaders    = []byte("Access-Control-Allow-Headers")
+	hdrACAllowCreds      = []byte("Access-Control-Allow-Credentials")
+	hdrACExposeHeaders   = []byte("Access-Control-Expose-Headers")
+	hdrACMaxAge          = []byte("Access-Control-Max-Age")
+	hdrVary              = []byte("Vary")
+	valueTrue            = []byte("true")
+	valueStar            = []byte("*")
+	valueOrigin          = []byte("Origin")
+	headerListSeparators = []byte(", ")
+)
+
+// NewCORS compiles a CORS policy. It refuses origins that cannot match any
+// browser origin (other schemes, paths, "null") and invalid method or header
+// names, naming the offending entry.
+func NewCORS(cfg *config.CORS) (*CORS, error) {
+	if cfg == nil {
+		return nil, fieldErrorf("", "no configuration")
+	}
+	p := &CORS{credentials: cfg.AllowCredentials}
+	for i, s := range cfg.AllowOrigins {
+		if s == "*" {
+			p.anyOrigin = true
+			continue
+		}
+		o, ok := parseOrigin([]byte(strings.ToLower(s)), true)
+		if !ok {
+			return nil, fieldErrorf(indexed("allowOrigins", i),
+				"invalid origin %q: must be \"*\" or <scheme>://<host>[:<port>] with scheme http or https and nothing after the host or port (for example https://app.example.com or https://*.example.com)", s)
+		}
+		p.origins = append(p.origins, o)
+	}
+	if p.anyOrigin {
+		p.origins = nil
+	}
+	var err error
+	// Methods keep their case (they are case-sensitive); header names are
+	// lower-cased as agentgateway does.
+	if p.methods, err = compileList("allowMethods", cfg.AllowMethods, false); err != nil {
+		return nil, err
+	}
+	if p.headers, err = compileList("allowHeaders", cfg.AllowHeaders, true); err != nil {
+		return nil, err
+	}
+	expose, err := compileList("exposeHeaders", cfg.ExposeHeaders, true)
+	if err != nil {
+		return nil, err
+	}
+	p.expose = expose.joined
+	if expose.wildcard {
+		p.expose = valueStar
+	}
+	if cfg.MaxAge != nil {
+		p.maxAge = strconv.AppendInt(nil, int64(cfg.MaxAge.Seconds()), 10)
+	}
+	return p, nil
+}
+
+func compileList(field string, in []string, lower bool) (list, error) {
+	var l list
+	var joined []byte
+	for i, s := range in {
+		if s == "*" {
+			l.wildcard = true
+			continue
+		}
+		if !validToken(s) {
+			return l, fieldErrorf(indexed(field, i), "invalid name %q", s)
+		}
+		if len(joined) > 0 {
+			joined = append(joined, ',')
+		}
+		if lower {
+			s = strings.ToLower(s)
+		}
+		joined = append(joined, s...)
+	}
+	if !l.wildcard {
+		l.joined = joined
+	}
+	return l, nil
+}
+
+// allowed reports whether the Origin header value is allowed.
+func (p *CORS) allowed(o []byte) bool {
+	if p.anyOrigin {
+		return true
+	}
+	ro, ok := parseOrigin(o, false)
+	if !ok {
+		return false
+	}
+	for i := range p.origins {
+		if p.origins[i].matches(&ro) {
+			return true
+		}
+	}
+	return false
+}
+
+// OnRequest answers preflights (Done) and marks allowed requests for response
+// decoration by setting c.CORS (Continue).
+func (p *CORS) OnRequest(c *Ctx) Result {
+	h := &c.Fast.Request.Header
+	o := h.PeekBytes(hdrOrigin)
+	if len(o) == 0 {
+		return Continue
+	}
+	options := h.IsOptions()
+	if !p.allowed(o) {
+		if options && len(h.PeekBytes(hdrACRequestMethod)) > 0 {
+			answerEmpty(c, fasthttp.StatusOK)
+			return Done
+		}
+		return Continue
+	}
+	if options {
+		p.preflight(c, o)
+		return Done
+	}
+	c.CORS = p
+	return Continue
+}
+
+// preflight answers an OPTIONS request from the allowed origin o.
+func (p *CORS) preflight(c *Ctx, o []byte) {
+	req := &c.Fast.Request.Header
+	resp := &c.Fast.Response
+	answerEmpty(c, fasthttp.StatusOK)
+	h := &resp.Header
+	h.SetCanonical(hdrACAllowOrigin, o)
+	switch {
+	case p.methods.wildcard:
+		if m := bytes.TrimSpace(req.PeekBytes(hdrACRequestMethod)); len(m) > 0 && validFieldValue(m) {
+			h.SetCanonical(hdrACAllowMethods, m)
+		} else if !p.credentials {
+			h.SetCanonical(hdrACAllowMethods, valueStar)
+		}
+	case p.methods.joined != nil:
+		h.SetCanonical(hdrACAllowMethods, p.methods.joined)
+	}
+	switch {
+	case p.headers.wildcard:
+		buf := appendHeaderList(c.Scratch(), req.PeekBytes(hdrACRequestHeaders))
+		if len(buf) > 0 && validFieldValue(buf) {
+			h.SetCanonical(hdrACAllowHeaders, buf)
+		} else if !p.credentials {
+			h.SetCanonical(hdrACAllowHeaders, valueStar)
+		}
+		c.KeepScratch(buf)
+	case p.headers.joined != nil:
+		h.SetCanonical(hdrACAllowHeaders, p.headers.joined)
+	}
+	if p.maxAge != nil {
+		h.SetCanonical(hdrACMaxAge, p.maxAge)
+	}
+	p.decorate(h)
+}
+
+// decorate adds the headers every allowed response carries besides the origin.
+func (p *CORS) decorate(h *fasthttp.ResponseHeader) {
+	if p.credentials {
+		h.SetCanonical(hdrACAllowCreds, valueTrue)
+	}
+	if p.expose != nil {
+		h.SetCanonical(hdrACExposeHeaders, p.expose)
+	}
+	addVaryOrigin(h)
+}
+
+// OnResponse decorates the response of a request this policy allowed (c.CORS
+// is p); it does nothing otherwise, so it may be called unconditionally. It
+// reads the origin from the request again: a request header modifier that
+// removes Origin before the response is decorated disables the decoration.
+func (p *CORS) OnResponse(c *Ctx) {
+	if c.CORS != p {
+		return
+	}
+	o := c.Fast.Request.Header.PeekBytes(hdrOrigin)
+	if len(o) == 0 {
+		return
+	}
+	h := &c.Fast.Response.Header
+	h.SetCanonical(hdrACAllowOrigin, o)
+	p.decorate(h)
+}
+
+// appendHeaderList appends the comma-separated list v normalised: entries
+// trimmed, empty entries dropped, joined with ", ".
+func appendHeaderList(dst, v []byte) []byte {
+	start := len(dst)
+	for len(v) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			item, v = v, nil
+		}
+		item = bytes.TrimSpace(item)
+		if len(item) == 0 {
+			continue
+		}
+		if len(dst) > start {
+			dst = append(dst, headerListSeparators...)
+		}
+		dst = append(dst, item...)
+	}
+	return dst
+}
+
+// addVaryOrigin adds "Vary: Origin" unless a Vary header already lists Origin
+// or "*".
+func addVaryOrigin(h *fasthttp.ResponseHeader) {
+	for _, v := range h.PeekAll("Vary") {
+		for len(v) > 0 {
+			var item []byte
+			if i := bytes.IndexByte(v, ','); i >= 0 {
+				item, v = v[:i], v[i+1:]
+			} else {
+				item, v = v, nil
+			}
+			item = bytes.TrimSpace(item)
+			if equalFoldASCII(item, "origin") || equalFoldASCII(item, "*") {
+				return
+			}
+		}
+	}
+	h.AddBytesKV(hdrVary, valueOrigin)
+}
+
+// answerEmpty makes the response status with no body and no Content-Type.
+func answerEmpty(c *Ctx, status int) {
+	resp := &c.Fast.Response
+	resp.SetStatusCode(status)
+	resp.ResetBody()
+	resp.Header.SetNoDefaultContentType(true)
+}

@@ -1,0 +1,73 @@
+// Package policy owns the request and response policies of the gateway: each
+// policy kind is compiled once from its config into a small immutable value whose
+// OnRequest/OnResponse methods run on the hot path without allocating.
+package policy
+
+import (
+	"github.com/valyala/fasthttp"
+)
+
+// Result tells the pipeline what to do after a request policy ran.
+type Result uint8
+
+const (
+	// Continue runs the next policy.
+	Continue Result = iota
+	// Done means the policy wrote the complete response into Ctx.Fast.Response;
+	// no backend is contacted, response policies still run.
+	Done
+)
+
+// Ctx is the per-request state shared by policies. The server owns it, resets it
+// for each request and never shares it across goroutines.
+type Ctx struct {
+	// Fast is the request being served; policies read and modify Fast.Request and,
+	// when they answer themselves, write Fast.Response.
+	Fast *fasthttp.RequestCtx
+	// Host is the request host, lower-cased, without port.
+	Host []byte
+	// Path is the request path as received (no query, not decoded).
+	Path []byte
+	// MatchedPrefix is the path prefix of the route match that selected the
+	// route, when it was a prefix match; URL rewrites with `prefix` replace it.
+	MatchedPrefix []byte
+	// Scheme is "http" or "https", as the client connected.
+	Scheme []byte
+
+	// HostRewritten is set by a policy that chose the upstream Host header, so
+	// the proxy does not replace it with the backend's name.
+	HostRewritten bool
+
+	// CORS is set by the CORS policy when the response must carry CORS headers.
+	CORS *CORS
+
+	scratch []byte
+}
+
+// Reset clears the context for reuse.
+func (c *Ctx) Reset() {
+	c.Fast = nil
+	c.Host = nil
+	c.Path = nil
+	c.MatchedPrefix = nil
+	c.Scheme = nil
+	c.CORS = nil
+	c.HostRewritten = false
+	c.scratch = c.scratch[:0]
+}
+
+// Scratch returns a reusable buffer owned by the context, emptied.
+func (c *Ctx) Scratch() []byte { return c.scratch[:0] }
+
+// KeepScratch stores b (grown from Scratch) so its capacity is reused.
+func (c *Ctx) KeepScratch(b []byte) { c.scratch = b[:0] }
+
+// Request is a policy that runs before the backend is called.
+type Request interface {
+	OnRequest(c *Ctx) Result
+}
+
+// Response is a policy that runs on the response before it is sent.
+type Response interface {
+	OnResponse(c *Ctx)
+}

@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/valyala/fasthttp"
+)
+
+// HeaderModifier adds, sets and removes headers, with Gateway API semantics:
+// add appends a header line even when the name is present, set replaces every
+// line of the name, remove deletes every line of the name. As in agentgateway,
+// adds run first, then sets, then removes, so a name both added and set ends
+// with the set value only. Within add and set, names apply in sorted order.
+//
+// fasthttp keeps some request headers single-valued (Host, Content-Type,
+// User-Agent, Content-Length, Connection): adding one of those replaces it.
+type HeaderModifier struct {
+	add    []headerField
+	set    []headerField
+	remove [][]byte
+	// setsHost is true when add or set writes the Host header.
+	setsHost bool
+}
+
+type headerField struct {
+	name, value []byte
+}
+
+// NewHeaderModifier compiles a header modifier. It refuses invalid header
+// names, values that cannot be sent (control bytes, line breaks) and names
+// given twice in one of add or set (names are case-insensitive).
+func NewHeaderModifier(cfg *config.HeaderModifier) (*HeaderModifier, error) {
+	if cfg == nil {
+		return nil, fieldErrorf("", "no configuration")
+	}
+	m := &HeaderModifier{}
+	var err error
+	if m.add, err = compileHeaderFields("add", cfg.Add); err != nil {
+		return nil, err
+	}
+	if m.set, err = compileHeaderFields("set", cfg.Set); err != nil {
+		return nil, err
+	}
+	for i, name := range cfg.Remove {
+		if !validToken(name) {
+			return nil, fieldErrorf(indexed("remove", i), "invalid header name %q", name)
+		}
+		m.remove = append(m.remove, []byte(name))
+	}
+	for _, f := range append(append([]headerField(nil), m.add...), m.set...) {
+		if equalFoldASCII(f.name, "host") {
+			m.setsHost = true
+		}
+	}
+	return m, nil
+}
+
+func compileHeaderFields(field string, in map[string]string) ([]headerField, error) {
+	names := make([]string, 0, len(in))
+	for name := range in {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	seen := make(map[string]string, len(names))
+	out := make([]headerField, 0, len(names))
+	for _, name := range names {
+		path := field + "." + name
+		if !validToken(name) {
+			return nil, fieldErrorf(path, "invalid header name %q", name)
+		}
+		if prev, ok := seen[strings.ToLower(name)]; ok {
+			return nil, fieldErrorf(path, "header %q is also given as %q (header names are case-insensitive)", name, prev)
+		}
+		seen[strings.ToLower(name)] = name
+		v := in[name]
+		if !validFieldValue(v) {
+			return nil, fieldErrorf(path, "value %s contains a control character or non-ASCII byte", strconv.Quote(v))
+		}
+		out = append(out, headerField{name: []byte(name), value: []byte(v)})
+	}
+	return out, nil
+}
+
+// ApplyRequest modifies request headers in place.
+func (m *HeaderModifier) ApplyRequest(h *fasthttp.RequestHeader) {
+	for _, f := range m.add {
+		h.AddBytesKV(f.name, f.value)
+	}
+	for _, f := range m.set {
+		// fasthttp's Set replaces only the first line of a name.
+		h.DelBytes(f.name)
+		h.SetBytesKV(f.name, f.value)
+	}
+	for _, name := range m.remove {
+		h.DelBytes(name)
+	}
+}
+
+// ApplyResponse modifies response headers in place.
+func (m *HeaderModifier) ApplyResponse(h *fasthttp.ResponseHeader) {
+	for _, f := range m.add {
+		h.AddBytesKV(f.name, f.value)
+	}
+	for _, f := range m.set {
+		// fasthttp's Set replaces only the first line of a name.
+		h.DelBytes(f.name)
+		h.SetBytesKV(f.name, f.value)
+	}
+	for _, name := range m.remove {
+		h.DelBytes(name)
+	}
+}
+
+// SetsHost reports whether the modifier writes the Host header (through add
+// or set). Like agentgateway, RequestHeaders does not set c.HostRewritten: a
+// hostname backend's automatic Host still wins over it; only a URL rewrite
+// with an explicit authority turns that off.
+func (m *HeaderModifier) SetsHost() bool { return m.setsHost }
+
+// RequestHeaders is the request policy that applies a HeaderModifier to the
+// request (`requestHeaderModifier`).
+type RequestHeaders struct{ *HeaderModifier }
+
+// OnRequest modifies the request headers and returns Continue. When the
+// modifier writes Host, the request's parsed URI is given the same host, so
+// fasthttp does not put the old one back when it writes the request.
+func (r RequestHeaders) OnRequest(c *Ctx) Result {
+	req := &c.Fast.Request
+	r.ApplyRequest(&req.Header)
+	if r.setsHost {
+		req.URI().SetHostBytes(req.Header.Host())
+	}
+	return Continue
+}
+
+// ResponseHeaders is the response policy that applies a HeaderModifier to the
+// response (`responseHeaderModifier`).
+type ResponseHeaders struct{ *HeaderModifier }
+
+// OnResponse modifies the response headers.
+func (r ResponseHeaders) OnResponse(c *Ctx) {
+	r.ApplyResponse(&c.Fast.Response.Header)
+}

@@ -1,0 +1,55 @@
+package policy
+
+// Kind names a policy kind by its field name in the configuration's policies.
+type Kind string
+
+// Policy kinds built so far.
+const (
+	KindCORS            Kind = "cors"
+	KindCSRF            Kind = "csrf"
+	KindResponseHeaders Kind = "responseHeaderModifier"
+	KindRequestHeaders  Kind = "requestHeaderModifier"
+	KindURLRewrite      Kind = "urlRewrite"
+	KindRedirect        Kind = "requestRedirect"
+	KindDirectResponse  Kind = "directResponse"
+)
+
+// Order is the fixed order in which a route's policies run, the one place a
+// new kind is plugged in. It is agentgateway's order (proxy/httpproxy.rs,
+// apply_request_policies):
+//
+//  1. cors — first, so preflights are answered before any authentication and
+//     CORS headers decorate every later rejection, letting browsers read it;
+//  2. authentication (oidc, jwtAuth, basicAuth, apiKey), extAuthz,
+//     authorization, then localRateLimit and remoteRateLimit — not built yet;
+//     they go here, in that order;
+//  3. csrf — after authentication in agentgateway, so an unauthenticated
+//     cross-site request is answered 401 rather than 403;
+//  4. responseHeaderModifier — response only; placed after cors so that on
+//     the way back it runs before cors adds its headers;
+//  5. requestHeaderModifier, then urlRewrite — they prepare the forwarded
+//     request, and a redirect after them sees their result, as in
+//     agentgateway;
+//  6. requestRedirect, then directResponse — they answer the request.
+//
+// Response policies run in the reverse of this order.
+var Order = []Kind{
+	KindCORS,
+	// authentication, extAuthz, authorization, rate limits: here.
+	KindCSRF,
+	KindResponseHeaders,
+	KindRequestHeaders,
+	KindURLRewrite,
+	KindRedirect,
+	KindDirectResponse,
+}
+
+// rank is k's position in Order, or -1.
+func (k Kind) rank() int {
+	for i, o := range Order {
+		if o == k {
+			return i
+		}
+	}
+	return -1
+}

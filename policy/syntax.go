@@ -1,0 +1,62 @@
+package policy
+
+// HTTP syntax checks (RFC 9110) used when compiling policies and, for values
+// echoed back to clients, on the request path.
+
+// validToken reports whether b is a token: a header name or a method.
+func validToken(b string) bool {
+	if b == "" {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if !tokenByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func tokenByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+// validFieldValue reports whether b may be sent as a header value: visible
+// ASCII, space and tab, and nothing that could end the header line.
+func validFieldValue[T string | []byte](b T) bool {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII returns c lower-cased when it is an ASCII capital.
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// equalFoldASCII compares a and b ignoring ASCII case, without allocating.
+func equalFoldASCII[A, B string | []byte](a A, b B) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}

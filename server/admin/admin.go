@@ -1,0 +1,78 @@
+package admin
+
+import (
+	"html"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+)
+
+// adminHandler routes the admin server. The pprof handlers are registered
+// on this mux; the servers never serve http.DefaultServeMux.
+func adminHandler(opts Options) http.Handler {
+	mux := http.NewServeMux()
+	var links []string
+	if opts.UIPage != nil {
+		mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+			target := "/ui/"
+			if r.URL.RawQuery != "" {
+				target += "?" + r.URL.RawQuery
+			}
+			http.Redirect(w, r, target, http.StatusMovedPermanently)
+		})
+		mux.Handle("GET /ui/{$}", bytesHandler("text/html; charset=utf-8", opts.UIPage))
+		links = append(links, "/ui/")
+	}
+	if opts.ConfigDump != nil {
+		mux.Handle("GET /config_dump", bytesHandler("application/json", opts.ConfigDump))
+		links = append(links, "/config_dump")
+	}
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	links = append(links, "/debug/pprof/")
+
+	index := indexPage(links)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		writeBody(w, http.StatusOK, "text/html; charset=utf-8", index)
+	})
+	return mux
+}
+
+// indexPage is the small HTML page served at /.
+func indexPage(links []string) []byte {
+	var b strings.Builder
+	b.WriteString("<!doctype html>\n<html><head><title>gateway admin</title></head><body>\n<h1>gateway admin</h1>\n<ul>\n")
+	for _, l := range links {
+		e := html.EscapeString(l)
+		b.WriteString(`<li><a href="` + e + `">` + e + "</a></li>\n")
+	}
+	b.WriteString("</ul>\n</body></html>\n")
+	return []byte(b.String())
+}
+
+// bytesHandler serves what produce returns with the given content type, or
+// a 500 with the error text.
+func bytesHandler(contentType string, produce func() ([]byte, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := produce()
+		if err != nil {
+			writeBody(w, http.StatusInternalServerError, "text/plain; charset=utf-8", []byte(err.Error()+"\n"))
+			return
+		}
+		writeBody(w, http.StatusOK, contentType, body)
+	})
+}
+
+// writeBody writes a complete, uncached response.
+func writeBody(w http.ResponseWriter, status int, contentType string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,22 @@
+package admin
+
+import (
+	"io"
+
+	"go.uber.org/zap"
+)
+
+// Options configures the side servers. Each address is "host:port",
+// "unix:/path", or "off" (or "") to disable that server. Nil callbacks are
+// allowed: a nil ConfigDump or UIPage leaves its endpoint out (404), a nil
+// Metrics serves an empty exposition, and a nil Ready reports ready as soon
+// as the readiness server is listening.
+type Options struct {
+	AdminAddr, StatsAddr, ReadinessAddr string
+	Logger                              *zap.Logger
+
+	ConfigDump func() ([]byte, error) // the effective config as JSON, for /config_dump
+	UIPage     func() ([]byte, error) // HTML for /ui/
+	Metrics    func(w io.Writer)      // writes Prometheus text for /metrics
+	Ready      func() bool            // readiness
+}

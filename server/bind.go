@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/server/telemetry"
+)
+
+// bind is one listening port. Its socket and fasthttp server live across
+// reloads; each request reads the bind's current compiled config once.
+type bind struct {
+	port     int
+	gw       *Gateway
+	acceptor acceptor
+	srv      *fasthttp.Server
+	current  atomic.Pointer[bindConfig]
+	metrics  *telemetry.BindMetrics
+	unrouted *telemetry.RouteMetrics
+
+	draining atomic.Bool
+	mu       sync.Mutex
+	conns    map[net.Conn]fasthttp.ConnState
+}
+
+// frontendSettings are the per-process HTTP settings of frontendPolicies.http
+// that shape the fasthttp server; a change needs new binds.
+type frontendSettings struct {
+	maxHeaders    int
+	idleTimeout   time.Duration
+	maxConnLife   time.Duration
+	maxBufferSize int
+}
+
+func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, error) {
+	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}}
+	b.metrics = gw.metrics.Bind(port)
+	b.unrouted = gw.metrics.Route("", "")
+	b.srv = &fasthttp.Server{
+		Handler:                      b.handle,
+		ErrorHandler:                 b.handleParseError,
+		ConnState:                    b.trackConn,
+		Name:                         "",
+		NoDefaultServerHeader:        true,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		StreamRequestBody:            true,
+		// With StreamRequestBody, bodies up to this size are read before the
+		// handler runs; larger and chunked bodies stream to the backend.
+		MaxRequestBodySize:   fs.maxBufferSize,
+		ReadBufferSize:       16 << 10,
+		WriteBufferSize:      16 << 10,
+		IdleTimeout:          fs.idleTimeout,
+		MaxKeepaliveDuration: fs.maxConnLife,
+		// A client must send its request head within this time.
+		ReadTimeout:       requestHeadTimeout,
+		KeepHijackedConns: false,
+		CloseOnShutdown:   true,
+		Logger:            fasthttpLogger{gw.log},
+	}
+	a, err := listen(gw.transport, addr, fs.idleTimeout, b.serveConn)
+	if err != nil {
+		return nil, err
+	}
+	b.acceptor = a
+	return b, nil
+}
+
+// requestHeadTimeout bounds how long a client may take to send request headers
+// (fasthttp's ReadTimeout starts when the first byte of a request arrives).
+const requestHeadTimeout = 60 * time.Second
+
+func (b *bind) serveConn(c net.Conn) {
+	b.metrics.ConnOpened()
+	defer b.metrics.ConnClosed()
+	if b.draining.Load() {
+		c.Close()
+		return
+	}
+	b.trackConn(c, fasthttp.StateNew)
+	_ = b.srv.ServeConn(c)
+	b.trackConn(c, fasthttp.StateClosed)
+}
+
+func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch st {
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		delete(b.conns, c)
+	case fasthttp.StateIdle:
+		if b.draining.Load() {
+			// A finished request on a draining bind: close instead of waiting
+			// for the next one.
+			c.Close()
+			delete(b.conns, c)
+			return
+		}
+		b.conns[c] = st
+	default:
+		b.conns[c] = st
+	}
+}
+
+// stopAccepting closes the listening socket.
+func (b *bind) stopAccepting() {
+	if err := b.acceptor.Close(); err != nil {
+		b.gw.log.Warn("closing listener", zap.Int("port", b.port), zap.Error(err))
+	}
+}
+
+// drain stops accepting, closes idle connections, and waits for in-flight
+// requests until ctx ends; then it closes whatever is left.
+func (b *bind) drain(ctx context.Context) {
+	b.draining.Store(true)
+	b.stopAccepting()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b.closeIdle() == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b.closeAll()
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// closeIdle closes idle connections and reports how many are still active.
+func (b *bind) closeIdle() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	active := 0
+	for c, st := range b.conns {
+		if st == fasthttp.StateIdle || st == fasthttp.StateNew {
+			c.Close()
+			delete(b.conns, c)
+			continue
+		}
+		active++
+	}
+	return active
+}
+
+func (b *bind) closeAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := range b.conns {
+		c.Close()
+		delete(b.conns, c)
+	}
+}
+
+// fasthttpLogger sends fasthttp's own messages to zap at debug level.
+type fasthttpLogger struct{ log *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Sugar().Debugf(format, args...)
+}

@@ -1,0 +1,246 @@
+// Package server owns the running gateway: listeners and their transports, the
+// HTTP request path, the compiled configuration snapshot and its atomic swap on
+// reload, graceful draining, and the admin, stats and readiness endpoints.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server/telemetry"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	Logger *zap.Logger
+	// AccessLog receives one line per request at info level; nil uses Logger.
+	AccessLog *zap.Logger
+	// Transport accepts connections; the default is netpoll.
+	Transport Transport
+	// BindHost is the address binds listen on; "" means every interface.
+	BindHost string
+	// Metrics is the registry to record into; nil creates one.
+	Metrics *telemetry.Registry
+	// ListenAddr, when set, maps a configured port to the address to listen on
+	// (tests use it to let the OS choose ports); Addrs reports the result.
+	ListenAddr func(port int) string
+}
+
+// Gateway is the data plane: its binds, the current snapshot and the runtime
+// state (connection pools, metrics) that outlives snapshots.
+type Gateway struct {
+	log       *zap.Logger
+	accessLog *zap.Logger
+	transport Transport
+	bindHost  string
+	listenAt  func(port int) string
+	metrics   *telemetry.Registry
+	pools     *backend.Pools
+
+	dynMu   sync.Mutex
+	dynamic map[backend.PoolSettings]*backend.Dynamic
+
+	mirrorSlots chan struct{}
+
+	snap     atomic.Pointer[Snapshot]
+	mu       sync.Mutex // serialises Apply and Shutdown
+	binds    map[int]*bind
+	ready    atomic.Bool
+	shutdown bool
+}
+
+// New returns a gateway with no binds; Apply starts serving a config.
+func New(opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.AccessLog == nil {
+		opts.AccessLog = opts.Logger
+	}
+	if opts.Transport == "" {
+		opts.Transport = TransportNetpoll
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = telemetry.NewRegistry()
+	}
+	return &Gateway{
+		log:         opts.Logger,
+		accessLog:   opts.AccessLog,
+		transport:   opts.Transport,
+		bindHost:    opts.BindHost,
+		listenAt:    opts.ListenAddr,
+		metrics:     opts.Metrics,
+		pools:       backend.NewPools(),
+		dynamic:     map[backend.PoolSettings]*backend.Dynamic{},
+		mirrorSlots: make(chan struct{}, maxMirrorsInFlight),
+		binds:       map[int]*bind{},
+	}
+}
+
+// Apply compiles f and makes it the running config: binds for new ports open,
+// binds for removed ports drain and close, binds whose port stays keep their
+// sockets and connections. On error nothing changes.
+func (g *Gateway) Apply(f *config.File) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutdown {
+		return errors.New("gateway is shutting down")
+	}
+	s, err := compile(g, f)
+	if err != nil {
+		return err
+	}
+	opened := map[int]*bind{}
+	for port := range s.binds {
+		if _, ok := g.binds[port]; ok {
+			continue
+		}
+		b, err := newBind(g, port, g.listenAddr(port), s.frontend)
+		if err != nil {
+			for _, nb := range opened {
+				nb.stopAccepting()
+			}
+			return fmt.Errorf("binds: port %d: %w", port, err)
+		}
+		opened[port] = b
+	}
+	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout || prev != nil && prev.frontend.maxConnLife != s.frontend.maxConnLife {
+		g.log.Warn("frontendPolicies.http idle timeout and maxConnectionDuration changes apply to ports opened after this reload; restart to apply them everywhere")
+	}
+	for port, b := range opened {
+		g.binds[port] = b
+	}
+	for port, b := range g.binds {
+		bc := s.binds[port]
+		if bc == nil {
+			continue
+		}
+		bc.frontend = s.frontend
+		b.current.Store(bc)
+	}
+	g.snap.Store(s)
+	for port, b := range g.binds {
+		if _, keep := s.binds[port]; keep {
+			continue
+		}
+		delete(g.binds, port)
+		go func(b *bind) {
+			ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
+			defer cancel()
+			b.drain(ctx)
+			g.log.Info("stopped listening", zap.Int("port", b.port))
+		}(b)
+	}
+	g.pools.Retain(s.upstream)
+	for port, b := range opened {
+		g.log.Info("listening", zap.Int("port", port), zap.String("address", b.acceptor.Addr().String()))
+	}
+	g.ready.Store(true)
+	return nil
+}
+
+// removedBindDrain bounds draining a bind removed by a reload.
+const removedBindDrain = 30 * time.Second
+
+func (g *Gateway) listenAddr(port int) string {
+	if g.listenAt != nil {
+		return g.listenAt(port)
+	}
+	return net.JoinHostPort(g.bindHost, strconv.Itoa(port))
+}
+
+// Ready reports whether every bind of the running config is listening and the
+// gateway is not draining.
+func (g *Gateway) Ready() bool { return g.ready.Load() }
+
+// StartDraining turns readiness off; listeners keep accepting.
+func (g *Gateway) StartDraining() { g.ready.Store(false) }
+
+// Shutdown stops accepting on every bind and waits for in-flight requests
+// until ctx ends, then closes the remaining connections.
+func (g *Gateway) Shutdown(ctx context.Context) {
+	g.mu.Lock()
+	g.shutdown = true
+	g.ready.Store(false)
+	binds := make([]*bind, 0, len(g.binds))
+	for _, b := range g.binds {
+		binds = append(binds, b)
+	}
+	g.binds = map[int]*bind{}
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, b := range binds {
+		wg.Add(1)
+		go func(b *bind) {
+			defer wg.Done()
+			b.drain(ctx)
+		}(b)
+	}
+	wg.Wait()
+	g.dynMu.Lock()
+	for _, d := range g.dynamic {
+		d.Close()
+	}
+	g.dynMu.Unlock()
+	g.pools.Retain(nil)
+}
+
+// Addrs returns the listening address of every bind, by configured port.
+func (g *Gateway) Addrs() map[int]net.Addr {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[int]net.Addr, len(g.binds))
+	for port, b := range g.binds {
+		out[port] = b.acceptor.Addr()
+	}
+	return out
+}
+
+// Ports returns the configured ports, sorted.
+func (g *Gateway) Ports() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]int, 0, len(g.binds))
+	for port := range g.binds {
+		out = append(out, port)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Metrics is the gateway's metric registry.
+func (g *Gateway) Metrics() *telemetry.Registry { return g.metrics }
+
+// ConfigDump returns the running config as JSON.
+func (g *Gateway) ConfigDump() ([]byte, error) {
+	s := g.snap.Load()
+	if s == nil {
+		return []byte("{}"), nil
+	}
+	return json.MarshalIndent(s.file, "", "  ")
+}
+
+// dynamicPools returns the dynamic backend for pool settings s, shared by every
+// route using the same settings and kept across reloads.
+func (g *Gateway) dynamicPools(s backend.PoolSettings) *backend.Dynamic {
+	g.dynMu.Lock()
+	defer g.dynMu.Unlock()
+	d, ok := g.dynamic[s]
+	if !ok {
+		d = backend.NewDynamic(s)
+		g.dynamic[s] = d
+	}
+	return d
+}

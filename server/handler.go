@@ -1,0 +1,249 @@
+package server
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/policy"
+)
+
+// requestState is the pooled per-request state of the HTTP path.
+type requestState struct {
+	pc      policy.Ctx
+	host    []byte
+	bind    *bindConfig
+	route   *route
+	backend *routeBackend
+	// upstreamErr is the failure that ended the request, for the access log.
+	upstreamErr error
+}
+
+var statePool = sync.Pool{New: func() any { return new(requestState) }}
+
+func acquireState() *requestState { return statePool.Get().(*requestState) }
+
+func releaseState(rs *requestState) {
+	rs.pc.Reset()
+	rs.host = rs.host[:0]
+	rs.bind = nil
+	rs.route = nil
+	rs.backend = nil
+	rs.upstreamErr = nil
+	statePool.Put(rs)
+}
+
+var (
+	schemeHTTP = []byte("http")
+	slash      = []byte("/")
+)
+
+// handle is the HTTP request path: select listener and route, run request
+// policies, forward to a backend, run response policies, account.
+func (b *bind) handle(fctx *fasthttp.RequestCtx) {
+	bc := b.current.Load()
+	rs := acquireState()
+	defer releaseState(rs)
+	rs.bind = bc
+	pc := &rs.pc
+	pc.Fast = fctx
+	pc.Scheme = schemeHTTP
+	if b.draining.Load() {
+		fctx.SetConnectionClose()
+	}
+	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
+		fctx.SetConnectionClose()
+		b.finish(rs, respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers"))
+		return
+	}
+	path := requestPath(fctx)
+	rs.host = appendHost(rs.host[:0], fctx.Request.Header.Host())
+	pc.Host = rs.host
+	pc.Path = path
+	l := bc.listenerFor(rs.host)
+	if l == nil {
+		b.finish(rs, respondError(fctx, fasthttp.StatusNotFound, "route not found"))
+		return
+	}
+	v, ok := l.table.Match(&fctx.Request, rs.host, path)
+	if !ok {
+		b.finish(rs, respondError(fctx, fasthttp.StatusNotFound, "route not found"))
+		return
+	}
+	r := v.(*route)
+	rs.route = r
+	if r.needsPrefix {
+		pc.MatchedPrefix = r.matchedPrefix(path)
+	}
+	if r.chain.RunRequest(pc) == policy.Done {
+		r.chain.RunResponse(pc)
+		b.finish(rs, fctx.Response.StatusCode())
+		return
+	}
+	if len(r.backends) == 0 {
+		b.finish(rs, respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends"))
+		return
+	}
+	rb := r.pick()
+	rs.backend = rb
+	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
+		r.chain.RunResponse(pc)
+		b.finish(rs, fctx.Response.StatusCode())
+		return
+	}
+	if r.mirror != nil {
+		r.mirror.maybeSend(b.gw, fctx)
+	}
+	status := b.forward(rs, r, rb)
+	if rb.responseHeaders != nil {
+		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
+	}
+	r.chain.RunResponse(pc)
+	b.finish(rs, status)
+}
+
+// finish records metrics and the access log line of a request.
+func (b *bind) finish(rs *requestState, status int) {
+	fctx := rs.pc.Fast
+	d := time.Since(fctx.Time())
+	in := fctx.Request.Header.ContentLength()
+	if in < 0 {
+		in = 0
+	}
+	out := fctx.Response.Header.ContentLength()
+	if out < 0 {
+		out = 0
+	}
+	r := rs.route
+	switch {
+	case rs.backend != nil:
+		rs.backend.metrics.Observe(fctx.Method(), status, d, in, out)
+	case r != nil:
+		r.noBackend.Observe(fctx.Method(), status, d, in, out)
+	default:
+		b.unrouted.Observe(fctx.Method(), status, d, in, out)
+	}
+	if ce := b.gw.accessLog.Check(zap.InfoLevel, "request"); ce != nil {
+		routeName, backendName := "", ""
+		if r != nil {
+			routeName = r.name
+		}
+		if rs.backend != nil {
+			backendName = rs.backend.name
+		}
+		fields := []zap.Field{
+			zap.ByteString("method", fctx.Method()),
+			zap.ByteString("path", rs.pc.Path),
+			zap.Int("status", status),
+			zap.Duration("duration", d),
+			zap.String("route", routeName),
+			zap.String("backend", backendName),
+			zap.Int("bytes_in", in),
+			zap.Int("bytes_out", out),
+			zap.Stringer("src", fctx.RemoteAddr()),
+		}
+		if rs.upstreamErr != nil {
+			fields = append(fields, zap.NamedError("upstream_error", rs.upstreamErr))
+		}
+		ce.Write(fields...)
+	}
+}
+
+// respondError writes a short plain-text error and returns its status.
+func respondError(fctx *fasthttp.RequestCtx, status int, msg string) int {
+	fctx.Response.Reset()
+	fctx.Response.SetStatusCode(status)
+	fctx.Response.Header.SetContentType("text/plain; charset=utf-8")
+	fctx.Response.SetBodyString(msg + "\n")
+	return status
+}
+
+// handleParseError answers requests fasthttp could not parse.
+func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
+	fctx.SetConnectionClose()
+	switch err.(type) {
+	case *fasthttp.ErrSmallBuffer:
+		respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
+	default:
+		if isTimeout(err) {
+			respondError(fctx, fasthttp.StatusRequestTimeout, "request timeout")
+			return
+		}
+		respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
+	}
+}
+
+// requestPath returns the raw request path without the query. An absolute-form
+// request target ("http://host/path") yields its path.
+func requestPath(fctx *fasthttp.RequestCtx) []byte {
+	uri := fctx.Request.Header.RequestURI()
+	if len(uri) > 0 && uri[0] != '/' {
+		if i := bytes.Index(uri, []byte("://")); i >= 0 {
+			rest := uri[i+3:]
+			j := bytes.IndexByte(rest, '/')
+			if j < 0 {
+				return slash
+			}
+			uri = rest[j:]
+		}
+	}
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	if len(uri) == 0 {
+		return slash
+	}
+	return uri
+}
+
+// appendHost appends the host of a Host header value, lower-cased and without
+// its port (IPv6 literals keep their brackets).
+func appendHost(dst, h []byte) []byte {
+	end := len(h)
+	if len(h) > 0 && h[0] == '[' {
+		if i := bytes.IndexByte(h, ']'); i >= 0 {
+			end = i + 1
+		}
+	} else if i := bytes.LastIndexByte(h, ':'); i >= 0 {
+		end = i
+	}
+	for _, c := range h[:end] {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// matchedPrefix returns the longest of the route's prefixes that path matches
+// on a segment boundary.
+func (r *route) matchedPrefix(path []byte) []byte {
+	for _, p := range r.prefixes {
+		if !bytes.HasPrefix(path, p) {
+			continue
+		}
+		if len(p) == 1 || len(path) == len(p) || path[len(p)] == '/' {
+			return path[:len(p)]
+		}
+	}
+	return nil
+}
+
+// pick chooses a backend by weight.
+func (r *route) pick() *routeBackend {
+	if len(r.backends) == 1 {
+		return r.backends[0]
+	}
+	n := int(rand.Uint32N(uint32(r.total)))
+	for i, w := range r.weights {
+		if n < w {
+			return r.backends[i]
+		}
+	}
+	return r.backends[len(r.backends)-1]
+}

@@ -1,0 +1,249 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend"
+)
+
+// Hop-by-hop headers (RFC 9110 7.6.1) that a proxy must not forward.
+var hopHeaders = [][]byte{
+	[]byte("Connection"), []byte("Proxy-Connection"), []byte("Keep-Alive"),
+	[]byte("Proxy-Authenticate"), []byte("Proxy-Authorization"), []byte("Te"),
+	[]byte("Trailer"), []byte("Upgrade"),
+}
+
+var (
+	headerXFF     = []byte("X-Forwarded-For")
+	headerXFP     = []byte("X-Forwarded-Proto")
+	headerExpect  = []byte("Expect")
+	commaSpace    = []byte(", ")
+	tokenClose    = []byte("close")
+	tokenKeepAliv = []byte("keep-alive")
+)
+
+// forward sends the request to the chosen backend, with the route's retry and
+// timeout policies, and leaves the backend's response (or an error response) in
+// fctx.Response. It returns the status sent to the client.
+func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	up := rb.static
+	if up == nil {
+		var err error
+		up, err = rb.dynamic.For(req.Header.Host(), "80")
+		if err != nil {
+			rs.upstreamErr = err
+			return respondError(fctx, fasthttp.StatusBadRequest, "request names no destination")
+		}
+	}
+	upgrade := isUpgrade(&req.Header)
+	b.prepareRequest(rs, rb, up, upgrade)
+	if upgrade {
+		return b.tunnel(rs, up)
+	}
+
+	start := fctx.Time()
+	var deadline time.Time
+	if r.timeout > 0 {
+		deadline = start.Add(r.timeout)
+	}
+	attempts := 1
+	if r.retry != nil {
+		attempts = r.retry.attempts
+		// A retry must resend the body: buffer it when it is small enough.
+		if attempts > 1 && req.IsBodyStream() {
+			if n := req.Header.ContentLength(); n >= 0 && n <= rs.bind.frontend.maxBufferSize {
+				_ = req.Body()
+			}
+		}
+	}
+	perAttempt := r.backendTimeout
+	if rb.requestTimeout > 0 && (perAttempt == 0 || rb.requestTimeout < perAttempt) {
+		perAttempt = rb.requestTimeout
+	}
+	for attempt := 1; ; attempt++ {
+		attemptDeadline := deadline
+		if perAttempt > 0 {
+			if d := time.Now().Add(perAttempt); attemptDeadline.IsZero() || d.Before(attemptDeadline) {
+				attemptDeadline = d
+			}
+		}
+		var err error
+		if attemptDeadline.IsZero() {
+			err = up.Client().Do(req, &fctx.Response)
+		} else {
+			err = up.Client().DoDeadline(req, &fctx.Response, attemptDeadline)
+		}
+		failure := backend.Classify(err)
+		status := fctx.Response.StatusCode()
+		if failure == backend.FailureNone && !(r.retry != nil && r.retry.codes[status]) {
+			cleanResponse(&fctx.Response.Header)
+			return status
+		}
+		if attempt >= attempts || !retryable(req, failure) || !waitBackoff(r.retry, deadline) {
+			if failure == backend.FailureNone {
+				cleanResponse(&fctx.Response.Header)
+				return status
+			}
+			rs.upstreamErr = err
+			if failure == backend.FailureConnect {
+				rb.connectErrors.ConnectError()
+			}
+			return respondError(fctx, failure.Status(), failureMessage(failure))
+		}
+		if failure == backend.FailureConnect {
+			rb.connectErrors.ConnectError()
+		}
+		// Discard the response being retried (this releases its connection).
+		fctx.Response.Reset()
+	}
+}
+
+// retryable reports whether another attempt may be made after a failure: a
+// request that never reached the backend may always be retried; one that did
+// only when its method is idempotent and its body can be sent again.
+func retryable(req *fasthttp.Request, f backend.Failure) bool {
+	if req.IsBodyStream() {
+		return f == backend.FailureConnect && req.Header.ContentLength() == 0
+	}
+	if f == backend.FailureConnect {
+		return true
+	}
+	return backend.Idempotent(req.Header.Method())
+}
+
+// waitBackoff sleeps the retry backoff unless that would pass the deadline.
+func waitBackoff(rp *retryPolicy, deadline time.Time) bool {
+	if rp == nil || rp.backoff <= 0 {
+		return deadline.IsZero() || time.Now().Before(deadline)
+	}
+	if !deadline.IsZero() && time.Now().Add(rp.backoff).After(deadline) {
+		return false
+	}
+	t := time.NewTimer(rp.backoff)
+	<-t.C
+	return true
+}
+
+func failureMessage(f backend.Failure) string {
+	switch f {
+	case backend.FailureConnect:
+		return "upstream unavailable"
+	case backend.FailureTimeout:
+		return "upstream request timeout"
+	}
+	return "bad upstream response"
+}
+
+// prepareRequest turns the client's request into the upstream request in
+// place: hop-by-hop headers go, X-Forwarded-* are appended, Host follows the
+// backend, and the backend's request policies apply.
+func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool) {
+	fctx := rs.pc.Fast
+	h := &fctx.Request.Header
+	removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	for _, name := range hopHeaders {
+		if upgrade && (bytes.Equal(name, hopHeaders[0]) || bytes.Equal(name, hopHeaders[7])) {
+			continue
+		}
+		h.DelBytes(name)
+	}
+	h.ResetConnectionClose()
+	h.DelBytes(headerExpect)
+
+	buf := rs.pc.Scratch()
+	if prior := h.PeekBytes(headerXFF); len(prior) > 0 {
+		buf = append(buf, prior...)
+		buf = append(buf, commaSpace...)
+	}
+	buf = appendIP(buf, fctx.RemoteAddr())
+	h.SetBytesKV(headerXFF, buf)
+	buf = buf[:0]
+	if prior := h.PeekBytes(headerXFP); len(prior) > 0 {
+		buf = append(buf, prior...)
+		buf = append(buf, commaSpace...)
+	}
+	buf = append(buf, rs.pc.Scheme...)
+	h.SetBytesKV(headerXFP, buf)
+	rs.pc.KeepScratch(buf)
+
+	// Hostname backends get their own name as Host, unless a rewrite already
+	// chose one; IP backends keep the client's Host.
+	if up.HostName != "" && !rs.pc.HostRewritten {
+		h.SetHostBytes(up.HostHeader)
+	}
+	if rb.requestHeaders != nil {
+		rb.requestHeaders.ApplyRequest(h)
+	}
+}
+
+// cleanResponse removes hop-by-hop headers from a backend response; the
+// client connection's persistence is the gateway's own business.
+func cleanResponse(h *fasthttp.ResponseHeader) {
+	removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	for _, name := range hopHeaders {
+		h.DelBytes(name)
+	}
+	h.ResetConnectionClose()
+}
+
+// removeConnectionTokens deletes the headers named in a Connection value.
+func removeConnectionTokens(v []byte, del func([]byte)) {
+	for len(v) > 0 {
+		i := bytes.IndexByte(v, ',')
+		var tok []byte
+		if i < 0 {
+			tok, v = v, nil
+		} else {
+			tok, v = v[:i], v[i+1:]
+		}
+		tok = bytes.TrimSpace(tok)
+		if len(tok) == 0 || bytes.EqualFold(tok, tokenClose) || bytes.EqualFold(tok, tokenKeepAliv) {
+			continue
+		}
+		del(tok)
+	}
+}
+
+// appendIP appends the IP of a TCP address without allocating.
+func appendIP(dst []byte, a net.Addr) []byte {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			return appendIPv4(dst, ip4)
+		}
+		return append(dst, ta.IP.String()...)
+	}
+	return append(dst, a.String()...)
+}
+
+func appendIPv4(dst []byte, ip net.IP) []byte {
+	for i := 0; i < 4; i++ {
+		if i > 0 {
+			dst = append(dst, '.')
+		}
+		v := ip[i]
+		if v >= 100 {
+			dst = append(dst, '0'+v/100)
+		}
+		if v >= 10 {
+			dst = append(dst, '0'+(v/10)%10)
+		}
+		dst = append(dst, '0'+v%10)
+	}
+	return dst
+}
+
+func isUpgrade(h *fasthttp.RequestHeader) bool {
+	return h.ConnectionUpgrade() && len(h.Peek("Upgrade")) > 0
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

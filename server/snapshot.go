@@ -1,0 +1,505 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/server/router"
+	"github.com/relaygate/gateway/server/telemetry"
+)
+
+// Snapshot is one compiled, immutable configuration. A request loads the
+// current snapshot once and uses it to the end; a reload builds a new one
+// beside it and swaps a pointer.
+type Snapshot struct {
+	file     *config.File
+	binds    map[int]*bindConfig
+	frontend frontendSettings
+	upstream map[*backend.Upstream]bool
+}
+
+// bindConfig is the compiled config of one port.
+type bindConfig struct {
+	port      int
+	frontend  frontendSettings
+	listeners []*listenerConfig // most specific hostname first
+}
+
+type listenerConfig struct {
+	name     string
+	hostname string
+	table    *router.Table
+}
+
+// route is one compiled route.
+type route struct {
+	name     string
+	chain    policy.Chain
+	backends []*routeBackend
+	weights  []int // cumulative weights, for selection
+	total    int
+	// needsPrefix is set when a rewrite or redirect replaces the matched prefix.
+	needsPrefix    bool
+	prefixes       [][]byte      // the route's path prefixes without trailing "/", longest first
+	timeout        time.Duration // whole request, retries included
+	backendTimeout time.Duration // per attempt
+	retry          *retryPolicy
+	mirror         *mirror
+	noBackend      *telemetry.RouteMetrics
+}
+
+// routeBackend is one weighted backend of a route with its backend policies.
+type routeBackend struct {
+	name            string
+	static          *backend.Upstream // nil for dynamic
+	dynamic         *backend.Dynamic
+	requestHeaders  *policy.HeaderModifier
+	responseHeaders *policy.HeaderModifier
+	redirect        *policy.Redirect
+	requestTimeout  time.Duration
+	metrics         *telemetry.RouteMetrics
+	connectErrors   *telemetry.BackendMetrics
+}
+
+type retryPolicy struct {
+	attempts int
+	backoff  time.Duration
+	codes    [600]bool
+}
+
+// compiler carries what compiling one snapshot needs.
+type compiler struct {
+	gw       *Gateway
+	file     *config.File
+	defaults backend.PoolSettings
+	named    map[string]*config.NamedBackend
+	used     map[*backend.Upstream]bool
+}
+
+// compile turns a validated file into a snapshot. It fails only on problems
+// that field validation cannot see (every such error names its field path).
+func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
+	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}}
+	c.defaults = poolDefaults(f)
+	for i := range f.Backends {
+		c.named[f.Backends[i].Name] = &f.Backends[i]
+	}
+	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used}
+	var errs config.Errors
+	for bi := range f.Binds {
+		b := &f.Binds[bi]
+		bc := &bindConfig{port: *b.Port}
+		for li := range b.Listeners {
+			l := &b.Listeners[li]
+			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
+			lc, err := c.listener(path, b, l)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			bc.listeners = append(bc.listeners, lc)
+		}
+		sortListeners(bc.listeners)
+		s.binds[bc.port] = bc
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*listenerConfig, error) {
+	lc := &listenerConfig{name: l.Name, hostname: strings.ToLower(l.Hostname)}
+	var listenerCORS *policy.CORS
+	if l.Policies != nil && l.Policies.CORS != nil {
+		p, err := policy.NewCORS(l.Policies.CORS)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.cors: %w", path, err)
+		}
+		listenerCORS = p
+	}
+	routes := make([]router.Route, 0, len(l.Routes))
+	for ri := range l.Routes {
+		r := &l.Routes[ri]
+		rpath := fmt.Sprintf("%s.routes[%d]", path, ri)
+		cr, err := c.route(rpath, *b.Port, l, ri, r, listenerCORS)
+		if err != nil {
+			return nil, err
+		}
+		rr := router.Route{Hostnames: r.Hostnames, Value: cr}
+		for _, m := range r.Matches {
+			rr.Matches = append(rr.Matches, routerMatch(m))
+		}
+		routes = append(routes, rr)
+	}
+	t, err := router.New(routes)
+	if err != nil {
+		return nil, fmt.Errorf("%s.routes: %w", path, err)
+	}
+	lc.table = t
+	return lc, nil
+}
+
+func routerMatch(m config.RouteMatch) router.Match {
+	out := router.Match{Method: m.Method}
+	if m.Path != nil {
+		switch m.Path.Kind {
+		case config.PathExact:
+			out.PathKind = router.PathExact
+		case config.PathRegex:
+			out.PathKind = router.PathRegex
+			out.PathRegex = m.Path.Regex
+		}
+		out.Path = m.Path.Value
+	} else {
+		out.Path = "/"
+	}
+	for _, h := range m.Headers {
+		out.Headers = append(out.Headers, router.HeaderMatch{Name: h.Name, Value: routerValue(h.Value)})
+	}
+	for _, q := range m.Query {
+		out.Query = append(out.Query, router.QueryMatch{Name: q.Name, Value: routerValue(q.Value)})
+	}
+	return out
+}
+
+func routerValue(v config.StringMatch) router.ValueMatch {
+	if v.Regex != nil {
+		return router.ValueMatch{Regex: v.Regex}
+	}
+	if v.Exact != nil {
+		return router.ValueMatch{Exact: *v.Exact}
+	}
+	return router.ValueMatch{}
+}
+
+// routeName is the name used in logs and metrics: the route's name, or its
+// position when it has none.
+func routeName(port int, l *config.Listener, index int, r *config.Route) string {
+	if r.Name != "" {
+		if r.Namespace != "" {
+			return r.Namespace + "/" + r.Name
+		}
+		return r.Name
+	}
+	ln := l.Name
+	if ln == "" {
+		ln = "bind/" + strconv.Itoa(port)
+	}
+	return ln + "/route" + strconv.Itoa(index)
+}
+
+func (c *compiler) route(path string, port int, l *config.Listener, index int, r *config.Route, listenerCORS *policy.CORS) (*route, error) {
+	cr := &route{name: routeName(port, l, index, r)}
+	p := r.Policies
+	if p == nil {
+		p = &config.RoutePolicies{}
+	}
+	// CORS on the route replaces the listener's.
+	cors := listenerCORS
+	if p.CORS != nil {
+		v, err := policy.NewCORS(p.CORS)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.cors: %w", path, err)
+		}
+		cors = v
+	}
+	b := policy.NewChainBuilder()
+	if cors != nil {
+		b.Add(policy.KindCORS, cors)
+	}
+	if p.CSRF != nil {
+		v, err := policy.NewCSRF(p.CSRF)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.csrf: %w", path, err)
+		}
+		b.Add(policy.KindCSRF, v)
+	}
+	if p.DirectResponse != nil {
+		v, err := policy.NewDirectResponse(p.DirectResponse)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.directResponse: %w", path, err)
+		}
+		b.Add(policy.KindDirectResponse, v)
+	}
+	if p.RequestRedirect != nil {
+		v, err := policy.NewRedirect(p.RequestRedirect)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.requestRedirect: %w", path, err)
+		}
+		b.Add(policy.KindRedirect, v)
+		cr.needsPrefix = cr.needsPrefix || (p.RequestRedirect.Path != nil && p.RequestRedirect.Path.Prefix != nil)
+	}
+	if p.URLRewrite != nil {
+		v, err := policy.NewURLRewrite(p.URLRewrite)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.urlRewrite: %w", path, err)
+		}
+		b.Add(policy.KindURLRewrite, v)
+		cr.needsPrefix = cr.needsPrefix || (p.URLRewrite.Path != nil && p.URLRewrite.Path.Prefix != nil)
+	}
+	if p.RequestHeaderModifier != nil {
+		v, err := policy.NewHeaderModifier(p.RequestHeaderModifier)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.requestHeaderModifier: %w", path, err)
+		}
+		b.Add(policy.KindRequestHeaders, policy.RequestHeaders{HeaderModifier: v})
+	}
+	if p.ResponseHeaderModifier != nil {
+		v, err := policy.NewHeaderModifier(p.ResponseHeaderModifier)
+		if err != nil {
+			return nil, fmt.Errorf("%s.policies.responseHeaderModifier: %w", path, err)
+		}
+		b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
+	}
+	cr.chain = b.Build()
+	if cr.needsPrefix {
+		for _, m := range r.Matches {
+			switch {
+			case m.Path == nil:
+				cr.prefixes = append(cr.prefixes, slash)
+			case m.Path.Kind == config.PathPrefix:
+				p := strings.TrimSuffix(m.Path.Value, "/")
+				if p == "" {
+					p = "/"
+				}
+				cr.prefixes = append(cr.prefixes, []byte(p))
+			}
+		}
+		if len(r.Matches) == 0 {
+			cr.prefixes = append(cr.prefixes, slash)
+		}
+		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
+	}
+	if p.Timeout != nil {
+		if p.Timeout.RequestTimeout != nil {
+			cr.timeout = p.Timeout.RequestTimeout.Duration
+		}
+		if p.Timeout.BackendRequestTimeout != nil {
+			cr.backendTimeout = p.Timeout.BackendRequestTimeout.Duration
+		}
+	}
+	if p.Retry != nil {
+		rp := &retryPolicy{attempts: 1}
+		if p.Retry.Attempts != nil {
+			rp.attempts = *p.Retry.Attempts
+		}
+		if p.Retry.Backoff != nil {
+			rp.backoff = p.Retry.Backoff.Duration
+		}
+		for _, code := range p.Retry.Codes {
+			rp.codes[code] = true
+		}
+		cr.retry = rp
+	}
+	if p.RequestMirror != nil {
+		m, err := c.mirror(path+".policies.requestMirror", p.RequestMirror)
+		if err != nil {
+			return nil, err
+		}
+		cr.mirror = m
+	}
+	for bi := range r.Backends {
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, &r.Backends[bi])
+		if err != nil {
+			return nil, err
+		}
+		if r.Backends[bi].Weight == 0 {
+			continue // weight 0 takes no traffic
+		}
+		cr.total += r.Backends[bi].Weight
+		cr.backends = append(cr.backends, rb)
+		cr.weights = append(cr.weights, cr.total)
+	}
+	cr.noBackend = c.gw.metrics.Route(cr.name, "")
+	return cr, nil
+}
+
+func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend) (*routeBackend, error) {
+	out := &routeBackend{}
+	policies := rb.Policies
+	settings := c.defaults
+	switch rb.Kind {
+	case config.BackendHost:
+		out.name = rb.Host
+	case config.BackendRef:
+		nb := c.named[rb.Backend]
+		out.name = nb.Name
+		// The route's backend policies are merged over the named backend's,
+		// field by field; the route's win.
+		policies = mergeBackendPolicies(nb.Policies, rb.Policies)
+		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host}
+	case config.BackendDynamic:
+		out.name = "dynamic"
+	}
+	if policies != nil {
+		if policies.TCP != nil {
+			settings.Dialing = dialingFrom(policies.TCP.Keepalives, &policies.TCP.ConnectTimeout.Duration, settings.Dialing)
+		}
+		if policies.HTTP != nil && policies.HTTP.RequestTimeout != nil {
+			out.requestTimeout = policies.HTTP.RequestTimeout.Duration
+		}
+		if policies.RequestHeaderModifier != nil {
+			v, err := policy.NewHeaderModifier(policies.RequestHeaderModifier)
+			if err != nil {
+				return nil, fmt.Errorf("%s.policies.requestHeaderModifier: %w", path, err)
+			}
+			out.requestHeaders = v
+		}
+		if policies.ResponseHeaderModifier != nil {
+			v, err := policy.NewHeaderModifier(policies.ResponseHeaderModifier)
+			if err != nil {
+				return nil, fmt.Errorf("%s.policies.responseHeaderModifier: %w", path, err)
+			}
+			out.responseHeaders = v
+		}
+		if policies.RequestRedirect != nil {
+			v, err := policy.NewRedirect(policies.RequestRedirect)
+			if err != nil {
+				return nil, fmt.Errorf("%s.policies.requestRedirect: %w", path, err)
+			}
+			out.redirect = v
+		}
+	}
+	switch rb.Kind {
+	case config.BackendHost:
+		out.static = c.gw.pools.Get(rb.Host, settings)
+		c.used[out.static] = true
+	case config.BackendDynamic:
+		out.dynamic = c.gw.dynamicPools(settings)
+	}
+	out.metrics = c.gw.metrics.Route(routeName, out.name)
+	out.connectErrors = c.gw.metrics.Backend(out.name)
+	return out, nil
+}
+
+// mergeBackendPolicies merges two policy sets field by field; fields set in
+// over win.
+func mergeBackendPolicies(base, over *config.BackendPolicies) *config.BackendPolicies {
+	if base == nil {
+		return over
+	}
+	if over == nil {
+		return base
+	}
+	m := *base
+	if over.RequestHeaderModifier != nil {
+		m.RequestHeaderModifier = over.RequestHeaderModifier
+	}
+	if over.ResponseHeaderModifier != nil {
+		m.ResponseHeaderModifier = over.ResponseHeaderModifier
+	}
+	if over.RequestRedirect != nil {
+		m.RequestRedirect = over.RequestRedirect
+	}
+	if over.HTTP != nil {
+		m.HTTP = over.HTTP
+	}
+	if over.TCP != nil {
+		m.TCP = over.TCP
+	}
+	return &m
+}
+
+// sortListeners orders listeners so the most specific hostname is tried first.
+func sortListeners(ls []*listenerConfig) {
+	sort.SliceStable(ls, func(i, j int) bool { return hostnameRank(ls[i].hostname) > hostnameRank(ls[j].hostname) })
+}
+
+func hostnameRank(h string) int {
+	switch {
+	case h == "" || h == "*":
+		return 0
+	case strings.HasPrefix(h, "*."):
+		return len(h)
+	default:
+		return 1 << 20
+	}
+}
+
+// listenerFor returns the listener serving host, or nil.
+func (bc *bindConfig) listenerFor(host []byte) *listenerConfig {
+	for _, l := range bc.listeners {
+		if l.hostname == "" || router.MatchHostname(l.hostname, host) {
+			return l
+		}
+	}
+	return nil
+}
+
+func poolDefaults(f *config.File) backend.PoolSettings {
+	s := backend.PoolSettings{Dialing: backend.Dialing{ConnectTimeout: backend.DefaultConnectTimeout, Keepalive: backend.DefaultKeepalive}}
+	if f.Config != nil {
+		if f.Config.EnableIPv6 != nil && !*f.Config.EnableIPv6 {
+			s.IPv4Only = true
+		}
+		if d := f.Config.Backend; d != nil {
+			var ct *time.Duration
+			if d.ConnectTimeout != nil {
+				ct = &d.ConnectTimeout.Duration
+			}
+			s.Dialing = dialingFrom(d.Keepalives, ct, s.Dialing)
+			if d.PoolIdleTimeout != nil {
+				s.IdleTimeout = d.PoolIdleTimeout.Duration
+			}
+			if d.PoolMaxSize != nil {
+				s.MaxConns = *d.PoolMaxSize
+			}
+		}
+	}
+	return s
+}
+
+func dialingFrom(k *config.Keepalive, connectTimeout *time.Duration, d backend.Dialing) backend.Dialing {
+	if connectTimeout != nil && *connectTimeout > 0 {
+		d.ConnectTimeout = *connectTimeout
+	}
+	if k != nil {
+		if k.Enabled != nil {
+			d.Keepalive.Enabled = *k.Enabled
+		}
+		if k.Time != nil {
+			d.Keepalive.Time = k.Time.Duration
+		}
+		if k.Interval != nil {
+			d.Keepalive.Interval = k.Interval.Duration
+		}
+		if k.Retries != nil {
+			d.Keepalive.Retries = *k.Retries
+		}
+	}
+	return d
+}
+
+// Defaults of frontendPolicies.http.
+const (
+	DefaultMaxBufferSize    = 2 << 20
+	DefaultHTTP1MaxHeaders  = 100
+	DefaultHTTP1IdleTimeout = 10 * time.Minute
+)
+
+func frontendFrom(f *config.File) frontendSettings {
+	fs := frontendSettings{maxHeaders: DefaultHTTP1MaxHeaders, idleTimeout: DefaultHTTP1IdleTimeout, maxBufferSize: DefaultMaxBufferSize}
+	if f.FrontendPolicies != nil && f.FrontendPolicies.HTTP != nil {
+		h := f.FrontendPolicies.HTTP
+		if h.HTTP1MaxHeaders != nil {
+			fs.maxHeaders = *h.HTTP1MaxHeaders
+		}
+		if h.HTTP1IdleTimeout != nil {
+			fs.idleTimeout = h.HTTP1IdleTimeout.Duration
+		}
+		if h.MaxBufferSize != nil {
+			fs.maxBufferSize = *h.MaxBufferSize
+		}
+		if h.MaxConnectionDuration != nil {
+			fs.maxConnLife = h.MaxConnectionDuration.Duration
+		}
+	}
+	return fs
+}

@@ -1,0 +1,42 @@
+package telemetry
+
+import (
+	"strconv"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// BindMetrics records the downstream connections of one listening port.
+// Obtain it from Registry.Bind; a nil *BindMetrics ignores events.
+type BindMetrics struct {
+	open     *metrics.Gauge
+	accepted *metrics.Counter
+}
+
+// Bind returns the handle for connections accepted on port. The label value
+// is "bind/<port>", the name agentgateway gives its binds.
+func (r *Registry) Bind(port int) *BindMetrics {
+	bind := "bind/" + strconv.Itoa(port)
+	return &BindMetrics{
+		open:     r.set.GetOrCreateGauge(seriesName(famConnectionsOpened, "bind", bind), nil),
+		accepted: r.set.GetOrCreateCounter(seriesName(famConnectionsTotal, "bind", bind)),
+	}
+}
+
+// ConnOpened counts an accepted connection and adds it to the open gauge.
+func (b *BindMetrics) ConnOpened() {
+	if b == nil {
+		return
+	}
+	b.accepted.Inc()
+	b.open.Inc()
+}
+
+// ConnClosed removes a connection from the open gauge. Call it exactly once
+// per ConnOpened.
+func (b *BindMetrics) ConnClosed() {
+	if b == nil {
+		return
+	}
+	b.open.Dec()
+}

@@ -1,0 +1,32 @@
+package telemetry
+
+// Metric family names. The prefix and the names that exist in agentgateway
+// (requests_total, request_duration_seconds, response_bytes_total,
+// downstream_connections_total) match it; the others follow its style.
+const (
+	famRequests          = "agentgateway_requests_total"
+	famRequestDuration   = "agentgateway_request_duration_seconds"
+	famRequestBytes      = "agentgateway_request_bytes_total"
+	famResponseBytes     = "agentgateway_response_bytes_total"
+	famConnectErrors     = "agentgateway_upstream_connect_errors_total"
+	famConnectionsTotal  = "agentgateway_downstream_connections_total"
+	famConnectionsOpened = "agentgateway_downstream_connections_open"
+)
+
+// family is the metadata written as # HELP / # TYPE lines.
+type family struct {
+	name string
+	help string
+	typ  string
+}
+
+// families lists every family this package exposes, keyed by name.
+var families = map[string]family{
+	famRequests:          {famRequests, "The total number of HTTP requests handled, by route, backend, method and status.", "counter"},
+	famRequestDuration:   {famRequestDuration, "Duration of HTTP requests (seconds), by route.", "histogram"},
+	famRequestBytes:      {famRequestBytes, "Total HTTP request bytes received from clients, by route.", "counter"},
+	famResponseBytes:     {famResponseBytes, "Total HTTP response bytes sent to clients, by route.", "counter"},
+	famConnectErrors:     {famConnectErrors, "The total number of failed attempts to connect to a backend.", "counter"},
+	famConnectionsTotal:  {famConnectionsTotal, "The total number of downstream connections accepted, by bind.", "counter"},
+	famConnectionsOpened: {famConnectionsOpened, "The number of downstream connections currently open, by bind.", "gauge"},
+}

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/cloudwego/netpoll"
+)
+
+// Transport names how a bind accepts connections.
+type Transport string
+
+// Transports. Both hand every accepted connection to the same serve function;
+// netpoll is the default for plain TCP, the standard library path is kept for
+// comparison and for the TLS termination that netpoll lacks.
+const (
+	TransportNetpoll Transport = "netpoll"
+	TransportStd     Transport = "std"
+)
+
+// acceptor accepts connections on one address until closed.
+type acceptor interface {
+	Addr() net.Addr
+	// Close stops accepting; connections already accepted are not touched.
+	Close() error
+}
+
+// listen opens addr with the transport and calls serve for every connection,
+// each on its own goroutine; serve owns the connection and closes it.
+func listen(t Transport, addr string, idle time.Duration, serve func(net.Conn)) (acceptor, error) {
+	if t == TransportStd {
+		return listenStd(addr, serve)
+	}
+	return listenNetpoll(addr, idle, serve)
+}
+
+type netpollAcceptor struct {
+	ln   netpoll.Listener
+	loop netpoll.EventLoop
+	done chan struct{}
+}
+
+func listenNetpoll(addr string, idle time.Duration, serve func(net.Conn)) (acceptor, error) {
+	ln, err := netpoll.CreateListener("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	onRequest := func(_ context.Context, conn netpoll.Connection) error {
+		// fasthttp reads the connection through net.Conn; this call returns when
+		// the connection is finished, so netpoll never re-enters it.
+		serve(conn)
+		return nil
+	}
+	opts := []netpoll.Option{}
+	if idle > 0 {
+		// Connections that never send a byte are closed after the idle timeout;
+		// once a request arrives fasthttp's own idle timeout applies.
+		opts = append(opts, netpoll.WithIdleTimeout(idle))
+	}
+	loop, err := netpoll.NewEventLoop(onRequest, opts...)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	a := &netpollAcceptor{ln: ln, loop: loop, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		_ = loop.Serve(ln)
+	}()
+	return a, nil
+}
+
+func (a *netpollAcceptor) Addr() net.Addr { return a.ln.Addr() }
+
+func (a *netpollAcceptor) Close() error {
+	// Shutdown detaches the listener and closes connections netpoll sees as
+	// idle; a cancelled context makes it return at once, leaving connections in
+	// service to the bind's own drain.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := a.loop.Shutdown(ctx)
+	<-a.done
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+type stdAcceptor struct {
+	ln   net.Listener
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	a := &stdAcceptor{ln: ln}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		var delay time.Duration
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// Temporary errors (EMFILE): back off so the loop does not spin.
+				if delay == 0 {
+					delay = 5 * time.Millisecond
+				} else if delay < time.Second {
+					delay *= 2
+				}
+				time.Sleep(delay)
+				continue
+			}
+			delay = 0
+			go serve(c)
+		}
+	}()
+	return a, nil
+}
+
+func (a *stdAcceptor) Addr() net.Addr { return a.ln.Addr() }
+
+func (a *stdAcceptor) Close() error {
+	var err error
+	a.once.Do(func() { err = a.ln.Close() })
+	a.wg.Wait()
+	return err
+}
