@@ -1,7 +1,7 @@
 package config
 
 import (
-	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -30,18 +30,24 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		return nil, Errors(envErrs)
 	}
 	var f File
-	if errs := decode.YAML(expanded, &f); len(errs) > 0 {
-		out := make(Errors, 0, len(errs))
-		for _, e := range errs {
-			out = append(out, e)
-		}
+	errs := decode.YAML(expanded, &f)
+	out := make(Errors, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, e)
+	}
+	// Cross-field rules run even when some fields failed, so one pass reports
+	// everything; they only look at values that decoded.
+	out = append(out, f.crossCheck()...)
+	if len(out) > 0 {
 		return nil, out
 	}
 	return &f, nil
 }
 
-// Validate checks rules that span several fields of the file.
-func (f *File) Validate(v *decode.Validation) {
+// crossCheck checks rules that span several fields of the file.
+func (f *File) crossCheck() Errors {
+	var errs Errors
+	v := checker{errs: &errs}
 	ports := map[int]int{}
 	for i, b := range f.Binds {
 		if b.Port != nil {
@@ -103,6 +109,14 @@ func (f *File) Validate(v *decode.Validation) {
 			}
 		}
 	}
+	return errs
+}
+
+// checker collects cross-field errors with their paths.
+type checker struct{ errs *Errors }
+
+func (c checker) Errorf(path, format string, args ...any) {
+	*c.errs = append(*c.errs, &decode.FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 // validHostnamePattern accepts a DNS name, optionally starting with "*.", or "*".
@@ -128,5 +142,3 @@ func validHostnamePattern(h string) bool {
 	return true
 }
 
-// ErrNoConfig is returned when neither a file nor inline config is given.
-var ErrNoConfig = errors.New("no configuration given")

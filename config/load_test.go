@@ -1,0 +1,164 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestParseErrorsGolden checks that one file with many mistakes reports all of
+// them at once, each with its field path.
+func TestParseErrorsGolden(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "invalid.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(data, noEnv)
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	got := err.Error() + "\n"
+	golden := filepath.Join("testdata", "invalid.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("errors differ from %s (run with -update to accept):\n got:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		desc    string
+		yaml    string
+		wantErr string // substring; empty means valid
+	}{
+		{desc: "minimal", yaml: "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: 127.0.0.1:8080\n"},
+		{desc: "empty file", yaml: ""},
+		{desc: "json input", yaml: `{"binds":[{"port":3000,"listeners":[{"routes":[{"backends":[{"host":"localhost:1"}]}]}]}]}`},
+		{desc: "unknown top-level field", yaml: "bindz: []\n", wantErr: `unknown field "bindz" (did you mean "binds"?)`},
+		{desc: "port required", yaml: "binds:\n- listeners: []\n", wantErr: "binds[0].port: required"},
+		{desc: "port range", yaml: "binds:\n- port: 0\n  listeners: []\n", wantErr: "binds[0].port: must be >= 1"},
+		{desc: "port type", yaml: "binds:\n- port: abc\n  listeners: []\n", wantErr: "binds[0].port: expected integer"},
+		{desc: "unsupported feature", yaml: "mcp: {}\n", wantErr: "mcp: not supported yet"},
+		{desc: "unsupported route policy", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        jwtAuth: {issuer: x}\n", wantErr: "binds[0].listeners[0].routes[0].policies.jwtAuth: not supported yet"},
+		{desc: "path union needs one", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - path: {}\n", wantErr: "binds[0].listeners[0].routes[0].matches[0].path: exactly one of exact, pathPrefix, regex is required"},
+		{desc: "path must start with slash", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - path: {pathPrefix: api}\n", wantErr: "matches[0].path.pathPrefix: must start with"},
+		{desc: "bad regex", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - path: {regex: '['}\n", wantErr: "path.regex: invalid regular expression"},
+		{desc: "backend host needs port", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: example.com\n", wantErr: "backends[0].host: must be host:port"},
+		{desc: "two backend kinds", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        dynamic: {}\n", wantErr: "only one backend kind may be set"},
+		{desc: "dangling backend ref", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: nope\n", wantErr: `no backend named "nope"`},
+		{desc: "named backend ok", yaml: "backends:\n- name: b\n  host: 127.0.0.1:9\nbinds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: b\n"},
+		{desc: "duplicate ports", yaml: "binds:\n- port: 1\n  listeners: []\n- port: 1\n  listeners: []\n", wantErr: "binds[1].port: port 1 is already used by binds[0]"},
+		{desc: "tcp listener later", yaml: "binds:\n- port: 1\n  listeners:\n  - protocol: TCP\n", wantErr: "TCP listeners are not supported yet"},
+		{desc: "bad duration", yaml: "config:\n  backend:\n    connectTimeout: 5 sec\n", wantErr: "config.backend.connectTimeout: invalid duration"},
+		{desc: "direct response status range", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {status: 99}\n", wantErr: "directResponse.status: must be >= 200"},
+		{desc: "retry codes", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        retry: {codes: [700]}\n", wantErr: "retry.codes[0]: must be an HTTP status code"},
+		{desc: "mirror percentage", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestMirror: {backend: {host: 'a:1'}, percentage: 2}\n", wantErr: "requestMirror.percentage: must be <= 1"},
+		{desc: "log level list", yaml: "config:\n  logging:\n    level: [info, access=warn]\n"},
+		{desc: "bad log level", yaml: "config:\n  logging:\n    level: chatty\n", wantErr: `unknown log level "chatty"`},
+		{desc: "backend http2 later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP2}\n", wantErr: "http.version: HTTP2 is not supported yet"},
+		{desc: "header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestHeaderModifier: {remove: ['bad name']}\n", wantErr: "requestHeaderModifier.remove[0]: invalid header name"},
+		{desc: "hostnames wildcard", yaml: "binds:\n- port: 1\n  listeners:\n  - hostname: '*.example.com'\n    routes:\n    - hostnames: ['*.a.example.com', b.example.com]\n"},
+		{desc: "workerThreads", yaml: "config:\n  workerThreads: auto\n"},
+		{desc: "workerThreads bad", yaml: "config:\n  workerThreads: many\n", wantErr: "config.workerThreads: must be"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), noEnv)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error:\n%v", err)
+			case tc.wantErr != "" && err == nil:
+				t.Fatalf("accepted; want error containing %q", tc.wantErr)
+			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
+				t.Fatalf("error\n%v\ndoes not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestExpandEnv(t *testing.T) {
+	env := map[string]string{"PORT": "3000", "EMPTY": "", "HOST": "127.0.0.1"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	tests := []struct {
+		desc, in, want, wantErr string
+	}{
+		{desc: "plain", in: "port: $PORT", want: "port: 3000"},
+		{desc: "braces", in: "host: ${HOST}:${PORT}", want: "host: 127.0.0.1:3000"},
+		{desc: "default unused", in: "${PORT:-1}", want: "3000"},
+		{desc: "default used", in: "${NOPE:-8080}", want: "8080"},
+		{desc: "default for empty", in: "${EMPTY:-x}", want: "x"},
+		{desc: "empty defined", in: "[${EMPTY}]", want: "[]"},
+		{desc: "escape", in: "cost: $$5", want: "cost: $5"},
+		{desc: "dollar before non-name kept", in: `regex: "^/a$"`, want: `regex: "^/a$"`},
+		{desc: "trailing dollar", in: "a$", want: "a$"},
+		{desc: "undefined", in: "a: 1\nb: $NOPE", wantErr: "line 2: environment variable NOPE is not defined"},
+		{desc: "undefined braces", in: "${NOPE}", wantErr: "environment variable NOPE is not defined"},
+		{desc: "unterminated", in: "${PORT", wantErr: "unterminated"},
+		{desc: "invalid name", in: "${1X}", wantErr: "invalid environment variable name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			out, errs := ExpandEnv([]byte(tc.in), lookup)
+			if tc.wantErr != "" {
+				if len(errs) == 0 || !strings.Contains(Errors(errs).Error(), tc.wantErr) {
+					t.Fatalf("errors %v, want %q", errs, tc.wantErr)
+				}
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatalf("unexpected errors %v", errs)
+			}
+			if string(out) != tc.want {
+				t.Fatalf("got %q want %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestExamplesValid keeps every shipped example valid.
+func TestExamplesValid(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(data, noEnv); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.yaml")
+	seeds = append(seeds, "../examples/quickstart.yaml")
+	for _, s := range seeds {
+		if data, err := os.ReadFile(s); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte("binds:\n- port: ${P:-1}\n  listeners: [{routes: [{backends: [{host: 'a:1'}]}]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse(data, noEnv)
+		if err == nil && file == nil {
+			t.Fatal("nil file without error")
+		}
+	})
+}
