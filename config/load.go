@@ -141,4 +141,3 @@ func validHostnamePattern(h string) bool {
 	}
 	return true
 }
-

@@ -364,4 +364,3 @@ func waitStatus(t *testing.T, url string, status int, p *proc) {
 	}
 	t.Fatalf("%s never answered %d:\n%s", url, status, p.logs())
 }
-
