@@ -8,7 +8,8 @@ import (
 
 // ExpandEnv replaces $VAR, ${VAR} and ${VAR:-default} in the raw file text with
 // values from lookup, as agentgateway does before parsing. "$$" is a literal "$";
-// a "$" not followed by a name or "{" is kept. A variable that is not defined
+// a "$" not followed by a name or "{" is kept; whole-line comments are left
+// alone. A variable that is not defined
 // (and has no default) is an error naming its line; all such errors are returned.
 func ExpandEnv(text []byte, lookup func(string) (string, bool)) ([]byte, []error) {
 	if lookup == nil {
@@ -23,10 +24,32 @@ func ExpandEnv(text []byte, lookup func(string) (string, bool)) ([]byte, []error
 		line = 1
 	)
 	s := string(text)
+	lineStart := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if lineStart {
+			// A whole-line comment is copied as it is: references in
+			// comments are documentation, not configuration.
+			j := i
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+				j++
+			}
+			if j < len(s) && s[j] == '#' {
+				end := strings.IndexByte(s[i:], '\n')
+				if end < 0 {
+					out.WriteString(s[i:])
+					break
+				}
+				out.WriteString(s[i : i+end+1])
+				line++
+				i += end
+				continue
+			}
+			lineStart = false
+		}
 		if c == '\n' {
 			line++
+			lineStart = true
 		}
 		if c != '$' || i+1 >= len(s) {
 			out.WriteByte(c)

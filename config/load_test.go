@@ -105,6 +105,7 @@ func TestExpandEnv(t *testing.T) {
 		{desc: "escape", in: "cost: $$5", want: "cost: $5"},
 		{desc: "dollar before non-name kept", in: `regex: "^/a$"`, want: `regex: "^/a$"`},
 		{desc: "trailing dollar", in: "a$", want: "a$"},
+		{desc: "comment lines untouched", in: "# uses ${NOPE}\n  # and $NOPE\nport: $PORT # ${PORT}", want: "# uses ${NOPE}\n  # and $NOPE\nport: 3000 # 3000"},
 		{desc: "undefined", in: "a: 1\nb: $NOPE", wantErr: "line 2: environment variable NOPE is not defined"},
 		{desc: "undefined braces", in: "${NOPE}", wantErr: "environment variable NOPE is not defined"},
 		{desc: "unterminated", in: "${PORT", wantErr: "unterminated"},

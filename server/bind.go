@@ -54,12 +54,15 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		// With StreamRequestBody, bodies up to this size are read before the
 		// handler runs; larger and chunked bodies stream to the backend.
 		MaxRequestBodySize:   fs.maxBufferSize,
-		ReadBufferSize:       16 << 10,
+		ReadBufferSize:       8 << 10,
 		WriteBufferSize:      16 << 10,
+		ReduceMemoryUsage:    true,
 		IdleTimeout:          fs.idleTimeout,
 		MaxKeepaliveDuration: fs.maxConnLife,
-		// A client must send its request head within this time.
+		// A client must send its request head within this time; the body
+		// then gets bodyReadTimeout (HeaderReceived), since it may stream.
 		ReadTimeout:       requestHeadTimeout,
+		HeaderReceived:    bodyReadConfig,
 		KeepHijackedConns: false,
 		CloseOnShutdown:   true,
 		Logger:            fasthttpLogger{gw.log},
@@ -75,6 +78,13 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 // requestHeadTimeout bounds how long a client may take to send request headers
 // (fasthttp's ReadTimeout starts when the first byte of a request arrives).
 const requestHeadTimeout = 60 * time.Second
+
+// bodyReadTimeout bounds reading a streamed request body.
+const bodyReadTimeout = time.Hour
+
+func bodyReadConfig(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+	return fasthttp.RequestConfig{ReadTimeout: bodyReadTimeout}
+}
 
 func (b *bind) serveConn(c net.Conn) {
 	b.metrics.ConnOpened()

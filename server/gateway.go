@@ -27,7 +27,8 @@ type Options struct {
 	Logger *zap.Logger
 	// AccessLog receives one line per request at info level; nil uses Logger.
 	AccessLog *zap.Logger
-	// Transport accepts connections; the default is netpoll.
+	// Transport accepts connections; the default is TransportStd, which
+	// measured faster than netpoll under fasthttp (docs/ARCHITECTURE.md).
 	Transport Transport
 	// BindHost is the address binds listen on; "" means every interface.
 	BindHost string
@@ -70,7 +71,7 @@ func New(opts Options) *Gateway {
 		opts.AccessLog = opts.Logger
 	}
 	if opts.Transport == "" {
-		opts.Transport = TransportNetpoll
+		opts.Transport = TransportStd
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = telemetry.NewRegistry()

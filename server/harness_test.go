@@ -27,7 +27,7 @@ type testGateway struct {
 // new gateway whose binds listen on 127.0.0.1 with OS-chosen ports.
 func startGateway(t *testing.T, yaml string, vars map[string]string) *testGateway {
 	t.Helper()
-	return startGatewayWith(t, yaml, vars, TransportNetpoll)
+	return startGatewayWith(t, yaml, vars, TransportStd)
 }
 
 func startGatewayWith(t *testing.T, yaml string, vars map[string]string, tr Transport) *testGateway {

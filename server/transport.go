@@ -13,9 +13,10 @@ import (
 // Transport names how a bind accepts connections.
 type Transport string
 
-// Transports. Both hand every accepted connection to the same serve function;
-// netpoll is the default for plain TCP, the standard library path is kept for
-// comparison and for the TLS termination that netpoll lacks.
+// Transports. Both hand every accepted connection to the same serve function.
+// The standard library path is the default: under fasthttp it measured faster
+// than netpoll (bench/RESULTS.md, docs/ARCHITECTURE.md); netpoll stays
+// selectable and tested so the comparison can be repeated.
 const (
 	TransportNetpoll Transport = "netpoll"
 	TransportStd     Transport = "std"

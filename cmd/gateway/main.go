@@ -43,7 +43,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.inline, "config", "", "config as an inline string")
 	fs.BoolVar(&o.validateOnly, "validate-only", false, "validate the config, print the result and exit")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.StringVar(&o.transport, "transport", string(server.TransportNetpoll), "connection transport: netpoll or std")
+	fs.StringVar(&o.transport, "transport", string(server.TransportStd), "connection transport: std or netpoll")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gateway [-f FILE | -c CONFIG] [--validate-only]\n\nWith neither -f nor -c the embedded quickstart config runs.\n\n")
 		fs.PrintDefaults()
@@ -58,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-f and -c are mutually exclusive")
 	}
 	if o.transport != string(server.TransportNetpoll) && o.transport != string(server.TransportStd) {
-		return o, fmt.Errorf("--transport must be netpoll or std, not %q", o.transport)
+		return o, fmt.Errorf("--transport must be std or netpoll, not %q", o.transport)
 	}
 	return o, nil
 }
