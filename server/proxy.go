@@ -147,7 +147,13 @@ func failureMessage(f backend.Failure) string {
 func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool) {
 	fctx := rs.pc.Fast
 	h := &fctx.Request.Header
-	removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	if upgrade {
+		// The upgrade tokens must reach the upstream: only other listed
+		// headers go.
+		removeConnectionTokens(h.Peek("Connection"), delExceptUpgrade(h))
+	} else {
+		removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	}
 	for _, name := range hopHeaders {
 		if upgrade && (bytes.Equal(name, hopHeaders[0]) || bytes.Equal(name, hopHeaders[7])) {
 			continue
@@ -180,6 +186,20 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	}
 	if rb.requestHeaders != nil {
 		rb.requestHeaders.ApplyRequest(h)
+	}
+	// The Host header, as set above or by policies, is what goes upstream
+	// (fasthttp would otherwise rebuild it from the parsed request URI).
+	fctx.Request.UseHostHeader = true
+}
+
+var headerUpgrade = []byte("Upgrade")
+
+// delExceptUpgrade deletes a header unless it is Upgrade.
+func delExceptUpgrade(h *fasthttp.RequestHeader) func([]byte) {
+	return func(name []byte) {
+		if !bytes.EqualFold(name, headerUpgrade) {
+			h.DelBytes(name)
+		}
 	}
 }
 

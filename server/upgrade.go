@@ -36,8 +36,9 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 		return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")
 	}
 	br := bufio.NewReader(conn)
-	var head fasthttp.ResponseHeader
-	if err := head.Read(br); err != nil {
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	if err := resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize); err != nil {
 		conn.Close()
 		rs.upstreamErr = err
 		if isTimeout(err) {
@@ -45,23 +46,14 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 		}
 		return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")
 	}
-	if head.StatusCode() != fasthttp.StatusSwitchingProtocols {
+	if resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
 		// No upgrade: relay the answer as an ordinary response.
-		var resp fasthttp.Response
-		head.CopyTo(&resp.Header)
-		if head.ContentLength() > 0 {
-			body, err := io.ReadAll(io.LimitReader(br, int64(rs.bind.frontend.maxBufferSize)))
-			if err != nil {
-				conn.Close()
-				return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")
-			}
-			resp.SetBody(body)
-		}
 		conn.Close()
 		resp.CopyTo(&fctx.Response)
 		cleanResponse(&fctx.Response.Header)
 		return resp.StatusCode()
 	}
+	head := &resp.Header
 	_ = conn.SetDeadline(time.Time{})
 	rawHead := append([]byte(nil), head.Header()...)
 	fctx.HijackSetNoResponse(true)
