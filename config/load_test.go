@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/relaygate/gateway/config/decode"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -36,6 +38,13 @@ func TestParseErrorsGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("errors differ from %s (run with -update to accept):\n got:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
+
+// TestTypesDecodable catches cfg tags and field types the decoder cannot use.
+func TestTypesDecodable(t *testing.T) {
+	if err := decode.CheckType(&File{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

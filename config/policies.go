@@ -91,7 +91,18 @@ type RequestRedirect struct {
 	Scheme    string       `json:"scheme,omitempty" cfg:"enum=http|https"`
 	Authority *HostRewrite `json:"authority,omitempty"`
 	Path      *PathRewrite `json:"path,omitempty"`
-	Status    *int         `json:"status,omitempty" cfg:"enum=301|302|303|307|308"`
+	Status    *int         `json:"status,omitempty"`
+}
+
+// Validate checks the redirect status.
+func (r *RequestRedirect) Validate(v *decode.Validation) {
+	if r.Status != nil {
+		switch *r.Status {
+		case 301, 302, 303, 307, 308:
+		default:
+			v.Errorf("status", "must be one of: 301, 302, 303, 307, 308")
+		}
+	}
 }
 
 // URLRewrite rewrites the path or authority before forwarding.
