@@ -155,3 +155,19 @@ func eventually(t *testing.T, bound time.Duration, what string, cond func() bool
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func parseConfigTB(tb testing.TB, yaml string) *config.File {
+	tb.Helper()
+	f, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	return f
+}
+
+// expiredContext bounds a benchmark's gateway shutdown.
+func expiredContext() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	time.AfterFunc(2*time.Second, cancel)
+	return ctx
+}
