@@ -417,3 +417,18 @@ binds:
 		t.Fatalf("UI page: %v\n%s", err, page)
 	}
 }
+
+func TestBackendRedirectPrefix(t *testing.T) {
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /shop}}]
+      backends: [{host: '127.0.0.1:1', policies: {requestRedirect: {path: {prefix: /store}}}}]
+`, nil)
+	resp, _ := get(t, tg.url(3000)+"/shop/item?id=3", "Host", "site.test")
+	if resp.StatusCode != 302 || resp.Header.Get("Location") != "http://site.test/store/item?id=3" {
+		t.Fatalf("backend redirect %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}

@@ -62,9 +62,11 @@ type routeBackend struct {
 	requestHeaders  *policy.HeaderModifier
 	responseHeaders *policy.HeaderModifier
 	redirect        *policy.Redirect
-	requestTimeout  time.Duration
-	metrics         *telemetry.RouteMetrics
-	connectErrors   *telemetry.BackendMetrics
+	// redirectUsesPrefix: the redirect replaces the matched path prefix.
+	redirectUsesPrefix bool
+	requestTimeout     time.Duration
+	metrics            *telemetry.RouteMetrics
+	connectErrors      *telemetry.BackendMetrics
 }
 
 type retryPolicy struct {
@@ -259,24 +261,6 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
 	}
 	cr.chain = b.Build()
-	if cr.needsPrefix {
-		for _, m := range r.Matches {
-			switch {
-			case m.Path == nil:
-				cr.prefixes = append(cr.prefixes, slash)
-			case m.Path.Kind == config.PathPrefix:
-				p := strings.TrimSuffix(m.Path.Value, "/")
-				if p == "" {
-					p = "/"
-				}
-				cr.prefixes = append(cr.prefixes, []byte(p))
-			}
-		}
-		if len(r.Matches) == 0 {
-			cr.prefixes = append(cr.prefixes, slash)
-		}
-		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
-	}
 	if p.Timeout != nil {
 		if p.Timeout.RequestTimeout != nil {
 			cr.timeout = p.Timeout.RequestTimeout.Duration
@@ -313,9 +297,28 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
 		}
+		cr.needsPrefix = cr.needsPrefix || rb.redirectUsesPrefix
 		cr.total += r.Backends[bi].Weight
 		cr.backends = append(cr.backends, rb)
 		cr.weights = append(cr.weights, cr.total)
+	}
+	if cr.needsPrefix {
+		for _, m := range r.Matches {
+			switch {
+			case m.Path == nil:
+				cr.prefixes = append(cr.prefixes, slash)
+			case m.Path.Kind == config.PathPrefix:
+				p := strings.TrimSuffix(m.Path.Value, "/")
+				if p == "" {
+					p = "/"
+				}
+				cr.prefixes = append(cr.prefixes, []byte(p))
+			}
+		}
+		if len(r.Matches) == 0 {
+			cr.prefixes = append(cr.prefixes, slash)
+		}
+		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
 	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
@@ -365,6 +368,7 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 				return nil, fmt.Errorf("%s.policies.requestRedirect: %w", path, err)
 			}
 			out.redirect = v
+			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil
 		}
 	}
 	switch rb.Kind {
