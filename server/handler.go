@@ -110,14 +110,7 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 func (b *bind) finish(rs *requestState, status int) {
 	fctx := rs.pc.Fast
 	d := time.Since(fctx.Time())
-	in := fctx.Request.Header.ContentLength()
-	if in < 0 {
-		in = 0
-	}
-	out := fctx.Response.Header.ContentLength()
-	if out < 0 {
-		out = 0
-	}
+	in, out := requestBytes(&fctx.Request), responseBytes(&fctx.Response)
 	r := rs.route
 	switch {
 	case rs.backend != nil:
@@ -246,4 +239,21 @@ func (r *route) pick() *routeBackend {
 		}
 	}
 	return r.backends[len(r.backends)-1]
+}
+
+// requestBytes is the request body size: buffered bodies are counted, streamed
+// ones by their declared length (0 when chunked).
+func requestBytes(r *fasthttp.Request) int {
+	if r.IsBodyStream() {
+		return max(r.Header.ContentLength(), 0)
+	}
+	return len(r.Body())
+}
+
+// responseBytes is the response body size, counted like requestBytes.
+func responseBytes(r *fasthttp.Response) int {
+	if r.IsBodyStream() {
+		return max(r.Header.ContentLength(), 0)
+	}
+	return len(r.Body())
 }
