@@ -53,12 +53,11 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		StreamRequestBody:            true,
 		// With StreamRequestBody, bodies up to this size are read before the
 		// handler runs; larger and chunked bodies stream to the backend.
-		MaxRequestBodySize:   fs.maxBufferSize,
-		ReadBufferSize:       8 << 10,
-		WriteBufferSize:      16 << 10,
-		ReduceMemoryUsage:    true,
-		IdleTimeout:          fs.idleTimeout,
-		MaxKeepaliveDuration: fs.maxConnLife,
+		MaxRequestBodySize: fs.maxBufferSize,
+		ReadBufferSize:     8 << 10,
+		WriteBufferSize:    16 << 10,
+		ReduceMemoryUsage:  true,
+		IdleTimeout:        fs.idleTimeout,
 		// A client must send its request head within this time; the body
 		// then gets bodyReadTimeout (HeaderReceived), since it may stream.
 		ReadTimeout:       requestHeadTimeout,

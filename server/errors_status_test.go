@@ -149,3 +149,18 @@ binds:
 		}
 	})
 }
+
+func TestMaxConnectionDuration(t *testing.T) {
+	ch := make(chan seen, 4)
+	up := recordingUpstream(t, ch)
+	tg := startGateway(t, "frontendPolicies:\n  http:\n    maxConnectionDuration: 1ns\n"+oneRoute(up), nil)
+	c, br := rawConn(t, tg.addr(3000))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, _ := readResponse(t, br, "GET")
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("status %d, close %v: a connection past maxConnectionDuration must be closed after its response", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("connection stayed open")
+	}
+}

@@ -117,8 +117,8 @@ func (g *Gateway) Apply(f *config.File) error {
 		}
 		opened[port] = b
 	}
-	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout || prev != nil && prev.frontend.maxConnLife != s.frontend.maxConnLife {
-		g.log.Warn("frontendPolicies.http idle timeout and maxConnectionDuration changes apply to ports opened after this reload; restart to apply them everywhere")
+	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout {
+		g.log.Warn("frontendPolicies.http.http1IdleTimeout changes apply to ports opened after this reload; restart to apply it everywhere")
 	}
 	for port, b := range opened {
 		g.binds[port] = b

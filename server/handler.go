@@ -52,9 +52,6 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
-	if b.draining.Load() {
-		fctx.SetConnectionClose()
-	}
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
 		fctx.SetConnectionClose()
 		b.finish(rs, respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers"))
@@ -109,6 +106,12 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 // finish records metrics and the access log line of a request.
 func (b *bind) finish(rs *requestState, status int) {
 	fctx := rs.pc.Fast
+	if b.draining.Load() || rs.bind.frontend.maxConnLife > 0 && time.Since(fctx.ConnTime()) > rs.bind.frontend.maxConnLife {
+		// Draining, or the connection reached maxConnectionDuration: this
+		// response is its last. (Set here, after the backend's response
+		// replaced fctx.Response.)
+		fctx.SetConnectionClose()
+	}
 	d := time.Since(fctx.Time())
 	in, out := requestBytes(&fctx.Request), responseBytes(&fctx.Response)
 	r := rs.route

@@ -27,7 +27,8 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	}
 	_ = conn.SetDeadline(time.Now().Add(upgradeHandshakeTimeout))
 	bw := bufio.NewWriter(conn)
-	if err := fctx.Request.Write(bw); err == nil {
+	err = fctx.Request.Write(bw)
+	if err == nil {
 		err = bw.Flush()
 	}
 	if err != nil {

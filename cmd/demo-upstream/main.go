@@ -39,7 +39,9 @@ func handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	headers := map[string]string{}
-	ctx.Request.Header.VisitAll(func(k, v []byte) { headers[string(k)] = string(v) })
+	for k, v := range ctx.Request.Header.All() {
+		headers[string(k)] = string(v)
+	}
 	body, _ := json.MarshalIndent(map[string]any{
 		"upstream": "demo",
 		"method":   string(ctx.Method()),
