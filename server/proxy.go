@@ -74,12 +74,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 				attemptDeadline = d
 			}
 		}
-		var err error
-		if attemptDeadline.IsZero() {
-			err = up.Client().Do(req, &fctx.Response)
-		} else {
-			err = up.Client().DoDeadline(req, &fctx.Response, attemptDeadline)
-		}
+		err := up.Exchange(req, &fctx.Response, attemptDeadline)
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
 		if failure == backend.FailureNone && !(r.retry != nil && r.retry.codes[status]) {

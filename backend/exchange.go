@@ -1,0 +1,195 @@
+package backend
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Exchange sends req to the upstream and fills resp. A response body of known
+// length up to ResponseStreamThreshold is read whole; larger and chunked bodies
+// stream, and their connection returns to the pool when the stream is closed
+// (fasthttp's server closes it after writing). Unlike fasthttp's own streamed
+// responses this allocates nothing per request. deadline, when not zero,
+// bounds sending the request and receiving the response head and small body.
+//
+// A request on a reused keep-alive connection that the upstream had already
+// closed is sent once more on a new connection when it is idempotent and its
+// body can be replayed.
+func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	req.URI().DisablePathNormalizing = true
+	for attempt := 0; ; attempt++ {
+		resp.Reset()
+		stale, err := u.roundTrip(req, resp, deadline)
+		if err == nil {
+			return nil
+		}
+		if !stale || attempt > 0 || req.IsBodyStream() || !Idempotent(req.Header.Method()) {
+			return err
+		}
+	}
+}
+
+// maxInterimResponses bounds 1xx responses skipped before the final one.
+const maxInterimResponses = 8
+
+// roundTrip makes one attempt. stale reports a failure on a reused connection
+// before any response byte arrived.
+func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) (stale bool, err error) {
+	hc := u.client
+	var timeout time.Duration
+	if !deadline.IsZero() {
+		if timeout = time.Until(deadline); timeout <= 0 {
+			return false, fasthttp.ErrTimeout
+		}
+	}
+	cc, err := hc.AcquireConn(timeout, req.ConnectionClose())
+	if err != nil {
+		return false, err
+	}
+	reused := !cc.LastUseTime().IsZero()
+	conn := cc.Conn()
+	if err := conn.SetDeadline(deadline); err != nil {
+		hc.CloseConn(cc)
+		return reused, err
+	}
+	bw := hc.AcquireWriter(conn)
+	err = req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	hc.ReleaseWriter(bw)
+	if err != nil {
+		hc.CloseConn(cc)
+		return reused, timeoutErr(err)
+	}
+	br := hc.AcquireReader(conn)
+	if req.Header.IsHead() {
+		resp.SkipBody = true
+	}
+	err = resp.Header.Read(br)
+	for n := 0; err == nil && isInterim(resp.Header.StatusCode()); n++ {
+		if n >= maxInterimResponses {
+			err = errors.New("too many interim responses")
+			break
+		}
+		err = resp.Header.Read(br)
+	}
+	if err != nil {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		var nothing fasthttp.ErrNothingRead
+		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(err)
+	}
+	closeConn := req.ConnectionClose() || resp.Header.ConnectionClose()
+	n := resp.Header.ContentLength()
+	status := resp.Header.StatusCode()
+	if resp.SkipBody || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || status == fasthttp.StatusSwitchingProtocols {
+		resp.SkipBody = true
+		hc.ReleaseReader(br)
+		finishConn(hc, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
+		return false, nil
+	}
+	if n >= 0 && n <= ResponseStreamThreshold {
+		err = resp.ReadBody(br, ResponseStreamThreshold)
+		hc.ReleaseReader(br)
+		if err != nil {
+			hc.CloseConn(cc)
+			return false, timeoutErr(err)
+		}
+		finishConn(hc, cc, closeConn)
+		return false, nil
+	}
+	// Stream: the body is read from br as the client is written to. The
+	// exchange deadline no longer applies; the route's request timeout does
+	// not cut a body already flowing.
+	_ = conn.SetDeadline(time.Time{})
+	attachStream(hc, cc, br, resp, n, closeConn)
+	return false, nil
+}
+
+func isInterim(status int) bool {
+	return status >= 100 && status < 200 && status != fasthttp.StatusSwitchingProtocols
+}
+
+func finishConn[C any](hc *fasthttp.HostClient, cc C, closeConn bool) {
+	// The type of cc is fasthttp's unexported connection type; the method
+	// expressions keep this free of closures.
+	releaseOrClose(hc, cc, closeConn, any((*fasthttp.HostClient).ReleaseConn), any((*fasthttp.HostClient).CloseConn))
+}
+
+func releaseOrClose[C any](hc *fasthttp.HostClient, cc C, closeConn bool, release, closer any) {
+	if closeConn {
+		closer.(func(*fasthttp.HostClient, C))(hc, cc)
+		return
+	}
+	release.(func(*fasthttp.HostClient, C))(hc, cc)
+}
+
+func timeoutErr(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fasthttp.ErrTimeout
+	}
+	return err
+}
+
+// streamBody is a response body streaming from a pooled upstream connection.
+type streamBody[C any] struct {
+	hc        *fasthttp.HostClient
+	cc        C
+	br        *bufio.Reader
+	up        *fasthttp.Response // holds fasthttp's pooled body decoder
+	body      io.Reader
+	closeConn bool
+	eof       bool
+	want, got int // declared length (-1 unknown) and bytes read
+}
+
+var streamBodies sync.Pool
+
+func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn bool) {
+	up := fasthttp.AcquireResponse()
+	resp.Header.CopyTo(&up.Header)
+	up.StreamBody = true
+	_ = up.ReadBody(br, 0) // with StreamBody this only attaches a decoder
+	sb, _ := streamBodies.Get().(*streamBody[C])
+	if sb == nil {
+		sb = new(streamBody[C])
+	}
+	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, body: up.BodyStream(), closeConn: closeConn, want: n}
+	if n == -2 {
+		// Identity body ended by the connection closing.
+		sb.closeConn = true
+		sb.want = -1
+		n = -1
+	}
+	resp.SetBodyStream(sb, n)
+}
+
+func (s *streamBody[C]) Read(p []byte) (int, error) {
+	n, err := s.body.Read(p)
+	s.got += n
+	if err == io.EOF || s.want >= 0 && s.got >= s.want {
+		s.eof = true
+	}
+	return n, err
+}
+
+// Close returns the connection to the pool when the body was read to its
+// end, and closes it otherwise.
+func (s *streamBody[C]) Close() error {
+	_ = s.up.CloseBodyStream()
+	fasthttp.ReleaseResponse(s.up)
+	s.hc.ReleaseReader(s.br)
+	finishConn(s.hc, s.cc, s.closeConn || !s.eof)
+	var zero C
+	*s = streamBody[C]{cc: zero}
+	streamBodies.Put(s)
+	return nil
+}

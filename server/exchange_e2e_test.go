@@ -1,0 +1,141 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestProxyPathAllocations asserts the plain proxied GET allocates nothing:
+// client, gateway and upstream run in this process, and the client and
+// upstream alone allocate nothing (BenchmarkDirectGET).
+func TestProxyPathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	up := fastUpstream(t)
+	// Access logging off (level above info), as in production benchmarks: a
+	// logged request costs the allocations of its log line.
+	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+	if err := gw.Apply(parseConfig(t, oneRoute(up), nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+	addr := gw.Addrs()[3000].String()
+	c := &fasthttp.HostClient{Addr: addr}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.SetRequestURI("http://" + addr + "/alloc")
+	for i := 0; i < 200; i++ { // warm pools
+		if err := c.Do(req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("%v %d", err, resp.StatusCode())
+		}
+	})
+	if allocs >= 0.5 {
+		t.Fatalf("%.2f allocations per proxied GET, want 0", allocs)
+	}
+}
+
+// connCountingUpstream counts new upstream connections.
+func connCountingUpstream(t *testing.T, h http.Handler) (string, *atomic.Int32) {
+	var n atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			n.Add(1)
+		}
+	}}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), &n
+}
+
+// TestExchangeConnectionReuse: streamed bodies (large and chunked) read to the
+// end give their upstream connection back to the pool.
+func TestExchangeConnectionReuse(t *testing.T) {
+	big := bytes.Repeat([]byte("z"), 256<<10)
+	up, conns := connCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chunked":
+			w.Write(big[:1000])
+			w.(http.Flusher).Flush()
+			w.Write(big)
+		case "/large":
+			w.Header().Set("Content-Length", "262144")
+			w.Write(big)
+		default:
+			io.WriteString(w, "small")
+		}
+	}))
+	tg := startGateway(t, oneRoute(up), nil)
+	for i := 0; i < 5; i++ {
+		for _, p := range []string{"/small", "/large", "/chunked"} {
+			resp, body := get(t, tg.url(3000)+p)
+			if resp.StatusCode != 200 || len(body) == 0 {
+				t.Fatalf("%s: %d (%d bytes)", p, resp.StatusCode, len(body))
+			}
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d upstream connections for 15 sequential requests, want 1 (pooled)", n)
+	}
+}
+
+// TestExchangeStaleConnection: an upstream that drops an idle keep-alive
+// connection without saying so; the next GET is resent on a new connection.
+func TestExchangeStaleConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	served := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
+				mu.Lock()
+				served++
+				mu.Unlock()
+				// Answers as keep-alive, then closes anyway.
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	tg := startGateway(t, oneRoute(ln.Addr().String()), nil)
+	for i := 0; i < 3; i++ {
+		resp, body := get(t, tg.url(3000)+"/")
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	// A POST is not resent: the upstream might have acted on it.
+	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/", strings.NewReader("x"))
+	resp, _ := do(t, req)
+	if resp.StatusCode != 200 && resp.StatusCode != 502 {
+		t.Fatalf("POST on a possibly stale connection: %d", resp.StatusCode)
+	}
+}
