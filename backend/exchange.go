@@ -54,9 +54,13 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	}
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
-	if err := conn.SetDeadline(deadline); err != nil {
-		hc.CloseConn(cc)
-		return reused, err
+	// Pooled connections carry no deadline: one is set only for this
+	// exchange and cleared before the connection goes back to the pool.
+	if !deadline.IsZero() {
+		if err := conn.SetDeadline(deadline); err != nil {
+			hc.CloseConn(cc)
+			return reused, err
+		}
 	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -92,6 +96,7 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	if resp.SkipBody || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || status == fasthttp.StatusSwitchingProtocols {
 		resp.SkipBody = true
 		hc.ReleaseReader(br)
+		clearDeadline(conn, deadline)
 		finishConn(hc, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
 		return false, nil
 	}
@@ -102,15 +107,24 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 			hc.CloseConn(cc)
 			return false, timeoutErr(err)
 		}
+		clearDeadline(conn, deadline)
 		finishConn(hc, cc, closeConn)
 		return false, nil
 	}
 	// Stream: the body is read from br as the client is written to. The
-	// exchange deadline no longer applies; the route's request timeout does
-	// not cut a body already flowing.
-	_ = conn.SetDeadline(time.Time{})
+	// exchange deadline no longer applies (cleared on return); the route's
+	// request timeout does not cut a body already flowing.
+	clearDeadline(conn, deadline)
 	attachStream(hc, cc, br, resp, n, closeConn)
 	return false, nil
+}
+
+// clearDeadline removes the exchange deadline, if one was set, before the
+// connection is shared again.
+func clearDeadline(c net.Conn, deadline time.Time) {
+	if !deadline.IsZero() {
+		_ = c.SetDeadline(time.Time{})
+	}
 }
 
 func isInterim(status int) bool {

@@ -1,9 +1,7 @@
 package backend
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -38,9 +36,6 @@ type Upstream struct {
 	dialing    Dialing
 }
 
-// Client is the fasthttp client of the pool.
-func (u *Upstream) Client() *fasthttp.HostClient { return u.client }
-
 // Dial opens a raw connection to the upstream, for tunnels (WebSocket upgrades).
 func (u *Upstream) Dial() (net.Conn, error) {
 	c, err := u.dialing.Dial(u.Addr)
@@ -51,7 +46,7 @@ func (u *Upstream) Dial() (net.Conn, error) {
 }
 
 // ResponseStreamThreshold is the response body size above which bodies stream
-// through instead of being read whole; fasthttp pre-reads at most 8 KiB anyway.
+// through instead of being read whole.
 const ResponseStreamThreshold = 8 << 10
 
 func newUpstream(addr string, s PoolSettings) *Upstream {
@@ -84,26 +79,12 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: false,
 		DisablePathNormalizing:        true,
-		StreamResponseBody:            true,
-		MaxResponseBodySize:           ResponseStreamThreshold,
-		ReadBufferSize:                8 << 10,
-		// Only requests that were never sent are retried by the pool itself (a
-		// pooled connection the upstream had closed); the gateway's retry policy
-		// decides everything else.
-		MaxIdemponentCallAttempts: 2,
-		RetryIfErr:                retryStaleConn,
+		// The HostClient serves as the connection pool only: Exchange does
+		// the writing and reading, and its own stale-connection retry.
+		ReadBufferSize:  8 << 10,
+		WriteBufferSize: 8 << 10,
 	}
 	return u
-}
-
-// retryStaleConn lets the pool resend a request once when a reused keep-alive
-// connection turned out to be closed by the upstream before any response byte:
-// only for idempotent methods whose body can be replayed.
-func retryStaleConn(req *fasthttp.Request, _ int, err error) (resetTimeout, retry bool) {
-	if req.IsBodyStream() || !Idempotent(req.Header.Method()) {
-		return false, false
-	}
-	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF)
 }
 
 // Idempotent reports whether an HTTP method may be repeated safely (RFC 9110 9.2.2).

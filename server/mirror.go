@@ -61,7 +61,9 @@ func (m *mirror) maybeSend(gw *Gateway, fctx *fasthttp.RequestCtx) {
 		defer func() { <-gw.mirrorSlots }()
 		resp := fasthttp.AcquireResponse()
 		resp.SkipBody = false
-		_ = m.upstream.Client().DoTimeout(req, resp, mirrorTimeout)
+		// Exchange, like every use of an upstream pool, so no fasthttp
+		// deadline is left on a pooled connection.
+		_ = m.upstream.Exchange(req, resp, time.Now().Add(mirrorTimeout))
 		if resp.IsBodyStream() {
 			_ = resp.CloseBodyStream()
 		}
