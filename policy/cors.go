@@ -177,6 +177,7 @@ func (p *CORS) OnRequest(c *Ctx) Result {
 		return Done
 	}
 	c.CORS = p
+	c.CORSOrigin = append(c.CORSOrigin[:0], o...)
 	return Continue
 }
 
@@ -228,18 +229,14 @@ func (p *CORS) decorate(h *fasthttp.ResponseHeader) {
 
 // OnResponse decorates the response of a request this policy allowed (c.CORS
 // is p); it does nothing otherwise, so it may be called unconditionally. It
-// reads the origin from the request again: a request header modifier that
-// removes Origin before the response is decorated disables the decoration.
+// uses the origin copied at request time, so a request header modifier that
+// removes Origin before forwarding does not disable the decoration.
 func (p *CORS) OnResponse(c *Ctx) {
-	if c.CORS != p {
-		return
-	}
-	o := c.Fast.Request.Header.PeekBytes(hdrOrigin)
-	if len(o) == 0 {
+	if c.CORS != p || len(c.CORSOrigin) == 0 {
 		return
 	}
 	h := &c.Fast.Response.Header
-	h.SetCanonical(hdrACAllowOrigin, o)
+	h.SetCanonical(hdrACAllowOrigin, c.CORSOrigin)
 	p.decorate(h)
 }
 

@@ -40,6 +40,9 @@ type Ctx struct {
 
 	// CORS is set by the CORS policy when the response must carry CORS headers.
 	CORS *CORS
+	// CORSOrigin is the allowed request Origin, copied when CORS was set, so
+	// that request policies changing headers later cannot lose it.
+	CORSOrigin []byte
 
 	scratch []byte
 }
@@ -52,6 +55,7 @@ func (c *Ctx) Reset() {
 	c.MatchedPrefix = nil
 	c.Scheme = nil
 	c.CORS = nil
+	c.CORSOrigin = c.CORSOrigin[:0]
 	c.HostRewritten = false
 	c.scratch = c.scratch[:0]
 }

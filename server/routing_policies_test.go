@@ -432,3 +432,28 @@ binds:
 		t.Fatalf("backend redirect %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestCORSSurvivesOriginRemoval: the upstream need not see Origin, and the
+// client still gets its CORS headers.
+func TestCORSSurvivesOriginRemoval(t *testing.T) {
+	ch := make(chan seen, 1)
+	up := recordingUpstream(t, ch)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        cors: {allowOrigins: ['https://app.test']}
+        requestHeaderModifier: {remove: [origin]}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	resp, _ := get(t, tg.url(3000)+"/", "Origin", "https://app.test")
+	got := <-ch
+	if got.header.Get("Origin") != "" {
+		t.Fatalf("upstream saw Origin %q", got.header.Get("Origin"))
+	}
+	if resp.Header.Get("Access-Control-Allow-Origin") != "https://app.test" {
+		t.Fatalf("CORS headers lost: %v", resp.Header)
+	}
+}
