@@ -25,26 +25,12 @@ func blockingUpstream(t *testing.T) string {
 
 // garbageUpstream answers every connection with bytes that are not HTTP.
 func garbageUpstream(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				c.Read(buf)
-				io.WriteString(c, "THIS IS NOT HTTP\r\n\r\n")
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 4096)
+		c.Read(buf)
+		io.WriteString(c, "THIS IS NOT HTTP\r\n\r\n")
+	})
 }
 
 func TestErrorStatuses(t *testing.T) {

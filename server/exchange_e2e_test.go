@@ -98,39 +98,32 @@ func TestExchangeConnectionReuse(t *testing.T) {
 // TestExchangeStaleConnection: an upstream that drops an idle keep-alive
 // connection without saying so; the next GET is resent on a new connection.
 func TestExchangeStaleConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var mu sync.Mutex
 	served := 0
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				if _, err := c.Read(buf); err != nil {
-					return
-				}
-				mu.Lock()
-				served++
-				mu.Unlock()
-				// Answers as keep-alive, then closes anyway.
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}()
+	addr := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 4096)
+		if _, err := c.Read(buf); err != nil {
+			return
 		}
-	}()
-	tg := startGateway(t, oneRoute(ln.Addr().String()), nil)
+		mu.Lock()
+		served++
+		mu.Unlock()
+		// Answers as keep-alive, then closes anyway.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	tg := startGateway(t, oneRoute(addr), nil)
 	for i := 0; i < 3; i++ {
 		resp, body := get(t, tg.url(3000)+"/")
 		if resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
 		}
+	}
+	mu.Lock()
+	n := served
+	mu.Unlock()
+	if n < 3 {
+		t.Fatalf("upstream served %d requests, want 3", n)
 	}
 	// A POST is not resent: the upstream might have acted on it.
 	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/", strings.NewReader("x"))

@@ -171,3 +171,24 @@ func expiredContext() context.Context {
 	time.AfterFunc(2*time.Second, cancel)
 	return ctx
 }
+
+// rawUpstream serves every connection on a loopback listener with handle,
+// which owns the connection; for upstreams that misbehave below HTTP.
+func rawUpstream(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return ln.Addr().String()
+}
