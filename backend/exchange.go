@@ -22,7 +22,7 @@ import (
 // closed is sent once more on a new connection when it is idempotent and its
 // body can be replayed.
 func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	req.URI().DisablePathNormalizing = true
+	u.PrepareRequest(req)
 	for attempt := 0; ; attempt++ {
 		resp.Reset()
 		stale, err := u.roundTrip(req, resp, deadline)
@@ -32,6 +32,26 @@ func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, dead
 		if !stale || attempt > 0 || req.IsBodyStream() || !Idempotent(req.Header.Method()) {
 			return err
 		}
+	}
+}
+
+// PrepareRequest readies req to be written to u; Exchange calls it, and a
+// tunnel writing req itself must. The request target goes upstream exactly as
+// the request header holds it (as received, or as a policy rewrote it):
+// fasthttp would otherwise rebuild it from its parsed URI, re-encoding a query
+// the router parsed ("%20" becomes "+") and dropping an empty one. A target in
+// absolute form becomes origin form. A request without Host (HTTP/1.0) gets
+// u's address, as HTTP/1.1 requires one.
+func (u *Upstream) PrepareRequest(req *fasthttp.Request) {
+	if len(req.Header.Host()) == 0 {
+		req.Header.SetHost(u.Addr)
+	}
+	target := req.Header.RequestURI()
+	req.SetRequestURIBytes(target) // copies onto itself; clears the parsed URI
+	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
+		// Absolute form: fasthttp writes the path and query of the URI
+		// parsed afresh from the target, without normalizing the path.
+		req.URI().DisablePathNormalizing = true
 	}
 }
 
@@ -163,20 +183,54 @@ type streamBody[C any] struct {
 	closeConn bool
 	eof       bool
 	want, got int // declared length (-1 unknown) and bytes read
+
+	// A chunked body is decoded from chunks, which reads the connection
+	// through src: fasthttp's decoder takes a connection that ends where a
+	// chunk header should start for the end of the body, and src tells the
+	// two apart. chunks stays with the pooled streamBody.
+	chunked bool
+	src     eofReader
+	chunks  *bufio.Reader
+}
+
+// eofReader records whether its reader reached io.EOF.
+type eofReader struct {
+	r   io.Reader
+	eof bool
+}
+
+func (e *eofReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
 }
 
 var streamBodies sync.Pool
 
 func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn bool) {
-	up := fasthttp.AcquireResponse()
-	resp.Header.CopyTo(&up.Header)
-	up.StreamBody = true
-	_ = up.ReadBody(br, 0) // with StreamBody this only attaches a decoder
 	sb, _ := streamBodies.Get().(*streamBody[C])
 	if sb == nil {
 		sb = new(streamBody[C])
 	}
-	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, body: up.BodyStream(), closeConn: closeConn, want: n}
+	up := fasthttp.AcquireResponse()
+	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, chunks: sb.chunks}
+	resp.Header.CopyTo(&up.Header)
+	up.StreamBody = true
+	src := br
+	if n == -1 {
+		sb.chunked = true
+		sb.src = eofReader{r: br}
+		if sb.chunks == nil {
+			sb.chunks = bufio.NewReaderSize(&sb.src, chunkedReadBuffer)
+		} else {
+			sb.chunks.Reset(&sb.src)
+		}
+		src = sb.chunks
+	}
+	_ = up.ReadBody(src, 0) // with StreamBody this only attaches a decoder
+	sb.body = up.BodyStream()
 	if n == -2 {
 		// Identity body ended by the connection closing.
 		sb.closeConn = true
@@ -186,9 +240,17 @@ func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *
 	resp.SetBodyStream(sb, n)
 }
 
+// chunkedReadBuffer is the read buffer of a chunked body's decoder.
+const chunkedReadBuffer = 4 << 10
+
 func (s *streamBody[C]) Read(p []byte) (int, error) {
 	n, err := s.body.Read(p)
 	s.got += n
+	if err == io.EOF && s.chunked && s.src.eof {
+		// The upstream closed before the last chunk: the body is cut short,
+		// and the client must not get it as complete.
+		err = io.ErrUnexpectedEOF
+	}
 	if err == io.EOF || s.want >= 0 && s.got >= s.want {
 		s.eof = true
 	}
@@ -202,8 +264,10 @@ func (s *streamBody[C]) Close() error {
 	fasthttp.ReleaseResponse(s.up)
 	s.hc.ReleaseReader(s.br)
 	finishConn(s.hc, s.cc, s.closeConn || !s.eof)
-	var zero C
-	*s = streamBody[C]{cc: zero}
+	if s.chunks != nil {
+		s.chunks.Reset(nil)
+	}
+	*s = streamBody[C]{chunks: s.chunks}
 	streamBodies.Put(s)
 	return nil
 }

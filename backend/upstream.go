@@ -72,7 +72,7 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 			}
-			return c, nil
+			return &PromptConn{Conn: c}, nil
 		},
 		MaxConns:                      s.MaxConns,
 		MaxIdleConnDuration:           idle,

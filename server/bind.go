@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/server/telemetry"
 )
 
@@ -27,6 +28,7 @@ type bind struct {
 	draining atomic.Bool
 	mu       sync.Mutex
 	conns    map[net.Conn]fasthttp.ConnState
+	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -39,7 +41,7 @@ type frontendSettings struct {
 }
 
 func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, error) {
-	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}}
+	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
 	b.srv = &fasthttp.Server{
@@ -85,7 +87,10 @@ func bodyReadConfig(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 	return fasthttp.RequestConfig{ReadTimeout: bodyReadTimeout}
 }
 
-func (b *bind) serveConn(c net.Conn) {
+func (b *bind) serveConn(conn net.Conn) {
+	// Streamed response bodies go out as they arrive, allocation-free
+	// (backend.PromptConn).
+	c := &backend.PromptConn{Conn: conn}
 	b.metrics.ConnOpened()
 	defer b.metrics.ConnClosed()
 	if b.draining.Load() {
@@ -94,6 +99,7 @@ func (b *bind) serveConn(c net.Conn) {
 	}
 	b.trackConn(c, fasthttp.StateNew)
 	_ = b.srv.ServeConn(c)
+	b.awaitTunnel(c)
 	b.trackConn(c, fasthttp.StateClosed)
 }
 
@@ -101,8 +107,17 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch st {
-	case fasthttp.StateClosed, fasthttp.StateHijacked:
+	case fasthttp.StateClosed:
 		delete(b.conns, c)
+	case fasthttp.StateHijacked:
+		// An upgrade tunnel: in flight until it ends, so drain waits for it
+		// and closes it when its time is up.
+		if t := b.tunnels[c]; t != nil {
+			t.started = true
+			b.conns[c] = st
+		} else {
+			delete(b.conns, c)
+		}
 	case fasthttp.StateIdle:
 		if b.draining.Load() {
 			// A finished request on a draining bind: close instead of waiting

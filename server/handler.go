@@ -52,9 +52,18 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
+	if proto := fctx.Request.Header.Protocol(); len(proto) != 8 || proto[5] != '1' {
+		// fasthttp accepts any "HTTP/d.d"; only HTTP/1.x is spoken here and
+		// forwarded (RFC 9110 15.6.6).
+		status := respondError(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
+		fctx.SetConnectionClose() // after respondError, which resets the response
+		b.finish(rs, status)
+		return
+	}
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
-		fctx.SetConnectionClose()
-		b.finish(rs, respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers"))
+		status := respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
+		fctx.SetConnectionClose() // after respondError, which resets the response
+		b.finish(rs, status)
 		return
 	}
 	path := requestPath(fctx)
@@ -160,17 +169,17 @@ func respondError(fctx *fasthttp.RequestCtx, status int, msg string) int {
 
 // handleParseError answers requests fasthttp could not parse.
 func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
-	fctx.SetConnectionClose()
 	switch err.(type) {
 	case *fasthttp.ErrSmallBuffer:
 		respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
 	default:
 		if isTimeout(err) {
 			respondError(fctx, fasthttp.StatusRequestTimeout, "request timeout")
-			return
+		} else {
+			respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
 		}
-		respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
 	}
+	fctx.SetConnectionClose() // after respondError, which resets the response
 }
 
 // requestPath returns the raw request path without the query. An absolute-form

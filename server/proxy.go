@@ -78,12 +78,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
 		if failure == backend.FailureNone && !(r.retry != nil && r.retry.codes[status]) {
-			cleanResponse(&fctx.Response.Header)
+			finishResponse(&fctx.Response)
 			return status
 		}
 		if attempt >= attempts || !retryable(req, failure) || !waitBackoff(r.retry, deadline) {
 			if failure == backend.FailureNone {
-				cleanResponse(&fctx.Response.Header)
+				finishResponse(&fctx.Response)
 				return status
 			}
 			rs.upstreamErr = err
@@ -142,35 +142,40 @@ func failureMessage(f backend.Failure) string {
 func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool) {
 	fctx := rs.pc.Fast
 	h := &fctx.Request.Header
-	if upgrade {
-		// The upgrade tokens must reach the upstream: only other listed
-		// headers go.
-		removeConnectionTokens(h.Peek("Connection"), delExceptUpgrade(h))
-	} else {
-		removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	// Connection may come on several lines; each names fields to remove.
+	// (Deleting fields leaves the values PeekAll returned in place.)
+	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+		if upgrade {
+			// The upgrade tokens must reach the upstream: only other listed
+			// headers go.
+			removeConnectionTokens(v, delExceptUpgrade(h))
+		} else {
+			removeConnectionTokens(v, h.DelBytes)
+		}
 	}
 	for _, name := range hopHeaders {
-		if upgrade && (bytes.Equal(name, hopHeaders[0]) || bytes.Equal(name, hopHeaders[7])) {
+		if upgrade && bytes.Equal(name, hopHeaders[7]) {
 			continue
 		}
 		h.DelBytes(name)
 	}
 	h.ResetConnectionClose()
+	if upgrade {
+		// Only the upgrade token goes on: the other tokens named fields that
+		// are gone.
+		h.SetBytesKV(headerConnection, headerUpgrade)
+	}
 	h.DelBytes(headerExpect)
 
-	buf := rs.pc.Scratch()
-	if prior := h.PeekBytes(headerXFF); len(prior) > 0 {
-		buf = append(buf, prior...)
-		buf = append(buf, commaSpace...)
-	}
+	// X-Forwarded-For and -Proto: every prior line, in order, then this hop,
+	// as one line.
+	buf := appendPrior(rs.pc.Scratch(), h, fasthttp.HeaderXForwardedFor)
 	buf = appendIP(buf, fctx.RemoteAddr())
+	h.DelBytes(headerXFF)
 	h.SetBytesKV(headerXFF, buf)
-	buf = buf[:0]
-	if prior := h.PeekBytes(headerXFP); len(prior) > 0 {
-		buf = append(buf, prior...)
-		buf = append(buf, commaSpace...)
-	}
+	buf = appendPrior(buf[:0], h, fasthttp.HeaderXForwardedProto)
 	buf = append(buf, rs.pc.Scheme...)
+	h.DelBytes(headerXFP)
 	h.SetBytesKV(headerXFP, buf)
 	rs.pc.KeepScratch(buf)
 
@@ -187,7 +192,22 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	fctx.Request.UseHostHeader = true
 }
 
-var headerUpgrade = []byte("Upgrade")
+// appendPrior appends the values of every line of the header name, each
+// followed by ", ".
+func appendPrior(dst []byte, h *fasthttp.RequestHeader, name string) []byte {
+	for _, v := range h.PeekAll(name) {
+		if v = bytes.TrimSpace(v); len(v) > 0 {
+			dst = append(dst, v...)
+			dst = append(dst, commaSpace...)
+		}
+	}
+	return dst
+}
+
+var (
+	headerUpgrade    = []byte("Upgrade")
+	headerConnection = []byte("Connection")
+)
 
 // delExceptUpgrade deletes a header unless it is Upgrade.
 func delExceptUpgrade(h *fasthttp.RequestHeader) func([]byte) {
@@ -198,10 +218,23 @@ func delExceptUpgrade(h *fasthttp.RequestHeader) func([]byte) {
 	}
 }
 
+// finishResponse readies a backend response for the client. A streamed body
+// may take long to come: its head goes out at once, so the client sees the
+// response start (an event stream its opening) before the first bytes of
+// body arrive.
+func finishResponse(resp *fasthttp.Response) {
+	cleanResponse(&resp.Header)
+	if resp.IsBodyStream() {
+		resp.ImmediateHeaderFlush = true
+	}
+}
+
 // cleanResponse removes hop-by-hop headers from a backend response; the
 // client connection's persistence is the gateway's own business.
 func cleanResponse(h *fasthttp.ResponseHeader) {
-	removeConnectionTokens(h.Peek("Connection"), h.DelBytes)
+	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+		removeConnectionTokens(v, h.DelBytes)
+	}
 	for _, name := range hopHeaders {
 		h.DelBytes(name)
 	}
@@ -219,12 +252,26 @@ func removeConnectionTokens(v []byte, del func([]byte)) {
 			tok, v = v[:i], v[i+1:]
 		}
 		tok = bytes.TrimSpace(tok)
-		if len(tok) == 0 || bytes.EqualFold(tok, tokenClose) || bytes.EqualFold(tok, tokenKeepAliv) {
+		if len(tok) == 0 || bytes.EqualFold(tok, tokenClose) || bytes.EqualFold(tok, tokenKeepAliv) || framingField(tok) {
 			continue
 		}
 		del(tok)
 	}
 }
+
+// framingField reports whether a field name is one that frames or addresses
+// the message (Host, Content-Length, Transfer-Encoding): naming it in
+// Connection does not remove it, or the message forwarded would no longer
+// match its body.
+func framingField(name []byte) bool {
+	return bytes.EqualFold(name, headerHost) || bytes.EqualFold(name, headerContentLength) || bytes.EqualFold(name, headerTransferEncoding)
+}
+
+var (
+	headerHost             = []byte(fasthttp.HeaderHost)
+	headerContentLength    = []byte(fasthttp.HeaderContentLength)
+	headerTransferEncoding = []byte(fasthttp.HeaderTransferEncoding)
+)
 
 // appendIP appends the IP of a TCP address without allocating.
 func appendIP(dst []byte, a net.Addr) []byte {

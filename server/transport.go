@@ -51,14 +51,17 @@ func listenNetpoll(addr string, idle time.Duration, serve func(net.Conn)) (accep
 	}
 	onRequest := func(_ context.Context, conn netpoll.Connection) error {
 		// fasthttp reads the connection through net.Conn; this call returns when
-		// the connection is finished, so netpoll never re-enters it.
+		// the connection is finished (an upgrade tunnel included, see
+		// bind.awaitTunnel), so netpoll never re-enters it.
 		serve(conn)
 		return nil
 	}
 	opts := []netpoll.Option{}
 	if idle > 0 {
-		// Connections that never send a byte are closed after the idle timeout;
-		// once a request arrives fasthttp's own idle timeout applies.
+		// netpoll's idle timeout only turns on TCP keepalive probes at this
+		// interval (whole seconds): it does not close a connection that never
+		// sends a byte, which netpoll does not hand to serve until it does.
+		// Once a request arrives fasthttp's own idle timeout applies.
 		opts = append(opts, netpoll.WithIdleTimeout(idle))
 	}
 	loop, err := netpoll.NewEventLoop(onRequest, opts...)
@@ -82,12 +85,20 @@ func (a *netpollAcceptor) Close() error {
 	// service to the bind's own drain.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := a.loop.Shutdown(ctx)
-	<-a.done
-	if errors.Is(err, context.Canceled) {
-		return nil
+	for {
+		err := a.loop.Shutdown(ctx)
+		select {
+		case <-a.done:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-time.After(time.Millisecond):
+			// Shutdown does nothing until Serve has started, which it may
+			// not have yet when the listener is closed right after opening:
+			// try again.
+		}
 	}
-	return err
 }
 
 type stdAcceptor struct {

@@ -27,6 +27,7 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	}
 	_ = conn.SetDeadline(time.Now().Add(upgradeHandshakeTimeout))
 	bw := bufio.NewWriter(conn)
+	up.PrepareRequest(&fctx.Request)
 	err = fctx.Request.Write(bw)
 	if err == nil {
 		err = bw.Flush()
@@ -57,8 +58,10 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	head := &resp.Header
 	_ = conn.SetDeadline(time.Time{})
 	rawHead := append([]byte(nil), head.Header()...)
+	done := b.startTunnel(fctx.Conn(), conn)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
+		defer close(done)
 		defer conn.Close()
 		if _, err := client.Write(rawHead); err != nil {
 			return
@@ -66,6 +69,43 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 		splice(client, conn, br)
 	})
 	return fasthttp.StatusSwitchingProtocols
+}
+
+// tunnel is a client connection handed over to an upgrade tunnel.
+type tunnel struct {
+	upstream net.Conn
+	done     chan struct{} // closed when the tunnel ends
+	started  bool          // fasthttp hijacked the connection and runs the tunnel
+}
+
+// startTunnel records that the client connection c is about to become a
+// tunnel to upstream; the returned channel must be closed when it ends.
+func (b *bind) startTunnel(c, upstream net.Conn) chan struct{} {
+	t := &tunnel{upstream: upstream, done: make(chan struct{})}
+	b.mu.Lock()
+	b.tunnels[c] = t
+	b.mu.Unlock()
+	return t.done
+}
+
+// awaitTunnel waits for the tunnel of c, if c became one, to end. fasthttp
+// runs a hijacked connection's tunnel on its own goroutine and returns from
+// ServeConn at once; the connection's serve call must last as long as the
+// tunnel, or netpoll would hand the connection's next bytes to a new serve
+// call. A tunnel fasthttp never started (its response could not be flushed)
+// closes its upstream connection here.
+func (b *bind) awaitTunnel(c net.Conn) {
+	b.mu.Lock()
+	t := b.tunnels[c]
+	delete(b.tunnels, c)
+	b.mu.Unlock()
+	switch {
+	case t == nil:
+	case t.started:
+		<-t.done
+	default:
+		t.upstream.Close()
+	}
 }
 
 // splice copies both directions until either side ends, then closes both.
