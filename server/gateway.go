@@ -59,6 +59,7 @@ type Gateway struct {
 	mu       sync.Mutex // serialises Apply and Shutdown
 	binds    map[int]*bind
 	ready    atomic.Bool
+	draining bool // StartDraining was called; a reload must not restore readiness
 	shutdown bool
 }
 
@@ -137,6 +138,10 @@ func (g *Gateway) Apply(f *config.File) error {
 			continue
 		}
 		delete(g.binds, port)
+		// Close the socket now, not in the background drain, so that a later
+		// reload can open the same port again at once.
+		b.draining.Store(true)
+		b.stopAccepting()
 		go func(b *bind) {
 			ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
 			defer cancel()
@@ -148,7 +153,7 @@ func (g *Gateway) Apply(f *config.File) error {
 	for port, b := range opened {
 		g.log.Info("listening", zap.Int("port", port), zap.String("address", b.acceptor.Addr().String()))
 	}
-	g.ready.Store(true)
+	g.ready.Store(!g.draining)
 	return nil
 }
 
@@ -166,8 +171,14 @@ func (g *Gateway) listenAddr(port int) string {
 // gateway is not draining.
 func (g *Gateway) Ready() bool { return g.ready.Load() }
 
-// StartDraining turns readiness off; listeners keep accepting.
-func (g *Gateway) StartDraining() { g.ready.Store(false) }
+// StartDraining turns readiness off for good; listeners keep accepting, and
+// a reload during the drain leaves readiness off.
+func (g *Gateway) StartDraining() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.draining = true
+	g.ready.Store(false)
+}
 
 // Shutdown stops accepting on every bind and waits for in-flight requests
 // until ctx ends, then closes the remaining connections.

@@ -29,10 +29,17 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 	addr := m.Backend.Host
 	if m.Backend.Backend != "" {
 		nb := c.named[m.Backend.Backend]
+		if nb == nil {
+			// Parse refuses this; a File built in code may still hold it.
+			return nil, fmt.Errorf("%s.backend.backend: no backend named %q in the top-level backends", path, m.Backend.Backend)
+		}
 		if nb.Kind != config.BackendHost {
 			return nil, fmt.Errorf("%s.backend.backend: mirroring to this backend kind is not supported yet", path)
 		}
 		addr = nb.Host
+	}
+	if m.Percentage == nil {
+		return nil, fmt.Errorf("%s.percentage: required", path)
 	}
 	up := c.gw.pools.Get(addr, c.defaults)
 	c.used[up] = true

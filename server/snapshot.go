@@ -96,6 +96,11 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	var errs config.Errors
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
+		if b.Port == nil {
+			// Parse refuses this; a File built in code may still hold it.
+			errs = append(errs, fmt.Errorf("binds[%d].port: required", bi))
+			continue
+		}
 		bc := &bindConfig{port: *b.Port}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
@@ -333,6 +338,10 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 		out.name = rb.Host
 	case config.BackendRef:
 		nb := c.named[rb.Backend]
+		if nb == nil {
+			// Parse refuses this; a File built in code may still hold it.
+			return nil, fmt.Errorf("%s.backend: no backend named %q in the top-level backends", path, rb.Backend)
+		}
 		out.name = nb.Name
 		// The route's backend policies are merged over the named backend's,
 		// field by field; the route's win.
@@ -343,7 +352,11 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 	}
 	if policies != nil {
 		if policies.TCP != nil {
-			settings.Dialing = dialingFrom(policies.TCP.Keepalives, &policies.TCP.ConnectTimeout.Duration, settings.Dialing)
+			var ct *time.Duration
+			if policies.TCP.ConnectTimeout != nil {
+				ct = &policies.TCP.ConnectTimeout.Duration
+			}
+			settings.Dialing = dialingFrom(policies.TCP.Keepalives, ct, settings.Dialing)
 		}
 		if policies.HTTP != nil && policies.HTTP.RequestTimeout != nil {
 			out.requestTimeout = policies.HTTP.RequestTimeout.Duration
