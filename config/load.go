@@ -79,14 +79,16 @@ func (f *File) crossCheck() Errors {
 			default:
 				v.Errorf(lpath+".protocol", "%s listeners are not supported yet", l.Protocol)
 			}
-			if l.Hostname != "" && !validHostnamePattern(l.Hostname) {
-				v.Errorf(lpath+".hostname", "invalid hostname %q", l.Hostname)
+			if l.Hostname != "" {
+				if err := CheckHostname(l.Hostname); err != nil {
+					v.Errorf(lpath+".hostname", "invalid hostname %q: %v", l.Hostname, err)
+				}
 			}
 			for ri, r := range l.Routes {
 				rpath := lpath + "." + indexPath("routes", ri)
 				for hi, h := range r.Hostnames {
-					if !validHostnamePattern(h) {
-						v.Errorf(rpath+"."+indexPath("hostnames", hi), "invalid hostname %q", h)
+					if err := CheckHostname(h); err != nil {
+						v.Errorf(rpath+"."+indexPath("hostnames", hi), "invalid hostname %q: %v", h, err)
 					}
 				}
 				for mi, m := range r.Matches {
@@ -117,27 +119,4 @@ type checker struct{ errs *Errors }
 
 func (c checker) Errorf(path, format string, args ...any) {
 	*c.errs = append(*c.errs, &decode.FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
-}
-
-// validHostnamePattern accepts a DNS name, optionally starting with "*.", or "*".
-func validHostnamePattern(h string) bool {
-	if h == "*" {
-		return true
-	}
-	h = strings.TrimPrefix(h, "*.")
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -141,8 +141,10 @@ func (b *bind) finish(rs *requestState, status int) {
 			backendName = rs.backend.name
 		}
 		fields := []zap.Field{
-			zap.ByteString("method", fctx.Method()),
-			zap.ByteString("path", rs.pc.Path),
+			// Copies: the request's buffers are reused once this returns, and
+			// a core may keep the entry (a batching or observing one).
+			zap.String("method", string(fctx.Method())),
+			zap.String("path", string(rs.pc.Path)),
 			zap.Int("status", status),
 			zap.Duration("duration", d),
 			zap.String("route", routeName),

@@ -181,6 +181,7 @@ binds:
 	}
 	tests := []struct {
 		desc, yaml, wantErr string
+		edit                func(*config.File) // a change Parse would refuse
 	}{
 		{
 			desc: "route hostname the router refuses",
@@ -189,7 +190,7 @@ binds:
 - port: 3000
   listeners:
   - routes:
-    - hostnames: [bad_name.test]
+    - hostnames: [good.test]
       backends: [{host: '${new}'}]
 - port: 3001
   listeners:
@@ -197,6 +198,9 @@ binds:
     - backends: [{host: '${new}'}]
 `,
 			wantErr: "binds[0].listeners[0].routes",
+			edit: func(f *config.File) {
+				f.Binds[0].Listeners[0].Routes[0].Hostnames[0] = "bad_name.test"
+			},
 		},
 		{
 			desc: "new port already in use",
@@ -220,7 +224,11 @@ binds:
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			err := gw.Apply(parseConfig(t, tc.yaml, vars))
+			f := parseConfig(t, tc.yaml, vars)
+			if tc.edit != nil {
+				tc.edit(f)
+			}
+			err := gw.Apply(f)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Apply: %v, want an error naming %q", err, tc.wantErr)
 			}

@@ -1,8 +1,9 @@
 package router
 
 import (
-	"errors"
 	"strings"
+
+	"github.com/relaygate/gateway/config"
 )
 
 // MatchHostname reports whether host (without a port) is served by the
@@ -61,44 +62,12 @@ func parseHostname(pattern string) (hostnameKind, string, error) {
 	if pattern == "*" {
 		return hostAny, "", nil
 	}
+	if err := config.CheckHostname(pattern); err != nil {
+		return 0, "", err
+	}
 	kind, name := hostExact, pattern
 	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
 		kind, name = hostWildcard, rest
 	}
-	if err := checkDNSName(name); err != nil {
-		return 0, "", err
-	}
 	return kind, strings.ToLower(name), nil
-}
-
-// checkDNSName accepts dot-separated labels of letters, digits and inner
-// hyphens, each at most 63 bytes, at most 253 bytes in all.
-func checkDNSName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty hostname")
-	case len(name) > 253:
-		return errors.New("hostname longer than 253 bytes")
-	}
-	for label := range strings.SplitSeq(name, ".") {
-		if label == "" {
-			return errors.New("empty label")
-		}
-		if len(label) > 63 {
-			return errors.New("label longer than 63 bytes")
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return errors.New("label starts or ends with '-'")
-		}
-		for i := range len(label) {
-			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
-				if c == '*' {
-					return errors.New("'*' is only allowed as the whole first label")
-				}
-				return errors.New("invalid character in label")
-			}
-		}
-	}
-	return nil
 }
