@@ -44,6 +44,15 @@ type Ctx struct {
 	// that request policies changing headers later cannot lose it.
 	CORSOrigin []byte
 
+	// Claims are the claims of the request's validated JWT, set by jwtAuth or
+	// mcpAuthentication; nil when the request carries no valid token.
+	// Authorization rules and the MCP gateway read them.
+	Claims map[string]any
+	// Token is the validated bearer token. Authentication removes the
+	// credential from the forwarded request; backendAuth passthrough and MCP
+	// targets re-add it from here.
+	Token []byte
+
 	scratch []byte
 }
 
@@ -57,6 +66,8 @@ func (c *Ctx) Reset() {
 	c.CORS = nil
 	c.CORSOrigin = c.CORSOrigin[:0]
 	c.HostRewritten = false
+	c.Claims = nil
+	c.Token = c.Token[:0]
 	c.scratch = c.scratch[:0]
 }
 

@@ -12,6 +12,10 @@ const (
 	KindURLRewrite      Kind = "urlRewrite"
 	KindRedirect        Kind = "requestRedirect"
 	KindDirectResponse  Kind = "directResponse"
+
+	KindJWTAuth           Kind = "jwtAuth"
+	KindMCPAuthentication Kind = "mcpAuthentication"
+	KindAuthorization     Kind = "authorization"
 )
 
 // Order is the fixed order in which a route's policies run, the one place a
@@ -20,9 +24,9 @@ const (
 //
 //  1. cors — first, so preflights are answered before any authentication and
 //     CORS headers decorate every later rejection, letting browsers read it;
-//  2. authentication (oidc, jwtAuth, basicAuth, apiKey), extAuthz,
-//     authorization, then localRateLimit and remoteRateLimit — not built yet;
-//     they go here, in that order;
+//  2. authentication (jwtAuth, mcpAuthentication; oidc, basicAuth, apiKey
+//     to come), extAuthz, authorization, then localRateLimit and
+//     remoteRateLimit, in that order;
 //  3. csrf — after authentication in agentgateway, so an unauthenticated
 //     cross-site request is answered 401 rather than 403;
 //  4. responseHeaderModifier — response only; placed after cors so that on
@@ -35,7 +39,11 @@ const (
 // Response policies run in the reverse of this order.
 var Order = []Kind{
 	KindCORS,
-	// authentication, extAuthz, authorization, rate limits: here.
+	KindJWTAuth,
+	KindMCPAuthentication,
+	// basicAuth, apiKey, extAuthz: here.
+	KindAuthorization,
+	// localRateLimit, remoteRateLimit: here.
 	KindCSRF,
 	KindResponseHeaders,
 	KindRequestHeaders,
