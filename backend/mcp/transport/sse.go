@@ -1,0 +1,94 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// SSEOptions configure a connection to a legacy (2024-11-05) HTTP+SSE
+// target.
+type SSEOptions struct {
+	// URL is the SSE endpoint (the GET stream); the server names the
+	// endpoint for POSTs in its first event.
+	URL string
+	// Client is required.
+	Client *http.Client
+	// Header is added to every request (the stream and each POST), where
+	// the SDK did not set the header itself.
+	Header http.Header
+}
+
+// DialSSE opens the legacy SSE stream and waits for the server's endpoint
+// event; ctx bounds that handshake, not the connection, which lives until
+// Close. A stream the server ends makes Read return io.EOF.
+func DialSSE(ctx context.Context, o SSEOptions) (mcp.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o.Client == nil {
+		return nil, errors.New("SSE target: no HTTP client")
+	}
+	client := *o.Client
+	if len(o.Header) > 0 {
+		base := client.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		client.Transport = &headerTransport{base: base, header: o.Header.Clone()}
+	}
+	// The SDK ties the stream to the context given to Connect: give it one
+	// that outlives ctx, and cancel it when ctx ends before the handshake.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := (&mcp.SSEClientTransport{Endpoint: o.URL, HTTPClient: &client}).Connect(life)
+	if !stop() {
+		if err == nil {
+			_ = conn.Close()
+		}
+		cancel()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &sseConn{Connection: conn, cancel: cancel}, nil
+}
+
+// sseConn ends the stream's context on Close.
+type sseConn struct {
+	mcp.Connection
+	cancel context.CancelFunc
+}
+
+func (c *sseConn) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
+}
+
+// headerTransport adds headers to every request.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	for k, v := range t.header {
+		if _, set := r.Header[k]; !set {
+			r.Header[k] = v
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.
+func (t *headerTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

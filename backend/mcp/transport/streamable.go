@@ -1,0 +1,807 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/codec/sse"
+)
+
+// StreamableOptions configure a Streamable HTTP connection.
+type StreamableOptions struct {
+	URL string
+	// Client is required; the caller sets its timeouts and transport. A
+	// Client.Timeout also cuts SSE streams.
+	Client *http.Client
+	// Header is sent on every request (e.g. Authorization for passthrough);
+	// the transport's own headers win over it.
+	Header http.Header
+	// SessionID resumes an existing upstream session: no initialize will
+	// pass through this connection, so the standalone stream opens at once.
+	SessionID string
+	// ProtocolVersion is the MCP-Protocol-Version to send when resuming.
+	ProtocolVersion string
+	// MaxMessageBytes bounds a JSON body and an SSE event (default 16 MiB).
+	MaxMessageBytes int
+	Logger          *zap.Logger
+}
+
+// DefaultMaxMessageBytes is StreamableOptions.MaxMessageBytes' default.
+const DefaultMaxMessageBytes = 16 << 20
+
+const (
+	headerSessionID   = "Mcp-Session-Id"
+	headerVersion     = "Mcp-Protocol-Version"
+	headerLastEventID = "Last-Event-ID"
+	headerMethod      = "Mcp-Method"
+	headerName        = "Mcp-Name"
+
+	// versionStandardHeaders is the first protocol version that wants
+	// Mcp-Method and Mcp-Name, and has no standalone GET stream.
+	versionStandardHeaders = "2026-07-28"
+
+	// queueSize bounds messages read from the target but not yet taken by
+	// Read; when it is full the streams stop reading (backpressure).
+	queueSize = 64
+	// maxErrorBody bounds what is read of an error response's body.
+	maxErrorBody = 4 << 10
+	// maxRetries bounds reconnections of a stream that makes no progress.
+	maxRetries = 5
+	// deleteTimeout bounds the DELETE that ends the session on Close.
+	deleteTimeout = 2 * time.Second
+	// maxPendingInits bounds initialize requests awaiting their result.
+	maxPendingInits = 16
+)
+
+// Reconnection delays of SSE streams (variables for tests).
+var (
+	retryBase = 100 * time.Millisecond
+	retryMax  = 10 * time.Second
+	// retryServerMax caps a delay the server asks for with an SSE retry field.
+	retryServerMax = time.Minute
+)
+
+// streamable is a client connection of the Streamable HTTP transport.
+type streamable struct {
+	url    string
+	client *http.Client
+	header http.Header
+	max    int
+	log    *zap.Logger
+
+	ctx      context.Context // ends with Close; every request derives from it
+	cancel   context.CancelFunc
+	incoming chan jsonrpc.Message
+	done     chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	sessionID string
+	version   string
+	expired   bool                    // the target answered 404 to our session id
+	inits     map[jsonrpc.ID]struct{} // initialize requests awaiting their result
+	listening bool                    // the standalone GET stream was started
+	closed    bool
+	wg        sync.WaitGroup // goroutines; Add only under mu while !closed
+
+	closeOnce sync.Once
+}
+
+// DialStreamable returns a connection to a Streamable HTTP MCP endpoint. It
+// sends nothing until the first Write (or, when resuming, opens the
+// standalone stream in the background).
+func DialStreamable(ctx context.Context, o StreamableOptions) (mcp.Connection, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o.Client == nil {
+		return nil, errors.New("streamable HTTP target: no HTTP client")
+	}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("streamable HTTP target: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("streamable HTTP target: URL %q is not an absolute http(s) URL", u.Redacted())
+	}
+	c := &streamable{
+		url:       o.URL,
+		client:    o.Client,
+		header:    o.Header,
+		max:       o.MaxMessageBytes,
+		log:       o.Logger,
+		incoming:  make(chan jsonrpc.Message, queueSize),
+		done:      make(chan struct{}),
+		inits:     map[jsonrpc.ID]struct{}{},
+		sessionID: o.SessionID,
+	}
+	if c.max <= 0 {
+		c.max = DefaultMaxMessageBytes
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if o.SessionID != "" {
+		c.version = o.ProtocolVersion
+		c.mu.Lock()
+		c.startListeningLocked()
+		c.mu.Unlock()
+	}
+	return c, nil
+}
+
+// SessionID is the upstream session id ("" until initialize assigned one,
+// and for targets without sessions).
+func (c *streamable) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// Read returns the next message from the target.
+func (c *streamable) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-c.done:
+		return nil, io.EOF
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, io.EOF
+	case m := <-c.incoming:
+		select {
+		case <-c.done:
+			return nil, io.EOF
+		default:
+		}
+		return m, nil
+	}
+}
+
+// Write POSTs msg and returns once the response head is in; what the
+// response carries is delivered to Read. A request the target refuses with
+// an HTTP error is answered through Read with a made-up error response.
+func (c *streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
+	var call *jsonrpc.Request // a request that expects a response
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m.ID.IsValid() {
+			call = m
+		}
+	case *jsonrpc.Response:
+	default:
+		return fmt.Errorf("streamable HTTP target: cannot send %T", msg)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	isInit := call != nil && call.Method == "initialize"
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return mcp.ErrConnectionClosed
+	}
+	if isInit {
+		if len(c.inits) >= maxPendingInits {
+			c.mu.Unlock()
+			return errors.New("streamable HTTP target: too many initialize requests in flight")
+		}
+		c.inits[call.ID] = struct{}{}
+	}
+	c.wg.Add(1) // this Write; Close waits for it
+	c.mu.Unlock()
+	defer c.wg.Done()
+
+	// The request lives with the connection (an SSE body outlasts Write);
+	// ctx bounds it only until the head is in.
+	reqCtx, cancelReq := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(ctx, cancelReq)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.url, bytes.NewReader(data))
+	if err != nil {
+		stop()
+		cancelReq()
+		c.forgetInit(call, isInit)
+		return err
+	}
+	sentSession := c.setHeaders(req.Header, !isInit)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if r, ok := msg.(*jsonrpc.Request); ok {
+		setStandardHeaders(req.Header, r)
+	}
+	resp, err := c.client.Do(req)
+	if !stop() {
+		// ctx ended first; the request was (or is being) cancelled.
+		if err == nil {
+			resp.Body.Close()
+		}
+		cancelReq()
+		c.forgetInit(call, isInit)
+		return ctx.Err()
+	}
+	if err != nil {
+		cancelReq()
+		c.forgetInit(call, isInit)
+		if c.ctx.Err() != nil {
+			return mcp.ErrConnectionClosed
+		}
+		return fmt.Errorf("streamable HTTP target: %w", err)
+	}
+	if sid := resp.Header.Get(headerSessionID); sid != "" && resp.StatusCode/100 == 2 {
+		c.mu.Lock()
+		if isInit || c.sessionID == "" {
+			c.sessionID, c.expired = sid, false
+		}
+		c.mu.Unlock()
+	}
+	if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusNoContent {
+		discard(resp.Body)
+		cancelReq()
+		c.forgetInit(call, isInit)
+		return nil
+	}
+	if !c.spawn(func() {
+		defer cancelReq()
+		c.handleResponse(resp, msg, call, sentSession)
+	}) {
+		resp.Body.Close()
+		cancelReq()
+		return mcp.ErrConnectionClosed
+	}
+	return nil
+}
+
+// setHeaders adds the extra headers and, when withSession, the session and
+// protocol version headers; it returns the session id it sent.
+func (c *streamable) setHeaders(h http.Header, withSession bool) string {
+	for k, v := range c.header {
+		h[k] = v
+	}
+	h.Del(headerSessionID)
+	h.Del(headerVersion)
+	if !withSession {
+		return ""
+	}
+	c.mu.Lock()
+	sid, version := c.sessionID, c.version
+	c.mu.Unlock()
+	if sid != "" {
+		h.Set(headerSessionID, sid)
+	}
+	if version != "" {
+		h.Set(headerVersion, version)
+	}
+	return sid
+}
+
+// setStandardHeaders adds Mcp-Method and Mcp-Name, which protocol versions
+// from 2026-07-28 require on requests.
+func setStandardHeaders(h http.Header, r *jsonrpc.Request) {
+	if v := h.Get(headerVersion); v == "" || v < versionStandardHeaders {
+		return
+	}
+	h.Set(headerMethod, r.Method)
+	field := ""
+	switch r.Method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	default:
+		return
+	}
+	var p map[string]json.RawMessage
+	if json.Unmarshal(r.Params, &p) != nil {
+		return
+	}
+	var name string
+	if json.Unmarshal(p[field], &name) == nil && headerSafe(name) {
+		h.Set(headerName, name)
+	}
+}
+
+// headerSafe reports a non-empty value of printable ASCII.
+func headerSafe(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// forgetInit drops an initialize request that will get no result.
+func (c *streamable) forgetInit(call *jsonrpc.Request, isInit bool) {
+	if !isInit {
+		return
+	}
+	c.mu.Lock()
+	delete(c.inits, call.ID)
+	c.mu.Unlock()
+}
+
+// spawn runs f in a goroutine Close waits for; false once closed.
+func (c *streamable) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// handleResponse delivers what the response to a POST carries.
+func (c *streamable) handleResponse(resp *http.Response, msg jsonrpc.Message, call *jsonrpc.Request, sentSession string) {
+	defer resp.Body.Close()
+	isInit := call != nil && call.Method == "initialize"
+	if resp.StatusCode/100 != 2 {
+		c.forgetInit(call, isInit)
+		c.httpFailure(resp, msg, call, sentSession)
+		return
+	}
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "application/json":
+		c.readJSON(resp.Body, call)
+	case "text/event-stream":
+		c.readPostStream(resp.Body, call)
+	default:
+		if call != nil {
+			discard(resp.Body)
+			c.forgetInit(call, isInit)
+			c.deliver(errorResponse(call.ID, newUpstreamError(nil, jsonrpc.CodeInternalError,
+				"upstream MCP server answered %s with unsupported content type %q", call.Method, resp.Header.Get("Content-Type"))))
+			return
+		}
+		discard(resp.Body)
+	}
+	if isInit {
+		c.forgetInit(call, isInit) // no result came
+	}
+}
+
+// httpFailure answers a request the target refused with an HTTP error.
+func (c *streamable) httpFailure(resp *http.Response, msg jsonrpc.Message, call *jsonrpc.Request, sentSession string) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	expired := resp.StatusCode == http.StatusNotFound && sentSession != ""
+	if expired {
+		c.mu.Lock()
+		if c.sessionID == sentSession {
+			c.expired = true
+		}
+		c.mu.Unlock()
+	}
+	if call == nil {
+		what := "notification"
+		if r, ok := msg.(*jsonrpc.Request); ok {
+			what = r.Method
+		} else {
+			what = "response"
+		}
+		c.log.Warn("mcp target refused a message", zap.String("message", what), zap.Int("status", resp.StatusCode))
+		return
+	}
+	// Use the target's JSON-RPC error when the body carries one.
+	code, detail := int64(jsonrpc.CodeInternalError), ""
+	if m, err := jsonrpc.DecodeMessage(body); err == nil {
+		if r, ok := m.(*jsonrpc.Response); ok && r.Error != nil {
+			var w *jsonrpc.Error
+			if errors.As(r.Error, &w) {
+				code, detail = w.Code, w.Message
+			}
+		}
+	}
+	if detail == "" {
+		detail = textSnippet(body)
+	}
+	status := resp.StatusCode
+	var err error
+	switch {
+	case expired:
+		err = newUpstreamError(ErrSessionExpired, CodeSessionExpired, "upstream MCP session expired (HTTP %d%s)", status, suffix(detail))
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		err = newUpstreamError(ErrUnauthorized, code, "upstream MCP server refused authorization (HTTP %d%s)", status, suffix(detail))
+	case status >= 500:
+		err = newUpstreamError(nil, code, "upstream MCP server error (HTTP %d%s)", status, suffix(detail))
+	default:
+		err = newUpstreamError(nil, code, "upstream MCP server rejected %s (HTTP %d%s)", call.Method, status, suffix(detail))
+	}
+	c.deliver(errorResponse(call.ID, err))
+}
+
+func suffix(detail string) string {
+	if detail == "" {
+		return ""
+	}
+	return ": " + detail
+}
+
+// textSnippet is the start of a plain-text body, when it is printable.
+func textSnippet(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	for _, ch := range b {
+		if (ch < 0x20 && ch != '\t') || ch == 0x7f {
+			return ""
+		}
+	}
+	return string(b)
+}
+
+// readJSON delivers a JSON body: one message or an array of them.
+func (c *streamable) readJSON(body io.Reader, call *jsonrpc.Request) {
+	data, err := io.ReadAll(io.LimitReader(body, int64(c.max)+1))
+	if err == nil && len(data) > c.max {
+		err = fmt.Errorf("body larger than %d bytes", c.max)
+	}
+	if err == nil && call == nil && len(bytes.TrimSpace(data)) == 0 {
+		return // some targets answer notifications with an empty 200
+	}
+	var msgs []jsonrpc.Message
+	if err == nil {
+		msgs, err = decodeBody(data)
+	}
+	if err != nil {
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("mcp target sent a bad JSON response", zap.Error(err))
+		if call != nil {
+			c.deliver(errorResponse(call.ID, newUpstreamError(nil, jsonrpc.CodeInternalError, "bad response from the upstream MCP server: %v", err)))
+		}
+		return
+	}
+	for _, m := range msgs {
+		if !c.deliver(m) {
+			return
+		}
+	}
+}
+
+// decodeBody decodes one JSON-RPC message or a batch.
+func decodeBody(data []byte) ([]jsonrpc.Message, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		var raws []json.RawMessage
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return nil, err
+		}
+		msgs := make([]jsonrpc.Message, 0, len(raws))
+		for _, raw := range raws {
+			m, err := jsonrpc.DecodeMessage(raw)
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs, nil
+	}
+	m, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return nil, err
+	}
+	return []jsonrpc.Message{m}, nil
+}
+
+// streamResult is how an SSE stream ended.
+type streamResult struct {
+	answered bool   // the response to the stream's call arrived
+	progress bool   // an event arrived or the last event id moved
+	lastID   string // the stream's last event id
+	retry    time.Duration
+	err      error // io.EOF for a clean end
+}
+
+// readEvents delivers the message events of an SSE body until it ends, or
+// until the response to call (when not nil) arrived.
+func (c *streamable) readEvents(body io.Reader, call *jsonrpc.Request, lastID string) streamResult {
+	r := sse.NewReader(body, c.max)
+	res := streamResult{lastID: lastID}
+	finish := func(err error) streamResult {
+		if id := r.LastEventID(); id != "" && id != res.lastID {
+			res.lastID, res.progress = id, true
+		}
+		if ms, ok := r.Retry(); ok {
+			res.retry = min(time.Duration(ms)*time.Millisecond, retryServerMax)
+		}
+		res.err = err
+		return res
+	}
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return finish(err)
+		}
+		res.progress = true
+		if ev.Type != "message" || len(ev.Data) == 0 {
+			continue
+		}
+		m, err := jsonrpc.DecodeMessage(ev.Data) // copies what it keeps
+		if err != nil {
+			c.log.Warn("mcp target sent a bad SSE message", zap.Error(err))
+			continue
+		}
+		if !c.deliver(m) {
+			return finish(mcp.ErrConnectionClosed)
+		}
+		if resp, ok := m.(*jsonrpc.Response); ok && call != nil && resp.ID == call.ID {
+			res.answered = true
+			return finish(nil)
+		}
+	}
+}
+
+// readPostStream reads the SSE response to a POST; when it ends before the
+// response to call, it resumes through GET with Last-Event-ID if the stream
+// had event ids, and otherwise answers call with an error.
+func (c *streamable) readPostStream(body io.Reader, call *jsonrpc.Request) {
+	res := c.readEvents(body, call, "")
+	if call == nil || res.answered || c.ctx.Err() != nil {
+		return
+	}
+	failures := 0
+	for res.lastID != "" && failures < maxRetries && c.ctx.Err() == nil {
+		if res.progress {
+			failures = 0
+		} else {
+			failures++
+		}
+		if !c.wait(delay(failures, res.retry)) {
+			return
+		}
+		resp, err := c.get(res.lastID)
+		if err != nil {
+			continue
+		}
+		if resp.StatusCode/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+			discard(resp.Body)
+			break
+		}
+		res = c.readEvents(resp.Body, call, res.lastID)
+		resp.Body.Close()
+		if res.answered {
+			return
+		}
+	}
+	if c.ctx.Err() != nil {
+		return
+	}
+	reason := "the upstream MCP server ended the stream before the response"
+	if res.err != nil && res.err != io.EOF {
+		reason = fmt.Sprintf("the stream from the upstream MCP server broke before the response: %v", res.err)
+	}
+	c.forgetInit(call, call.Method == "initialize")
+	c.deliver(errorResponse(call.ID, newUpstreamError(nil, jsonrpc.CodeInternalError, "%s", reason)))
+}
+
+// deliver queues m for Read, blocking while the queue is full; false once
+// the connection closed. It notes an initialize result on the way.
+func (c *streamable) deliver(m jsonrpc.Message) bool {
+	if r, ok := m.(*jsonrpc.Response); ok {
+		c.observe(r)
+	}
+	select {
+	case c.incoming <- m:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// observe notes the protocol version of an initialize result and opens the
+// standalone stream.
+func (c *streamable) observe(r *jsonrpc.Response) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.inits[r.ID]; !ok {
+		return
+	}
+	delete(c.inits, r.ID)
+	if r.Error != nil {
+		return
+	}
+	var res struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(r.Result, &res) != nil || res.ProtocolVersion == "" {
+		return
+	}
+	c.version = res.ProtocolVersion
+	c.startListeningLocked()
+}
+
+// startListeningLocked opens the standalone GET stream once.
+func (c *streamable) startListeningLocked() {
+	if c.listening || c.closed || (c.version != "" && c.version >= versionStandardHeaders) {
+		return
+	}
+	c.listening = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.listen()
+	}()
+}
+
+// listen keeps the standalone stream open: it reconnects when the stream
+// ends, with backoff, and gives up after maxRetries attempts without
+// progress. A target without the stream (405, not SSE) is left alone.
+func (c *streamable) listen() {
+	lastID := ""
+	failures := 0
+	var retry time.Duration
+	for c.ctx.Err() == nil {
+		resp, err := c.get(lastID)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return
+			}
+			failures++
+			if failures > maxRetries {
+				c.log.Warn("mcp target stream: giving up", zap.Error(err))
+				return
+			}
+			if !c.wait(delay(failures, retry)) {
+				return
+			}
+			continue
+		}
+		status, ctype := resp.StatusCode, mediaType(resp.Header.Get("Content-Type"))
+		switch {
+		case status/100 == 2 && ctype == "text/event-stream":
+		case status == http.StatusMethodNotAllowed || status/100 == 2:
+			discard(resp.Body)
+			return // the target offers no stream
+		case status/100 == 4:
+			discard(resp.Body)
+			c.log.Debug("mcp target stream refused", zap.Int("status", status))
+			return
+		default:
+			discard(resp.Body)
+			failures++
+			if failures > maxRetries {
+				c.log.Warn("mcp target stream: giving up", zap.Int("status", status))
+				return
+			}
+			if !c.wait(delay(failures, retry)) {
+				return
+			}
+			continue
+		}
+		res := c.readEvents(resp.Body, nil, lastID)
+		resp.Body.Close()
+		lastID = res.lastID
+		if res.retry > 0 {
+			retry = res.retry
+		}
+		if res.progress {
+			failures = 0
+		} else {
+			failures++
+		}
+		if failures > maxRetries {
+			c.log.Warn("mcp target stream: giving up after repeated ends without events")
+			return
+		}
+		if !c.wait(delay(failures, retry)) {
+			return
+		}
+	}
+}
+
+// get opens an SSE stream with GET.
+func (c *streamable) get(lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.setHeaders(req.Header, true)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set(headerLastEventID, lastID)
+	}
+	return c.client.Do(req)
+}
+
+// delay is the wait before reconnection attempt n (0: after progress).
+func delay(n int, server time.Duration) time.Duration {
+	if server > 0 && n <= 1 {
+		return server
+	}
+	d := retryBase << min(n, 16)
+	d = min(d, retryMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// wait pauses for d unless the connection closes; false when it closed.
+func (c *streamable) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// Close stops every stream and request, ends the upstream session with a
+// DELETE (bounded by deleteTimeout) and makes Read return io.EOF.
+func (c *streamable) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		sid, expired := c.sessionID, c.expired
+		c.mu.Unlock()
+		close(c.done)
+		c.cancel()
+		if sid != "" && !expired {
+			c.deleteSession()
+		}
+		c.wg.Wait()
+	})
+	return nil
+}
+
+// deleteSession asks the target to end the session.
+func (c *streamable) deleteSession() {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url, nil)
+	if err != nil {
+		return
+	}
+	c.setHeaders(req.Header, true)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		c.log.Debug("mcp target session delete failed", zap.Error(err))
+		return
+	}
+	discard(resp.Body)
+}
+
+// discard reads a little of a body, so its connection can be reused, and
+// closes it.
+func discard(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, maxErrorBody)
+	body.Close()
+}
+
+// mediaType is the lower-case media type of a Content-Type.
+func mediaType(v string) string {
+	t, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return ""
+	}
+	return t
+}
