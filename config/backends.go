@@ -15,6 +15,7 @@ const (
 	BackendHost                // host: "host:port"
 	BackendRef                 // backend: "name" of a top-level backend
 	BackendDynamic             // dynamic: {} — destination from the request's Host
+	BackendMCP                 // mcp: MCP targets multiplexed behind the route
 )
 
 // RouteBackend is one entry of `routes[].backends`: exactly one of the backend
@@ -23,6 +24,7 @@ type RouteBackend struct {
 	Kind     BackendKind
 	Host     string // BackendHost: "host:port"
 	Backend  string // BackendRef: name of a top-level backend
+	MCP      *MCPBackend
 	Weight   int
 	Policies *BackendPolicies
 }
@@ -56,6 +58,9 @@ func (b *RouteBackend) DecodeNode(n *decode.Node) {
 			b.Kind = BackendDynamic
 			var d DynamicBackend
 			v.Decode(&d)
+		case "mcp":
+			b.Kind = BackendMCP
+			v.Decode(&b.MCP)
 		default:
 			v.Errorf("backend kind %q is not supported yet", key)
 		}
@@ -72,6 +77,7 @@ type NamedBackend struct {
 	Name     string
 	Kind     BackendKind
 	Host     string
+	MCP      *MCPBackend
 	Policies *BackendPolicies
 }
 
@@ -88,6 +94,9 @@ func (b *NamedBackend) DecodeNode(n *decode.Node) {
 		case "host":
 			b.Kind = BackendHost
 			decodeHostPort(v, &b.Host)
+		case "mcp":
+			b.Kind = BackendMCP
+			v.Decode(&b.MCP)
 		default:
 			v.Errorf("backend kind %q is not supported yet", key)
 		}
@@ -143,6 +152,9 @@ func decodeHostPort(v *decode.Node, out *string) {
 func (b RouteBackend) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"weight": b.Weight}
 	addBackendKind(m, b.Kind, b.Host, b.Backend)
+	if b.MCP != nil {
+		m["mcp"] = b.MCP
+	}
 	if b.Policies != nil {
 		m["policies"] = b.Policies
 	}
@@ -153,6 +165,9 @@ func (b RouteBackend) MarshalJSON() ([]byte, error) {
 func (b NamedBackend) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"name": b.Name}
 	addBackendKind(m, b.Kind, b.Host, "")
+	if b.MCP != nil {
+		m["mcp"] = b.MCP
+	}
 	if b.Policies != nil {
 		m["policies"] = b.Policies
 	}

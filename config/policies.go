@@ -15,26 +15,26 @@ type RoutePolicies struct {
 	Timeout                *Timeout         `json:"timeout,omitempty"`
 	Retry                  *Retry           `json:"retry,omitempty"`
 
-	MCPAuthorization  Unsupported `json:"mcpAuthorization,omitzero"`
-	MCPGuardrails     Unsupported `json:"mcpGuardrails,omitzero"`
-	Authorization     Unsupported `json:"authorization,omitzero"`
-	MCPAuthentication Unsupported `json:"mcpAuthentication,omitzero"`
-	A2A               Unsupported `json:"a2a,omitzero"`
-	AI                Unsupported `json:"ai,omitzero"`
-	BackendTLS        Unsupported `json:"backendTLS,omitzero"`
-	BackendTunnel     Unsupported `json:"backendTunnel,omitzero"`
-	BackendAuth       Unsupported `json:"backendAuth,omitzero"`
-	LocalRateLimit    Unsupported `json:"localRateLimit,omitzero"`
-	RemoteRateLimit   Unsupported `json:"remoteRateLimit,omitzero"`
-	JWTAuth           Unsupported `json:"jwtAuth,omitzero"`
-	OIDC              Unsupported `json:"oidc,omitzero"`
-	BasicAuth         Unsupported `json:"basicAuth,omitzero"`
-	APIKey            Unsupported `json:"apiKey,omitzero"`
-	ExtAuthz          Unsupported `json:"extAuthz,omitzero"`
-	ExtProc           Unsupported `json:"extProc,omitzero"`
-	Transformations   Unsupported `json:"transformations,omitzero"`
-	Buffer            Unsupported `json:"buffer,omitzero"`
-	Delay             Unsupported `json:"delay,omitzero"`
+	MCPAuthorization  *CELRuleSet        `json:"mcpAuthorization,omitempty"`
+	MCPGuardrails     Unsupported        `json:"mcpGuardrails,omitzero"`
+	Authorization     *CELRuleSet        `json:"authorization,omitempty"`
+	MCPAuthentication *MCPAuthentication `json:"mcpAuthentication,omitempty"`
+	A2A               Unsupported        `json:"a2a,omitzero"`
+	AI                Unsupported        `json:"ai,omitzero"`
+	BackendTLS        Unsupported        `json:"backendTLS,omitzero"`
+	BackendTunnel     Unsupported        `json:"backendTunnel,omitzero"`
+	BackendAuth       *BackendAuth       `json:"backendAuth,omitempty"`
+	LocalRateLimit    Unsupported        `json:"localRateLimit,omitzero"`
+	RemoteRateLimit   Unsupported        `json:"remoteRateLimit,omitzero"`
+	JWTAuth           *JWTAuth           `json:"jwtAuth,omitempty"`
+	OIDC              Unsupported        `json:"oidc,omitzero"`
+	BasicAuth         Unsupported        `json:"basicAuth,omitzero"`
+	APIKey            Unsupported        `json:"apiKey,omitzero"`
+	ExtAuthz          Unsupported        `json:"extAuthz,omitzero"`
+	ExtProc           Unsupported        `json:"extProc,omitzero"`
+	Transformations   Unsupported        `json:"transformations,omitzero"`
+	Buffer            Unsupported        `json:"buffer,omitzero"`
+	Delay             Unsupported        `json:"delay,omitzero"`
 }
 
 // BackendPolicies is `backends[].policies` (agentgateway's LocalBackendPolicies).
@@ -45,19 +45,19 @@ type BackendPolicies struct {
 	HTTP                   *BackendHTTP     `json:"http,omitempty"`
 	TCP                    *BackendTCP      `json:"tcp,omitempty"`
 
-	Transformations  Unsupported `json:"transformations,omitzero"`
-	BackendTLS       Unsupported `json:"backendTLS,omitzero"`
-	BackendAuth      Unsupported `json:"backendAuth,omitzero"`
-	BackendTunnel    Unsupported `json:"backendTunnel,omitzero"`
-	Health           Unsupported `json:"health,omitzero"`
-	ExtAuthz         Unsupported `json:"extAuthz,omitzero"`
-	Authorization    Unsupported `json:"authorization,omitzero"`
-	MCPAuthorization Unsupported `json:"mcpAuthorization,omitzero"`
-	MCPGuardrails    Unsupported `json:"mcpGuardrails,omitzero"`
-	A2A              Unsupported `json:"a2a,omitzero"`
-	InferenceRouting Unsupported `json:"inferenceRouting,omitzero"`
-	SessionAffinity  Unsupported `json:"sessionAffinity,omitzero"`
-	AI               Unsupported `json:"ai,omitzero"`
+	Transformations  Unsupported  `json:"transformations,omitzero"`
+	BackendTLS       Unsupported  `json:"backendTLS,omitzero"`
+	BackendAuth      *BackendAuth `json:"backendAuth,omitempty"`
+	BackendTunnel    Unsupported  `json:"backendTunnel,omitzero"`
+	Health           Unsupported  `json:"health,omitzero"`
+	ExtAuthz         Unsupported  `json:"extAuthz,omitzero"`
+	Authorization    Unsupported  `json:"authorization,omitzero"`
+	MCPAuthorization Unsupported  `json:"mcpAuthorization,omitzero"`
+	MCPGuardrails    Unsupported  `json:"mcpGuardrails,omitzero"`
+	A2A              Unsupported  `json:"a2a,omitzero"`
+	InferenceRouting Unsupported  `json:"inferenceRouting,omitzero"`
+	SessionAffinity  Unsupported  `json:"sessionAffinity,omitzero"`
+	AI               Unsupported  `json:"ai,omitzero"`
 }
 
 // HeaderModifier adds, sets and removes headers.

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend"
+	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -58,6 +59,7 @@ type Gateway struct {
 	snap     atomic.Pointer[Snapshot]
 	mu       sync.Mutex // serialises Apply and Shutdown
 	binds    map[int]*bind
+	mcp      map[string]*mcpgw.Backend // MCP backends of the running snapshot
 	ready    atomic.Bool
 	draining bool // StartDraining was called; a reload must not restore readiness
 	shutdown bool
@@ -114,6 +116,11 @@ func (g *Gateway) Apply(f *config.File) error {
 			for _, nb := range opened {
 				nb.stopAccepting()
 			}
+			for id, mb := range s.mcp {
+				if g.mcp[id] != mb {
+					mb.Close()
+				}
+			}
 			return fmt.Errorf("binds: port %d: %w", port, err)
 		}
 		opened[port] = b
@@ -133,6 +140,7 @@ func (g *Gateway) Apply(f *config.File) error {
 		b.current.Store(bc)
 	}
 	g.snap.Store(s)
+	g.swapMCP(s.mcp)
 	for port, b := range g.binds {
 		if _, keep := s.binds[port]; keep {
 			continue
@@ -207,6 +215,9 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 	}
 	g.dynMu.Unlock()
 	g.pools.Retain(nil)
+	g.mu.Lock()
+	g.swapMCP(nil)
+	g.mu.Unlock()
 }
 
 // Addrs returns the listening address of every bind, by configured port.

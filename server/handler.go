@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -21,6 +22,8 @@ type requestState struct {
 	backend *routeBackend
 	// upstreamErr is the failure that ended the request, for the access log.
 	upstreamErr error
+	// mcp says what an MCP request was, for the access log.
+	mcp mcpgw.Outcome
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -34,6 +37,7 @@ func releaseState(rs *requestState) {
 	rs.route = nil
 	rs.backend = nil
 	rs.upstreamErr = nil
+	rs.mcp = mcpgw.Outcome{}
 	statePool.Put(rs)
 }
 
@@ -101,6 +105,12 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 		b.finish(rs, fctx.Response.StatusCode())
 		return
 	}
+	if rb.mcp != nil {
+		status := b.serveMCP(rs, r, rb)
+		r.chain.RunResponse(pc)
+		b.finish(rs, status)
+		return
+	}
 	if r.mirror != nil {
 		r.mirror.maybeSend(b.gw, fctx)
 	}
@@ -155,6 +165,18 @@ func (b *bind) finish(rs *requestState, status int) {
 		}
 		if rs.upstreamErr != nil {
 			fields = append(fields, zap.NamedError("upstream_error", rs.upstreamErr))
+		}
+		if m := &rs.mcp; m.Method != "" {
+			fields = append(fields, zap.String("mcp.method", m.Method))
+			if m.Target != "" {
+				fields = append(fields, zap.String("mcp.target", m.Target))
+			}
+			if m.Tool != "" {
+				fields = append(fields, zap.String("mcp.tool", m.Tool))
+			}
+			if m.Denied {
+				fields = append(fields, zap.Bool("mcp.denied", true))
+			}
 		}
 		ce.Write(fields...)
 	}

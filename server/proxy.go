@@ -184,6 +184,15 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	if up.HostName != "" && !rs.pc.HostRewritten {
 		h.SetHostBytes(up.HostHeader)
 	}
+	// backendAuth passthrough re-adds the token that authentication
+	// validated and removed; the backend's setting wins over the route's.
+	if len(rs.pc.Token) > 0 {
+		if rb.passthrough {
+			rs.pc.KeepScratch(rb.passthroughAt.Insert(&fctx.Request, rs.pc.Token, rs.pc.Scratch()))
+		} else if r := rs.route; r != nil && r.passthrough {
+			rs.pc.KeepScratch(r.passthroughAt.Insert(&fctx.Request, rs.pc.Token, rs.pc.Scratch()))
+		}
+	}
 	if rb.requestHeaders != nil {
 		rb.requestHeaders.ApplyRequest(h)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -8,8 +9,11 @@ import (
 	"time"
 
 	"github.com/relaygate/gateway/backend"
+	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/server/router"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -22,6 +26,7 @@ type Snapshot struct {
 	binds    map[int]*bindConfig
 	frontend frontendSettings
 	upstream map[*backend.Upstream]bool
+	mcp      map[string]*mcpgw.Backend // by their config, see compiler.mcpBackend
 }
 
 // bindConfig is the compiled config of one port.
@@ -52,6 +57,12 @@ type route struct {
 	retry          *retryPolicy
 	mirror         *mirror
 	noBackend      *telemetry.RouteMetrics
+	// passthrough (backendAuth passthrough on the route) re-adds the token
+	// authentication removed, at passthroughAt, on every backend request.
+	passthrough   bool
+	passthroughAt jwtauth.Location
+	// mcpAuthz is mcpAuthorization: which MCP items the request may see.
+	mcpAuthz *celrules.RuleSet
 }
 
 // routeBackend is one weighted backend of a route with its backend policies.
@@ -65,8 +76,13 @@ type routeBackend struct {
 	// redirectUsesPrefix: the redirect replaces the matched path prefix.
 	redirectUsesPrefix bool
 	requestTimeout     time.Duration
+	mcp                *mcpgw.Backend // an MCP backend: requests go to it, not to an upstream
 	metrics            *telemetry.RouteMetrics
 	connectErrors      *telemetry.BackendMetrics
+	// passthrough is backendAuth passthrough of this backend; it wins over
+	// the route's.
+	passthrough   bool
+	passthroughAt jwtauth.Location
 }
 
 type retryPolicy struct {
@@ -82,17 +98,19 @@ type compiler struct {
 	defaults backend.PoolSettings
 	named    map[string]*config.NamedBackend
 	used     map[*backend.Upstream]bool
+	mcp      map[string]*mcpgw.Backend // MCP backends of the new snapshot
+	mcpNew   []*mcpgw.Backend          // the ones created for it, closed if it fails
 }
 
 // compile turns a validated file into a snapshot. It fails only on problems
 // that field validation cannot see (every such error names its field path).
 func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
-	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}}
+	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}, mcp: map[string]*mcpgw.Backend{}}
 	c.defaults = poolDefaults(f)
 	for i := range f.Backends {
 		c.named[f.Backends[i].Name] = &f.Backends[i]
 	}
-	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used}
+	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used, mcp: c.mcp}
 	var errs config.Errors
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
@@ -116,6 +134,9 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		s.binds[bc.port] = bc
 	}
 	if len(errs) > 0 {
+		for _, b := range c.mcpNew {
+			b.Close()
+		}
 		return nil, errs
 	}
 	return s, nil
@@ -221,6 +242,43 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	if cors != nil {
 		b.Add(policy.KindCORS, cors)
 	}
+	if p.JWTAuth != nil && p.MCPAuthentication != nil {
+		return nil, fmt.Errorf("%s.policies.mcpAuthentication: cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)", path)
+	}
+	// authErr names the exact field of an authentication policy's error.
+	authErr := func(field string, err error) error {
+		var fe *policy.FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			sep := "."
+			if strings.HasPrefix(fe.Field, "[") {
+				sep = ""
+			}
+			return fmt.Errorf("%s.%s%s%s: %s", path, field, sep, fe.Field, fe.Msg)
+		}
+		return fmt.Errorf("%s.%s: %w", path, field, err)
+	}
+	authOpts := jwtauth.Options{Logger: c.gw.log}
+	if p.JWTAuth != nil {
+		v, err := jwtauth.New(p.JWTAuth, authOpts)
+		if err != nil {
+			return nil, authErr("policies.jwtAuth", err)
+		}
+		b.Add(policy.KindJWTAuth, v)
+	}
+	if p.MCPAuthentication != nil {
+		v, err := jwtauth.NewMCP(p.MCPAuthentication, authOpts)
+		if err != nil {
+			return nil, authErr("policies.mcpAuthentication", err)
+		}
+		b.Add(policy.KindMCPAuthentication, v)
+	}
+	if p.BackendAuth != nil && p.BackendAuth.Passthrough != nil {
+		loc, err := jwtauth.NewLocation(p.BackendAuth.Passthrough.Location)
+		if err != nil {
+			return nil, authErr("policies.backendAuth.passthrough.location", err)
+		}
+		cr.passthrough, cr.passthroughAt = true, loc
+	}
 	if p.CSRF != nil {
 		v, err := policy.NewCSRF(p.CSRF)
 		if err != nil {
@@ -265,6 +323,20 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
 	}
+	if p.Authorization != nil {
+		rules, err := celrules.Compile(p.Authorization)
+		if err != nil {
+			return nil, authErr("policies.authorization", err)
+		}
+		b.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
+	}
+	if p.MCPAuthorization != nil {
+		rules, err := celrules.Compile(p.MCPAuthorization)
+		if err != nil {
+			return nil, authErr("policies.mcpAuthorization", err)
+		}
+		cr.mcpAuthz = rules
+	}
 	cr.chain = b.Build()
 	if p.Timeout != nil {
 		if p.Timeout.RequestTimeout != nil {
@@ -298,6 +370,21 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, &r.Backends[bi])
 		if err != nil {
 			return nil, err
+		}
+		// backendAuth of the backend: the route backend's, else the named
+		// backend's (mergeBackendPolicies predates it).
+		var ba *config.BackendAuth
+		if bp := r.Backends[bi].Policies; bp != nil && bp.BackendAuth != nil {
+			ba = bp.BackendAuth
+		} else if nb := c.named[r.Backends[bi].Backend]; r.Backends[bi].Kind == config.BackendRef && nb != nil && nb.Policies != nil {
+			ba = nb.Policies.BackendAuth
+		}
+		if ba != nil && ba.Passthrough != nil {
+			loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
+			if err != nil {
+				return nil, authErr(fmt.Sprintf("backends[%d].policies.backendAuth.passthrough.location", bi), err)
+			}
+			rb.passthrough, rb.passthroughAt = true, loc
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -346,9 +433,11 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 		// The route's backend policies are merged over the named backend's,
 		// field by field; the route's win.
 		policies = mergeBackendPolicies(nb.Policies, rb.Policies)
-		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host}
+		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP}
 	case config.BackendDynamic:
 		out.name = "dynamic"
+	case config.BackendMCP:
+		out.name = "mcp"
 	}
 	if policies != nil {
 		if policies.TCP != nil {
@@ -390,6 +479,12 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 		c.used[out.static] = true
 	case config.BackendDynamic:
 		out.dynamic = c.gw.dynamicPools(settings)
+	case config.BackendMCP:
+		m, err := c.mcpBackend(path, routeName, rb.MCP)
+		if err != nil {
+			return nil, err
+		}
+		out.mcp = m
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
@@ -519,4 +614,20 @@ func frontendFrom(f *config.File) frontendSettings {
 		}
 	}
 	return fs
+}
+
+// Validate compiles f as Apply would, without opening ports or starting
+// anything that lasts, and reports the errors only compiling finds (CEL
+// rules, key sets, regular expressions the router refuses). It is what
+// `gateway --validate-only` runs after parsing.
+func Validate(f *config.File) error {
+	g := New(Options{})
+	s, err := compile(g, f)
+	if s != nil {
+		for _, b := range s.mcp {
+			b.Close()
+		}
+	}
+	g.pools.Retain(nil)
+	return err
 }

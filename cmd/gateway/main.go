@@ -88,6 +88,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.validateOnly {
+		if err := server.Validate(f); err != nil {
+			fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
+			return 1
+		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())
 		return 0
 	}

@@ -16,6 +16,7 @@ type Registry struct {
 	mu     sync.Mutex
 	routes map[routeKey]*RouteMetrics
 	hists  map[string]*routeHistogram // by route name
+	mcp    map[string]*MCPMetrics     // by route name
 }
 
 type routeKey struct{ route, backend string }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,7 @@ func TestMetadata(t *testing.T) {
 	r.Route("r", "b").Observe([]byte("GET"), 200, time.Millisecond, 1, 1)
 	r.Backend("b").ConnectError()
 	r.Bind(1).ConnOpened()
+	r.MCP("r").ObserveMCP("tools/call", "t", "echo", true, time.Millisecond)
 	fams := scrape(t, r)
 	for name, f := range families {
 		t.Run(name, func(t *testing.T) {
@@ -281,5 +283,25 @@ func TestNilHandlesIgnoreEvents(t *testing.T) {
 	r := NewRegistry()
 	if fams := scrape(t, r); len(fams) != 0 {
 		t.Errorf("empty registry exposes %d families", len(fams))
+	}
+}
+
+func TestMCPSeriesAreBounded(t *testing.T) {
+	r := NewRegistry()
+	m := r.MCP("r")
+	for i := range maxMCPSeries + 10 {
+		m.ObserveMCP("tools/call", "t", "tool-"+strconv.Itoa(i), i%2 == 0, time.Millisecond)
+	}
+	fams := scrape(t, r)
+	calls := fams[famMCPRequests]
+	if n := len(calls.GetMetric()); n != maxMCPSeries+1 {
+		t.Fatalf("%d series, want %d (the cap plus tool=\"other\")", n, maxMCPSeries+1)
+	}
+	other := find(t, fams, famMCPRequests, map[string]string{"route": "r", "method": "tools/call", "target": "t", "tool": "other"})
+	if got := other.GetCounter().GetValue(); got != 10 {
+		t.Fatalf("other = %v, want 10", got)
+	}
+	if same := r.MCP("r"); same != m {
+		t.Fatal("MCP(route) returned a new handle for the same route")
 	}
 }

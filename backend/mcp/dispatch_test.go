@@ -1,0 +1,63 @@
+package mcp
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+func TestMergeInitialize(t *testing.T) {
+	results := []*jsonrpc.Response{
+		{Result: json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":false},"logging":{}},"serverInfo":{"name":"a"},"instructions":"use a"}`)},
+		{Result: json.RawMessage(`{"protocolVersion":"2025-03-26","capabilities":{"tools":{"listChanged":true},"prompts":{}},"serverInfo":{"name":"b"}}`)},
+		{Error: &jsonrpc.Error{Code: 1, Message: "down"}},
+	}
+	var got struct {
+		ProtocolVersion string                    `json:"protocolVersion"`
+		Capabilities    map[string]map[string]any `json:"capabilities"`
+		ServerInfo      map[string]string         `json:"serverInfo"`
+		Instructions    string                    `json:"instructions"`
+	}
+	if err := json.Unmarshal(mergeInitialize(results, []int{0, 1}), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ProtocolVersion != "2025-03-26" {
+		t.Errorf("version %q, want the oldest", got.ProtocolVersion)
+	}
+	if got.Capabilities["tools"]["listChanged"] != true {
+		t.Errorf("tools.listChanged not OR'ed: %v", got.Capabilities["tools"])
+	}
+	for _, c := range []string{"tools", "logging", "prompts"} {
+		if got.Capabilities[c] == nil {
+			t.Errorf("capability %s lost", c)
+		}
+	}
+	if got.ServerInfo["name"] != "relaygate" || got.Instructions != "use a" {
+		t.Errorf("serverInfo %v, instructions %q", got.ServerInfo, got.Instructions)
+	}
+}
+
+func TestIDKeyTellsNumbersFromStrings(t *testing.T) {
+	if idKey(float64(1)) == idKey("1") || idKey(int64(1)) != idKey(float64(1)) || idKey(nil) != "" {
+		t.Fatal("idKey mixes ids up")
+	}
+}
+
+func TestTokenKey(t *testing.T) {
+	for _, tc := range []struct {
+		params string
+		want   string
+	}{
+		{`{"_meta":{"progressToken":5}}`, "n:5"},
+		{`{"_meta":{"progressToken":"abc"}}`, "s:abc"},
+		{`{"_meta":{}}`, ""},
+		{`{}`, ""},
+		{`[1]`, ""},
+		{``, ""},
+	} {
+		if got := tokenKey(json.RawMessage(tc.params), "_meta", "progressToken"); got != tc.want {
+			t.Errorf("tokenKey(%s) = %q, want %q", tc.params, got, tc.want)
+		}
+	}
+}

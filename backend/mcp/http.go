@@ -1,0 +1,561 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/codec/sse"
+)
+
+// Request is one HTTP request to the MCP endpoint of a route.
+type Request struct {
+	Fast  *fasthttp.RequestCtx
+	Authz Authorizer
+	// Token is the client's validated bearer token; with Passthrough it is
+	// sent to HTTP targets.
+	Token       []byte
+	Passthrough bool
+	// Timeout bounds one call (the route's request timeout); zero means the
+	// backend's default.
+	Timeout time.Duration
+	// MaxBody bounds the request body (frontendPolicies.http.maxBufferSize).
+	MaxBody int
+}
+
+// Outcome says what an MCP request was, for the access log and metrics.
+type Outcome struct {
+	Method, Tool, Target string
+	// Denied: an authorization rule refused the item.
+	Denied bool
+}
+
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+	// LatestProtocolVersion is what stateless upstream sessions are opened
+	// with when the client names none.
+	LatestProtocolVersion = "2025-06-18"
+	sseKeepAlive          = 25 * time.Second
+	defaultMaxBody        = 2 << 20
+)
+
+// Serve answers one HTTP request to the MCP endpoint: streamable HTTP
+// (POST, GET, DELETE) and the legacy SSE transport (GET on a path ending in
+// /sse, then POSTs with ?sessionId=).
+func (b *Backend) Serve(r *Request) Outcome {
+	fctx := r.Fast
+	legacyID := fctx.QueryArgs().Peek("sessionId")
+	switch {
+	case fctx.IsGet() && bytes.HasSuffix(fctx.Path(), []byte("/sse")):
+		b.serveLegacyStream(r)
+		return Outcome{Method: "sse"}
+	case fctx.IsPost() && len(legacyID) > 0:
+		return b.serveLegacyPost(r, string(legacyID))
+	case fctx.IsPost():
+		return b.servePost(r)
+	case fctx.IsGet():
+		b.serveStream(r)
+		return Outcome{Method: "stream"}
+	case fctx.IsDelete():
+		b.serveDelete(r)
+		return Outcome{Method: "delete"}
+	}
+	fctx.Response.Header.Set("Allow", "GET, POST, DELETE")
+	httpError(fctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
+	return Outcome{}
+}
+
+// httpError answers with a status and a JSON-RPC error body without id, as
+// the MCP transports do for requests they refuse before reading a message.
+func httpError(fctx *fasthttp.RequestCtx, status int, msg string) {
+	fctx.Response.SetStatusCode(status)
+	fctx.Response.Header.SetContentType("application/json")
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": msg}, "id": nil})
+	fctx.Response.SetBody(body)
+}
+
+func writeJSON(fctx *fasthttp.RequestCtx, msg jsonrpc.Message) {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		httpError(fctx, fasthttp.StatusInternalServerError, "cannot encode response")
+		return
+	}
+	fctx.Response.SetStatusCode(fasthttp.StatusOK)
+	fctx.Response.Header.SetContentType("application/json")
+	fctx.Response.SetBody(data)
+}
+
+// readBody reads a bounded request body.
+func readBody(req *fasthttp.Request, max int) ([]byte, bool) {
+	if max <= 0 {
+		max = defaultMaxBody
+	}
+	if s := req.BodyStream(); s != nil {
+		data, err := io.ReadAll(io.LimitReader(s, int64(max)+1))
+		return data, err == nil && len(data) <= max
+	}
+	body := req.Body()
+	return body, len(body) <= max
+}
+
+func (b *Backend) callContext(r *Request) (context.Context, context.CancelFunc) {
+	d := r.Timeout
+	if d <= 0 {
+		d = b.opts.CallTimeout
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (b *Backend) connectOptions(r *Request) connectOptions {
+	o := connectOptions{}
+	if r.Passthrough && len(r.Token) > 0 {
+		o.header = http.Header{"Authorization": {"Bearer " + string(r.Token)}}
+	}
+	return o
+}
+
+// decode reads one JSON-RPC message from the body, answering the client
+// itself when it cannot.
+func decode(r *Request) (jsonrpc.Message, bool) {
+	fctx := r.Fast
+	ct := fctx.Request.Header.ContentType()
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	if !bytes.EqualFold(bytes.TrimSpace(ct), []byte("application/json")) {
+		httpError(fctx, fasthttp.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return nil, false
+	}
+	body, ok := readBody(&fctx.Request, r.MaxBody)
+	if !ok {
+		httpError(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large")
+		return nil, false
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	if err != nil {
+		fctx.Response.SetStatusCode(fasthttp.StatusBadRequest)
+		fctx.Response.Header.SetContentType("application/json")
+		data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": jsonrpc.CodeParseError, "message": "invalid JSON-RPC message"}, "id": nil})
+		fctx.Response.SetBody(data)
+		return nil, false
+	}
+	return msg, true
+}
+
+func acceptsSSE(fctx *fasthttp.RequestCtx) bool {
+	return bytes.Contains(fctx.Request.Header.Peek("Accept"), []byte("text/event-stream"))
+}
+
+// servePost handles a streamable HTTP POST.
+func (b *Backend) servePost(r *Request) Outcome {
+	fctx := r.Fast
+	msg, ok := decode(r)
+	if !ok {
+		return Outcome{}
+	}
+	req, isReq := msg.(*jsonrpc.Request)
+	if isReq && req.Method == "initialize" && req.ID.IsValid() {
+		b.serveInitialize(r, req)
+		return Outcome{Method: req.Method}
+	}
+	out := Outcome{}
+	if isReq {
+		out.Method = req.Method
+	}
+	s, temporary := b.sessionFor(r, out.Method)
+	if s == nil {
+		return out
+	}
+	if temporary {
+		defer b.closeTemporary(s)
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		ctx, cancel := b.callContext(r)
+		s.clientResponse(ctx, m)
+		cancel()
+		fctx.SetStatusCode(fasthttp.StatusAccepted)
+		return out
+	case *jsonrpc.Request:
+		if !m.ID.IsValid() {
+			ctx, cancel := b.callContext(r)
+			s.clientNotification(ctx, m)
+			cancel()
+			fctx.SetStatusCode(fasthttp.StatusAccepted)
+			return out
+		}
+		start := time.Now()
+		if acceptsSSE(fctx) && !temporary && streamable(m.Method) {
+			b.streamCall(r, s, m, &out)
+			b.observe(m.Method, out.Target, out.Tool, false, start)
+			return out
+		}
+		ctx, cancel := b.callContext(r)
+		resp := s.dispatch(ctx, m, r.Authz, nil, &out)
+		cancel()
+		b.observe(m.Method, out.Target, out.Tool, resp.Error != nil, start)
+		writeJSON(fctx, resp)
+	}
+	return out
+}
+
+// streamable reports whether a method may see related messages (progress,
+// requests to the client) before its response, which then goes as SSE.
+func streamable(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		return true
+	}
+	return false
+}
+
+// sessionFor finds the session of a request after initialize. In stateless
+// mode it opens a temporary one.
+func (b *Backend) sessionFor(r *Request, method string) (*Session, bool) {
+	fctx := r.Fast
+	if b.stateless {
+		s := b.newSession()
+		ctx, cancel := b.callContext(r)
+		defer cancel()
+		version := string(fctx.Request.Header.Peek(headerProtocolVersion))
+		if version == "" {
+			version = LatestProtocolVersion
+		}
+		params, _ := json.Marshal(map[string]any{
+			"protocolVersion": version,
+			"capabilities":    map[string]any{},
+			"clientInfo":      map[string]any{"name": "relaygate", "version": Version},
+		})
+		id, _ := jsonrpc.MakeID("init")
+		if resp := s.initialize(ctx, id, params, b.connectOptions(r)); resp.Error != nil {
+			s.close()
+			writeJSON(fctx, errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, errorText(resp.Error)))
+			return nil, false
+		}
+		s.clientNotification(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
+		return s, true
+	}
+	id := string(fctx.Request.Header.Peek(headerSessionID))
+	if id == "" {
+		httpError(fctx, fasthttp.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
+		return nil, false
+	}
+	if s := b.lookup(id); s != nil {
+		return s, false
+	}
+	if s := b.resume(r, id); s != nil {
+		return s, false
+	}
+	httpError(fctx, fasthttp.StatusNotFound, "Session not found")
+	return nil, false
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func (b *Backend) closeTemporary(s *Session) { go s.close() }
+
+// serveInitialize opens a session: every target initialized, the results
+// merged, the session id returned.
+func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
+	fctx := r.Fast
+	s := b.newSession()
+	ctx, cancel := b.callContext(r)
+	defer cancel()
+	start := time.Now()
+	resp := s.initialize(ctx, req.ID, req.Params, b.connectOptions(r))
+	b.observe("initialize", "", "", resp.Error != nil, start)
+	if resp.Error != nil || b.stateless {
+		go s.close()
+		writeJSON(fctx, resp)
+		return
+	}
+	s.init = req.Params
+	id, err := b.encodeSessionID(&sessionState{Upstream: s.upstreamSessions(), Version: s.version, Init: req.Params})
+	if err != nil {
+		go s.close()
+		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "cannot create session"))
+		return
+	}
+	s.id = id
+	if !b.register(s) {
+		go s.close()
+		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "backend closed"))
+		return
+	}
+	fctx.Response.Header.Set(headerSessionID, id)
+	writeJSON(fctx, resp)
+}
+
+// resume rebuilds a session this process does not hold from its id:
+// streamable HTTP targets continue their upstream sessions, the others are
+// initialized again with the client's original params.
+func (b *Backend) resume(r *Request, id string) *Session {
+	st, err := b.decodeSessionID(id)
+	if err != nil || len(st.Init) == 0 {
+		return nil
+	}
+	s := b.newSession()
+	ctx, cancel := b.callContext(r)
+	defer cancel()
+	o := b.connectOptions(r)
+	o.resume = st.Upstream
+	o.version = st.Version
+	initID, _ := jsonrpc.MakeID("resume")
+	if resp := s.initialize(ctx, initID, st.Init, o); resp.Error != nil {
+		s.close()
+		return nil
+	}
+	// Targets initialized again need to hear that the client is ready.
+	for _, u := range s.live() {
+		if st.Upstream[u.name] == "" {
+			_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
+		}
+	}
+	s.id, s.init, s.version = id, st.Init, st.Version
+	if !b.register(s) {
+		go s.close()
+		return nil
+	}
+	b.log.Info("mcp session resumed", zap.String("backend", b.opts.Name))
+	return s
+}
+
+// streamCall answers a call as an SSE stream: messages the target sends
+// while working on it (progress, requests to the client) come first, the
+// response last.
+func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome) {
+	fctx := r.Fast
+	ctx, cancel := b.callContext(r)
+	k := newSink()
+	// Authorization and routing answer before the stream starts.
+	done := make(chan *jsonrpc.Response, 1)
+	probe := *out
+	go func() {
+		done <- s.dispatch(ctx, m, r.Authz, k, &probe)
+	}()
+	// Wait for either the answer or the first related message, so that a
+	// refused call is a plain JSON answer with its outcome known.
+	var first []byte
+	select {
+	case resp := <-done:
+		if len(k.ch) == 0 {
+			cancel()
+			*out = probe
+			k.close()
+			writeJSON(fctx, resp)
+			return
+		}
+		// Related messages came first: they go before the response.
+		first = <-k.ch
+		done <- resp
+	case first = <-k.ch:
+	}
+	out.Target, out.Tool = probe.Target, probe.Tool
+	fctx.Response.Header.SetContentType("text/event-stream")
+	fctx.Response.Header.Set("Cache-Control", "no-cache")
+	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer cancel()
+		defer k.close()
+		buf := sse.AppendEvent(nil, sse.Event{Type: "message", Data: first})
+		for {
+			if _, err := w.Write(buf); err != nil || w.Flush() != nil {
+				return // the client left: ctx ends the call upstream
+			}
+			buf = buf[:0]
+			select {
+			case data := <-k.ch:
+				buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+			case resp := <-done:
+				// Related messages queued before the response go first.
+				for drained := false; !drained; {
+					select {
+					case data := <-k.ch:
+						buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+					default:
+						drained = true
+					}
+				}
+				data, err := jsonrpc.EncodeMessage(resp)
+				if err == nil {
+					buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+				}
+				_, _ = w.Write(buf)
+				_ = w.Flush()
+				return
+			}
+		}
+	})
+}
+
+// serveStream opens the client's stream for messages targets send outside
+// any call (streamable HTTP GET).
+func (b *Backend) serveStream(r *Request) {
+	fctx := r.Fast
+	if !acceptsSSE(fctx) {
+		httpError(fctx, fasthttp.StatusNotAcceptable, "Accept must include text/event-stream")
+		return
+	}
+	if b.stateless {
+		fctx.Response.Header.Set("Allow", "POST")
+		httpError(fctx, fasthttp.StatusMethodNotAllowed, "stateless MCP backends have no stream")
+		return
+	}
+	s, _ := b.sessionFor(r, "")
+	if s == nil {
+		return
+	}
+	b.pump(fctx, s, nil)
+}
+
+// pump writes the session's stream to the client until either ends; prefix
+// is written first (the legacy endpoint event).
+func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte) {
+	k := newSink()
+	s.mu.Lock()
+	if s.stream != nil {
+		s.stream.close()
+	}
+	s.stream = k
+	backlog := s.backlog
+	s.backlog = nil
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		k.close()
+	}
+	fctx.Response.Header.SetContentType("text/event-stream")
+	fctx.Response.Header.Set("Cache-Control", "no-cache")
+	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer k.close()
+		tick := time.NewTicker(sseKeepAlive)
+		defer tick.Stop()
+		buf := append([]byte(nil), prefix...)
+		for _, data := range backlog {
+			buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+		}
+		if len(buf) == 0 {
+			buf = append(buf, ": stream open\n\n"...)
+		}
+		for {
+			if _, err := w.Write(buf); err != nil || w.Flush() != nil {
+				return
+			}
+			buf = buf[:0]
+			select {
+			case data := <-k.ch:
+				buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+			case <-tick.C:
+				s.touch()
+				buf = append(buf, ": keep-alive\n\n"...)
+			case <-k.done:
+				return
+			}
+		}
+	})
+}
+
+// serveDelete ends a session.
+func (b *Backend) serveDelete(r *Request) {
+	fctx := r.Fast
+	id := string(fctx.Request.Header.Peek(headerSessionID))
+	if id == "" {
+		httpError(fctx, fasthttp.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
+		return
+	}
+	if !b.remove(id) {
+		httpError(fctx, fasthttp.StatusNotFound, "Session not found")
+		return
+	}
+	fctx.SetStatusCode(fasthttp.StatusOK)
+}
+
+// serveLegacyStream opens a legacy SSE session: the first event names the
+// URL to POST messages to; answers come on this stream.
+func (b *Backend) serveLegacyStream(r *Request) {
+	fctx := r.Fast
+	if b.stateless {
+		httpError(fctx, fasthttp.StatusMethodNotAllowed, "the SSE transport needs a stateful MCP backend")
+		return
+	}
+	s := b.newSession()
+	id, err := b.encodeSessionID(&sessionState{})
+	if err != nil {
+		httpError(fctx, fasthttp.StatusInternalServerError, "cannot create session")
+		return
+	}
+	s.id = id
+	if !b.register(s) {
+		httpError(fctx, fasthttp.StatusServiceUnavailable, "backend closed")
+		return
+	}
+	endpoint := fmt.Sprintf("%s?sessionId=%s", fctx.Path(), id)
+	b.pump(fctx, s, sse.AppendEvent(nil, sse.Event{Type: "endpoint", Data: []byte(endpoint)}))
+}
+
+// serveLegacyPost takes a message for a legacy SSE session; the answer goes
+// on the session's stream.
+func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
+	fctx := r.Fast
+	s := b.lookup(id)
+	if s == nil {
+		httpError(fctx, fasthttp.StatusNotFound, "Session not found")
+		return Outcome{}
+	}
+	msg, ok := decode(r)
+	if !ok {
+		return Outcome{}
+	}
+	out := Outcome{}
+	fctx.SetStatusCode(fasthttp.StatusAccepted)
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		ctx, cancel := b.callContext(r)
+		s.clientResponse(ctx, m)
+		cancel()
+	case *jsonrpc.Request:
+		out.Method = m.Method
+		if !m.ID.IsValid() {
+			ctx, cancel := b.callContext(r)
+			s.clientNotification(ctx, m)
+			cancel()
+			return out
+		}
+		o := b.connectOptions(r)
+		go func() {
+			ctx, cancel := b.callContext(r)
+			defer cancel()
+			var resp *jsonrpc.Response
+			info := Outcome{}
+			start := time.Now()
+			if m.Method == "initialize" {
+				resp = s.initialize(ctx, m.ID, m.Params, o)
+				if resp.Error == nil {
+					s.init = m.Params
+				}
+			} else {
+				s.mu.Lock()
+				k := s.stream
+				s.mu.Unlock()
+				resp = s.dispatch(ctx, m, r.Authz, k, &info)
+			}
+			b.observe(m.Method, info.Target, info.Tool, resp.Error != nil, start)
+			s.toClient(-1, "", resp)
+		}()
+	}
+	return out
+}

@@ -1,0 +1,342 @@
+//lint:file-ignore SA1019 the gateway must still relay sampling, deprecated or not, while clients and servers use it
+package mcp
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// target starts a streamable HTTP MCP server with the given tools on
+// 127.0.0.1; every tool answers "<server>:<tool>". It counts the calls it
+// receives.
+func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	var counts sync.Map // *sdk.ServerSession -> *atomic.Int64
+	srv := sdk.NewServer(&sdk.Implementation{Name: name, Version: "1"}, nil)
+	for _, tool := range tools {
+		srv.AddTool(&sdk.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			calls.Add(1)
+			if tool == "progress" {
+				for i := range 3 {
+					_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Total: 3})
+				}
+			}
+			if tool == "count" {
+				n, _ := counts.LoadOrStore(req.Session, new(atomic.Int64))
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.FormatInt(n.(*atomic.Int64).Add(1), 10)}}}, nil
+			}
+			if tool == "sample" {
+				res, err := req.Session.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10, Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "hi"}}}})
+				if err != nil {
+					return nil, err
+				}
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sampled:" + res.Content.(*sdk.TextContent).Text}}}, nil
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + tool}}}, nil
+		})
+	}
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp", &calls
+}
+
+// serveBackend puts b behind a fasthttp server on 127.0.0.1 and returns the
+// endpoint URL.
+func serveBackend(t *testing.T, b *Backend, authz Authorizer) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(fctx *fasthttp.RequestCtx) {
+		b.Serve(&Request{Fast: fctx, Authz: authz, Timeout: 10 * time.Second})
+	}}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+func connect(t *testing.T, url string, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func text(t *testing.T, res *sdk.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatal("empty result")
+	}
+	return res.Content[0].(*sdk.TextContent).Text
+}
+
+func newTestBackend(t *testing.T, cfg *config.MCPBackend) *Backend {
+	t.Helper()
+	b, err := New(Options{Name: "test", Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+func TestRelayMultiplexesWithPrefixesAndAuthorization(t *testing.T) {
+	aURL, aCalls := target(t, "a", "echo", "secret", "progress", "sample")
+	bURL, bCalls := target(t, "b", "echo", "other")
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{
+		{Name: "a", Kind: config.MCPTargetStreamable, URL: aURL},
+		{Name: "b", Kind: config.MCPTargetStreamable, URL: bURL},
+	}})
+	deny := func(kind ItemKind, name, target string) bool { return !(kind == Tool && name == "secret") }
+	cs := connect(t, serveBackend(t, b, deny), &sdk.ClientOptions{
+		CreateMessageHandler: func(context.Context, *sdk.CreateMessageRequest) (*sdk.CreateMessageResult, error) {
+			return &sdk.CreateMessageResult{Model: "m", Role: "assistant", Content: &sdk.TextContent{Text: "from-client"}}, nil
+		},
+	})
+
+	if got, want := toolNames(t, cs), []string{"a_echo", "a_progress", "a_sample", "b_echo", "b_other"}; !slices.Equal(got, want) {
+		t.Fatalf("tools = %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ tool, want string }{{"a_echo", "a:echo"}, {"b_echo", "b:echo"}, {"b_other", "b:other"}} {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tc.tool})
+		if err != nil || text(t, res) != tc.want {
+			t.Fatalf("call %s = %v, %v; want %s", tc.tool, res, err, tc.want)
+		}
+	}
+	before := aCalls.Load()
+	for _, name := range []string{"a_secret", "c_echo", "echo"} {
+		_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name})
+		if err == nil || !strings.Contains(err.Error(), "Unknown tool: "+name) {
+			t.Fatalf("call %s: %v, want Unknown tool", name, err)
+		}
+	}
+	if aCalls.Load() != before {
+		t.Fatalf("target a saw %d calls for refused tools", aCalls.Load()-before)
+	}
+	// A name the target does not know reaches it and comes back as its error.
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "a_missing"}); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("call a_missing: %v", err)
+	}
+
+	// Progress notifications reach the caller during the call.
+	var progress atomic.Int64
+	cs2 := connect(t, serveBackend(t, b, nil), &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { progress.Add(1) },
+	})
+	params := &sdk.CallToolParams{Name: "a_progress"}
+	params.SetProgressToken("tok")
+	if _, err := cs2.CallTool(context.Background(), params); err != nil {
+		t.Fatal(err)
+	}
+	// Progress may come on the call's stream or, when the target sends it on
+	// its own stream, on the client's: poll, with a bound.
+	for deadline := time.Now().Add(5 * time.Second); progress.Load() != 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d progress notifications, want 3", progress.Load())
+		}
+	}
+	// A target's request to the client during a call is answered by the client.
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "a_sample"})
+	if err != nil || text(t, res) != "sampled:from-client" {
+		t.Fatalf("sample: %v %v", res, err)
+	}
+	if bCalls.Load() != 2 {
+		t.Fatalf("target b saw %d calls, want 2", bCalls.Load())
+	}
+}
+
+func TestRelaySingleTargetHasNoPrefix(t *testing.T) {
+	url, _ := target(t, "a", "echo")
+	for _, tc := range []struct {
+		mode string
+		want string
+	}{{"", "echo"}, {"always", "a_echo"}} {
+		b := newTestBackend(t, &config.MCPBackend{PrefixMode: tc.mode, Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}})
+		cs := connect(t, serveBackend(t, b, nil), nil)
+		if got := toolNames(t, cs); !slices.Equal(got, []string{tc.want}) {
+			t.Fatalf("prefixMode %q: tools %v", tc.mode, got)
+		}
+		if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tc.want}); err != nil || text(t, res) != "a:echo" {
+			t.Fatalf("call: %v %v", res, err)
+		}
+	}
+}
+
+func TestRelayPrefixModeNeverRoutesByName(t *testing.T) {
+	aURL, _ := target(t, "a", "one")
+	bURL, _ := target(t, "b", "two")
+	b := newTestBackend(t, &config.MCPBackend{PrefixMode: "never", Targets: []config.MCPTarget{
+		{Name: "a", Kind: config.MCPTargetStreamable, URL: aURL},
+		{Name: "b", Kind: config.MCPTargetStreamable, URL: bURL},
+	}})
+	cs := connect(t, serveBackend(t, b, nil), nil)
+	// No list first: the gateway learns the names itself.
+	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "two"}); err != nil || text(t, res) != "b:two" {
+		t.Fatalf("call two: %v %v", res, err)
+	}
+	if got := toolNames(t, cs); !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("tools %v", got)
+	}
+}
+
+func TestRelayFailureModes(t *testing.T) {
+	good, _ := target(t, "good", "echo")
+	dead := "http://127.0.0.1:1/mcp"
+	targets := []config.MCPTarget{
+		{Name: "good", Kind: config.MCPTargetStreamable, URL: good},
+		{Name: "dead", Kind: config.MCPTargetStreamable, URL: dead},
+	}
+	closed := newTestBackend(t, &config.MCPBackend{Targets: targets})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	if _, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: serveBackend(t, closed, nil), MaxRetries: -1}, nil); err == nil {
+		t.Fatal("failClosed: initialize succeeded with a dead target")
+	}
+	open := newTestBackend(t, &config.MCPBackend{FailureMode: "failOpen", Targets: targets})
+	cs := connect(t, serveBackend(t, open, nil), nil)
+	if got := toolNames(t, cs); !slices.Equal(got, []string{"good_echo"}) {
+		t.Fatalf("failOpen tools %v", got)
+	}
+}
+
+func TestRelaySessionsEndAndExpire(t *testing.T) {
+	url, _ := target(t, "a", "echo")
+	b, err := New(Options{Name: "test", SessionTTL: 50 * time.Millisecond, Config: &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	endpoint := serveBackend(t, b, nil)
+	cs := connect(t, endpoint, nil)
+	if b.SessionCount() != 1 {
+		t.Fatalf("%d sessions", b.SessionCount())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.SessionCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("idle session did not expire")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := cs.ListTools(context.Background(), nil); err == nil {
+		t.Fatal("expired session still answered")
+	}
+	// Without a session id, and with an unknown one.
+	for _, tc := range []struct {
+		id   string
+		want int
+	}{{"", http.StatusBadRequest}, {"bm9wZQ", http.StatusNotFound}} {
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.id != "" {
+			req.Header.Set("Mcp-Session-Id", tc.id)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Fatalf("session %q: status %d, want %d", tc.id, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+func TestRelayStatelessOpensSessionsPerRequest(t *testing.T) {
+	url, _ := target(t, "a", "count")
+	b := newTestBackend(t, &config.MCPBackend{StatefulMode: "stateless", Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}})
+	cs := connect(t, serveBackend(t, b, nil), nil)
+	if cs.ID() != "" {
+		t.Fatalf("stateless backend returned session id %q", cs.ID())
+	}
+	for range 3 {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "count"})
+		if err != nil || text(t, res) != "1" {
+			t.Fatalf("count = %v %v, want 1 (a fresh upstream session)", res, err)
+		}
+	}
+	stateful := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}})
+	cs2 := connect(t, serveBackend(t, stateful, nil), nil)
+	for want := 1; want <= 3; want++ {
+		res, err := cs2.CallTool(context.Background(), &sdk.CallToolParams{Name: "count"})
+		if err != nil || text(t, res) != strconv.Itoa(want) {
+			t.Fatalf("stateful count = %v %v, want %d", res, err, want)
+		}
+	}
+}
+
+// TestRelayResumesSessionOnAnotherReplica: a second backend with the same
+// key (another replica) takes over a session by its id alone and continues
+// the same upstream session.
+func TestRelayResumesSessionOnAnotherReplica(t *testing.T) {
+	url, _ := target(t, "a", "count")
+	cfg := &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	replica := func() string {
+		b, err := New(Options{Name: "route", Config: cfg, SessionKey: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		return serveBackend(t, b, nil)
+	}
+	first, second := replica(), replica()
+	cs := connect(t, first, nil)
+	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "count"}); err != nil || text(t, res) != "1" {
+		t.Fatalf("first call: %v %v", res, err)
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, second, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"text":"2"`) {
+		t.Fatalf("second replica: %d %s; want the same upstream session's count 2", resp.StatusCode, got)
+	}
+}

@@ -1,0 +1,560 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/relaygate/gateway/backend/mcp/transport"
+	"github.com/relaygate/gateway/config"
+)
+
+// Session is one client session: an upstream session per target, the calls
+// in flight and the client's streams.
+type Session struct {
+	id       string
+	b        *Backend
+	lastUsed atomic.Int64
+	nextID   atomic.Int64
+
+	mu         sync.Mutex
+	ups        []*upstream // by target index; nil: not connected (failOpen)
+	pending    map[int64]*call
+	serverReqs map[string]serverRequest // downstream id -> target request
+	stream     *sink                    // the client's GET (or legacy SSE) stream
+	backlog    [][]byte                 // messages waiting for a stream
+	closed     bool
+	version    string
+	init       json.RawMessage
+	names      map[string]int // unprefixed item name -> target, for prefixMode never
+}
+
+// upstream is a target's connection within a session.
+type upstream struct {
+	idx  int
+	name string
+	conn sdk.Connection
+	dead atomic.Pointer[error]
+}
+
+// call is a request forwarded to one target, waiting for its response.
+type call struct {
+	target    int
+	upID      int64
+	ch        chan *jsonrpc.Response
+	clientKey string // idKey of the client's id
+	sink      *sink  // where related messages go (an SSE response), or nil
+	progress  string
+	started   time.Time
+}
+
+// serverRequest is a request a target sent to the client.
+type serverRequest struct {
+	target int
+	id     jsonrpc.ID
+}
+
+// sink is a stream of encoded messages towards the client.
+type sink struct {
+	ch     chan []byte
+	done   chan struct{}
+	closed sync.Once
+}
+
+const sinkQueue = 64
+
+func newSink() *sink { return &sink{ch: make(chan []byte, sinkQueue), done: make(chan struct{})} }
+
+// send queues msg; it drops it when the client stopped reading (the queue
+// is full) or the stream ended, so a slow client never blocks a target.
+func (k *sink) send(msg []byte) bool {
+	select {
+	case <-k.done:
+		return false
+	default:
+	}
+	select {
+	case k.ch <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+func (k *sink) close() { k.closed.Do(func() { close(k.done) }) }
+
+// maxBacklog bounds messages kept for a stream the client has not opened.
+const maxBacklog = 64
+
+func (b *Backend) newSession() *Session {
+	s := &Session{
+		b:          b,
+		ups:        make([]*upstream, len(b.targets)),
+		pending:    map[int64]*call{},
+		serverReqs: map[string]serverRequest{},
+		names:      map[string]int{},
+	}
+	s.touch()
+	return s
+}
+
+func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+func (s *Session) expired(now time.Time) bool {
+	return now.UnixNano()-s.lastUsed.Load() > int64(s.b.ttl)
+}
+
+// close ends the upstream sessions (stdio processes stop) and the streams;
+// calls in flight get an error.
+func (s *Session) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	ups := s.ups
+	pending := s.pending
+	s.pending = map[int64]*call{}
+	stream := s.stream
+	s.mu.Unlock()
+	for _, c := range pending {
+		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "session closed")
+	}
+	if stream != nil {
+		stream.close()
+	}
+	var wg sync.WaitGroup
+	for _, u := range ups {
+		if u != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = u.conn.Close()
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+// connectOptions is what connecting to targets needs from the request.
+type connectOptions struct {
+	header  http.Header // Authorization for passthrough
+	resume  map[string]string
+	version string
+}
+
+// dial opens the connection to target i.
+func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connection, error) {
+	t := s.b.targets[i]
+	log := s.b.log.With(zap.String("backend", s.b.opts.Name), zap.String("target", t.Name))
+	switch t.Kind {
+	case config.MCPTargetStreamable:
+		return transport.DialStreamable(ctx, transport.StreamableOptions{
+			URL: t.URL, Client: s.b.client, Header: o.header,
+			SessionID: o.resume[t.Name], ProtocolVersion: o.version, Logger: log,
+		})
+	case config.MCPTargetSSE:
+		return transport.DialSSE(ctx, transport.SSEOptions{URL: t.URL, Client: s.b.client, Header: o.header})
+	case config.MCPTargetStdio:
+		return transport.StartStdio(ctx, transport.StdioOptions{
+			Cmd: t.Stdio.Cmd, Args: t.Stdio.Args, Env: t.Stdio.Env, ClearEnv: t.Stdio.ClearEnv,
+			Stderr: func(line string) { log.Info("mcp target stderr", zap.String("line", line)) },
+		})
+	}
+	return nil, fmt.Errorf("target %q: unknown kind", t.Name)
+}
+
+// attach starts reading from a connected target.
+func (s *Session) attach(i int, conn sdk.Connection) *upstream {
+	u := &upstream{idx: i, name: s.b.targets[i].Name, conn: conn}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return nil
+	}
+	s.ups[i] = u
+	s.mu.Unlock()
+	go s.read(u)
+	return u
+}
+
+// read delivers what a target sends until its connection ends.
+func (s *Session) read(u *upstream) {
+	for {
+		msg, err := u.conn.Read(context.Background())
+		if err != nil {
+			s.upstreamFailed(u, err)
+			return
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			s.deliver(u, m)
+		case *jsonrpc.Request:
+			if m.ID.IsValid() {
+				s.serverCall(u, m)
+			} else {
+				s.serverNotification(u, m)
+			}
+		}
+	}
+}
+
+// upstreamFailed answers the calls waiting on a target that went away.
+func (s *Session) upstreamFailed(u *upstream, err error) {
+	s.mu.Lock()
+	closed := s.closed
+	var waiting []*call
+	for id, c := range s.pending {
+		if c.target == u.idx {
+			waiting = append(waiting, c)
+			delete(s.pending, id)
+		}
+	}
+	s.mu.Unlock()
+	if closed {
+		return
+	}
+	failure := fmt.Errorf("target %s failed: %w", u.name, err)
+	u.dead.Store(&failure)
+	s.b.log.Warn("mcp target failed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name), zap.Error(err))
+	for _, c := range waiting {
+		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, failure.Error())
+	}
+}
+
+func (s *Session) deliver(u *upstream, r *jsonrpc.Response) {
+	id, ok := r.ID.Raw().(int64)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	c := s.pending[id]
+	if c != nil && c.target == u.idx {
+		delete(s.pending, id)
+	} else {
+		c = nil
+	}
+	s.mu.Unlock()
+	if c != nil {
+		c.ch <- r
+	}
+}
+
+// relatedSink picks the stream for a message a target sends on its own: the
+// SSE response of the target's latest call in flight, else the client's
+// stream.
+func (s *Session) relatedSink(target int, progress string) *sink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *call
+	for _, c := range s.pending {
+		if c.sink == nil {
+			continue
+		}
+		if progress != "" && c.progress == progress {
+			return c.sink
+		}
+		if c.target == target && (best == nil || c.started.After(best.started)) {
+			best = c
+		}
+	}
+	if best != nil {
+		return best.sink
+	}
+	return nil
+}
+
+// toClient sends a message to the client on the best stream, or keeps it for
+// the client's next stream.
+func (s *Session) toClient(target int, progress string, msg jsonrpc.Message) {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return
+	}
+	if k := s.relatedSink(target, progress); k != nil && k.send(data) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil && s.stream.send(data) {
+		return
+	}
+	if len(s.backlog) < maxBacklog {
+		s.backlog = append(s.backlog, data)
+	}
+}
+
+// serverCall forwards a target's request (sampling, elicitation, roots,
+// ping) to the client under an id of the gateway's.
+func (s *Session) serverCall(u *upstream, r *jsonrpc.Request) {
+	down := "t" + strconv.Itoa(u.idx) + "-" + strconv.FormatInt(s.nextID.Add(1), 10)
+	s.mu.Lock()
+	if len(s.serverReqs) >= maxServerRequests {
+		s.mu.Unlock()
+		_ = u.conn.Write(context.Background(), errorResponse(r.ID, jsonrpc.CodeInternalError, "too many requests to the client in flight"))
+		return
+	}
+	s.serverReqs[down] = serverRequest{target: u.idx, id: r.ID}
+	s.mu.Unlock()
+	id, _ := jsonrpc.MakeID(down)
+	s.toClient(u.idx, "", &jsonrpc.Request{ID: id, Method: r.Method, Params: r.Params})
+}
+
+const maxServerRequests = 1024
+
+// serverNotification forwards a target's notification, rewriting what names
+// its items.
+func (s *Session) serverNotification(u *upstream, r *jsonrpc.Request) {
+	progress := ""
+	params := r.Params
+	switch r.Method {
+	case "notifications/progress":
+		progress = tokenKey(params, "progressToken")
+	case "notifications/cancelled":
+		// The target gave up one of its requests to the client.
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		down := s.downstreamServerID(u.idx, p.RequestID)
+		if down == "" {
+			return
+		}
+		params = setField(params, "requestId", down)
+	case "notifications/resources/updated":
+		if s.b.prefix {
+			var p struct {
+				URI string `json:"uri"`
+			}
+			if json.Unmarshal(params, &p) == nil && p.URI != "" {
+				params = setField(params, "uri", u.name+"+"+p.URI)
+			}
+		}
+	}
+	s.toClient(u.idx, progress, &jsonrpc.Request{Method: r.Method, Params: params})
+}
+
+// downstreamServerID finds the gateway's id for a target's request id.
+func (s *Session) downstreamServerID(target int, id any) string {
+	want, err := jsonrpc.MakeID(normalizeID(id))
+	if err != nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for down, sr := range s.serverReqs {
+		if sr.target == target && sr.id == want {
+			return down
+		}
+	}
+	return ""
+}
+
+// clientResponse passes the client's answer to a target's request back.
+func (s *Session) clientResponse(ctx context.Context, r *jsonrpc.Response) {
+	key, ok := r.ID.Raw().(string)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	sr, found := s.serverReqs[key]
+	delete(s.serverReqs, key)
+	var u *upstream
+	if found {
+		u = s.ups[sr.target]
+	}
+	s.mu.Unlock()
+	if u == nil {
+		return
+	}
+	_ = u.conn.Write(ctx, &jsonrpc.Response{ID: sr.id, Result: r.Result, Error: r.Error})
+}
+
+// clientNotification forwards a notification from the client.
+func (s *Session) clientNotification(ctx context.Context, r *jsonrpc.Request) {
+	if r.Method == "notifications/cancelled" {
+		var p struct {
+			RequestID any `json:"requestId"`
+		}
+		if json.Unmarshal(r.Params, &p) != nil {
+			return
+		}
+		s.cancelByClientID(ctx, p.RequestID)
+		return
+	}
+	for _, u := range s.live() {
+		_ = u.conn.Write(ctx, &jsonrpc.Request{Method: r.Method, Params: r.Params})
+	}
+}
+
+// live returns the connected targets that have not failed.
+func (s *Session) live() []*upstream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*upstream, 0, len(s.ups))
+	for _, u := range s.ups {
+		if u != nil && u.dead.Load() == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// cancelByClientID forwards the client's cancellation of a call in flight
+// to its target, under the target's id.
+func (s *Session) cancelByClientID(ctx context.Context, clientID any) {
+	key := idKey(clientID)
+	if key == "" {
+		return
+	}
+	s.mu.Lock()
+	var c *call
+	for id, pc := range s.pending {
+		if pc.clientKey == key {
+			c = pc
+			delete(s.pending, id)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return
+	}
+	s.cancelUpstream(ctx, c, "cancelled by the client")
+	c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "cancelled")
+}
+
+// forward sends a request to target i and waits for its response, which it
+// returns under the client's id. Related messages go to k when set.
+func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
+	s.mu.Lock()
+	u := s.ups[i]
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, "session closed")
+	}
+	if u == nil {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s is not available", s.b.targets[i].Name))
+	}
+	if dead := u.dead.Load(); dead != nil {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error())
+	}
+	up := s.nextID.Add(1)
+	c := &call{target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: tokenKey(params, "_meta", "progressToken"), started: time.Now()}
+	s.mu.Lock()
+	s.pending[up] = c
+	s.mu.Unlock()
+	upID, _ := jsonrpc.MakeID(float64(up))
+	if err := u.conn.Write(ctx, &jsonrpc.Request{ID: upID, Method: method, Params: params}); err != nil {
+		s.drop(up)
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, err))
+	}
+	select {
+	case r := <-c.ch:
+		return &jsonrpc.Response{ID: clientID, Result: r.Result, Error: r.Error}
+	case <-ctx.Done():
+		s.drop(up)
+		// Tell the target to stop working on it.
+		s.cancelUpstream(context.Background(), c, "cancelled by the gateway")
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err()))
+	}
+}
+
+func (s *Session) drop(up int64) {
+	s.mu.Lock()
+	delete(s.pending, up)
+	s.mu.Unlock()
+}
+
+// cancelUpstream tells a call's target that the call was given up.
+func (s *Session) cancelUpstream(ctx context.Context, c *call, reason string) {
+	s.mu.Lock()
+	u := s.ups[c.target]
+	s.mu.Unlock()
+	if u == nil {
+		return
+	}
+	p, _ := json.Marshal(map[string]any{"requestId": c.upID, "reason": reason})
+	_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
+}
+
+func errorResponse(id jsonrpc.ID, code int64, msg string) *jsonrpc.Response {
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}}
+}
+
+// tokenKey reads a progress token (number or string) at path in params as a
+// map key.
+func tokenKey(params json.RawMessage, path ...string) string {
+	if len(params) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(params, &v) != nil {
+		return ""
+	}
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[p]
+	}
+	if v == nil {
+		return ""
+	}
+	return idKey(v)
+}
+
+// idKey is a map key for a JSON id value that tells 1 from "1".
+func idKey(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "s:" + x
+	case float64:
+		return "n:" + strconv.FormatFloat(x, 'g', -1, 64)
+	case int64:
+		return "n:" + strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// normalizeID turns a decoded JSON id into what jsonrpc.MakeID takes.
+func normalizeID(v any) any {
+	if i, ok := v.(int64); ok {
+		return float64(i)
+	}
+	return v
+}
+
+// setField returns the JSON object params with one field replaced.
+func setField(params json.RawMessage, field string, value any) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(params, &m) != nil {
+		return params
+	}
+	v, err := json.Marshal(value)
+	if err != nil {
+		return params
+	}
+	m[field] = v
+	out, err := json.Marshal(m)
+	if err != nil {
+		return params
+	}
+	return out
+}

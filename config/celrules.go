@@ -1,0 +1,126 @@
+package config
+
+import (
+	"fmt"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// CELRuleSet is `mcpAuthorization` and `authorization`: CEL rules.
+type CELRuleSet struct {
+	Rules []CELRule `json:"rules" cfg:"required"`
+}
+
+// CELRuleKind says how a rule counts.
+type CELRuleKind uint8
+
+// Rule kinds.
+const (
+	RuleAllow   CELRuleKind = iota // the request is allowed when an allow rule is true
+	RuleDeny                       // ... and denied when a deny rule is true
+	RuleRequire                    // ... and every require rule must be true
+)
+
+// CELRule is one rule: a bare string (allow) or exactly one of {allow},
+// {deny}, {require}.
+type CELRule struct {
+	Kind CELRuleKind
+	Expr string
+}
+
+// maxCELBytes bounds one expression (the spec's 16384 characters).
+const maxCELBytes = 16384
+
+// DecodeNode decodes the rule and compiles it, so that a bad expression is
+// a config error naming the rule.
+func (r *CELRule) DecodeNode(n *decode.Node) {
+	if s, ok := n.String(); ok {
+		r.Kind, r.Expr = RuleAllow, s
+		r.check(n)
+		return
+	}
+	if n.Kind() != decode.Map {
+		n.Errorf("expected a CEL expression or a map with one of: allow, deny, require")
+		return
+	}
+	keys := n.Keys()
+	if len(keys) != 1 {
+		n.Errorf("exactly one of allow, deny, require is required")
+		return
+	}
+	v := n.Get(keys[0])
+	switch keys[0] {
+	case "allow":
+		r.Kind = RuleAllow
+	case "deny":
+		r.Kind = RuleDeny
+	case "require":
+		r.Kind = RuleRequire
+	default:
+		v.Errorf("unknown field %q (use allow, deny or require)", keys[0])
+		return
+	}
+	if v.Decode(&r.Expr) {
+		r.check(v)
+	}
+}
+
+func (r *CELRule) check(n *decode.Node) {
+	if r.Expr == "" || len(r.Expr) > maxCELBytes {
+		n.Errorf("must be 1 to %d characters", maxCELBytes)
+		return
+	}
+	if _, err := CompileCEL(r.Expr); err != nil {
+		n.Errorf("%v", err)
+	}
+}
+
+// MarshalJSON writes the rule back in file form, for /config_dump.
+func (r CELRule) MarshalJSON() ([]byte, error) {
+	key := map[CELRuleKind]string{RuleAllow: "allow", RuleDeny: "deny", RuleRequire: "require"}[r.Kind]
+	return fmt.Appendf(nil, "{%q:%q}", key, r.Expr), nil
+}
+
+var (
+	celEnvOnce sync.Once
+	celEnv     *cel.Env
+	celEnvErr  error
+)
+
+// CELEnv is the environment rules compile in: `jwt` (the token's claims),
+// `request` (method, path, host, scheme, uri, headers), `source` (address,
+// port) and `mcp` (tool, prompt or resource: name and target), each a map,
+// plus the strings extension library.
+func CELEnv() (*cel.Env, error) {
+	celEnvOnce.Do(func() {
+		m := cel.MapType(cel.StringType, cel.DynType)
+		celEnv, celEnvErr = cel.NewEnv(
+			cel.Variable("jwt", m),
+			cel.Variable("request", m),
+			cel.Variable("source", m),
+			cel.Variable("mcp", m),
+			ext.Strings(),
+		)
+	})
+	return celEnv, celEnvErr
+}
+
+// CompileCEL checks and compiles one boolean expression.
+func CompileCEL(expr string) (cel.Program, error) {
+	env, err := CELEnv()
+	if err != nil {
+		return nil, err
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("invalid CEL expression: %v", iss.Err())
+	}
+	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
+	}
+	return env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+}

@@ -1,0 +1,308 @@
+package jwtauth
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+)
+
+type locKind uint8
+
+const (
+	locHeader locKind = iota
+	locQuery
+	locCookie
+)
+
+// Location is where a credential travels in a request: a header (with an
+// optional prefix such as "Bearer ", compared without regard to ASCII
+// case), a query parameter or a cookie. The zero value is not usable; see
+// DefaultLocation and NewLocation.
+type Location struct {
+	kind   locKind
+	name   []byte
+	prefix []byte
+}
+
+var (
+	headerAuthorization      = []byte("Authorization")
+	headerProxyAuthorization = []byte("Proxy-Authorization")
+	bearerPrefix             = []byte("Bearer ")
+)
+
+// DefaultLocation is `Authorization: Bearer <token>`.
+func DefaultLocation() Location {
+	return Location{kind: locHeader, name: headerAuthorization, prefix: bearerPrefix}
+}
+
+// NewLocation compiles a location; nil means DefaultLocation.
+func NewLocation(cfg *config.AuthLocation) (Location, error) {
+	switch {
+	case cfg == nil:
+		return DefaultLocation(), nil
+	case cfg.Header != nil:
+		if cfg.Header.Name == "" {
+			return Location{}, fieldErrorf("header.name", "required")
+		}
+		l := Location{kind: locHeader, name: []byte(cfg.Header.Name)}
+		if cfg.Header.Prefix != nil {
+			l.prefix = []byte(*cfg.Header.Prefix)
+		}
+		return l, nil
+	case cfg.QueryParameter != nil:
+		if cfg.QueryParameter.Name == "" {
+			return Location{}, fieldErrorf("queryParameter.name", "required")
+		}
+		return Location{kind: locQuery, name: []byte(cfg.QueryParameter.Name)}, nil
+	case cfg.Cookie != nil:
+		if cfg.Cookie.Name == "" {
+			return Location{}, fieldErrorf("cookie.name", "required")
+		}
+		return Location{kind: locCookie, name: []byte(cfg.Cookie.Name)}, nil
+	}
+	return Location{}, fieldErrorf("", "exactly one of header, queryParameter, cookie is required")
+}
+
+// String describes the location, for messages.
+func (l *Location) String() string {
+	switch l.kind {
+	case locQuery:
+		return "query parameter " + string(l.name)
+	case locCookie:
+		return "cookie " + string(l.name)
+	}
+	if len(l.prefix) > 0 {
+		return "header " + string(l.name) + " (prefix " + strings.TrimSpace(string(l.prefix)) + ")"
+	}
+	return "header " + string(l.name)
+}
+
+// isProxyHeader reports whether the credential is in Proxy-Authorization,
+// which is addressed to the proxy: failures answer 407 (RFC 9110 11.7.1).
+func (l *Location) isProxyHeader() bool {
+	return l.kind == locHeader && bytes.EqualFold(l.name, headerProxyAuthorization)
+}
+
+// extract returns the credential, or nil when the request carries none (a
+// header without the prefix carries none). The result aliases the request
+// or the context's scratch buffer: copy it before changing either.
+func (l *Location) extract(c *policy.Ctx) []byte {
+	req := &c.Fast.Request
+	switch l.kind {
+	case locHeader:
+		v := req.Header.PeekBytes(l.name)
+		if len(l.prefix) == 0 {
+			return v
+		}
+		if len(v) < len(l.prefix) || !bytes.EqualFold(v[:len(l.prefix)], l.prefix) {
+			return nil
+		}
+		return v[len(l.prefix):]
+	case locQuery:
+		_, query, _ := splitTarget(req.Header.RequestURI())
+		v, ok := QueryValue(c.Scratch(), query, l.name)
+		if !ok {
+			return nil
+		}
+		c.KeepScratch(v)
+		return v
+	case locCookie:
+		return req.Header.CookieBytes(l.name)
+	}
+	return nil
+}
+
+// remove deletes the credential from the request that will be forwarded.
+func (l *Location) remove(c *policy.Ctx) {
+	req := &c.Fast.Request
+	switch l.kind {
+	case locHeader:
+		req.Header.DelBytes(l.name)
+	case locQuery:
+		head, query, tail := splitTarget(req.Header.RequestURI())
+		if query == nil {
+			return
+		}
+		b := append(c.Scratch(), head...)
+		mark := len(b)
+		b = append(b, '?')
+		b = RemoveQueryParam(b, query, l.name)
+		if len(b) == mark+1 {
+			b = b[:mark] // no parameter left: no "?"
+		}
+		b = append(b, tail...)
+		// The target only shrinks and keeps its path: fasthttp copies it into
+		// the same buffer, so c.Path and c.MatchedPrefix stay valid.
+		req.SetRequestURIBytes(b)
+		c.KeepScratch(b)
+	case locCookie:
+		req.Header.DelCookieBytes(l.name)
+	}
+}
+
+// Insert puts token into req at the location (for backendAuth
+// passthrough), replacing what is there. scratch is a reusable buffer; the
+// grown buffer is returned for reuse.
+func (l *Location) Insert(req *fasthttp.Request, token, scratch []byte) []byte {
+	b := scratch[:0]
+	switch l.kind {
+	case locHeader:
+		b = append(b, l.prefix...)
+		b = append(b, token...)
+		req.Header.SetBytesKV(l.name, b)
+	case locQuery:
+		head, query, tail := splitTarget(req.Header.RequestURI())
+		b = append(b, head...)
+		b = append(b, '?')
+		mark := len(b)
+		if query != nil {
+			b = RemoveQueryParam(b, query, l.name)
+		}
+		if len(b) > mark {
+			b = append(b, '&')
+		}
+		b = appendQueryEscaped(b, l.name)
+		b = append(b, '=')
+		b = appendQueryEscaped(b, token)
+		b = append(b, tail...)
+		req.SetRequestURIBytes(b)
+	case locCookie:
+		req.Header.SetCookieBytesKV(l.name, token)
+	}
+	return b
+}
+
+// splitTarget splits a request target into what precedes the query
+// (including the '?', absent when there is no query), the query (nil when
+// there is none) and a fragment (with its '#', normally absent).
+func splitTarget(uri []byte) (head, query, tail []byte) {
+	end := len(uri)
+	if i := bytes.IndexByte(uri, '#'); i >= 0 {
+		end = i
+	}
+	q := bytes.IndexByte(uri[:end], '?')
+	if q < 0 {
+		return uri[:end], nil, uri[end:]
+	}
+	return uri[:q], uri[q+1 : end], uri[end:]
+}
+
+// QueryValue appends to dst the decoded value of the first parameter of the
+// raw query whose decoded name is name ('+' is a space, %XX a byte; a
+// malformed escape is kept as written). ok is false when there is none.
+func QueryValue(dst, query, name []byte) (value []byte, ok bool) {
+	for len(query) > 0 {
+		var pair []byte
+		if i := bytes.IndexByte(query, '&'); i >= 0 {
+			pair, query = query[:i], query[i+1:]
+		} else {
+			pair, query = query, nil
+		}
+		if len(pair) == 0 {
+			continue
+		}
+		key, val := pair, []byte(nil)
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			key, val = pair[:i], pair[i+1:]
+		}
+		if decodedEqual(key, name) {
+			return appendUnescaped(dst[:0], val), true
+		}
+	}
+	return dst[:0], false
+}
+
+// RemoveQueryParam appends to dst the raw query without the parameters
+// whose decoded name is name; other parameters keep their exact spelling
+// and order.
+func RemoveQueryParam(dst, query, name []byte) []byte {
+	start := len(dst)
+	for len(query) > 0 {
+		var pair []byte
+		if i := bytes.IndexByte(query, '&'); i >= 0 {
+			pair, query = query[:i], query[i+1:]
+		} else {
+			pair, query = query, nil
+		}
+		key := pair
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			key = pair[:i]
+		}
+		if len(pair) == 0 || decodedEqual(key, name) {
+			continue
+		}
+		if len(dst) > start {
+			dst = append(dst, '&')
+		}
+		dst = append(dst, pair...)
+	}
+	return dst
+}
+
+// decodedEqual reports whether raw, query-decoded, equals name.
+func decodedEqual(raw, name []byte) bool {
+	j := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
+			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			i += 2
+		}
+		if j >= len(name) || name[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(name)
+}
+
+// appendUnescaped appends the query-decoded form of raw.
+func appendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
+			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			i += 2
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendQueryEscaped appends s escaped for a query component: unreserved
+// characters (RFC 3986) stay, everything else becomes %XX.
+func appendQueryEscaped(dst, s []byte) []byte {
+	const hex = "0123456789ABCDEF"
+	for _, c := range s {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			dst = append(dst, c)
+			continue
+		}
+		dst = append(dst, '%', hex[c>>4], hex[c&15])
+	}
+	return dst
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}

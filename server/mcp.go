@@ -1,0 +1,130 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	mcpgw "github.com/relaygate/gateway/backend/mcp"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/celrules"
+)
+
+// mcpBackend returns the MCP backend for a route's `mcp:` config: the
+// running one when the config is unchanged since the last snapshot (its
+// sessions carry on), else a new one. Backends the new snapshot no longer
+// uses are closed by Apply once it is in place.
+func (c *compiler) mcpBackend(path, routeName string, cfg *config.MCPBackend) (*mcpgw.Backend, error) {
+	var ttl time.Duration
+	var key []byte
+	if s := c.file.Config; s != nil {
+		if s.MCP != nil && s.MCP.SessionTTL != nil {
+			ttl = s.MCP.SessionTTL.Duration
+		}
+		if s.Session != nil {
+			key = s.Session.Key
+		}
+	}
+	spec, err := json.Marshal(struct {
+		Route  string
+		Config *config.MCPBackend
+		TTL    time.Duration
+		Key    []byte
+		Stdio  []any
+	}{routeName, cfg, ttl, key, stdioSpecs(cfg)})
+	if err != nil {
+		return nil, fmt.Errorf("%s.mcp: %w", path, err)
+	}
+	id := string(spec)
+	if b := c.mcp[id]; b != nil {
+		return b, nil
+	}
+	if b := c.gw.mcp[id]; b != nil {
+		c.mcp[id] = b
+		return b, nil
+	}
+	b, err := mcpgw.New(mcpgw.Options{
+		Name:       routeName,
+		Config:     cfg,
+		SessionTTL: ttl,
+		SessionKey: key,
+		Logger:     c.gw.log,
+		Metrics:    c.gw.metrics.MCP(routeName),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s.mcp: %w", path, err)
+	}
+	c.mcp[id] = b
+	c.mcpNew = append(c.mcpNew, b)
+	return b, nil
+}
+
+// stdioSpecs lists the stdio targets in full: MarshalJSON hides their
+// environment values, but a change of them must start new processes.
+func stdioSpecs(cfg *config.MCPBackend) []any {
+	var out []any
+	for _, t := range cfg.Targets {
+		if t.Stdio != nil {
+			out = append(out, t.Stdio)
+		}
+	}
+	return out
+}
+
+// swapMCP closes the MCP backends the previous snapshot used and the new
+// one does not. Called with g.mu held, after the new snapshot is in place.
+func (g *Gateway) swapMCP(next map[string]*mcpgw.Backend) {
+	for id, b := range g.mcp {
+		if next[id] != b {
+			go b.Close()
+		}
+	}
+	g.mcp = next
+}
+
+// serveMCP answers a request whose backend is an MCP backend.
+func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend) int {
+	pc := &rs.pc
+	fctx := pc.Fast
+	var allow mcpgw.Authorizer
+	if r.mcpAuthz != nil {
+		// The input is copied out of the request: streamed answers evaluate
+		// rules after the handler returned and fasthttp reused the request.
+		in := celrules.InputFromCtx(pc)
+		rules := r.mcpAuthz
+		allow = func(kind mcpgw.ItemKind, name, target string) bool {
+			item := celrules.MCPItem{Kind: authzKind(kind), Name: name, Target: target}
+			local := in
+			local.MCP = &item
+			return rules.Allowed(&local)
+		}
+	}
+	req := mcpgw.Request{
+		Fast:        fctx,
+		Authz:       allow,
+		Passthrough: r.passthrough || rb.passthrough,
+		Timeout:     r.timeout,
+		MaxBody:     rs.bind.frontend.maxBufferSize,
+	}
+	if req.Passthrough && len(pc.Token) > 0 {
+		req.Token = append([]byte(nil), pc.Token...)
+	}
+	rs.mcp = rb.mcp.Serve(&req)
+	status := fctx.Response.StatusCode()
+	if status == 0 {
+		status = fasthttp.StatusOK
+	}
+	return status
+}
+
+func authzKind(k mcpgw.ItemKind) celrules.MCPKind {
+	switch k {
+	case mcpgw.Prompt:
+		return celrules.MCPPrompt
+	case mcpgw.Resource:
+		return celrules.MCPResource
+	}
+	return celrules.MCPTool
+}

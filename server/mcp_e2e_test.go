@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
+)
+
+// mcpTarget starts a streamable HTTP MCP server on 127.0.0.1 whose tools
+// answer "<name>:<tool>"; calls counts the calls that reached it.
+func mcpTarget(t *testing.T, name string, tools ...string) (url string, calls *atomic.Int64) {
+	t.Helper()
+	calls = new(atomic.Int64)
+	srv := sdk.NewServer(&sdk.Implementation{Name: name, Version: "1"}, nil)
+	for _, tool := range tools {
+		srv.AddTool(&sdk.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			calls.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + tool}}}, nil
+		})
+	}
+	return upstream(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)) + "/mcp", calls
+}
+
+// bearer adds a token to every request of an MCP client.
+type bearer struct {
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mcpConnect(t *testing.T, endpoint, token string) (*sdk.ClientSession, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+	if err == nil {
+		t.Cleanup(func() { _ = cs.Close() })
+	}
+	return cs, err
+}
+
+func listTools(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+const specExample = `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{ path: { exact: /mcp } }]
+      policies:
+        cors:
+          allowOrigins: ["*"]
+          allowHeaders: ["*"]
+          exposeHeaders: [Mcp-Session-Id]
+        jwtAuth:
+          issuer: agentgateway.dev
+          audiences: [test.agentgateway.dev]
+          jwks: { file: '${JWKS}' }
+        mcpAuthorization:
+          rules:
+          - 'mcp.tool.name == "echo"'
+          - 'jwt.sub == "test-user" && mcp.tool.name == "add"'
+          - 'mcp.tool.name == "printEnv" && jwt.nested.key == "value"'
+          - '"admin" in jwt.roles && mcp.tool.name == "tool-admin"'
+          - 'jwt.email.endsWith("@example.com") && mcp.tool.name == "tool-mail"'
+      backends:
+      - mcp:
+          targets:
+          - name: everything
+            mcp: { host: '${TARGET}' }
+`
+
+// TestMCPSpecExample: the spec's three-rule example, with the role and
+// e-mail rules beside it, through the real gateway, the official SDK client
+// and a real MCP server.
+func TestMCPSpecExample(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	target, calls := mcpTarget(t, "everything", "echo", "add", "printEnv", "tool-admin", "tool-mail", "hidden-1", "hidden-2")
+	tg := startGateway(t, specExample, map[string]string{"JWKS": iss.WriteJWKSFile(t), "TARGET": target})
+	endpoint := tg.url(3000) + "/mcp"
+	claims := func(extra jwt.MapClaims) string {
+		c := jwt.MapClaims{"iss": "agentgateway.dev", "aud": "test.agentgateway.dev", "exp": time.Now().Add(time.Hour).Unix()}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return iss.Sign(c)
+	}
+	tests := []struct {
+		desc  string
+		extra jwt.MapClaims
+		want  []string
+	}{
+		{"three rules", jwt.MapClaims{"sub": "test-user", "nested": map[string]any{"key": "value"}}, []string{"add", "echo", "printEnv"}},
+		{"public only", jwt.MapClaims{"sub": "someone"}, []string{"echo"}},
+		{"role", jwt.MapClaims{"sub": "x", "roles": []string{"dev", "admin"}}, []string{"echo", "tool-admin"}},
+		{"e-mail domain", jwt.MapClaims{"sub": "x", "email": "a@example.com"}, []string{"echo", "tool-mail"}},
+		{"e-mail elsewhere", jwt.MapClaims{"sub": "x", "email": "a@example.org"}, []string{"echo"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			cs, err := mcpConnect(t, endpoint, claims(tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := listTools(t, cs); !slices.Equal(got, tc.want) {
+				t.Fatalf("tools = %v, want %v", got, tc.want)
+			}
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"})
+			if err != nil || res.Content[0].(*sdk.TextContent).Text != "everything:echo" {
+				t.Fatalf("echo: %v %v", res, err)
+			}
+			before := calls.Load()
+			for _, hidden := range []string{"hidden-1", "tool-admin", "add"} {
+				if slices.Contains(tc.want, hidden) {
+					continue
+				}
+				_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: hidden})
+				if err == nil || !strings.Contains(err.Error(), "Unknown tool: "+hidden) {
+					t.Fatalf("call %s: %v, want Unknown tool", hidden, err)
+				}
+			}
+			if calls.Load() != before {
+				t.Fatalf("a denied call reached the target")
+			}
+		})
+	}
+}
+
+// TestMCPRefusedTokens: every bad token is refused before MCP runs, with
+// 401 and WWW-Authenticate.
+func TestMCPRefusedTokens(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	other := jwttest.NewIssuer(t, "RS256")
+	target, calls := mcpTarget(t, "everything", "echo")
+	tg := startGateway(t, specExample, map[string]string{"JWKS": iss.WriteJWKSFile(t), "TARGET": target})
+	endpoint := tg.url(3000) + "/mcp"
+	good := jwt.MapClaims{"iss": "agentgateway.dev", "aud": "test.agentgateway.dev", "sub": "u", "exp": time.Now().Add(time.Hour).Unix()}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for key, val := range good {
+			c[key] = val
+		}
+		c[k] = v
+		return c
+	}
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, good).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	tests := []struct{ desc, token string }{
+		{"no token", ""},
+		{"garbage", "not.a.jwt"},
+		{"expired", iss.Sign(with("exp", time.Now().Add(-time.Hour).Unix()))},
+		{"not yet valid", iss.Sign(with("nbf", time.Now().Add(time.Hour).Unix()))},
+		{"wrong issuer", iss.Sign(with("iss", "evil"))},
+		{"wrong audience", iss.Sign(with("aud", "elsewhere"))},
+		{"alg none", none},
+		{"signed by another key", other.Sign(good)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Fatalf("status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	if calls.Load() != 0 {
+		t.Fatal("a refused request reached the target")
+	}
+	// CORS preflight is answered before authentication.
+	req, _ := http.NewRequest(http.MethodOptions, endpoint, nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	resp, _ := do(t, req)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") == "" {
+		t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// TestMCPMultiplexAndMetrics: two targets behind one endpoint, prefixed;
+// calls show in the MCP metrics by target and tool.
+func TestMCPMultiplexAndMetrics(t *testing.T) {
+	a, _ := mcpTarget(t, "a", "echo")
+	b, bCalls := mcpTarget(t, "b", "echo", "sum")
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: tools
+      backends:
+      - mcp:
+          targets:
+          - { name: a, mcp: { host: '${A}' } }
+          - { name: b, mcp: { host: '${B}' } }
+`, map[string]string{"A": a, "B": b})
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listTools(t, cs); !slices.Equal(got, []string{"a_echo", "b_echo", "b_sum"}) {
+		t.Fatalf("tools %v", got)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "b_sum"})
+	if err != nil || res.Content[0].(*sdk.TextContent).Text != "b:sum" || bCalls.Load() != 1 {
+		t.Fatalf("b_sum: %v %v (b saw %d calls)", res, err, bCalls.Load())
+	}
+	var text strings.Builder
+	tg.gw.metrics.WritePrometheus(&text)
+	want := `agentgateway_mcp_requests_total{route="tools",method="tools/call",target="b",tool="sum"} 1`
+	if !strings.Contains(text.String(), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
+}
