@@ -111,16 +111,24 @@ func CELEnv() (*cel.Env, error) {
 
 // CompileCEL checks and compiles one boolean expression.
 func CompileCEL(expr string) (cel.Program, error) {
+	p, _, err := CompileCELAst(expr)
+	return p, err
+}
+
+// CompileCELAst is CompileCEL that also returns the checked syntax tree, for
+// callers that analyse rules.
+func CompileCELAst(expr string) (cel.Program, *cel.Ast, error) {
 	env, err := CELEnv()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("invalid CEL expression: %v", iss.Err())
+		return nil, nil, fmt.Errorf("invalid CEL expression: %v", iss.Err())
 	}
 	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
-		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
+		return nil, nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
-	return env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	return p, ast, err
 }

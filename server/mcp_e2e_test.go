@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -249,5 +251,114 @@ binds:
 	want := `agentgateway_mcp_requests_total{route="tools",method="tools/call",target="b",tool="sum"} 1`
 	if !strings.Contains(text.String(), want) {
 		t.Fatalf("metrics lack %s", want)
+	}
+}
+
+// stdioTarget is the YAML of a stdio target running this test binary as an
+// MCP server.
+func stdioTarget(name string) string {
+	return "{ name: " + name + ", stdio: { cmd: '" + os.Args[0] + "', args: ['-test.run=^$'], env: { " + stdioServerEnv + ": " + name + " } } }"
+}
+
+// TestMCPStdioTargets: a stdio target and an HTTP one multiplexed; sessions
+// keep their process (count goes on), a new session gets a new one; a
+// target that crashes mid-call answers the call with an error instead of
+// hanging, and the other target keeps working; DELETE ends the session.
+func TestMCPStdioTargets(t *testing.T) {
+	web, _ := mcpTarget(t, "web", "echo")
+	tg := startGateway(t, `
+config:
+  mcp: { sessionTtl: 1m }
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          failureMode: failOpen
+          targets:
+          - `+stdioTarget("local")+`
+          - { name: web, mcp: { host: '${WEB}' } }
+`, map[string]string{"WEB": web})
+	endpoint := tg.url(3000) + "/mcp"
+	cs, err := mcpConnect(t, endpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listTools(t, cs); !slices.Equal(got, []string{"local_count", "local_crash", "local_echo", "web_echo"}) {
+		t.Fatalf("tools %v", got)
+	}
+	call := func(cs *sdk.ClientSession, name string) (string, error) {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name})
+		if err != nil {
+			return "", err
+		}
+		if res.IsError {
+			return "", errors.New(res.Content[0].(*sdk.TextContent).Text)
+		}
+		return res.Content[0].(*sdk.TextContent).Text, nil
+	}
+	for want := 1; want <= 2; want++ {
+		if got, err := call(cs, "local_count"); err != nil || got != itoa(want) {
+			t.Fatalf("count = %q %v, want %d (one process per session)", got, err, want)
+		}
+	}
+	other, err := mcpConnect(t, endpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := call(other, "local_count"); err != nil || got != "1" {
+		t.Fatalf("a new session's count = %q %v, want 1", got, err)
+	}
+	if _, err := call(cs, "local_crash"); err == nil || !strings.Contains(err.Error(), "local") {
+		t.Fatalf("crash: %v, want an error naming the target", err)
+	}
+	if _, err := call(cs, "local_echo"); err == nil {
+		t.Fatal("a crashed target still answered")
+	}
+	if got, err := call(cs, "web_echo"); err != nil || got != "web:echo" {
+		t.Fatalf("web after the crash: %q %v", got, err)
+	}
+	eventually(t, 5*time.Second, "the crash logged", func() bool {
+		return tg.logs.FilterMessage("mcp target failed").Len() > 0
+	})
+	// DELETE ends the session: its id is unknown afterwards.
+	req, _ := http.NewRequest(http.MethodDelete, endpoint, nil)
+	req.Header.Set("Mcp-Session-Id", other.ID())
+	if resp, _ := do(t, req); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	if _, err := call(other, "local_count"); err == nil {
+		t.Fatal("a deleted session still answered")
+	}
+}
+
+// TestMCPLegacySSEClient: the legacy SSE transport towards clients.
+func TestMCPLegacySSEClient(t *testing.T) {
+	web, _ := mcpTarget(t, "web", "echo")
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          targets:
+          - { name: web, mcp: { host: '${WEB}' } }
+`, map[string]string{"WEB": web})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := sdk.NewClient(&sdk.Implementation{Name: "legacy", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &sdk.SSEClientTransport{Endpoint: tg.url(3000) + "/sse"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := listTools(t, cs); !slices.Equal(got, []string{"echo"}) {
+		t.Fatalf("tools %v", got)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo"})
+	if err != nil || res.Content[0].(*sdk.TextContent).Text != "web:echo" {
+		t.Fatalf("echo: %v %v", res, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
@@ -15,8 +17,17 @@ import (
 )
 
 // RuleSet is a compiled rule set; a nil *RuleSet allows everything.
+//
+// Allow and deny rules that can only be true for one MCP item — the rule is
+// `mcp.<kind>.name == "lit"`, or a conjunction with such a term — are
+// indexed under that item, so checking an item evaluates only its own rules
+// and the ones that name no item. (Require rules are never indexed: they
+// must hold for every item.)
 type RuleSet struct {
-	allow, deny, require []cel.Program
+	allow, deny       map[string][]cel.Program // by itemKey
+	allowAny, denyAny []cel.Program            // rules naming no single item
+	require           []cel.Program
+	hasAllow          bool
 }
 
 // Compile compiles the rules; errors name rules[i].
@@ -24,22 +35,90 @@ func Compile(rs *config.CELRuleSet) (*RuleSet, error) {
 	if rs == nil {
 		return nil, nil
 	}
-	out := &RuleSet{}
+	out := &RuleSet{allow: map[string][]cel.Program{}, deny: map[string][]cel.Program{}}
 	for i, r := range rs.Rules {
-		p, err := config.CompileCEL(r.Expr)
+		p, ast, err := config.CompileCELAst(r.Expr)
 		if err != nil {
 			return nil, &policy.FieldError{Field: "rules[" + itoa(i) + "]", Msg: err.Error()}
 		}
+		key := indexKey(ast.NativeRep().Expr())
 		switch r.Kind {
 		case config.RuleDeny:
-			out.deny = append(out.deny, p)
+			if key != "" {
+				out.deny[key] = append(out.deny[key], p)
+			} else {
+				out.denyAny = append(out.denyAny, p)
+			}
 		case config.RuleRequire:
 			out.require = append(out.require, p)
 		default:
-			out.allow = append(out.allow, p)
+			out.hasAllow = true
+			if key != "" {
+				out.allow[key] = append(out.allow[key], p)
+			} else {
+				out.allowAny = append(out.allowAny, p)
+			}
 		}
 	}
 	return out, nil
+}
+
+var kindNames = [...]string{"tool", "prompt", "resource"}
+
+func itemKey(kind, name string) string { return kind + "\x00" + name }
+
+// indexKey returns the item key a rule is confined to, or "".
+func indexKey(e celast.Expr) string {
+	if e.Kind() != celast.CallKind {
+		return ""
+	}
+	call := e.AsCall()
+	args := call.Args()
+	switch call.FunctionName() {
+	case operators.LogicalAnd:
+		for _, a := range args {
+			if k := indexKey(a); k != "" {
+				return k
+			}
+		}
+	case operators.Equals:
+		if len(args) != 2 {
+			return ""
+		}
+		for i := range 2 {
+			kind, ok := itemNameSelect(args[i])
+			lit := args[1-i]
+			if !ok || lit.Kind() != celast.LiteralKind {
+				continue
+			}
+			if s, isStr := lit.AsLiteral().Value().(string); isStr {
+				return itemKey(kind, s)
+			}
+		}
+	}
+	return ""
+}
+
+// itemNameSelect matches `mcp.<kind>.name`.
+func itemNameSelect(e celast.Expr) (string, bool) {
+	if e.Kind() != celast.SelectKind || e.AsSelect().FieldName() != "name" || e.AsSelect().IsTestOnly() {
+		return "", false
+	}
+	kindSel := e.AsSelect().Operand()
+	if kindSel.Kind() != celast.SelectKind || kindSel.AsSelect().IsTestOnly() {
+		return "", false
+	}
+	root := kindSel.AsSelect().Operand()
+	if root.Kind() != celast.IdentKind || root.AsIdent() != "mcp" {
+		return "", false
+	}
+	kind := kindSel.AsSelect().FieldName()
+	for _, k := range kindNames {
+		if k == kind {
+			return kind, true
+		}
+	}
+	return "", false
 }
 
 func itoa(i int) string {
@@ -138,22 +217,42 @@ func (rs *RuleSet) Allowed(in *Input) bool {
 	if rs == nil {
 		return true
 	}
-	act := in.activation()
-	for _, p := range rs.deny {
-		if eval(p, act) {
+	key := ""
+	if in.MCP != nil {
+		key = itemKey(kindNames[in.MCP.Kind], in.MCP.Name)
+	}
+	var act map[string]any
+	test := func(p cel.Program) bool {
+		if act == nil {
+			act = in.activation()
+		}
+		return eval(p, act)
+	}
+	for _, p := range rs.deny[key] {
+		if test(p) {
+			return false
+		}
+	}
+	for _, p := range rs.denyAny {
+		if test(p) {
 			return false
 		}
 	}
 	for _, p := range rs.require {
-		if !eval(p, act) {
+		if !test(p) {
 			return false
 		}
 	}
-	if len(rs.allow) == 0 {
+	if !rs.hasAllow {
 		return true
 	}
-	for _, p := range rs.allow {
-		if eval(p, act) {
+	for _, p := range rs.allow[key] {
+		if test(p) {
+			return true
+		}
+	}
+	for _, p := range rs.allowAny {
+		if test(p) {
 			return true
 		}
 	}

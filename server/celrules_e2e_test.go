@@ -1,0 +1,66 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// TestAuthorizationPolicy: HTTP-level CEL rules answer 403 unless a rule
+// allows; deny rules win; claims-free rules see the request and source.
+func TestAuthorizationPolicy(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        authorization:
+          rules:
+          - 'request.path.startsWith("/public")'
+          - 'request.headers["x-role"] == "admin" && source.address == "127.0.0.1"'
+          - deny: 'request.path == "/public/blocked"'
+      backends: [{ host: '${UP}' }]
+`, map[string]string{"UP": up})
+	tests := []struct {
+		path, role string
+		want       int
+	}{
+		{"/public/a", "", http.StatusOK},
+		{"/private", "", http.StatusForbidden},
+		{"/private", "admin", http.StatusOK},
+		{"/public/blocked", "admin", http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		var headers []string
+		if tc.role != "" {
+			headers = []string{"X-Role", tc.role}
+		}
+		resp, body := get(t, tg.url(3000)+tc.path, headers...)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s (role %q): %d %q, want %d", tc.path, tc.role, resp.StatusCode, body, tc.want)
+		}
+	}
+}
+
+func TestAuthorizationBadRuleIsAConfigError(t *testing.T) {
+	f, err := config.Parse([]byte(`
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        mcpAuthorization:
+          rules: ['mcp.tool.name ==']
+      backends: [{ host: 127.0.0.1:1 }]
+`), func(string) (string, bool) { return "", false })
+	if err == nil || f != nil {
+		t.Fatal("a rule that does not compile was accepted")
+	}
+	if want := "binds[0].listeners[0].routes[0].policies.mcpAuthorization.rules[0]: invalid CEL expression"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q lacks %q", err, want)
+	}
+}
