@@ -246,6 +246,15 @@ binds:
 	if err != nil || res.Content[0].(*sdk.TextContent).Text != "b:sum" || bCalls.Load() != 1 {
 		t.Fatalf("b_sum: %v %v (b saw %d calls)", res, err, bCalls.Load())
 	}
+	eventually(t, 5*time.Second, "an access log line for the call", func() bool {
+		for _, e := range tg.logs.FilterMessage("request").All() {
+			f := e.ContextMap()
+			if f["mcp.method"] == "tools/call" && f["mcp.target"] == "b" && f["mcp.tool"] == "sum" {
+				return true
+			}
+		}
+		return false
+	})
 	var text strings.Builder
 	tg.gw.metrics.WritePrometheus(&text)
 	want := `agentgateway_mcp_requests_total{route="tools",method="tools/call",target="b",tool="sum"} 1`

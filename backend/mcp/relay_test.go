@@ -52,6 +52,12 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + tool}}}, nil
 		})
 	}
+	srv.AddPrompt(&sdk.Prompt{Name: "greet"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: name + ":greet"}}}}, nil
+	})
+	srv.AddResource(&sdk.Resource{Name: "doc", URI: "mem://doc", MIMEType: "text/plain"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: name + ":doc"}}}, nil
+	})
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp", &calls
@@ -338,5 +344,39 @@ func TestRelayResumesSessionOnAnotherReplica(t *testing.T) {
 	got, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"text":"2"`) {
 		t.Fatalf("second replica: %d %s; want the same upstream session's count 2", resp.StatusCode, got)
+	}
+}
+
+func TestRelayMultiplexesPromptsAndResources(t *testing.T) {
+	aURL, _ := target(t, "a", "echo")
+	bURL, _ := target(t, "b", "echo")
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{
+		{Name: "a", Kind: config.MCPTargetStreamable, URL: aURL},
+		{Name: "b", Kind: config.MCPTargetStreamable, URL: bURL},
+	}})
+	hideB := func(kind ItemKind, name, target string) bool { return !(kind == Resource && target == "b") }
+	cs := connect(t, serveBackend(t, b, hideB), nil)
+	ctx := context.Background()
+	prompts, err := cs.ListPrompts(ctx, nil)
+	if err != nil || len(prompts.Prompts) != 2 || prompts.Prompts[0].Name != "a_greet" || prompts.Prompts[1].Name != "b_greet" {
+		t.Fatalf("prompts: %v %v", prompts, err)
+	}
+	got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "b_greet"})
+	if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "b:greet" {
+		t.Fatalf("get b_greet: %v %v", got, err)
+	}
+	res, err := cs.ListResources(ctx, nil)
+	if err != nil || len(res.Resources) != 1 || res.Resources[0].URI != "a+mem://doc" {
+		t.Fatalf("resources (b's hidden): %+v %v", res, err)
+	}
+	read, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "a+mem://doc"})
+	if err != nil || read.Contents[0].Text != "a:doc" {
+		t.Fatalf("read: %v %v", read, err)
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "b+mem://doc"}); err == nil || !strings.Contains(err.Error(), "Unknown resource") {
+		t.Fatalf("read of a hidden resource: %v", err)
+	}
+	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatalf("logging/setLevel: %v", err)
 	}
 }
