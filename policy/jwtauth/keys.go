@@ -364,14 +364,24 @@ func (r *remoteSource) fetch(done chan struct{}) {
 }
 
 func (r *remoteSource) get() (*keySnapshot, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	data, err := fetchJSON(r.client, r.url, "application/json, application/jwk-set+json", r.timeout, MaxKeySetSize)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json, application/jwk-set+json")
-	resp, err := r.client.Do(req)
+	return parseKeySet(data, false)
+}
+
+// fetchJSON GETs url within timeout and returns its body, refusing any
+// status but 200 and bodies over max bytes.
+func fetchJSON(client *http.Client, url, accept string, timeout time.Duration, max int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -379,12 +389,12 @@ func (r *remoteSource) get() (*keySnapshot, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d", resp.StatusCode)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxKeySetSize+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxKeySetSize {
-		return nil, fmt.Errorf("key set larger than %d bytes", MaxKeySetSize)
+	if len(data) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
-	return parseKeySet(data, false)
+	return data, nil
 }

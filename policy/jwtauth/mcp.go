@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -508,27 +507,9 @@ func (d *docCache) get() ([]byte, error) {
 }
 
 func (d *docCache) fetch() ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url, nil)
+	b, err := fetchJSON(d.client, d.url, "application/json", d.timeout, maxMetadataSize)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxMetadataSize {
-		return nil, fmt.Errorf("larger than %d bytes", maxMetadataSize)
 	}
 	if !json.Valid(b) {
 		return nil, errors.New("not JSON")
