@@ -17,7 +17,7 @@ type File struct {
 	Routes           Unsupported       `json:"routes,omitzero"`
 	TCPRoutes        Unsupported       `json:"tcpRoutes,omitzero"`
 	LLM              Unsupported       `json:"llm,omitzero"`
-	MCP              Unsupported       `json:"mcp,omitzero"`
+	MCP              *SimpleMCP        `json:"mcp,omitempty"`
 	UI               Unsupported       `json:"ui,omitzero"`
 }
 

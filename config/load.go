@@ -35,6 +35,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 	for _, e := range errs {
 		out = append(out, e)
 	}
+	if len(out) == 0 {
+		out = append(out, f.desugarMCP()...)
+	}
 	// Cross-field rules run even when some fields failed, so one pass reports
 	// everything; they only look at values that decoded.
 	out = append(out, f.crossCheck()...)

@@ -179,3 +179,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestTopLevelMCPSection(t *testing.T) {
+	f, err := Parse([]byte("mcp:\n  targets:\n  - {name: a, stdio: {cmd: x}}\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.MCP != nil || len(f.Binds) != 1 || *f.Binds[0].Port != 3000 {
+		t.Fatalf("not desugared into a bind on 3000: %+v", f)
+	}
+	r := f.Binds[0].Listeners[0].Routes[0]
+	if r.Backends[0].Kind != BackendMCP || r.Backends[0].MCP.Targets[0].Name != "a" {
+		t.Fatalf("route %+v", r)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"binds:\n- port: 3000\n  listeners: []\nmcp:\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.port: port 3000 is already used by binds[0]"},
+		{"mcp:\n  targets:\n  - {name: a, stdio: {cmd: x}}\n  - {name: a, stdio: {cmd: y}}\n", `mcp.targets[1].name: target "a" is already defined by targets[0]`},
+		{"mcp:\n  gateways: [default]\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.gateways: not supported yet"},
+		{"mcp: {}\n", "mcp.targets: required"},
+	} {
+		_, err := Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

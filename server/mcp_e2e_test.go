@@ -371,3 +371,52 @@ binds:
 		t.Fatalf("echo: %v %v", res, err)
 	}
 }
+
+// TestMCPTopLevelSection: agentgateway's mcp-authorization example, which
+// uses the top-level `mcp:` section, works unchanged.
+func TestMCPTopLevelSection(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "ES256")
+	target, _ := mcpTarget(t, "mcp2", "echo", "get-sum", "get-env", "other")
+	tg := startGateway(t, `
+mcp:
+  port: 3000
+  policies:
+    cors:
+      allowOrigins:
+      - "*"
+      allowHeaders:
+      - "*"
+      exposeHeaders:
+      - "Mcp-Session-Id"
+    backendAuth:
+      passthrough: {}
+    jwtAuth:
+      issuer: agentgateway.dev
+      audiences: [test.agentgateway.dev]
+      jwks:
+        file: '${JWKS}'
+    mcpAuthorization:
+      rules:
+      # Allow anyone to call 'echo'
+      - 'mcp.tool.name == "echo"'
+      # Only the test-user can call 'get-sum'
+      - 'jwt.sub == "test-user" && mcp.tool.name == "get-sum"'
+      # Any authenticated user with the claim nested.key == value can access 'get-env'
+      - 'mcp.tool.name == "get-env" && jwt.nested.key == "value"'
+  targets:
+  - name: mcp2
+    mcp:
+      host: '${TARGET}'
+`, map[string]string{"JWKS": iss.WriteJWKSFile(t), "TARGET": target})
+	token := iss.Sign(jwt.MapClaims{"iss": "agentgateway.dev", "aud": "test.agentgateway.dev", "sub": "test-user", "nested": map[string]any{"key": "value"}, "exp": time.Now().Add(time.Hour).Unix()})
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listTools(t, cs); !slices.Equal(got, []string{"echo", "get-env", "get-sum"}) {
+		t.Fatalf("tools %v", got)
+	}
+	if _, err := mcpConnect(t, tg.url(3000)+"/mcp", ""); err == nil {
+		t.Fatal("connected without a token")
+	}
+}
