@@ -182,7 +182,7 @@ fail() {
 lastlines() { tail -n 3 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
 
 log "building helpers into $BIN"
-(cd "$ROOT" && for p in upstream idleconns freeport probe report; do
+(cd "$ROOT" && for p in upstream idleconns freeport probe report mcpbench; do
 	go build -o "$BIN/$p" "./bench/$p"
 done) || die "building the bench helpers failed"
 
@@ -210,11 +210,13 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 5)
-((${#ports[@]} == 5)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 7)
+((${#ports[@]} == 7)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
 declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]})
 GW_READY_PORT=${ports[2]}
+GW_MCP_PORT=${ports[5]}
+MCP_TARGET_PORT=${ports[6]}
 
 # render TEMPLATE DEST KEY=VALUE...: fill @KEY@ placeholders.
 render() {
@@ -264,6 +266,7 @@ probe "${PID[direct]}" "http://127.0.0.1:$UPSTREAM_PORT/small" 100 || die "upstr
 
 start_gateway() {
 	GW_PORT=${PORT[gateway]} GW_READY_PORT=$GW_READY_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
+		GW_MCP_PORT=$GW_MCP_PORT MCP_TARGET_PORT=$MCP_TARGET_PORT \
 		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"$OUT/gateway.log" 2>&1 &
 	PID[gateway]=$!
 	STARTED+=("$!")
@@ -499,7 +502,23 @@ for t in $TARGETS; do
 	} >"$OUT/targets/$t.txt"
 done
 
+# MCP: tools/call straight to an MCP server and through the gateway.
+if running gateway; then
+	taskset -c "$UPSTREAM_CPU" "$BIN/mcpbench" serve -addr "127.0.0.1:$MCP_TARGET_PORT" >"$OUT/mcpbench-serve.log" 2>&1 &
+	MCP_PID=$!
+	STARTED+=("$MCP_PID")
+	if probe "$MCP_PID" "http://127.0.0.1:$MCP_TARGET_PORT/ready"; then
+		log "measuring MCP tools/call"
+		taskset -c "$LOAD_CPU" "$BIN/mcpbench" measure -direct "http://127.0.0.1:$MCP_TARGET_PORT/mcp" \
+			-gateway "http://127.0.0.1:$GW_MCP_PORT/mcp" -out "$OUT/mcp.md" >"$OUT/mcpbench.log" 2>&1 ||
+			PROBLEMS+=("mcp: $(lastlines "$OUT/mcpbench.log")")
+	else
+		PROBLEMS+=("mcp: the MCP target did not start: $(lastlines "$OUT/mcpbench-serve.log")")
+	fi
+fi
+
 "$BIN/report" -dir "$OUT" -out "$RESULTS" || die "rendering $RESULTS failed"
+[[ -s $OUT/mcp.md ]] && cat "$OUT/mcp.md" >>"$RESULTS"
 log "wrote $RESULTS (raw output in $OUT)"
 busiest=$(cat "$OUT"/wrk/*.load 2>/dev/null | sed -n 's/^other_cpu_pct=//p' | sort -n | tail -n 1)
 if ((${busiest:-0} > 10)); then
