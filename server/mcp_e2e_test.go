@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -418,5 +419,76 @@ mcp:
 	}
 	if _, err := mcpConnect(t, tg.url(3000)+"/mcp", ""); err == nil {
 		t.Fatal("connected without a token")
+	}
+}
+
+// TestMCPPassthroughAndReload: with backendAuth passthrough the client's
+// token reaches HTTP targets (and without it, it does not); a reload that
+// leaves the MCP backend alone keeps its sessions, and one that changes it
+// closes them, after which the client's session is resumed from its id.
+func TestMCPPassthroughAndReload(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	var seen atomic.Value
+	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	target := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Get("Authorization"))
+		h.ServeHTTP(w, r)
+	})) + "/mcp"
+	config := func(passthrough, extra string) string {
+		return `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        jwtAuth: { issuer: i, jwks: { file: '${JWKS}' } }` + passthrough + `
+      backends:
+      - mcp:
+          targets:
+          - { name: t, mcp: { host: '${T}' } }` + extra + `
+`
+	}
+	vars := map[string]string{"JWKS": iss.WriteJWKSFile(t), "T": target}
+	token := iss.Sign(jwt.MapClaims{"iss": "i", "sub": "u", "exp": time.Now().Add(time.Hour).Unix()})
+	tg := startGateway(t, config("", ""), vars)
+	// This client reconnects its stream (the SDK's default), as it must to
+	// follow a session that moves to another backend.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: tg.url(3000) + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen.Load(); got != "" {
+		t.Fatalf("the target saw Authorization %q without passthrough", got)
+	}
+	// An unrelated change keeps the MCP backend and its sessions.
+	tg.apply(config("", "")+"  # reloaded\n", vars)
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err != nil {
+		t.Fatalf("session lost on a reload that kept the backend: %v", err)
+	}
+	// Changing the backend closes its sessions; the client's session id
+	// carries the upstream session, so the new backend resumes it.
+	tg.apply(config("\n        backendAuth: { passthrough: {} }", "\n          failureMode: failOpen"), vars)
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err != nil {
+		var why []string
+		for _, e := range tg.logs.FilterMessage("mcp session could not be resumed").All() {
+			why = append(why, fmt.Sprint(e.ContextMap()))
+		}
+		t.Fatalf("session not resumed after the backend changed: %v (%v)", err, why)
+	}
+	eventually(t, 5*time.Second, "the resumption logged", func() bool {
+		return tg.logs.FilterMessage("mcp session resumed").Len() > 0
+	})
+	if got := seen.Load(); got != "Bearer "+token {
+		t.Fatalf("the target saw Authorization %q, want the client's token", got)
 	}
 }

@@ -37,26 +37,43 @@ var Version = "dev"
 // the whole; with failOpen the targets that worked stay, unless none did.
 func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params json.RawMessage, o connectOptions) *jsonrpc.Response {
 	n := len(s.b.targets)
+	s.mu.Lock()
+	s.init = params
+	s.opts = connectOptions{header: o.header}
+	s.mu.Unlock()
 	results := make([]*jsonrpc.Response, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			o := o // this target's own copy: resuming may fall back to a new session
+			name := s.b.targets[i].Name
+			if o.resume[name] != "" {
+				// A resumed upstream session is initialized already, if the
+				// target still holds it: a ping tells.
+				if conn, err := s.dial(ctx, i, o); err == nil && s.attach(i, conn) != nil {
+					pingID, _ := jsonrpc.MakeID("resume-ping")
+					if r := s.forward(ctx, i, pingID, "ping", json.RawMessage(`{}`), nil); r.Error == nil {
+						results[i] = &jsonrpc.Response{ID: clientID, Result: json.RawMessage(`{}`)}
+						return
+					}
+					s.disconnect(i)
+				}
+				o.resume = nil // start a new upstream session instead
+			}
 			conn, err := s.dial(ctx, i, o)
 			if err != nil {
-				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
+				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", name, err))
 				return
 			}
 			if s.attach(i, conn) == nil {
 				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, "session closed")
 				return
 			}
-			if o.resume[s.b.targets[i].Name] != "" {
-				// A resumed upstream session is initialized already.
-				results[i] = &jsonrpc.Response{ID: clientID, Result: json.RawMessage(`{}`)}
-				return
-			}
+			s.mu.Lock()
+			s.fresh[i] = true
+			s.mu.Unlock()
 			results[i] = s.forward(ctx, i, clientID, "initialize", params, nil)
 		}()
 	}

@@ -317,12 +317,16 @@ func (b *Backend) resume(r *Request, id string) *Session {
 	o.version = st.Version
 	initID, _ := jsonrpc.MakeID("resume")
 	if resp := s.initialize(ctx, initID, st.Init, o); resp.Error != nil {
+		b.log.Warn("mcp session could not be resumed", zap.String("backend", b.opts.Name), zap.Error(resp.Error))
 		s.close()
 		return nil
 	}
 	// Targets initialized again need to hear that the client is ready.
 	for _, u := range s.live() {
-		if st.Upstream[u.name] == "" {
+		s.mu.Lock()
+		fresh := s.fresh[u.idx]
+		s.mu.Unlock()
+		if fresh {
 			_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 		}
 	}

@@ -42,6 +42,26 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 				n, _ := counts.LoadOrStore(req.Session, new(atomic.Int64))
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.FormatInt(n.(*atomic.Int64).Add(1), 10)}}}, nil
 			}
+			if tool == "block" {
+				// Waits until the call is cancelled.
+				<-ctx.Done()
+				cancelled.Add(1)
+				return nil, ctx.Err()
+			}
+			if tool == "roots" {
+				res, err := req.Session.ListRoots(ctx, nil)
+				if err != nil {
+					return nil, err
+				}
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Roots[0].URI}}}, nil
+			}
+			if tool == "elicit" {
+				res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+				if err != nil {
+					return nil, err
+				}
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: res.Action}}}, nil
+			}
 			if tool == "sample" {
 				res, err := req.Session.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 10, Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "hi"}}}})
 				if err != nil {
@@ -60,8 +80,18 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 	})
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
+	sseTS := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(sseTS.Close)
+	sseURLs.Store(ts.URL+"/mcp", sseTS.URL)
 	return ts.URL + "/mcp", &calls
 }
+
+// sseURLs maps a target's streamable URL to the legacy SSE endpoint of the
+// same server.
+var sseURLs sync.Map
+
+// cancelled counts "block" calls that saw their cancellation.
+var cancelled atomic.Int64
 
 // serveBackend puts b behind a fasthttp server on 127.0.0.1 and returns the
 // endpoint URL.
@@ -378,5 +408,66 @@ func TestRelayMultiplexesPromptsAndResources(t *testing.T) {
 	}
 	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
+	}
+}
+
+// TestRelayPassesClientFeaturesThrough: cancellation reaches the target,
+// and the targets' requests for roots and elicitation reach the client, over
+// a legacy SSE target as well as a streamable one.
+func TestRelayPassesClientFeaturesThrough(t *testing.T) {
+	url, _ := target(t, "a", "block", "roots", "elicit")
+	sseURL, _ := sseURLs.Load(url)
+	for _, tc := range []struct {
+		desc string
+		t    config.MCPTarget
+	}{
+		{"streamable", config.MCPTarget{Name: "a", Kind: config.MCPTargetStreamable, URL: url}},
+		{"legacy SSE", config.MCPTarget{Name: "a", Kind: config.MCPTargetSSE, URL: sseURL.(string)}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{tc.t}})
+			endpoint := serveBackend(t, b, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+				ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+					return &sdk.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+				},
+			})
+			c.AddRoots(&sdk.Root{URI: "file:///work"})
+			cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "roots"}); err != nil || text(t, res) != "file:///work" {
+				t.Fatalf("roots: %v %v", res, err)
+			}
+			if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "elicit"}); err != nil || text(t, res) != "accept" {
+				t.Fatalf("elicit: %v %v", res, err)
+			}
+			before := cancelled.Load()
+			callCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(callCtx, &sdk.CallToolParams{Name: "block"})
+				done <- err
+			}()
+			// Cancel once the call is in flight at the target: poll its count.
+			for deadline := time.Now().Add(5 * time.Second); b.pendingCalls() == 0; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the call never reached the gateway")
+				}
+			}
+			stop()
+			if err := <-done; err == nil {
+				t.Fatal("a cancelled call succeeded")
+			}
+			for deadline := time.Now().Add(5 * time.Second); cancelled.Load() == before; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the target never saw the cancellation")
+				}
+			}
+		})
 	}
 }

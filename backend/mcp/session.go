@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -37,6 +38,8 @@ type Session struct {
 	version    string
 	init       json.RawMessage
 	names      map[string]int // unprefixed item name -> target, for prefixMode never
+	fresh      map[int]bool   // targets initialized by this process (not resumed)
+	opts       connectOptions // how targets were connected, to connect again
 }
 
 // upstream is a target's connection within a session.
@@ -49,6 +52,7 @@ type upstream struct {
 
 // call is a request forwarded to one target, waiting for its response.
 type call struct {
+	up        *upstream // the connection it was sent on
 	target    int
 	upID      int64
 	ch        chan *jsonrpc.Response
@@ -103,6 +107,7 @@ func (b *Backend) newSession() *Session {
 		pending:    map[int64]*call{},
 		serverReqs: map[string]serverRequest{},
 		names:      map[string]int{},
+		fresh:      map[int]bool{},
 	}
 	s.touch()
 	return s
@@ -217,7 +222,7 @@ func (s *Session) upstreamFailed(u *upstream, err error) {
 	closed := s.closed
 	var waiting []*call
 	for id, c := range s.pending {
-		if c.target == u.idx {
+		if c.up == u {
 			waiting = append(waiting, c)
 			delete(s.pending, id)
 		}
@@ -241,7 +246,7 @@ func (s *Session) deliver(u *upstream, r *jsonrpc.Response) {
 	}
 	s.mu.Lock()
 	c := s.pending[id]
-	if c != nil && c.target == u.idx {
+	if c != nil && c.up == u {
 		delete(s.pending, id)
 	} else {
 		c = nil
@@ -439,8 +444,53 @@ func (s *Session) cancelByClientID(ctx context.Context, clientID any) {
 }
 
 // forward sends a request to target i and waits for its response, which it
-// returns under the client's id. Related messages go to k when set.
+// returns under the client's id. Related messages go to k when set. When the
+// target no longer knows the upstream session (it restarted, or another
+// replica ended it), the target is initialized again and the request sent
+// once more.
 func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
+	r := s.forwardOnce(ctx, i, clientID, method, params, k)
+	if method == "initialize" || method == "ping" || !sessionExpired(r) {
+		return r
+	}
+	if err := s.reconnect(ctx, i); err != nil {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
+	}
+	return s.forwardOnce(ctx, i, clientID, method, params, k)
+}
+
+func sessionExpired(r *jsonrpc.Response) bool {
+	var we *jsonrpc.Error
+	return r.Error != nil && (errors.Is(r.Error, transport.ErrSessionExpired) || errors.As(r.Error, &we) && we.Code == transport.CodeSessionExpired)
+}
+
+// reconnect opens a new upstream session to target i with the client's
+// initialize params.
+func (s *Session) reconnect(ctx context.Context, i int) error {
+	s.mu.Lock()
+	params, o := s.init, s.opts
+	s.mu.Unlock()
+	if len(params) == 0 {
+		return errors.New("upstream session expired")
+	}
+	s.disconnect(i)
+	conn, err := s.dial(ctx, i, o)
+	if err != nil {
+		return err
+	}
+	u := s.attach(i, conn)
+	if u == nil {
+		return errors.New("session closed")
+	}
+	id, _ := jsonrpc.MakeID("reinitialize")
+	if r := s.forwardOnce(ctx, i, id, "initialize", params, nil); r.Error != nil {
+		return r.Error
+	}
+	s.b.log.Info("mcp upstream session renewed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name))
+	return u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
+}
+
+func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
 	s.mu.Lock()
 	u := s.ups[i]
 	closed := s.closed
@@ -455,7 +505,7 @@ func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, metho
 		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error())
 	}
 	up := s.nextID.Add(1)
-	c := &call{target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: tokenKey(params, "_meta", "progressToken"), started: time.Now()}
+	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: tokenKey(params, "_meta", "progressToken"), started: time.Now()}
 	s.mu.Lock()
 	s.pending[up] = c
 	s.mu.Unlock()
