@@ -6,17 +6,20 @@ package celrules
 
 import (
 	"net"
+	"strconv"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/interpreter"
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 )
 
-// RuleSet is a compiled rule set; a nil *RuleSet allows everything.
+// RuleSet is a compiled rule set; a nil *RuleSet allows everything. It is
+// immutable and safe for concurrent use.
 //
 // Allow and deny rules that can only be true for one MCP item — the rule is
 // `mcp.<kind>.name == "lit"`, or a conjunction with such a term — are
@@ -24,10 +27,23 @@ import (
 // and the ones that name no item. (Require rules are never indexed: they
 // must hold for every item.)
 type RuleSet struct {
-	allow, deny       map[string][]cel.Program // by itemKey
-	allowAny, denyAny []cel.Program            // rules naming no single item
-	require           []cel.Program
+	allow, deny       map[itemKey][]rule
+	allowAny, denyAny []rule // rules naming no single item
+	require           []rule
 	hasAllow          bool
+}
+
+// rule is a compiled expression and its place in the file.
+type rule struct {
+	prog cel.Program
+	idx  int
+}
+
+// itemKey names one MCP item; a struct key, so looking an item up builds no
+// string.
+type itemKey struct {
+	kind MCPKind
+	name string
 }
 
 // Compile compiles the rules; errors name rules[i].
@@ -35,55 +51,54 @@ func Compile(rs *config.CELRuleSet) (*RuleSet, error) {
 	if rs == nil {
 		return nil, nil
 	}
-	out := &RuleSet{allow: map[string][]cel.Program{}, deny: map[string][]cel.Program{}}
+	out := &RuleSet{allow: map[itemKey][]rule{}, deny: map[itemKey][]rule{}}
 	for i, r := range rs.Rules {
 		p, ast, err := config.CompileCELAst(r.Expr)
 		if err != nil {
-			return nil, &policy.FieldError{Field: "rules[" + itoa(i) + "]", Msg: err.Error()}
+			return nil, &policy.FieldError{Field: "rules[" + strconv.Itoa(i) + "]", Msg: err.Error()}
 		}
-		key := indexKey(ast.NativeRep().Expr())
+		cr := rule{prog: p, idx: i}
+		key, indexed := indexKey(ast.NativeRep().Expr())
 		switch r.Kind {
 		case config.RuleDeny:
-			if key != "" {
-				out.deny[key] = append(out.deny[key], p)
+			if indexed {
+				out.deny[key] = append(out.deny[key], cr)
 			} else {
-				out.denyAny = append(out.denyAny, p)
+				out.denyAny = append(out.denyAny, cr)
 			}
 		case config.RuleRequire:
-			out.require = append(out.require, p)
+			out.require = append(out.require, cr)
 		default:
 			out.hasAllow = true
-			if key != "" {
-				out.allow[key] = append(out.allow[key], p)
+			if indexed {
+				out.allow[key] = append(out.allow[key], cr)
 			} else {
-				out.allowAny = append(out.allowAny, p)
+				out.allowAny = append(out.allowAny, cr)
 			}
 		}
 	}
 	return out, nil
 }
 
-var kindNames = [...]string{"tool", "prompt", "resource"}
+var kindNames = [...]string{MCPTool: "tool", MCPPrompt: "prompt", MCPResource: "resource"}
 
-func itemKey(kind, name string) string { return kind + "\x00" + name }
-
-// indexKey returns the item key a rule is confined to, or "".
-func indexKey(e celast.Expr) string {
+// indexKey returns the item a rule is confined to, if any.
+func indexKey(e celast.Expr) (itemKey, bool) {
 	if e.Kind() != celast.CallKind {
-		return ""
+		return itemKey{}, false
 	}
 	call := e.AsCall()
 	args := call.Args()
 	switch call.FunctionName() {
 	case operators.LogicalAnd:
 		for _, a := range args {
-			if k := indexKey(a); k != "" {
-				return k
+			if k, ok := indexKey(a); ok {
+				return k, true
 			}
 		}
 	case operators.Equals:
 		if len(args) != 2 {
-			return ""
+			return itemKey{}, false
 		}
 		for i := range 2 {
 			kind, ok := itemNameSelect(args[i])
@@ -92,40 +107,33 @@ func indexKey(e celast.Expr) string {
 				continue
 			}
 			if s, isStr := lit.AsLiteral().Value().(string); isStr {
-				return itemKey(kind, s)
+				return itemKey{kind, s}, true
 			}
 		}
 	}
-	return ""
+	return itemKey{}, false
 }
 
 // itemNameSelect matches `mcp.<kind>.name`.
-func itemNameSelect(e celast.Expr) (string, bool) {
+func itemNameSelect(e celast.Expr) (MCPKind, bool) {
 	if e.Kind() != celast.SelectKind || e.AsSelect().FieldName() != "name" || e.AsSelect().IsTestOnly() {
-		return "", false
+		return 0, false
 	}
 	kindSel := e.AsSelect().Operand()
 	if kindSel.Kind() != celast.SelectKind || kindSel.AsSelect().IsTestOnly() {
-		return "", false
+		return 0, false
 	}
 	root := kindSel.AsSelect().Operand()
 	if root.Kind() != celast.IdentKind || root.AsIdent() != "mcp" {
-		return "", false
+		return 0, false
 	}
 	kind := kindSel.AsSelect().FieldName()
-	for _, k := range kindNames {
-		if k == kind {
-			return kind, true
+	for k, n := range kindNames {
+		if n == kind {
+			return MCPKind(k), true
 		}
 	}
-	return "", false
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
+	return 0, false
 }
 
 // MCPKind is the kind of MCP item a check is about.
@@ -153,12 +161,17 @@ type Input struct {
 	MCP     *MCPItem
 }
 
-// InputFromCtx copies the request's facts for rules.
+// InputFromCtx copies the request's facts for rules. Header names are
+// lower-cased; a repeated header shows its first value, as in agentgateway.
 func InputFromCtx(c *policy.Ctx) Input {
 	f := c.Fast
-	headers := map[string]any{}
+	headers := make(map[string]any, f.Request.Header.Len())
+	var name []byte
 	for k, v := range f.Request.Header.All() {
-		headers[string(lower(k))] = string(v)
+		name = appendLower(name[:0], k)
+		if _, seen := headers[string(name)]; !seen {
+			headers[string(name)] = string(v)
+		}
 	}
 	in := Input{
 		Claims: c.Claims,
@@ -179,30 +192,64 @@ func InputFromCtx(c *policy.Ctx) Input {
 	return in
 }
 
-func lower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
+func appendLower(dst, b []byte) []byte {
+	for _, c := range b {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		out[i] = c
+		dst = append(dst, c)
 	}
-	return out
+	return dst
 }
 
-func (in *Input) activation() map[string]any {
-	act := map[string]any{"request": in.Request, "source": in.Source}
-	if in.Claims != nil {
-		act["jwt"] = in.Claims
-	}
-	if m := in.MCP; m != nil {
-		key := [...]string{"tool", "prompt", "resource"}[m.Kind]
-		act["mcp"] = map[string]any{key: map[string]any{"name": m.Name, "target": m.Target}}
-	}
-	return act
+// activation resolves the rules' variables straight from an Input: no map
+// of variables per evaluation, and the `mcp` value is built at most once
+// per check.
+type activation struct {
+	in  *Input
+	mcp map[string]any
 }
 
-func eval(p cel.Program, act map[string]any) bool {
+var _ interpreter.Activation = (*activation)(nil)
+
+// ResolveName implements interpreter.Activation. `jwt` is absent without a
+// token, `mcp` without an item: rules reading them fail and count as false.
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "jwt":
+		if a.in.Claims == nil {
+			return nil, false
+		}
+		return a.in.Claims, true
+	case "request":
+		if a.in.Request == nil {
+			return emptyMap, true
+		}
+		return a.in.Request, true
+	case "source":
+		if a.in.Source == nil {
+			return emptyMap, true
+		}
+		return a.in.Source, true
+	case "mcp":
+		m := a.in.MCP
+		if m == nil || int(m.Kind) >= len(kindNames) {
+			return nil, false
+		}
+		if a.mcp == nil {
+			a.mcp = map[string]any{kindNames[m.Kind]: map[string]any{"name": m.Name, "target": m.Target}}
+		}
+		return a.mcp, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+var emptyMap = map[string]any{}
+
+func eval(p cel.Program, act interpreter.Activation) bool {
 	v, _, err := p.Eval(act)
 	if err != nil {
 		return false
@@ -217,42 +264,42 @@ func (rs *RuleSet) Allowed(in *Input) bool {
 	if rs == nil {
 		return true
 	}
-	key := ""
-	if in.MCP != nil {
-		key = itemKey(kindNames[in.MCP.Kind], in.MCP.Name)
+	var allow, deny []rule
+	if m := in.MCP; m != nil {
+		key := itemKey{m.Kind, m.Name}
+		allow, deny = rs.allow[key], rs.deny[key]
 	}
-	var act map[string]any
-	test := func(p cel.Program) bool {
-		if act == nil {
-			act = in.activation()
-		}
-		return eval(p, act)
+	if len(deny)+len(rs.denyAny)+len(rs.require)+len(allow)+len(rs.allowAny) == 0 {
+		// Nothing applies to this item (the common case of a list filtered
+		// by indexed rules): no activation to build.
+		return !rs.hasAllow
 	}
-	for _, p := range rs.deny[key] {
-		if test(p) {
+	act := &activation{in: in}
+	for _, r := range deny {
+		if eval(r.prog, act) {
 			return false
 		}
 	}
-	for _, p := range rs.denyAny {
-		if test(p) {
+	for _, r := range rs.denyAny {
+		if eval(r.prog, act) {
 			return false
 		}
 	}
-	for _, p := range rs.require {
-		if !test(p) {
+	for _, r := range rs.require {
+		if !eval(r.prog, act) {
 			return false
 		}
 	}
 	if !rs.hasAllow {
 		return true
 	}
-	for _, p := range rs.allow[key] {
-		if test(p) {
+	for _, r := range allow {
+		if eval(r.prog, act) {
 			return true
 		}
 	}
-	for _, p := range rs.allowAny {
-		if test(p) {
+	for _, r := range rs.allowAny {
+		if eval(r.prog, act) {
 			return true
 		}
 	}

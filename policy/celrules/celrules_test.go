@@ -90,11 +90,13 @@ func BenchmarkFilterTools100x10(b *testing.B) {
 	for i := range names {
 		names[i] = "tool-" + strconv.Itoa(i)
 	}
+	item := MCPItem{Kind: MCPTool, Target: "t"}
+	in.MCP = &item
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
 		for _, name := range names {
-			in.MCP = &MCPItem{Kind: MCPTool, Name: name, Target: "t"}
+			item.Name = name
 			if rs.Allowed(&in) {
 				n++
 			}
@@ -107,7 +109,7 @@ func BenchmarkFilterTools100x10(b *testing.B) {
 
 // bruteAllowed applies the rules without the index.
 func bruteAllowed(t testing.TB, rules []config.CELRule, in *Input) bool {
-	act := in.activation()
+	act := &activation{in: in}
 	anyAllow, hasAllow := false, false
 	for _, r := range rules {
 		p, err := config.CompileCEL(r.Expr)
@@ -159,22 +161,31 @@ func FuzzRuleIndex(f *testing.F) {
 }
 
 func TestIndexKey(t *testing.T) {
-	for _, tc := range []struct{ expr, want string }{
-		{`mcp.tool.name == "a"`, itemKey("tool", "a")},
-		{`"a" == mcp.prompt.name`, itemKey("prompt", "a")},
-		{`jwt.x == 1 && mcp.resource.name == "r"`, itemKey("resource", "r")},
-		{`mcp.tool.name == "a" || true`, ""},
-		{`!(mcp.tool.name == "a")`, ""},
-		{`mcp.tool.name != "a"`, ""},
-		{`has(mcp.tool.name)`, ""},
-		{`request.path == "a"`, ""},
+	none := (*itemKey)(nil)
+	key := func(k MCPKind, n string) *itemKey { return &itemKey{k, n} }
+	for _, tc := range []struct {
+		expr string
+		want *itemKey
+	}{
+		{`mcp.tool.name == "a"`, key(MCPTool, "a")},
+		{`"a" == mcp.prompt.name`, key(MCPPrompt, "a")},
+		{`jwt.x == 1 && mcp.resource.name == "r"`, key(MCPResource, "r")},
+		{`jwt.x == 1 && (true && mcp.tool.name == "")`, key(MCPTool, "")},
+		{`mcp.tool.name == "a" || true`, none},
+		{`!(mcp.tool.name == "a")`, none},
+		{`mcp.tool.name != "a"`, none},
+		{`has(mcp.tool.name)`, none},
+		{`mcp.tool.target == "a"`, none},
+		{`mcp.task.name == "a"`, none},
+		{`request.path == "a"`, none},
 	} {
 		_, ast, err := config.CompileCELAst(tc.expr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := indexKey(ast.NativeRep().Expr()); got != tc.want {
-			t.Errorf("%s: key %q, want %q", tc.expr, got, tc.want)
+		got, ok := indexKey(ast.NativeRep().Expr())
+		if ok != (tc.want != none) || ok && got != *tc.want {
+			t.Errorf("%s: key %+v (indexed %v), want %v", tc.expr, got, ok, tc.want)
 		}
 	}
 }
