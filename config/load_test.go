@@ -204,3 +204,23 @@ func TestTopLevelMCPSection(t *testing.T) {
 		}
 	}
 }
+
+func TestMCPTargetURLForms(t *testing.T) {
+	for _, tc := range []struct{ target, want string }{
+		{"mcp: {host: 'http://127.0.0.1:3001/mcp'}", "http://127.0.0.1:3001/mcp"},
+		{"mcp: {host: 'https://example.com'}", "https://example.com/mcp"},
+		{"mcp: {host: 'example.com:8080'}", "http://example.com:8080/mcp"},
+		{"mcp: {host: 10.0.0.1, port: 9000, path: /x}", "http://10.0.0.1:9000/x"},
+		{"sse: {host: 10.0.0.1, port: 9000}", "http://10.0.0.1:9000/sse"},
+		{"sse: {host: 'http://h:1', path: /events}", "http://h:1/events"},
+	} {
+		yaml := "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - {name: a, " + tc.target + "}\n"
+		f, err := Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.target, err)
+		}
+		if got := f.Binds[0].Listeners[0].Routes[0].Backends[0].MCP.Targets[0].URL; got != tc.want {
+			t.Errorf("%s: URL %q, want %q", tc.target, got, tc.want)
+		}
+	}
+}

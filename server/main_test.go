@@ -31,6 +31,7 @@ func runStdioServer(name string) {
 		})
 	}
 	tool("echo", func() string { return name + ":echo" })
+	tool("pid", func() string { return itoa(os.Getpid()) })
 	tool("count", func() string { count++; return itoa(count) })
 	tool("crash", func() string {
 		os.Stderr.WriteString("crashing on purpose\n")

@@ -9,8 +9,10 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,7 +297,7 @@ binds:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, cs); !slices.Equal(got, []string{"local_count", "local_crash", "local_echo", "web_echo"}) {
+	if got := listTools(t, cs); !slices.Equal(got, []string{"local_count", "local_crash", "local_echo", "local_pid", "web_echo"}) {
 		t.Fatalf("tools %v", got)
 	}
 	call := func(cs *sdk.ClientSession, name string) (string, error) {
@@ -491,4 +493,39 @@ binds:
 	if got := seen.Load(); got != "Bearer "+token {
 		t.Fatalf("the target saw Authorization %q, want the client's token", got)
 	}
+}
+
+// TestMCPStdioStopsOnReload: a reload that replaces the MCP backend stops
+// the stdio processes of its sessions.
+func TestMCPStdioStopsOnReload(t *testing.T) {
+	cfg := func(mode string) string {
+		return `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          failureMode: ` + mode + `
+          targets:
+          - ` + stdioTarget("local") + `
+`
+	}
+	tg := startGateway(t, cfg("failClosed"), nil)
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "pid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(res.Content[0].(*sdk.TextContent).Text)
+	if err != nil || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("no live stdio process: %v %v", res, err)
+	}
+	tg.apply(cfg("failOpen"), nil)
+	eventually(t, 10*time.Second, "the stdio process to stop", func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 }

@@ -80,6 +80,9 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 	})
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
+	srv.AddResourceTemplate(&sdk.ResourceTemplate{Name: "item", URITemplate: "mem://items/{id}"}, func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: name + ":" + req.Params.URI}}}, nil
+	})
 	sseTS := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(sseTS.Close)
 	sseURLs.Store(ts.URL+"/mcp", sseTS.URL)
@@ -405,6 +408,14 @@ func TestRelayMultiplexesPromptsAndResources(t *testing.T) {
 	}
 	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "b+mem://doc"}); err == nil || !strings.Contains(err.Error(), "Unknown resource") {
 		t.Fatalf("read of a hidden resource: %v", err)
+	}
+	templates, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate != "a+mem://items/{id}" {
+		t.Fatalf("templates (b's hidden): %+v %v", templates, err)
+	}
+	item, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "a+mem://items/7"})
+	if err != nil || item.Contents[0].Text != "a:mem://items/7" {
+		t.Fatalf("read a templated resource: %v %v", item, err)
 	}
 	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
