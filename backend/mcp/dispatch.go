@@ -370,9 +370,13 @@ func (s *Session) routed(ctx context.Context, clientID jsonrpc.ID, method string
 		info.Denied = true
 		return unknown(clientID, what, name)
 	}
-	if own != name {
-		p[field], _ = json.Marshal(own)
-		params, _ = json.Marshal(p)
+	// The params go on re-encoded from what was checked, never as received:
+	// a duplicate "name" key must not let the target read another name than
+	// the rule saw.
+	p[field], _ = json.Marshal(own)
+	params, err := json.Marshal(p)
+	if err != nil {
+		return errorResponse(clientID, jsonrpc.CodeInvalidParams, "invalid params")
 	}
 	return s.forward(ctx, i, clientID, method, params, k)
 }
@@ -400,13 +404,12 @@ func (s *Session) complete(ctx context.Context, clientID jsonrpc.ID, params json
 	if !ok || !authz.allowed(kind, own, s.b.targets[i].Name) {
 		return unknown(clientID, map[ItemKind]string{Prompt: "prompt", Resource: "resource"}[kind], name)
 	}
-	if own != name {
-		p.Ref[field], _ = json.Marshal(own)
-		var all map[string]json.RawMessage
-		_ = json.Unmarshal(params, &all)
-		all["ref"], _ = json.Marshal(p.Ref)
-		params, _ = json.Marshal(all)
-	}
+	// Re-encoded from what was checked (see routed).
+	p.Ref[field], _ = json.Marshal(own)
+	var all map[string]json.RawMessage
+	_ = json.Unmarshal(params, &all)
+	all["ref"], _ = json.Marshal(p.Ref)
+	params, _ = json.Marshal(all)
 	return s.forward(ctx, i, clientID, "completion/complete", params, nil)
 }
 

@@ -482,3 +482,44 @@ func TestRelayPassesClientFeaturesThrough(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayDuplicateNameCannotSmuggleACall: with duplicate "name" keys the
+// target gets the name the rule checked, whatever its JSON parser prefers.
+func TestRelayDuplicateNameCannotSmuggleACall(t *testing.T) {
+	var got atomic.Value
+	srv := sdk.NewServer(&sdk.Implementation{Name: "a", Version: "1"}, nil)
+	for _, name := range []string{"allowed", "secret"} {
+		srv.AddTool(&sdk.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			got.Store(name)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name}}}, nil
+		})
+	}
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var raw atomic.Value
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "tools/call") {
+			raw.Store(string(body))
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: ts.URL + "/mcp"}}})
+	onlyAllowed := func(kind ItemKind, name, target string) bool { return name == "allowed" }
+	endpoint := serveBackend(t, b, onlyAllowed)
+	cs := connect(t, endpoint, nil)
+	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"secret","name":"allowed","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got.Load() != "allowed" || strings.Count(raw.Load().(string), `"name"`) != 1 {
+		t.Fatalf("target ran %v from %v", got.Load(), raw.Load())
+	}
+}
