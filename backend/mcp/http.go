@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	codec "github.com/relaygate/gateway/codec/jsonrpc"
 	"github.com/relaygate/gateway/codec/sse"
 )
 
@@ -85,7 +86,7 @@ func httpError(fctx *fasthttp.RequestCtx, status int, msg string) {
 }
 
 func writeJSON(fctx *fasthttp.RequestCtx, msg jsonrpc.Message) {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := codec.Encode(msg)
 	if err != nil {
 		httpError(fctx, fasthttp.StatusInternalServerError, "cannot encode response")
 		return
@@ -141,15 +142,23 @@ func decode(r *Request) (jsonrpc.Message, bool) {
 		httpError(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large")
 		return nil, false
 	}
-	msg, err := jsonrpc.DecodeMessage(body)
+	msgs, batch, err := codec.Decode(body, len(body))
+	if err == nil && batch {
+		// JSON-RPC batches left MCP in 2025-06-18.
+		err = &codec.DecodeError{Code: codec.CodeInvalidRequest, Msg: "JSON-RPC batches are not supported"}
+	}
 	if err != nil {
+		de, ok := err.(*codec.DecodeError)
+		if !ok {
+			de = &codec.DecodeError{Code: codec.CodeParseError, Msg: "invalid JSON-RPC message"}
+		}
 		fctx.Response.SetStatusCode(fasthttp.StatusBadRequest)
 		fctx.Response.Header.SetContentType("application/json")
-		data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": jsonrpc.CodeParseError, "message": "invalid JSON-RPC message"}, "id": nil})
+		data, _ := codec.Encode(codec.ErrorResponse(jsonrpc.ID{}, de.Code, de.Msg))
 		fctx.Response.SetBody(data)
 		return nil, false
 	}
-	return msg, true
+	return msgs[0], true
 }
 
 func acceptsSSE(fctx *fasthttp.RequestCtx) bool {
@@ -394,7 +403,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 						drained = true
 					}
 				}
-				data, err := jsonrpc.EncodeMessage(resp)
+				data, err := codec.Encode(resp)
 				if err == nil {
 					buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/relaygate/gateway/backend/mcp/transport"
+	codec "github.com/relaygate/gateway/codec/jsonrpc"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -284,7 +285,7 @@ func (s *Session) relatedSink(target int, progress string) *sink {
 // toClient sends a message to the client on the best stream, or keeps it for
 // the client's next stream.
 func (s *Session) toClient(target int, progress string, msg jsonrpc.Message) {
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := codec.Encode(msg)
 	if err != nil {
 		return
 	}
