@@ -88,9 +88,14 @@ func bodyReadConfig(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 }
 
 func (b *bind) serveConn(conn net.Conn) {
-	// Streamed response bodies go out as they arrive, allocation-free
-	// (backend.PromptConn).
-	c := &backend.PromptConn{Conn: conn}
+	c := conn
+	if _, ok := conn.(*net.TCPConn); !ok {
+		// netpoll's connections have no ReadFrom: without PromptConn the
+		// tail of a streamed body would wait in the write buffer. std's
+		// TCPConn writes streamed bodies through at once already, and
+		// wrapping it measured 12 % fewer small requests per second.
+		c = &backend.PromptConn{Conn: conn}
+	}
 	b.metrics.ConnOpened()
 	defer b.metrics.ConnClosed()
 	if b.draining.Load() {
