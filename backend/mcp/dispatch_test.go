@@ -44,7 +44,7 @@ func TestIDKeyTellsNumbersFromStrings(t *testing.T) {
 	}
 }
 
-func TestTokenKey(t *testing.T) {
+func TestRequestProgressToken(t *testing.T) {
 	for _, tc := range []struct {
 		params string
 		want   string
@@ -56,8 +56,8 @@ func TestTokenKey(t *testing.T) {
 		{`[1]`, ""},
 		{``, ""},
 	} {
-		if got := tokenKey(json.RawMessage(tc.params), "_meta", "progressToken"); got != tc.want {
-			t.Errorf("tokenKey(%s) = %q, want %q", tc.params, got, tc.want)
+		if got := requestProgressToken(json.RawMessage(tc.params)); got != tc.want {
+			t.Errorf("requestProgressToken(%s) = %q, want %q", tc.params, got, tc.want)
 		}
 	}
 }

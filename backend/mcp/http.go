@@ -81,7 +81,7 @@ func (b *Backend) Serve(r *Request) Outcome {
 func httpError(fctx *fasthttp.RequestCtx, status int, msg string) {
 	fctx.Response.SetStatusCode(status)
 	fctx.Response.Header.SetContentType("application/json")
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "error": map[string]any{"code": jsonrpc.CodeInvalidRequest, "message": msg}, "id": nil})
+	body, _ := codec.Encode(codec.ErrorResponse(jsonrpc.ID{}, codec.CodeInvalidRequest, msg))
 	fctx.Response.SetBody(body)
 }
 
@@ -293,7 +293,6 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 		writeJSON(fctx, resp)
 		return
 	}
-	s.init = req.Params
 	id, err := b.encodeSessionID(&sessionState{Upstream: s.upstreamSessions(), Version: s.version, Init: req.Params})
 	if err != nil {
 		go s.close()
@@ -339,7 +338,7 @@ func (b *Backend) resume(r *Request, id string) *Session {
 			_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 		}
 	}
-	s.id, s.init, s.version = id, st.Init, st.Version
+	s.id, s.version = id, st.Version
 	if !b.register(s) {
 		go s.close()
 		return nil
@@ -557,9 +556,6 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 			start := time.Now()
 			if m.Method == "initialize" {
 				resp = s.initialize(ctx, m.ID, m.Params, o)
-				if resp.Error == nil {
-					s.init = m.Params
-				}
 			} else {
 				s.mu.Lock()
 				k := s.stream

@@ -523,3 +523,20 @@ func TestRelayDuplicateNameCannotSmuggleACall(t *testing.T) {
 		t.Fatalf("target ran %v from %v", got.Load(), raw.Load())
 	}
 }
+
+// pendingCalls counts the calls in flight to targets, over all sessions.
+func (b *Backend) pendingCalls() int {
+	b.mu.Lock()
+	sessions := make([]*Session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, s := range sessions {
+		s.mu.Lock()
+		n += len(s.pending)
+		s.mu.Unlock()
+	}
+	return n
+}

@@ -327,7 +327,7 @@ func (s *Session) serverNotification(u *upstream, r *jsonrpc.Request) {
 	params := r.Params
 	switch r.Method {
 	case "notifications/progress":
-		progress = tokenKey(params, "progressToken")
+		progress = notificationProgressToken(params)
 	case "notifications/cancelled":
 		// The target gave up one of its requests to the client.
 		var p struct {
@@ -506,7 +506,7 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error())
 	}
 	up := s.nextID.Add(1)
-	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: tokenKey(params, "_meta", "progressToken"), started: time.Now()}
+	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: requestProgressToken(params), started: time.Now()}
 	s.mu.Lock()
 	s.pending[up] = c
 	s.mu.Unlock()
@@ -548,27 +548,31 @@ func errorResponse(id jsonrpc.ID, code int64, msg string) *jsonrpc.Response {
 	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: code, Message: msg}}
 }
 
-// tokenKey reads a progress token (number or string) at path in params as a
-// map key.
-func tokenKey(params json.RawMessage, path ...string) string {
-	if len(params) == 0 {
+// requestProgressToken reads a request's _meta.progressToken as a map key.
+// It decodes into a struct, so the rest of the params (a tool's arguments)
+// are only scanned, never built into values.
+func requestProgressToken(params json.RawMessage) string {
+	var p struct {
+		Meta struct {
+			Token any `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if len(params) == 0 || json.Unmarshal(params, &p) != nil {
 		return ""
 	}
-	var v any
-	if json.Unmarshal(params, &v) != nil {
+	return idKey(p.Meta.Token)
+}
+
+// notificationProgressToken reads a progress notification's token as a map
+// key.
+func notificationProgressToken(params json.RawMessage) string {
+	var p struct {
+		Token any `json:"progressToken"`
+	}
+	if len(params) == 0 || json.Unmarshal(params, &p) != nil {
 		return ""
 	}
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		v = m[p]
-	}
-	if v == nil {
-		return ""
-	}
-	return idKey(v)
+	return idKey(p.Token)
 }
 
 // idKey is a map key for a JSON id value that tells 1 from "1".
