@@ -73,6 +73,8 @@ func TestFlags(t *testing.T) {
 		{desc: "validate valid long flag", args: []string{"--file", valid, "--validate-only"}, want: []string{"configuration is valid"}},
 		{desc: "validate invalid reports every error", args: []string{"-f", invalid, "--validate-only"}, wantCode: 1, want: []string{
 			"binds[0].port: must be >= 1", `unknown field "extra"`, "binds[0].listeners[0].routes[0].backends[0].host: must be host:port", "TCP listeners are not supported yet"}},
+		{desc: "validate compiles: an unreadable key set", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies:\n        jwtAuth: {issuer: i, jwks: {file: " + filepath.Join(dir, "missing.json") + "}}\n      backends: [{host: 127.0.0.1:1}]\n", "--validate-only"}, wantCode: 1, want: []string{
+			"binds[0].listeners[0].routes[0].policies.jwtAuth.jwks.file: cannot load key set"}},
 		{desc: "inline config", args: []string{"-c", "binds: []", "--validate-only"}, want: []string{"<inline config>: configuration is valid"}},
 		{desc: "stdin config", args: []string{"-f", "-", "--validate-only"}, stdin: "binds: []\n", want: []string{"<stdin>: configuration is valid"}},
 		{desc: "embedded quickstart", args: []string{"--validate-only"}, want: []string{"<embedded quickstart>: configuration is valid"}},
