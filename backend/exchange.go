@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // Exchange sends req to the upstream and fills resp. A response body of known
@@ -55,6 +57,10 @@ func (u *Upstream) PrepareRequest(req *fasthttp.Request) {
 	}
 }
 
+// awaitIdleLimit is how long a pooled connection may have been idle and still
+// have its response awaited inside the request's write.
+const awaitIdleLimit = time.Second
+
 // maxInterimResponses bounds 1xx responses skipped before the final one.
 const maxInterimResponses = 8
 
@@ -85,7 +91,17 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
 	if err == nil {
-		err = bw.Flush()
+		if sc, ok := conn.(*sock.Conn); ok && (!reused || time.Since(cc.LastUseTime()) < awaitIdleLimit) {
+			// The flush is the request's last write and its response is
+			// read next: wait for it inside the write (see sock). Not on
+			// a connection idle for long, which may have been closed or
+			// sent something unasked meanwhile.
+			sc.AwaitAfterWrite(true)
+			err = bw.Flush()
+			sc.AwaitAfterWrite(false)
+		} else {
+			err = bw.Flush()
+		}
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {

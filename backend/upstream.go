@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // PoolSettings shape one upstream connection pool. Two backends with the same
@@ -71,6 +73,9 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 			c, err := nd.Dial(network, a)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
+			}
+			if sc := sock.Wrap(c); sc != c {
+				return sc, nil
 			}
 			return &PromptConn{Conn: c}, nil
 		},

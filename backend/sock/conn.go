@@ -1,0 +1,248 @@
+// Package sock owns the TCP connections of the data path: reads and writes go
+// through the Go poller as recv(2) and send(2), which skip the file layer that
+// read(2) and write(2) cross on every call, and a request/response exchange
+// can write its last bytes and wait for the answer without the read that
+// would only find nothing there yet.
+//
+// Per proxied request that is two system calls fewer than net.TCPConn makes
+// (one read(2) returning EAGAIN on each side) and cheaper ones for the rest;
+// see docs/ARCHITECTURE.md, "Sockets".
+package sock
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// Conn is a TCP connection read and written with recv/send. The embedded
+// *net.TCPConn provides everything else (addresses, deadlines, CloseWrite,
+// WriteTo for splicing tunnels); Read, Write and ReadFrom are Conn's own.
+//
+// A Conn is used by one reader and one writer at a time, as net.Conn allows,
+// but AwaitAfterWrite (which reads while writing) needs both to be the same
+// goroutine.
+type Conn struct {
+	*net.TCPConn
+	raw syscall.RawConn
+
+	// Arguments and results of the raw functions, kept here so that the
+	// function values below are bound once and calls allocate nothing.
+	rbuf  []byte
+	rn    int
+	rerr  syscall.Errno
+	wbuf  []byte
+	wdone bool // the write step ran once (await mode)
+	werr  syscall.Errno
+
+	readFn, writeFn, writeAwaitFn func(fd uintptr) bool
+
+	// await is set by AwaitAfterWrite for the next Write.
+	await bool
+}
+
+// New wraps a TCP connection. It fails only when the connection has no file
+// descriptor (it was closed).
+func New(c *net.TCPConn) (*Conn, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	sc := &Conn{TCPConn: c, raw: raw}
+	sc.readFn = sc.recvStep
+	sc.writeFn = sc.sendStep
+	sc.writeAwaitFn = sc.sendAwaitStep
+	return sc, nil
+}
+
+// Wrap returns c as a *Conn when it is a TCP connection, and c itself
+// otherwise (or if wrapping fails).
+func Wrap(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	sc, err := New(tc)
+	if err != nil {
+		return c
+	}
+	return sc
+}
+
+// AwaitAfterWrite, when on, makes the next Write, once it has sent everything, wait
+// until the connection is readable before returning: the caller writes the
+// last of a request and reads its answer next. Waiting inside the write
+// keeps the poller's readiness from being reset between the two, so the
+// read that follows finds data instead of EAGAIN. Only the goroutine that
+// will do that read may call it. The wait ends early on the read deadline;
+// the Write then still reports success, and the read reports the timeout.
+//
+// Bytes that reached the connection before the Write, and that the poller has
+// already reported, do not end the wait (the poller's readiness is reset when
+// the wait starts). Use it where nothing can arrive unasked: the next
+// response on a keep-alive connection used moments ago.
+// Turning it off cancels a request no Write has used.
+func (c *Conn) AwaitAfterWrite(on bool) { c.await = on }
+
+// Read reads with recv(2), waiting in the poller while nothing is there.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rbuf = p
+	err := c.raw.Read(c.readFn)
+	c.rbuf = nil
+	if err != nil {
+		return 0, c.opError("read", err)
+	}
+	if c.rerr != 0 {
+		e := c.rerr
+		c.rerr = 0
+		return 0, c.opError("read", os.NewSyscallError("recvfrom", e))
+	}
+	if c.rn == 0 {
+		return 0, io.EOF
+	}
+	return c.rn, nil
+}
+
+// recvStep is the raw read function: false asks the poller to wait.
+func (c *Conn) recvStep(fd uintptr) bool {
+	for {
+		n, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)), 0, 0, 0)
+		switch e {
+		case 0:
+			c.rn = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.rn, c.rerr = 0, e
+		return true
+	}
+}
+
+// Write writes all of p with send(2), waiting in the poller while the socket
+// buffer is full.
+func (c *Conn) Write(p []byte) (int, error) {
+	total := len(p)
+	if c.await {
+		c.await = false
+		if len(p) > 0 {
+			c.wbuf, c.wdone = p, false
+			err := c.raw.Read(c.writeAwaitFn)
+			p = c.wbuf
+			c.wbuf = nil
+			if c.werr != 0 {
+				e := c.werr
+				c.werr = 0
+				return total - len(p), c.opError("write", os.NewSyscallError("sendto", e))
+			}
+			if err != nil && !c.wdone {
+				return total - len(p), c.opError("write", err)
+			}
+			// A read error (a deadline, a closed peer) after everything
+			// was sent belongs to the read that follows.
+			if len(p) == 0 {
+				return total, nil
+			}
+			// The socket buffer filled up: write the rest the plain way.
+		}
+	}
+	for len(p) > 0 {
+		c.wbuf = p
+		err := c.raw.Write(c.writeFn)
+		p = c.wbuf
+		c.wbuf = nil
+		if c.werr != 0 {
+			e := c.werr
+			c.werr = 0
+			return total - len(p), c.opError("write", os.NewSyscallError("sendto", e))
+		}
+		if err != nil {
+			return total - len(p), c.opError("write", err)
+		}
+	}
+	return total, nil
+}
+
+// send sends from c.wbuf until it is empty, the socket would block (false)
+// or an error is recorded in c.werr.
+func (c *Conn) send(fd uintptr) bool {
+	for len(c.wbuf) > 0 {
+		n, _, e := syscall.Syscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&c.wbuf[0])), uintptr(len(c.wbuf)), syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			c.wbuf = c.wbuf[n:]
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.werr = e
+		return true
+	}
+	return true
+}
+
+// sendStep is the raw write function.
+func (c *Conn) sendStep(fd uintptr) bool { return c.send(fd) }
+
+// sendAwaitStep runs under the read side of the poller: the first call sends
+// (all of it, or as much as fits), later calls mean the connection became
+// readable.
+func (c *Conn) sendAwaitStep(fd uintptr) bool {
+	if c.wdone {
+		return true
+	}
+	c.wdone = true
+	if !c.send(fd) || c.werr != 0 {
+		// Blocked on a full buffer, or failed: stop here either way.
+		return true
+	}
+	return false // sent: wait for the answer
+}
+
+// ReadFrom copies r to the connection until io.EOF, writing each piece as
+// soon as it is read: bufio.Writer hands a streamed body to ReadFrom, and
+// the body's tail must not wait in a buffer for more to arrive.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			m, werr := c.Write(buf[:n])
+			total += int64(m)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
+func (c *Conn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err // the raw call's own wrapping ("raw-read")
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

@@ -1,0 +1,303 @@
+package sock
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pair returns a *Conn dialled to a loopback listener and the accepted peer
+// as a plain *net.TCPConn.
+func pair(t testing.TB) (*Conn, *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	sc, err := New(c.(*net.TCPConn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close(); peer.Close() })
+	return sc, peer.(*net.TCPConn)
+}
+
+func TestReadWriteBothWays(t *testing.T) {
+	sc, peer := pair(t)
+	if n, err := sc.Write([]byte("ping")); n != 4 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	buf := make([]byte, 16)
+	if _, err := io.ReadFull(peer, buf[:4]); err != nil || string(buf[:4]) != "ping" {
+		t.Fatalf("peer read %q, %v", buf[:4], err)
+	}
+	if _, err := peer.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(sc, buf[:4]); err != nil || string(buf[:4]) != "pong" {
+		t.Fatalf("Read %q, %v", buf[:4], err)
+	}
+	if n, err := sc.Read(nil); n != 0 || err != nil {
+		t.Fatalf("empty Read = %d, %v", n, err)
+	}
+}
+
+func TestReadEOFWhenPeerCloses(t *testing.T) {
+	sc, peer := pair(t)
+	peer.Write([]byte("last"))
+	peer.Close()
+	got, err := io.ReadAll(sc)
+	if err != nil || string(got) != "last" {
+		t.Fatalf("ReadAll = %q, %v", got, err)
+	}
+	if n, err := sc.Read(make([]byte, 4)); n != 0 || err != io.EOF {
+		t.Fatalf("Read after EOF = %d, %v; want io.EOF", n, err)
+	}
+}
+
+func TestReadDeadlineIsATimeout(t *testing.T) {
+	sc, _ := pair(t)
+	sc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_, err := sc.Read(make([]byte, 4))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past deadline = %v; want a net.Error timeout", err)
+	}
+}
+
+func TestClosedConnReportsErrClosed(t *testing.T) {
+	sc, _ := pair(t)
+	sc.Close()
+	if _, err := sc.Read(make([]byte, 4)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read on closed = %v; want net.ErrClosed", err)
+	}
+	if _, err := sc.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write on closed = %v; want net.ErrClosed", err)
+	}
+}
+
+// A write larger than the socket buffers waits for the peer to read, and
+// every byte arrives in order.
+func TestLargeWriteWaitsForPeer(t *testing.T) {
+	sc, peer := pair(t)
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // 16 MiB, more than the socket buffers hold
+	done := make(chan []byte)
+	go func() {
+		got, _ := io.ReadAll(peer)
+		done <- got
+	}()
+	if n, err := sc.Write(want); n != len(want) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	sc.CloseWrite()
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatalf("peer got %d bytes, want %d intact", len(got), len(want))
+	}
+}
+
+// The awaited write returns only once the answer is there, and the read
+// that follows gets it.
+func TestAwaitAfterWriteReturnsWithTheAnswerReadable(t *testing.T) {
+	sc, peer := pair(t)
+	release := make(chan struct{})
+	go func() {
+		buf := make([]byte, 7)
+		io.ReadFull(peer, buf)
+		<-release
+		peer.Write([]byte("answer:" + string(buf)))
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		sc.AwaitAfterWrite(true)
+		_, err := sc.Write([]byte("request"))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("Write returned (%v) before the answer came", err)
+	case <-time.After(50 * time.Millisecond):
+		// A bounded check that it is waiting: the answer is withheld.
+	}
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := sc.Read(buf)
+	if err != nil || string(buf[:n]) != "answer:request" {
+		t.Fatalf("Read = %q, %v", buf[:n], err)
+	}
+	// The request is used up: the next write does not wait.
+	if _, err := sc.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bytes that arrived before the awaited write started, once the poller has
+// seen them, do not end the wait (AwaitAfterWrite's limit): the read
+// deadline does, and the bytes are read then.
+func TestAwaitAfterWriteWithBytesAlreadyThereWaitsForTheDeadline(t *testing.T) {
+	sc, peer := pair(t)
+	peer.Write([]byte("early"))
+	// The poller records the bytes while nothing waits for them.
+	sc.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(sc, buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	sc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	sc.AwaitAfterWrite(true)
+	if _, err := sc.Write([]byte("req")); err != nil {
+		t.Fatal(err)
+	}
+	sc.SetReadDeadline(time.Time{})
+	if _, err := io.ReadFull(sc, buf[1:]); err != nil || string(buf) != "early" {
+		t.Fatalf("Read = %q, %v", buf, err)
+	}
+}
+
+// The read deadline ends the wait: the write still succeeds (everything was
+// sent) and the read reports the timeout.
+func TestAwaitAfterWriteEndsAtTheReadDeadline(t *testing.T) {
+	sc, peer := pair(t)
+	sc.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	sc.AwaitAfterWrite(true)
+	if n, err := sc.Write([]byte("req")); n != 3 || err != nil {
+		t.Fatalf("Write = %d, %v; want 3, nil", n, err)
+	}
+	buf := make([]byte, 3)
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "req" {
+		t.Fatalf("peer read %q, %v", buf, err)
+	}
+	if _, err := sc.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read = %v; want the deadline", err)
+	}
+}
+
+// A peer that closes while the write waits wakes it; the read sees EOF.
+func TestAwaitAfterWriteWakesOnPeerClose(t *testing.T) {
+	sc, peer := pair(t)
+	go func() {
+		buf := make([]byte, 3)
+		io.ReadFull(peer, buf)
+		peer.Close()
+	}()
+	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sc.AwaitAfterWrite(true)
+	if _, err := sc.Write([]byte("req")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Read(make([]byte, 4)); err != io.EOF {
+		t.Fatalf("Read = %v; want io.EOF", err)
+	}
+}
+
+// A big awaited write that fills the socket buffer finishes the plain way.
+func TestAwaitAfterWriteLargerThanTheSocketBuffer(t *testing.T) {
+	sc, peer := pair(t)
+	want := bytes.Repeat([]byte("x"), 16<<20)
+	go func() {
+		io.ReadFull(peer, make([]byte, len(want)))
+		peer.Write([]byte("ok"))
+	}()
+	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	sc.AwaitAfterWrite(true)
+	if n, err := sc.Write(want); n != len(want) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(sc, buf); err != nil || string(buf) != "ok" {
+		t.Fatalf("Read = %q, %v", buf, err)
+	}
+}
+
+func TestReadFromWritesEveryPiece(t *testing.T) {
+	sc, peer := pair(t)
+	src := strings.NewReader(strings.Repeat("abc", 50000))
+	done := make(chan int)
+	go func() {
+		n, _ := io.Copy(io.Discard, peer)
+		done <- int(n)
+	}()
+	if n, err := sc.ReadFrom(src); n != 150000 || err != nil {
+		t.Fatalf("ReadFrom = %d, %v", n, err)
+	}
+	sc.CloseWrite()
+	if n := <-done; n != 150000 {
+		t.Fatalf("peer got %d bytes", n)
+	}
+}
+
+func TestWrapLeavesOtherConnsAlone(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if Wrap(a) != a {
+		t.Fatal("Wrap changed a non-TCP connection")
+	}
+	sc, _ := pair(t)
+	if _, ok := Wrap(sc.TCPConn).(*Conn); !ok {
+		t.Fatal("Wrap did not wrap a TCP connection")
+	}
+}
+
+func TestReadWriteAllocateNothing(t *testing.T) {
+	sc, peer := pair(t)
+	go io.Copy(peer, peer) // echo
+	msg := []byte("0123456789")
+	buf := make([]byte, len(msg))
+	allocs := testing.AllocsPerRun(200, func() {
+		sc.AwaitAfterWrite(true)
+		if _, err := sc.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(sc, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per exchange; want 0", allocs)
+	}
+}
+
+func BenchmarkExchange(b *testing.B) {
+	for _, mode := range []string{"net.TCPConn", "sock.Conn", "sock.Conn-await"} {
+		b.Run(mode, func(b *testing.B) {
+			sc, peer := pair(b)
+			go io.Copy(peer, peer)
+			var c net.Conn = sc
+			if mode == "net.TCPConn" {
+				c = sc.TCPConn
+			}
+			msg := make([]byte, 100)
+			buf := make([]byte, 100)
+			b.ReportAllocs()
+			for b.Loop() {
+				if mode == "sock.Conn-await" {
+					sc.AwaitAfterWrite(true)
+				}
+				c.Write(msg)
+				io.ReadFull(c, buf)
+			}
+		})
+	}
+}
