@@ -4,17 +4,23 @@
 // can write its last bytes and wait for the answer without the read that
 // would only find nothing there yet.
 //
-// Per proxied request that is two system calls fewer than net.TCPConn makes
-// (one read(2) returning EAGAIN on each side) and cheaper ones for the rest;
-// see docs/ARCHITECTURE.md, "Sockets".
+// Read deadlines are lazy: a server moves them on every request, and the
+// poller's timer follows only when a deadline moves earlier.
+//
+// Per proxied request that is one system call fewer than net.TCPConn makes
+// (the upstream read that finds nothing yet), cheaper ones for the rest, and
+// no timer updates; see docs/ARCHITECTURE.md, "Sockets".
 package sock
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -42,6 +48,11 @@ type Conn struct {
 
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
+
+	// Read deadlines are lazy: readDeadline is the one asked for, poller the
+	// one the poller holds (UnixNano, 0 for none). See SetReadDeadline.
+	readDeadline atomic.Int64
+	poller       atomic.Int64
 }
 
 // New wraps a TCP connection. It fails only when the connection has no file
@@ -87,6 +98,78 @@ func Wrap(c net.Conn) net.Conn {
 // Turning it off cancels a request no Write has used.
 func (c *Conn) AwaitAfterWrite(on bool) { c.await = on }
 
+// SetReadDeadline sets the read deadline lazily. Servers move it on every
+// request (an idle timeout, then a header timeout, then a body timeout), and
+// each move of the poller's timer costs more than a system call here. So the
+// poller's deadline only ever moves earlier: a later deadline is recorded,
+// and when the poller's earlier one fires, Read finds it was not the real
+// one, sets the poller to the recorded deadline and goes on reading. With
+// the server's pattern the poller's timer moves about once a minute per
+// connection instead of three times per request. Clearing the deadline is
+// passed on at once.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if t.IsZero() {
+		c.readDeadline.Store(0)
+		if c.poller.Swap(0) == 0 {
+			return nil
+		}
+		return c.TCPConn.SetReadDeadline(t)
+	}
+	n := t.UnixNano()
+	c.readDeadline.Store(n)
+	if p := c.poller.Load(); p != 0 && p <= n {
+		return nil // fires no later than t; Read re-arms it if early
+	}
+	c.poller.Store(n)
+	return c.TCPConn.SetReadDeadline(t)
+}
+
+// SetDeadline sets the read deadline (lazily) and the write deadline.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.TCPConn.SetWriteDeadline(t)
+}
+
+// rearm reports whether a deadline error from the poller came early, and if
+// so moves the poller's deadline to the one asked for.
+func (c *Conn) rearm(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	want := c.readDeadline.Load()
+	if want != 0 && time.Now().UnixNano() >= want {
+		return false // the real one
+	}
+	c.poller.Store(want)
+	var t time.Time
+	if want != 0 {
+		t = time.Unix(0, want)
+	}
+	return c.TCPConn.SetReadDeadline(t) == nil
+}
+
+// syncDeadline gives the poller the deadline asked for, for reads that do
+// not go through Read (splicing in WriteTo).
+func (c *Conn) syncDeadline() {
+	if want := c.readDeadline.Load(); c.poller.Load() != want {
+		c.poller.Store(want)
+		var t time.Time
+		if want != 0 {
+			t = time.Unix(0, want)
+		}
+		_ = c.TCPConn.SetReadDeadline(t)
+	}
+}
+
+// WriteTo copies the connection to w (splicing where it can), under the
+// read deadline asked for.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	c.syncDeadline()
+	return c.TCPConn.WriteTo(w)
+}
+
 // Read reads with recv(2), waiting in the poller while nothing is there.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -94,6 +177,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rbuf = p
 	err := c.raw.Read(c.readFn)
+	for err != nil && c.rearm(err) {
+		err = c.raw.Read(c.readFn)
+	}
 	c.rbuf = nil
 	if err != nil {
 		return 0, c.opError("read", err)
@@ -135,7 +221,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.await = false
 		if len(p) > 0 {
 			c.wbuf, c.wdone = p, false
-			err := c.raw.Read(c.writeAwaitFn)
+			// An error of the wait itself is left to the plain write below
+			// (nothing was sent) or to the read that follows (all was).
+			_ = c.raw.Read(c.writeAwaitFn)
 			p = c.wbuf
 			c.wbuf = nil
 			if c.werr != 0 {
@@ -143,15 +231,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 				c.werr = 0
 				return total - len(p), c.opError("write", os.NewSyscallError("sendto", e))
 			}
-			if err != nil && !c.wdone {
-				return total - len(p), c.opError("write", err)
-			}
-			// A read error (a deadline, a closed peer) after everything
-			// was sent belongs to the read that follows.
-			if len(p) == 0 {
+			if c.wdone && len(p) == 0 {
 				return total, nil
 			}
-			// The socket buffer filled up: write the rest the plain way.
+			// The socket buffer filled up, or the wait could not start (a
+			// lazy read deadline already past): write the rest the plain
+			// way.
 		}
 	}
 	for len(p) > 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -297,6 +298,100 @@ func BenchmarkExchange(b *testing.B) {
 				}
 				c.Write(msg)
 				io.ReadFull(c, buf)
+			}
+		})
+	}
+}
+
+// A deadline moved later after an earlier one was set still holds: the
+// poller's earlier timer fires, Read re-arms it and keeps waiting, and the
+// data that comes before the later deadline is read.
+func TestLaterDeadlineOutlivesTheEarlierTimer(t *testing.T) {
+	sc, peer := pair(t)
+	sc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		// Sent only once the early timer has certainly fired: the reader
+		// is told so by the poller state below.
+		for limit := time.Now().Add(5 * time.Second); sc.poller.Load() < time.Now().Add(5*time.Second).UnixNano() && time.Now().Before(limit); {
+			runtime.Gosched()
+		}
+		peer.Write([]byte("late"))
+	}()
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(sc, buf); err != nil || string(buf) != "late" {
+		t.Fatalf("Read = %q, %v; want the data, not the early timer", buf, err)
+	}
+}
+
+// The deadline asked for is the one that ends a read, even when the poller
+// holds a later one.
+func TestEarlierDeadlineIsAppliedAtOnce(t *testing.T) {
+	sc, _ := pair(t)
+	sc.SetReadDeadline(time.Now().Add(time.Hour))
+	sc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	start := time.Now()
+	_, err := sc.Read(make([]byte, 4))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read = %v; want the deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Read waited %v for a 20ms deadline", d)
+	}
+}
+
+// Moving the deadline later costs no poller update; clearing it does.
+func TestDeadlineMovesLaterWithoutTouchingThePoller(t *testing.T) {
+	sc, _ := pair(t)
+	first := time.Now().Add(time.Minute)
+	sc.SetReadDeadline(first)
+	for i := 1; i <= 3; i++ {
+		sc.SetReadDeadline(first.Add(time.Duration(i) * time.Minute))
+	}
+	if got := sc.poller.Load(); got != first.UnixNano() {
+		t.Fatalf("poller deadline %v; want the first, %v", time.Unix(0, got), first)
+	}
+	if got := sc.readDeadline.Load(); got != first.Add(3*time.Minute).UnixNano() {
+		t.Fatalf("asked deadline %v; want the last", time.Unix(0, got))
+	}
+	sc.SetReadDeadline(time.Time{})
+	if sc.poller.Load() != 0 || sc.readDeadline.Load() != 0 {
+		t.Fatal("clearing the deadline left one behind")
+	}
+}
+
+// Splicing out (WriteTo) reads under the deadline asked for, not an
+// earlier timer left in the poller.
+func TestWriteToUsesTheDeadlineAskedFor(t *testing.T) {
+	sc, peer := pair(t)
+	sc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	sc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		peer.Write([]byte("spliced"))
+		peer.CloseWrite()
+	}()
+	var out bytes.Buffer
+	if _, err := sc.WriteTo(&out); err != nil || out.String() != "spliced" {
+		t.Fatalf("WriteTo = %q, %v", out.String(), err)
+	}
+}
+
+// BenchmarkServerDeadlines sets the three read deadlines a fasthttp server
+// sets per request (idle, header, body timeouts).
+func BenchmarkServerDeadlines(b *testing.B) {
+	for _, mode := range []string{"net.TCPConn", "sock.Conn"} {
+		b.Run(mode, func(b *testing.B) {
+			sc, _ := pair(b)
+			var c net.Conn = sc
+			if mode == "net.TCPConn" {
+				c = sc.TCPConn
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				now := time.Now()
+				c.SetReadDeadline(now.Add(10 * time.Minute))
+				c.SetReadDeadline(now.Add(time.Minute))
+				c.SetReadDeadline(now.Add(time.Hour))
 			}
 		})
 	}
