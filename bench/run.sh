@@ -10,7 +10,8 @@ usage: bench/run.sh [--skip-gateway]
   --skip-gateway   do not build or measure the gateway (the run still exits 0)
 
 Environment knobs (defaults in brackets):
-  BENCH_DURATION      wrk duration per measured run, wrk syntax [10s]
+  BENCH_DURATION      wrk duration per measured run, wrk syntax [3s]
+  BENCH_ROUNDS        measured runs per target and case; the median is reported [5]
   BENCH_WARMUP        wrk warm-up run before each measured run [2s]
   BENCH_IDLE_CONNS    idle keep-alive connections for the memory test [10000]
   BENCH_PROXY_CPU     CPU the proxy under test is pinned to [0]
@@ -28,7 +29,8 @@ BIN=$BENCH_DIR/.bin
 OUT=$BIN/last-run
 export PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
 
-DURATION=${BENCH_DURATION:-10s}
+DURATION=${BENCH_DURATION:-3s}
+ROUNDS=${BENCH_ROUNDS:-5}
 WARMUP=${BENCH_WARMUP:-2s}
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
 PROXY_CPU=${BENCH_PROXY_CPU:-0}
@@ -67,6 +69,7 @@ secs() {
 secs "$DURATION" >/dev/null
 secs "$WARMUP" >/dev/null
 [[ $IDLE_CONNS =~ ^[0-9]+$ && $IDLE_CONNS -ge 1 ]] || die "BENCH_IDLE_CONNS must be a positive integer"
+[[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive integer"
 for t in $TARGETS; do
 	case $t in direct | gateway | nginx | haproxy) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
 done
@@ -422,9 +425,10 @@ interruptible() {
 	return "$rc"
 }
 
-# measure CASE TARGET PATH CONNS: warm-up, then the recorded wrk run.
+# measure CASE TARGET PATH CONNS ROUND: the recorded wrk run of one round,
+# after a warm-up in the first.
 measure() {
-	local c=$1 t=$2 url=http://127.0.0.1:${PORT[$2]}$3 conns=$4 base=$OUT/wrk/$1.$2
+	local c=$1 t=$2 url=http://127.0.0.1:${PORT[$2]}$3 conns=$4 round=$5 base=$OUT/wrk/$1.$2.r$5
 	local wrk=(taskset -c "$LOAD_CPU" wrk -t1 "-c$conns" --latency)
 	running "$t" || return 0 # failed earlier: already reported
 	if ! alive "${PID[$t]}"; then
@@ -432,8 +436,10 @@ measure() {
 		fail "$t" "exited before $c: $(lastlines "$OUT/$t.log")"
 		return 0
 	fi
-	log "$c: $t ($conns conns, warm-up $WARMUP + $DURATION)"
-	interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${wrk[@]}" "-d$WARMUP" "$url" >/dev/null 2>&1 || true
+	if ((round == 1)); then
+		log "$c: $t ($conns conns, warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
+		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${wrk[@]}" "-d$WARMUP" "$url" >/dev/null 2>&1 || true
+	fi
 	local ours=("${PID[direct]}") before
 	[[ $t == direct ]] || ours+=("${PID[$t]}")
 	cpu_snapshot "${ours[@]}"
@@ -448,18 +454,20 @@ measure() {
 }
 
 # Case IDs must match bench/report/results.go. Within a case the targets take
-# turns, direct first, then the proxies in an order rotated from case to case,
-# so neither slow drift of the machine nor running right after direct
-# favours one proxy.
+# turns round after round, direct first, then the proxies in an order rotated
+# from round to round, so neither the machine's drift nor running right after
+# direct favours one proxy; the report takes each target's median round.
 order=(gateway nginx haproxy)
 for spec in small-c50:/small:50 1m-c10:/1m:10 small-c1:/small:1; do
 	IFS=: read -r c path conns <<<"$spec"
-	for t in direct "${order[@]}"; do
-		wanted "$t" || continue
-		[[ ${STATUS[$t]} == skipped ]] && continue
-		measure "$c" "$t" "$path" "$conns"
+	for ((round = 1; round <= ROUNDS; round++)); do
+		for t in direct "${order[@]}"; do
+			wanted "$t" || continue
+			[[ ${STATUS[$t]} == skipped ]] && continue
+			measure "$c" "$t" "$path" "$conns" "$round"
+		done
+		order=("${order[@]:1}" "${order[0]}")
 	done
-	order=("${order[@]:1}" "${order[0]}")
 done
 
 for t in "${PROXIES[@]}"; do
@@ -469,7 +477,7 @@ done
 # ---------------------------------------------------------------- report
 
 first() { "$@" 2>&1 | head -n 1 || true; }
-command_line="BENCH_DURATION=$DURATION BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS"
+command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS"
 [[ $TARGETS != "direct gateway nginx haproxy" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
 command_line+=" bench/run.sh${*:+ $*}"
 {
@@ -483,6 +491,7 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "wrk=$(first wrk -v | awk '{ print $2 }')"
 	echo "command=$command_line"
 	echo "duration=$DURATION"
+	echo "rounds=$ROUNDS"
 	echo "warmup=$WARMUP"
 	echo "idle_conns=$IDLE_CONNS"
 	echo "proxy_cpu=$PROXY_CPU"

@@ -45,8 +45,16 @@ func (r *results) render() string {
 
 	b.WriteString("\n## Method\n\n")
 	fmt.Fprintf(&b, "Command: `%s`\n\n", m("command"))
-	fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, each preceded by a %s warm-up run that is not recorded.\n",
-		m("load_cpu"), m("duration"), m("warmup"))
+	if rounds := strings.TrimSpace(r.meta["rounds"]); rounds != "" && rounds != "1" {
+		fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, in %s rounds per case: in each round every target "+
+			"takes a turn (direct first, the proxies in an order rotated from round to round), and a target's first round "+
+			"follows a %s warm-up run that is not recorded. Each row is the round with the median req/s; the range over "+
+			"all rounds follows in brackets. Why rounds: on a shared VM the same binary can measure 30k and 40k req/s "+
+			"minutes apart (`bench/README.md`).\n", m("load_cpu"), m("duration"), rounds, m("warmup"))
+	} else {
+		fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, each preceded by a %s warm-up run that is not recorded.\n",
+			m("load_cpu"), m("duration"), m("warmup"))
+	}
 	fmt.Fprintf(&b, "- Each proxy runs on CPU %s (`taskset`), one worker: gateway with GOMAXPROCS=1 by affinity, "+
 		"nginx `worker_processes 1`, HAProxy `nbthread 1`; keep-alive to the upstream, access logs off.\n", m("proxy_cpu"))
 	fmt.Fprintf(&b, "- Upstream: `bench/upstream` (fasthttp, precomputed bodies) on CPU %s, shared by all targets; "+
@@ -111,6 +119,9 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 		default:
 			res := rn.res
 			cells[1], cells[2], cells[3] = fmtRate(res.ReqPerSec), fmtLatency(res.P50), fmtLatency(res.P99)
+			if rn.rounds > 1 {
+				cells[1] += fmt.Sprintf(" (%s–%s)", fmtRate(rn.minRPS), fmtRate(rn.maxRPS))
+			}
 			if latency && t != targetDirect {
 				if d, ok := r.addedP50(t); ok {
 					cells[4] = fmtSignedLatency(d)

@@ -24,6 +24,17 @@ func TestRenderGolden(t *testing.T) {
 			wantIn: []string{"| RSS idle < 40 MiB | 18.7 MiB | met |", "| gateway | 41,388 |"},
 		},
 		{
+			desc: "measured in rounds",
+			dir:  "rounds",
+			wantIn: []string{
+				// The median of 30,000, 41,388 and 45,000, with the range;
+				// the busiest round's other load.
+				"| gateway | 41,388 (30,000–45,000) |",
+				"in 3 rounds per case",
+				"small, 1 conn, HAProxy: round 2: wrk failed: unable to connect",
+			},
+		},
+		{
 			desc: "gateway failed, broken runs, busy machine",
 			dir:  "gateway-failed",
 			wantIn: []string{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -56,11 +57,16 @@ type targetInfo struct {
 	connsOpenAtEnd optInt
 }
 
-// run is one wrk measurement: a parsed result, or why there is none.
+// run is one target's measurement in one case: a parsed result, or why there
+// is none. Measured in rounds, res is the round with the median req/s.
 type run struct {
 	res      wrkResult
 	err      string // "" when res is valid
-	otherCPU optInt // CPU used by other processes meanwhile, % of one CPU
+	otherCPU optInt // CPU used by other processes meanwhile, % of one CPU (the most of any round)
+	// rounds is how many rounds res is the median of (1: a single run);
+	// minRPS and maxRPS are the range of req/s over them.
+	rounds         int
+	minRPS, maxRPS float64
 }
 
 // results is everything one bench run left in its output directory.
@@ -77,6 +83,9 @@ type results struct {
 //	wrk/CASE.TARGET.txt      raw wrk --latency output
 //	wrk/CASE.TARGET.err      why that run has no output
 //	wrk/CASE.TARGET.load     other_cpu_pct=N: CPU other processes used meanwhile
+//
+// or, measured in rounds, the same three files per round as
+// wrk/CASE.TARGET.rN.{txt,err,load} with N from 1.
 func loadResults(dir string) (*results, error) {
 	r := &results{targets: map[string]targetInfo{}, runs: map[string]map[string]run{}}
 	meta, err := readKVFile(filepath.Join(dir, "meta.txt"))
@@ -95,14 +104,13 @@ func loadResults(dir string) (*results, error) {
 		r.runs[c.id] = map[string]run{}
 		for _, t := range targets {
 			base := filepath.Join(dir, "wrk", c.id+"."+t)
-			rn, ok := loadRun(base)
-			if !ok {
-				continue
-			}
-			if rn.otherCPU, err = loadOtherCPU(base + ".load"); err != nil {
+			rn, ok, err := loadRounds(base)
+			if err != nil {
 				return nil, err
 			}
-			r.runs[c.id][t] = rn
+			if ok {
+				r.runs[c.id][t] = rn
+			}
 		}
 	}
 	return r, nil
@@ -135,6 +143,53 @@ func loadTarget(path string) (targetInfo, error) {
 		*dst = optInt{v: n, ok: true}
 	}
 	return info, nil
+}
+
+// loadRounds reads a target's runs in one case: base itself, or its rounds
+// base.r1, base.r2, ... A failed round fails the whole; otherwise the round
+// with the median req/s stands for them (the upper of the two middle ones
+// for an even count).
+func loadRounds(base string) (run, bool, error) {
+	if rn, ok := loadRun(base); ok {
+		var err error
+		rn.rounds = 1
+		rn.minRPS, rn.maxRPS = rn.res.ReqPerSec, rn.res.ReqPerSec
+		rn.otherCPU, err = loadOtherCPU(base + ".load")
+		return rn, true, err
+	}
+	var rounds []run
+	for i := 1; ; i++ {
+		rb := fmt.Sprintf("%s.r%d", base, i)
+		rn, ok := loadRun(rb)
+		if !ok {
+			break
+		}
+		var err error
+		if rn.otherCPU, err = loadOtherCPU(rb + ".load"); err != nil {
+			return run{}, false, err
+		}
+		rounds = append(rounds, rn)
+	}
+	if len(rounds) == 0 {
+		return run{}, false, nil
+	}
+	var busiest optInt
+	for i, rn := range rounds {
+		if rn.otherCPU.ok && (!busiest.ok || rn.otherCPU.v > busiest.v) {
+			busiest = rn.otherCPU
+		}
+		if rn.err != "" {
+			rn.err = fmt.Sprintf("round %d: %s", i+1, rn.err)
+			rn.otherCPU = busiest
+			return rn, true, nil
+		}
+	}
+	sort.Slice(rounds, func(i, j int) bool { return rounds[i].res.ReqPerSec < rounds[j].res.ReqPerSec })
+	med := rounds[len(rounds)/2]
+	med.otherCPU = busiest
+	med.rounds = len(rounds)
+	med.minRPS, med.maxRPS = rounds[0].res.ReqPerSec, rounds[len(rounds)-1].res.ReqPerSec
+	return med, true, nil
 }
 
 // loadRun reads base.txt (wrk output) or base.err; ok is false when neither
