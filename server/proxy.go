@@ -239,15 +239,58 @@ func finishResponse(resp *fasthttp.Response) {
 }
 
 // cleanResponse removes hop-by-hop headers from a backend response; the
-// client connection's persistence is the gateway's own business.
+// client connection's persistence is the gateway's own business. One pass
+// over the fields finds which are there; most responses have none, and a
+// deletion by name costs a scan of its own.
 func cleanResponse(h *fasthttp.ResponseHeader) {
-	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
-		removeConnectionTokens(v, h.DelBytes)
+	var present uint16
+	for k := range h.All() {
+		present |= hopBit(k)
 	}
-	for _, name := range hopHeaders {
-		h.DelBytes(name)
+	if present&hopBit(headerConnection) != 0 {
+		for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+			removeConnectionTokens(v, h.DelBytes)
+		}
+	}
+	for i, name := range hopHeaders {
+		if present&(1<<i) != 0 {
+			h.DelBytes(name)
+		}
 	}
 	h.ResetConnectionClose()
+}
+
+// hopBit returns the bit of a field name in hopHeaders (1<<index), or 0.
+func hopBit(name []byte) uint16 {
+	var i int
+	switch len(name) {
+	case 2:
+		i = 5 // Te
+	case 7:
+		if name[0]|0x20 == 't' {
+			i = 6 // Trailer
+		} else {
+			i = 7 // Upgrade
+		}
+	case 10:
+		if name[0]|0x20 == 'c' {
+			i = 0 // Connection
+		} else {
+			i = 2 // Keep-Alive
+		}
+	case 16:
+		i = 1 // Proxy-Connection
+	case 18:
+		i = 3 // Proxy-Authenticate
+	case 19:
+		i = 4 // Proxy-Authorization
+	default:
+		return 0
+	}
+	if bytes.EqualFold(name, hopHeaders[i]) {
+		return 1 << i
+	}
+	return 0
 }
 
 // removeConnectionTokens deletes the headers named in a Connection value.
