@@ -373,43 +373,6 @@ for t in gateway nginx haproxy; do
 	fi
 done
 
-# ---------------------------------------------------------------- memory
-
-# hold_idle_conns TARGET: RSS while idleconns holds IDLE_N[TARGET] connections.
-hold_idle_conns() {
-	local t=$1 n=${IDLE_N[$1]} ic i out=$OUT/idleconns.$1.out
-	log "$t: opening $n idle keep-alive connections"
-	taskset -c "$LOAD_CPU" "$BIN/idleconns" -addr "127.0.0.1:${PORT[$t]}" -path /small -n "$n" \
-		-timeout 60s >"$out" 2>"$OUT/idleconns.$t.err" &
-	ic=$!
-	STARTED+=("$ic")
-	for ((i = 0; i < 1800; i++)); do # 90 s bound
-		grep -q '^ready ' "$out" 2>/dev/null && break
-		alive "$ic" || break
-		sleep 0.05
-	done
-	if ! grep -q '^ready ' "$out" 2>/dev/null; then
-		stop "$ic"
-		PROBLEMS+=("$t: idle-connection test did not complete: $(lastlines "$OUT/idleconns.$t.err")")
-		return 0
-	fi
-	if alive "${PID[$t]}"; then
-		RSS_CONNS[$t]=$(tree_kib "${PID[$t]}" VmRSS)
-	fi
-	CONNS_OPENED[$t]=$(sed -n 's/^ready opened=\([0-9]*\).*/\1/p' "$out")
-	stop "$ic"
-	CONNS_OPEN_AT_END[$t]=$(sed -n 's/^exit open=\([0-9]*\).*/\1/p' "$out")
-	log "$t: ${RSS_CONNS[$t]:-?} KiB with ${CONNS_OPENED[$t]:-0} connections (${CONNS_OPEN_AT_END[$t]:-?} still open at the end)"
-	if ((${CONNS_OPENED[$t]:-0} < n)); then
-		PROBLEMS+=("$t: held only ${CONNS_OPENED[$t]:-0} of $n idle connections: $(lastlines "$OUT/idleconns.$t.err")")
-	fi
-	alive "${PID[$t]}" || fail "$t" "exited during the idle-connection test: $(lastlines "$OUT/$t.log")"
-}
-
-for t in "${PROXIES[@]}"; do
-	running "$t" && hold_idle_conns "$t"
-done
-
 # ---------------------------------------------------------------- load
 
 # interruptible CMD...: run CMD and return its status. It runs in the
@@ -468,6 +431,46 @@ for spec in small-c50:/small:50 1m-c10:/1m:10 small-c1:/small:1; do
 		done
 		order=("${order[@]:1}" "${order[0]}")
 	done
+done
+
+# ---------------------------------------------------------------- memory
+
+# hold_idle_conns TARGET: RSS while idleconns holds IDLE_N[TARGET] connections.
+hold_idle_conns() {
+	local t=$1 n=${IDLE_N[$1]} ic i out=$OUT/idleconns.$1.out
+	log "$t: opening $n idle keep-alive connections"
+	taskset -c "$LOAD_CPU" "$BIN/idleconns" -addr "127.0.0.1:${PORT[$t]}" -path /small -n "$n" \
+		-timeout 60s >"$out" 2>"$OUT/idleconns.$t.err" &
+	ic=$!
+	STARTED+=("$ic")
+	for ((i = 0; i < 1800; i++)); do # 90 s bound
+		grep -q '^ready ' "$out" 2>/dev/null && break
+		alive "$ic" || break
+		sleep 0.05
+	done
+	if ! grep -q '^ready ' "$out" 2>/dev/null; then
+		stop "$ic"
+		PROBLEMS+=("$t: idle-connection test did not complete: $(lastlines "$OUT/idleconns.$t.err")")
+		return 0
+	fi
+	if alive "${PID[$t]}"; then
+		RSS_CONNS[$t]=$(tree_kib "${PID[$t]}" VmRSS)
+	fi
+	CONNS_OPENED[$t]=$(sed -n 's/^ready opened=\([0-9]*\).*/\1/p' "$out")
+	stop "$ic"
+	CONNS_OPEN_AT_END[$t]=$(sed -n 's/^exit open=\([0-9]*\).*/\1/p' "$out")
+	log "$t: ${RSS_CONNS[$t]:-?} KiB with ${CONNS_OPENED[$t]:-0} connections (${CONNS_OPEN_AT_END[$t]:-?} still open at the end)"
+	if ((${CONNS_OPENED[$t]:-0} < n)); then
+		PROBLEMS+=("$t: held only ${CONNS_OPENED[$t]:-0} of $n idle connections: $(lastlines "$OUT/idleconns.$t.err")")
+	fi
+	alive "${PID[$t]}" || fail "$t" "exited during the idle-connection test: $(lastlines "$OUT/$t.log")"
+}
+
+# After the load cases: closing 10,000 connections leaves as many sockets in
+# TIME_WAIT for a minute, and load measured meanwhile ran measurably slower
+# (bench/README.md, Order).
+for t in "${PROXIES[@]}"; do
+	running "$t" && hold_idle_conns "$t"
 done
 
 for t in "${PROXIES[@]}"; do
