@@ -175,6 +175,12 @@ func (b *bind) closeIdle() int {
 			delete(b.conns, c)
 			continue
 		}
+		if sc, ok := c.(*sock.Conn); ok && sc.CloseIfAwaiting() {
+			// Idle in all but name: its response went out whole and it
+			// waits for the next request inside that write.
+			delete(b.conns, c)
+			continue
+		}
 		active++
 	}
 	return active

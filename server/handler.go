@@ -24,6 +24,8 @@ type requestState struct {
 	upstreamErr error
 	// mcp says what an MCP request was, for the access log.
 	mcp mcpgw.Outcome
+	// headLen is the request head's size on the wire (requestHeadLen).
+	headLen int
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -38,6 +40,7 @@ func releaseState(rs *requestState) {
 	rs.backend = nil
 	rs.upstreamErr = nil
 	rs.mcp = mcpgw.Outcome{}
+	rs.headLen = 0
 	statePool.Put(rs)
 }
 
@@ -64,6 +67,7 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 		b.finish(rs, status)
 		return
 	}
+	rs.headLen = requestHeadLen(&fctx.Request.Header)
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
 		status := respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		fctx.SetConnectionClose() // after respondError, which resets the response
@@ -131,6 +135,7 @@ func (b *bind) finish(rs *requestState, status int) {
 		// replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
+	b.armResponseAwait(rs, status)
 	d := time.Since(fctx.Time())
 	in, out := requestBytes(&fctx.Request), responseBytes(&fctx.Response)
 	r := rs.route

@@ -1,18 +1,19 @@
 // Package sock owns the TCP connections of the data path: reads and writes go
 // through the Go poller as recv(2) and send(2), which skip the file layer that
-// read(2) and write(2) cross on every call, and a request/response exchange
-// can write its last bytes and wait for the answer without the read that
-// would only find nothing there yet.
+// read(2) and write(2) cross on every call. Where a write is followed by a
+// read of the answer (a request upstream, a response to a keep-alive client),
+// the write can wait for the answer itself, so the read that follows finds
+// data instead of EAGAIN. Read deadlines are lazy: a server moves them on
+// every request, and the poller's timer follows only when a deadline moves
+// earlier.
 //
-// Read deadlines are lazy: a server moves them on every request, and the
-// poller's timer follows only when a deadline moves earlier.
-//
-// Per proxied request that is one system call fewer than net.TCPConn makes
-// (the upstream read that finds nothing yet), cheaper ones for the rest, and
-// no timer updates; see docs/ARCHITECTURE.md, "Sockets".
+// Per proxied request that is two system calls fewer than net.TCPConn makes
+// (a read returning EAGAIN on each side), cheaper ones for the rest, and no
+// timer updates; see docs/ARCHITECTURE.md, "Sockets".
 package sock
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -48,6 +49,21 @@ type Conn struct {
 
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
+
+	// Server side: bytes received, and the request bytes the server has
+	// accounted for; equal means nothing unparsed waits in its buffer.
+	received, accounted int64
+	accountLost         bool
+	// resp tracks an armed response (ArmResponseAwait) through its writes.
+	resp struct {
+		armed    bool
+		headDone bool
+		need     int // body bytes still to write
+		idle     time.Duration
+	}
+	// awaiting is 1 while a server-side await waits for the next request,
+	// 2 once CloseIfAwaiting closed the connection under it.
+	awaiting atomic.Int32
 
 	// Read deadlines are lazy: readDeadline is the one asked for, poller the
 	// one the poller holds (UnixNano, 0 for none). See SetReadDeadline.
@@ -192,7 +208,106 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.rn == 0 {
 		return 0, io.EOF
 	}
+	c.received += int64(c.rn)
 	return c.rn, nil
+}
+
+// AccountRequest tells the connection that the server parsed a request of n
+// bytes (head and body) from what it received; n < 0 means the size is not
+// known (a chunked body), which stops ArmResponseAwait on this connection.
+func (c *Conn) AccountRequest(n int) {
+	if n < 0 {
+		c.accountLost = true
+		return
+	}
+	c.accounted += int64(n)
+}
+
+// ArmResponseAwait is the server side of AwaitAfterWrite. The server is about
+// to write a response whose body is bodyLen bytes after its head, and will
+// read the next request on this connection afterwards. If every byte
+// received so far belongs to requests already accounted for (nothing
+// pipelined waits in the server's buffer), the write that completes the
+// response then waits, inside the write, for the next request to arrive, up
+// to idle: the read that follows finds data instead of EAGAIN. If idle
+// passes first, the write returns a timeout error and the server closes the
+// idle connection, as it would have. It reports whether it armed.
+func (c *Conn) ArmResponseAwait(bodyLen int, idle time.Duration) bool {
+	if c.accountLost || c.accounted != c.received || bodyLen < 0 || idle <= 0 {
+		c.resp.armed = false
+		return false
+	}
+	c.resp.armed, c.resp.headDone, c.resp.need, c.resp.idle = true, false, bodyLen, idle
+	return true
+}
+
+// CloseIfAwaiting closes the connection if a server-side await is waiting
+// on it for the next request (the last response sent whole), and reports
+// whether it did; a connection serving a request is left alone.
+func (c *Conn) CloseIfAwaiting() bool {
+	if !c.awaiting.CompareAndSwap(1, 2) {
+		return false
+	}
+	_ = c.TCPConn.Close()
+	return true
+}
+
+var headEnd = []byte("\r\n\r\n")
+
+// responseComplete follows an armed response through its writes and reports
+// whether p completes it exactly. Anything unexpected disarms.
+func (c *Conn) responseComplete(p []byte) bool {
+	if !c.resp.headDone {
+		i := bytes.Index(p, headEnd)
+		if i < 0 {
+			c.resp.armed = false // a head beyond one write: not worth following
+			return false
+		}
+		c.resp.headDone = true
+		p = p[i+len(headEnd):]
+	}
+	c.resp.need -= len(p)
+	if c.resp.need > 0 {
+		return false
+	}
+	c.resp.armed = false
+	return c.resp.need == 0
+}
+
+// awaitNextRequest sends p inside a raw read and waits there, up to the
+// armed idle time, for the next request. It reports how much of p is left
+// to send the plain way (the socket buffer filled up), or an error: the
+// idle time passed (a timeout) or sending failed.
+func (c *Conn) awaitNextRequest(p []byte) ([]byte, error) {
+	if err := c.SetReadDeadline(time.Now().Add(c.resp.idle)); err != nil {
+		return p, nil
+	}
+	c.wbuf, c.wdone = p, false
+	c.awaiting.Store(1)
+	err := c.raw.Read(c.writeAwaitFn)
+	closed := !c.awaiting.CompareAndSwap(1, 0)
+	p = c.wbuf
+	c.wbuf = nil
+	if c.werr != 0 {
+		e := c.werr
+		c.werr = 0
+		return p, c.opError("write", os.NewSyscallError("sendto", e))
+	}
+	if !c.wdone || len(p) > 0 {
+		return p, nil // the plain write finishes it
+	}
+	if closed {
+		return nil, c.opError("write", net.ErrClosed)
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		if want := c.readDeadline.Load(); want != 0 && time.Now().UnixNano() >= want {
+			return nil, c.opError("write", err) // idle: the server closes
+		}
+		// An earlier timer of the lazy deadline: stop waiting here and let
+		// the server's own read (which re-arms it) wait instead. Waiting
+		// again here would reset the poller's readiness first.
+	}
+	return nil, nil
 }
 
 // recvStep is the raw read function: false asks the poller to wait.
@@ -217,7 +332,13 @@ func (c *Conn) recvStep(fd uintptr) bool {
 // buffer is full.
 func (c *Conn) Write(p []byte) (int, error) {
 	total := len(p)
-	if c.await {
+	if c.resp.armed && c.responseComplete(p) && len(p) > 0 {
+		rest, err := c.awaitNextRequest(p)
+		if err != nil {
+			return total - len(rest), err
+		}
+		p = rest
+	} else if c.await {
 		c.await = false
 		if len(p) > 0 {
 			c.wbuf, c.wdone = p, false

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend/sock"
+)
+
+// requestHeadLen is the size on the wire of a request's head as the client
+// sent it: the request line and the header block. Taken before policies
+// change the request.
+func requestHeadLen(h *fasthttp.RequestHeader) int {
+	n := len(h.Method()) + 1 + len(h.RequestURI()) + 1 + len(h.Protocol()) + 2
+	if raw := h.RawHeaders(); len(raw) > 0 {
+		return n + len(raw)
+	}
+	return n + 2 // no fields: the empty line alone
+}
+
+// armResponseAwait lets the client connection wait for the next request
+// inside the write that completes this response (sock.ArmResponseAwait),
+// saving the read that would find nothing yet. Only a keep-alive HTTP/1.1
+// exchange without request body and with a buffered response qualifies;
+// the connection itself checks that nothing pipelined is waiting unparsed.
+func (b *bind) armResponseAwait(rs *requestState, status int) {
+	fctx := rs.pc.Fast
+	sc, ok := fctx.Conn().(*sock.Conn)
+	if !ok {
+		return
+	}
+	req, resp := &fctx.Request, &fctx.Response
+	// Content-Length, or -1 for a chunked body, or -2 for none declared
+	// (a request without framing has no body).
+	cl := req.Header.ContentLength()
+	switch {
+	case cl >= 0:
+		sc.AccountRequest(rs.headLen + cl)
+	case cl == -2:
+		sc.AccountRequest(rs.headLen)
+		cl = 0
+	default:
+		sc.AccountRequest(-1)
+	}
+	if cl != 0 || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||
+		!req.Header.IsHTTP11() || req.Header.ConnectionClose() || resp.ConnectionClose() {
+		sc.ArmResponseAwait(-1, 0) // disarms
+		return
+	}
+	body := len(resp.Body())
+	if req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
+		body = 0
+	}
+	sc.ArmResponseAwait(body, rs.bind.frontend.idleTimeout)
+}
