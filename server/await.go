@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync/atomic"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend/sock"
@@ -17,11 +19,24 @@ func requestHeadLen(h *fasthttp.RequestHeader) int {
 	return n + 2 // no fields: the empty line alone
 }
 
+// awaitMaxConns is how many client connections a bind may hold and still
+// have responses await the next request. A connection waiting inside a write
+// keeps fasthttp's write buffer (a touched page of it, about 4 KiB) while it
+// is idle; with many connections, most are idle and memory matters more
+// than the system call saved (10,000 idle connections: 235 MiB instead of
+// 189 MiB).
+var awaitMaxConns = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(1024)
+	return &n
+}() // settable by tests
+
 // armResponseAwait lets the client connection wait for the next request
 // inside the write that completes this response (sock.ArmResponseAwait),
 // saving the read that would find nothing yet. Only a keep-alive HTTP/1.1
-// exchange without request body and with a buffered response qualifies;
-// the connection itself checks that nothing pipelined is waiting unparsed.
+// exchange without request body and with a buffered response qualifies,
+// on a bind below awaitMaxConns connections; the connection itself checks
+// that nothing pipelined is waiting unparsed.
 func (b *bind) armResponseAwait(rs *requestState, status int) {
 	fctx := rs.pc.Fast
 	sc, ok := fctx.Conn().(*sock.Conn)
@@ -41,7 +56,7 @@ func (b *bind) armResponseAwait(rs *requestState, status int) {
 	default:
 		sc.AccountRequest(-1)
 	}
-	if cl != 0 || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||
+	if cl != 0 || b.open.Load() > awaitMaxConns.Load() || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||
 		!req.Header.IsHTTP11() || req.Header.ConnectionClose() || resp.ConnectionClose() {
 		sc.ArmResponseAwait(-1, 0) // disarms
 		return

@@ -3,6 +3,9 @@ package server
 import (
 	"io"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // TestClientConnectionAwaitKeepsEveryRequestFlowing: the gateway waits for a
@@ -80,4 +83,48 @@ func TestClientConnectionAwaitMiscountedHeads(t *testing.T) {
 			t.Fatalf("after %q: %q %q %v", first, resp.line, resp.body, err)
 		}
 	}
+}
+
+// TestClientConnectionAwaitOnlyBelowTheConnectionLimit: a connection waiting
+// inside its last response's write stays "active" to fasthttp; above
+// awaitMaxConns connections responses do not wait, and idle connections go
+// idle at once (their buffers released).
+func TestClientConnectionAwaitOnlyBelowTheConnectionLimit(t *testing.T) {
+	up, _ := rawHTTPUpstream(t, echoAnswer)
+	tg := startGatewayWith(t, oneRoute(up), nil, TransportStd)
+	states := func() (active, idle int) {
+		b := tg.gw.binds[3000]
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, st := range b.conns {
+			switch st {
+			case fasthttp.StateActive:
+				active++
+			case fasthttp.StateIdle:
+				idle++
+			}
+		}
+		return active, idle
+	}
+	ask := func() {
+		c, br := dialRaw(t, tg.addr(3000))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, err := readReply(br, "GET"); err != nil || resp.status() != 200 {
+			t.Fatalf("%q %v", resp.line, err)
+		}
+	}
+	ask()
+	ask()
+	eventually(t, 5*time.Second, "two connections waiting in their writes", func() bool {
+		active, idle := states()
+		return active == 2 && idle == 0
+	})
+
+	old := awaitMaxConns.Swap(2)
+	t.Cleanup(func() { awaitMaxConns.Store(old) })
+	ask() // the third connection: above the limit
+	eventually(t, 5*time.Second, "the third connection idle", func() bool {
+		active, idle := states()
+		return active == 2 && idle == 1
+	})
 }

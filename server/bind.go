@@ -27,9 +27,11 @@ type bind struct {
 	unrouted *telemetry.RouteMetrics
 
 	draining atomic.Bool
-	mu       sync.Mutex
-	conns    map[net.Conn]fasthttp.ConnState
-	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
+	// open counts the bind's client connections (armResponseAwait).
+	open    atomic.Int64
+	mu      sync.Mutex
+	conns   map[net.Conn]fasthttp.ConnState
+	tunnels map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -98,6 +100,8 @@ func (b *bind) serveConn(conn net.Conn) {
 	}
 	b.metrics.ConnOpened()
 	defer b.metrics.ConnClosed()
+	b.open.Add(1)
+	defer b.open.Add(-1)
 	if b.draining.Load() {
 		c.Close()
 		return
