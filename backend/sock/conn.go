@@ -209,6 +209,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	c.received += int64(c.rn)
+	// Bytes of a new request: a response armed before them that never
+	// completed (a body length the server got wrong) must not follow the
+	// next response's writes.
+	c.resp.armed = false
 	return c.rn, nil
 }
 

@@ -526,3 +526,29 @@ func TestCloseIfAwaitingClosesOnlyAWaitingConnection(t *testing.T) {
 		t.Fatalf("peer did not see the close: %v", err)
 	}
 }
+
+// An armed response that never completed (the server announced more body
+// than it wrote) is forgotten when the next request's bytes arrive, so the
+// next response does not wait part-way.
+func TestStaleArmingEndsWithTheNextRequest(t *testing.T) {
+	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
+	sc.ArmResponseAwait(100, time.Minute)
+	if _, err := sc.Write([]byte("HTTP/1.1 200 OK\r\n\r\nshort")); err != nil {
+		t.Fatal(err)
+	}
+	peer.Write([]byte("GET /2 HTTP/1.1\r\n\r\n"))
+	if _, err := sc.Read(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// 95 bytes: what the stale arming still expected.
+	go func() { _, err := sc.Write(bytes.Repeat([]byte("x"), 95)); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next response waited on a stale arming")
+	}
+}
