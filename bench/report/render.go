@@ -142,8 +142,12 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 		if !ok1 || !ok2 || o.ReqPerSec == 0 || o.P99 == 0 {
 			continue
 		}
-		ratios = append(ratios, fmt.Sprintf("gateway/%s: req/s %s, p99 %s", targetLabels[other],
-			fmtRatio(gw.ReqPerSec/o.ReqPerSec), fmtRatio(float64(gw.P99)/float64(o.P99))))
+		ratio := fmt.Sprintf("gateway/%s: req/s %s, p99 %s", targetLabels[other],
+			fmtRatio(gw.ReqPerSec/o.ReqPerSec), fmtRatio(float64(gw.P99)/float64(o.P99)))
+		if med, lo, hi, ok := pairedRatios(r.runs[c.id][targetGateway], r.runs[c.id][other]); ok {
+			ratio += fmt.Sprintf(" (req/s round by round: median %s, %s–%s)", fmtRatio(med), fmtRatio(lo), fmtRatio(hi))
+		}
+		ratios = append(ratios, ratio)
 	}
 	if len(ratios) > 0 {
 		fmt.Fprintf(b, "\n%s.\n", strings.Join(ratios, "; "))

@@ -67,6 +67,8 @@ type run struct {
 	// minRPS and maxRPS are the range of req/s over them.
 	rounds         int
 	minRPS, maxRPS float64
+	// roundRPS is req/s by round, in round order (nil for a single run).
+	roundRPS []float64
 }
 
 // results is everything one bench run left in its output directory.
@@ -184,12 +186,37 @@ func loadRounds(base string) (run, bool, error) {
 			return rn, true, nil
 		}
 	}
+	byRound := make([]float64, len(rounds))
+	for i, rn := range rounds {
+		byRound[i] = rn.res.ReqPerSec
+	}
 	sort.Slice(rounds, func(i, j int) bool { return rounds[i].res.ReqPerSec < rounds[j].res.ReqPerSec })
 	med := rounds[len(rounds)/2]
 	med.otherCPU = busiest
 	med.rounds = len(rounds)
 	med.minRPS, med.maxRPS = rounds[0].res.ReqPerSec, rounds[len(rounds)-1].res.ReqPerSec
+	med.roundRPS = byRound
 	return med, true, nil
+}
+
+// pairedRatios divides a's req/s by b's round by round: targets of one round
+// run back to back, so the machine's drift mostly cancels. ok is false
+// without rounds on both sides.
+func pairedRatios(a, b run) (median, lo, hi float64, ok bool) {
+	if len(a.roundRPS) < 2 || len(a.roundRPS) != len(b.roundRPS) {
+		return 0, 0, 0, false
+	}
+	ratios := make([]float64, 0, len(a.roundRPS))
+	for i, x := range a.roundRPS {
+		if b.roundRPS[i] > 0 {
+			ratios = append(ratios, x/b.roundRPS[i])
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, 0, 0, false
+	}
+	sort.Float64s(ratios)
+	return ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], true
 }
 
 // loadRun reads base.txt (wrk output) or base.err; ok is false when neither
