@@ -77,7 +77,7 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 			if sc := sock.Wrap(c); sc != c {
 				return sc, nil
 			}
-			return &PromptConn{Conn: c}, nil
+			return &sock.PromptConn{Conn: c}, nil
 		},
 		MaxConns:                      s.MaxConns,
 		MaxIdleConnDuration:           idle,

@@ -10,7 +10,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -96,7 +95,7 @@ func (b *bind) serveConn(conn net.Conn) {
 	// a streamed body would wait in the write buffer.
 	c := sock.Wrap(conn)
 	if c == conn {
-		c = &backend.PromptConn{Conn: conn}
+		c = &sock.PromptConn{Conn: conn}
 	}
 	b.metrics.ConnOpened()
 	defer b.metrics.ConnClosed()

@@ -18,7 +18,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -422,33 +421,7 @@ func (c *Conn) sendAwaitStep(fd uintptr) bool {
 // ReadFrom copies r to the connection until io.EOF, writing each piece as
 // soon as it is read: bufio.Writer hands a streamed body to ReadFrom, and
 // the body's tail must not wait in a buffer for more to arrive.
-func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
-	buf := *bp
-	var total int64
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			m, werr := c.Write(buf[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
-}
-
-var copyBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 32<<10)
-	return &b
-}}
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) { return copyPromptly(c, r) }
 
 func (c *Conn) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {

@@ -1,4 +1,4 @@
-package backend
+package sock
 
 import (
 	"io"
@@ -7,18 +7,22 @@ import (
 )
 
 // PromptConn is a connection whose ReadFrom writes every piece of what it
-// reads as soon as it is read, through a pooled buffer. bufio.Writer hands a
+// reads as soon as it is read, through a pooled buffer: bufio.Writer hands a
 // streamed body of known length to its connection's ReadFrom once its buffer
-// is empty: net.TCPConn's allocates on every call (and 32 KiB for a body that
-// is not a file or socket), and a connection without one (netpoll's) leaves
-// the tail of what arrived in the write buffer until more comes. Upstream
-// connections are PromptConns, and the gateway wraps accepted ones.
+// is empty, and a connection without one (netpoll's) would leave the tail of
+// what arrived in the write buffer until more came. Connections that are
+// not TCP (netpoll's) are wrapped in it; TCP ones are Conns, whose ReadFrom
+// is the same.
 type PromptConn struct {
 	net.Conn
 }
 
 // ReadFrom copies r to the connection until io.EOF.
-func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) {
+func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) { return copyPromptly(c.Conn, r) }
+
+// copyPromptly copies r to w until io.EOF, writing each piece as soon as it
+// is read.
+func copyPromptly(w io.Writer, r io.Reader) (int64, error) {
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
@@ -26,7 +30,7 @@ func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			m, werr := c.Conn.Write(buf[:n])
+			m, werr := w.Write(buf[:n])
 			total += int64(m)
 			if werr == nil && m != n {
 				werr = io.ErrShortWrite
