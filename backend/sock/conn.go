@@ -285,19 +285,11 @@ func (c *Conn) awaitNextRequest(p []byte) ([]byte, error) {
 	if err := c.SetReadDeadline(time.Now().Add(c.resp.idle)); err != nil {
 		return p, nil
 	}
-	c.wbuf, c.wdone = p, false
 	c.awaiting.Store(1)
-	err := c.raw.Read(c.writeAwaitFn)
+	rest, err, sendErr := c.sendThenWait(p)
 	closed := !c.awaiting.CompareAndSwap(1, 0)
-	p = c.wbuf
-	c.wbuf = nil
-	if c.werr != 0 {
-		e := c.werr
-		c.werr = 0
-		return p, c.opError("write", os.NewSyscallError("sendto", e))
-	}
-	if !c.wdone || len(p) > 0 {
-		return p, nil // the plain write finishes it
+	if sendErr != nil || len(rest) > 0 {
+		return rest, sendErr // the plain write finishes it
 	}
 	if closed {
 		return nil, c.opError("write", net.ErrClosed)
@@ -311,6 +303,28 @@ func (c *Conn) awaitNextRequest(p []byte) ([]byte, error) {
 		// again here would reset the poller's readiness first.
 	}
 	return nil, nil
+}
+
+// sendThenWait sends p inside a raw read and, once all of it is sent, waits
+// there until the connection is readable. It returns what is left unsent
+// (the socket buffer filled up, or the wait could not start: a lazy read
+// deadline already past) for the plain write to finish, the wait's own
+// error, and the send's.
+func (c *Conn) sendThenWait(p []byte) (rest []byte, waitErr, sendErr error) {
+	c.wbuf, c.wdone = p, false
+	waitErr = c.raw.Read(c.writeAwaitFn)
+	rest, c.wbuf = c.wbuf, nil
+	return rest, waitErr, c.sendErr()
+}
+
+// sendErr returns, as a write error, the error send recorded, and clears it.
+func (c *Conn) sendErr() error {
+	if c.werr == 0 {
+		return nil
+	}
+	e := c.werr
+	c.werr = 0
+	return c.opError("write", os.NewSyscallError("sendto", e))
 }
 
 // recvStep is the raw read function: false asks the poller to wait.
@@ -344,23 +358,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 	} else if c.await {
 		c.await = false
 		if len(p) > 0 {
-			c.wbuf, c.wdone = p, false
 			// An error of the wait itself is left to the plain write below
 			// (nothing was sent) or to the read that follows (all was).
-			_ = c.raw.Read(c.writeAwaitFn)
-			p = c.wbuf
-			c.wbuf = nil
-			if c.werr != 0 {
-				e := c.werr
-				c.werr = 0
-				return total - len(p), c.opError("write", os.NewSyscallError("sendto", e))
+			rest, _, err := c.sendThenWait(p)
+			if err != nil {
+				return total - len(rest), err
 			}
-			if c.wdone && len(p) == 0 {
-				return total, nil
-			}
-			// The socket buffer filled up, or the wait could not start (a
-			// lazy read deadline already past): write the rest the plain
-			// way.
+			p = rest
 		}
 	}
 	for len(p) > 0 {
@@ -368,10 +372,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 		err := c.raw.Write(c.writeFn)
 		p = c.wbuf
 		c.wbuf = nil
-		if c.werr != 0 {
-			e := c.werr
-			c.werr = 0
-			return total - len(p), c.opError("write", os.NewSyscallError("sendto", e))
+		if sendErr := c.sendErr(); sendErr != nil {
+			return total - len(p), sendErr
 		}
 		if err != nil {
 			return total - len(p), c.opError("write", err)
