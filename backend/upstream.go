@@ -74,10 +74,7 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 			}
-			if sc := sock.Wrap(c); sc != c {
-				return sc, nil
-			}
-			return &sock.PromptConn{Conn: c}, nil
+			return sock.DataPath(c), nil
 		},
 		MaxConns:                      s.MaxConns,
 		MaxIdleConnDuration:           idle,

@@ -90,13 +90,7 @@ func bodyReadConfig(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 }
 
 func (b *bind) serveConn(conn net.Conn) {
-	// TCP connections read and write with recv/send (package sock).
-	// netpoll's connections have no ReadFrom: without PromptConn the tail of
-	// a streamed body would wait in the write buffer.
-	c := sock.Wrap(conn)
-	if c == conn {
-		c = &sock.PromptConn{Conn: conn}
-	}
+	c := sock.DataPath(conn)
 	b.metrics.ConnOpened()
 	defer b.metrics.ConnClosed()
 	b.open.Add(1)

@@ -98,6 +98,16 @@ func Wrap(c net.Conn) net.Conn {
 	return sc
 }
 
+// DataPath returns c as the data path uses it: a *Conn for a TCP connection,
+// a PromptConn for any other (netpoll's), so that every connection writes
+// streamed bodies through at once.
+func DataPath(c net.Conn) net.Conn {
+	if sc := Wrap(c); sc != c {
+		return sc
+	}
+	return &PromptConn{Conn: c}
+}
+
 // AwaitAfterWrite, when on, makes the next Write, once it has sent everything, wait
 // until the connection is readable before returning: the caller writes the
 // last of a request and reads its answer next. Waiting inside the write

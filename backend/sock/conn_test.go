@@ -262,6 +262,19 @@ func TestWrapLeavesOtherConnsAlone(t *testing.T) {
 	}
 }
 
+func TestDataPathWrapsEveryConnection(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if pc, ok := DataPath(a).(*PromptConn); !ok || pc.Conn != a {
+		t.Fatal("a non-TCP connection is not a PromptConn around itself")
+	}
+	sc, _ := pair(t)
+	if _, ok := DataPath(sc.TCPConn).(*Conn); !ok {
+		t.Fatal("a TCP connection is not a *Conn")
+	}
+}
+
 func TestReadWriteAllocateNothing(t *testing.T) {
 	sc, peer := pair(t)
 	go io.Copy(peer, peer) // echo
