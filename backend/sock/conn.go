@@ -55,7 +55,9 @@ type Conn struct {
 	accountLost         bool
 	// resp tracks an armed response (ArmResponseAwait) through its writes.
 	resp struct {
-		armed    bool
+		// armed is atomic: Read clears it, and a tunnel reads and writes
+		// the connection from two goroutines at once.
+		armed    atomic.Bool
 		headDone bool
 		need     int // body bytes still to write
 		idle     time.Duration
@@ -221,7 +223,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	// Bytes of a new request: a response armed before them that never
 	// completed (a body length the server got wrong) must not follow the
 	// next response's writes.
-	c.resp.armed = false
+	if c.resp.armed.Load() {
+		c.resp.armed.Store(false)
+	}
 	return c.rn, nil
 }
 
@@ -247,10 +251,11 @@ func (c *Conn) AccountRequest(n int) {
 // idle connection, as it would have. It reports whether it armed.
 func (c *Conn) ArmResponseAwait(bodyLen int, idle time.Duration) bool {
 	if c.accountLost || c.accounted != c.received || bodyLen < 0 || idle <= 0 {
-		c.resp.armed = false
+		c.resp.armed.Store(false)
 		return false
 	}
-	c.resp.armed, c.resp.headDone, c.resp.need, c.resp.idle = true, false, bodyLen, idle
+	c.resp.headDone, c.resp.need, c.resp.idle = false, bodyLen, idle
+	c.resp.armed.Store(true)
 	return true
 }
 
@@ -273,7 +278,7 @@ func (c *Conn) responseComplete(p []byte) bool {
 	if !c.resp.headDone {
 		i := bytes.Index(p, headEnd)
 		if i < 0 {
-			c.resp.armed = false // a head beyond one write: not worth following
+			c.resp.armed.Store(false) // a head beyond one write: not worth following
 			return false
 		}
 		c.resp.headDone = true
@@ -283,7 +288,7 @@ func (c *Conn) responseComplete(p []byte) bool {
 	if c.resp.need > 0 {
 		return false
 	}
-	c.resp.armed = false
+	c.resp.armed.Store(false)
 	return c.resp.need == 0
 }
 
@@ -359,7 +364,7 @@ func (c *Conn) recvStep(fd uintptr) bool {
 // buffer is full.
 func (c *Conn) Write(p []byte) (int, error) {
 	total := len(p)
-	if c.resp.armed && c.responseComplete(p) && len(p) > 0 {
+	if c.resp.armed.Load() && c.responseComplete(p) && len(p) > 0 {
 		rest, err := c.awaitNextRequest(p)
 		if err != nil {
 			return total - len(rest), err

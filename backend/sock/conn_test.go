@@ -565,3 +565,28 @@ func TestStaleArmingEndsWithTheNextRequest(t *testing.T) {
 		t.Fatal("the next response waited on a stale arming")
 	}
 }
+
+// A tunnel reads and writes one connection from two goroutines at once, as
+// net.Conn allows: under -race this fails if Read and Write share state
+// without synchronisation. The peer sends and discards on its own, so
+// neither side waits for the other.
+func TestConcurrentReadAndWrite(t *testing.T) {
+	sc, peer := pair(t)
+	const n = 4 << 20
+	go io.Copy(io.Discard, peer)
+	go peer.Write(bytes.Repeat([]byte("r"), n))
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.CopyN(io.Discard, sc, n)
+		done <- err
+	}()
+	chunk := bytes.Repeat([]byte("w"), 4096)
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := sc.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -20,14 +20,15 @@ func FuzzResponseComplete(f *testing.F) {
 			a, b = b, a
 		}
 		var c Conn
-		c.resp.armed, c.resp.need = true, len(body)
+		c.resp.need = len(body)
+		c.resp.armed.Store(true)
 		writes := [][]byte{msg[:a], msg[a:b], msg[b:]}
 		last := 2
 		for last > 0 && len(writes[last]) == 0 {
 			last--
 		}
 		for i, w := range writes {
-			if !c.resp.armed {
+			if !c.resp.armed.Load() {
 				// Disarmed early: only when the head end was not in the
 				// first write that carried bytes of the response.
 				return
