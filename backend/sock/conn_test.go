@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -588,5 +589,41 @@ func TestConcurrentReadAndWrite(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTransfersAroundTheRawCallLimit moves payloads on both sides of
+// rawCallMax in both directions, so both system call paths carry real bytes.
+func TestTransfersAroundTheRawCallLimit(t *testing.T) {
+	for _, size := range []int{1, rawCallMax - 1, rawCallMax, rawCallMax + 1, 4 * rawCallMax} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			sc, peer := pair(t)
+			want := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+			want[size-1] = '!'
+			done := make(chan error, 1)
+			go func() {
+				got := make([]byte, size)
+				_, err := io.ReadFull(peer, got)
+				if err == nil && !bytes.Equal(got, want) {
+					err = errors.New("peer received different bytes")
+				}
+				if err == nil {
+					_, err = peer.Write(want)
+				}
+				done <- err
+			}()
+			if n, err := sc.Write(want); n != size || err != nil {
+				t.Fatalf("Write = %d, %v", n, err)
+			}
+			// One Read with a buffer of the payload's size, so reads above
+			// the limit take the ordinary path.
+			got := make([]byte, size)
+			if _, err := io.ReadFull(sc, got); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("Read: equal=%v, %v", bytes.Equal(got, want), err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
