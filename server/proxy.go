@@ -169,14 +169,19 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 
 	// X-Forwarded-For and -Proto: every prior line, in order, then this hop,
 	// as one line.
-	buf := appendPrior(rs.pc.Scratch(), h, fasthttp.HeaderXForwardedFor)
+	// Most requests have neither, and then there is nothing to delete.
+	buf, prior := appendPrior(rs.pc.Scratch(), h, fasthttp.HeaderXForwardedFor)
 	buf = appendIP(buf, fctx.RemoteAddr())
-	h.DelBytes(headerXFF)
-	h.SetBytesKV(headerXFF, buf)
-	buf = appendPrior(buf[:0], h, fasthttp.HeaderXForwardedProto)
+	if prior {
+		h.DelBytes(headerXFF)
+	}
+	h.SetCanonical(headerXFF, buf)
+	buf, prior = appendPrior(buf[:0], h, fasthttp.HeaderXForwardedProto)
 	buf = append(buf, rs.pc.Scheme...)
-	h.DelBytes(headerXFP)
-	h.SetBytesKV(headerXFP, buf)
+	if prior {
+		h.DelBytes(headerXFP)
+	}
+	h.SetCanonical(headerXFP, buf)
 	rs.pc.KeepScratch(buf)
 
 	// Hostname backends get their own name as Host, unless a rewrite already
@@ -202,15 +207,16 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 }
 
 // appendPrior appends the values of every line of the header name, each
-// followed by ", ".
-func appendPrior(dst []byte, h *fasthttp.RequestHeader, name string) []byte {
-	for _, v := range h.PeekAll(name) {
+// followed by ", ", and reports whether the request had such a line.
+func appendPrior(dst []byte, h *fasthttp.RequestHeader, name string) ([]byte, bool) {
+	lines := h.PeekAll(name)
+	for _, v := range lines {
 		if v = bytes.TrimSpace(v); len(v) > 0 {
 			dst = append(dst, v...)
 			dst = append(dst, commaSpace...)
 		}
 	}
-	return dst
+	return dst, len(lines) > 0
 }
 
 var (
