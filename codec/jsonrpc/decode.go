@@ -233,20 +233,11 @@ func (d *decoder) batch() []Message {
 		if n == MaxBatch {
 			d.fail(invalid("batch longer than " + strconv.Itoa(MaxBatch) + " messages"))
 		}
-		d.ws()
-		if d.pos == len(d.data) {
-			d.bad = true
-			return nil
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
+		if !d.elementFollows(']') {
+			if d.bad {
+				return nil
+			}
 			return msgs
-		default:
-			d.bad = true
-			return nil
 		}
 	}
 }
@@ -574,22 +565,29 @@ func (d *decoder) object(member func(key []byte) bool) bool {
 			d.bad = true
 			return false
 		}
-		d.ws()
-		if d.pos == len(d.data) {
-			d.bad = true
-			return false
+		if !d.elementFollows('}') {
+			return !d.bad
 		}
+	}
+}
+
+// elementFollows reads what ends an element of an array or object: a comma,
+// then true (another element follows), or closer, then false. Anything else
+// marks the input bad and returns false.
+func (d *decoder) elementFollows(closer byte) bool {
+	d.ws()
+	if d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ',':
 			d.pos++
-		case '}':
-			d.pos++
 			return true
-		default:
-			d.bad = true
+		case closer:
+			d.pos++
 			return false
 		}
 	}
+	d.bad = true
+	return false
 }
 
 // key reads an object key, unescaped.
