@@ -106,6 +106,20 @@ const (
 	Permissive             // nothing is refused; only valid tokens set claims
 )
 
+// parseModeAndLocation reads what jwtAuth and mcpAuthentication share: the
+// mode, and where the token is (the field named locField).
+func parseModeAndLocation(mode string, loc *config.AuthLocation, locField string) (Mode, Location, error) {
+	m, err := parseMode(mode)
+	if err != nil {
+		return 0, Location{}, err
+	}
+	l, err := NewLocation(loc)
+	if err != nil {
+		return 0, Location{}, prefixed(locField, err)
+	}
+	return m, l, nil
+}
+
 func parseMode(s string) (Mode, error) {
 	switch s {
 	case "", config.AuthModeStrict:
@@ -174,13 +188,9 @@ func New(cfg *config.JWTAuth, o Options) (*JWTAuth, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	o = o.withDefaults()
-	mode, err := parseMode(cfg.Mode)
+	mode, loc, err := parseModeAndLocation(cfg.Mode, cfg.Location, "location")
 	if err != nil {
 		return nil, err
-	}
-	loc, err := NewLocation(cfg.Location)
-	if err != nil {
-		return nil, prefixed("location", err)
 	}
 	v, err := newValidator(cfg.Providers, cfg.Single, &o)
 	if err != nil {

@@ -191,24 +191,19 @@ func splitTarget(uri []byte) (head, query, tail []byte) {
 	return uri[:q], uri[q+1 : end], uri[end:]
 }
 
+var ampersand, equals = []byte("&"), []byte("=")
+
 // QueryValue appends to dst the decoded value of the first parameter of the
 // raw query whose decoded name is name ('+' is a space, %XX a byte; a
 // malformed escape is kept as written). ok is false when there is none.
 func QueryValue(dst, query, name []byte) (value []byte, ok bool) {
 	for len(query) > 0 {
 		var pair []byte
-		if i := bytes.IndexByte(query, '&'); i >= 0 {
-			pair, query = query[:i], query[i+1:]
-		} else {
-			pair, query = query, nil
-		}
+		pair, query, _ = bytes.Cut(query, ampersand)
 		if len(pair) == 0 {
 			continue
 		}
-		key, val := pair, []byte(nil)
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			key, val = pair[:i], pair[i+1:]
-		}
+		key, val, _ := bytes.Cut(pair, equals)
 		if decodedEqual(key, name) {
 			return appendUnescaped(dst[:0], val), true
 		}
@@ -223,15 +218,8 @@ func RemoveQueryParam(dst, query, name []byte) []byte {
 	start := len(dst)
 	for len(query) > 0 {
 		var pair []byte
-		if i := bytes.IndexByte(query, '&'); i >= 0 {
-			pair, query = query[:i], query[i+1:]
-		} else {
-			pair, query = query, nil
-		}
-		key := pair
-		if i := bytes.IndexByte(pair, '='); i >= 0 {
-			key = pair[:i]
-		}
+		pair, query, _ = bytes.Cut(query, ampersand)
+		key, _, _ := bytes.Cut(pair, equals)
 		if len(pair) == 0 || decodedEqual(key, name) {
 			continue
 		}
@@ -246,15 +234,9 @@ func RemoveQueryParam(dst, query, name []byte) []byte {
 // decodedEqual reports whether raw, query-decoded, equals name.
 func decodedEqual(raw, name []byte) bool {
 	j := 0
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case c == '+':
-			c = ' '
-		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
-			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
-			i += 2
-		}
+	for i := 0; i < len(raw); {
+		var c byte
+		c, i = decodedAt(raw, i)
 		if j >= len(name) || name[j] != c {
 			return false
 		}
@@ -265,18 +247,26 @@ func decodedEqual(raw, name []byte) bool {
 
 // appendUnescaped appends the query-decoded form of raw.
 func appendUnescaped(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case c == '+':
-			c = ' '
-		case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
-			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
-			i += 2
-		}
+	for i := 0; i < len(raw); {
+		var c byte
+		c, i = decodedAt(raw, i)
 		dst = append(dst, c)
 	}
 	return dst
+}
+
+// decodedAt returns the query-decoded byte that starts at raw[i] ('+' is a
+// space, a valid %XX escape its byte, anything else itself) and the index
+// after it.
+func decodedAt(raw []byte, i int) (byte, int) {
+	switch c := raw[i]; {
+	case c == '+':
+		return ' ', i + 1
+	case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
+		return unhex(raw[i+1])<<4 | unhex(raw[i+2]), i + 3
+	default:
+		return c, i + 1
+	}
 }
 
 // appendQueryEscaped appends s escaped for a query component: unreserved

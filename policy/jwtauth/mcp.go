@@ -86,13 +86,9 @@ func NewMCP(cfg *config.MCPAuthentication, o Options) (*MCPAuth, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	o = o.withDefaults()
-	mode, err := parseMode(cfg.Mode)
+	mode, loc, err := parseModeAndLocation(cfg.Mode, cfg.AuthorizationLocation, "authorizationLocation")
 	if err != nil {
 		return nil, err
-	}
-	loc, err := NewLocation(cfg.AuthorizationLocation)
-	if err != nil {
-		return nil, prefixed("authorizationLocation", err)
 	}
 	p := &MCPAuth{
 		mode: mode, loc: loc, issuer: cfg.Issuer, audiences: cfg.Audiences,
