@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 
 	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
@@ -60,20 +61,6 @@ func mcpConnect(t *testing.T, endpoint, token string) (*sdk.ClientSession, error
 		t.Cleanup(func() { _ = cs.Close() })
 	}
 	return cs, err
-}
-
-func listTools(t *testing.T, cs *sdk.ClientSession) []string {
-	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 const specExample = `
@@ -137,7 +124,7 @@ func TestMCPSpecExample(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := listTools(t, cs); !slices.Equal(got, tc.want) {
+			if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, tc.want) {
 				t.Fatalf("tools = %v, want %v", got, tc.want)
 			}
 			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"})
@@ -242,7 +229,7 @@ binds:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, cs); !slices.Equal(got, []string{"a_echo", "b_echo", "b_sum"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"a_echo", "b_echo", "b_sum"}) {
 		t.Fatalf("tools %v", got)
 	}
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "b_sum"})
@@ -297,7 +284,7 @@ binds:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, cs); !slices.Equal(got, []string{"local_count", "local_crash", "local_echo", "local_pid", "web_echo"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"local_count", "local_crash", "local_echo", "local_pid", "web_echo"}) {
 		t.Fatalf("tools %v", got)
 	}
 	call := func(cs *sdk.ClientSession, name string) (string, error) {
@@ -366,7 +353,7 @@ binds:
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := listTools(t, cs); !slices.Equal(got, []string{"echo"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"echo"}) {
 		t.Fatalf("tools %v", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo"})
@@ -416,7 +403,7 @@ mcp:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, cs); !slices.Equal(got, []string{"echo", "get-env", "get-sum"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"echo", "get-env", "get-sum"}) {
 		t.Fatalf("tools %v", got)
 	}
 	if _, err := mcpConnect(t, tg.url(3000)+"/mcp", ""); err == nil {

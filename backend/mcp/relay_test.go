@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
@@ -125,20 +126,6 @@ func connect(t *testing.T, url string, opts *sdk.ClientOptions) *sdk.ClientSessi
 	return cs
 }
 
-func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
-	t.Helper()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	sort.Strings(names)
-	return names
-}
-
 func text(t *testing.T, res *sdk.CallToolResult) string {
 	t.Helper()
 	if len(res.Content) == 0 {
@@ -171,7 +158,7 @@ func TestRelayMultiplexesWithPrefixesAndAuthorization(t *testing.T) {
 		},
 	})
 
-	if got, want := toolNames(t, cs), []string{"a_echo", "a_progress", "a_sample", "b_echo", "b_other"}; !slices.Equal(got, want) {
+	if got, want := mcptest.ListedToolNames(t, cs), []string{"a_echo", "a_progress", "a_sample", "b_echo", "b_other"}; !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v", got, want)
 	}
 	for _, tc := range []struct{ tool, want string }{{"a_echo", "a:echo"}, {"b_echo", "b:echo"}, {"b_other", "b:other"}} {
@@ -230,7 +217,7 @@ func TestRelaySingleTargetHasNoPrefix(t *testing.T) {
 	}{{"", "echo"}, {"always", "a_echo"}} {
 		b := newTestBackend(t, &config.MCPBackend{PrefixMode: tc.mode, Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}})
 		cs := connect(t, serveBackend(t, b, nil), nil)
-		if got := toolNames(t, cs); !slices.Equal(got, []string{tc.want}) {
+		if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{tc.want}) {
 			t.Fatalf("prefixMode %q: tools %v", tc.mode, got)
 		}
 		if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tc.want}); err != nil || text(t, res) != "a:echo" {
@@ -251,7 +238,7 @@ func TestRelayPrefixModeNeverRoutesByName(t *testing.T) {
 	if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "two"}); err != nil || text(t, res) != "b:two" {
 		t.Fatalf("call two: %v %v", res, err)
 	}
-	if got := toolNames(t, cs); !slices.Equal(got, []string{"one", "two"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"one", "two"}) {
 		t.Fatalf("tools %v", got)
 	}
 }
@@ -272,7 +259,7 @@ func TestRelayFailureModes(t *testing.T) {
 	}
 	open := newTestBackend(t, &config.MCPBackend{FailureMode: "failOpen", Targets: targets})
 	cs := connect(t, serveBackend(t, open, nil), nil)
-	if got := toolNames(t, cs); !slices.Equal(got, []string{"good_echo"}) {
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"good_echo"}) {
 		t.Fatalf("failOpen tools %v", got)
 	}
 }
