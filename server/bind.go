@@ -60,8 +60,11 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		MaxRequestBodySize: fs.maxBufferSize,
 		ReadBufferSize:     8 << 10,
 		WriteBufferSize:    16 << 10,
-		ReduceMemoryUsage:  true,
-		IdleTimeout:        fs.idleTimeout,
+		// Buffers go back to the pools between requests: about 0.2 µs of
+		// CPU per request, but an idle connection then holds ~24 KiB less,
+		// which the 10,000-idle-connection budget needs.
+		ReduceMemoryUsage: true,
+		IdleTimeout:       fs.idleTimeout,
 		// A client must send its request head within this time; the body
 		// then gets bodyReadTimeout (HeaderReceived), since it may stream.
 		ReadTimeout:       requestHeadTimeout,
