@@ -196,10 +196,7 @@ func (d *decoder) ws() {
 
 // batch reads an array of messages.
 func (d *decoder) batch() []Message {
-	d.pos++ // [
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
+	if d.enter(']') {
 		d.fail(invalid("empty batch"))
 		return nil
 	}
@@ -311,13 +308,13 @@ func (d *decoder) message() Message {
 			}
 			return ok
 		case hasParams:
-			start := d.pos
-			if !d.value() {
+			v, ok := d.rawValue()
+			if !ok {
 				return false
 			}
-			switch d.data[start] {
+			switch v[0] {
 			case '{', '[':
-				params = d.data[start:d.pos]
+				params = v
 			case 'n':
 				seen &^= hasParams // null params: absent
 			default:
@@ -325,12 +322,12 @@ func (d *decoder) message() Message {
 			}
 			return true
 		case hasResult:
-			start := d.pos
-			if !d.value() {
+			v, ok := d.rawValue()
+			if !ok {
 				return false
 			}
-			result = d.data[start:d.pos]
-			resultIsNull = d.data[start] == 'n'
+			result = v
+			resultIsNull = v[0] == 'n'
 			return true
 		default: // hasError
 			var ok bool
@@ -431,11 +428,11 @@ func (d *decoder) errorObject() (e *Error, isNull, ok bool) {
 		seen |= bit
 		switch bit {
 		case hasCode:
-			start := d.pos
-			if !d.value() {
+			v, ok := d.rawValue()
+			if !ok {
 				return false
 			}
-			n, isInt := integer(d.data[start:d.pos])
+			n, isInt := integer(v)
 			if !isInt {
 				d.fail(invalid(`"error.code" must be an integer`))
 			}
@@ -450,11 +447,11 @@ func (d *decoder) errorObject() (e *Error, isNull, ok bool) {
 			}
 			e.Message = s
 		default:
-			start := d.pos
-			if !d.value() {
+			v, ok := d.rawValue()
+			if !ok {
 				return false
 			}
-			e.Data = d.data[start:d.pos]
+			e.Data = v
 		}
 		return true
 	})
@@ -470,7 +467,6 @@ func (d *decoder) id() (id ID, isNull, ok bool) {
 		d.bad = true
 		return ID{}, false, false
 	}
-	start := d.pos
 	switch c := d.data[d.pos]; {
 	case c == '"':
 		s, _, ok := d.str()
@@ -479,10 +475,11 @@ func (d *decoder) id() (id ID, isNull, ok bool) {
 	case c == 'n':
 		return ID{}, true, d.value()
 	case c == '-' || c >= '0' && c <= '9':
-		if !d.value() {
+		v, ok := d.rawValue()
+		if !ok {
 			return ID{}, false, false
 		}
-		n, isInt := integer(d.data[start:d.pos])
+		n, isInt := integer(v)
 		if !isInt || n > maxSafeInt || n < -maxSafeInt {
 			d.fail(invalid(`"id" must be a string or an integer of at most 2^53`))
 			return ID{}, false, true
@@ -542,24 +539,15 @@ func (d *decoder) object(member func(key []byte) bool) bool {
 	if d.level > MaxDepth {
 		d.fail(errTooDeep)
 	}
-	d.pos++ // {
-	d.ws()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
+	if d.enter('}') {
 		return true
 	}
 	for {
 		d.ws()
 		key, ok := d.key()
-		if !ok {
+		if !ok || !d.colon() {
 			return false
 		}
-		d.ws()
-		if d.pos == len(d.data) || d.data[d.pos] != ':' {
-			d.bad = true
-			return false
-		}
-		d.pos++
 		d.ws()
 		if !member(key) {
 			d.bad = true
@@ -590,6 +578,34 @@ func (d *decoder) elementFollows(closer byte) bool {
 	return false
 }
 
+// enter moves past the '[' or '{' at d.pos and the whitespace after it. It
+// reports whether the container is empty, moving past closer too: batch,
+// object and value all open containers through it, so that they agree on
+// what an empty one is.
+func (d *decoder) enter(closer byte) (empty bool) {
+	d.pos++
+	d.ws()
+	if d.pos < len(d.data) && d.data[d.pos] == closer {
+		d.pos++
+		return true
+	}
+	return false
+}
+
+// colon reads the ':' that separates an object member's name from its value
+// and the whitespace before it; anything else marks the input bad and
+// returns false. object and value share it, so that message members and
+// the members of other objects are split the same way.
+func (d *decoder) colon() bool {
+	d.ws()
+	if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+		d.bad = true
+		return false
+	}
+	d.pos++
+	return true
+}
+
 // key reads an object key, unescaped.
 func (d *decoder) key() ([]byte, bool) {
 	start := d.pos
@@ -600,9 +616,8 @@ func (d *decoder) key() ([]byte, bool) {
 	if !escaped {
 		return d.data[start+1 : end-1], true
 	}
-	var s string
-	if json.Unmarshal(d.data[start:end], &s) != nil {
-		d.bad = true
+	s, ok := d.unescape(d.data[start:end])
+	if !ok {
 		return nil, false
 	}
 	return []byte(s), true
@@ -626,12 +641,27 @@ func (d *decoder) str() (s string, isString, ok bool) {
 	if !escaped {
 		return intern(d.data[start+1 : end-1]), true, true
 	}
-	var u string // only here, so that only this path allocates it
-	if json.Unmarshal(d.data[start:end], &u) != nil {
-		d.bad = true
+	u, ok := d.unescape(d.data[start:end])
+	if !ok {
 		return "", false, false
 	}
 	return u, true, true
+}
+
+// unescape decodes quoted, a whole string that scanString found to hold
+// escapes: the rare path of key and str, written once for both. It is kept
+// out of line because key and str read every member name and string value
+// of a message, and the json.Unmarshal call would otherwise make both of
+// them larger for a path that escapes-free input never takes.
+//
+//go:noinline
+func (d *decoder) unescape(quoted []byte) (string, bool) {
+	var s string
+	if json.Unmarshal(quoted, &s) != nil {
+		d.bad = true
+		return "", false
+	}
+	return s, true
 }
 
 // intern returns the common MCP methods and the JSON-RPC version without
@@ -768,28 +798,17 @@ func (d *decoder) value() bool {
 		switch c := data[d.pos]; {
 		case c == '{':
 			open()
-			d.pos++
-			d.ws()
-			if d.pos < len(data) && data[d.pos] == '}' {
-				d.pos++
+			if d.enter('}') {
 				break
 			}
 			push(true)
-			if _, _, ok := d.scanString(); !ok {
+			if _, _, ok := d.scanString(); !ok || !d.colon() {
 				return false
 			}
-			d.ws()
-			if d.pos >= len(data) || data[d.pos] != ':' {
-				return fail()
-			}
-			d.pos++
 			continue
 		case c == '[':
 			open()
-			d.pos++
-			d.ws()
-			if d.pos < len(data) && data[d.pos] == ']' {
-				d.pos++
+			if d.enter(']') {
 				break
 			}
 			push(false)
@@ -831,14 +850,9 @@ func (d *decoder) value() bool {
 				d.pos++
 				if inObject() {
 					d.ws()
-					if _, _, ok := d.scanString(); !ok {
+					if _, _, ok := d.scanString(); !ok || !d.colon() {
 						return false
 					}
-					d.ws()
-					if d.pos >= len(data) || data[d.pos] != ':' {
-						return fail()
-					}
-					d.pos++
 				}
 				break
 			}
@@ -850,6 +864,19 @@ func (d *decoder) value() bool {
 			return fail()
 		}
 	}
+}
+
+// rawValue checks the JSON value at d.pos, moves past it and returns it as
+// written, or false (with d.bad set) on a syntax error. The value is never
+// empty, and it is a slice of d.data that runs to the end of d.data's
+// capacity, as rebase needs. The members kept raw (params, result, error
+// data) and the numbers read as integers all go through it.
+func (d *decoder) rawValue() ([]byte, bool) {
+	start := d.pos
+	if !d.value() {
+		return nil, false
+	}
+	return d.data[start:d.pos], true
 }
 
 func (d *decoder) literal(lit string) bool {
