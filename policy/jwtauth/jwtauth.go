@@ -106,18 +106,30 @@ const (
 	Permissive             // nothing is refused; only valid tokens set claims
 )
 
-// parseModeAndLocation reads what jwtAuth and mcpAuthentication share: the
-// mode, and where the token is (the field named locField).
-func parseModeAndLocation(mode string, loc *config.AuthLocation, locField string) (Mode, Location, error) {
+// authenticator is the token check that jwtAuth and mcpAuthentication
+// share: which tokens are valid, what happens without one, and where the
+// token travels. Both policies embed it, so that they are configured and
+// authenticate requests the same way and differ only in how they refuse.
+type authenticator struct {
+	v    *Validator
+	mode Mode
+	loc  Location
+}
+
+// newAuthenticator compiles the mode and the token location (the field
+// named locField) of either policy. It leaves the validator to the caller,
+// which builds it from its own providers, after checks of its own, so that
+// each policy reports configuration errors in the order it always has.
+func newAuthenticator(mode, locField string, loc *config.AuthLocation) (authenticator, error) {
 	m, err := parseMode(mode)
 	if err != nil {
-		return 0, Location{}, err
+		return authenticator{}, err
 	}
 	l, err := NewLocation(loc)
 	if err != nil {
-		return 0, Location{}, prefixed(locField, err)
+		return authenticator{}, prefixed(locField, err)
 	}
-	return m, l, nil
+	return authenticator{mode: m, loc: l}, nil
 }
 
 func parseMode(s string) (Mode, error) {
@@ -132,27 +144,30 @@ func parseMode(s string) (Mode, error) {
 	return Strict, fieldErrorf("mode", "must be one of: strict, optional, permissive")
 }
 
+// Validator returns the policy's token validator.
+func (a *authenticator) Validator() *Validator { return a.v }
+
 // authenticate runs the token check of both policies. It returns OK when the
 // request may go on: with c.Claims and c.Token set and the credential
 // removed when a valid token came, untouched otherwise.
-func authenticate(c *policy.Ctx, v *Validator, loc *Location, mode Mode) Failure {
-	tok := loc.extract(c)
+func (a *authenticator) authenticate(c *policy.Ctx) Failure {
+	tok := a.loc.extract(c)
 	if len(tok) == 0 {
-		if mode == Strict {
+		if a.mode == Strict {
 			return FailMissing
 		}
 		return OK
 	}
-	claims, f := v.Validate(tok)
+	claims, f := a.v.Validate(tok)
 	if f != OK {
-		if mode == Permissive {
+		if a.mode == Permissive {
 			return OK
 		}
 		return f
 	}
 	c.Claims = claims
 	c.Token = append(c.Token[:0], tok...)
-	loc.remove(c)
+	a.loc.remove(c)
 	return OK
 }
 
@@ -162,9 +177,7 @@ func authenticate(c *policy.Ctx, v *Validator, loc *Location, mode Mode) Failure
 // the body is one short line. A token in Proxy-Authorization is refused
 // with 407 and Proxy-Authenticate instead.
 type JWTAuth struct {
-	v          *Validator
-	mode       Mode
-	loc        Location
+	authenticator
 	status     int
 	challenge  []byte // header name
 	challenges [numFailures][]byte
@@ -188,16 +201,15 @@ func New(cfg *config.JWTAuth, o Options) (*JWTAuth, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	o = o.withDefaults()
-	mode, loc, err := parseModeAndLocation(cfg.Mode, cfg.Location, "location")
+	a, err := newAuthenticator(cfg.Mode, "location", cfg.Location)
 	if err != nil {
 		return nil, err
 	}
-	v, err := newValidator(cfg.Providers, cfg.Single, &o)
-	if err != nil {
+	if a.v, err = newValidator(cfg.Providers, cfg.Single, &o); err != nil {
 		return nil, err
 	}
-	p := &JWTAuth{v: v, mode: mode, loc: loc, status: http.StatusUnauthorized, challenge: headerWWWAuthenticate}
-	if loc.isProxyHeader() {
+	p := &JWTAuth{authenticator: a, status: http.StatusUnauthorized, challenge: headerWWWAuthenticate}
+	if p.loc.isProxyHeader() {
 		p.status, p.challenge = http.StatusProxyAuthRequired, headerProxyAuthenticate
 	}
 	for f := Failure(1); f < numFailures; f++ {
@@ -211,12 +223,9 @@ func New(cfg *config.JWTAuth, o Options) (*JWTAuth, error) {
 	return p, nil
 }
 
-// Validator returns the policy's token validator.
-func (p *JWTAuth) Validator() *Validator { return p.v }
-
 // OnRequest authenticates the request or answers it with a refusal.
 func (p *JWTAuth) OnRequest(c *policy.Ctx) policy.Result {
-	f := authenticate(c, p.v, &p.loc, p.mode)
+	f := p.authenticate(c)
 	if f == OK {
 		return policy.Continue
 	}

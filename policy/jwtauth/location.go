@@ -45,26 +45,27 @@ func NewLocation(cfg *config.AuthLocation) (Location, error) {
 	case cfg == nil:
 		return DefaultLocation(), nil
 	case cfg.Header != nil:
-		if cfg.Header.Name == "" {
-			return Location{}, fieldErrorf("header.name", "required")
-		}
-		l := Location{kind: locHeader, name: []byte(cfg.Header.Name)}
-		if cfg.Header.Prefix != nil {
+		l, err := namedLocation(locHeader, "header", cfg.Header.Name)
+		if err == nil && cfg.Header.Prefix != nil {
 			l.prefix = []byte(*cfg.Header.Prefix)
 		}
-		return l, nil
+		return l, err
 	case cfg.QueryParameter != nil:
-		if cfg.QueryParameter.Name == "" {
-			return Location{}, fieldErrorf("queryParameter.name", "required")
-		}
-		return Location{kind: locQuery, name: []byte(cfg.QueryParameter.Name)}, nil
+		return namedLocation(locQuery, "queryParameter", cfg.QueryParameter.Name)
 	case cfg.Cookie != nil:
-		if cfg.Cookie.Name == "" {
-			return Location{}, fieldErrorf("cookie.name", "required")
-		}
-		return Location{kind: locCookie, name: []byte(cfg.Cookie.Name)}, nil
+		return namedLocation(locCookie, "cookie", cfg.Cookie.Name)
 	}
 	return Location{}, fieldErrorf("", "exactly one of header, queryParameter, cookie is required")
+}
+
+// namedLocation compiles a location of the given kind; all three kinds are
+// addressed by a name, which is required. field is the kind's
+// configuration key, so that the error names "<field>.name".
+func namedLocation(kind locKind, field, name string) (Location, error) {
+	if name == "" {
+		return Location{}, fieldErrorf(field+".name", "required")
+	}
+	return Location{kind: kind, name: []byte(name)}, nil
 }
 
 // String describes the location, for messages.

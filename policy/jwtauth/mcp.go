@@ -62,9 +62,7 @@ const (
 // The metadata answers carry `Access-Control-Allow-Origin: *`; a route cors
 // policy, which runs first, answers preflights and decorates 401s.
 type MCPAuth struct {
-	v            *Validator
-	mode         Mode
-	loc          Location
+	authenticator
 	issuer       string
 	audiences    []string
 	provider     config.MCPProviderKind
@@ -86,12 +84,12 @@ func NewMCP(cfg *config.MCPAuthentication, o Options) (*MCPAuth, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	o = o.withDefaults()
-	mode, loc, err := parseModeAndLocation(cfg.Mode, cfg.AuthorizationLocation, "authorizationLocation")
+	a, err := newAuthenticator(cfg.Mode, "authorizationLocation", cfg.AuthorizationLocation)
 	if err != nil {
 		return nil, err
 	}
 	p := &MCPAuth{
-		mode: mode, loc: loc, issuer: cfg.Issuer, audiences: cfg.Audiences,
+		authenticator: a, issuer: cfg.Issuer, audiences: cfg.Audiences,
 		clientID: cfg.ClientID, client: o.HTTPClient, timeout: o.FetchTimeout, log: o.Logger,
 	}
 	if cfg.Provider != nil {
@@ -126,9 +124,6 @@ func NewMCP(cfg *config.MCPAuthentication, o Options) (*MCPAuth, error) {
 	p.asMetadata = &docCache{url: asMetadataURL(cfg.Issuer, p.provider), client: o.HTTPClient, timeout: o.FetchTimeout, minGap: o.RefetchInterval, now: o.Now}
 	return p, nil
 }
-
-// Validator returns the policy's token validator.
-func (p *MCPAuth) Validator() *Validator { return p.v }
 
 func derivedJWKSURL(issuer string, prov config.MCPProviderKind) string {
 	if prov == config.MCPProviderKeycloak {
@@ -190,7 +185,7 @@ func (p *MCPAuth) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	f := FailAlreadyAuthenticated
 	if c.Claims == nil {
-		f = authenticate(c, p.v, &p.loc, p.mode)
+		f = p.authenticate(c)
 	}
 	if f != OK {
 		p.reject(c, f, path)
