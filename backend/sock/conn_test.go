@@ -485,16 +485,7 @@ func TestUnaccountedBytesPreventArming(t *testing.T) {
 	if sc.ArmResponseAwait(0, time.Minute) {
 		t.Fatal("armed with a pipelined request unparsed")
 	}
-	done := make(chan error, 1)
-	go func() { _, err := sc.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("an unarmed write waited")
-	}
+	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 204 No Content\r\n\r\n"), "an unarmed write waited")
 	sc.AccountRequest(-1)
 	sc.accounted = sc.received
 	if sc.ArmResponseAwait(0, time.Minute) {
@@ -506,16 +497,7 @@ func TestUnaccountedBytesPreventArming(t *testing.T) {
 func TestArmedResponseWithMoreBytesThanAnnouncedDoesNotWait(t *testing.T) {
 	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
 	sc.ArmResponseAwait(1, time.Minute)
-	done := make(chan error, 1)
-	go func() { _, err := sc.Write([]byte("HTTP/1.1 200 OK\r\n\r\nlonger")); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waited on a response that did not match")
-	}
+	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 200 OK\r\n\r\nlonger"), "waited on a response that did not match")
 }
 
 func TestCloseIfAwaitingClosesOnlyAWaitingConnection(t *testing.T) {
@@ -554,17 +536,8 @@ func TestStaleArmingEndsWithTheNextRequest(t *testing.T) {
 	if _, err := sc.Read(make([]byte, 64)); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
 	// 95 bytes: what the stale arming still expected.
-	go func() { _, err := sc.Write(bytes.Repeat([]byte("x"), 95)); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the next response waited on a stale arming")
-	}
+	writeWithoutWaiting(t, sc, bytes.Repeat([]byte("x"), 95), "the next response waited on a stale arming")
 }
 
 // A tunnel reads and writes one connection from two goroutines at once, as
@@ -625,5 +598,21 @@ func TestTransfersAroundTheRawCallLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// writeWithoutWaiting writes p to sc and fails the test with why if the
+// write errs or does not return within 5 s (it waited when it should not).
+func writeWithoutWaiting(t *testing.T, sc *Conn, p []byte, why string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { _, err := sc.Write(p); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
 	}
 }
