@@ -19,6 +19,17 @@ func requestHeadLen(h *fasthttp.RequestHeader) int {
 	return n + 2 // no fields: the empty line alone
 }
 
+// declaredBodyLen is the length of the request's body as its head declares
+// it: Content-Length, 0 when the head has neither Content-Length nor
+// Transfer-Encoding (a request without framing has no body, RFC 9112 6.3;
+// fasthttp reports -2), or -1 for a chunked body.
+func declaredBodyLen(h *fasthttp.RequestHeader) int {
+	if n := h.ContentLength(); n != -2 {
+		return n
+	}
+	return 0
+}
+
 // awaitMaxConns is how many client connections a bind may hold and still
 // have responses await the next request. A connection waiting inside a write
 // keeps fasthttp's write buffer (a touched page of it, about 4 KiB) while it
@@ -44,16 +55,10 @@ func (b *bind) armResponseAwait(rs *requestState, status int) {
 		return
 	}
 	req, resp := &fctx.Request, &fctx.Response
-	// Content-Length, or -1 for a chunked body, or -2 for none declared
-	// (a request without framing has no body).
-	cl := req.Header.ContentLength()
-	switch {
-	case cl >= 0:
+	cl := declaredBodyLen(&req.Header)
+	if cl >= 0 {
 		sc.AccountRequest(rs.headLen + cl)
-	case cl == -2:
-		sc.AccountRequest(rs.headLen)
-		cl = 0
-	default:
+	} else {
 		sc.AccountRequest(-1)
 	}
 	if cl != 0 || b.open.Load() > awaitMaxConns.Load() || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||

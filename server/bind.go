@@ -92,9 +92,7 @@ const bodyReadTimeout = time.Hour
 // connection again before the next request sets its own, and skipping the
 // update saves a clock read and a deadline per request.
 func bodyReadConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	// -2: neither Content-Length nor Transfer-Encoding, which in a request
-	// means no body (RFC 9112, 6.3).
-	if n := h.ContentLength(); n == 0 || n == -2 {
+	if declaredBodyLen(h) == 0 {
 		return fasthttp.RequestConfig{}
 	}
 	return fasthttp.RequestConfig{ReadTimeout: bodyReadTimeout}
