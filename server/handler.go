@@ -75,7 +75,14 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 		return
 	}
 	path := requestPath(fctx)
-	rs.host = appendHost(rs.host[:0], fctx.Request.Header.Host())
+	var validHost bool
+	rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
+	if !validHost {
+		status := respondError(fctx, fasthttp.StatusBadRequest, "invalid Host header")
+		fctx.SetConnectionClose() // after respondError, which resets the response
+		b.finish(rs, status)
+		return
+	}
 	pc.Host = rs.host
 	pc.Path = path
 	l := bc.listenerFor(rs.host)
@@ -235,23 +242,54 @@ func requestPath(fctx *fasthttp.RequestCtx) []byte {
 }
 
 // appendHost appends the host of a Host header value, lower-cased and without
-// its port (IPv6 literals keep their brackets).
-func appendHost(dst, h []byte) []byte {
+// its port (IPv6 literals keep their brackets). It reports false, appending
+// nothing, for a value that is no host: a name with bytes a host cannot hold
+// (RFC 3986 3.2.2), a port with anything but digits, an unclosed bracket.
+// RFC 9112 3.2 has such a request answered 400.
+func appendHost(dst, h []byte) ([]byte, bool) {
 	end := len(h)
 	if len(h) > 0 && h[0] == '[' {
-		if i := bytes.IndexByte(h, ']'); i >= 0 {
-			end = i + 1
+		end = bytes.IndexByte(h, ']') + 1
+		if end == 0 {
+			return dst, false
 		}
-	} else if i := bytes.LastIndexByte(h, ':'); i >= 0 {
+	} else if i := bytes.IndexByte(h, ':'); i >= 0 {
 		end = i
 	}
-	for _, c := range h[:end] {
+	if end < len(h) && (h[end] != ':' || !allDigits(h[end+1:])) {
+		return dst, false
+	}
+	n := len(dst)
+	literal := end > 0 && h[0] == '['
+	for i, c := range h[:end] {
+		if !hostByte[c] && !(literal && (c == ':' || i == 0 || i == end-1)) {
+			return dst[:n], false
+		}
 		if c >= 'A' && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		dst = append(dst, c)
 	}
-	return dst
+	return dst, true
+}
+
+// hostByte marks the bytes of a registered name (RFC 3986 3.2.2: unreserved,
+// sub-delims, '%' of an escape). An IP literal may also hold ':' between its
+// brackets.
+var hostByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=%") {
+		t[c] = true
+	}
+	return t
+}()
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // matchedPrefix returns the longest of the route's prefixes that path matches

@@ -8,18 +8,56 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-func TestHopBitNamesEachHopHeaderAndNothingElse(t *testing.T) {
+func TestFieldBitNamesEachFieldAndNothingElse(t *testing.T) {
+	want := map[string]uint16{"Expect": fieldExpect, "X-Forwarded-For": fieldXFF, "X-Forwarded-Proto": fieldXFP}
 	for i, name := range hopHeaders {
-		for _, variant := range []string{string(name), strings.ToLower(string(name)), strings.ToUpper(string(name))} {
-			if got := hopBit([]byte(variant)); got != 1<<i {
-				t.Errorf("hopBit(%q) = %b, want %b", variant, got, 1<<i)
+		want[string(name)] = 1 << i
+	}
+	var all uint16
+	for name, bit := range want {
+		for _, variant := range []string{name, strings.ToLower(name), strings.ToUpper(name)} {
+			if got := fieldBit([]byte(variant)); got != bit {
+				t.Errorf("fieldBit(%q) = %b, want %b", variant, got, bit)
 			}
 		}
+		all |= bit
 	}
-	for _, name := range []string{"", "T", "Tx", "Trailed", "Upgrade2", "Connectio", "Connectiox", "Keep-Alivx", "X-Forwarded-For", "Content-Length", "Proxy-Authorizatio", "Proxy-Authenticatx"} {
-		if got := hopBit([]byte(name)); got != 0 {
-			t.Errorf("hopBit(%q) = %b, want 0", name, got)
+	if all != allFields {
+		t.Errorf("the fields' bits make %b, allFields is %b", all, allFields)
+	}
+	for _, name := range []string{"", "T", "Tx", "Trailed", "Upgrade2", "Connectio", "Connectiox", "Keep-Alivx", "Expecx",
+		"X-Forwarded-Fox", "X-Forwarded-Protx", "X-Forwarded-Host", "Content-Length", "Proxy-Authorizatio", "Proxy-Authenticatx"} {
+		if got := fieldBit([]byte(name)); got != 0 {
+			t.Errorf("fieldBit(%q) = %b, want 0", name, got)
 		}
+	}
+}
+
+// TestRequestFieldsSeesEveryKindOfField: the fields prepareRequest skips
+// unless requestFields reports them, wherever fasthttp keeps them.
+func TestRequestFieldsSeesEveryKindOfField(t *testing.T) {
+	for _, tc := range []struct {
+		name, head string
+		want       uint16
+	}{
+		{"none", "Host: a\r\nUser-Agent: x\r\nCookie: a=b\r\n", 0},
+		{"connection close (a flag, not a field)", "Host: a\r\nConnection: close\r\n", fieldConnection},
+		{"connection tokens", "Host: a\r\nconnection: upgrade, x-a\r\nupgrade: websocket\r\n", fieldConnection | fieldUpgrade},
+		{"trailer announcement (kept apart)", "Host: a\r\nContent-Length: 0\r\nTrailer: X-Sum\r\n", 1 << 6},
+		{"each other field", "Host: a\r\nProxy-Connection: k\r\nKeep-Alive: 5\r\nProxy-Authorization: b\r\n" +
+			"Proxy-Authenticate: c\r\nTE: trailers\r\nExpect: 100-continue\r\nx-forwarded-for: 1.2.3.4\r\nX-Forwarded-Proto: https\r\nContent-Length: 0\r\n",
+			allFields &^ (fieldConnection | fieldUpgrade | 1<<6)},
+		{"chunked (trailer fields unseen)", "Host: a\r\nTransfer-Encoding: chunked\r\n", allFields},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h fasthttp.RequestHeader
+			if err := h.Read(bufio.NewReader(strings.NewReader("POST / HTTP/1.1\r\n" + tc.head + "\r\n"))); err != nil {
+				t.Fatal(err)
+			}
+			if got := requestFields(&h); got != tc.want {
+				t.Errorf("requestFields = %011b, want %011b", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -18,6 +18,19 @@ var hopHeaders = [][]byte{
 	[]byte("Trailer"), []byte("Upgrade"),
 }
 
+// The fields the proxy path acts on, as bits of a set (fieldBit): the
+// hop-by-hop headers first, at their index in hopHeaders, then the request
+// fields prepareRequest replaces or removes.
+const (
+	fieldConnection = 1 << 0
+	fieldUpgrade    = 1 << 7
+	hopFields       = 1<<8 - 1
+	fieldExpect     = 1 << 8
+	fieldXFF        = 1 << 9
+	fieldXFP        = 1 << 10
+	allFields       = 1<<11 - 1
+)
+
 var (
 	headerXFF     = []byte("X-Forwarded-For")
 	headerXFP     = []byte("X-Forwarded-Proto")
@@ -42,8 +55,9 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 			return respondError(fctx, fasthttp.StatusBadRequest, "request names no destination")
 		}
 	}
-	upgrade := isUpgrade(&req.Header)
-	b.prepareRequest(rs, rb, up, upgrade)
+	fields := requestFields(&req.Header)
+	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
+	b.prepareRequest(rs, rb, up, upgrade, fields)
 	if upgrade {
 		return b.tunnel(rs, up)
 	}
@@ -138,23 +152,27 @@ func failureMessage(f backend.Failure) string {
 
 // prepareRequest turns the client's request into the upstream request in
 // place: hop-by-hop headers go, X-Forwarded-* are appended, Host follows the
-// backend, and the backend's request policies apply.
-func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool) {
+// backend, and the backend's request policies apply. fields says which of the
+// fields it acts on the request may hold (requestFields): a field that is
+// not there is not looked up, which would cost a pass over the headers each.
+func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool, fields uint16) {
 	fctx := rs.pc.Fast
 	h := &fctx.Request.Header
 	// Connection may come on several lines; each names fields to remove.
 	// (Deleting fields leaves the values PeekAll returned in place.)
-	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
-		if upgrade {
-			// The upgrade tokens must reach the upstream: only other listed
-			// headers go.
-			removeConnectionTokens(v, delExceptUpgrade(h))
-		} else {
-			removeConnectionTokens(v, h.DelBytes)
+	if fields&fieldConnection != 0 {
+		for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+			if upgrade {
+				// The upgrade tokens must reach the upstream: only other listed
+				// headers go.
+				removeConnectionTokens(v, delExceptUpgrade(h))
+			} else {
+				removeConnectionTokens(v, h.DelBytes)
+			}
 		}
 	}
-	for _, name := range hopHeaders {
-		if upgrade && bytes.Equal(name, hopHeaders[7]) {
+	for i, name := range hopHeaders {
+		if fields&(1<<i) == 0 || upgrade && 1<<i == fieldUpgrade {
 			continue
 		}
 		h.DelBytes(name)
@@ -165,18 +183,25 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 		// are gone.
 		h.SetBytesKV(headerConnection, headerUpgrade)
 	}
-	h.DelBytes(headerExpect)
+	if fields&fieldExpect != 0 {
+		h.DelBytes(headerExpect)
+	}
 
 	// X-Forwarded-For and -Proto: every prior line, in order, then this hop,
 	// as one line.
-	// Most requests have neither, and then there is nothing to delete.
-	buf, prior := appendPrior(rs.pc.Scratch(), h, fasthttp.HeaderXForwardedFor)
+	buf, prior := rs.pc.Scratch(), false
+	if fields&fieldXFF != 0 {
+		buf, prior = appendPrior(buf, h, fasthttp.HeaderXForwardedFor)
+	}
 	buf = appendIP(buf, fctx.RemoteAddr())
 	if prior {
 		h.DelBytes(headerXFF)
 	}
 	h.SetCanonical(headerXFF, buf)
-	buf, prior = appendPrior(buf[:0], h, fasthttp.HeaderXForwardedProto)
+	buf, prior = buf[:0], false
+	if fields&fieldXFP != 0 {
+		buf, prior = appendPrior(buf, h, fasthttp.HeaderXForwardedProto)
+	}
 	buf = append(buf, rs.pc.Scheme...)
 	if prior {
 		h.DelBytes(headerXFP)
@@ -251,9 +276,9 @@ func finishResponse(resp *fasthttp.Response) {
 func cleanResponse(h *fasthttp.ResponseHeader) {
 	var present uint16
 	for k := range h.All() {
-		present |= hopBit(k)
+		present |= fieldBit(k) & hopFields
 	}
-	if present&hopBit(headerConnection) != 0 {
+	if present&fieldConnection != 0 {
 		for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
 			removeConnectionTokens(v, h.DelBytes)
 		}
@@ -266,12 +291,35 @@ func cleanResponse(h *fasthttp.ResponseHeader) {
 	h.ResetConnectionClose()
 }
 
-// hopBit returns the bit of a field name in hopHeaders (1<<index), or 0.
-func hopBit(name []byte) uint16 {
+// requestFields reports which of the fields the proxy path acts on (the
+// bits of fieldBit) the request holds, in one pass over its headers. Each
+// lookup by name (Peek, DelBytes) costs a pass and a key normalization of
+// its own, and most requests hold none of these fields.
+//
+// The pass also goes over the cookies, which it collects as fasthttp's
+// header count in handle already did; it does not see trailer fields, which
+// only a chunked request has, so a chunked request gets every bit.
+func requestFields(h *fasthttp.RequestHeader) uint16 {
+	if h.ContentLength() == -1 {
+		return allFields
+	}
+	var present uint16
+	for k := range h.All() {
+		present |= fieldBit(k)
+	}
+	return present
+}
+
+// fieldBit returns the bit of a field name among the fields the proxy path
+// acts on (hopHeaders, then Expect, X-Forwarded-For, X-Forwarded-Proto),
+// whatever its case, or 0.
+func fieldBit(name []byte) uint16 {
 	var i int
 	switch len(name) {
 	case 2:
 		i = 5 // Te
+	case 6:
+		return foldBit(name, headerExpect, fieldExpect)
 	case 7:
 		if name[0]|0x20 == 't' {
 			i = 6 // Trailer
@@ -284,8 +332,12 @@ func hopBit(name []byte) uint16 {
 		} else {
 			i = 2 // Keep-Alive
 		}
+	case 15:
+		return foldBit(name, headerXFF, fieldXFF)
 	case 16:
 		i = 1 // Proxy-Connection
+	case 17:
+		return foldBit(name, headerXFP, fieldXFP)
 	case 18:
 		i = 3 // Proxy-Authenticate
 	case 19:
@@ -293,8 +345,13 @@ func hopBit(name []byte) uint16 {
 	default:
 		return 0
 	}
-	if bytes.EqualFold(name, hopHeaders[i]) {
-		return 1 << i
+	return foldBit(name, hopHeaders[i], 1<<i)
+}
+
+// foldBit returns bit if name is want in any case, else 0.
+func foldBit(name, want []byte, bit uint16) uint16 {
+	if bytes.EqualFold(name, want) {
+		return bit
 	}
 	return 0
 }
