@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -63,12 +64,12 @@ func (b *bind) armResponseAwait(rs *requestState, status int) {
 	}
 	if cl != 0 || b.open.Load() > awaitMaxConns.Load() || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||
 		!req.Header.IsHTTP11() || req.Header.ConnectionClose() || resp.ConnectionClose() {
-		sc.ArmResponseAwait(-1, 0) // disarms
+		sc.ArmResponseAwait(-1, time.Time{}) // disarms
 		return
 	}
 	body := len(resp.Body())
 	if req.Header.IsHead() || status < 200 || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		body = 0
 	}
-	sc.ArmResponseAwait(body, rs.bind.frontend.idleTimeout)
+	sc.ArmResponseAwait(body, deadlineAfter(rs.bind.frontend.idle()))
 }

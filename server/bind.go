@@ -42,6 +42,15 @@ type frontendSettings struct {
 	maxBufferSize int
 }
 
+// idle is how long a keep-alive connection may wait for its next request. A
+// zero http1IdleTimeout leaves the request head's timeout, as fasthttp did.
+func (fs frontendSettings) idle() time.Duration {
+	if fs.idleTimeout > 0 {
+		return fs.idleTimeout
+	}
+	return requestHeadTimeout()
+}
+
 func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, error) {
 	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}}
 	b.metrics = gw.metrics.Bind(port)
@@ -64,11 +73,15 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		// CPU per request, but an idle connection then holds ~24 KiB less,
 		// which the 10,000-idle-connection budget needs.
 		ReduceMemoryUsage: true,
-		IdleTimeout:       fs.idleTimeout,
-		// A client must send its request head within this time; the body
-		// then gets bodyReadTimeout (HeaderReceived), since it may stream.
-		ReadTimeout:       requestHeadTimeout,
-		HeaderReceived:    bodyReadConfig,
+		// The request head's deadline and the idle one are the bind's own
+		// (serveConn, trackConn), from the deadline clock: fasthttp would
+		// read the clock twice for each, on every request. A body gets
+		// bodyReadTimeout (HeaderReceived), since it may stream.
+		ReadTimeout:    0,
+		IdleTimeout:    0,
+		HeaderReceived: bodyReadConfig,
+		// The handler takes its own start time (monoNow).
+		LazyRequestTime:   true,
 		KeepHijackedConns: false,
 		CloseOnShutdown:   true,
 		Logger:            fasthttpLogger{gw.log},
@@ -81,9 +94,18 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 	return b, nil
 }
 
-// requestHeadTimeout bounds how long a client may take to send request headers
-// (fasthttp's ReadTimeout starts when the first byte of a request arrives).
-const requestHeadTimeout = 60 * time.Second
+// requestHeadTimeout bounds how long a client may take to send a request
+// head, from its first byte (or, for a connection's first request, from the
+// connection's start).
+func requestHeadTimeout() time.Duration { return time.Duration(headTimeout.Load()) }
+
+// headTimeout holds requestHeadTimeout, atomic so that tests can shorten it
+// while connections of other tests' gateways may still read it.
+var headTimeout = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(60 * time.Second))
+	return &d
+}()
 
 // bodyReadTimeout bounds reading a streamed request body.
 const bodyReadTimeout = time.Hour
@@ -109,12 +131,24 @@ func (b *bind) serveConn(conn net.Conn) {
 		return
 	}
 	b.trackConn(c, fasthttp.StateNew)
+	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 	_ = b.srv.ServeConn(c)
 	b.awaitTunnel(c)
 	b.trackConn(c, fasthttp.StateClosed)
 }
 
+// trackConn follows the bind's connections through their states (drain
+// needs them), and sets the read deadline each state has: a request's head
+// must arrive within requestHeadTimeout of its first byte, and the next
+// request's first byte within the idle timeout (http1IdleTimeout, as the
+// bind's configuration has it now).
 func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
+	switch st {
+	case fasthttp.StateActive:
+		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+	case fasthttp.StateIdle:
+		_ = c.SetReadDeadline(deadlineAfter(b.current.Load().frontend.idle()))
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch st {

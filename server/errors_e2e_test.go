@@ -237,6 +237,68 @@ func TestErrorsIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestErrorsRequestHeadTimeout: a client must send a request head within
+// requestHeadTimeout: of connecting, for the first request, and of the head's
+// first byte, for a later one. A head begun and not finished gets 408 and the
+// connection closes; a connection that sends nothing is closed without an
+// answer; a head sent in pieces within the time is served.
+func TestErrorsRequestHeadTimeout(t *testing.T) {
+	old := headTimeout.Swap(int64(300 * time.Millisecond))
+	t.Cleanup(func() { headTimeout.Store(old) })
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	const get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+	type headCase struct {
+		desc   string
+		before string // whole requests sent and answered first
+		send   string // then this, and nothing more
+	}
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			cases := []headCase{
+				{desc: "first request, part of its head", send: "GET / HTTP/1.1\r\nHost: a\r\n"},
+				{desc: "second request, part of its head", before: get, send: "GET / HTTP/1.1\r\nHo"},
+			}
+			if tr == TransportStd {
+				// netpoll hands a connection over at its first byte.
+				cases = append(cases, headCase{desc: "no byte at all"})
+			}
+			for _, tc := range cases {
+				t.Run(tc.desc, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if tc.before != "" {
+						if resp := roundTripRaw(t, c, br, "GET", tc.before); resp.status() != 200 {
+							t.Fatalf("request before: %q", resp.line)
+						}
+					}
+					start := time.Now()
+					if tc.send != "" {
+						resp := roundTripRaw(t, c, br, "GET", tc.send)
+						if resp.status() != 408 || resp.fields.get("Connection") != "close" {
+							t.Fatalf("unfinished head answered %q %q, want 408 and Connection: close", resp.line, resp.fields)
+						}
+					}
+					b, err := br.ReadByte()
+					took := time.Since(start)
+					if !isClosed(err) {
+						t.Fatalf("connection not closed within the client's bound: byte %q, %v", b, err)
+					}
+					if took < 250*time.Millisecond || took > 5*time.Second {
+						t.Fatalf("closed after %v, want about 300ms", took)
+					}
+				})
+			}
+			c, br := dialRaw(t, tg.addr(3000))
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			if resp := roundTripRaw(t, c, br, "GET", "Host: a\r\n\r\n"); resp.status() != 200 {
+				t.Fatalf("head in two pieces: %q", resp.line)
+			}
+		})
+	}
+}
+
 // misbehavingUpstream serves /echo (the body's length), /slow (signals
 // firstMiB after reading one MiB of the body, then reports how reading the
 // rest ended) and /big (8 MiB, ignoring write errors).

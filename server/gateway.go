@@ -125,8 +125,10 @@ func (g *Gateway) Apply(f *config.File) error {
 		}
 		opened[port] = b
 	}
-	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout {
-		g.log.Warn("frontendPolicies.http.http1IdleTimeout changes apply to ports opened after this reload; restart to apply it everywhere")
+	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout && g.transport == TransportNetpoll {
+		// The idle deadline itself follows the new value at once
+		// (bind.trackConn); netpoll's TCP keepalive interval does not.
+		g.log.Warn("frontendPolicies.http.http1IdleTimeout changes the TCP keepalive interval of ports opened after this reload only; restart to apply it everywhere")
 	}
 	for port, b := range opened {
 		g.binds[port] = b

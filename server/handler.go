@@ -26,6 +26,8 @@ type requestState struct {
 	mcp mcpgw.Outcome
 	// headLen is the request head's size on the wire (requestHeadLen).
 	headLen int
+	// start is when the handler took the request (monoNow).
+	start time.Duration
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -55,6 +57,7 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	bc := b.current.Load()
 	rs := acquireState()
 	defer releaseState(rs)
+	rs.start = monoNow()
 	rs.bind = bc
 	pc := &rs.pc
 	pc.Fast = fctx
@@ -143,7 +146,7 @@ func (b *bind) finish(rs *requestState, status int) {
 		fctx.SetConnectionClose()
 	}
 	b.armResponseAwait(rs, status)
-	d := time.Since(fctx.Time())
+	d := monoNow() - rs.start
 	in, out := requestBytes(&fctx.Request), responseBytes(&fctx.Response)
 	r := rs.route
 	switch {

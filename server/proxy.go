@@ -62,10 +62,10 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 		return b.tunnel(rs, up)
 	}
 
-	start := fctx.Time()
 	var deadline time.Time
 	if r.timeout > 0 {
-		deadline = start.Add(r.timeout)
+		// requestTimeout counts from when the handler took the request.
+		deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
 	}
 	attempts := 1
 	if r.retry != nil {

@@ -59,8 +59,8 @@ type Conn struct {
 		// the connection from two goroutines at once.
 		armed    atomic.Bool
 		headDone bool
-		need     int // body bytes still to write
-		idle     time.Duration
+		need     int       // body bytes still to write
+		deadline time.Time // of the wait for the next request
 	}
 	// awaiting is 1 while a server-side await waits for the next request,
 	// 2 once CloseIfAwaiting closed the connection under it.
@@ -246,15 +246,16 @@ func (c *Conn) AccountRequest(n int) {
 // received so far belongs to requests already accounted for (nothing
 // pipelined waits in the server's buffer), the write that completes the
 // response then waits, inside the write, for the next request to arrive, up
-// to idle: the read that follows finds data instead of EAGAIN. If idle
-// passes first, the write returns a timeout error and the server closes the
-// idle connection, as it would have. It reports whether it armed.
-func (c *Conn) ArmResponseAwait(bodyLen int, idle time.Duration) bool {
-	if c.accountLost || c.accounted != c.received || bodyLen < 0 || idle <= 0 {
+// to deadline (the connection's idle deadline): the read that follows finds
+// data instead of EAGAIN. If the deadline passes first, the write returns a
+// timeout error and the server closes the idle connection, as it would have.
+// It reports whether it armed; a zero deadline disarms.
+func (c *Conn) ArmResponseAwait(bodyLen int, deadline time.Time) bool {
+	if c.accountLost || c.accounted != c.received || bodyLen < 0 || deadline.IsZero() {
 		c.resp.armed.Store(false)
 		return false
 	}
-	c.resp.headDone, c.resp.need, c.resp.idle = false, bodyLen, idle
+	c.resp.headDone, c.resp.need, c.resp.deadline = false, bodyLen, deadline
 	c.resp.armed.Store(true)
 	return true
 }
@@ -293,11 +294,11 @@ func (c *Conn) responseComplete(p []byte) bool {
 }
 
 // awaitNextRequest sends p inside a raw read and waits there, up to the
-// armed idle time, for the next request. It reports how much of p is left
+// armed deadline, for the next request. It reports how much of p is left
 // to send the plain way (the socket buffer filled up), or an error: the
-// idle time passed (a timeout) or sending failed.
+// deadline passed (a timeout) or sending failed.
 func (c *Conn) awaitNextRequest(p []byte) ([]byte, error) {
-	if err := c.SetReadDeadline(time.Now().Add(c.resp.idle)); err != nil {
+	if err := c.SetReadDeadline(c.resp.deadline); err != nil {
 		return p, nil
 	}
 	c.awaiting.Store(1)

@@ -428,7 +428,7 @@ func serverPair(t *testing.T, req string) (*Conn, *net.TCPConn) {
 
 func TestArmedResponseWaitsForTheNextRequest(t *testing.T) {
 	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	if !sc.ArmResponseAwait(2, time.Minute) {
+	if !sc.ArmResponseAwait(2, time.Now().Add(time.Minute)) {
 		t.Fatal("did not arm with every byte accounted for")
 	}
 	wrote := make(chan error, 1)
@@ -471,7 +471,7 @@ func TestArmedResponseWaitsForTheNextRequest(t *testing.T) {
 
 func TestArmedResponseEndsWithATimeoutWhenIdle(t *testing.T) {
 	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(0, 30*time.Millisecond)
+	sc.ArmResponseAwait(0, time.Now().Add(30*time.Millisecond))
 	_, err := sc.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n"))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Write = %v; want the idle timeout", err)
@@ -482,13 +482,13 @@ func TestUnaccountedBytesPreventArming(t *testing.T) {
 	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\nGET /pipelined HTTP/1.1\r\n\r\n")
 	// The server parsed only the first request; the second waits in its buffer.
 	sc.accounted = int64(len("GET / HTTP/1.1\r\n\r\n"))
-	if sc.ArmResponseAwait(0, time.Minute) {
+	if sc.ArmResponseAwait(0, time.Now().Add(time.Minute)) {
 		t.Fatal("armed with a pipelined request unparsed")
 	}
 	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 204 No Content\r\n\r\n"), "an unarmed write waited")
 	sc.AccountRequest(-1)
 	sc.accounted = sc.received
-	if sc.ArmResponseAwait(0, time.Minute) {
+	if sc.ArmResponseAwait(0, time.Now().Add(time.Minute)) {
 		t.Fatal("armed after a request of unknown size")
 	}
 }
@@ -496,7 +496,7 @@ func TestUnaccountedBytesPreventArming(t *testing.T) {
 // A response longer than announced disarms instead of waiting mid-stream.
 func TestArmedResponseWithMoreBytesThanAnnouncedDoesNotWait(t *testing.T) {
 	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(1, time.Minute)
+	sc.ArmResponseAwait(1, time.Now().Add(time.Minute))
 	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 200 OK\r\n\r\nlonger"), "waited on a response that did not match")
 }
 
@@ -505,7 +505,7 @@ func TestCloseIfAwaitingClosesOnlyAWaitingConnection(t *testing.T) {
 	if sc.CloseIfAwaiting() {
 		t.Fatal("closed a connection that was not waiting")
 	}
-	sc.ArmResponseAwait(0, time.Minute)
+	sc.ArmResponseAwait(0, time.Now().Add(time.Minute))
 	done := make(chan error, 1)
 	go func() { _, err := sc.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); done <- err }()
 	for limit := time.Now().Add(5 * time.Second); sc.awaiting.Load() != 1 && time.Now().Before(limit); {
@@ -528,7 +528,7 @@ func TestCloseIfAwaitingClosesOnlyAWaitingConnection(t *testing.T) {
 // next response does not wait part-way.
 func TestStaleArmingEndsWithTheNextRequest(t *testing.T) {
 	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(100, time.Minute)
+	sc.ArmResponseAwait(100, time.Now().Add(time.Minute))
 	if _, err := sc.Write([]byte("HTTP/1.1 200 OK\r\n\r\nshort")); err != nil {
 		t.Fatal(err)
 	}
