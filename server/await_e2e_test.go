@@ -95,8 +95,8 @@ func TestClientConnectionAwaitOnlyBelowTheConnectionLimit(t *testing.T) {
 		b := tg.gw.binds[3000]
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		for _, st := range b.conns {
-			switch st {
+		for c, st := range b.conns {
+			switch connState(c, st) {
 			case fasthttp.StateActive:
 				active++
 			case fasthttp.StateIdle:

@@ -142,12 +142,26 @@ func (b *bind) serveConn(conn net.Conn) {
 // must arrive within requestHeadTimeout of its first byte, and the next
 // request's first byte within the idle timeout (http1IdleTimeout, as the
 // bind's configuration has it now).
+//
+// The map holds the connections; their state is kept in the connection's
+// own word where it has one (stateWord), so that the two changes every
+// request makes (active, then idle) take no lock.
 func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
+	w := stateWord(c)
+	if w != nil {
+		w.Store(int32(st))
+	}
 	switch st {
 	case fasthttp.StateActive:
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+		if w != nil {
+			return
+		}
 	case fasthttp.StateIdle:
 		_ = c.SetReadDeadline(deadlineAfter(b.current.Load().frontend.idle()))
+		if w != nil && !b.draining.Load() {
+			return
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -175,6 +189,27 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 	default:
 		b.conns[c] = st
 	}
+}
+
+// stateWord returns the word in which a connection keeps its state for the
+// bind, or nil for a connection without one (the map then keeps it).
+func stateWord(c net.Conn) *atomic.Int32 {
+	switch t := c.(type) {
+	case *sock.Conn:
+		return &t.ServerState
+	case *sock.PromptConn:
+		return &t.ServerState
+	}
+	return nil
+}
+
+// connState returns a tracked connection's state; mapped is its value in
+// the map.
+func connState(c net.Conn, mapped fasthttp.ConnState) fasthttp.ConnState {
+	if w := stateWord(c); w != nil {
+		return fasthttp.ConnState(w.Load())
+	}
+	return mapped
 }
 
 // stopAccepting closes the listening socket.
@@ -210,7 +245,7 @@ func (b *bind) closeIdle() int {
 	defer b.mu.Unlock()
 	active := 0
 	for c, st := range b.conns {
-		if st == fasthttp.StateIdle || st == fasthttp.StateNew {
+		if st = connState(c, st); st == fasthttp.StateIdle || st == fasthttp.StateNew {
 			c.Close()
 			delete(b.conns, c)
 			continue

@@ -311,11 +311,14 @@ func requestInBackground(url string) <-chan clientResult {
 
 // TestLifecycleShutdownDrains: Shutdown stops accepting at once, turns
 // readiness off, closes idle connections, lets the in-flight request finish
-// with its answer (and Connection: close), and returns once it did.
+// with its answer (and Connection: close), and returns once it did; on both
+// transports (their connections keep their state in different types).
 func TestLifecycleShutdownDrains(t *testing.T) {
-	blocked := newBlockingBackend(t)
-	fast := newProbe(t, "fast")
-	tg := startGateway(t, `
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			blocked := newBlockingBackend(t)
+			fast := newProbe(t, "fast")
+			tg := startGatewayWith(t, `
 binds:
 - port: 3000
   listeners:
@@ -323,63 +326,65 @@ binds:
     - matches: [{path: {pathPrefix: /slow}}]
       backends: [{host: '${SLOW}'}]
     - backends: [{host: '${FAST}'}]
-`, map[string]string{"SLOW": blocked.addr, "FAST": fast.addr})
-	t.Cleanup(blocked.unblock)
-	addr := tg.addr(3000)
-	idle := dialKeepAlive(t, addr)
-	if got := idle.ask("/"); got != "fast" {
-		t.Fatalf("idle connection's request: %q", got)
-	}
-	if !tg.gw.Ready() {
-		t.Fatal("not ready before Shutdown")
-	}
+`, map[string]string{"SLOW": blocked.addr, "FAST": fast.addr}, tr)
+			t.Cleanup(blocked.unblock)
+			addr := tg.addr(3000)
+			idle := dialKeepAlive(t, addr)
+			if got := idle.ask("/"); got != "fast" {
+				t.Fatalf("idle connection's request: %q", got)
+			}
+			if !tg.gw.Ready() {
+				t.Fatal("not ready before Shutdown")
+			}
 
-	result := requestInBackground(tg.url(3000) + "/slow")
-	blocked.waitEntered(t)
+			result := requestInBackground(tg.url(3000) + "/slow")
+			blocked.waitEntered(t)
 
-	shutdownDone := make(chan struct{})
-	go func() {
-		defer close(shutdownDone)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		tg.gw.Shutdown(ctx)
-	}()
-	eventually(t, 5*time.Second, "readiness to turn off", func() bool { return !tg.gw.Ready() })
-	eventually(t, 5*time.Second, "new connections to be refused", func() bool { return refusing(addr) })
-	idle.closedByPeer(5 * time.Second)
-	select {
-	case <-shutdownDone:
-		t.Fatal("Shutdown returned while a request was in flight")
-	case r := <-result:
-		t.Fatalf("the in-flight request ended early: %+v", r)
-	default:
-	}
-	if tg.gw.Ready() {
-		t.Fatal("ready during the drain")
-	}
+			shutdownDone := make(chan struct{})
+			go func() {
+				defer close(shutdownDone)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				tg.gw.Shutdown(ctx)
+			}()
+			eventually(t, 5*time.Second, "readiness to turn off", func() bool { return !tg.gw.Ready() })
+			eventually(t, 5*time.Second, "new connections to be refused", func() bool { return refusing(addr) })
+			idle.closedByPeer(5 * time.Second)
+			select {
+			case <-shutdownDone:
+				t.Fatal("Shutdown returned while a request was in flight")
+			case r := <-result:
+				t.Fatalf("the in-flight request ended early: %+v", r)
+			default:
+			}
+			if tg.gw.Ready() {
+				t.Fatal("ready during the drain")
+			}
 
-	blocked.unblock()
-	select {
-	case r := <-result:
-		if r.err != nil || r.status != 200 || r.body != "released" {
-			t.Fatalf("in-flight request: %+v", r)
-		}
-		if !r.close {
-			t.Error("a response sent while draining should close its connection")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the in-flight request never finished")
-	}
-	select {
-	case <-shutdownDone:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown did not return after the last request finished")
-	}
-	if err := tg.gw.Apply(parseConfig(t, oneRoute(fast.addr), nil)); err == nil {
-		t.Fatal("Apply after Shutdown succeeded")
-	}
-	if tg.gw.Ready() {
-		t.Fatal("ready after Shutdown")
+			blocked.unblock()
+			select {
+			case r := <-result:
+				if r.err != nil || r.status != 200 || r.body != "released" {
+					t.Fatalf("in-flight request: %+v", r)
+				}
+				if !r.close {
+					t.Error("a response sent while draining should close its connection")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the in-flight request never finished")
+			}
+			select {
+			case <-shutdownDone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Shutdown did not return after the last request finished")
+			}
+			if err := tg.gw.Apply(parseConfig(t, oneRoute(fast.addr), nil)); err == nil {
+				t.Fatal("Apply after Shutdown succeeded")
+			}
+			if tg.gw.Ready() {
+				t.Fatal("ready after Shutdown")
+			}
+		})
 	}
 }
 

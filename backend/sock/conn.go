@@ -70,6 +70,12 @@ type Conn struct {
 	// one the poller holds (UnixNano, 0 for none). See SetReadDeadline.
 	readDeadline atomic.Int64
 	poller       atomic.Int64
+
+	// ServerState belongs to the server that serves the connection, which
+	// records the connection's state in it (it changes twice per request,
+	// and a word of the connection's own needs no lock or map); sock never
+	// reads it.
+	ServerState atomic.Int32
 }
 
 // New wraps a TCP connection. It fails only when the connection has no file

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // PromptConn is a connection whose ReadFrom writes every piece of what it
@@ -15,6 +16,8 @@ import (
 // is the same.
 type PromptConn struct {
 	net.Conn
+	// ServerState is the owner's, as Conn.ServerState is.
+	ServerState atomic.Int32
 }
 
 // ReadFrom copies r to the connection until io.EOF.
