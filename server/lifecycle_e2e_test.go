@@ -292,6 +292,22 @@ type clientResult struct {
 	err    error
 }
 
+// released waits, with a bound, for the result of a request the blocking
+// backend held and has let go: it must have got the backend's 200.
+func released(t *testing.T, result <-chan clientResult, what string) clientResult {
+	t.Helper()
+	select {
+	case r := <-result:
+		if r.err != nil || r.status != 200 || r.body != "released" {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never finished", what)
+		return clientResult{}
+	}
+}
+
 // requestInBackground sends GET url from another goroutine.
 func requestInBackground(url string) <-chan clientResult {
 	out := make(chan clientResult, 1)
@@ -362,16 +378,8 @@ binds:
 			}
 
 			blocked.unblock()
-			select {
-			case r := <-result:
-				if r.err != nil || r.status != 200 || r.body != "released" {
-					t.Fatalf("in-flight request: %+v", r)
-				}
-				if !r.close {
-					t.Error("a response sent while draining should close its connection")
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the in-flight request never finished")
+			if r := released(t, result, "in-flight request"); !r.close {
+				t.Error("a response sent while draining should close its connection")
 			}
 			select {
 			case <-shutdownDone:
@@ -537,12 +545,5 @@ func TestLifecycleRemovedBindDrains(t *testing.T) {
 		t.Fatal("the removed bind still accepts connections")
 	}
 	blocked.unblock()
-	select {
-	case r := <-result:
-		if r.err != nil || r.status != 200 || r.body != "released" {
-			t.Fatalf("in-flight request on the removed bind: %+v", r)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the in-flight request never finished")
-	}
+	released(t, result, "in-flight request on the removed bind")
 }
