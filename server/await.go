@@ -37,11 +37,15 @@ func declaredBodyLen(h *fasthttp.RequestHeader) int {
 // is idle; with many connections, most are idle and memory matters more
 // than the system call saved (10,000 idle connections: 235 MiB instead of
 // 189 MiB).
-var awaitMaxConns = func() *atomic.Int64 {
+var awaitMaxConns = newAtomicInt64(1024) // settable by tests
+
+// newAtomicInt64 returns an atomic.Int64 holding v, for the package's
+// settings that tests change while other tests' connections may read them.
+func newAtomicInt64(v int64) *atomic.Int64 {
 	var n atomic.Int64
-	n.Store(1024)
+	n.Store(v)
 	return &n
-}() // settable by tests
+}
 
 // armResponseAwait lets the client connection wait for the next request
 // inside the write that completes this response (sock.ArmResponseAwait),

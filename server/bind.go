@@ -101,11 +101,7 @@ func requestHeadTimeout() time.Duration { return time.Duration(headTimeout.Load(
 
 // headTimeout holds requestHeadTimeout, atomic so that tests can shorten it
 // while connections of other tests' gateways may still read it.
-var headTimeout = func() *atomic.Int64 {
-	var d atomic.Int64
-	d.Store(int64(60 * time.Second))
-	return &d
-}()
+var headTimeout = newAtomicInt64(int64(60 * time.Second))
 
 // bodyReadTimeout bounds reading a streamed request body.
 const bodyReadTimeout = time.Hour

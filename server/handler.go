@@ -251,7 +251,8 @@ func requestPath(fctx *fasthttp.RequestCtx) []byte {
 // RFC 9112 3.2 has such a request answered 400.
 func appendHost(dst, h []byte) ([]byte, bool) {
 	end := len(h)
-	if len(h) > 0 && h[0] == '[' {
+	literal := len(h) > 0 && h[0] == '['
+	if literal {
 		end = bytes.IndexByte(h, ']') + 1
 		if end == 0 {
 			return dst, false
@@ -263,7 +264,6 @@ func appendHost(dst, h []byte) ([]byte, bool) {
 		return dst, false
 	}
 	n := len(dst)
-	literal := end > 0 && h[0] == '['
 	for i, c := range h[:end] {
 		if !hostByte[c] && !(literal && (c == ':' || i == 0 || i == end-1)) {
 			return dst[:n], false
