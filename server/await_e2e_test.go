@@ -12,8 +12,9 @@ import (
 // client's next request inside the write of the previous response
 // (sock.ArmResponseAwait). Whatever mix of requests a keep-alive connection
 // carries — bodies of every framing, HEAD, pipelined bursts — each is
-// answered at once (requests in pieces and miscounted heads: the next test). A wait on the wrong write would hold an answer
-// until the 10-minute idle timeout; dialRaw's deadline would fail the read.
+// answered at once (requests in pieces and miscounted heads: the next test).
+// A wait on the wrong write would hold an answer until the 10-minute idle
+// timeout; dialRaw's deadline would fail the read.
 func TestClientConnectionAwaitKeepsEveryRequestFlowing(t *testing.T) {
 	up, _ := rawHTTPUpstream(t, echoAnswer)
 	tg := startGatewayWith(t, oneRoute(up), nil, TransportStd)

@@ -8,6 +8,17 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// readRequestHead parses a request head as the server would; a head it
+// refuses fails the test.
+func readRequestHead(t *testing.T, raw string) *fasthttp.RequestHeader {
+	t.Helper()
+	var h fasthttp.RequestHeader
+	if err := h.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	return &h
+}
+
 // TestBodyReadConfig: only a request that has a body moves the read deadline
 // out to bodyReadTimeout; a bodiless one keeps the head's.
 func TestBodyReadConfig(t *testing.T) {
@@ -21,11 +32,8 @@ func TestBodyReadConfig(t *testing.T) {
 		{"chunked", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h fasthttp.RequestHeader
-			if err := h.Read(bufio.NewReader(strings.NewReader(tc.head))); err != nil {
-				t.Fatal(err)
-			}
-			got := bodyReadConfig(&h).ReadTimeout == bodyReadTimeout
+			h := readRequestHead(t, tc.head)
+			got := bodyReadConfig(h).ReadTimeout == bodyReadTimeout
 			if got != tc.want {
 				t.Fatalf("deadline moved = %v, want %v (ContentLength %d)", got, tc.want, h.ContentLength())
 			}

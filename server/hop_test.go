@@ -50,11 +50,8 @@ func TestRequestFieldsSeesEveryKindOfField(t *testing.T) {
 		{"chunked (trailer fields unseen)", "Host: a\r\nTransfer-Encoding: chunked\r\n", allFields},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var h fasthttp.RequestHeader
-			if err := h.Read(bufio.NewReader(strings.NewReader("POST / HTTP/1.1\r\n" + tc.head + "\r\n"))); err != nil {
-				t.Fatal(err)
-			}
-			if got := requestFields(&h); got != tc.want {
+			h := readRequestHead(t, "POST / HTTP/1.1\r\n"+tc.head+"\r\n")
+			if got := requestFields(h); got != tc.want {
 				t.Errorf("requestFields = %011b, want %011b", got, tc.want)
 			}
 		})
