@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -51,6 +52,7 @@ func (b *RouteBackend) DecodeNode(n *decode.Node) {
 		case "backend":
 			b.Kind = BackendRef
 			v.Decode(&b.Backend)
+			b.Backend = backendRefName(b.Backend)
 			if b.Backend == "" {
 				v.Errorf("must not be empty")
 			}
@@ -107,6 +109,12 @@ func (b *NamedBackend) DecodeNode(n *decode.Node) {
 		n.Get("name").Errorf("must not be empty")
 	}
 }
+
+// backendRefName is the top-level backend a `backend:` reference names.
+// agentgateway keys a file's backends as namespace/name with an empty
+// namespace, so its own files write the reference to backend "api" as
+// "/api"; both spellings name the same backend here.
+func backendRefName(ref string) string { return strings.TrimPrefix(ref, "/") }
 
 // decodeBackendUnion walks a map holding exactly one of kinds plus the shared
 // keys, calling each for every key it knows and recording errors for the rest.

@@ -77,6 +77,9 @@ func TestParse(t *testing.T) {
 		{desc: "two backend kinds", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        dynamic: {}\n", wantErr: "only one backend kind may be set"},
 		{desc: "dangling backend ref", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: nope\n", wantErr: `no backend named "nope"`},
 		{desc: "named backend ok", yaml: "backends:\n- name: b\n  host: 127.0.0.1:9\nbinds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: b\n"},
+		{desc: "named backend ref written as agentgateway keys it", yaml: "backends:\n- name: b\n  host: 127.0.0.1:9\nbinds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestMirror: {backend: {backend: /b}, percentage: 1}\n      backends:\n      - backend: /b\n"},
+		{desc: "dangling slash ref", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: /nope\n", wantErr: `no backend named "nope"`},
+		{desc: "empty slash ref", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: /\n", wantErr: "backends[0].backend: must not be empty"},
 		{desc: "duplicate ports", yaml: "binds:\n- port: 1\n  listeners: []\n- port: 1\n  listeners: []\n", wantErr: "binds[1].port: port 1 is already used by binds[0]"},
 		{desc: "tcp listener later", yaml: "binds:\n- port: 1\n  listeners:\n  - protocol: TCP\n", wantErr: "TCP listeners are not supported yet"},
 		{desc: "bad duration", yaml: "config:\n  backend:\n    connectTimeout: 5 sec\n", wantErr: "config.backend.connectTimeout: invalid duration"},
@@ -86,6 +89,11 @@ func TestParse(t *testing.T) {
 		{desc: "log level list", yaml: "config:\n  logging:\n    level: [info, access=warn]\n"},
 		{desc: "bad log level", yaml: "config:\n  logging:\n    level: chatty\n", wantErr: `unknown log level "chatty"`},
 		{desc: "backend http2 later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP2}\n", wantErr: "http.version: HTTP2 is not supported yet"},
+		{desc: "backend http version as agentgateway writes it", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP/1.1}\n"},
+		{desc: "backend http version enum", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP1}\n"},
+		{desc: "backend http/2.0 later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP/2.0}\n", wantErr: "http.version: HTTP/2.0 is not supported yet"},
+		{desc: "backend http version unknown", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP/1.2}\n", wantErr: "http.version: must be one of: HTTP/1.1"},
+		{desc: "empty rewrite paths", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches: [{path: {pathPrefix: /api}}]\n      policies:\n        urlRewrite: {path: {prefix: ''}}\n    - policies:\n        requestRedirect: {path: {full: ''}}\n"},
 		{desc: "header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestHeaderModifier: {remove: ['bad name']}\n", wantErr: "requestHeaderModifier.remove[0]: invalid header name"},
 		{desc: "hostnames wildcard", yaml: "binds:\n- port: 1\n  listeners:\n  - hostname: '*.example.com'\n    routes:\n    - hostnames: ['*.a.example.com', b.example.com]\n"},
 		{desc: "workerThreads", yaml: "config:\n  workerThreads: auto\n"},
@@ -222,5 +230,40 @@ func TestMCPTargetURLForms(t *testing.T) {
 		if got := f.Binds[0].Listeners[0].Routes[0].Backends[0].MCP.Targets[0].URL; got != tc.want {
 			t.Errorf("%s: URL %q, want %q", tc.target, got, tc.want)
 		}
+	}
+}
+
+// TestEmptyRewritePathsMeanRoot: agentgateway reads an empty full path as
+// "/" and an empty prefix as dropping the matched prefix, which is what "/"
+// does.
+func TestEmptyRewritePathsMeanRoot(t *testing.T) {
+	f, err := Parse([]byte("binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        urlRewrite: {path: {prefix: ''}}\n    - policies:\n        requestRedirect: {path: {full: ''}}\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := f.Binds[0].Listeners[0].Routes
+	if p := routes[0].Policies.URLRewrite.Path.Prefix; p == nil || *p != "/" {
+		t.Errorf("urlRewrite prefix = %v, want \"/\"", p)
+	}
+	if p := routes[1].Policies.RequestRedirect.Path.Full; p == nil || *p != "/" {
+		t.Errorf("requestRedirect full = %v, want \"/\"", p)
+	}
+}
+
+// TestBackendRefSpellings: "/name" (agentgateway's key for a file's backend)
+// and "name" decode to the same reference.
+func TestBackendRefSpellings(t *testing.T) {
+	f, err := Parse([]byte("backends:\n- name: b\n  host: 127.0.0.1:9\nbinds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestMirror: {backend: {backend: /b}, percentage: 1}\n      backends:\n      - backend: /b\n      - backend: b\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.Binds[0].Listeners[0].Routes[0]
+	for i, rb := range r.Backends {
+		if rb.Backend != "b" {
+			t.Errorf("backends[%d].backend = %q, want %q", i, rb.Backend, "b")
+		}
+	}
+	if got := r.Policies.RequestMirror.Backend.Backend; got != "b" {
+		t.Errorf("requestMirror backend = %q, want %q", got, "b")
 	}
 }

@@ -125,8 +125,10 @@ type MirrorBackend struct {
 	Service Unsupported `json:"service,omitzero"`
 }
 
-// Validate enforces exactly one of host and backend.
+// Validate enforces exactly one of host and backend, and reads a backend
+// reference as route backends do (backendRefName).
 func (m *MirrorBackend) Validate(v *decode.Validation) {
+	m.Backend = backendRefName(m.Backend)
 	switch {
 	case m.Host == "" && m.Backend == "" && !m.Service.Set:
 		v.Errorf("", "exactly one of host, backend is required")
@@ -189,14 +191,21 @@ func (r *Retry) Validate(v *decode.Validation) {
 
 // BackendHTTP is the `http` backend policy.
 type BackendHTTP struct {
-	Version        string    `json:"version,omitempty" cfg:"enum=HTTP1|HTTP2"`
+	// Version is the HTTP version spoken to the backend, as agentgateway's
+	// files write it ("HTTP/1.1", "HTTP/2.0") or as the resources' enum
+	// does ("HTTP1", "HTTP2").
+	Version        string    `json:"version,omitempty"`
 	RequestTimeout *Duration `json:"requestTimeout,omitempty"`
 }
 
-// Validate refuses HTTP/2 until the HTTP/2 upstream path exists.
+// Validate accepts HTTP/1.1, the only version the upstream path speaks yet.
 func (h *BackendHTTP) Validate(v *decode.Validation) {
-	if h.Version == "HTTP2" {
-		v.Errorf("version", "HTTP2 is not supported yet")
+	switch h.Version {
+	case "", "HTTP1", "HTTP/1.1":
+	case "HTTP2", "HTTP/2.0", "HTTP/1.0", "HTTP/0.9", "HTTP/3.0":
+		v.Errorf("version", "%s is not supported yet", h.Version)
+	default:
+		v.Errorf("version", "must be one of: HTTP/1.1, HTTP/2.0, HTTP/1.0, HTTP/0.9, HTTP/3.0, HTTP1, HTTP2")
 	}
 }
 

@@ -142,6 +142,11 @@ func (p *PathRewrite) DecodeNode(n *decode.Node) {
 	key, v := oneKey(n, "full", "prefix")
 	var s string
 	v.Decode(&s)
+	if key != "" && s == "" {
+		// As in agentgateway: an empty full path is "/", and an empty
+		// prefix drops the matched prefix, as "/" does.
+		s = "/"
+	}
 	if key != "" && !strings.HasPrefix(s, "/") {
 		v.Errorf("must start with \"/\"")
 	}
