@@ -429,6 +429,11 @@ func (b *BackendAuth) DecodeNode(n *decode.Node) {
 		}
 		return
 	}
+	if c := n.Get("credentials"); n.Kind() == decode.Map && c != nil {
+		// agentgateway's other form: a list of credentials by location.
+		c.Errorf("backend auth \"credentials\" is not supported yet")
+		return
+	}
 	key, v := oneKey(n, backendAuthKinds...)
 	switch key {
 	case "":

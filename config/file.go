@@ -1,5 +1,7 @@
 package config
 
+import "github.com/relaygate/gateway/config/decode"
+
 // File is the standalone configuration file (agentgateway's local config format,
 // schema/config.json). Fields the gateway does not implement yet are declared with
 // type Unsupported so that a file using them is refused with "not supported yet"
@@ -32,7 +34,7 @@ type Settings struct {
 	ConnectionMinTerminationDeadline *Duration        `json:"connectionMinTerminationDeadline,omitempty"`
 	EnableIPv6                       *bool            `json:"enableIpv6,omitempty"`
 	WorkerThreads                    *WorkerThreads   `json:"workerThreads,omitempty"`
-	Histograms                       string           `json:"histograms,omitempty" cfg:"enum=classic"`
+	Histograms                       string           `json:"histograms,omitempty" cfg:"enum=classic,later=native|both"`
 
 	DNS                     Unsupported      `json:"dns,omitzero"`
 	LocalXDSPath            Unsupported      `json:"localXdsPath,omitzero"`
@@ -89,10 +91,20 @@ type Keepalive struct {
 
 // Bind is one port the gateway listens on.
 type Bind struct {
-	Port           *int       `json:"port,omitempty" cfg:"required,min=1,max=65535"`
+	// Port is required; agentgateway's internal binds (mode: internal)
+	// have none, and are not built yet.
+	Port           *int       `json:"port,omitempty" cfg:"min=1,max=65535"`
 	Listeners      []Listener `json:"listeners" cfg:"required"`
-	TunnelProtocol string     `json:"tunnelProtocol,omitempty" cfg:"enum=direct"`
-	Mode           string     `json:"mode,omitempty" cfg:"enum=standard"`
+	TunnelProtocol string     `json:"tunnelProtocol,omitempty" cfg:"enum=direct,later=hboneWaypoint|hboneGateway|proxy|connect"`
+	Mode           string     `json:"mode,omitempty" cfg:"enum=standard,later=internal"`
+}
+
+// Validate requires a port, except on an internal bind (refused for its
+// mode alone).
+func (b *Bind) Validate(v *decode.Validation) {
+	if b.Port == nil && b.Mode != "internal" {
+		v.Errorf("port", "required")
+	}
 }
 
 // Listener is one named listener on a bind.

@@ -79,7 +79,7 @@ func (f *File) crossCheck() Errors {
 			}
 			switch l.Protocol {
 			case "", "HTTP":
-			default:
+			case "HTTPS", "TLS", "TCP", "HBONE":
 				v.Errorf(lpath+".protocol", "%s listeners are not supported yet", l.Protocol)
 			}
 			if l.Hostname != "" {

@@ -53,6 +53,7 @@ func TestParse(t *testing.T) {
 		desc    string
 		yaml    string
 		wantErr string // substring; empty means valid
+		single  bool   // the error is the only one
 	}{
 		{desc: "minimal", yaml: "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: 127.0.0.1:8080\n"},
 		{desc: "empty file", yaml: ""},
@@ -94,6 +95,14 @@ func TestParse(t *testing.T) {
 		{desc: "backend http/2.0 later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP/2.0}\n", wantErr: "http.version: HTTP/2.0 is not supported yet"},
 		{desc: "backend http version unknown", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        policies:\n          http: {version: HTTP/1.2}\n", wantErr: "http.version: must be one of: HTTP/1.1"},
 		{desc: "empty rewrite paths", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches: [{path: {pathPrefix: /api}}]\n      policies:\n        urlRewrite: {path: {prefix: ''}}\n    - policies:\n        requestRedirect: {path: {full: ''}}\n"},
+		{desc: "native histograms later", yaml: "config: {histograms: both}\n", wantErr: `config.histograms: "both" is not supported yet`},
+		{desc: "tunnel protocol later", yaml: "binds:\n- port: 1\n  tunnelProtocol: connect\n  listeners: []\n", wantErr: `binds[0].tunnelProtocol: "connect" is not supported yet`},
+		{desc: "internal bind later, without a port", yaml: "binds:\n- mode: internal\n  listeners: []\n", wantErr: `binds[0].mode: "internal" is not supported yet`},
+		{desc: "lowercase protocol: one error", yaml: "binds:\n- port: 1\n  listeners:\n  - protocol: http\n", wantErr: `protocol: must be one of: HTTP, HTTPS, TLS, TCP, HBONE (did you mean "HTTP"?) (line 4:15)`, single: true},
+		{desc: "conditional direct response later, without a status", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {conditional: [{status: 404}]}\n", wantErr: "directResponse.conditional: not supported yet (line 6:39)", single: true},
+		{desc: "direct response needs a status", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {body: x}\n", wantErr: "directResponse.status: required"},
+		{desc: "backend auth credentials later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        backendAuth: {credentials: [{key: abc}]}\n", wantErr: `backendAuth.credentials: backend auth "credentials" is not supported yet`},
+		{desc: "unix backend later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: unix:/tmp/s\n", wantErr: "host: unix socket backends are not supported yet"},
 		{desc: "header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestHeaderModifier: {remove: ['bad name']}\n", wantErr: "requestHeaderModifier.remove[0]: invalid header name"},
 		{desc: "hostnames wildcard", yaml: "binds:\n- port: 1\n  listeners:\n  - hostname: '*.example.com'\n    routes:\n    - hostnames: ['*.a.example.com', b.example.com]\n"},
 		{desc: "workerThreads", yaml: "config:\n  workerThreads: auto\n"},
@@ -109,6 +118,8 @@ func TestParse(t *testing.T) {
 				t.Fatalf("accepted; want error containing %q", tc.wantErr)
 			case tc.wantErr != "" && !strings.Contains(err.Error(), tc.wantErr):
 				t.Fatalf("error\n%v\ndoes not contain %q", err, tc.wantErr)
+			case tc.single && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error\n%v\nhas more than the one wanted", err)
 			}
 		})
 	}

@@ -144,10 +144,18 @@ func (m *MirrorBackend) Validate(v *decode.Validation) {
 // DirectResponse answers without contacting a backend.
 type DirectResponse struct {
 	Body           Bytes       `json:"body,omitempty"`
-	Status         *int        `json:"status" cfg:"required,min=200,max=599"`
+	Status         *int        `json:"status" cfg:"min=200,max=599"`
 	BodyExpression Unsupported `json:"bodyExpression,omitzero"`
 	Headers        Unsupported `json:"headers,omitzero"`
 	Conditional    Unsupported `json:"conditional,omitzero"`
+}
+
+// Validate requires a status, except in the conditional form (refused as
+// not supported yet on its own).
+func (d *DirectResponse) Validate(v *decode.Validation) {
+	if d.Status == nil && !d.Conditional.Set {
+		v.Errorf("status", "required")
+	}
 }
 
 // CORS answers preflight requests and decorates responses with CORS headers.

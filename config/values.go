@@ -369,6 +369,9 @@ func decodeRegex(v *decode.Node) *regexp.Regexp {
 
 // checkHostPort validates "host:port" with a port of 1..65535.
 func checkHostPort(s string) error {
+	if strings.HasPrefix(s, "unix:") {
+		return errors.New("unix socket backends are not supported yet")
+	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return errors.New("must be host:port (for example 127.0.0.1:8080)")

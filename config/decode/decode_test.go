@@ -41,7 +41,7 @@ type ruled struct {
 	Name  string         `json:"name" cfg:"minLen=2,maxLen=4"`
 	Items []string       `json:"items" cfg:"minItems=1,maxItems=2"`
 	Set   map[string]int `json:"set" cfg:"maxItems=1"`
-	Mode  string         `json:"mode" cfg:"enum=fast|slow|auto"`
+	Mode  string         `json:"mode" cfg:"enum=fast|slow|auto,later=warp"`
 	ID    string         `json:"id" cfg:"pattern=^[a-z]{2,3}$"`
 	Wait  time.Duration  `json:"wait" cfg:"min=1s,max=1m"`
 	Ptr   *int           `json:"ptr" cfg:"required,max=5"`
@@ -303,6 +303,12 @@ func TestErrors(t *testing.T) {
 				`mode: must be one of: fast, slow, auto (line 6:7)`,
 				`wait: must be <= 1m (line 7:7)`,
 			},
+		},
+		{
+			desc: "a known value whose feature is not built",
+			doc:  "req: x\nptr: 1\nmode: warp\n",
+			into: func() any { return new(ruled) },
+			want: []string{`mode: "warp" is not supported yet (line 3:7)`},
 		},
 		{
 			desc: "NaN fails min/max",

@@ -58,6 +58,8 @@
 //	minItems=N    slices, arrays, maps               "must have at least 1 item"
 //	maxItems=N                                       "must have at most 8 items"
 //	enum=a|b|c    strings                            "must be one of: a, b, c"
+//	later=d|e     with enum: values of the schema    "\"d\" is not supported yet"
+//	              whose feature is not built
 //	pattern=RE    strings; must be the last rule     "does not match pattern ^[a-z]+$"
 //
 // A malformed tag is reported as an error whenever its struct is decoded;

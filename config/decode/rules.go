@@ -20,6 +20,7 @@ type rules struct {
 	minItems int
 	maxItems int
 	enum     []string
+	later    []string // values the schema knows whose feature is not built
 	pattern  *regexp.Regexp
 }
 
@@ -95,6 +96,11 @@ func (r *rules) parse(t reflect.Type) string {
 					return "enum has an empty value"
 				}
 			}
+		case "later":
+			if vt.Kind() != reflect.String {
+				return "later needs a string field, not " + vt.String()
+			}
+			r.later = strings.Split(arg, "|")
 		case "pattern":
 			if vt.Kind() != reflect.String {
 				return "pattern needs a string field, not " + vt.String()
@@ -203,6 +209,12 @@ func (r *rules) check(n *Node, v reflect.Value) {
 		found := false
 		for _, e := range r.enum {
 			found = found || e == s
+		}
+		for _, e := range r.later {
+			if !found && e == s {
+				n.Errorf("%q is not supported yet", s)
+				found = true
+			}
 		}
 		if !found {
 			msg := "must be one of: " + strings.Join(r.enum, ", ")
