@@ -441,11 +441,7 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 	}
 	if policies != nil {
 		if policies.TCP != nil {
-			var ct *time.Duration
-			if policies.TCP.ConnectTimeout != nil {
-				ct = &policies.TCP.ConnectTimeout.Duration
-			}
-			settings.Dialing = dialingFrom(policies.TCP.Keepalives, ct, settings.Dialing)
+			settings.Dialing = backendTCPDialing(policies.TCP, settings.Dialing)
 		}
 		if policies.HTTP != nil && policies.HTTP.RequestTimeout != nil {
 			out.requestTimeout = policies.HTTP.RequestTimeout.Duration
@@ -566,6 +562,19 @@ func poolDefaults(f *config.File) backend.PoolSettings {
 		}
 	}
 	return s
+}
+
+// backendTCPDialing applies a backend's tcp policy to the dialing settings
+// of config.backend. The policy's keepalives are a whole keepalive
+// configuration: what they leave out takes the keepalive defaults (the
+// spec's, and agentgateway's), not config.backend's.
+func backendTCPDialing(tcp *config.BackendTCP, d backend.Dialing) backend.Dialing {
+	var ct *time.Duration
+	if tcp.ConnectTimeout != nil {
+		ct = &tcp.ConnectTimeout.Duration
+	}
+	d.Keepalive = backend.DefaultKeepalive
+	return dialingFrom(tcp.Keepalives, ct, d)
 }
 
 func dialingFrom(k *config.Keepalive, connectTimeout *time.Duration, d backend.Dialing) backend.Dialing {
