@@ -214,23 +214,52 @@ const (
 	defaultGracePeriod = 5 * time.Second
 )
 
+// terminationDeadlines returns how long listeners keep accepting after the
+// signal, and how long in-flight requests then get. As in agentgateway, an
+// environment variable wins over the file, and for the latter the file wins
+// over TERMINATION_GRACE_PERIOD_SECONDS:
+//
+//   - minWait: CONNECTION_MIN_TERMINATION_DEADLINE, else
+//     config.connectionMinTerminationDeadline, else 0;
+//   - grace: CONNECTION_TERMINATION_DEADLINE, else
+//     config.connectionTerminationDeadline, else Kubernetes' grace period
+//     less a margin (graceBeforeKill), else 5 s.
 func terminationDeadlines(f *config.File) (minWait, grace time.Duration) {
-	grace = defaultGracePeriod
+	var fromFile *time.Duration
 	if f.Config != nil {
 		if f.Config.ConnectionMinTerminationDeadline != nil {
 			minWait = f.Config.ConnectionMinTerminationDeadline.Duration
 		}
 		if f.Config.ConnectionTerminationDeadline != nil {
-			grace = f.Config.ConnectionTerminationDeadline.Duration
+			fromFile = &f.Config.ConnectionTerminationDeadline.Duration
 		}
 	}
 	if v, ok := envDuration("CONNECTION_MIN_TERMINATION_DEADLINE"); ok {
 		minWait = v
 	}
-	if v, ok := envDuration("TERMINATION_GRACE_PERIOD_SECONDS"); ok {
-		grace = v
+	if v, ok := envDuration("CONNECTION_TERMINATION_DEADLINE"); ok {
+		return minWait, v
 	}
-	return minWait, grace
+	if fromFile != nil {
+		return minWait, *fromFile
+	}
+	if v, ok := envDuration("TERMINATION_GRACE_PERIOD_SECONDS"); ok {
+		return minWait, graceBeforeKill(v)
+	}
+	return minWait, defaultGracePeriod
+}
+
+// graceBeforeKill is the drain time within a Kubernetes termination grace
+// period: Kubernetes kills the process when the period ends, so the drain
+// ends 5 s before (1 s for periods of 10 s or less), and takes at least 1 s.
+// Connections still open are then closed by the gateway, not cut by the
+// kill.
+func graceBeforeKill(period time.Duration) time.Duration {
+	margin := time.Second
+	if period > 10*time.Second {
+		margin = 5 * time.Second
+	}
+	return max(period-margin, time.Second)
 }
 
 // envDuration reads a duration given as seconds ("5") or Go text ("5s").
