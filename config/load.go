@@ -95,8 +95,14 @@ func (f *File) crossCheck() Errors {
 					}
 				}
 				for mi, m := range r.Matches {
+					mpath := rpath + "." + indexPath("matches", mi)
 					if m.Method != "" && !validHeaderName(m.Method) {
-						v.Errorf(rpath+"."+indexPath("matches", mi)+".method", "invalid method %q", m.Method)
+						v.Errorf(mpath+".method", "invalid method %q", m.Method)
+					}
+					for hi, h := range m.Headers {
+						if !validHeaderName(h.Name) && !requestPseudoHeaders[strings.ToLower(h.Name)] {
+							v.Errorf(mpath+"."+indexPath("headers", hi)+".name", "invalid header name %q: must be an HTTP token or a request pseudo-header (:method, :scheme, :authority, :path)", h.Name)
+						}
 					}
 				}
 				for bi2, rb := range r.Backends {
@@ -116,6 +122,10 @@ func (f *File) crossCheck() Errors {
 	}
 	return errs
 }
+
+// requestPseudoHeaders are the pseudo-headers a route's header match may
+// name, as agentgateway allows (the router reads them from the request).
+var requestPseudoHeaders = map[string]bool{":method": true, ":scheme": true, ":authority": true, ":path": true}
 
 // checker collects cross-field errors with their paths.
 type checker struct{ errs *Errors }

@@ -116,7 +116,7 @@ func (rc routeCase) run(t *testing.T, base string) {
 func TestRoutingPathMethodHeaderQueryPrecedence(t *testing.T) {
 	_, vars := probeVars(t, "prefixShort", "prefixLong", "exact", "anyMethod", "post",
 		"plain", "hdrExact", "hdrRegex", "hdrTwo", "query", "queryRegex", "hdrVsQueryH", "hdrVsQueryQ",
-		"first", "second", "regexPath")
+		"first", "second", "regexPath", "pseudoMethod", "pseudoPath")
 	tg := startGateway(t, `
 binds:
 - port: 3000
@@ -156,6 +156,10 @@ binds:
       backends: [{host: '${second}'}]
     - matches: [{path: {regex: '/re/[0-9]+'}}]
       backends: [{host: '${regexPath}'}]
+    - matches: [{path: {pathPrefix: /ps}, headers: [{name: ':method', value: {exact: DELETE}}]}]
+      backends: [{host: '${pseudoMethod}'}]
+    - matches: [{path: {pathPrefix: /ps}, headers: [{name: ':path', value: {regex: '/ps\?id=[0-9]+'}}]}]
+      backends: [{host: '${pseudoPath}'}]
 `, vars)
 	tests := []routeCase{
 		{desc: "exact path beats every prefix", target: "/p/q/r", want: "exact"},
@@ -187,6 +191,9 @@ binds:
 		{desc: "config order breaks ties", target: "/dup", want: "first"},
 		{desc: "regex path", target: "/re/42", want: "regexPath"},
 		{desc: "regex path must match the whole path", target: "/re/42/x", want: ""},
+		{desc: "pseudo-header :method", method: http.MethodDelete, target: "/ps", want: "pseudoMethod"},
+		{desc: "pseudo-header :path sees the query", target: "/ps?id=7", want: "pseudoPath"},
+		{desc: "pseudo-header :path must match whole", target: "/ps?id=7x", want: ""},
 		{desc: "nothing matches: 404", target: "/nowhere", want: ""},
 		{desc: "root matches nothing", target: "/", want: ""},
 	}

@@ -44,7 +44,7 @@ var (
 	fuzzExacts       = []string{"/", "/a", "/a/", "/a/b", "/ab", "/a%2Fb", "/a//b"}
 	fuzzRegexes      = []string{"/a.*", "/.*", "/[ab]+", "/a|/ab", ".*", "/a/b", "(/a)+", "(?i)/A.*"}
 	fuzzMethods      = []string{"", "", "GET", "POST"}
-	fuzzHeaderNames  = []string{"x-a", "X-A", "x-b"}
+	fuzzHeaderNames  = []string{"x-a", "X-A", "x-b", ":method", ":Path", ":authority", ":scheme"}
 	fuzzQueryNames   = []string{"q", "Q", "r"}
 	fuzzValues       = []string{"1", "2", "12", ""}
 	fuzzValueRegexes = []string{"[12]", "1|12", ".*", "2?"}

@@ -174,7 +174,19 @@ func refMatches(m Match, req *fasthttp.Request, path []byte) bool {
 		return false
 	}
 	for _, h := range refHeaders(m) {
-		v := req.Header.Peek(h.Name)
+		var v []byte
+		switch strings.ToLower(h.Name) {
+		case ":method":
+			v = req.Header.Method()
+		case ":scheme":
+			v = []byte("http")
+		case ":authority":
+			v = req.Header.Host()
+		case ":path":
+			v = req.RequestURI()
+		default:
+			v = req.Header.Peek(h.Name)
+		}
 		if v == nil || !refValueMatches(h.Value, v) {
 			return false
 		}

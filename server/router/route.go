@@ -37,7 +37,10 @@ type ValueMatch struct {
 	Regex *regexp.Regexp
 }
 
-// HeaderMatch requires a request header. Name is case-insensitive.
+// HeaderMatch requires a request header. Name is case-insensitive. It may
+// also be a request pseudo-header, as agentgateway allows: ":method",
+// ":scheme", ":authority" (the Host header) or ":path" (the request target,
+// query included, as received).
 type HeaderMatch struct {
 	Name  string
 	Value ValueMatch

@@ -33,6 +33,46 @@ type valueCond struct {
 	key   []byte         // name as bytes, for fasthttp's PeekCanonical
 	exact string         // when re is nil
 	re    *regexp.Regexp // anchored
+	// pseudo names the request pseudo-header a header condition is on, or
+	// is notPseudo.
+	pseudo pseudoHeader
+}
+
+// pseudoHeader is a request pseudo-header a header match may name.
+type pseudoHeader uint8
+
+const (
+	notPseudo pseudoHeader = iota
+	pseudoMethod
+	pseudoScheme
+	pseudoAuthority
+	pseudoPath
+)
+
+// pseudoHeaders maps the names, lower case, to their pseudo-headers.
+var pseudoHeaders = map[string]pseudoHeader{
+	":method": pseudoMethod, ":scheme": pseudoScheme, ":authority": pseudoAuthority, ":path": pseudoPath,
+}
+
+// IsRequestPseudoHeader reports whether name (any case) is a request
+// pseudo-header a header match may name.
+func IsRequestPseudoHeader(name string) bool {
+	return pseudoHeaders[strings.ToLower(name)] != notPseudo
+}
+
+// pseudoValue is the value of a request pseudo-header in an HTTP/1.1
+// request.
+func pseudoValue(req *fasthttp.Request, p pseudoHeader) []byte {
+	switch p {
+	case pseudoMethod:
+		return req.Header.Method()
+	case pseudoScheme:
+		return req.URI().Scheme()
+	case pseudoAuthority:
+		return req.Header.Host()
+	default:
+		return req.Header.RequestURI()
+	}
 }
 
 func (c *valueCond) matches(v []byte) bool {
@@ -62,7 +102,12 @@ func (r *rule) matches(req *fasthttp.Request, path []byte) bool {
 		// For a canonical name PeekCanonical finds what Peek would (Peek
 		// normalizes the name to itself) without copying it first. The
 		// first value of a repeated header is returned.
-		v := req.Header.PeekCanonical(c.key)
+		var v []byte
+		if c.pseudo != notPseudo {
+			v = pseudoValue(req, c.pseudo)
+		} else {
+			v = req.Header.PeekCanonical(c.key)
+		}
 		if v == nil || !c.matches(v) {
 			return false
 		}
@@ -120,10 +165,16 @@ func compileRule(m *Match, route, index int, value any, re anchoredCache) (*rule
 	}
 	for i := range m.Headers {
 		h := &m.Headers[i]
-		if !isToken(h.Name) {
-			return nil, fmt.Errorf("header name %q is not an HTTP token", h.Name)
+		var name string
+		pseudo := pseudoHeaders[strings.ToLower(h.Name)]
+		switch {
+		case pseudo != notPseudo:
+			name = strings.ToLower(h.Name)
+		case isToken(h.Name):
+			name = canonicalHeader(h.Name)
+		default:
+			return nil, fmt.Errorf("header name %q is not an HTTP token or a request pseudo-header (:method, :scheme, :authority, :path)", h.Name)
 		}
-		name := canonicalHeader(h.Name)
 		if hasCond(r.headers, name) {
 			continue // Gateway API: only the first entry for a name counts.
 		}
@@ -131,6 +182,7 @@ func compileRule(m *Match, route, index int, value any, re anchoredCache) (*rule
 		if err != nil {
 			return nil, fmt.Errorf("header %q: %w", h.Name, err)
 		}
+		c.pseudo = pseudo
 		r.headers = append(r.headers, c)
 	}
 	for i := range m.Query {
