@@ -64,6 +64,22 @@ type Settings struct {
 	HBONE                   Unsupported      `json:"hbone,omitzero"`
 }
 
+// Validate checks the side servers' addresses, which are otherwise only
+// parsed when the servers start.
+func (s *Settings) Validate(v *decode.Validation) {
+	for _, a := range []struct {
+		field string
+		addr  *string
+	}{{"adminAddr", s.AdminAddr}, {"statsAddr", s.StatsAddr}, {"readinessAddr", s.ReadinessAddr}} {
+		if a.addr == nil {
+			continue
+		}
+		if err := CheckListenAddr(*a.addr); err != nil {
+			v.Errorf(a.field, "%v", err)
+		}
+	}
+}
+
 // Logging is `config.logging`.
 type Logging struct {
 	Level    *LogLevel   `json:"level,omitempty"`

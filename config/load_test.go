@@ -105,6 +105,8 @@ func TestParse(t *testing.T) {
 		{desc: "unix backend later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: unix:/tmp/s\n", wantErr: "host: unix socket backends are not supported yet"},
 		{desc: "pseudo-header matches", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - headers:\n        - {name: ':method', value: {exact: GET}}\n        - {name: ':Authority', value: {regex: 'a.*'}}\n"},
 		{desc: "match header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - headers:\n        - {name: ':status', value: {exact: '200'}}\n        - {name: 'a b', value: {exact: x}}\n", wantErr: "matches[0].headers[0].name: invalid header name \":status\""},
+		{desc: "side server addresses checked", yaml: "config:\n  adminAddr: garbage\n  statsAddr: 'unix:'\n  readinessAddr: 'localhost:99999'\n", wantErr: "config.adminAddr: address \"garbage\": want host:port"},
+		{desc: "side server addresses valid", yaml: "config:\n  adminAddr: 'unix:/run/gw.sock'\n  statsAddr: 'off'\n  readinessAddr: '[::]:15021'\n"},
 		{desc: "header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestHeaderModifier: {remove: ['bad name']}\n", wantErr: "requestHeaderModifier.remove[0]: invalid header name"},
 		{desc: "hostnames wildcard", yaml: "binds:\n- port: 1\n  listeners:\n  - hostname: '*.example.com'\n    routes:\n    - hostnames: ['*.a.example.com', b.example.com]\n"},
 		{desc: "workerThreads", yaml: "config:\n  workerThreads: auto\n"},

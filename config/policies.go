@@ -1,6 +1,11 @@
 package config
 
-import "github.com/relaygate/gateway/config/decode"
+import (
+	"maps"
+	"slices"
+
+	"github.com/relaygate/gateway/config/decode"
+)
 
 // RoutePolicies is `routes[].policies` (agentgateway's FilterOrPolicy).
 type RoutePolicies struct {
@@ -69,14 +74,14 @@ type HeaderModifier struct {
 
 // Validate checks header names.
 func (h *HeaderModifier) Validate(v *decode.Validation) {
-	for name := range h.Add {
+	for _, name := range slices.Sorted(maps.Keys(h.Add)) {
 		if !validHeaderName(name) {
-			v.Errorf("add."+name, "invalid header name")
+			v.Errorf(decode.JoinKey("add", name), "invalid header name")
 		}
 	}
-	for name := range h.Set {
+	for _, name := range slices.Sorted(maps.Keys(h.Set)) {
 		if !validHeaderName(name) {
-			v.Errorf("set."+name, "invalid header name")
+			v.Errorf(decode.JoinKey("set", name), "invalid header name")
 		}
 	}
 	for i, name := range h.Remove {

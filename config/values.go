@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
 	"strconv"
@@ -415,3 +416,28 @@ func contains(list []string, s string) bool {
 func joinOr(list []string) string { return strings.Join(list, ", ") }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// CheckListenAddr checks the address of an admin, stats or readiness server:
+// "host:port" (port 0..65535), "unix:/path", or "off" (or "") for none.
+func CheckListenAddr(s string) error {
+	if s == "" || strings.EqualFold(s, "off") {
+		return nil
+	}
+	if path, ok := strings.CutPrefix(s, "unix:"); ok {
+		if path == "" {
+			return fmt.Errorf("address %q: empty unix socket path", s)
+		}
+		if strings.IndexByte(path, 0) >= 0 {
+			return fmt.Errorf("address %q: NUL byte in unix socket path", s)
+		}
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("address %q: want host:port, unix:/path or off: %w", s, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("address %q: port %q is not a number in 0..65535", s, port)
+	}
+	return nil
+}

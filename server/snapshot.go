@@ -125,7 +125,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
 			lc, err := c.listener(path, b, l)
 			if err != nil {
-				errs = append(errs, err)
+				errs = appendErrors(errs, err)
 				continue
 			}
 			bc.listeners = append(bc.listeners, lc)
@@ -144,11 +144,12 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 
 func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*listenerConfig, error) {
 	lc := &listenerConfig{name: l.Name, hostname: strings.ToLower(l.Hostname)}
+	var errs config.Errors
 	var listenerCORS *policy.CORS
 	if l.Policies != nil && l.Policies.CORS != nil {
 		p, err := policy.NewCORS(l.Policies.CORS)
 		if err != nil {
-			return nil, fmt.Errorf("%s.policies.cors: %w", path, err)
+			errs = append(errs, fieldError(path, "policies.cors", err))
 		}
 		listenerCORS = p
 	}
@@ -158,13 +159,17 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		rpath := fmt.Sprintf("%s.routes[%d]", path, ri)
 		cr, err := c.route(rpath, *b.Port, l, ri, r, listenerCORS)
 		if err != nil {
-			return nil, err
+			errs = appendErrors(errs, err)
+			continue
 		}
 		rr := router.Route{Hostnames: r.Hostnames, Value: cr}
 		for _, m := range r.Matches {
 			rr.Matches = append(rr.Matches, routerMatch(m))
 		}
 		routes = append(routes, rr)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	t, err := router.New(routes)
 	if err != nil {
@@ -225,6 +230,9 @@ func routeName(port int, l *config.Listener, index int, r *config.Route) string 
 
 func (c *compiler) route(path string, port int, l *config.Listener, index int, r *config.Route, listenerCORS *policy.CORS) (*route, error) {
 	cr := &route{name: routeName(port, l, index, r)}
+	// Every policy's error is collected, so that a file's errors are all
+	// reported at once.
+	pe := &policyErrors{path: path}
 	p := r.Policies
 	if p == nil {
 		p = &config.RoutePolicies{}
@@ -233,109 +241,85 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	cors := listenerCORS
 	if p.CORS != nil {
 		v, err := policy.NewCORS(p.CORS)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.cors: %w", path, err)
+		if pe.ok("policies.cors", err) {
+			cors = v
 		}
-		cors = v
 	}
 	b := policy.NewChainBuilder()
 	if cors != nil {
 		b.Add(policy.KindCORS, cors)
 	}
 	if p.JWTAuth != nil && p.MCPAuthentication != nil {
-		return nil, fmt.Errorf("%s.policies.mcpAuthentication: cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)", path)
-	}
-	// authErr names the exact field of an authentication policy's error.
-	authErr := func(field string, err error) error {
-		var fe *policy.FieldError
-		if errors.As(err, &fe) && fe.Field != "" {
-			sep := "."
-			if strings.HasPrefix(fe.Field, "[") {
-				sep = ""
-			}
-			return fmt.Errorf("%s.%s%s%s: %s", path, field, sep, fe.Field, fe.Msg)
-		}
-		return fmt.Errorf("%s.%s: %w", path, field, err)
+		pe.ok("policies.mcpAuthentication", errors.New("cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)"))
 	}
 	authOpts := jwtauth.Options{Logger: c.gw.log}
 	if p.JWTAuth != nil {
 		v, err := jwtauth.New(p.JWTAuth, authOpts)
-		if err != nil {
-			return nil, authErr("policies.jwtAuth", err)
+		if pe.ok("policies.jwtAuth", err) {
+			b.Add(policy.KindJWTAuth, v)
 		}
-		b.Add(policy.KindJWTAuth, v)
 	}
 	if p.MCPAuthentication != nil {
 		v, err := jwtauth.NewMCP(p.MCPAuthentication, authOpts)
-		if err != nil {
-			return nil, authErr("policies.mcpAuthentication", err)
+		if pe.ok("policies.mcpAuthentication", err) {
+			b.Add(policy.KindMCPAuthentication, v)
 		}
-		b.Add(policy.KindMCPAuthentication, v)
 	}
 	if p.BackendAuth != nil && p.BackendAuth.Passthrough != nil {
 		loc, err := jwtauth.NewLocation(p.BackendAuth.Passthrough.Location)
-		if err != nil {
-			return nil, authErr("policies.backendAuth.passthrough.location", err)
+		if pe.ok("policies.backendAuth.passthrough.location", err) {
+			cr.passthrough, cr.passthroughAt = true, loc
 		}
-		cr.passthrough, cr.passthroughAt = true, loc
 	}
 	if p.CSRF != nil {
 		v, err := policy.NewCSRF(p.CSRF)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.csrf: %w", path, err)
+		if pe.ok("policies.csrf", err) {
+			b.Add(policy.KindCSRF, v)
 		}
-		b.Add(policy.KindCSRF, v)
 	}
 	if p.DirectResponse != nil {
 		v, err := policy.NewDirectResponse(p.DirectResponse)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.directResponse: %w", path, err)
+		if pe.ok("policies.directResponse", err) {
+			b.Add(policy.KindDirectResponse, v)
 		}
-		b.Add(policy.KindDirectResponse, v)
 	}
 	if p.RequestRedirect != nil {
 		v, err := policy.NewRedirect(p.RequestRedirect)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.requestRedirect: %w", path, err)
+		if pe.ok("policies.requestRedirect", err) {
+			b.Add(policy.KindRedirect, v)
+			cr.needsPrefix = cr.needsPrefix || (p.RequestRedirect.Path != nil && p.RequestRedirect.Path.Prefix != nil)
 		}
-		b.Add(policy.KindRedirect, v)
-		cr.needsPrefix = cr.needsPrefix || (p.RequestRedirect.Path != nil && p.RequestRedirect.Path.Prefix != nil)
 	}
 	if p.URLRewrite != nil {
 		v, err := policy.NewURLRewrite(p.URLRewrite)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.urlRewrite: %w", path, err)
+		if pe.ok("policies.urlRewrite", err) {
+			b.Add(policy.KindURLRewrite, v)
+			cr.needsPrefix = cr.needsPrefix || (p.URLRewrite.Path != nil && p.URLRewrite.Path.Prefix != nil)
 		}
-		b.Add(policy.KindURLRewrite, v)
-		cr.needsPrefix = cr.needsPrefix || (p.URLRewrite.Path != nil && p.URLRewrite.Path.Prefix != nil)
 	}
 	if p.RequestHeaderModifier != nil {
 		v, err := policy.NewHeaderModifier(p.RequestHeaderModifier)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.requestHeaderModifier: %w", path, err)
+		if pe.ok("policies.requestHeaderModifier", err) {
+			b.Add(policy.KindRequestHeaders, policy.RequestHeaders{HeaderModifier: v})
 		}
-		b.Add(policy.KindRequestHeaders, policy.RequestHeaders{HeaderModifier: v})
 	}
 	if p.ResponseHeaderModifier != nil {
 		v, err := policy.NewHeaderModifier(p.ResponseHeaderModifier)
-		if err != nil {
-			return nil, fmt.Errorf("%s.policies.responseHeaderModifier: %w", path, err)
+		if pe.ok("policies.responseHeaderModifier", err) {
+			b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
 		}
-		b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
 	}
 	if p.Authorization != nil {
 		rules, err := celrules.Compile(p.Authorization)
-		if err != nil {
-			return nil, authErr("policies.authorization", err)
+		if pe.ok("policies.authorization", err) {
+			b.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
 		}
-		b.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
 	}
 	if p.MCPAuthorization != nil {
 		rules, err := celrules.Compile(p.MCPAuthorization)
-		if err != nil {
-			return nil, authErr("policies.mcpAuthorization", err)
+		if pe.ok("policies.mcpAuthorization", err) {
+			cr.mcpAuthz = rules
 		}
-		cr.mcpAuthz = rules
 	}
 	cr.chain = b.Build()
 	if p.Timeout != nil {
@@ -361,15 +345,14 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	}
 	if p.RequestMirror != nil {
 		m, err := c.mirror(path+".policies.requestMirror", p.RequestMirror)
-		if err != nil {
-			return nil, err
+		if pe.ok("", err) {
+			cr.mirror = m
 		}
-		cr.mirror = m
 	}
 	for bi := range r.Backends {
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, &r.Backends[bi])
-		if err != nil {
-			return nil, err
+		if !pe.ok("", err) {
+			continue
 		}
 		// backendAuth of the backend: the route backend's, else the named
 		// backend's (mergeBackendPolicies predates it).
@@ -381,10 +364,9 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		if ba != nil && ba.Passthrough != nil {
 			loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
-			if err != nil {
-				return nil, authErr(fmt.Sprintf("backends[%d].policies.backendAuth.passthrough.location", bi), err)
+			if pe.ok(fmt.Sprintf("backends[%d].policies.backendAuth.passthrough.location", bi), err) {
+				rb.passthrough, rb.passthroughAt = true, loc
 			}
-			rb.passthrough, rb.passthroughAt = true, loc
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -412,8 +394,56 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
 	}
+	if len(pe.errs) > 0 {
+		return nil, pe.errs
+	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
+}
+
+// appendErrors appends err to errs, or the errors it holds when it is a
+// config.Errors.
+func appendErrors(errs config.Errors, err error) config.Errors {
+	if many, ok := err.(config.Errors); ok {
+		return append(errs, many...)
+	}
+	return append(errs, err)
+}
+
+// policyErrors collects the errors of one route's policies.
+type policyErrors struct {
+	path string // the route's
+	errs config.Errors
+}
+
+// ok records err, if any, and reports whether there was none. field is
+// the policy's path below the route ("policies.cors"); a policy's own
+// FieldError extends it to the exact field. An empty field takes err as
+// it is: its message already names its path.
+func (e *policyErrors) ok(field string, err error) bool {
+	if err == nil {
+		return true
+	}
+	e.errs = append(e.errs, fieldError(e.path, field, err))
+	return false
+}
+
+// fieldError names the exact field of a policy constructor's error: path is
+// where the policy sits, field the policy below it, and a *policy.FieldError
+// names the field below that.
+func fieldError(path, field string, err error) error {
+	if field == "" {
+		return err
+	}
+	var fe *policy.FieldError
+	if errors.As(err, &fe) && fe.Field != "" {
+		sep := "."
+		if strings.HasPrefix(fe.Field, "[") {
+			sep = ""
+		}
+		return fmt.Errorf("%s.%s%s%s: %s", path, field, sep, fe.Field, fe.Msg)
+	}
+	return fmt.Errorf("%s.%s: %w", path, field, err)
 }
 
 func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend) (*routeBackend, error) {
@@ -449,21 +479,21 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 		if policies.RequestHeaderModifier != nil {
 			v, err := policy.NewHeaderModifier(policies.RequestHeaderModifier)
 			if err != nil {
-				return nil, fmt.Errorf("%s.policies.requestHeaderModifier: %w", path, err)
+				return nil, fieldError(path, "policies.requestHeaderModifier", err)
 			}
 			out.requestHeaders = v
 		}
 		if policies.ResponseHeaderModifier != nil {
 			v, err := policy.NewHeaderModifier(policies.ResponseHeaderModifier)
 			if err != nil {
-				return nil, fmt.Errorf("%s.policies.responseHeaderModifier: %w", path, err)
+				return nil, fieldError(path, "policies.responseHeaderModifier", err)
 			}
 			out.responseHeaders = v
 		}
 		if policies.RequestRedirect != nil {
 			v, err := policy.NewRedirect(policies.RequestRedirect)
 			if err != nil {
-				return nil, fmt.Errorf("%s.policies.requestRedirect: %w", path, err)
+				return nil, fieldError(path, "policies.requestRedirect", err)
 			}
 			out.redirect = v
 			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil

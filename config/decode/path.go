@@ -24,6 +24,10 @@ func joinKey(parent, key string) string {
 	return parent + "." + key
 }
 
+// JoinKey appends a map key to a relative path, for Validation.Errorf and
+// Node.ErrorfAt: JoinKey("set", ":authority") is `set[":authority"]`.
+func JoinKey(parent, key string) string { return joinKey(parent, key) }
+
 // joinIndex appends a list index to a path.
 func joinIndex(parent string, i int) string {
 	return parent + "[" + strconv.Itoa(i) + "]"

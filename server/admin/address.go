@@ -2,13 +2,13 @@ package admin
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relaygate/gateway/config"
 )
 
 // unixPrefix marks a unix domain socket address: "unix:/run/gw/admin.sock".
@@ -28,21 +28,11 @@ func parseAddr(s string) (listenAddr, error) {
 	if s == "" || strings.EqualFold(s, "off") {
 		return listenAddr{}, errDisabled
 	}
+	if err := config.CheckListenAddr(s); err != nil {
+		return listenAddr{}, err
+	}
 	if path, ok := strings.CutPrefix(s, unixPrefix); ok {
-		if path == "" {
-			return listenAddr{}, fmt.Errorf("address %q: empty unix socket path", s)
-		}
-		if strings.IndexByte(path, 0) >= 0 {
-			return listenAddr{}, fmt.Errorf("address %q: NUL byte in unix socket path", s)
-		}
 		return listenAddr{network: "unix", address: path}, nil
-	}
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return listenAddr{}, fmt.Errorf("address %q: want host:port, unix:/path or off: %w", s, err)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return listenAddr{}, fmt.Errorf("address %q: port %q is not a number in 0..65535", s, port)
 	}
 	return listenAddr{network: "tcp", address: s}, nil
 }
