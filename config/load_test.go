@@ -85,7 +85,7 @@ func TestParse(t *testing.T) {
 		{desc: "tcp listener later", yaml: "binds:\n- port: 1\n  listeners:\n  - protocol: TCP\n", wantErr: "TCP listeners are not supported yet"},
 		{desc: "bad duration", yaml: "config:\n  backend:\n    connectTimeout: 5 sec\n", wantErr: "config.backend.connectTimeout: invalid duration"},
 		{desc: "direct response status range", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {status: 99}\n", wantErr: "directResponse.status: must be >= 200"},
-		{desc: "retry codes", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        retry: {codes: [700]}\n", wantErr: "retry.codes[0]: must be an HTTP status code"},
+		{desc: "retry codes", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        retry: {codes: [1000]}\n", wantErr: "retry.codes[0]: must be an HTTP status code (100..999)"},
 		{desc: "mirror percentage", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        requestMirror: {backend: {host: 'a:1'}, percentage: 2}\n", wantErr: "requestMirror.percentage: must be <= 1"},
 		{desc: "log level list", yaml: "config:\n  logging:\n    level: [info, access=warn]\n"},
 		{desc: "bad log level", yaml: "config:\n  logging:\n    level: chatty\n", wantErr: `unknown log level "chatty"`},

@@ -99,14 +99,11 @@ type RequestRedirect struct {
 	Status    *int         `json:"status,omitempty"`
 }
 
-// Validate checks the redirect status.
+// Validate checks the redirect status: any 3xx, as agentgateway takes any
+// status there (and a redirect outside 3xx would not be one).
 func (r *RequestRedirect) Validate(v *decode.Validation) {
-	if r.Status != nil {
-		switch *r.Status {
-		case 301, 302, 303, 307, 308:
-		default:
-			v.Errorf("status", "must be one of: 301, 302, 303, 307, 308")
-		}
+	if r.Status != nil && (*r.Status < 300 || *r.Status > 399) {
+		v.Errorf("status", "must be a redirect status (300..399)")
 	}
 }
 
@@ -196,8 +193,8 @@ type Retry struct {
 // Validate checks status codes.
 func (r *Retry) Validate(v *decode.Validation) {
 	for i, c := range r.Codes {
-		if c < 100 || c > 599 {
-			v.Errorf(indexPath("codes", i), "must be an HTTP status code (100..599)")
+		if c < 100 || c > 999 {
+			v.Errorf(indexPath("codes", i), "must be an HTTP status code (100..999)")
 		}
 	}
 }

@@ -48,12 +48,11 @@ func NewRedirect(cfg *config.RequestRedirect) (*Redirect, error) {
 		return nil, fieldErrorf("scheme", "must be http or https, not %q", cfg.Scheme)
 	}
 	if cfg.Status != nil {
-		switch s := *cfg.Status; s {
-		case 301, 302, 303, 307, 308:
-			p.status = s
-		default:
-			return nil, fieldErrorf("status", "must be one of 301, 302, 303, 307, 308, not %d", s)
+		s := *cfg.Status
+		if s < 300 || s > 399 {
+			return nil, fieldErrorf("status", "must be a redirect status (300..399), not %d", s)
 		}
+		p.status = s
 	}
 	var err error
 	if p.authority, err = compileHostRewrite("authority", cfg.Authority); err != nil {

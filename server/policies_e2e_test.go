@@ -493,6 +493,9 @@ func TestPolicyRetry(t *testing.T) {
 		{desc: "PUT is idempotent", method: "PUT", statuses: []int{503}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 200, wantAttempts: 2},
 		{desc: "POST is not retried on a status code", method: "POST", statuses: []int{503, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 503, wantAttempts: 1},
 		{desc: "without retry policy one attempt", method: "GET", statuses: []int{503}, policy: ``, wantStatus: 503, wantAttempts: 1},
+		// Statuses are any three digits on the wire.
+		{desc: "a status above 599 is retried when listed", method: "GET", statuses: []int{799}, policy: `{attempts: 2, codes: [799]}`, wantStatus: 200, wantAttempts: 2},
+		{desc: "a status above 599 not listed is passed on", method: "GET", statuses: []int{999}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 999, wantAttempts: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

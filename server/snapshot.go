@@ -88,7 +88,7 @@ type routeBackend struct {
 type retryPolicy struct {
 	attempts int
 	backoff  time.Duration
-	codes    [600]bool
+	codes    [1000]bool // by status: fasthttp reads exactly three digits
 }
 
 // compiler carries what compiling one snapshot needs.
