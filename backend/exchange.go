@@ -25,13 +25,17 @@ import (
 // body can be replayed.
 func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
 	u.PrepareRequest(req)
+	// Decided before the first attempt: writing a streamed body consumes
+	// it, and fasthttp then drops the stream, leaving only the bytes it had
+	// read ahead (none of a chunked body) to be sent again.
+	streamed := req.IsBodyStream()
 	for attempt := 0; ; attempt++ {
 		resp.Reset()
 		stale, err := u.roundTrip(req, resp, deadline)
 		if err == nil {
 			return nil
 		}
-		if !stale || attempt > 0 || req.IsBodyStream() || !Idempotent(req.Header.Method()) {
+		if !stale || attempt > 0 || streamed || !Idempotent(req.Header.Method()) {
 			return err
 		}
 	}

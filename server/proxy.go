@@ -77,6 +77,10 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 			}
 		}
 	}
+	// Whether the body streams, decided before the first attempt: writing a
+	// streamed body consumes it, and fasthttp then drops the stream, so the
+	// request would look replayable with only its pre-read bytes (or none).
+	streamed := req.IsBodyStream()
 	perAttempt := r.backendTimeout
 	if rb.requestTimeout > 0 && (perAttempt == 0 || rb.requestTimeout < perAttempt) {
 		perAttempt = rb.requestTimeout
@@ -95,7 +99,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 			finishResponse(&fctx.Response)
 			return status
 		}
-		if attempt >= attempts || !retryable(req, failure) || !waitBackoff(r.retry, deadline) {
+		if attempt >= attempts || !retryable(req, streamed, failure) || !waitBackoff(r.retry, deadline) {
 			if failure == backend.FailureNone {
 				finishResponse(&fctx.Response)
 				return status
@@ -117,8 +121,9 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 // retryable reports whether another attempt may be made after a failure: a
 // request that never reached the backend may always be retried; one that did
 // only when its method is idempotent and its body can be sent again.
-func retryable(req *fasthttp.Request, f backend.Failure) bool {
-	if req.IsBodyStream() {
+// streamed says whether the body was a stream before the first attempt.
+func retryable(req *fasthttp.Request, streamed bool, f backend.Failure) bool {
+	if streamed {
 		return f == backend.FailureConnect && req.Header.ContentLength() == 0
 	}
 	if f == backend.FailureConnect {
