@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,7 +81,7 @@ binds:
 			req, _ := http.NewRequest(http.MethodPut, tg.url(3000)+"/r"+string(rune('a'+i)), body)
 			resp, _ := do(t, req)
 			got := log.get()[before:]
-			if resp.StatusCode != tc.wantStatus || !equalInts(got, tc.wantLens) {
+			if resp.StatusCode != tc.wantStatus || !slices.Equal(got, tc.wantLens) {
 				t.Fatalf("got %d with upstream bodies %v, want %d with %v", resp.StatusCode, got, tc.wantStatus, tc.wantLens)
 			}
 		})
@@ -151,16 +152,4 @@ binds:
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
