@@ -54,12 +54,6 @@ var pseudoHeaders = map[string]pseudoHeader{
 	":method": pseudoMethod, ":scheme": pseudoScheme, ":authority": pseudoAuthority, ":path": pseudoPath,
 }
 
-// IsRequestPseudoHeader reports whether name (any case) is a request
-// pseudo-header a header match may name.
-func IsRequestPseudoHeader(name string) bool {
-	return pseudoHeaders[strings.ToLower(name)] != notPseudo
-}
-
 // pseudoValue is the value of a request pseudo-header in an HTTP/1.1
 // request.
 func pseudoValue(req *fasthttp.Request, p pseudoHeader) []byte {
@@ -165,11 +159,10 @@ func compileRule(m *Match, route, index int, value any, re anchoredCache) (*rule
 	}
 	for i := range m.Headers {
 		h := &m.Headers[i]
-		var name string
-		pseudo := pseudoHeaders[strings.ToLower(h.Name)]
+		name := strings.ToLower(h.Name)
+		pseudo := pseudoHeaders[name]
 		switch {
 		case pseudo != notPseudo:
-			name = strings.ToLower(h.Name)
 		case isToken(h.Name):
 			name = canonicalHeader(h.Name)
 		default:
