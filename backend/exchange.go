@@ -47,8 +47,10 @@ func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, dead
 // fasthttp would otherwise rebuild it from its parsed URI, re-encoding a query
 // the router parsed ("%20" becomes "+") and dropping an empty one. A target in
 // absolute form becomes origin form. A request without Host (HTTP/1.0) gets
-// u's address, as HTTP/1.1 requires one.
+// u's address, as HTTP/1.1 requires one. A body without Content-Type goes
+// without one (fasthttp would add application/octet-stream).
 func (u *Upstream) PrepareRequest(req *fasthttp.Request) {
+	req.Header.SetNoDefaultContentType(true)
 	if len(req.Header.Host()) == 0 {
 		req.Header.SetHost(u.Addr)
 	}

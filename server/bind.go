@@ -126,6 +126,7 @@ func (b *bind) serveConn(conn net.Conn) {
 		c.Close()
 		return
 	}
+	setConnOpened(c, monoNow())
 	b.trackConn(c, fasthttp.StateNew)
 	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 	_ = b.srv.ServeConn(c)
@@ -197,6 +198,30 @@ func stateWord(c net.Conn) *atomic.Int32 {
 		return &t.ServerState
 	}
 	return nil
+}
+
+// setConnOpened records when serving c began (monoNow), where c has room
+// for it. (fasthttp's RequestCtx.ConnTime is lost between requests when
+// ReduceMemoryUsage releases the context.)
+func setConnOpened(c net.Conn, t time.Duration) {
+	switch t0 := c.(type) {
+	case *sock.Conn:
+		t0.ServerOpened = t
+	case *sock.PromptConn:
+		t0.ServerOpened = t
+	}
+}
+
+// connOpened returns when serving c began (monoNow), and false when c has
+// no record of it.
+func connOpened(c net.Conn) (time.Duration, bool) {
+	switch t := c.(type) {
+	case *sock.Conn:
+		return t.ServerOpened, true
+	case *sock.PromptConn:
+		return t.ServerOpened, true
+	}
+	return 0, false
 }
 
 // connState returns a tracked connection's state; mapped is its value in

@@ -150,3 +150,25 @@ func TestMaxConnectionDuration(t *testing.T) {
 		t.Fatal("connection stayed open")
 	}
 }
+
+// TestMaxConnectionDurationKeepsYoungConnections: a connection younger than
+// maxConnectionDuration stays open between requests, on both transports.
+// (fasthttp's RequestCtx.ConnTime is zero after the first wait between
+// requests, which had every response close its connection.)
+func TestMaxConnectionDurationKeepsYoungConnections(t *testing.T) {
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			ch := make(chan seen, 4)
+			up := recordingUpstream(t, ch)
+			tg := startGatewayWith(t, "frontendPolicies:\n  http:\n    maxConnectionDuration: 1h\n"+oneRoute(up), nil, tr)
+			c, br := rawConn(t, tg.addr(3000))
+			for i := 0; i < 3; i++ {
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+				resp, _ := readResponse(t, br, "GET")
+				if resp.StatusCode != 200 || resp.Close {
+					t.Fatalf("request %d: status %d, close %v: a young connection must be kept", i, resp.StatusCode, resp.Close)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ type requestState struct {
 	headLen int
 	// start is when the handler took the request (monoNow).
 	start time.Duration
+	// body stands for a streamed request body while it is forwarded.
+	body requestBody
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -43,6 +46,7 @@ func releaseState(rs *requestState) {
 	rs.upstreamErr = nil
 	rs.mcp = mcpgw.Outcome{}
 	rs.headLen = 0
+	rs.body.reset()
 	statePool.Put(rs)
 }
 
@@ -125,9 +129,6 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 		b.finish(rs, status)
 		return
 	}
-	if r.mirror != nil {
-		r.mirror.maybeSend(b.gw, fctx)
-	}
 	status := b.forward(rs, r, rb)
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
@@ -139,15 +140,18 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 // finish records metrics and the access log line of a request.
 func (b *bind) finish(rs *requestState, status int) {
 	fctx := rs.pc.Fast
-	if b.draining.Load() || rs.bind.frontend.maxConnLife > 0 && time.Since(fctx.ConnTime()) > rs.bind.frontend.maxConnLife {
+	if b.draining.Load() || rs.bind.frontend.maxConnLife > 0 && connTooOld(fctx.Conn(), rs.start, rs.bind.frontend.maxConnLife) {
 		// Draining, or the connection reached maxConnectionDuration: this
 		// response is its last. (Set here, after the backend's response
 		// replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
+	if !fctx.Request.Header.IsHTTP11() && fctx.Response.IsBodyStream() && fctx.Response.Header.ContentLength() < 0 {
+		b.closeDelimited(fctx)
+	}
 	b.armResponseAwait(rs, status)
 	d := monoNow() - rs.start
-	in, out := requestBytes(&fctx.Request), responseBytes(&fctx.Response)
+	in, out := rs.requestBytes(), responseBytes(&fctx.Response)
 	r := rs.route
 	switch {
 	case rs.backend != nil:
@@ -195,6 +199,13 @@ func (b *bind) finish(rs *requestState, status int) {
 		}
 		ce.Write(fields...)
 	}
+}
+
+// connTooOld reports whether a connection served since before now-life has
+// reached its maximum duration.
+func connTooOld(c net.Conn, now, life time.Duration) bool {
+	opened, ok := connOpened(c)
+	return ok && now-opened >= life
 }
 
 // respondError writes a short plain-text error and returns its status.
@@ -323,9 +334,13 @@ func (r *route) pick() *routeBackend {
 	return r.backends[len(r.backends)-1]
 }
 
-// requestBytes is the request body size: buffered bodies are counted, streamed
-// ones by their declared length (0 when chunked).
-func requestBytes(r *fasthttp.Request) int {
+// requestBytes is the request body size: buffered bodies are counted, and
+// streamed ones as far as they were read.
+func (rs *requestState) requestBytes() int {
+	if rs.body.active() {
+		return rs.body.n
+	}
+	r := &rs.pc.Fast.Request
 	if r.IsBodyStream() {
 		return max(r.Header.ContentLength(), 0)
 	}

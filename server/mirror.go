@@ -46,36 +46,43 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 	return &mirror{upstream: up, percentage: *m.Percentage}, nil
 }
 
-func (m *mirror) maybeSend(gw *Gateway, fctx *fasthttp.RequestCtx) {
-	if m.percentage <= 0 || (m.percentage < 1 && rand.Float64() >= m.percentage) {
+// chosen reports whether this request is one the mirror copies. One whose
+// body streams is copied only if its body could be read whole
+// (bufferBody); send checks.
+func (m *mirror) chosen() bool {
+	return m.percentage >= 1 || m.percentage > 0 && rand.Float64() < m.percentage
+}
+
+// send copies req to the mirror's backend, unless its body still streams
+// (too large, or of unknown length) or too many copies are in flight. The
+// copy gets the mirror backend's name as Host when that is a hostname and
+// no rewrite chose one.
+func (m *mirror) send(gw *Gateway, req *fasthttp.Request, hostRewritten bool) {
+	if req.IsBodyStream() {
 		return
-	}
-	if fctx.Request.IsBodyStream() {
-		n := fctx.Request.Header.ContentLength()
-		if n < 0 || n > mirrorBodyLimit {
-			return
-		}
-		_ = fctx.Request.Body() // buffer it: both the mirror and the backend need it
 	}
 	select {
 	case gw.mirrorSlots <- struct{}{}:
 	default:
 		return
 	}
-	req := fasthttp.AcquireRequest()
-	fctx.Request.CopyTo(req)
+	cp := fasthttp.AcquireRequest()
+	req.CopyTo(cp)
+	cp.UseHostHeader = true
+	if m.upstream.HostName != "" && !hostRewritten {
+		cp.Header.SetHostBytes(m.upstream.HostHeader)
+	}
 	go func() {
 		defer func() { <-gw.mirrorSlots }()
 		resp := fasthttp.AcquireResponse()
-		resp.SkipBody = false
 		// Exchange, like every use of an upstream pool, so no fasthttp
 		// deadline is left on a pooled connection.
-		_ = m.upstream.Exchange(req, resp, time.Now().Add(mirrorTimeout))
+		_ = m.upstream.Exchange(cp, resp, time.Now().Add(mirrorTimeout))
 		if resp.IsBodyStream() {
 			_ = resp.CloseBodyStream()
 		}
 		fasthttp.ReleaseResponse(resp)
-		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseRequest(cp)
 	}()
 }
 

@@ -617,6 +617,7 @@ binds:
 
 	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/always/x?q=1", strings.NewReader("mirrored body"))
 	req.Header.Set("X-Trace", "t1")
+	req.Header.Set("X-Forwarded-For", "9.9.9.9")
 	resp, body := do(t, req)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Upstream") != "main" || !strings.HasPrefix(body, "main ") {
 		t.Fatalf("client got %d from %q", resp.StatusCode, resp.Header.Get("X-Upstream"))
@@ -625,6 +626,10 @@ binds:
 	got := mirror.last(t)
 	if got.method != http.MethodPost || got.uri != "/always/x?q=1" || got.body != "mirrored body" || got.header.Get("X-Trace") != "t1" {
 		t.Fatalf("mirror saw %+v", got)
+	}
+	// The copy is forwarded as the request itself is: this hop appended.
+	if xff, xfp := got.header.Get("X-Forwarded-For"), got.header.Get("X-Forwarded-Proto"); xff != "9.9.9.9, 127.0.0.1" || xfp != "http" {
+		t.Fatalf("mirror saw X-Forwarded-For %q, X-Forwarded-Proto %q", xff, xfp)
 	}
 	if main := probes["main"].last(t); main.body != "mirrored body" {
 		t.Fatalf("main backend saw body %q", main.body)

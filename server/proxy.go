@@ -57,7 +57,17 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 	}
 	fields := requestFields(&req.Header)
 	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
-	b.prepareRequest(rs, rb, up, upgrade, fields)
+	mirrored := false
+	if !upgrade {
+		if req.IsBodyStream() {
+			rs.body.wrap(req, fctx.Conn())
+		}
+		mirrored = r.mirror != nil && r.mirror.chosen()
+		if status, ok := b.bufferBody(rs, r, mirrored); !ok {
+			return status
+		}
+	}
+	b.prepareRequest(rs, rb, up, upgrade, fields, mirrored)
 	if upgrade {
 		return b.tunnel(rs, up)
 	}
@@ -70,12 +80,6 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 	attempts := 1
 	if r.retry != nil {
 		attempts = r.retry.attempts
-		// A retry must resend the body: buffer it when it is small enough.
-		if attempts > 1 && req.IsBodyStream() {
-			if n := req.Header.ContentLength(); n >= 0 && n <= rs.bind.frontend.maxBufferSize {
-				_ = req.Body()
-			}
-		}
 	}
 	// Whether the body streams, decided before the first attempt: writing a
 	// streamed body consumes it, and fasthttp then drops the stream, so the
@@ -93,6 +97,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 			}
 		}
 		err := up.Exchange(req, &fctx.Response, attemptDeadline)
+		if rs.body.err != nil {
+			// The client's body failed: the upstream request was cut off,
+			// and no attempt can send it whole.
+			rs.upstreamErr = rs.body.err
+			return clientBodyStatus(fctx, rs.body.err)
+		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
 		if failure == backend.FailureNone && !(r.retry != nil && r.retry.codes[status]) {
@@ -116,6 +126,30 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 		// Discard the response being retried (this releases its connection).
 		fctx.Response.Reset()
 	}
+}
+
+// bufferBody reads a streamed request body whole where a policy needs it
+// again: a retry may resend it (up to maxBufferSize), a mirror sends a copy
+// (up to mirrorBodyLimit). A body too large, or of unknown length, stays a
+// stream: it is not retried once sent, and not mirrored. ok is false when
+// the client failed to send the body, with the status it was answered.
+func (b *bind) bufferBody(rs *requestState, r *route, mirrored bool) (status int, ok bool) {
+	if !rs.body.active() {
+		return 0, true
+	}
+	req := &rs.pc.Fast.Request
+	n := req.Header.ContentLength()
+	if n < 0 {
+		return 0, true
+	}
+	if !(r.retry != nil && r.retry.attempts > 1 && n <= rs.bind.frontend.maxBufferSize) && !(mirrored && n <= mirrorBodyLimit) {
+		return 0, true
+	}
+	if err := rs.body.readAll(req, n); err != nil {
+		rs.upstreamErr = err
+		return clientBodyStatus(rs.pc.Fast, err), false
+	}
+	return 0, true
 }
 
 // retryable reports whether another attempt may be made after a failure: a
@@ -160,7 +194,11 @@ func failureMessage(f backend.Failure) string {
 // backend, and the backend's request policies apply. fields says which of the
 // fields it acts on the request may hold (requestFields): a field that is
 // not there is not looked up, which would cost a pass over the headers each.
-func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool, fields uint16) {
+//
+// A mirrored request's copy is taken once the request is what the route
+// makes of it (hop-by-hop fields gone, X-Forwarded-* appended), before the
+// backend's Host and policies apply.
+func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool, fields uint16, mirrored bool) {
 	fctx := rs.pc.Fast
 	h := &fctx.Request.Header
 	// Connection may come on several lines; each names fields to remove.
@@ -213,6 +251,9 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	}
 	h.SetCanonical(headerXFP, buf)
 	rs.pc.KeepScratch(buf)
+	if mirrored {
+		rs.route.mirror.send(b.gw, &fctx.Request, rs.pc.HostRewritten)
+	}
 
 	// Hostname backends get their own name as Host, unless a rewrite already
 	// chose one; IP backends keep the client's Host.
@@ -250,6 +291,7 @@ func appendPrior(dst []byte, h *fasthttp.RequestHeader, name string) ([]byte, bo
 }
 
 var (
+	protoHTTP11      = []byte("HTTP/1.1")
 	headerUpgrade    = []byte("Upgrade")
 	headerConnection = []byte("Connection")
 )
@@ -267,8 +309,16 @@ func delExceptUpgrade(h *fasthttp.RequestHeader) func([]byte) {
 // may take long to come: its head goes out at once, so the client sees the
 // response start (an event stream its opening) before the first bytes of
 // body arrive.
+//
+// The status line is this hop's: HTTP/1.1 whatever version the backend
+// spoke (RFC 9110 6.2). No Content-Type is made up for a body the backend
+// sent without one.
 func finishResponse(resp *fasthttp.Response) {
 	cleanResponse(&resp.Header)
+	if !resp.Header.IsHTTP11() {
+		resp.Header.SetProtocol(protoHTTP11)
+	}
+	resp.Header.SetNoDefaultContentType(true)
 	if resp.IsBodyStream() {
 		resp.ImmediateHeaderFlush = true
 	}

@@ -73,14 +73,14 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 
 // tunnel is a client connection handed over to an upgrade tunnel.
 type tunnel struct {
-	upstream net.Conn
+	upstream io.Closer     // closed if the tunnel never starts (may be nil)
 	done     chan struct{} // closed when the tunnel ends
 	started  bool          // fasthttp hijacked the connection and runs the tunnel
 }
 
 // startTunnel records that the client connection c is about to become a
 // tunnel to upstream; the returned channel must be closed when it ends.
-func (b *bind) startTunnel(c, upstream net.Conn) chan struct{} {
+func (b *bind) startTunnel(c net.Conn, upstream io.Closer) chan struct{} {
 	t := &tunnel{upstream: upstream, done: make(chan struct{})}
 	b.mu.Lock()
 	b.tunnels[c] = t
@@ -103,7 +103,7 @@ func (b *bind) awaitTunnel(c net.Conn) {
 	case t == nil:
 	case t.started:
 		<-t.done
-	default:
+	case t.upstream != nil:
 		t.upstream.Close()
 	}
 }

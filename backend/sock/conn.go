@@ -76,6 +76,12 @@ type Conn struct {
 	// and a word of the connection's own needs no lock or map); sock never
 	// reads it.
 	ServerState atomic.Int32
+	// ServerOpened is the server's too: when it began serving the
+	// connection, on a clock of its choosing.
+	ServerOpened time.Duration
+
+	// readEnds counts reads that found the end of the stream or failed.
+	readEnds int
 }
 
 // New wraps a TCP connection. It fails only when the connection has no file
@@ -215,14 +221,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rbuf = nil
 	if err != nil {
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			c.readEnds++
+		}
 		return 0, c.opError("read", err)
 	}
 	if c.rerr != 0 {
 		e := c.rerr
 		c.rerr = 0
+		c.readEnds++
 		return 0, c.opError("read", os.NewSyscallError("recvfrom", e))
 	}
 	if c.rn == 0 {
+		c.readEnds++
 		return 0, io.EOF
 	}
 	c.received += int64(c.rn)
@@ -234,6 +245,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	return c.rn, nil
 }
+
+// ReadEnds counts the reads that found the end of the stream (the peer
+// closed or half-closed the connection) or failed other than by a deadline.
+// A reader above a buffer learns from it whether a read of its own reached
+// the connection's end or was served from what the buffer held. Only the
+// reading goroutine may ask.
+func (c *Conn) ReadEnds() int { return c.readEnds }
 
 // AccountRequest tells the connection that the server parsed a request of n
 // bytes (head and body) from what it received; n < 0 means the size is not

@@ -1,10 +1,15 @@
 package sock
 
 import (
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // PromptConn is a connection whose ReadFrom writes every piece of what it
@@ -16,12 +21,120 @@ import (
 // is the same.
 type PromptConn struct {
 	net.Conn
-	// ServerState is the owner's, as Conn.ServerState is.
-	ServerState atomic.Int32
+	// ServerState and ServerOpened are the owner's, as Conn's are.
+	ServerState  atomic.Int32
+	ServerOpened time.Duration
+
+	readEnds      int
+	closed        atomic.Bool
+	writeDeadline atomic.Int64 // UnixNano, 0 for none
 }
 
+// fdConn is a connection that shows its descriptor and whether its library
+// still counts it as open (netpoll's).
+type fdConn interface {
+	Fd() int
+	IsActive() bool
+}
+
+// Write writes p. netpoll counts a connection whose peer half-closed it as
+// closed and refuses to write to it, although a client that half-closes
+// after its request still waits for the answer (RFC 9112 9.6). Such a write
+// goes to the descriptor itself: netpoll closes a connection it serves only
+// once its OnRequest call returns, and the owner's whole use of the
+// connection happens inside that call, so the descriptor is still this
+// connection's.
+func (c *PromptConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err == nil || n != 0 || len(p) == 0 || c.closed.Load() {
+		return n, err
+	}
+	fc, ok := c.Conn.(fdConn)
+	if !ok || fc.IsActive() {
+		return n, err
+	}
+	return writeFD(fc.Fd(), p, c.writeDeadline.Load())
+}
+
+// halfClosedWriteLimit bounds a write to a half-closed peer when no write
+// deadline is set.
+const halfClosedWriteLimit = time.Minute
+
+// writeFD writes all of p to a non-blocking descriptor, waiting in poll(2)
+// while its buffer is full, until the deadline (UnixNano; 0 for
+// halfClosedWriteLimit from now).
+func writeFD(fd int, p []byte, deadline int64) (int, error) {
+	if deadline == 0 {
+		deadline = time.Now().Add(halfClosedWriteLimit).UnixNano()
+	}
+	total := 0
+	for total < len(p) {
+		n, err := unix.Write(fd, p[total:])
+		if n > 0 {
+			total += n
+		}
+		switch err {
+		case nil, unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			wait := time.Duration(deadline - time.Now().UnixNano())
+			if wait <= 0 {
+				return total, os.ErrDeadlineExceeded
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(fds, int(wait/time.Millisecond)+1); err != nil && err != unix.EINTR {
+				return total, os.NewSyscallError("poll", err)
+			}
+		default:
+			return total, os.NewSyscallError("write", err)
+		}
+	}
+	return total, nil
+}
+
+// Close closes the connection; no write goes to its descriptor after it.
+func (c *PromptConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
+}
+
+// SetDeadline sets both deadlines, recording the write one.
+func (c *PromptConn) SetDeadline(t time.Time) error {
+	c.recordWriteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline, recording it.
+func (c *PromptConn) SetWriteDeadline(t time.Time) error {
+	c.recordWriteDeadline(t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *PromptConn) recordWriteDeadline(t time.Time) {
+	if t.IsZero() {
+		c.writeDeadline.Store(0)
+	} else {
+		c.writeDeadline.Store(t.UnixNano())
+	}
+}
+
+// Read reads from the connection, noting when the stream ends or fails.
+func (c *PromptConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			c.readEnds++
+		}
+	}
+	return n, err
+}
+
+// ReadEnds counts what Conn.ReadEnds does.
+func (c *PromptConn) ReadEnds() int { return c.readEnds }
+
 // ReadFrom copies r to the connection until io.EOF.
-func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) { return copyPromptly(c.Conn, r) }
+func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) { return copyPromptly(c, r) }
 
 // copyPromptly copies r to w until io.EOF, writing each piece as soon as it
 // is read.

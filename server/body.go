@@ -1,0 +1,130 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+
+	"github.com/valyala/fasthttp"
+)
+
+// requestBody is a client's streamed request body as the upstream request
+// reads it. It states two things fasthttp's request stream leaves unsaid:
+//
+//   - A chunked body whose connection ends where the next chunk header
+//     should start is cut short, not complete. fasthttp's decoder reports
+//     io.EOF there just as after the last chunk. The client connection
+//     (readEnder) tells the two apart: a complete body never needs a byte
+//     past its end, so only a cut one makes the read that returned io.EOF
+//     reach the end of the connection.
+//   - A read error sticks. fasthttp's chunked writer drops an error that
+//     comes with data and reads again, which after a broken chunk finds the
+//     end of the connection and would close the body as if it were whole.
+//
+// Either way the upstream request is never completed (its connection is
+// closed), and the client gets a 4xx: the fault is the client's, not the
+// backend's. It also counts the bytes read, for the access log and metrics.
+type requestBody struct {
+	r       io.Reader
+	conn    readEnder // nil when the connection cannot tell
+	chunked bool
+	n       int
+	err     error // the client's failure, once there is one
+}
+
+// readEnder is a client connection that knows whether a read found its end
+// (sock.Conn, sock.PromptConn).
+type readEnder interface{ ReadEnds() int }
+
+// clientBodyError is a failure reading the client's request body.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *clientBodyError) Unwrap() error { return e.err }
+
+// wrap puts b in front of req's body stream.
+func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
+	n := req.Header.ContentLength()
+	*b = requestBody{r: req.BodyStream(), chunked: n < 0}
+	b.conn, _ = conn.(readEnder)
+	req.SetBodyStream(b, n)
+}
+
+func (b *requestBody) reset() { *b = requestBody{} }
+
+// active reports whether b stands for the current request's body.
+func (b *requestBody) active() bool { return b.r != nil }
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	ends := 0
+	if b.conn != nil {
+		ends = b.conn.ReadEnds()
+	}
+	n, err := b.r.Read(p)
+	b.n += n
+	if err == io.EOF && b.chunked && b.conn != nil && b.conn.ReadEnds() != ends {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && err != io.EOF {
+		b.err = &clientBodyError{err: err}
+		return n, b.err
+	}
+	return n, err
+}
+
+// readAll reads the rest of the body of declared length n (n >= 0) whole,
+// and makes it the request's buffered body.
+func (b *requestBody) readAll(req *fasthttp.Request, n int) error {
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(b, buf); err != nil {
+		if b.err == nil {
+			b.err = &clientBodyError{err: io.ErrUnexpectedEOF}
+		}
+		return b.err
+	}
+	req.SetBodyRaw(buf)
+	return nil
+}
+
+// clientBodyStatus answers a request whose body the client failed to send:
+// 408 when it stopped sending in time, 400 otherwise. The connection is
+// closed after the answer, since the body's end was never found.
+func clientBodyStatus(fctx *fasthttp.RequestCtx, err error) int {
+	status, msg := fasthttp.StatusBadRequest, "malformed or incomplete request body"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		status, msg = fasthttp.StatusRequestTimeout, "request body timeout"
+	}
+	respondError(fctx, status, msg)
+	fctx.SetConnectionClose() // after respondError, which resets the response
+	return status
+}
+
+// closeDelimited sends a streamed response of unknown length to an HTTP/1.0
+// client, which cannot take chunked framing (RFC 9112 6.1): the head goes
+// without Content-Length or Transfer-Encoding, the body as it comes, and
+// closing the connection ends it. fasthttp frames every such stream chunked,
+// so the connection is hijacked and written here; the body stream stays on
+// the response, which fasthttp closes (releasing its upstream connection)
+// once this returns.
+func (b *bind) closeDelimited(fctx *fasthttp.RequestCtx) {
+	resp := &fctx.Response
+	body := resp.BodyStream()
+	h := &resp.Header
+	h.Del(fasthttp.HeaderTransferEncoding)
+	h.SetContentLength(-2) // no length: sets Connection: close
+	head := h.AppendBytes(nil)
+	skipBody := fctx.Request.Header.IsHead()
+	done := b.startTunnel(fctx.Conn(), nil)
+	fctx.HijackSetNoResponse(true)
+	fctx.Hijack(func(c net.Conn) {
+		defer close(done)
+		if _, err := c.Write(head); err != nil || skipBody {
+			return
+		}
+		_, _ = io.Copy(c, body)
+	})
+}

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// upstreamOutcome is what a raw upstream made of one connection: the request
+// it read whole, or the error that ended reading it.
+type upstreamOutcome struct {
+	req message
+	err error
+}
+
+// outcomeUpstream reads one request per connection, answers 200 when it read
+// one whole, and reports what it read.
+func outcomeUpstream(t *testing.T) (string, <-chan upstreamOutcome) {
+	t.Helper()
+	out := make(chan upstreamOutcome, 16)
+	addr := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+		m, err := readRequest(bufio.NewReader(c))
+		out <- upstreamOutcome{req: m, err: err}
+		if err == nil {
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		}
+	})
+	return addr, out
+}
+
+func nextOutcome(t *testing.T, out <-chan upstreamOutcome) upstreamOutcome {
+	t.Helper()
+	select {
+	case o := <-out:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream connection neither completed a request nor ended")
+		return upstreamOutcome{}
+	}
+}
+
+// TestClientBodyCutShortIsNeverCompleted: a chunked request body the client
+// stops sending before its last chunk must not reach the upstream as a
+// complete request; the upstream connection is closed instead. A body the
+// client breaks (a bad chunk) gets the client a 400, not a 502 blamed on
+// the backend. A complete chunked body followed by the client's half-close
+// goes through whole.
+func TestClientBodyCutShortIsNeverCompleted(t *testing.T) {
+	head := "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	cases := []struct {
+		name string
+		sent string
+		// close: the client closes (true) or half-closes (false) after sent.
+		close      bool
+		wantStatus int    // 0: no answer expected (the client closed)
+		wantBody   string // "": the upstream must not get a whole request
+	}{
+		{name: "closed after a chunk", sent: head + "5\r\nhello\r\n", close: true},
+		{name: "half-closed after a chunk", sent: head + "5\r\nhello\r\n", wantStatus: 400},
+		{name: "half-closed inside a chunk", sent: head + "5\r\nhello\r\n3\r\nabc", wantStatus: 400},
+		{name: "half-closed inside a chunk header", sent: head + "5\r\nhello\r\n3", wantStatus: 400},
+		{name: "bad chunk size", sent: head + "zz\r\nhello\r\n0\r\n\r\n", wantStatus: 400},
+		{name: "bad chunk end", sent: head + "5\r\nhelloXX0\r\n\r\n", wantStatus: 400},
+		{name: "complete, then half-closed", sent: head + "5\r\nhello\r\n0\r\n\r\n", wantStatus: 200, wantBody: "hello"},
+		{name: "complete with trailer, then half-closed", sent: head + "5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", wantStatus: 200, wantBody: "hello"},
+	}
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			addr, out := outcomeUpstream(t)
+			tg := startGatewayWith(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr}, tr)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if _, err := io.WriteString(c, tc.sent); err != nil {
+						t.Fatal(err)
+					}
+					if tc.close {
+						c.Close()
+					} else if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+					o := nextOutcome(t, out)
+					if tc.wantBody == "" && o.err == nil {
+						t.Fatalf("the upstream received a whole request with body %q from a body the client never finished", o.req.body)
+					}
+					if tc.wantBody != "" && (o.err != nil || string(o.req.body) != tc.wantBody) {
+						t.Fatalf("the upstream got body %q (error %v), want %q", o.req.body, o.err, tc.wantBody)
+					}
+					if tc.wantStatus == 0 {
+						return
+					}
+					m, err := readReply(br, "POST")
+					if err != nil {
+						t.Fatalf("reading the answer: %v", err)
+					}
+					if m.status() != tc.wantStatus {
+						t.Fatalf("status %d (%q), want %d", m.status(), m.body, tc.wantStatus)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestBufferedBodyCutShortIsNeverSent: a body read whole for a retry (or a
+// mirror) that the client does not finish is answered 400 and sent nowhere.
+// (fasthttp's Request.Body would have replaced it with its error text and
+// sent that.)
+func TestBufferedBodyCutShortIsNeverSent(t *testing.T) {
+	addr, out := outcomeUpstream(t)
+	mirrorAddr, mirrorOut := outcomeUpstream(t)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /retry}}]
+      policies: {retry: {attempts: 2, codes: [503]}}
+      backends: [{host: ${UP}}]
+    - matches: [{path: {pathPrefix: /mirror}}]
+      policies: {requestMirror: {backend: {host: ${MIRROR}}, percentage: 1}}
+      backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr, "MIRROR": mirrorAddr})
+	for _, path := range []string{"/retry", "/mirror"} {
+		t.Run(path, func(t *testing.T) {
+			c, br := dialRaw(t, tg.addr(3000))
+			// More than fasthttp reads ahead, so the body streams.
+			sent := "PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n" + strings.Repeat("a", 10000)
+			if _, err := io.WriteString(c, sent); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			m, err := readReply(br, "PUT")
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			if m.status() != 400 {
+				t.Fatalf("status %d (%q), want 400", m.status(), m.body)
+			}
+			// The gateway answered without sending anything upstream: a
+			// request that reached either upstream would be there by now,
+			// since the gateway only answers after an exchange ends.
+			select {
+			case o := <-out:
+				t.Fatalf("the backend was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+			case o := <-mirrorOut:
+				t.Fatalf("the mirror was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+			default:
+			}
+		})
+	}
+}
+
+// TestHalfClosedClientGetsItsAnswer: a client that half-closes its
+// connection after the request still gets the answer (RFC 9112 9.6), on
+// both transports (netpoll counts a half-closed connection as closed).
+func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
+	addr, _ := rawHTTPUpstream(t, okAnswer)
+	cases := []struct {
+		name, sent string
+		want       int
+	}{
+		{"GET", "GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+		{"HTTP/1.0", "GET /x HTTP/1.0\r\n\r\n", 200},
+		{"malformed", "GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n", 400},
+	}
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr}, tr)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if _, err := io.WriteString(c, tc.sent); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+					m, err := readReply(br, "GET")
+					if err != nil {
+						t.Fatalf("reading the answer: %v", err)
+					}
+					if m.status() != tc.want {
+						t.Fatalf("status %d (%q), want %d", m.status(), m.body, tc.want)
+					}
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"testing"
+)
+
+// TestResponseVersionAndFraming: the gateway speaks HTTP/1.1 to its clients
+// whatever version the backend answered in, re-frames a close-delimited
+// body for an HTTP/1.1 client (chunked, connection kept), and sends an
+// HTTP/1.0 client no chunked framing (RFC 9112 6.1): a body of unknown
+// length goes close-delimited.
+func TestResponseVersionAndFraming(t *testing.T) {
+	http10 := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\nX-Up: 1\r\n\r\nclose-delimited-body")
+	})
+	http10CL, _ := rawHTTPUpstream(t, func(message) (string, bool) {
+		return "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", true
+	})
+	chunked, _ := rawHTTPUpstream(t, func(message) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", false
+	})
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /old}}]
+      backends: [{host: ${OLD}}]
+    - matches: [{path: {pathPrefix: /oldcl}}]
+      backends: [{host: ${OLDCL}}]
+    - backends: [{host: ${CHUNKED}}]
+`, map[string]string{"OLD": http10, "OLDCL": http10CL, "CHUNKED": chunked}, tr)
+
+			t.Run("HTTP/1.0 backend, HTTP/1.1 client", func(t *testing.T) {
+				c, br := dialRaw(t, tg.addr(3000))
+				for _, path := range []string{"/old", "/oldcl", "/old"} {
+					m := roundTripRaw(t, c, br, "GET", "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+					if !strings.HasPrefix(m.line, "HTTP/1.1 200") {
+						t.Fatalf("%s: status line %q, want HTTP/1.1 200", path, m.line)
+					}
+					if m.fields.has("Connection") {
+						t.Fatalf("%s: Connection %q: the client connection must stay open", path, m.fields.get("Connection"))
+					}
+					want := map[string]string{"/old": "close-delimited-body", "/oldcl": "hello"}[path]
+					if string(m.body) != want {
+						t.Fatalf("%s: body %q, want %q", path, m.body, want)
+					}
+				}
+			})
+
+			for _, req := range []string{
+				"GET /new HTTP/1.0\r\n\r\n",
+				"GET /new HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+			} {
+				t.Run("HTTP/1.0 client "+strings.TrimSpace(strings.SplitN(req, "\r\n", 3)[1]), func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if _, err := io.WriteString(c, req); err != nil {
+						t.Fatal(err)
+					}
+					m, err := readHead(br)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if m.status() != 200 || m.fields.has("Transfer-Encoding") || m.fields.has("Content-Length") {
+						t.Fatalf("head %q %v: want 200 without Transfer-Encoding or Content-Length", m.line, m.fields)
+					}
+					body, err := io.ReadAll(br)
+					if err != nil {
+						t.Fatalf("reading the body to the close: %v", err)
+					}
+					if string(body) != "hello world" {
+						t.Fatalf("body %q, want %q", body, "hello world")
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestNoInventedContentType: a body that came without Content-Type goes on
+// without one, in both directions, and a policy can remove one.
+func TestNoInventedContentType(t *testing.T) {
+	addr, seen := rawHTTPUpstream(t, func(m message) (string, bool) {
+		if m.target() == "/typed" {
+			return "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nok", false
+		}
+		return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /typed}}]
+      policies: {responseHeaderModifier: {remove: [content-type]}}
+      backends: [{host: ${UP}}]
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr})
+	c, br := dialRaw(t, tg.addr(3000))
+	m := roundTripRaw(t, c, br, "PUT", "PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	if got := nextSeen(t, seen); got.fields.has("Content-Type") {
+		t.Fatalf("the upstream got Content-Type %q the client never sent", got.fields.get("Content-Type"))
+	}
+	if m.fields.has("Content-Type") {
+		t.Fatalf("the client got Content-Type %q the upstream never sent", m.fields.get("Content-Type"))
+	}
+	m = roundTripRaw(t, c, br, "GET", "GET /typed HTTP/1.1\r\nHost: x\r\n\r\n")
+	nextSeen(t, seen)
+	if m.fields.has("Content-Type") {
+		t.Fatalf("Content-Type %q survived responseHeaderModifier remove", m.fields.get("Content-Type"))
+	}
+}
