@@ -29,13 +29,16 @@ func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, dead
 	// it, and fasthttp then drops the stream, leaving only the bytes it had
 	// read ahead (none of a chunked body) to be sent again.
 	streamed := req.IsBodyStream()
+	// A request that cannot be sent again is sent only on a connection that
+	// looks alive: the upstream may have closed an idle pooled one.
+	once := streamed || !Idempotent(req.Header.Method())
 	for attempt := 0; ; attempt++ {
 		resp.Reset()
-		stale, err := u.roundTrip(req, resp, deadline)
+		stale, err := u.roundTrip(req, resp, deadline, once)
 		if err == nil {
 			return nil
 		}
-		if !stale || attempt > 0 || streamed || !Idempotent(req.Header.Method()) {
+		if !stale || attempt > 0 || once {
 			return err
 		}
 	}
@@ -70,9 +73,14 @@ const awaitIdleLimit = time.Second
 // maxInterimResponses bounds 1xx responses skipped before the final one.
 const maxInterimResponses = 8
 
+// maxStaleSkipped bounds the pooled connections found stale and closed
+// before one request is sent.
+const maxStaleSkipped = 8
+
 // roundTrip makes one attempt. stale reports a failure on a reused connection
-// before any response byte arrived.
-func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) (stale bool, err error) {
+// before any response byte arrived. checkLive has a reused connection
+// checked (sock.Conn.Stale) before the request goes on it.
+func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
 	hc := u.client
 	var timeout time.Duration
 	if !deadline.IsZero() {
@@ -86,6 +94,18 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	}
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
+	for skipped := 0; checkLive && reused && skipped < maxStaleSkipped; skipped++ {
+		sc, ok := conn.(*sock.Conn)
+		if !ok || !sc.Stale() {
+			break
+		}
+		hc.CloseConn(cc)
+		if cc, err = hc.AcquireConn(timeout, req.ConnectionClose()); err != nil {
+			return false, err
+		}
+		reused = !cc.LastUseTime().IsZero()
+		conn = cc.Conn()
+	}
 	// Pooled connections carry no deadline: one is set only for this
 	// exchange and cleared before the connection goes back to the pool.
 	if !deadline.IsZero() {

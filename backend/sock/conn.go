@@ -44,7 +44,9 @@ type Conn struct {
 	wdone bool // the write step ran once (await mode)
 	werr  syscall.Errno
 
-	readFn, writeFn, writeAwaitFn func(fd uintptr) bool
+	readFn, writeFn, writeAwaitFn, peekFn func(fd uintptr) bool
+	peekStale                            bool
+	peekBuf                              [1]byte
 
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
@@ -95,6 +97,7 @@ func New(c *net.TCPConn) (*Conn, error) {
 	sc.readFn = sc.recvStep
 	sc.writeFn = sc.sendStep
 	sc.writeAwaitFn = sc.sendAwaitStep
+	sc.peekFn = sc.peekStep
 	return sc, nil
 }
 
@@ -391,6 +394,34 @@ func socketCall(trap, fd uintptr, buf []byte, flags uintptr) (int, syscall.Errno
 	}
 	n, _, e := syscall.Syscall6(trap, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), flags, 0, 0)
 	return int(n), e
+}
+
+// Stale reports whether an idle connection can no longer carry a request:
+// its peer closed or reset it, or sent bytes nobody asked for. It looks
+// without waiting or consuming anything (recv with MSG_PEEK|MSG_DONTWAIT).
+// A client of a pooled connection asks before sending a request it could
+// not send again, since the peer may have closed the connection while it
+// was idle. Only the goroutine that will use the connection may ask.
+func (c *Conn) Stale() bool {
+	c.peekStale = true
+	if err := c.raw.Read(c.peekFn); err != nil {
+		return true
+	}
+	return c.peekStale
+}
+
+// peekStep is Stale's raw function; it never asks the poller to wait.
+func (c *Conn) peekStep(fd uintptr) bool {
+	for {
+		_, e := socketCall(syscall.SYS_RECVFROM, fd, c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if e == syscall.EINTR {
+			continue
+		}
+		// EAGAIN: nothing to read, the connection is idle as it should be.
+		// Anything else (an end of stream, bytes, an error) makes it stale.
+		c.peekStale = e != syscall.EAGAIN
+		return true
+	}
 }
 
 // recvStep is the raw read function: false asks the poller to wait.

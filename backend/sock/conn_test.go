@@ -616,3 +616,46 @@ func writeWithoutWaiting(t *testing.T, sc *Conn, p []byte, why string) {
 		t.Fatal(why)
 	}
 }
+
+// TestStale: an idle connection is live; one whose peer closed it, or sent
+// bytes nobody asked for, is stale; asking consumes nothing and counts as
+// no read end.
+func TestStale(t *testing.T) {
+	sc, _ := pair(t)
+	if sc.Stale() {
+		t.Fatal("an idle connection reported stale")
+	}
+
+	sc, peer := pair(t)
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyStale(t, sc)
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(sc, buf); err != nil || buf[0] != 'x' {
+		t.Fatalf("after Stale, Read = %q, %v: the byte must still be there", buf, err)
+	}
+
+	sc, peer = pair(t)
+	peer.Close()
+	eventuallyStale(t, sc)
+	if sc.ReadEnds() != 0 {
+		t.Fatalf("ReadEnds = %d after Stale alone, want 0", sc.ReadEnds())
+	}
+	if _, err := sc.Read(buf); err != io.EOF || sc.ReadEnds() != 1 {
+		t.Fatalf("Read = %v, ReadEnds %d; want io.EOF, 1", err, sc.ReadEnds())
+	}
+}
+
+// eventuallyStale polls, with a bound, until sc reports stale (loopback
+// delivers the peer's bytes or FIN at once, but not under our control).
+func eventuallyStale(t *testing.T, sc *Conn) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !sc.Stale() {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection never reported stale")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
