@@ -174,10 +174,10 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 		return false, nil
 	}
 	// Stream: the body is read from br as the client is written to. The
-	// exchange deadline no longer applies (cleared on return); the route's
-	// request timeout does not cut a body already flowing.
-	clearDeadline(conn, deadline)
-	attachStream(hc, cc, br, resp, n, closeConn)
+	// exchange deadline stays until the body has been read (a request
+	// timeout bounds the whole response); the stream clears it when it
+	// gives the connection back.
+	attachStream(hc, cc, br, resp, n, closeConn, !deadline.IsZero())
 	return false, nil
 }
 
@@ -224,7 +224,10 @@ type streamBody[C any] struct {
 	body      io.Reader
 	closeConn bool
 	eof       bool
-	want, got int // declared length (-1 unknown) and bytes read
+	want, got int   // declared length (-1 unknown) and bytes read
+	deadline  bool  // the connection carries the exchange deadline
+	err       error // the read error that ended the body early, if one did
+	obs       StreamObserver
 
 	// A chunked body is decoded from chunks, which reads the connection
 	// through src: fasthttp's decoder takes a connection that ends where a
@@ -251,13 +254,13 @@ func (e *eofReader) Read(p []byte) (int, error) {
 
 var streamBodies sync.Pool
 
-func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn bool) {
+func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
 	sb, _ := streamBodies.Get().(*streamBody[C])
 	if sb == nil {
 		sb = new(streamBody[C])
 	}
 	up := fasthttp.AcquireResponse()
-	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, chunks: sb.chunks}
+	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, chunks: sb.chunks}
 	resp.Header.CopyTo(&up.Header)
 	up.StreamBody = true
 	src := br
@@ -295,9 +298,34 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF || s.want >= 0 && s.got >= s.want {
 		s.eof = true
+	} else if err != nil && s.err == nil {
+		s.err = timeoutErr(err)
 	}
 	return n, err
 }
+
+// StreamObserver learns how a streamed response body ended, when its
+// stream is closed: the bytes read, and nil when the body was read to its
+// end, or why it was not (ErrStreamAbandoned, a timeout, a cut-off body).
+type StreamObserver interface {
+	StreamClosed(bytes int, err error)
+}
+
+// ErrStreamAbandoned is reported for a body closed before its end without a
+// read error: the client went away, or the response was replaced.
+var ErrStreamAbandoned = errors.New("response body abandoned before its end")
+
+// ObserveStream has o told when the streamed body Exchange left in resp is
+// closed. It reports false, telling o nothing, when resp holds no such body.
+func ObserveStream(resp *fasthttp.Response, o StreamObserver) bool {
+	if s, ok := resp.BodyStream().(interface{ observe(StreamObserver) }); ok {
+		s.observe(o)
+		return true
+	}
+	return false
+}
+
+func (s *streamBody[C]) observe(o StreamObserver) { s.obs = o }
 
 // Close returns the connection to the pool when the body was read to its
 // end, and closes it otherwise.
@@ -305,11 +333,29 @@ func (s *streamBody[C]) Close() error {
 	_ = s.up.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.up)
 	s.hc.ReleaseReader(s.br)
-	finishConn(s.hc, s.cc, s.closeConn || !s.eof)
+	keep := !s.closeConn && s.eof
+	if keep && s.deadline {
+		// The exchange deadline must not follow the connection into the pool.
+		if c, ok := any(s.cc).(interface{ Conn() net.Conn }); ok {
+			_ = c.Conn().SetDeadline(time.Time{})
+		} else {
+			keep = false
+		}
+	}
+	finishConn(s.hc, s.cc, !keep)
 	if s.chunks != nil {
 		s.chunks.Reset(nil)
 	}
+	obs, got, err := s.obs, s.got, s.err
+	if !s.eof && err == nil {
+		err = ErrStreamAbandoned
+	} else if s.eof {
+		err = nil
+	}
 	*s = streamBody[C]{chunks: s.chunks}
 	streamBodies.Put(s)
+	if obs != nil {
+		obs.StreamClosed(got, err)
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/policy"
 )
@@ -31,6 +32,14 @@ type requestState struct {
 	start time.Duration
 	// body stands for a streamed request body while it is forwarded.
 	body requestBody
+
+	// What the record of the request needs once the request itself may be
+	// gone (finish, record).
+	srv          *bind
+	status       int
+	bytesIn      int
+	method, path []byte
+	remote       net.Addr
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
@@ -47,6 +56,8 @@ func releaseState(rs *requestState) {
 	rs.mcp = mcpgw.Outcome{}
 	rs.headLen = 0
 	rs.body.reset()
+	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
+	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
 }
 
@@ -59,8 +70,7 @@ var (
 // policies, forward to a backend, run response policies, account.
 func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	bc := b.current.Load()
-	rs := acquireState()
-	defer releaseState(rs)
+	rs := acquireState() // finish releases it
 	rs.start = monoNow()
 	rs.bind = bc
 	pc := &rs.pc
@@ -137,7 +147,10 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	b.finish(rs, status)
 }
 
-// finish records metrics and the access log line of a request.
+// finish readies the response to be written and records the request: at
+// once, or, for a body streaming from the backend, when that stream closes
+// (so that its duration and bytes are the whole response's). Either way rs
+// is released then; the handler must not touch it after finish.
 func (b *bind) finish(rs *requestState, status int) {
 	fctx := rs.pc.Fast
 	if b.draining.Load() || rs.bind.frontend.maxConnLife > 0 && connTooOld(fctx.Conn(), rs.start, rs.bind.frontend.maxConnLife) {
@@ -146,20 +159,49 @@ func (b *bind) finish(rs *requestState, status int) {
 		// replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
-	if !fctx.Request.Header.IsHTTP11() && fctx.Response.IsBodyStream() && fctx.Response.Header.ContentLength() < 0 {
+	resp := &fctx.Response
+	if !fctx.Request.Header.IsHTTP11() && resp.IsBodyStream() && resp.Header.ContentLength() < 0 {
 		b.closeDelimited(fctx)
 	}
 	b.armResponseAwait(rs, status)
+	rs.srv, rs.status, rs.bytesIn = b, status, rs.requestBytes()
+	if resp.IsBodyStream() {
+		// The request may be gone by the time the stream closes (a hijacked
+		// connection's is reset first): keep what the record needs.
+		rs.method = append(rs.method[:0], fctx.Method()...)
+		rs.path = append(rs.path[:0], rs.pc.Path...)
+		rs.remote = fctx.RemoteAddr()
+		if backend.ObserveStream(resp, rs) {
+			return
+		}
+	}
+	b.record(rs, fctx.Method(), rs.pc.Path, fctx.RemoteAddr(), responseBytes(resp))
+	releaseState(rs)
+}
+
+// StreamClosed records a request whose response body streamed, once the
+// stream closed (backend.StreamObserver).
+func (rs *requestState) StreamClosed(n int, err error) {
+	if err != nil && rs.upstreamErr == nil {
+		rs.upstreamErr = err
+	}
+	rs.srv.record(rs, rs.method, rs.path, rs.remote, n)
+	releaseState(rs)
+}
+
+// record counts a request in the metrics and writes its access log line.
+// out is the size of the response body sent.
+func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, out int) {
 	d := monoNow() - rs.start
-	in, out := rs.requestBytes(), responseBytes(&fctx.Response)
+	status, in := rs.status, rs.bytesIn
 	r := rs.route
 	switch {
 	case rs.backend != nil:
-		rs.backend.metrics.Observe(fctx.Method(), status, d, in, out)
+		rs.backend.metrics.Observe(method, status, d, in, out)
 	case r != nil:
-		r.noBackend.Observe(fctx.Method(), status, d, in, out)
+		r.noBackend.Observe(method, status, d, in, out)
 	default:
-		b.unrouted.Observe(fctx.Method(), status, d, in, out)
+		b.unrouted.Observe(method, status, d, in, out)
 	}
 	if ce := b.gw.accessLog.Check(zap.InfoLevel, "request"); ce != nil {
 		routeName, backendName := "", ""
@@ -172,15 +214,15 @@ func (b *bind) finish(rs *requestState, status int) {
 		fields := []zap.Field{
 			// Copies: the request's buffers are reused once this returns, and
 			// a core may keep the entry (a batching or observing one).
-			zap.String("method", string(fctx.Method())),
-			zap.String("path", string(rs.pc.Path)),
+			zap.String("method", string(method)),
+			zap.String("path", string(path)),
 			zap.Int("status", status),
 			zap.Duration("duration", d),
 			zap.String("route", routeName),
 			zap.String("backend", backendName),
 			zap.Int("bytes_in", in),
 			zap.Int("bytes_out", out),
-			zap.Stringer("src", fctx.RemoteAddr()),
+			zap.Stringer("src", remote),
 		}
 		if rs.upstreamErr != nil {
 			fields = append(fields, zap.NamedError("upstream_error", rs.upstreamErr))
