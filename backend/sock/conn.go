@@ -45,8 +45,8 @@ type Conn struct {
 	werr  syscall.Errno
 
 	readFn, writeFn, writeAwaitFn, peekFn func(fd uintptr) bool
-	peekStale                            bool
-	peekBuf                              [1]byte
+	peekStale                             bool
+	peekBuf                               [1]byte
 
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
