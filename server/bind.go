@@ -57,6 +57,7 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 	b.unrouted = gw.metrics.Route("", "")
 	b.srv = &fasthttp.Server{
 		Handler:                      b.handle,
+		ExpectHandler:                b.expect,
 		ErrorHandler:                 b.handleParseError,
 		ConnState:                    b.trackConn,
 		Name:                         "",

@@ -67,29 +67,83 @@ var (
 )
 
 // handle is the HTTP request path: select listener and route, run request
-// policies, forward to a backend, run response policies, account.
+// policies, forward to a backend, run response policies, account. A request
+// with Expect: 100-continue went through begin already (expect).
 func (b *bind) handle(fctx *fasthttp.RequestCtx) {
+	rs, _ := fctx.UserValue(expectStateKey).(*requestState)
+	if rs == nil {
+		var done bool
+		if rs, _, done = b.begin(fctx); done {
+			return
+		}
+	} else {
+		fctx.RemoveUserValue(expectStateKey)
+	}
+	b.proceed(rs)
+}
+
+// expectStateKey holds, between expect and handle, the state of a request
+// whose body the client waits to send.
+const expectStateKey = "relaygate.expect"
+
+// expect decides a request with Expect: 100-continue before its body is
+// read (fasthttp's ExpectHandler): a request answered without a backend
+// (no route, a direct response, a redirect, a refused authentication, a
+// CORS preflight) gets its final status instead of 100, so the client never
+// sends the body (RFC 9110 10.1.1); fasthttp then closes the connection,
+// since the client may have started sending anyway. A request that goes on
+// gets 100, and handle takes it up where begin left it.
+func (b *bind) expect(fctx *fasthttp.RequestCtx) int {
+	rs, status, done := b.begin(fctx)
+	if done {
+		return status
+	}
+	fctx.SetUserValue(expectStateKey, rs)
+	return fasthttp.StatusContinue
+}
+
+// begin takes a request up to its route's request policies. done reports
+// that it was answered (and finished); status is the status sent then.
+func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, done bool) {
 	bc := b.current.Load()
-	rs := acquireState() // finish releases it
+	rs = acquireState() // finish releases it
 	rs.start = monoNow()
 	rs.bind = bc
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
+	end := func(status int) (*requestState, int, bool) {
+		b.finish(rs, status)
+		return nil, status, true
+	}
 	if proto := fctx.Request.Header.Protocol(); len(proto) != 8 || proto[5] != '1' {
 		// fasthttp accepts any "HTTP/d.d"; only HTTP/1.x is spoken here and
 		// forwarded (RFC 9110 15.6.6).
 		status := respondError(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
 		fctx.SetConnectionClose() // after respondError, which resets the response
-		b.finish(rs, status)
-		return
+		return end(status)
 	}
 	rs.headLen = requestHeadLen(&fctx.Request.Header)
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
 		status := respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		fctx.SetConnectionClose() // after respondError, which resets the response
-		b.finish(rs, status)
-		return
+		return end(status)
+	}
+	if uri := fctx.Request.Header.RequestURI(); bytes.IndexByte(uri, '#') >= 0 {
+		// No form of request target holds a fragment (RFC 9112 3.2).
+		status := respondError(fctx, fasthttp.StatusBadRequest, "fragment in request target")
+		fctx.SetConnectionClose() // after respondError, which resets the response
+		return end(status)
+	} else if len(uri) > 0 && uri[0] != '/' && uri[0] != '*' {
+		// Absolute form: its authority replaces Host (RFC 9112 3.2.2), for
+		// routing and for what goes upstream.
+		authority, ok := absoluteAuthority(uri)
+		if !ok {
+			status := respondError(fctx, fasthttp.StatusBadRequest, "invalid request target")
+			fctx.SetConnectionClose() // after respondError, which resets the response
+			return end(status)
+		}
+		fctx.Request.Header.SetHostBytes(authority)
 	}
 	path := requestPath(fctx)
 	var validHost bool
@@ -97,20 +151,17 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	if !validHost {
 		status := respondError(fctx, fasthttp.StatusBadRequest, "invalid Host header")
 		fctx.SetConnectionClose() // after respondError, which resets the response
-		b.finish(rs, status)
-		return
+		return end(status)
 	}
 	pc.Host = rs.host
 	pc.Path = path
 	l := bc.listenerFor(rs.host)
 	if l == nil {
-		b.finish(rs, respondError(fctx, fasthttp.StatusNotFound, "route not found"))
-		return
+		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
 	}
 	v, ok := l.table.Match(&fctx.Request, rs.host, path)
 	if !ok {
-		b.finish(rs, respondError(fctx, fasthttp.StatusNotFound, "route not found"))
-		return
+		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
 	}
 	r := v.(*route)
 	rs.route = r
@@ -119,13 +170,17 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	}
 	if r.chain.RunRequest(pc) == policy.Done {
 		r.chain.RunResponse(pc)
-		b.finish(rs, fctx.Response.StatusCode())
-		return
+		return end(fctx.Response.StatusCode())
 	}
 	if len(r.backends) == 0 {
-		b.finish(rs, respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends"))
-		return
+		return end(respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends"))
 	}
+	return rs, 0, false
+}
+
+// proceed takes a request begin let through to its backend.
+func (b *bind) proceed(rs *requestState) {
+	fctx, pc, r := rs.pc.Fast, &rs.pc, rs.route
 	rb := r.pick()
 	rs.backend = rb
 	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
@@ -296,6 +351,31 @@ func requestPath(fctx *fasthttp.RequestCtx) []byte {
 	}
 	return uri
 }
+
+// absoluteAuthority returns the authority of an absolute-form request
+// target ("http://host:port/path"), without user information; false when
+// the target has no scheme or an empty host.
+func absoluteAuthority(uri []byte) ([]byte, bool) {
+	i := bytes.Index(uri, schemeSep)
+	if i <= 0 {
+		return nil, false
+	}
+	rest := uri[i+len(schemeSep):]
+	end := len(rest)
+	if j := bytes.IndexAny(rest, "/?"); j >= 0 {
+		end = j
+	}
+	authority := rest[:end]
+	if at := bytes.LastIndexByte(authority, '@'); at >= 0 {
+		authority = authority[at+1:]
+	}
+	if len(authority) == 0 || authority[0] == ':' {
+		return nil, false
+	}
+	return authority, true
+}
+
+var schemeSep = []byte("://")
 
 // appendHost appends the host of a Host header value, lower-cased and without
 // its port (IPv6 literals keep their brackets). It reports false, appending

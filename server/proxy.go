@@ -29,6 +29,9 @@ const (
 	fieldXFF        = 1 << 9
 	fieldXFP        = 1 << 10
 	allFields       = 1<<11 - 1
+	// fieldBadName marks a field name holding a space, which fasthttp's
+	// parser lets through ("Bad Name: v") but is no token (RFC 9110 5.1).
+	fieldBadName = 1 << 11
 )
 
 var (
@@ -56,6 +59,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 		}
 	}
 	fields := requestFields(&req.Header)
+	if fields&fieldBadName != 0 {
+		status := respondError(fctx, fasthttp.StatusBadRequest, "invalid header field name")
+		fctx.SetConnectionClose() // after respondError, which resets the response
+		return status
+	}
 	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
 	mirrored := false
 	if !upgrade {
@@ -353,14 +361,18 @@ func cleanResponse(h *fasthttp.ResponseHeader) {
 //
 // The pass also goes over the cookies, which it collects as fasthttp's
 // header count in handle already did; it does not see trailer fields, which
-// only a chunked request has, so a chunked request gets every bit.
+// only a chunked request has, so a chunked request gets every bit. It also
+// marks a name holding a space (fieldBadName).
 func requestFields(h *fasthttp.RequestHeader) uint16 {
-	if h.ContentLength() == -1 {
-		return allFields
-	}
 	var present uint16
 	for k := range h.All() {
 		present |= fieldBit(k)
+		if bytes.IndexByte(k, ' ') >= 0 {
+			present |= fieldBadName
+		}
+	}
+	if h.ContentLength() == -1 {
+		present |= allFields
 	}
 	return present
 }

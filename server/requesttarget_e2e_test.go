@@ -1,0 +1,111 @@
+package server
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestRequestTargetForms: an absolute-form target's authority replaces Host
+// for routing and upstream (RFC 9112 3.2.2); a target with a fragment, a
+// field name holding a space and an absolute target without a host are
+// refused with 400, never forwarded.
+func TestRequestTargetForms(t *testing.T) {
+	addr, seen := rawHTTPUpstream(t, echoAnswer)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - hostname: a.example.com
+    routes:
+    - backends: [{host: ${UP}}]
+  - routes:
+    - policies: {directResponse: {status: 404, body: other}}
+`, map[string]string{"UP": addr})
+	c, br := dialRaw(t, tg.addr(3000))
+	m := roundTripRaw(t, c, br, "GET", "GET http://user@a.example.com/zz?q=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+	if m.status() != 200 {
+		t.Fatalf("absolute form: status %d (%q): the target's authority must choose the listener", m.status(), m.body)
+	}
+	got := nextSeen(t, seen)
+	if got.target() != "/zz?q=1" || got.fields.get("Host") != "a.example.com" {
+		t.Fatalf("upstream got %q with Host %q, want /zz?q=1 with Host a.example.com", got.line, got.fields.get("Host"))
+	}
+	for _, tc := range []struct{ name, req string }{
+		{"fragment", "GET /zz#frag HTTP/1.1\r\nHost: a.example.com\r\n\r\n"},
+		{"space in a field name", "GET /zz HTTP/1.1\r\nHost: a.example.com\r\nBad Name: v\r\n\r\n"},
+		{"absolute form without a host", "GET http:///zz HTTP/1.1\r\nHost: a.example.com\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, br := dialRaw(t, tg.addr(3000))
+			if m := roundTripRaw(t, c, br, "GET", tc.req); m.status() != 400 {
+				t.Fatalf("status %d (%q), want 400", m.status(), m.body)
+			}
+			select {
+			case m := <-seen:
+				t.Fatalf("forwarded: %q", m.line)
+			default:
+			}
+		})
+	}
+}
+
+// TestExpectContinueOnlyWhenForwarded: a request with Expect: 100-continue
+// that the gateway answers itself (no route, a direct response, a refused
+// authorization) gets its final answer instead of 100 Continue, so the
+// client never sends the body; one that goes to a backend gets 100 and its
+// body arrives whole.
+func TestExpectContinueOnlyWhenForwarded(t *testing.T) {
+	addr, seen := rawHTTPUpstream(t, echoAnswer)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /direct}}]
+      policies: {directResponse: {status: 202, body: direct}}
+    - matches: [{path: {pathPrefix: /auth}}]
+      policies: {authorization: {rules: ['request.method == "GET"']}}
+      backends: [{host: ${UP}}]
+    - matches: [{path: {pathPrefix: /up}}]
+      backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr})
+	head := func(path string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+		body string
+	}{
+		{"/direct", 202, "direct"},
+		{"/nowhere", 404, "route not found\n"},
+		{"/auth", 403, ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			c, br := dialRaw(t, tg.addr(3000))
+			if _, err := io.WriteString(c, head(tc.path)); err != nil {
+				t.Fatal(err)
+			}
+			m, err := readReply(br, "POST")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.status() != tc.want || (tc.body != "" && string(m.body) != tc.body) {
+				t.Fatalf("answer %q %q, want %d %q instead of 100 Continue", m.line, m.body, tc.want, tc.body)
+			}
+		})
+	}
+	c, br := dialRaw(t, tg.addr(3000))
+	if _, err := io.WriteString(c, head("/up")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := readReply(br, "POST"); err != nil || m.status() != 100 {
+		t.Fatalf("forwarded request: %q, %v; want 100 Continue first", m.line, err)
+	}
+	m := roundTripRaw(t, c, br, "POST", "hello")
+	if m.status() != 200 || !strings.HasSuffix(string(m.body), "\nhello") {
+		t.Fatalf("forwarded request: %q %q", m.line, m.body)
+	}
+	nextSeen(t, seen)
+}
