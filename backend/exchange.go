@@ -228,6 +228,9 @@ type streamBody[C any] struct {
 	deadline  bool  // the connection carries the exchange deadline
 	err       error // the read error that ended the body early, if one did
 	obs       StreamObserver
+	// dst is the header of the response the body is for, which takes the
+	// trailer fields it announces once the last chunk has been read.
+	dst *fasthttp.ResponseHeader
 
 	// A chunked body is decoded from chunks, which reads the connection
 	// through src: fasthttp's decoder takes a connection that ends where a
@@ -260,7 +263,7 @@ func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *
 		sb = new(streamBody[C])
 	}
 	up := fasthttp.AcquireResponse()
-	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, chunks: sb.chunks}
+	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
 	resp.Header.CopyTo(&up.Header)
 	up.StreamBody = true
 	src := br
@@ -296,12 +299,26 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 		// and the client must not get it as complete.
 		err = io.ErrUnexpectedEOF
 	}
+	if err == io.EOF && s.chunked && !s.eof {
+		s.copyTrailer()
+	}
 	if err == io.EOF || s.want >= 0 && s.got >= s.want {
 		s.eof = true
 	} else if err != nil && s.err == nil {
 		s.err = timeoutErr(err)
 	}
 	return n, err
+}
+
+// copyTrailer gives the response the values of the trailer fields it
+// announces (its Trailer field) that came after the last chunk; the server
+// writes them after the body.
+func (s *streamBody[C]) copyTrailer() {
+	for key := range s.dst.Trailers() {
+		if v := s.up.Header.PeekBytes(key); v != nil {
+			s.dst.SetBytesKV(key, v)
+		}
+	}
 }
 
 // StreamObserver learns how a streamed response body ended, when its

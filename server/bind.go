@@ -42,13 +42,26 @@ type frontendSettings struct {
 	maxBufferSize int
 }
 
-// idle is how long a keep-alive connection may wait for its next request. A
-// zero http1IdleTimeout leaves the request head's timeout, as fasthttp did.
+// idle is how long a keep-alive connection may wait for its next request:
+// http1IdleTimeout, 10 minutes unless set (spec, FrontendHTTP).
 func (fs frontendSettings) idle() time.Duration {
 	if fs.idleTimeout > 0 {
 		return fs.idleTimeout
 	}
-	return requestHeadTimeout()
+	return defaultIdleTimeout
+}
+
+// defaultIdleTimeout is http1IdleTimeout's default.
+const defaultIdleTimeout = 10 * time.Minute
+
+// firstByte is how long a new connection may wait for its first byte: it is
+// idle until then, but no longer than a request head may take.
+func (b *bind) firstByte() time.Duration {
+	idle := defaultIdleTimeout
+	if bc := b.current.Load(); bc != nil {
+		idle = bc.frontend.idle()
+	}
+	return min(idle, requestHeadTimeout())
 }
 
 func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, error) {
@@ -87,7 +100,7 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		CloseOnShutdown:   true,
 		Logger:            fasthttpLogger{gw.log},
 	}
-	a, err := listen(gw.transport, addr, fs.idleTimeout, b.serveConn)
+	a, err := listen(gw.transport, addr, fs.idleTimeout, b.firstByte, b.serveConn)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +142,7 @@ func (b *bind) serveConn(conn net.Conn) {
 	}
 	setConnOpened(c, monoNow())
 	b.trackConn(c, fasthttp.StateNew)
-	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+	_ = c.SetReadDeadline(deadlineAfter(b.firstByte()))
 	_ = b.srv.ServeConn(c)
 	b.awaitTunnel(c)
 	b.trackConn(c, fasthttp.StateClosed)

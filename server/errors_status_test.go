@@ -172,3 +172,25 @@ func TestMaxConnectionDurationKeepsYoungConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentConnectionClosedAfterIdleTimeout: a connection that never sends
+// a byte is idle from the start and is closed after http1IdleTimeout, on
+// both transports (netpoll hands the server a connection only once bytes
+// arrive, so its acceptor watches silent ones).
+func TestSilentConnectionClosedAfterIdleTimeout(t *testing.T) {
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			ch := make(chan seen, 4)
+			up := recordingUpstream(t, ch)
+			tg := startGatewayWith(t, "frontendPolicies:\n  http:\n    http1IdleTimeout: 200ms\n"+oneRoute(up), nil, tr)
+			_, br := rawConn(t, tg.addr(3000))
+			_, err := br.ReadByte()
+			if err == nil {
+				t.Fatal("a silent connection got data")
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("a silent connection was not closed by the gateway: %v", err)
+			}
+		})
+	}
+}

@@ -12,10 +12,12 @@ import (
 )
 
 // Hop-by-hop headers (RFC 9110 7.6.1) that a proxy must not forward.
+// (Trailer is not one: it announces the trailer fields, which go end to
+// end with a chunked body.)
 var hopHeaders = [][]byte{
 	[]byte("Connection"), []byte("Proxy-Connection"), []byte("Keep-Alive"),
 	[]byte("Proxy-Authenticate"), []byte("Proxy-Authorization"), []byte("Te"),
-	[]byte("Trailer"), []byte("Upgrade"),
+	[]byte("Upgrade"),
 }
 
 // The fields the proxy path acts on, as bits of a set (fieldBit): the
@@ -23,15 +25,15 @@ var hopHeaders = [][]byte{
 // fields prepareRequest replaces or removes.
 const (
 	fieldConnection = 1 << 0
-	fieldUpgrade    = 1 << 7
-	hopFields       = 1<<8 - 1
-	fieldExpect     = 1 << 8
-	fieldXFF        = 1 << 9
-	fieldXFP        = 1 << 10
-	allFields       = 1<<11 - 1
+	fieldUpgrade    = 1 << 6
+	hopFields       = 1<<7 - 1
+	fieldExpect     = 1 << 7
+	fieldXFF        = 1 << 8
+	fieldXFP        = 1 << 9
+	allFields       = 1<<10 - 1
 	// fieldBadName marks a field name holding a space, which fasthttp's
 	// parser lets through ("Bad Name: v") but is no token (RFC 9110 5.1).
-	fieldBadName = 1 << 11
+	fieldBadName = 1 << 10
 )
 
 var (
@@ -388,11 +390,7 @@ func fieldBit(name []byte) uint16 {
 	case 6:
 		return foldBit(name, headerExpect, fieldExpect)
 	case 7:
-		if name[0]|0x20 == 't' {
-			i = 6 // Trailer
-		} else {
-			i = 7 // Upgrade
-		}
+		i = 6 // Upgrade
 	case 10:
 		if name[0]|0x20 == 'c' {
 			i = 0 // Connection

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudwego/netpoll"
@@ -31,12 +32,24 @@ type acceptor interface {
 
 // listen opens addr with the transport and calls serve for every connection,
 // each on its own goroutine; serve owns the connection and closes it.
-func listen(t Transport, addr string, idle time.Duration, serve func(net.Conn)) (acceptor, error) {
+// firstByte says how long a new connection may stay silent (serve applies it
+// itself; netpoll calls serve only once bytes arrive, so its acceptor closes
+// a connection that stays silent longer).
+func listen(t Transport, addr string, idle time.Duration, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
 	if t == TransportStd {
 		return listenStd(addr, serve)
 	}
-	return listenNetpoll(addr, idle, serve)
+	return listenNetpoll(addr, idle, firstByte, serve)
 }
+
+// silenceWatch closes a netpoll connection that sends nothing in time;
+// served is set by whichever of the timer and the first request comes first.
+type silenceWatch struct {
+	timer  *time.Timer
+	served atomic.Bool
+}
+
+type silenceWatchKey struct{}
 
 type netpollAcceptor struct {
 	ln   netpoll.Listener
@@ -44,19 +57,36 @@ type netpollAcceptor struct {
 	done chan struct{}
 }
 
-func listenNetpoll(addr string, idle time.Duration, serve func(net.Conn)) (acceptor, error) {
+func listenNetpoll(addr string, idle time.Duration, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
 	ln, err := netpoll.CreateListener("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	onRequest := func(_ context.Context, conn netpoll.Connection) error {
+	onConnect := func(ctx context.Context, conn netpoll.Connection) context.Context {
+		// netpoll hands a connection to onRequest only once it has bytes: a
+		// silent one is closed here when its first-byte time passes.
+		w := &silenceWatch{}
+		w.timer = time.AfterFunc(firstByte(), func() {
+			if w.served.CompareAndSwap(false, true) {
+				conn.Close()
+			}
+		})
+		return context.WithValue(ctx, silenceWatchKey{}, w)
+	}
+	onRequest := func(ctx context.Context, conn netpoll.Connection) error {
+		if w, ok := ctx.Value(silenceWatchKey{}).(*silenceWatch); ok {
+			if !w.served.CompareAndSwap(false, true) {
+				return nil // closed for its silence meanwhile
+			}
+			w.timer.Stop()
+		}
 		// fasthttp reads the connection through net.Conn; this call returns when
 		// the connection is finished (an upgrade tunnel included, see
 		// bind.awaitTunnel), so netpoll never re-enters it.
 		serve(conn)
 		return nil
 	}
-	opts := []netpoll.Option{}
+	opts := []netpoll.Option{netpoll.WithOnConnect(onConnect)}
 	if idle > 0 {
 		// netpoll's idle timeout only turns on TCP keepalive probes at this
 		// interval (whole seconds): it does not close a connection that never

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http/httputil"
 	"strings"
 	"testing"
 )
@@ -118,5 +119,63 @@ binds:
 	nextSeen(t, seen)
 	if m.fields.has("Content-Type") {
 		t.Fatalf("Content-Type %q survived responseHeaderModifier remove", m.fields.get("Content-Type"))
+	}
+}
+
+// TestResponseTrailersForwarded: the trailer fields a chunked response
+// announces reach the client after the body (RFC 9110 6.5).
+func TestResponseTrailersForwarded(t *testing.T) {
+	addr, _ := rawHTTPUpstream(t, func(message) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\n\r\n", false
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": addr})
+	c, br := dialRaw(t, tg.addr(3000))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readHead(br)
+	if err != nil || m.status() != 200 {
+		t.Fatalf("head %q, %v", m.line, err)
+	}
+	if m.fields.get("Trailer") != "X-Sum" {
+		t.Fatalf("Trailer announcement %q, want X-Sum", m.fields.get("Trailer"))
+	}
+	body, err := io.ReadAll(httputil.NewChunkedReader(br))
+	if err != nil || string(body) != "hello" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	trailer, err := readHeadFields(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trailer.get("X-Sum") != "abc" {
+		t.Fatalf("trailer fields %v, want X-Sum: abc", trailer)
+	}
+	// The connection stays usable: the message ended where it should.
+	if m := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); m.status() != 200 {
+		t.Fatalf("next request: %q", m.line)
+	}
+}
+
+// readHeadFields reads header (or trailer) field lines up to the blank line.
+func readHeadFields(br *bufio.Reader) (headerFields, error) {
+	var out headerFields
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return out, err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			return out, nil
+		}
+		name, value, _ := strings.Cut(line, ":")
+		out = append(out, [2]string{name, strings.TrimSpace(value)})
 	}
 }
