@@ -5,18 +5,20 @@ import (
 	"strings"
 )
 
-// CheckHostname accepts a Gateway API hostname pattern: "*", a DNS name, or
-// "*." followed by a DNS name (upper case is accepted). The router compiles
-// hostnames with the same check, so a file that validates always loads.
+// CheckHostname accepts a hostname pattern: "*", a DNS name, or "*."
+// followed by a DNS name (upper case is accepted, and a final dot, which
+// names the same host). The router compiles hostnames with the same check,
+// so a file that validates always loads.
 func CheckHostname(pattern string) error {
 	if pattern == "*" {
 		return nil
 	}
-	return checkDNSName(strings.TrimPrefix(pattern, "*."))
+	return checkDNSName(strings.TrimSuffix(strings.TrimPrefix(pattern, "*."), "."))
 }
 
-// checkDNSName accepts dot-separated labels of letters, digits and inner
-// hyphens, each at most 63 bytes, at most 253 bytes in all.
+// checkDNSName accepts dot-separated labels of letters, digits, inner
+// hyphens and underscores (internal names such as my_host.local use them),
+// each at most 63 bytes, at most 253 bytes in all.
 func checkDNSName(name string) error {
 	switch {
 	case name == "":
@@ -36,9 +38,9 @@ func checkDNSName(name string) error {
 		}
 		for i := range len(label) {
 			c := label[i]
-			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 				if c == '*' {
-					return errors.New("'*' is only allowed as the whole first label")
+					return errors.New("'*' is only allowed as the whole first label (\"*.example.com\")")
 				}
 				return errors.New("invalid character in label")
 			}

@@ -73,6 +73,9 @@ type HeaderModifier struct {
 }
 
 // Validate checks header names.
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*HeaderModifier) FieldRules() {}
+
 func (h *HeaderModifier) Validate(v *decode.Validation) {
 	for _, name := range slices.Sorted(maps.Keys(h.Add)) {
 		if !validHeaderName(name) {
@@ -93,7 +96,7 @@ func (h *HeaderModifier) Validate(v *decode.Validation) {
 
 // RequestRedirect answers with a redirect built from the request URL.
 type RequestRedirect struct {
-	Scheme    string       `json:"scheme,omitempty" cfg:"enum=http|https"`
+	Scheme    string       `json:"scheme,omitempty" cfg:"pattern=^[A-Za-z][A-Za-z0-9+.-]*$"`
 	Authority *HostRewrite `json:"authority,omitempty"`
 	Path      *PathRewrite `json:"path,omitempty"`
 	Status    *int         `json:"status,omitempty"`
@@ -101,6 +104,9 @@ type RequestRedirect struct {
 
 // Validate checks the redirect status: any 3xx, as agentgateway takes any
 // status there (and a redirect outside 3xx would not be one).
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*RequestRedirect) FieldRules() {}
+
 func (r *RequestRedirect) Validate(v *decode.Validation) {
 	if r.Status != nil && (*r.Status < 300 || *r.Status > 399) {
 		v.Errorf("status", "must be a redirect status (300..399)")
@@ -191,6 +197,9 @@ type Retry struct {
 }
 
 // Validate checks status codes.
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*Retry) FieldRules() {}
+
 func (r *Retry) Validate(v *decode.Validation) {
 	for i, c := range r.Codes {
 		if c < 100 || c > 999 {
@@ -209,6 +218,9 @@ type BackendHTTP struct {
 }
 
 // Validate accepts HTTP/1.1, the only version the upstream path speaks yet.
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*BackendHTTP) FieldRules() {}
+
 func (h *BackendHTTP) Validate(v *decode.Validation) {
 	switch h.Version {
 	case "", "HTTP1", "HTTP/1.1":

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"strings"
+
 	"github.com/relaygate/gateway/config"
 	"github.com/valyala/fasthttp"
 )
@@ -40,12 +42,12 @@ func NewRedirect(cfg *config.RequestRedirect) (*Redirect, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	p := &Redirect{status: fasthttp.StatusFound}
-	switch cfg.Scheme {
-	case "":
-	case "http", "https":
-		p.scheme = []byte(cfg.Scheme)
-	default:
-		return nil, fieldErrorf("scheme", "must be http or https, not %q", cfg.Scheme)
+	if cfg.Scheme != "" {
+		// Any URI scheme, as agentgateway takes (ws, wss, ...), lower-cased.
+		if !validScheme(cfg.Scheme) {
+			return nil, fieldErrorf("scheme", "invalid scheme %q", cfg.Scheme)
+		}
+		p.scheme = []byte(strings.ToLower(cfg.Scheme))
 	}
 	if cfg.Status != nil {
 		s := *cfg.Status

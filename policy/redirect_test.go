@@ -18,7 +18,7 @@ func TestNewRedirectRefuses(t *testing.T) {
 		field string
 	}{
 		{desc: "no config", cfg: nil, field: ""},
-		{desc: "bad scheme", cfg: &config.RequestRedirect{Scheme: "ftp"}, field: "scheme"},
+		{desc: "bad scheme", cfg: &config.RequestRedirect{Scheme: "1http"}, field: "scheme"},
 		{desc: "bad status", cfg: &config.RequestRedirect{Status: intp(200)}, field: "status"},
 		{desc: "host with port", cfg: &config.RequestRedirect{Authority: &config.HostRewrite{Host: "a.example:80"}}, field: "authority.host"},
 		{desc: "full with path", cfg: &config.RequestRedirect{Authority: &config.HostRewrite{Full: "a.example/x"}}, field: "authority.full"},
@@ -58,6 +58,7 @@ func TestRedirect(t *testing.T) {
 	}{
 		{desc: "nothing configured", target: "/hello/world", host: "test.com", want: "http://test.com/hello/world", wantStatus: 302},
 		{desc: "scheme", cfg: config.RequestRedirect{Scheme: "https"}, target: "/hello/world", host: "test.com", want: "https://test.com/hello/world", wantStatus: 302},
+		{desc: "any scheme, lower-cased", cfg: config.RequestRedirect{Scheme: "WSS"}, target: "/a", host: "test.com:8443", want: "wss://test.com/a", wantStatus: 302},
 		{desc: "scheme uses its well-known port", cfg: config.RequestRedirect{Scheme: "https"}, target: "/a", host: "test.com:8080", want: "https://test.com/a", wantStatus: 302},
 		{desc: "connection scheme kept", scheme: "https", target: "/a", host: "test.com", want: "https://test.com/a", wantStatus: 302},
 		{desc: "request port kept", target: "/a", host: "test.com:8080", want: "http://test.com:8080/a", wantStatus: 302},

@@ -378,7 +378,7 @@ func absoluteAuthority(uri []byte) ([]byte, bool) {
 var schemeSep = []byte("://")
 
 // appendHost appends the host of a Host header value, lower-cased and without
-// its port (IPv6 literals keep their brackets). It reports false, appending
+// its port or a final dot (IPv6 literals keep their brackets). It reports false, appending
 // nothing, for a value that is no host: a name with bytes a host cannot hold
 // (RFC 3986 3.2.2), a port with anything but digits, an unclosed bracket.
 // RFC 9112 3.2 has such a request answered 400.
@@ -397,6 +397,9 @@ func appendHost(dst, h []byte) ([]byte, bool) {
 		return dst, false
 	}
 	n := len(dst)
+	if !literal && end > 1 && h[end-1] == '.' {
+		end-- // "example.com." names example.com
+	}
 	for i, c := range h[:end] {
 		if !hostByte[c] && !(literal && (c == ':' || i == 0 || i == end-1)) {
 			return dst[:n], false

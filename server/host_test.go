@@ -11,6 +11,8 @@ func TestAppendHost(t *testing.T) {
 		{"Example.COM", "example.com", true},
 		{"example.com:8080", "example.com", true},
 		{"example.com:", "example.com", true}, // RFC 3986: port = *DIGIT
+		{"Example.COM.:8080", "example.com", true},
+		{".", ".", true},
 		{"10.0.0.1:80", "10.0.0.1", true},
 		{"[::1]", "[::1]", true},
 		{"[FE80::1]:443", "[fe80::1]", true},

@@ -199,7 +199,7 @@ binds:
 `,
 			wantErr: "binds[0].listeners[0].routes",
 			edit: func(f *config.File) {
-				f.Binds[0].Listeners[0].Routes[0].Hostnames[0] = "bad_name.test"
+				f.Binds[0].Listeners[0].Routes[0].Hostnames[0] = "bad name.test"
 			},
 		},
 		{

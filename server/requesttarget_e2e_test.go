@@ -109,3 +109,29 @@ binds:
 	}
 	nextSeen(t, seen)
 }
+
+// TestHostnamesWithFinalDotOrUnderscore: "example.com." names the same host
+// as "example.com", in the config and in Host; underscores are accepted in
+// names (internal hosts use them), as agentgateway accepts them.
+func TestHostnamesWithFinalDotOrUnderscore(t *testing.T) {
+	addr, _ := rawHTTPUpstream(t, okAnswer)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - hostname: example.com.
+    routes:
+    - backends: [{host: ${UP}}]
+  - hostname: my_host.local
+    routes:
+    - backends: [{host: ${UP}}]
+  - routes:
+    - policies: {directResponse: {status: 404, body: other}}
+`, map[string]string{"UP": addr})
+	for _, host := range []string{"example.com", "Example.COM.", "example.com.:3000", "my_host.local"} {
+		c, br := dialRaw(t, tg.addr(3000))
+		if m := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n"); m.status() != 200 {
+			t.Errorf("Host %q: status %d (%q), want the named listener's 200", host, m.status(), m.body)
+		}
+	}
+}

@@ -143,7 +143,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 }
 
 func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*listenerConfig, error) {
-	lc := &listenerConfig{name: l.Name, hostname: strings.ToLower(l.Hostname)}
+	lc := &listenerConfig{name: l.Name, hostname: strings.ToLower(strings.TrimSuffix(l.Hostname, "."))}
 	var errs config.Errors
 	var listenerCORS *policy.CORS
 	if l.Policies != nil && l.Policies.CORS != nil {

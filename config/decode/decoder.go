@@ -49,13 +49,29 @@ func (s *state) decode(n *Node, v reflect.Value) {
 	s.calls++
 	defer func() { s.calls-- }()
 
-	before := s.count()
+	before, kept := s.count(), len(s.errs)
 	s.value(n, v)
-	if s.count() != before || n.kind == Null || !v.CanAddr() {
+	if n.kind == Null || !v.CanAddr() {
 		return
 	}
-	if p := v.Addr(); p.CanInterface() && p.Type().Implements(validatorType) {
+	p := v.Addr()
+	if !p.CanInterface() || !p.Type().Implements(validatorType) {
+		return
+	}
+	if s.count() == before {
 		p.Interface().(Validator).Validate(&Validation{n: n})
+		return
+	}
+	// Some fields failed. Rules that each concern one field still run, so
+	// one run lists every problem; their errors about the fields that
+	// failed are dropped. Rules across fields do not run: they would
+	// report cascades of the same mistake.
+	if _, ok := p.Interface().(FieldRules); ok {
+		failed := make([]string, 0, len(s.errs)-kept)
+		for _, e := range s.errs[kept:] {
+			failed = append(failed, e.Path)
+		}
+		p.Interface().(Validator).Validate(&Validation{n: n, failed: failed})
 	}
 }
 

@@ -2,6 +2,7 @@ package decode_test
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,7 +37,28 @@ func (p peers) Validate(v *decode.Validation) {
 	}
 }
 
+// codes has rules that each concern one field (decode.FieldRules).
+type codes struct {
+	Limit int   `json:"limit"`
+	Codes []int `json:"codes"`
+	Max   int   `json:"max"`
+}
+
+func (*codes) FieldRules() {}
+
+func (c *codes) Validate(v *decode.Validation) {
+	for i, n := range c.Codes {
+		if n < 100 {
+			v.Errorf("codes["+strconv.Itoa(i)+"]", "too small")
+		}
+	}
+	if c.Limit == 0 {
+		v.Errorf("limit", "must not be zero")
+	}
+}
+
 type validated struct {
+	Codes   *codes            `json:"codes"`
 	Windows []window          `json:"windows"`
 	ByName  map[string]window `json:"byName"`
 	Peers   peers             `json:"peers"`
@@ -77,6 +99,19 @@ func TestValidator(t *testing.T) {
 			desc: "not called after a decoding error",
 			doc:  "windows:\n- {min: 9, max: x}\n",
 			want: []string{`windows[0].max: expected integer, got string "x" (line 2:17)`},
+		},
+		{
+			desc: "field rules run after another field's decoding error",
+			doc:  "codes: {limit: 1, codes: [7], max: x}\n",
+			want: []string{
+				`codes.codes[0]: too small (line 1:27)`,
+				`codes.max: expected integer, got string "x" (line 1:36)`,
+			},
+		},
+		{
+			desc: "field rules drop their errors about a field that failed",
+			doc:  "codes: {limit: zero, codes: [700]}\n",
+			want: []string{`codes.limit: expected integer, got string "zero" (line 1:16)`},
 		},
 	}
 	for _, tc := range cases {

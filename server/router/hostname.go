@@ -65,8 +65,8 @@ func parseHostname(pattern string) (hostnameKind, string, error) {
 	if err := config.CheckHostname(pattern); err != nil {
 		return 0, "", err
 	}
-	kind, name := hostExact, pattern
-	if rest, ok := strings.CutPrefix(pattern, "*."); ok {
+	kind, name := hostExact, strings.TrimSuffix(pattern, ".")
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
 		kind, name = hostWildcard, rest
 	}
 	return kind, strings.ToLower(name), nil

@@ -415,7 +415,7 @@ func TestNewErrors(t *testing.T) {
 		{desc: "wildcard without dot", routes: []Route{{Hostnames: []string{"*example.com"}}}, want: "'*'"},
 		{desc: "bare wildcard prefix", routes: []Route{{Hostnames: []string{"*."}}}, want: "empty hostname"},
 		{desc: "empty label", routes: []Route{{Hostnames: []string{"a..com"}}}, want: "empty label"},
-		{desc: "trailing dot", routes: []Route{{Hostnames: []string{"a.com."}}}, want: "empty label"},
+		{desc: "two dots at the end", routes: []Route{{Hostnames: []string{"a.com.."}}}, want: "empty label"},
 		{desc: "port in hostname", routes: []Route{{Hostnames: []string{"a.com:80"}}}, want: "invalid character"},
 		{desc: "hyphen at label edge", routes: []Route{{Hostnames: []string{"-a.com"}}}, want: "'-'"},
 		{desc: "label too long", routes: []Route{{Hostnames: []string{strings.Repeat("a", 64) + ".com"}}}, want: "63"},
