@@ -33,7 +33,10 @@
 //   - Duplicate keys are errors. Map keys must be scalars; non-string
 //     scalar keys (200: ...) are taken as written.
 //   - A Validator's Validate runs after its value decoded cleanly, for
-//     rules that span fields; errors are placed relative to the value.
+//     rules that span fields; errors are placed relative to the value. A
+//     Validator that is also a FieldRules (its rules each concern one
+//     field) runs even when some fields failed, and its errors about
+//     those fields are dropped, so one run reports every problem.
 //   - Only one document is allowed. An empty (or null) document decodes to
 //     nothing and is not an error. Standard tags (!!str, !!int, !!float,
 //     !!bool, !!null, !!map, !!seq) are honoured; others are rejected.
