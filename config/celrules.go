@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/ext"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -94,17 +93,20 @@ var (
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
 // `request` (method, path, host, scheme, uri, headers), `source` (address,
 // port) and `mcp` (tool, prompt or resource: name and target), each a map,
-// plus the strings extension library.
+// plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {
 	celEnvOnce.Do(func() {
 		m := cel.MapType(cel.StringType, cel.DynType)
-		celEnv, celEnvErr = cel.NewEnv(
+		opts := []cel.EnvOption{
 			cel.Variable("jwt", m),
 			cel.Variable("request", m),
 			cel.Variable("source", m),
 			cel.Variable("mcp", m),
-			ext.Strings(),
-		)
+		}
+		celEnv, celEnvErr = cel.NewEnv(append(opts, celLibraries()...)...)
+		if celEnvErr != nil {
+			celEnvErr = fmt.Errorf("building the CEL environment: %w", celEnvErr)
+		}
 	})
 	return celEnv, celEnvErr
 }
@@ -124,11 +126,14 @@ func CompileCELAst(expr string) (cel.Program, *cel.Ast, error) {
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, nil, fmt.Errorf("invalid CEL expression: %v", iss.Err())
+		return nil, nil, fmt.Errorf("invalid CEL expression: %s", celUnsupportedHint(iss.Err().Error()))
 	}
 	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 		return nil, nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
 	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
-	return p, ast, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid CEL expression: %v", err)
+	}
+	return p, ast, nil
 }

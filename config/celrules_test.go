@@ -21,6 +21,18 @@ func TestCELRuleDecode(t *testing.T) {
 		{"every kind", `['true', {allow: 'true'}, {deny: 'false'}, {require: 'true'}]`, ""},
 		{"empty list", `[]`, ""},
 		{"spec examples", `['mcp.tool.name == "echo"', 'jwt.sub == "u" && mcp.tool.name == "add"', '"admin" in jwt.roles', 'jwt.email.endsWith("@example.com")', 'jwt.nested.key == "v"']`, ""},
+		{"agentgateway functions", `['cidr("127.0.0.1/8").containsIP(source.address)', 'ip(source.address).isLoopback()', 'default(jwt.sub, "") != ""', 'coalesce(jwt.a, jwt.b, true)', 'json(request.headers["x"]).a == 1', 'request.path.regexReplace("[0-9]+", "n").stripPrefix("/") == "a"', 'math.greatest(1, 2) == 2', 'jwt.with(j, j.sub == "u")', 'request.headers.filterKeys(k, k.startsWith("x-")).size() > 0', 'string(base64Decode(request.headers["x"])) == "a"']`, ""},
+		{"bad cidr literal", `['cidr("127.0.0.1/33").containsIP(source.address)']`, authz + `rules[0]: invalid CEL expression: ERROR: <input>:1:6: invalid cidr argument: CIDR "127.0.0.1/33" parse error`},
+		{"bad ip literal", `['ip(source.address) == ip("1.2.3")']`, authz + `rules[0]: invalid CEL expression: ERROR: <input>:1:26: invalid ip argument: IP Address "1.2.3" parse error`},
+		{"bad regexReplace literal", `['true', {deny: 'request.path.regexReplace("(", "x") == ""'}]`, authz + "rules[1].deny: invalid CEL expression: ERROR: <input>:1:27: invalid regexReplace pattern: error parsing regexp: missing closing )"},
+		{"coalesce of nothing", `['coalesce() == 1']`, authz + "rules[0]: invalid CEL expression: ERROR: <input>:1:9: found no matching overload for 'coalesce'"},
+		{"with needs a name", `['jwt.with(1, true)']`, authz + "rules[0]: invalid CEL expression: ERROR: <input>:1:10: with() variable names must be simple identifiers"},
+		{"uuid left out", `['uuid() != ""']`, authz + "rules[0]: invalid CEL expression: ERROR: <input>:1:5: undeclared reference to 'uuid'"},
+		{"uuid says why", `['uuid() != ""']`, "uuid() is agentgateway's, and not available in rules: a fresh random id cannot decide a rule"},
+		{"random left out", `['random() < 0.5']`, "random() is agentgateway's, and not available in rules: a rule must not allow or deny at random"},
+		{"variables left out", `['variables().jwt.sub == "u"']`, "variables() is agentgateway's, and not available in rules"},
+		{"unvalidated JWT left out", `[{require: 'unvalidatedJwtPayload(request.headers["authorization"]).sub == "u"'}]`, authz + "rules[0].require: invalid CEL expression: ERROR: <input>:1:22: undeclared reference to 'unvalidatedJwtPayload'"},
+		{"unvalidated JWT says why", `['unvalidatedJwtPayload(request.headers["authorization"]).sub == "u"']`, "unvalidatedJwtPayload() is agentgateway's, and not available in rules: it reads claims nobody verified"},
 		{"syntax error", `['true', 'true', 'request.path ==']`, authz + "rules[2]: invalid CEL expression: ERROR: <input>:1:16: Syntax error"},
 		{"syntax error in deny", `[{deny: 'mcp.tool.name =='}]`, authz + "rules[0].deny: invalid CEL expression"},
 		{"undeclared variable", `['foo.bar == 1']`, authz + "rules[0]: invalid CEL expression: ERROR: <input>:1:1: undeclared reference to 'foo'"},
@@ -97,7 +109,9 @@ func TestCELRuleDecodedValues(t *testing.T) {
 // FuzzCELRule: any expression either compiles to a bool rule or is a config
 // error naming the rule; nothing panics.
 func FuzzCELRule(f *testing.F) {
-	for _, s := range []string{`true`, `mcp.tool.name == "a"`, `"admin" in jwt.roles`, `jwt.email.endsWith("@x")`, `request.headers["x"] == "y"`, `1 +`, `[1,2].size()`, `has(jwt.sub)`} {
+	for _, s := range []string{`true`, `mcp.tool.name == "a"`, `"admin" in jwt.roles`, `jwt.email.endsWith("@x")`, `request.headers["x"] == "y"`, `1 +`, `[1,2].size()`, `has(jwt.sub)`,
+		`cidr("127.0.0.1/8").containsIP(source.address)`, `ip("::1").family() == 6`, `default(jwt.sub, "") == ""`, `coalesce(jwt.a, null, 1) == 1`, `json("{}").with(j, j.size() == 0)`,
+		`{"a": 1}.mapValues(v, v + 1).filterKeys(k, k == "a").merge({}) == {"a": 2}`, `"ab".regexReplace("a", "$0$0") == "aab"`, `base64.decode(base64Encode("x")) == b"x"`, `math.abs(-1) == 1`, `uuid() == ""`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, expr string) {
