@@ -1,13 +1,17 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -27,6 +31,10 @@ func (u *Unsupported) DecodeNode(n *decode.Node) {
 	u.Set = true
 	n.Errorf("not supported yet")
 }
+
+// MarshalJSON writes null, which decodes back as the field left out (a set
+// field never gets past Parse).
+func (u Unsupported) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
 
 // Duration is a duration written as in Go and agentgateway: "10s", "1m30s", "100ms".
 type Duration struct {
@@ -54,7 +62,7 @@ func (d *Duration) DecodeNode(n *decode.Node) {
 
 // MarshalJSON writes the duration as text, for /config_dump.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(d.String())), nil
+	return jsonString(d.String()), nil
 }
 
 // StringMatch is `{exact: ...}` or `{regex: ...}`.
@@ -79,10 +87,10 @@ func (m *StringMatch) DecodeNode(n *decode.Node) {
 // MarshalJSON writes the match back in file form.
 func (m StringMatch) MarshalJSON() ([]byte, error) {
 	if m.Regex != nil {
-		return []byte(`{"regex":` + strconv.Quote(m.Regex.String()) + `}`), nil
+		return jsonObject("regex", m.Regex.String()), nil
 	}
 	if m.Exact != nil {
-		return []byte(`{"exact":` + strconv.Quote(*m.Exact) + `}`), nil
+		return jsonObject("exact", *m.Exact), nil
 	}
 	return []byte("null"), nil
 }
@@ -129,7 +137,7 @@ func (p *PathMatch) DecodeNode(n *decode.Node) {
 // MarshalJSON writes the match back in file form.
 func (p PathMatch) MarshalJSON() ([]byte, error) {
 	key := [...]string{PathPrefix: "pathPrefix", PathExact: "exact", PathRegex: "regex"}[p.Kind]
-	return []byte(`{"` + key + `":` + strconv.Quote(p.Value) + `}`), nil
+	return jsonObject(key, p.Value), nil
 }
 
 // PathRewrite is `{full: "/x"}` or `{prefix: "/x"}`.
@@ -162,10 +170,10 @@ func (p *PathRewrite) DecodeNode(n *decode.Node) {
 // MarshalJSON writes the rewrite back in file form.
 func (p PathRewrite) MarshalJSON() ([]byte, error) {
 	if p.Full != nil {
-		return []byte(`{"full":` + strconv.Quote(*p.Full) + `}`), nil
+		return jsonObject("full", *p.Full), nil
 	}
 	if p.Prefix != nil {
-		return []byte(`{"prefix":` + strconv.Quote(*p.Prefix) + `}`), nil
+		return jsonObject("prefix", *p.Prefix), nil
 	}
 	return []byte("null"), nil
 }
@@ -220,9 +228,9 @@ func (h HostRewrite) MarshalJSON() ([]byte, error) {
 	case h.None:
 		return []byte(`"none"`), nil
 	case h.Full != "":
-		return []byte(`{"full":` + strconv.Quote(h.Full) + `}`), nil
+		return jsonObject("full", h.Full), nil
 	case h.Host != "":
-		return []byte(`{"host":` + strconv.Quote(h.Host) + `}`), nil
+		return jsonObject("host", h.Host), nil
 	default:
 		return []byte(`{"port":` + strconv.Itoa(h.Port) + `}`), nil
 	}
@@ -253,9 +261,21 @@ func (b *Bytes) DecodeNode(n *decode.Node) {
 	*b = out
 }
 
-// MarshalJSON writes the body as a string.
+// MarshalJSON writes the body as a string, or as the list of byte values
+// when it is not UTF-8 (a JSON string cannot hold it unchanged).
 func (b Bytes) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(string(b))), nil
+	if utf8.Valid(b) {
+		return jsonString(string(b)), nil
+	}
+	out := make([]byte, 0, 2+4*len(b))
+	out = append(out, '[')
+	for i, c := range b {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendUint(out, uint64(c), 10)
+	}
+	return append(out, ']'), nil
 }
 
 // LogLevel is a level ("info") or per-module levels ("info,server=debug" or a list).
@@ -303,6 +323,20 @@ func (l *LogLevel) DecodeNode(n *decode.Node) {
 	}
 }
 
+// MarshalJSON writes the filter as the decoder reads it and as users write
+// it: the default level, then module=level pairs sorted by module
+// ("info,access=warn").
+func (l LogLevel) MarshalJSON() ([]byte, error) {
+	parts := make([]string, 0, 1+len(l.Modules))
+	if l.Default != "" {
+		parts = append(parts, l.Default)
+	}
+	for _, m := range slices.Sorted(maps.Keys(l.Modules)) {
+		parts = append(parts, m+"="+l.Modules[m])
+	}
+	return jsonString(strings.Join(parts, ",")), nil
+}
+
 // WorkerThreads is a number of threads or "auto".
 type WorkerThreads struct {
 	N int // 0 means auto
@@ -326,6 +360,29 @@ func (w *WorkerThreads) DecodeNode(n *decode.Node) {
 	if w.N < 1 {
 		n.Errorf("must be \"auto\" or a positive number")
 	}
+}
+
+// MarshalJSON writes "auto" or the number.
+func (w WorkerThreads) MarshalJSON() ([]byte, error) {
+	if w.N == 0 {
+		return []byte(`"auto"`), nil
+	}
+	return strconv.AppendInt(nil, int64(w.N), 10), nil
+}
+
+// jsonString is s as a JSON string. (strconv.Quote is Go syntax: its \x01,
+// \a or \U0001f600 escapes are not JSON.)
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// jsonObject is {"key": value} in JSON.
+func jsonObject(key, value string) []byte {
+	b := append([]byte{'{'}, jsonString(key)...)
+	b = append(b, ':')
+	b = append(b, jsonString(value)...)
+	return append(b, '}')
 }
 
 // oneKey returns the single key of a map node that must hold exactly one of keys.
