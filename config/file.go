@@ -69,8 +69,16 @@ type Settings struct {
 }
 
 // Validate checks the side servers' addresses, which are otherwise only
-// parsed when the servers start.
+// parsed when the servers start. The decoder skips Validate when another
+// setting of the section failed, so the cross-checks run checkAddrs again
+// (Parse reports an error found by both once, with its position).
 func (s *Settings) Validate(v *decode.Validation) {
+	s.checkAddrs(func(field string, err error) { v.Errorf(field, "%v", err) })
+}
+
+// checkAddrs reports each invalid admin, stats or readiness address with its
+// field name.
+func (s *Settings) checkAddrs(report func(field string, err error)) {
 	for _, a := range []struct {
 		field string
 		addr  *string
@@ -79,7 +87,7 @@ func (s *Settings) Validate(v *decode.Validation) {
 			continue
 		}
 		if err := CheckListenAddr(*a.addr); err != nil {
-			v.Errorf(a.field, "%v", err)
+			report(a.field, err)
 		}
 	}
 }

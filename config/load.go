@@ -39,8 +39,14 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		out = append(out, f.desugarMCP()...)
 	}
 	// Cross-field rules run even when some fields failed, so one pass reports
-	// everything; they only look at values that decoded.
-	out = append(out, f.crossCheck()...)
+	// everything; they only look at values that decoded. A rule that a
+	// struct's Validate also checks is reported once, with the position the
+	// decoder gave it.
+	for _, e := range f.crossCheck() {
+		if !reported(out, e) {
+			out = append(out, e)
+		}
+	}
 	if len(out) > 0 {
 		return nil, out
 	}
@@ -51,6 +57,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 func (f *File) crossCheck() Errors {
 	var errs Errors
 	v := checker{errs: &errs}
+	if f.Config != nil {
+		f.Config.checkAddrs(func(field string, err error) { v.Errorf("config."+field, "%v", err) })
+	}
 	ports := map[int]int{}
 	for i, b := range f.Binds {
 		if b.Port != nil {
@@ -121,6 +130,21 @@ func (f *File) crossCheck() Errors {
 		}
 	}
 	return errs
+}
+
+// reported reports whether errs already holds e: the same message at the
+// same path.
+func reported(errs Errors, e error) bool {
+	fe, ok := e.(*decode.FieldError)
+	if !ok {
+		return false
+	}
+	for _, prev := range errs {
+		if p, ok := prev.(*decode.FieldError); ok && p.Path == fe.Path && p.Msg == fe.Msg {
+			return true
+		}
+	}
+	return false
 }
 
 // requestPseudoHeaders are the pseudo-headers a route's header match may
