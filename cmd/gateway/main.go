@@ -54,6 +54,24 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	// An empty -f or -c is most likely an unset variable in a script: refuse
+	// it rather than fall back to the embedded quickstart, which only runs
+	// when neither flag is given.
+	var emptyErr error
+	fs.Visit(func(f *flag.Flag) {
+		if emptyErr != nil || f.Value.String() != "" {
+			return
+		}
+		switch f.Name {
+		case "f", "file":
+			emptyErr = fmt.Errorf("%s: empty file name (an unset variable?); give a path, - for standard input, or neither -f nor -c for the embedded quickstart", flagName(f.Name))
+		case "c", "config":
+			emptyErr = fmt.Errorf("%s: empty config (an unset variable?); give the config text, or neither -f nor -c for the embedded quickstart", flagName(f.Name))
+		}
+	})
+	if emptyErr != nil {
+		return o, emptyErr
+	}
 	if o.file != "" && o.inline != "" {
 		return o, errors.New("-f and -c are mutually exclusive")
 	}
@@ -61,6 +79,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--transport must be std or netpoll, not %q", o.transport)
 	}
 	return o, nil
+}
+
+// flagName spells a flag as it is written on the command line.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -92,6 +118,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
 			return 1
 		}
+		if _, err := resolveSideAddrs(f); err != nil {
+			fmt.Fprintf(stderr, "gateway: invalid environment:\n%s\n", err)
+			return 1
+		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())
 		return 0
 	}
@@ -104,7 +134,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
 		runtime.GOMAXPROCS(f.Config.WorkerThreads.N)
 	}
-	p := &process{log: log, src: src, gw: server.New(server.Options{
+	p := &process{log: log, src: src, loaded: contentState(data), gw: server.New(server.Options{
 		Logger:    log,
 		AccessLog: accessLog,
 		Transport: server.Transport(o.transport),

@@ -90,10 +90,39 @@ func TestFlags(t *testing.T) {
 		{desc: "missing file", args: []string{"-f", filepath.Join(dir, "nope.yaml")}, wantCode: 1, want: []string{"no such file"}},
 		{desc: "unknown flag", args: []string{"--bogus"}, wantCode: 2, want: []string{"flag provided but not defined"}},
 		{desc: "bad transport", args: []string{"--transport", "carrier-pigeon", "--validate-only"}, wantCode: 2, want: []string{"--transport must be"}},
+		// An empty -f or -c (an unset variable in a script) is an error, not
+		// the embedded quickstart.
+		{desc: "empty -f", args: []string{"-f", "", "--validate-only"}, wantCode: 2, want: []string{"gateway: -f: empty file name"}},
+		{desc: "empty -f=", args: []string{"-f=", "--validate-only"}, wantCode: 2, want: []string{"gateway: -f: empty file name"}},
+		{desc: "empty --file", args: []string{"--file", "", "--validate-only"}, wantCode: 2, want: []string{"gateway: --file: empty file name"}},
+		{desc: "empty -c", args: []string{"-c", "", "--validate-only"}, wantCode: 2, want: []string{"gateway: -c: empty config"}},
+		{desc: "empty --config", args: []string{"--config=", "--validate-only"}, wantCode: 2, want: []string{"gateway: --config: empty config"}},
+		{desc: "empty -f beside -c", args: []string{"-f", "", "-c", "binds: []", "--validate-only"}, wantCode: 2, want: []string{"gateway: -f: empty file name"}},
+		{desc: "empty -f without --validate-only", args: []string{"-f", ""}, wantCode: 2, want: []string{"gateway: -f: empty file name"}},
+		// Side-server addresses are checked by --validate-only, from the file
+		// (every one, even beside other errors of the section) and from the
+		// environment, which wins over the file.
+		{desc: "bad side server addresses in the file", args: []string{"-c", "config:\n  adminAddr: garbage\n  statsAddr: 'unix:'\n  readinessAddr: localhost:99999\n  workerThreads: many\n", "--validate-only"}, wantCode: 1, want: []string{
+			`config.adminAddr: address "garbage": want host:port, unix:/path or off`,
+			`config.statsAddr: address "unix:": empty unix socket path`,
+			`config.readinessAddr: address "localhost:99999": port "99999" is not a number in 0..65535`,
+			`config.workerThreads: must be`}},
+		{desc: "bad side server addresses in the environment", args: []string{"-c", "binds: []", "--validate-only"}, env: []string{"ADMIN_ADDR=garbage", "STATS_ADDR=unix:", "READINESS_ADDR=localhost:99999"}, wantCode: 1, want: []string{
+			`ADMIN_ADDR: address "garbage"`, `STATS_ADDR: address "unix:"`, `READINESS_ADDR: address "localhost:99999"`}},
+		{desc: "good side server addresses in the environment", args: []string{"-c", "binds: []", "--validate-only"}, env: []string{"ADMIN_ADDR=127.0.0.1:0", "STATS_ADDR=off", "READINESS_ADDR=unix:/tmp/r.sock"}, want: []string{
+			"configuration is valid"}},
+		{desc: "a bad address in the file, though the environment overrides it", args: []string{"-c", "config: {adminAddr: garbage}", "--validate-only"}, env: []string{"ADMIN_ADDR=127.0.0.1:0"}, wantCode: 1, want: []string{
+			`config.adminAddr: address "garbage"`}},
+		{desc: "bad side server address in the environment at startup", args: []string{"-c", "binds: []"}, env: []string{"ADMIN_ADDR=garbage"}, wantCode: 1, want: []string{
+			`failed to start`, `ADMIN_ADDR: address \"garbage\"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			cmd := exec.Command(gatewayBin, tc.args...)
+			// Bounded: a case that wrongly starts a gateway fails instead of
+			// hanging the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, gatewayBin, tc.args...)
 			cmd.Stdin = strings.NewReader(tc.stdin)
 			cmd.Env = append(os.Environ(), tc.env...)
 			out, err := cmd.CombinedOutput()
@@ -102,6 +131,9 @@ func TestFlags(t *testing.T) {
 				code = ee.ExitCode()
 			} else if err != nil {
 				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("still running after 30s; output:\n%s", out)
 			}
 			if code != tc.wantCode {
 				t.Fatalf("exit %d, want %d; output:\n%s", code, tc.wantCode, out)
@@ -371,4 +403,175 @@ func waitStatus(t *testing.T, url string, status int, p *proc) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s never answered %d:\n%s", url, status, p.logs())
+}
+
+// TestReloadFollowsTheResolvedFile: the watch follows what the config path
+// resolves to, so a Kubernetes ConfigMap update (a symlink beside the file
+// re-pointed to a new directory, the old one deleted) is picked up, as are
+// writes in place to a symlink's target in another directory. Each case
+// changes the config twice, so the watch must also follow the new target.
+func TestReloadFollowsTheResolvedFile(t *testing.T) {
+	tests := []struct {
+		desc string
+		// setup writes the first config (from body) and returns the path
+		// the gateway is started with; update makes the config body n.
+		setup  func(t *testing.T, dir string, body func(string) string) string
+		update func(t *testing.T, dir string, body func(string) string, version string)
+	}{
+		{
+			desc: "kubernetes configmap: ..data symlink swapped",
+			setup: func(t *testing.T, dir string, body func(string) string) string {
+				cm := filepath.Join(dir, "cm")
+				mustMkdir(t, filepath.Join(cm, "..v1"))
+				mustWrite(t, filepath.Join(cm, "..v1", "c.yaml"), body("v1"))
+				mustSymlink(t, "..v1", filepath.Join(cm, "..data"))
+				mustSymlink(t, filepath.Join("..data", "c.yaml"), filepath.Join(cm, "c.yaml"))
+				return filepath.Join(cm, "c.yaml")
+			},
+			update: func(t *testing.T, dir string, body func(string) string, version string) {
+				// What kubelet does: a new versioned directory, a temporary
+				// symlink to it renamed over ..data, the old directory removed.
+				cm := filepath.Join(dir, "cm")
+				old, err := os.Readlink(filepath.Join(cm, "..data"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				mustMkdir(t, filepath.Join(cm, ".."+version))
+				mustWrite(t, filepath.Join(cm, ".."+version, "c.yaml"), body(version))
+				mustSymlink(t, ".."+version, filepath.Join(cm, "..data_tmp"))
+				if err := os.Rename(filepath.Join(cm, "..data_tmp"), filepath.Join(cm, "..data")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.RemoveAll(filepath.Join(cm, old)); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			desc: "symlink to a file in another directory, written in place",
+			setup: func(t *testing.T, dir string, body func(string) string) string {
+				mustMkdir(t, filepath.Join(dir, "real"))
+				mustMkdir(t, filepath.Join(dir, "etc"))
+				mustWrite(t, filepath.Join(dir, "real", "c.yaml"), body("v1"))
+				mustSymlink(t, filepath.Join("..", "real", "c.yaml"), filepath.Join(dir, "etc", "c.yaml"))
+				return filepath.Join(dir, "etc", "c.yaml")
+			},
+			update: func(t *testing.T, dir string, body func(string) string, version string) {
+				mustWrite(t, filepath.Join(dir, "real", "c.yaml"), body(version))
+			},
+		},
+		{
+			desc: "symlink itself replaced by rename",
+			setup: func(t *testing.T, dir string, body func(string) string) string {
+				mustWrite(t, filepath.Join(dir, "v1.yaml"), body("v1"))
+				mustSymlink(t, "v1.yaml", filepath.Join(dir, "c.yaml"))
+				return filepath.Join(dir, "c.yaml")
+			},
+			update: func(t *testing.T, dir string, body func(string) string, version string) {
+				mustWrite(t, filepath.Join(dir, version+".yaml"), body(version))
+				mustSymlink(t, version+".yaml", filepath.Join(dir, "c.tmp"))
+				if err := os.Rename(filepath.Join(dir, "c.tmp"), filepath.Join(dir, "c.yaml")); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			desc: "plain file written in place",
+			setup: func(t *testing.T, dir string, body func(string) string) string {
+				mustWrite(t, filepath.Join(dir, "c.yaml"), body("v1"))
+				return filepath.Join(dir, "c.yaml")
+			},
+			update: func(t *testing.T, dir string, body func(string) string, version string) {
+				mustWrite(t, filepath.Join(dir, "c.yaml"), body(version))
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			port := freePort(t)
+			body := func(version string) string { return configWith(port, version, "127.0.0.1:1") }
+			dir := t.TempDir()
+			p := startProc(t, tc.setup(t, dir, body))
+			p.waitLog(fmt.Sprintf(`listening.*"port": %d`, port))
+			url := fmt.Sprintf("http://127.0.0.1:%d/direct", port)
+			waitBody(t, url, "v1")
+			for _, version := range []string{"v2", "v3"} {
+				tc.update(t, dir, body, version)
+				waitBody(t, url, version)
+			}
+		})
+	}
+}
+
+func mustMkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustWrite writes in place (truncate, then write).
+func mustWrite(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigDumpFeedsBack: what /config_dump serves is a config file the
+// gateway accepts, with the settings written in file form (the log level
+// as "info,access=warn", not a Go struct).
+func TestConfigDumpFeedsBack(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	cfg := strings.Replace(configWith(port, "v1", "127.0.0.1:1"), "config:\n", `config:
+  logging: {level: "info,access=warn", format: json}
+  workerThreads: 2
+  connectionTerminationDeadline: 3s
+`, 1) + `        weight: 2
+        policies:
+          http: {requestTimeout: 1s}
+    - name: bytes
+      matches: [{path: {regex: "/b[0-9]+"}, headers: [{name: x-a, value: {exact: "a\u0001"}}]}]
+      policies:
+        directResponse: {status: 200, body: [255, 0, 1]}
+`
+	writeConfig(t, path, cfg)
+	p := startProc(t, path)
+	admin := p.waitLog(`admin UI available at (http://\S+)/ui/`)[1]
+	code, dump := httpGet(t, admin+"/config_dump")
+	if code != http.StatusOK {
+		t.Fatalf("config_dump %d: %s", code, dump)
+	}
+	var parsed struct {
+		Config struct {
+			Logging       map[string]any `json:"logging"`
+			WorkerThreads any            `json:"workerThreads"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(dump), &parsed); err != nil {
+		t.Fatalf("config_dump is not JSON: %v\n%s", err, dump)
+	}
+	if got := parsed.Config.Logging["level"]; got != "info,access=warn" {
+		t.Errorf("config.logging.level = %#v, want \"info,access=warn\"", got)
+	}
+	if got := parsed.Config.WorkerThreads; got != 2.0 {
+		t.Errorf("config.workerThreads = %#v, want 2", got)
+	}
+	dumpPath := filepath.Join(dir, "dump.json")
+	if err := os.WriteFile(dumpPath, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(gatewayBin, "-f", dumpPath, "--validate-only").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "configuration is valid") {
+		t.Fatalf("the dump fed back: %v\n%s\ndump:\n%s", err, out, dump)
+	}
 }

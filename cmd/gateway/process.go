@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,30 +68,62 @@ type process struct {
 	gw    *server.Gateway
 	side  *admin.Servers
 	first *config.File
+	// loaded identifies what the config file held when last read: its
+	// SHA-256, or the read error. Only the watch uses it after start.
+	loaded string
 }
 
-// addr resolves one side-server address: environment first, then config, then
-// the default.
-func addr(env string, v *string, def string) string {
-	if e, ok := os.LookupEnv(env); ok && e != "" {
-		return e
-	}
-	if v != nil && *v != "" {
-		return *v
-	}
-	return def
+// contentState is the process's loaded value for data read from the config.
+func contentState(data []byte) string {
+	sum := sha256.Sum256(data)
+	return string(sum[:])
 }
 
-func (p *process) start(f *config.File) error {
-	p.first = f
+// sideAddrs are the admin, stats and readiness servers' addresses.
+type sideAddrs struct {
+	admin, stats, readiness string
+}
+
+// resolveSideAddrs resolves each side-server address: environment first,
+// then config, then the default. The file's addresses are checked when it is
+// parsed; one from the environment is checked here, and an invalid one is an
+// error naming the variable, so that --validate-only finds it too.
+func resolveSideAddrs(f *config.File) (sideAddrs, error) {
 	settings := f.Config
 	if settings == nil {
 		settings = &config.Settings{}
 	}
+	var errs []error
+	addr := func(env string, v *string, def string) string {
+		if e, ok := os.LookupEnv(env); ok && e != "" {
+			if err := config.CheckListenAddr(e); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+			return e
+		}
+		if v != nil && *v != "" {
+			return *v
+		}
+		return def
+	}
+	a := sideAddrs{
+		admin:     addr("ADMIN_ADDR", settings.AdminAddr, "localhost:15000"),
+		stats:     addr("STATS_ADDR", settings.StatsAddr, "0.0.0.0:15020"),
+		readiness: addr("READINESS_ADDR", settings.ReadinessAddr, "0.0.0.0:15021"),
+	}
+	return a, errors.Join(errs...)
+}
+
+func (p *process) start(f *config.File) error {
+	p.first = f
+	addrs, err := resolveSideAddrs(f)
+	if err != nil {
+		return err
+	}
 	side, err := admin.Start(admin.Options{
-		AdminAddr:     addr("ADMIN_ADDR", settings.AdminAddr, "localhost:15000"),
-		StatsAddr:     addr("STATS_ADDR", settings.StatsAddr, "0.0.0.0:15020"),
-		ReadinessAddr: addr("READINESS_ADDR", settings.ReadinessAddr, "0.0.0.0:15021"),
+		AdminAddr:     addrs.admin,
+		StatsAddr:     addrs.stats,
+		ReadinessAddr: addrs.readiness,
 		Logger:        p.log,
 		ConfigDump:    p.gw.ConfigDump,
 		UIPage:        p.gw.UIPage,
@@ -116,8 +150,15 @@ func uiURL(u string) string {
 }
 
 // watch reloads the config file when it changes, until the returned function
-// is called. Editors and orchestrators replace files by rename, so the
-// directory is watched.
+// is called.
+//
+// Directories are watched, not the file: editors and orchestrators replace
+// files by rename, and Kubernetes updates a mounted ConfigMap by re-pointing
+// a symlink beside the file (c.yaml -> ..data/c.yaml, ..data -> ..<version>),
+// which changes what the path resolves to without any event naming it. So
+// the file's directory and the directory of the file it resolves to are
+// watched; an event naming the file (or its resolved target) reloads it, and
+// any other event there reloads it when its content changed.
 func (p *process) watch() func() {
 	if p.src.o.file == "" || p.src.o.file == "-" {
 		return func() {}
@@ -128,32 +169,40 @@ func (p *process) watch() func() {
 		return func() {}
 	}
 	path, _ := filepath.Abs(p.src.o.file)
+	cw := &configWatch{p: p, w: w, path: path, dirs: map[string]bool{}}
 	if err := w.Add(filepath.Dir(path)); err != nil {
 		p.log.Warn("config reload disabled", zap.Error(err))
 		w.Close()
 		return func() {}
 	}
+	cw.dirs[filepath.Dir(path)] = true
+	cw.follow()
 	done := make(chan struct{})
 	go func() {
-		var timer *time.Timer
-		var fire <-chan time.Time
+		// The file may have changed between the first read and the watch.
+		timer := time.NewTimer(0)
+		fire := timer.C
+		direct := false
 		for {
 			select {
 			case <-done:
+				timer.Stop()
 				return
 			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
-				if filepath.Clean(ev.Name) != path || ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) == 0 {
+				switch name := filepath.Clean(ev.Name); {
+				case name == cw.path || name == cw.target:
+					if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) == 0 {
+						continue
+					}
+					direct = true
+				case ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0:
 					continue
 				}
 				// Coalesce the burst of events one save produces.
-				if timer == nil {
-					timer = time.NewTimer(reloadSettle)
-				} else {
-					timer.Reset(reloadSettle)
-				}
+				timer.Reset(reloadSettle)
 				fire = timer.C
 			case err, ok := <-w.Errors:
 				if !ok {
@@ -162,7 +211,8 @@ func (p *process) watch() func() {
 				p.log.Warn("config watch", zap.Error(err))
 			case <-fire:
 				fire = nil
-				p.reload()
+				cw.check(direct)
+				direct = false
 			}
 		}
 	}()
@@ -175,8 +225,63 @@ func (p *process) watch() func() {
 // reloadSettle is how long the watcher waits after the last file event.
 const reloadSettle = 100 * time.Millisecond
 
-func (p *process) reload() {
-	data, err := p.src.read()
+// configWatch is the state of the config file's watch; only its goroutine
+// uses it.
+type configWatch struct {
+	p      *process
+	w      *fsnotify.Watcher
+	path   string          // the config file, absolute
+	target string          // what path resolves to through symlinks
+	dirs   map[string]bool // the directories watched
+}
+
+// check reloads the file: always after an event naming it, else only when
+// what it reads differs from the last read. Then it watches the directory
+// of the file's current target.
+func (cw *configWatch) check(direct bool) {
+	defer cw.follow()
+	data, err := cw.p.src.read()
+	state := "error: " + fmt.Sprint(err)
+	if err == nil {
+		state = contentState(data)
+	}
+	if !direct && state == cw.p.loaded {
+		return
+	}
+	cw.p.loaded = state
+	cw.p.reload(data, err)
+}
+
+// follow watches the directory of the file the path now resolves to, and
+// stops watching the one of its former target.
+func (cw *configWatch) follow() {
+	own := filepath.Dir(cw.path)
+	target, err := filepath.EvalSymlinks(cw.path)
+	if err != nil {
+		return // missing for now: the next event in its directory retries
+	}
+	if target, err = filepath.Abs(target); err != nil {
+		return
+	}
+	cw.target = target
+	want := filepath.Dir(target)
+	for d := range cw.dirs {
+		if d != own && d != want {
+			_ = cw.w.Remove(d) // it may be gone already: Kubernetes deletes old versions
+			delete(cw.dirs, d)
+		}
+	}
+	if !cw.dirs[want] {
+		if err := cw.w.Add(want); err != nil {
+			cw.p.log.Warn("config watch: cannot watch the directory of the config file's target", zap.String("dir", want), zap.Error(err))
+			return
+		}
+		cw.dirs[want] = true
+	}
+}
+
+// reload applies the config read from the file, or logs why it cannot.
+func (p *process) reload(data []byte, err error) {
 	if err != nil {
 		p.log.Error("config reload failed; keeping the running config", zap.Error(err))
 		return
