@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 
@@ -81,7 +82,7 @@ func (r *CELRule) check(n *decode.Node) {
 // MarshalJSON writes the rule back in file form, for /config_dump.
 func (r CELRule) MarshalJSON() ([]byte, error) {
 	key := map[CELRuleKind]string{RuleAllow: "allow", RuleDeny: "deny", RuleRequire: "require"}[r.Kind]
-	return fmt.Appendf(nil, "{%q:%q}", key, r.Expr), nil
+	return json.Marshal(map[string]string{key: r.Expr})
 }
 
 var (

@@ -195,6 +195,9 @@ func (t MCPTarget) MarshalJSON() ([]byte, error) {
 			}
 			s["env"] = names
 		}
+		if t.Stdio.ClearEnv {
+			s["clear_env"] = true
+		}
 		m["stdio"] = s
 	}
 	return json.Marshal(m)

@@ -90,6 +90,8 @@ func TestValueMarshalJSON(t *testing.T) {
 		{"jwt providers form kept", route(`jwtAuth: {providers: [{issuer: i, jwks: {file: k}}]}`), `"jwtAuth":{"providers":[{"issuer":"i","jwks":{"file":"k"}}]}`},
 		{"no required claims stays none", route(`jwtAuth: {issuer: i, jwks: {file: k}, jwtValidationOptions: {requiredClaims: []}}`), `"jwtValidationOptions":{"requiredClaims":[]}`},
 		{"default required claims stay default", route(`jwtAuth: {issuer: i, jwks: {file: k}, jwtValidationOptions: {}}`), `"jwtValidationOptions":{}`},
+		{"rule with a control character", route(`authorization: {rules: ["request.path == \"\x01\""]}`), `"rules":[{"allow":"request.path == \"\u0001\""}]`},
+		{"stdio clear_env kept", "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp: {targets: [{name: t, stdio: {cmd: x, clear_env: true}}]}\n", `"clear_env":true`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
