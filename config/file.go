@@ -11,6 +11,9 @@ import (
 // type Unsupported so that a file using them is refused with "not supported yet"
 // instead of being silently ignored.
 type File struct {
+	// pos locates the values of the document the file was parsed from.
+	pos decode.Positions
+
 	Config           *Settings         `json:"config,omitempty"`
 	Binds            []Bind            `json:"binds,omitempty"`
 	FrontendPolicies *FrontendPolicies `json:"frontendPolicies,omitempty"`

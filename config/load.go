@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -30,7 +31,8 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		return nil, Errors(envErrs)
 	}
 	var f File
-	errs := decode.YAML(expanded, &f)
+	pos, errs := decode.YAMLPositions(expanded, &f)
+	f.pos = pos
 	out := make(Errors, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, e)
@@ -51,6 +53,21 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 		return nil, out
 	}
 	return &f, nil
+}
+
+// Locate returns the line and column of the value at path in the file the
+// config was parsed from (0, 0 when unknown: a File built in code).
+func (f *File) Locate(path string) (line, col int) { return f.pos.Locate(path) }
+
+// Position gives errors found after parsing, such as compile errors that
+// name a path, the line and column of that path: a *decode.FieldError
+// without a position gets one. Other errors are returned as they are.
+func (f *File) Position(err error) error {
+	var fe *decode.FieldError
+	if errors.As(err, &fe) && fe.Line == 0 {
+		fe.Line, fe.Col = f.Locate(fe.Path)
+	}
+	return err
 }
 
 // crossCheck checks rules that span several fields of the file.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
 )
 
 // mirror sends a copy of a share of a route's requests to another backend and
@@ -31,15 +32,15 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 		nb := c.named[m.Backend.Backend]
 		if nb == nil {
 			// Parse refuses this; a File built in code may still hold it.
-			return nil, fmt.Errorf("%s.backend.backend: no backend named %q in the top-level backends", path, m.Backend.Backend)
+			return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: fmt.Sprintf("no backend named %q in the top-level backends", m.Backend.Backend)}
 		}
 		if nb.Kind != config.BackendHost {
-			return nil, fmt.Errorf("%s.backend.backend: mirroring to this backend kind is not supported yet", path)
+			return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: "mirroring to this backend kind is not supported yet"}
 		}
 		addr = nb.Host
 	}
 	if m.Percentage == nil {
-		return nil, fmt.Errorf("%s.percentage: required", path)
+		return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
 	}
 	up := c.gw.pools.Get(addr, c.defaults)
 	c.used[up] = true

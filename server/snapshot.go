@@ -11,6 +11,7 @@ import (
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/jwtauth"
@@ -116,7 +117,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		b := &f.Binds[bi]
 		if b.Port == nil {
 			// Parse refuses this; a File built in code may still hold it.
-			errs = append(errs, fmt.Errorf("binds[%d].port: required", bi))
+			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("binds[%d].port", bi), Msg: "required"})
 			continue
 		}
 		bc := &bindConfig{port: *b.Port}
@@ -136,6 +137,9 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	if len(errs) > 0 {
 		for _, b := range c.mcpNew {
 			b.Close()
+		}
+		for _, e := range errs {
+			f.Position(e)
 		}
 		return nil, errs
 	}
@@ -173,6 +177,10 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	}
 	t, err := router.New(routes)
 	if err != nil {
+		var re *router.RouteError
+		if errors.As(err, &re) {
+			return nil, &decode.FieldError{Path: fmt.Sprintf("%s.routes[%d].%s[%d]", path, re.Route, re.Field, re.Index), Msg: re.Err.Error()}
+		}
 		return nil, fmt.Errorf("%s.routes: %w", path, err)
 	}
 	lc.table = t
@@ -441,9 +449,9 @@ func fieldError(path, field string, err error) error {
 		if strings.HasPrefix(fe.Field, "[") {
 			sep = ""
 		}
-		return fmt.Errorf("%s.%s%s%s: %s", path, field, sep, fe.Field, fe.Msg)
+		return &decode.FieldError{Path: path + "." + field + sep + fe.Field, Msg: fe.Msg}
 	}
-	return fmt.Errorf("%s.%s: %w", path, field, err)
+	return &decode.FieldError{Path: path + "." + field, Msg: err.Error()}
 }
 
 func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend) (*routeBackend, error) {
@@ -457,7 +465,7 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 		nb := c.named[rb.Backend]
 		if nb == nil {
 			// Parse refuses this; a File built in code may still hold it.
-			return nil, fmt.Errorf("%s.backend: no backend named %q in the top-level backends", path, rb.Backend)
+			return nil, &decode.FieldError{Path: path + ".backend", Msg: fmt.Sprintf("no backend named %q in the top-level backends", rb.Backend)}
 		}
 		out.name = nb.Name
 		// The route's backend policies are merged over the named backend's,

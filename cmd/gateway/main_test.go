@@ -75,12 +75,15 @@ func TestFlags(t *testing.T) {
 			"binds[0].port: must be >= 1", `unknown field "extra"`, "binds[0].listeners[0].routes[0].backends[0].host: must be host:port", "TCP listeners are not supported yet"}},
 		{desc: "validate compiles: an unreadable key set", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies:\n        jwtAuth: {issuer: i, jwks: {file: " + filepath.Join(dir, "missing.json") + "}}\n      backends: [{host: 127.0.0.1:1}]\n", "--validate-only"}, wantCode: 1, want: []string{
 			"binds[0].listeners[0].routes[0].policies.jwtAuth.jwks.file: cannot load key set"}},
-		{desc: "validate compiles: every policy error, each at its exact path", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - policies:\n      cors: {allowHeaders: ['bad h']}\n    routes:\n    - policies:\n        cors: {allowHeaders: ['bad header']}\n        csrf: {additionalOrigins: [nope]}\n      backends:\n      - host: 127.0.0.1:1\n        policies:\n          requestHeaderModifier: {set: {x-b: \"a\\x01b\"}}\n    - policies:\n        responseHeaderModifier: {add: {x-a: \"a\\x01b\"}}\n", "--validate-only"}, wantCode: 1, want: []string{
-			`binds[0].listeners[0].policies.cors.allowHeaders[0]: invalid name "bad h"`,
-			`binds[0].listeners[0].routes[0].policies.cors.allowHeaders[0]: invalid name "bad header"`,
+		{desc: "validate compiles: every policy error, each at its exact path and line", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - policies:\n      cors: {allowHeaders: ['bad h']}\n    routes:\n    - policies:\n        cors: {allowHeaders: ['bad header']}\n        csrf: {additionalOrigins: [nope]}\n      backends:\n      - host: 127.0.0.1:1\n        policies:\n          requestHeaderModifier: {set: {x-b: \"a\\x01b\"}}\n    - policies:\n        responseHeaderModifier: {add: {x-a: \"a\\x01b\"}}\n", "--validate-only"}, wantCode: 1, want: []string{
+			`binds[0].listeners[0].policies.cors.allowHeaders[0]: invalid name "bad h" (line 5:`,
+			`binds[0].listeners[0].routes[0].policies.cors.allowHeaders[0]: invalid name "bad header" (line 8:`,
 			`binds[0].listeners[0].routes[0].policies.csrf.additionalOrigins[0]: invalid origin "nope"`,
+			`(line 9:`,
 			`binds[0].listeners[0].routes[0].backends[0].policies.requestHeaderModifier.set.x-b: value`,
-			`binds[0].listeners[0].routes[1].policies.responseHeaderModifier.add.x-a: value`}},
+			`(line 13:`,
+			`binds[0].listeners[0].routes[1].policies.responseHeaderModifier.add.x-a: value`,
+			`(line 15:`}},
 		{desc: "inline config", args: []string{"-c", "binds: []", "--validate-only"}, want: []string{"<inline config>: configuration is valid"}},
 		{desc: "stdin config", args: []string{"-f", "-", "--validate-only"}, stdin: "binds: []\n", want: []string{"<stdin>: configuration is valid"}},
 		{desc: "embedded quickstart", args: []string{"--validate-only"}, want: []string{"<embedded quickstart>: configuration is valid"}},

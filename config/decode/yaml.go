@@ -20,22 +20,44 @@ const maxOpenNesting = 256
 // pointer, and returns every problem found, or nil. An empty document
 // leaves out unchanged. See the package documentation for the rules.
 func YAML(data []byte, out any) Errors {
+	_, errs := YAMLPositions(data, out)
+	return errs
+}
+
+// YAMLPositions is YAML that also returns where each value of the document
+// sits, for errors found after decoding (see Positions).
+func YAMLPositions(data []byte, out any) (Positions, Errors) {
 	rv := reflect.ValueOf(out)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return Errors{{Msg: fmt.Sprintf("decode: out must be a non-nil pointer, got %T", out)}}
+		return Positions{}, Errors{{Msg: fmt.Sprintf("decode: out must be a non-nil pointer, got %T", out)}}
 	}
 	if e := prescan(data); e != nil {
-		return Errors{e}
+		return Positions{}, Errors{e}
 	}
 	f, err := parse(data)
 	if err != nil {
-		return Errors{syntaxError(err)}
+		return Positions{}, Errors{syntaxError(err)}
 	}
 	s := newState()
-	if root := s.document(f); root != nil {
+	root := s.document(f)
+	if root != nil {
 		s.decode(root, rv.Elem())
 	}
-	return s.finish()
+	return Positions{root: root}, s.finish()
+}
+
+// Positions locates the values of a decoded document by path.
+type Positions struct{ root *Node }
+
+// Locate returns the line and column of the value at path (the package's
+// path syntax), or of the deepest part of the path present in the
+// document; 0, 0 when nothing is known.
+func (p Positions) Locate(path string) (line, col int) {
+	if p.root == nil {
+		return 0, 0
+	}
+	n := locate(p.root, path)
+	return n.line, n.col
 }
 
 // parse runs the YAML parser. Duplicate keys are let through so that they

@@ -410,7 +410,7 @@ func TestNewErrors(t *testing.T) {
 		routes []Route
 		want   string // substring of the error
 	}{
-		{desc: "empty hostname", routes: []Route{{Hostnames: []string{""}}}, want: `route 0 hostname "": empty hostname`},
+		{desc: "empty hostname", routes: []Route{{Hostnames: []string{""}}}, want: `route 0 hostnames[0]: hostname "": empty hostname`},
 		{desc: "wildcard not first", routes: []Route{{Hostnames: []string{"a.*.com"}}}, want: "'*'"},
 		{desc: "wildcard without dot", routes: []Route{{Hostnames: []string{"*example.com"}}}, want: "'*'"},
 		{desc: "bare wildcard prefix", routes: []Route{{Hostnames: []string{"*."}}}, want: "empty hostname"},
@@ -421,11 +421,11 @@ func TestNewErrors(t *testing.T) {
 		{desc: "label too long", routes: []Route{{Hostnames: []string{strings.Repeat("a", 64) + ".com"}}}, want: "63"},
 		{desc: "name too long", routes: []Route{{Hostnames: []string{strings.Repeat("a.", 127) + "com"}}}, want: "253"},
 		{desc: "second route reported", routes: []Route{{}, {Hostnames: []string{"a b"}}}, want: "route 1 hostname"},
-		{desc: "prefix without slash", routes: []Route{{Matches: []Match{prefix("foo")}}}, want: `route 0 match 0: PathPrefix path "foo"`},
+		{desc: "prefix without slash", routes: []Route{{Matches: []Match{prefix("foo")}}}, want: `route 0 matches[0]: PathPrefix path "foo"`},
 		{desc: "exact empty", routes: []Route{{Matches: []Match{exact("")}}}, want: "does not start with '/'"},
 		{desc: "exact with regex", routes: []Route{{Matches: []Match{{PathKind: PathExact, Path: "/", PathRegex: regexp.MustCompile("x")}}}}, want: "PathRegex set"},
 		{desc: "regex without pattern", routes: []Route{{Matches: []Match{{PathKind: PathRegex}}}}, want: "without a pattern"},
-		{desc: "regex string invalid", routes: []Route{{Matches: []Match{{}, {PathKind: PathRegex, Path: "a)|(b"}}}}, want: "route 0 match 1: path regex"},
+		{desc: "regex string invalid", routes: []Route{{Matches: []Match{{}, {PathKind: PathRegex, Path: "a)|(b"}}}}, want: "route 0 matches[1]: path regex"},
 		{desc: "unknown path kind", routes: []Route{{Matches: []Match{{PathKind: 9, Path: "/"}}}}, want: "unknown path kind"},
 		{desc: "bad method", routes: []Route{{Matches: []Match{{Method: "GE T"}}}}, want: "method"},
 		{desc: "bad header name", routes: []Route{{Matches: []Match{{Headers: []HeaderMatch{hdr("X A", "1")}}}}}, want: "header name"},

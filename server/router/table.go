@@ -47,7 +47,7 @@ func build(routes []Route, minRun int) (*Table, error) {
 		for mi := range matches {
 			r, err := compileRule(&matches[mi], ri, mi, rt.Value, res)
 			if err != nil {
-				return nil, fmt.Errorf("router: route %d match %d: %w", ri, mi, err)
+				return nil, &RouteError{Route: ri, Field: "matches", Index: mi, Err: err}
 			}
 			rules = append(rules, r)
 		}
@@ -56,10 +56,10 @@ func build(routes []Route, minRun int) (*Table, error) {
 			continue
 		}
 		seen := make(map[*bucket]bool, len(rt.Hostnames))
-		for _, h := range rt.Hostnames {
+		for hi, h := range rt.Hostnames {
 			kind, key, err := parseHostname(h)
 			if err != nil {
-				return nil, fmt.Errorf("router: route %d hostname %q: %w", ri, h, err)
+				return nil, &RouteError{Route: ri, Field: "hostnames", Index: hi, Err: fmt.Errorf("hostname %q: %w", h, err)}
 			}
 			var b *bucket
 			switch kind {
@@ -219,3 +219,18 @@ func (t *Table) Len() int {
 	}
 	return t.routes
 }
+
+// RouteError is a route New refused: the item Index of the route's Field
+// ("matches" or "hostnames") of routes[Route].
+type RouteError struct {
+	Route int
+	Field string
+	Index int
+	Err   error
+}
+
+func (e *RouteError) Error() string {
+	return fmt.Sprintf("router: route %d %s[%d]: %v", e.Route, e.Field, e.Index, e.Err)
+}
+
+func (e *RouteError) Unwrap() error { return e.Err }
