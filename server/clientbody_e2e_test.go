@@ -72,13 +72,7 @@ func TestClientBodyCutShortIsNeverCompleted(t *testing.T) {
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
 			addr, out := outcomeUpstream(t)
-			tg := startGatewayWith(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: ${UP}}]
-`, map[string]string{"UP": addr}, tr)
+			tg := startGatewayWith(t, oneRoute(addr), nil, tr)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					c, br := dialRaw(t, tg.addr(3000))
@@ -137,12 +131,7 @@ binds:
 			c, br := dialRaw(t, tg.addr(3000))
 			// More than fasthttp reads ahead, so the body streams.
 			sent := "PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n" + strings.Repeat("a", 10000)
-			if _, err := io.WriteString(c, sent); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
+			sendAndHalfClose(t, c, sent)
 			m, err := readReply(br, "PUT")
 			if err != nil {
 				t.Fatalf("reading the answer: %v", err)
@@ -179,22 +168,11 @@ func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
 	}
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
-			tg := startGatewayWith(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: ${UP}}]
-`, map[string]string{"UP": addr}, tr)
+			tg := startGatewayWith(t, oneRoute(addr), nil, tr)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					c, br := dialRaw(t, tg.addr(3000))
-					if _, err := io.WriteString(c, tc.sent); err != nil {
-						t.Fatal(err)
-					}
-					if err := c.(*net.TCPConn).CloseWrite(); err != nil {
-						t.Fatal(err)
-					}
+					sendAndHalfClose(t, c, tc.sent)
 					m, err := readReply(br, "GET")
 					if err != nil {
 						t.Fatalf("reading the answer: %v", err)
@@ -205,5 +183,16 @@ binds:
 				})
 			}
 		})
+	}
+}
+
+// sendAndHalfClose writes s and closes the connection's sending side.
+func sendAndHalfClose(t *testing.T, c net.Conn, s string) {
+	t.Helper()
+	if _, err := io.WriteString(c, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
 	}
 }

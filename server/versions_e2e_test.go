@@ -128,13 +128,7 @@ func TestResponseTrailersForwarded(t *testing.T) {
 	addr, _ := rawHTTPUpstream(t, func(message) (string, bool) {
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\n\r\n", false
 	})
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: ${UP}}]
-`, map[string]string{"UP": addr})
+	tg := startGateway(t, oneRoute(addr), nil)
 	c, br := dialRaw(t, tg.addr(3000))
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n"); err != nil {
 		t.Fatal(err)
