@@ -454,3 +454,31 @@ func (b BackendAuth) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{"passthrough": b.Passthrough})
 }
+
+// MarshalJSON writes the form the file used: the single-issuer form keeps
+// its error paths ("jwks", not "providers[0].jwks") when the dump is read
+// back.
+func (j JWTAuth) MarshalJSON() ([]byte, error) {
+	type plain JWTAuth // without this method
+	if !j.Single || len(j.Providers) != 1 {
+		return json.Marshal(plain(j))
+	}
+	p := j.Providers[0]
+	return json.Marshal(jwtAuthFile{
+		Mode: j.Mode, Location: j.Location,
+		Issuer: p.Issuer, Audiences: p.Audiences, JWKS: p.JWKS, JWTValidationOptions: p.JWTValidationOptions,
+	})
+}
+
+// MarshalJSON keeps an empty requiredClaims list, which requires no claim,
+// apart from a missing one, which requires exp; omitempty would drop it.
+func (o JWTValidationOptions) MarshalJSON() ([]byte, error) {
+	type plain JWTValidationOptions // without this method
+	if o.RequiredClaims == nil || len(o.RequiredClaims) > 0 {
+		return json.Marshal(plain(o))
+	}
+	return json.Marshal(struct {
+		plain
+		RequiredClaims []string `json:"requiredClaims"`
+	}{plain(o), []string{}})
+}

@@ -1,10 +1,6 @@
 package config
 
-import (
-	"encoding/json"
-
-	"github.com/relaygate/gateway/config/decode"
-)
+import "github.com/relaygate/gateway/config/decode"
 
 // File is the standalone configuration file (agentgateway's local config format,
 // schema/config.json). Fields the gateway does not implement yet are declared with
@@ -216,35 +212,4 @@ type FrontendHTTP struct {
 	HTTP2MaxHeaderSize        Unsupported `json:"http2MaxHeaderSize,omitzero"`
 	HTTP2KeepaliveInterval    Unsupported `json:"http2KeepaliveInterval,omitzero"`
 	HTTP2KeepaliveTimeout     Unsupported `json:"http2KeepaliveTimeout,omitzero"`
-}
-
-// The forms /config_dump writes for types declared elsewhere whose default
-// JSON would not parse back into the same configuration.
-
-// MarshalJSON writes the form the file used: the single-issuer form keeps
-// its error paths ("jwks", not "providers[0].jwks") when the dump is read
-// back.
-func (j JWTAuth) MarshalJSON() ([]byte, error) {
-	type plain JWTAuth // without this method
-	if !j.Single || len(j.Providers) != 1 {
-		return json.Marshal(plain(j))
-	}
-	p := j.Providers[0]
-	return json.Marshal(jwtAuthFile{
-		Mode: j.Mode, Location: j.Location,
-		Issuer: p.Issuer, Audiences: p.Audiences, JWKS: p.JWKS, JWTValidationOptions: p.JWTValidationOptions,
-	})
-}
-
-// MarshalJSON keeps an empty requiredClaims list, which requires no claim,
-// apart from a missing one, which requires exp; omitempty would drop it.
-func (o JWTValidationOptions) MarshalJSON() ([]byte, error) {
-	type plain JWTValidationOptions // without this method
-	if o.RequiredClaims == nil || len(o.RequiredClaims) > 0 {
-		return json.Marshal(plain(o))
-	}
-	return json.Marshal(struct {
-		plain
-		RequiredClaims []string `json:"requiredClaims"`
-	}{plain(o), []string{}})
 }
