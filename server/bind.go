@@ -117,8 +117,13 @@ func requestHeadTimeout() time.Duration { return time.Duration(headTimeout.Load(
 // while connections of other tests' gateways may still read it.
 var headTimeout = newAtomicInt64(int64(60 * time.Second))
 
-// bodyReadTimeout bounds reading a streamed request body.
+// bodyReadTimeout bounds reading a streamed request body as a whole.
 const bodyReadTimeout = time.Hour
+
+// bodyIdleTimeout bounds the wait for each next piece of a request body
+// being forwarded (nginx's client_body_timeout): a client that stops
+// sending is answered 408 then, not an hour later.
+var bodyIdleTimeout = newAtomicInt64(int64(60 * time.Second))
 
 // A request without a body keeps the head's deadline: nothing reads the
 // connection again before the next request sets its own, and skipping the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -27,6 +28,8 @@ import (
 type requestBody struct {
 	r       io.Reader
 	conn    readEnder // nil when the connection cannot tell
+	client  net.Conn
+	limit   time.Time // bodyReadTimeout after the body began
 	chunked bool
 	n       int
 	err     error // the client's failure, once there is one
@@ -45,7 +48,7 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 	n := req.Header.ContentLength()
-	*b = requestBody{r: req.BodyStream(), chunked: n < 0}
+	*b = requestBody{r: req.BodyStream(), chunked: n < 0, client: conn, limit: deadlineAfter(bodyReadTimeout)}
 	b.conn, _ = conn.(readEnder)
 	req.SetBodyStream(b, n)
 }
@@ -62,6 +65,15 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	ends := 0
 	if b.conn != nil {
 		ends = b.conn.ReadEnds()
+	}
+	// Each piece must come within bodyIdleTimeout (the data path's
+	// connections take a later deadline without a system call).
+	if b.client != nil {
+		d := deadlineAfter(time.Duration(bodyIdleTimeout.Load()))
+		if d.After(b.limit) {
+			d = b.limit
+		}
+		_ = b.client.SetReadDeadline(d)
 	}
 	n, err := b.r.Read(p)
 	b.n += n

@@ -196,3 +196,37 @@ func sendAndHalfClose(t *testing.T, c net.Conn, s string) {
 		t.Fatal(err)
 	}
 }
+
+// TestStalledBodyAnswered408: a client that stops sending a body being
+// forwarded is answered 408 once bodyIdleTimeout passes without a byte
+// (not when the hour-long whole-body bound does), and the upstream never
+// gets a complete request.
+func TestStalledBodyAnswered408(t *testing.T) {
+	old := bodyIdleTimeout.Swap(int64(300 * time.Millisecond))
+	t.Cleanup(func() { bodyIdleTimeout.Store(old) })
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			addr, out := outcomeUpstream(t)
+			tg := startGatewayWith(t, oneRoute(addr), nil, tr)
+			for _, sent := range []string{
+				"PUT /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("a", 20000),
+				"PUT /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+			} {
+				c, br := dialRaw(t, tg.addr(3000))
+				if _, err := io.WriteString(c, sent); err != nil {
+					t.Fatal(err)
+				}
+				m, err := readReply(br, "PUT")
+				if err != nil {
+					t.Fatalf("%.20q: reading the answer: %v", sent, err)
+				}
+				if m.status() != 408 {
+					t.Fatalf("%.20q: status %d (%q), want 408", sent, m.status(), m.body)
+				}
+				if o := nextOutcome(t, out); o.err == nil {
+					t.Fatalf("%.20q: the upstream received a whole request", sent)
+				}
+			}
+		})
+	}
+}
