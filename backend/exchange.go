@@ -2,6 +2,7 @@ package backend
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -52,8 +53,15 @@ func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, dead
 // absolute form becomes origin form. A request without Host (HTTP/1.0) gets
 // u's address, as HTTP/1.1 requires one. A body without Content-Type goes
 // without one (fasthttp would add application/octet-stream).
+//
+// The request goes as HTTP/1.1 whatever version the client spoke: an
+// intermediary sends its own version (RFC 9110 6.2), and an HTTP/1.0
+// request line would have the upstream close the connection after it.
 func (u *Upstream) PrepareRequest(req *fasthttp.Request) {
 	req.Header.SetNoDefaultContentType(true)
+	if !req.Header.IsHTTP11() {
+		req.Header.SetProtocolBytes(protoHTTP11)
+	}
 	if len(req.Header.Host()) == 0 {
 		req.Header.SetHost(u.Addr)
 	}
@@ -65,6 +73,8 @@ func (u *Upstream) PrepareRequest(req *fasthttp.Request) {
 		req.URI().DisablePathNormalizing = true
 	}
 }
+
+var protoHTTP11 = []byte("HTTP/1.1")
 
 // awaitIdleLimit is how long a pooled connection may have been idle and still
 // have its response awaited inside the request's write.
@@ -313,12 +323,32 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 // copyTrailer gives the response the values of the trailer fields it
 // announces (its Trailer field) that came after the last chunk; the server
 // writes them after the body.
+//
+// Fields the upstream sent without announcing them go on too (the
+// announcement helps a recipient prepare; it does not limit what may
+// come), except the ones no trailer may hold, which AddTrailerBytes
+// refuses.
 func (s *streamBody[C]) copyTrailer() {
-	for key := range s.dst.Trailers() {
-		if v := s.up.Header.PeekBytes(key); v != nil {
-			s.dst.SetBytesKV(key, v)
+	for key := range s.up.Header.Trailers() {
+		v := s.up.Header.PeekBytes(key)
+		if v == nil {
+			continue
+		}
+		if !announced(s.dst, key) && s.dst.AddTrailerBytes(key) != nil {
+			continue
+		}
+		s.dst.SetBytesKV(key, v)
+	}
+}
+
+// announced reports whether h announces key as a trailer field.
+func announced(h *fasthttp.ResponseHeader, key []byte) bool {
+	for k := range h.Trailers() {
+		if bytes.EqualFold(k, key) {
+			return true
 		}
 	}
+	return false
 }
 
 // StreamObserver learns how a streamed response body ended, when its

@@ -67,7 +67,7 @@ func (b *bind) armResponseAwait(rs *requestState, status int) {
 		sc.AccountRequest(-1)
 	}
 	if cl != 0 || b.open.Load() > awaitMaxConns.Load() || req.IsBodyStream() || resp.IsBodyStream() || fctx.Hijacked() ||
-		!req.Header.IsHTTP11() || req.Header.ConnectionClose() || resp.ConnectionClose() {
+		rs.http10 || req.Header.ConnectionClose() || resp.ConnectionClose() || rs.bind.frontend.maxConnLife > 0 {
 		sc.ArmResponseAwait(-1, time.Time{}) // disarms
 		return
 	}

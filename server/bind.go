@@ -54,6 +54,20 @@ func (fs frontendSettings) idle() time.Duration {
 // defaultIdleTimeout is http1IdleTimeout's default.
 const defaultIdleTimeout = 10 * time.Minute
 
+// idleDeadline is when a connection waiting for its next request is
+// closed: after http1IdleTimeout, or once it reaches maxConnectionDuration
+// (at once if it has already: the response it just sent was its last).
+func (b *bind) idleDeadline(c net.Conn) time.Time {
+	fs := &b.current.Load().frontend
+	idle := fs.idle()
+	if fs.maxConnLife > 0 {
+		if opened, ok := connOpened(c); ok {
+			idle = min(idle, max(opened+fs.maxConnLife-monoNow(), 0))
+		}
+	}
+	return deadlineAfter(idle)
+}
+
 // firstByte is how long a new connection may wait for its first byte: it is
 // idle until then, but no longer than a request head may take.
 func (b *bind) firstByte() time.Duration {
@@ -132,7 +146,10 @@ func bodyReadConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	if declaredBodyLen(h) == 0 {
 		return fasthttp.RequestConfig{}
 	}
-	return fasthttp.RequestConfig{ReadTimeout: bodyReadTimeout}
+	// fasthttp's pre-read of the body (and its drain of a body nobody
+	// reads) must progress within bodyIdleTimeout; a body being forwarded
+	// moves the deadline on with every read (requestBody).
+	return fasthttp.RequestConfig{ReadTimeout: time.Duration(bodyIdleTimeout.Load())}
 }
 
 func (b *bind) serveConn(conn net.Conn) {
@@ -174,7 +191,7 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 			return
 		}
 	case fasthttp.StateIdle:
-		_ = c.SetReadDeadline(deadlineAfter(b.current.Load().frontend.idle()))
+		_ = c.SetReadDeadline(b.idleDeadline(c))
 		if w != nil && !b.draining.Load() {
 			return
 		}

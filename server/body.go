@@ -31,6 +31,7 @@ type requestBody struct {
 	client  net.Conn
 	limit   time.Time // bodyReadTimeout after the body began
 	chunked bool
+	want    int // the declared length, -1 for a chunked body
 	n       int
 	err     error // the client's failure, once there is one
 }
@@ -48,7 +49,7 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 	n := req.Header.ContentLength()
-	*b = requestBody{r: req.BodyStream(), chunked: n < 0, client: conn, limit: deadlineAfter(bodyReadTimeout)}
+	*b = requestBody{r: req.BodyStream(), chunked: n < 0, want: n, client: conn, limit: deadlineAfter(bodyReadTimeout)}
 	b.conn, _ = conn.(readEnder)
 	req.SetBodyStream(b, n)
 }
@@ -77,7 +78,10 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.n += n
-	if err == io.EOF && b.chunked && b.conn != nil && b.conn.ReadEnds() != ends {
+	if err == io.EOF && (b.chunked && b.conn != nil && b.conn.ReadEnds() != ends || b.want >= 0 && b.n < b.want) {
+		// A chunked body whose connection ended between chunks, or a body
+		// shorter than its Content-Length (fasthttp's stream reports a
+		// client that closes early as io.EOF).
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil && err != io.EOF {

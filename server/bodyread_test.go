@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -20,7 +21,7 @@ func readRequestHead(t *testing.T, raw string) *fasthttp.RequestHeader {
 }
 
 // TestBodyReadConfig: only a request that has a body moves the read deadline
-// out to bodyReadTimeout; a bodiless one keeps the head's.
+// out to bodyIdleTimeout; a bodiless one keeps the head's.
 func TestBodyReadConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name, head string
@@ -33,7 +34,7 @@ func TestBodyReadConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := readRequestHead(t, tc.head)
-			got := bodyReadConfig(h).ReadTimeout == bodyReadTimeout
+			got := bodyReadConfig(h).ReadTimeout == time.Duration(bodyIdleTimeout.Load())
 			if got != tc.want {
 				t.Fatalf("deadline moved = %v, want %v (ContentLength %d)", got, tc.want, h.ContentLength())
 			}

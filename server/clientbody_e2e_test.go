@@ -67,6 +67,7 @@ func TestClientBodyCutShortIsNeverCompleted(t *testing.T) {
 		{name: "bad chunk size", sent: head + "zz\r\nhello\r\n0\r\n\r\n", wantStatus: 400},
 		{name: "bad chunk end", sent: head + "5\r\nhelloXX0\r\n\r\n", wantStatus: 400},
 		{name: "complete, then half-closed", sent: head + "5\r\nhello\r\n0\r\n\r\n", wantStatus: 200, wantBody: "hello"},
+		{name: "content-length body half-closed short", sent: "PUT /up HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("a", 50000), wantStatus: 400},
 		{name: "complete with trailer, then half-closed", sent: head + "5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", wantStatus: 200, wantBody: "hello"},
 	}
 	for _, tr := range e2eTransports {

@@ -194,3 +194,24 @@ func TestSilentConnectionClosedAfterIdleTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxConnectionDurationClosesIdleConnections: a connection that reaches
+// maxConnectionDuration while it waits for its next request is closed then,
+// not when a next request comes or http1IdleTimeout passes.
+func TestMaxConnectionDurationClosesIdleConnections(t *testing.T) {
+	ch := make(chan seen, 4)
+	up := recordingUpstream(t, ch)
+	tg := startGateway(t, "frontendPolicies:\n  http:\n    maxConnectionDuration: 300ms\n"+oneRoute(up), nil)
+	c, br := rawConn(t, tg.addr(3000))
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	if resp, _ := readResponse(t, br, "GET"); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	_, err := br.ReadByte()
+	if err == nil {
+		t.Fatal("an idle connection got data")
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the connection outlived maxConnectionDuration: %v", err)
+	}
+}

@@ -32,6 +32,9 @@ type requestState struct {
 	start time.Duration
 	// body stands for a streamed request body while it is forwarded.
 	body requestBody
+	// http10 says the client spoke HTTP/1.0 (the upstream request is
+	// HTTP/1.1 whatever the client spoke).
+	http10 bool
 
 	// What the record of the request needs once the request itself may be
 	// gone (finish, record).
@@ -56,6 +59,7 @@ func releaseState(rs *requestState) {
 	rs.mcp = mcpgw.Outcome{}
 	rs.headLen = 0
 	rs.body.reset()
+	rs.http10 = false
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
@@ -112,6 +116,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
+	rs.http10 = !fctx.Request.Header.IsHTTP11()
 	end := func(status int) (*requestState, int, bool) {
 		b.finish(rs, status)
 		return nil, status, true
@@ -215,8 +220,16 @@ func (b *bind) finish(rs *requestState, status int) {
 		fctx.SetConnectionClose()
 	}
 	resp := &fctx.Response
-	if !fctx.Request.Header.IsHTTP11() && resp.IsBodyStream() && resp.Header.ContentLength() < 0 {
-		b.closeDelimited(fctx)
+	if rs.http10 && resp.Header.ContentLength() == -1 {
+		// HTTP/1.0 has no chunked framing (RFC 9112 6.1): a body of unknown
+		// length goes close-delimited; a response without one (HEAD) loses
+		// the Transfer-Encoding it carried.
+		if resp.IsBodyStream() {
+			b.closeDelimited(fctx)
+		} else {
+			resp.Header.Del(fasthttp.HeaderTransferEncoding)
+			resp.Header.SetContentLength(-2)
+		}
 	}
 	b.armResponseAwait(rs, status)
 	rs.srv, rs.status, rs.bytesIn = b, status, rs.requestBytes()
@@ -314,19 +327,26 @@ func respondError(fctx *fasthttp.RequestCtx, status int, msg string) int {
 	return status
 }
 
-// handleParseError answers requests fasthttp could not parse.
+// handleParseError answers requests fasthttp could not parse (or whose
+// body it could not read), and records them like any other.
 func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
+	var status int
 	switch err.(type) {
 	case *fasthttp.ErrSmallBuffer:
-		respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
+		status = respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
 	default:
 		if isTimeout(err) {
-			respondError(fctx, fasthttp.StatusRequestTimeout, "request timeout")
+			status = respondError(fctx, fasthttp.StatusRequestTimeout, "request timeout")
 		} else {
-			respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
+			status = respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
 		}
 	}
 	fctx.SetConnectionClose() // after respondError, which resets the response
+	rs := acquireState()
+	rs.start, rs.bind, rs.status = monoNow(), b.current.Load(), status
+	rs.pc.Fast = fctx
+	b.record(rs, fctx.Method(), requestPath(fctx), fctx.RemoteAddr(), responseBytes(&fctx.Response))
+	releaseState(rs)
 }
 
 // requestPath returns the raw request path without the query. An absolute-form

@@ -145,3 +145,23 @@ func isTimeoutErr(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// TestUnparsableRequestsRecorded: a request fasthttp cannot parse is
+// answered 400 and still gets its access log line.
+func TestUnparsableRequestsRecorded(t *testing.T) {
+	sink, _ := rawHTTPUpstream(t, okAnswer)
+	tg := startGateway(t, oneRoute(sink), nil)
+	for i, req := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1, 2\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nX-Y : z\r\n\r\n",
+	} {
+		c, br := dialRaw(t, tg.addr(3000))
+		if m := roundTripRaw(t, c, br, "GET", req); m.status() != 400 {
+			t.Fatalf("%q: status %d", req, m.status())
+		}
+		eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.logs.FilterMessage("request").All()) == i+1 })
+		if f := lastAccessLine(t, tg.logs, i+1); f["status"] != int64(400) {
+			t.Fatalf("%q: recorded as %v", req, f)
+		}
+	}
+}

@@ -25,7 +25,10 @@ func TestResponseVersionAndFraming(t *testing.T) {
 	http10CL, _ := rawHTTPUpstream(t, func(message) (string, bool) {
 		return "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello", true
 	})
-	chunked, _ := rawHTTPUpstream(t, func(message) (string, bool) {
+	chunked, chunkedSeen := rawHTTPUpstream(t, func(m message) (string, bool) {
+		if m.method() == "HEAD" {
+			return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false
+		}
 		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n", false
 	})
 	for _, tr := range e2eTransports {
@@ -82,8 +85,20 @@ binds:
 					if string(body) != "hello world" {
 						t.Fatalf("body %q, want %q", body, "hello world")
 					}
+					// The upstream request is this hop's: HTTP/1.1.
+					if got := nextSeen(t, chunkedSeen); !strings.HasSuffix(got.line, " HTTP/1.1") {
+						t.Fatalf("upstream request line %q, want HTTP/1.1", got.line)
+					}
 				})
 			}
+			t.Run("HEAD from an HTTP/1.0 client", func(t *testing.T) {
+				c, br := dialRaw(t, tg.addr(3000))
+				m := roundTripRaw(t, c, br, "HEAD", "HEAD /new HTTP/1.0\r\n\r\n")
+				nextSeen(t, chunkedSeen)
+				if m.status() != 200 || m.fields.has("Transfer-Encoding") {
+					t.Fatalf("head %q %v: want 200 without Transfer-Encoding", m.line, m.fields)
+				}
+			})
 		})
 	}
 }
@@ -122,11 +137,11 @@ binds:
 	}
 }
 
-// TestResponseTrailersForwarded: the trailer fields a chunked response
-// announces reach the client after the body (RFC 9110 6.5).
+// TestResponseTrailersForwarded: the trailer fields of a chunked response
+// reach the client after the body (RFC 9110 6.5), announced or not.
 func TestResponseTrailersForwarded(t *testing.T) {
 	addr, _ := rawHTTPUpstream(t, func(message) (string, bool) {
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\n\r\n", false
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\nX-Other: o\r\n\r\n", false
 	})
 	tg := startGateway(t, oneRoute(addr), nil)
 	c, br := dialRaw(t, tg.addr(3000))
@@ -148,8 +163,8 @@ func TestResponseTrailersForwarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trailer.get("X-Sum") != "abc" {
-		t.Fatalf("trailer fields %v, want X-Sum: abc", trailer)
+	if trailer.get("X-Sum") != "abc" || trailer.get("X-Other") != "o" {
+		t.Fatalf("trailer fields %v, want X-Sum: abc and X-Other: o", trailer)
 	}
 	// The connection stays usable: the message ended where it should.
 	if m := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); m.status() != 200 {
