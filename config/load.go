@@ -26,17 +26,39 @@ func (e Errors) Error() string {
 // strictly into a File and validates it. On failure the error is an Errors
 // holding every problem found, each naming its field path.
 func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	f, errs := parse(data, lookup)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return f, nil
+}
+
+// ParsePartial is Parse that also returns what decoded when there were
+// errors (nil when nothing did: a syntax or environment error), so that
+// --validate-only can look further into the parts that are sound.
+func ParsePartial(data []byte, lookup func(string) (string, bool)) (*File, error) {
+	f, errs := parse(data, lookup)
+	if len(errs) > 0 {
+		return f, errs
+	}
+	return f, nil
+}
+
+func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	expanded, envErrs := ExpandEnv(data, lookup)
 	if len(envErrs) > 0 {
 		return nil, Errors(envErrs)
 	}
 	var f File
 	pos, errs := decode.YAMLPositions(expanded, &f)
-	f.pos = pos
 	out := make(Errors, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, e)
 	}
+	if pos == (decode.Positions{}) && len(out) > 0 {
+		return nil, out // nothing decoded: a syntax error
+	}
+	f.pos = pos
 	if len(out) == 0 {
 		out = append(out, f.desugarMCP()...)
 	}
@@ -49,10 +71,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*File, error) {
 			out = append(out, e)
 		}
 	}
-	if len(out) > 0 {
-		return nil, out
-	}
-	return &f, nil
+	return &f, out
 }
 
 // Locate returns the line and column of the value at path in the file the

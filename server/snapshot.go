@@ -663,6 +663,72 @@ func frontendFrom(f *config.File) frontendSettings {
 	return fs
 }
 
+// ValidatePartial compiles what decoded of a file that has errors (known)
+// and returns the errors only compiling finds, leaving out those that could
+// be cascades of the known ones: any in a route or listener that already
+// has an error, and all of them when a known error lies outside the binds
+// (a named backend, a frontend policy) that routes may depend on. A panic
+// on a half-decoded value only ends the check.
+func ValidatePartial(f *config.File, known error) (extra config.Errors) {
+	var paths []string
+	if many, ok := known.(config.Errors); ok {
+		for _, e := range many {
+			var fe *decode.FieldError
+			if !errors.As(e, &fe) || !strings.HasPrefix(fe.Path, "binds[") {
+				return nil
+			}
+			paths = append(paths, objectPath(fe.Path))
+		}
+	}
+	defer func() {
+		if recover() != nil {
+			extra = nil
+		}
+	}()
+	err := Validate(f)
+	many, ok := err.(config.Errors)
+	if !ok {
+		return nil
+	}
+	for _, e := range many {
+		var fe *decode.FieldError
+		if !errors.As(e, &fe) {
+			continue
+		}
+		obj := objectPath(fe.Path)
+		clean := true
+		for _, p := range paths {
+			if strings.HasPrefix(obj, p) || strings.HasPrefix(p, obj) {
+				clean = false
+				break
+			}
+		}
+		if clean {
+			extra = append(extra, e)
+		}
+	}
+	return extra
+}
+
+// objectPath cuts a path to the route it lies in ("binds[0].listeners[1]
+// .routes[2]"), or to its listener or bind when it lies in no route.
+func objectPath(path string) string {
+	if i := strings.Index(path, ".routes["); i >= 0 {
+		if j := strings.IndexByte(path[i+1:], ']'); j >= 0 {
+			return path[:i+1+j+1]
+		}
+	}
+	if i := strings.Index(path, ".listeners["); i >= 0 {
+		if j := strings.IndexByte(path[i+1:], ']'); j >= 0 {
+			return path[:i+1+j+1]
+		}
+	}
+	if j := strings.IndexByte(path, ']'); j >= 0 {
+		return path[:j+1]
+	}
+	return path
+}
+
 // Validate compiles f as Apply would, without opening ports or starting
 // anything that lasts, and reports the errors only compiling finds (CEL
 // rules, key sets, regular expressions the router refuses). It is what

@@ -110,6 +110,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	f, err := config.Parse(data, os.LookupEnv)
 	if err != nil {
+		if o.validateOnly {
+			// Every error at once: what only compiling finds, too, in the
+			// parts of the file that decoded cleanly.
+			if partial, _ := config.ParsePartial(data, os.LookupEnv); partial != nil {
+				if many, ok := err.(config.Errors); ok {
+					err = append(many, server.ValidatePartial(partial, err)...)
+				}
+			}
+		}
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
 		return 1
 	}

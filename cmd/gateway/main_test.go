@@ -67,6 +67,7 @@ func TestFlags(t *testing.T) {
 		env      []string
 		wantCode int
 		want     []string // substrings of stdout+stderr
+		notWant  []string // substrings that must not be there
 	}{
 		{desc: "version", args: []string{"--version"}, want: []string{"gateway dev"}},
 		{desc: "validate valid", args: []string{"-f", valid, "--validate-only"}, want: []string{"configuration is valid"}},
@@ -84,6 +85,9 @@ func TestFlags(t *testing.T) {
 			`(line 13:`,
 			`binds[0].listeners[0].routes[1].policies.responseHeaderModifier.add.x-a: value`,
 			`(line 15:`}},
+		{desc: "validate: compile errors beside decode errors, in other routes only", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies:\n        retry: {attempts: 0}\n        cors: {allowHeaders: ['in the same route']}\n      backends: [{host: 127.0.0.1:1}]\n    - policies:\n        cors: {allowHeaders: ['bad header']}\n      backends: [{host: 127.0.0.1:1}]\n", "--validate-only"}, wantCode: 1, want: []string{
+			`binds[0].listeners[0].routes[0].policies.retry.attempts: must be >= 1 (line 6:`,
+			`binds[0].listeners[0].routes[1].policies.cors.allowHeaders[0]: invalid name "bad header" (line 10:`}, notWant: []string{"in the same route"}},
 		{desc: "inline config", args: []string{"-c", "binds: []", "--validate-only"}, want: []string{"<inline config>: configuration is valid"}},
 		{desc: "stdin config", args: []string{"-f", "-", "--validate-only"}, stdin: "binds: []\n", want: []string{"<stdin>: configuration is valid"}},
 		{desc: "embedded quickstart", args: []string{"--validate-only"}, want: []string{"<embedded quickstart>: configuration is valid"}},
@@ -144,6 +148,11 @@ func TestFlags(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(string(out), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(string(out), w) {
+					t.Errorf("output has %q:\n%s", w, out)
 				}
 			}
 		})
