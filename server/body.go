@@ -131,7 +131,8 @@ func (b *bind) closeDelimited(fctx *fasthttp.RequestCtx) {
 	body := resp.BodyStream()
 	h := &resp.Header
 	h.Del(fasthttp.HeaderTransferEncoding)
-	h.SetContentLength(-2) // no length: sets Connection: close
+	h.Del(fasthttp.HeaderTrailer) // no trailer section without chunks
+	h.SetContentLength(-2)        // no length: sets Connection: close
 	head := h.AppendBytes(nil)
 	skipBody := fctx.Request.Header.IsHead()
 	done := b.startTunnel(fctx.Conn(), nil)
