@@ -61,8 +61,8 @@ func (b *bind) idleDeadline(c net.Conn) time.Time {
 	fs := &b.current.Load().frontend
 	idle := fs.idle()
 	if fs.maxConnLife > 0 {
-		if opened, ok := connOpened(c); ok {
-			idle = min(idle, max(opened+fs.maxConnLife-monoNow(), 0))
+		if left, ok := connLifeLeft(c, monoNow(), fs.maxConnLife); ok {
+			idle = min(idle, max(left, 0))
 		}
 	}
 	return deadlineAfter(idle)
@@ -227,11 +227,8 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 // stateWord returns the word in which a connection keeps its state for the
 // bind, or nil for a connection without one (the map then keeps it).
 func stateWord(c net.Conn) *atomic.Int32 {
-	switch t := c.(type) {
-	case *sock.Conn:
-		return &t.ServerState
-	case *sock.PromptConn:
-		return &t.ServerState
+	if f := sock.ServerFields(c); f != nil {
+		return &f.ServerState
 	}
 	return nil
 }
@@ -240,24 +237,20 @@ func stateWord(c net.Conn) *atomic.Int32 {
 // for it. (fasthttp's RequestCtx.ConnTime is lost between requests when
 // ReduceMemoryUsage releases the context.)
 func setConnOpened(c net.Conn, t time.Duration) {
-	switch t0 := c.(type) {
-	case *sock.Conn:
-		t0.ServerOpened = t
-	case *sock.PromptConn:
-		t0.ServerOpened = t
+	if f := sock.ServerFields(c); f != nil {
+		f.ServerOpened = t
 	}
 }
 
-// connOpened returns when serving c began (monoNow), and false when c has
-// no record of it.
-func connOpened(c net.Conn) (time.Duration, bool) {
-	switch t := c.(type) {
-	case *sock.Conn:
-		return t.ServerOpened, true
-	case *sock.PromptConn:
-		return t.ServerOpened, true
+// connLifeLeft returns how long c, served since setConnOpened recorded, has
+// left at now before it reaches life (maxConnectionDuration), and false
+// when c has no record of its start.
+func connLifeLeft(c net.Conn, now, life time.Duration) (time.Duration, bool) {
+	f := sock.ServerFields(c)
+	if f == nil {
+		return 0, false
 	}
-	return 0, false
+	return f.ServerOpened + life - now, true
 }
 
 // connState returns a tracked connection's state; mapped is its value in

@@ -311,11 +311,11 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	}
 }
 
-// connTooOld reports whether a connection served since before now-life has
-// reached its maximum duration.
+// connTooOld reports whether a connection has reached its maximum duration
+// (life) at now.
 func connTooOld(c net.Conn, now, life time.Duration) bool {
-	opened, ok := connOpened(c)
-	return ok && now-opened >= life
+	left, ok := connLifeLeft(c, now, life)
+	return ok && left <= 0
 }
 
 // respondError writes a short plain-text error and returns its status.

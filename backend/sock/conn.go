@@ -73,17 +73,34 @@ type Conn struct {
 	readDeadline atomic.Int64
 	poller       atomic.Int64
 
-	// ServerState belongs to the server that serves the connection, which
-	// records the connection's state in it (it changes twice per request,
-	// and a word of the connection's own needs no lock or map); sock never
-	// reads it.
-	ServerState atomic.Int32
-	// ServerOpened is the server's too: when it began serving the
-	// connection, on a clock of its choosing.
-	ServerOpened time.Duration
+	Server
 
 	// readEnds counts reads that found the end of the stream or failed.
 	readEnds int
+}
+
+// Server holds what the server serving a data-path connection keeps in the
+// connection itself (a word of the connection's own needs no lock or map);
+// sock never reads it. Conn and PromptConn embed it.
+type Server struct {
+	// ServerState is the connection's state as the server records it (it
+	// changes twice per request).
+	ServerState atomic.Int32
+	// ServerOpened is when the server began serving the connection, on a
+	// clock of its choosing.
+	ServerOpened time.Duration
+}
+
+// ServerFields returns the server's fields of a data-path connection, or
+// nil for any other connection.
+func ServerFields(c net.Conn) *Server {
+	switch t := c.(type) {
+	case *Conn:
+		return &t.Server
+	case *PromptConn:
+		return &t.Server
+	}
+	return nil
 }
 
 // New wraps a TCP connection. It fails only when the connection has no file

@@ -21,9 +21,7 @@ import (
 // is the same.
 type PromptConn struct {
 	net.Conn
-	// ServerState and ServerOpened are the owner's, as Conn's are.
-	ServerState  atomic.Int32
-	ServerOpened time.Duration
+	Server
 
 	readEnds      int
 	closed        atomic.Bool
