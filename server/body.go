@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"net"
 	"time"
@@ -26,14 +25,13 @@ import (
 // closed), and the client gets a 4xx: the fault is the client's, not the
 // backend's. It also counts the bytes read, for the access log and metrics.
 type requestBody struct {
-	r       io.Reader
-	conn    readEnder // nil when the connection cannot tell
-	client  net.Conn
-	limit   time.Time // bodyReadTimeout after the body began
-	chunked bool
-	want    int // the declared length, -1 for a chunked body
-	n       int
-	err     error // the client's failure, once there is one
+	r      io.Reader
+	conn   readEnder // nil when the connection cannot tell
+	client net.Conn
+	limit  time.Time // bodyReadTimeout after the body began
+	want   int       // the declared length, -1 for a chunked body
+	n      int
+	err    error // the client's failure, once there is one
 }
 
 // readEnder is a client connection that knows whether a read found its end
@@ -49,7 +47,7 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 	n := req.Header.ContentLength()
-	*b = requestBody{r: req.BodyStream(), chunked: n < 0, want: n, client: conn, limit: deadlineAfter(bodyReadTimeout)}
+	*b = requestBody{r: req.BodyStream(), want: n, client: conn, limit: deadlineAfter(bodyReadTimeout)}
 	b.conn, _ = conn.(readEnder)
 	req.SetBodyStream(b, n)
 }
@@ -78,7 +76,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.n += n
-	if err == io.EOF && (b.chunked && b.conn != nil && b.conn.ReadEnds() != ends || b.want >= 0 && b.n < b.want) {
+	if err == io.EOF && (b.want < 0 && b.conn != nil && b.conn.ReadEnds() != ends || b.want >= 0 && b.n < b.want) {
 		// A chunked body whose connection ended between chunks, or a body
 		// shorter than its Content-Length (fasthttp's stream reports a
 		// client that closes early as io.EOF).
@@ -110,13 +108,10 @@ func (b *requestBody) readAll(req *fasthttp.Request, n int) error {
 // closed after the answer, since the body's end was never found.
 func clientBodyStatus(fctx *fasthttp.RequestCtx, err error) int {
 	status, msg := fasthttp.StatusBadRequest, "malformed or incomplete request body"
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if isTimeout(err) {
 		status, msg = fasthttp.StatusRequestTimeout, "request body timeout"
 	}
-	respondError(fctx, status, msg)
-	fctx.SetConnectionClose() // after respondError, which resets the response
-	return status
+	return respondErrorClose(fctx, status, msg)
 }
 
 // closeDelimited sends a streamed response of unknown length to an HTTP/1.0

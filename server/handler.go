@@ -124,28 +124,24 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 	if proto := fctx.Request.Header.Protocol(); len(proto) != 8 || proto[5] != '1' {
 		// fasthttp accepts any "HTTP/d.d"; only HTTP/1.x is spoken here and
 		// forwarded (RFC 9110 15.6.6).
-		status := respondError(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
-		fctx.SetConnectionClose() // after respondError, which resets the response
+		status := respondErrorClose(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
 		return end(status)
 	}
 	rs.headLen = requestHeadLen(&fctx.Request.Header)
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
-		status := respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
-		fctx.SetConnectionClose() // after respondError, which resets the response
+		status := respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		return end(status)
 	}
 	if uri := fctx.Request.Header.RequestURI(); bytes.IndexByte(uri, '#') >= 0 {
 		// No form of request target holds a fragment (RFC 9112 3.2).
-		status := respondError(fctx, fasthttp.StatusBadRequest, "fragment in request target")
-		fctx.SetConnectionClose() // after respondError, which resets the response
+		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "fragment in request target")
 		return end(status)
 	} else if len(uri) > 0 && uri[0] != '/' && uri[0] != '*' {
 		// Absolute form: its authority replaces Host (RFC 9112 3.2.2), for
 		// routing and for what goes upstream.
 		authority, ok := absoluteAuthority(uri)
 		if !ok {
-			status := respondError(fctx, fasthttp.StatusBadRequest, "invalid request target")
-			fctx.SetConnectionClose() // after respondError, which resets the response
+			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid request target")
 			return end(status)
 		}
 		fctx.Request.Header.SetHostBytes(authority)
@@ -154,8 +150,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 	var validHost bool
 	rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
 	if !validHost {
-		status := respondError(fctx, fasthttp.StatusBadRequest, "invalid Host header")
-		fctx.SetConnectionClose() // after respondError, which resets the response
+		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid Host header")
 		return end(status)
 	}
 	pc.Host = rs.host
@@ -327,21 +322,29 @@ func respondError(fctx *fasthttp.RequestCtx, status int, msg string) int {
 	return status
 }
 
+// respondErrorClose is respondError for a request after which the
+// connection cannot be trusted (a malformed or cut-short request): the
+// connection closes after the answer.
+func respondErrorClose(fctx *fasthttp.RequestCtx, status int, msg string) int {
+	respondError(fctx, status, msg)
+	fctx.SetConnectionClose() // after respondError, which resets the response
+	return status
+}
+
 // handleParseError answers requests fasthttp could not parse (or whose
 // body it could not read), and records them like any other.
 func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	var status int
 	switch err.(type) {
 	case *fasthttp.ErrSmallBuffer:
-		status = respondError(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
+		status = respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
 	default:
 		if isTimeout(err) {
-			status = respondError(fctx, fasthttp.StatusRequestTimeout, "request timeout")
+			status = respondErrorClose(fctx, fasthttp.StatusRequestTimeout, "request timeout")
 		} else {
-			status = respondError(fctx, fasthttp.StatusBadRequest, "malformed request")
+			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request")
 		}
 	}
-	fctx.SetConnectionClose() // after respondError, which resets the response
 	rs := acquireState()
 	rs.start, rs.bind, rs.status = monoNow(), b.current.Load(), status
 	rs.pc.Fast = fctx

@@ -62,8 +62,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 	}
 	fields := requestFields(&req.Header)
 	if fields&fieldBadName != 0 {
-		status := respondError(fctx, fasthttp.StatusBadRequest, "invalid header field name")
-		fctx.SetConnectionClose() // after respondError, which resets the response
+		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid header field name")
 		return status
 	}
 	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
