@@ -320,14 +320,11 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// copyTrailer gives the response the values of the trailer fields it
-// announces (its Trailer field) that came after the last chunk; the server
-// writes them after the body.
-//
-// Fields the upstream sent without announcing them go on too (the
-// announcement helps a recipient prepare; it does not limit what may
-// come), except the ones no trailer may hold, which AddTrailerBytes
-// refuses.
+// copyTrailer gives the response the trailer fields that came after the
+// last chunk; the server writes them after the body. Fields the upstream
+// did not announce go on too (an announcement helps a recipient prepare;
+// it does not limit what may come), except the ones no trailer may hold,
+// which AddTrailerBytes refuses.
 func (s *streamBody[C]) copyTrailer() {
 	for key := range s.up.Header.Trailers() {
 		v := s.up.Header.PeekBytes(key)

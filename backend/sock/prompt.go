@@ -119,11 +119,9 @@ func (c *PromptConn) recordWriteDeadline(t time.Time) {
 // Read reads from the connection, noting when the stream ends or fails.
 func (c *PromptConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
-			c.readEnds++
-		}
+	var ne net.Error
+	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		c.readEnds++ // a deadline (os.ErrDeadlineExceeded is one) is no end
 	}
 	return n, err
 }
