@@ -119,13 +119,7 @@ func TestStaleConnectionNeverResendsAPartBody(t *testing.T) {
 	}
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
-			tg := startGatewayWith(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: '${UP}'}]
-`, map[string]string{"UP": addr}, tr)
+			tg := startGatewayWith(t, oneRoute(addr), nil, tr)
 			for _, tc := range []struct {
 				desc    string
 				method  string
