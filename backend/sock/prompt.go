@@ -119,8 +119,7 @@ func (c *PromptConn) recordWriteDeadline(t time.Time) {
 // Read reads from the connection, noting when the stream ends or fails.
 func (c *PromptConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	var ne net.Error
-	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+	if err != nil && !isTimeout(err) {
 		c.readEnds++ // a deadline (os.ErrDeadlineExceeded is one) is no end
 	}
 	return n, err
@@ -164,3 +163,10 @@ var copyBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 32<<10)
 	return &b
 }}
+
+// isTimeout reports whether err is a timeout. It is apart from Read so that
+// the error target escapes only on the error path.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
