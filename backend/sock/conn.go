@@ -77,6 +77,8 @@ type Conn struct {
 
 	// readEnds counts reads that found the end of the stream or failed.
 	readEnds int
+
+	park parkFields
 }
 
 // Server holds what the server serving a data-path connection keeps in the
@@ -169,6 +171,9 @@ func (c *Conn) AwaitAfterWrite(on bool) { c.await = on }
 func (c *Conn) SetReadDeadline(t time.Time) error {
 	if t.IsZero() {
 		c.readDeadline.Store(0)
+		if c.park.after > 0 && c.poller.Load() != 0 {
+			return nil // the poller's timer runs on for the park checks
+		}
 		if c.poller.Swap(0) == 0 {
 			return nil
 		}
@@ -192,21 +197,30 @@ func (c *Conn) SetDeadline(t time.Time) error {
 }
 
 // rearm reports whether a deadline error from the poller came early, and if
-// so moves the poller's deadline to the one asked for.
-func (c *Conn) rearm(err error) bool {
+// so moves the poller's deadline to the one asked for (or to the next park
+// check, if that comes first). park reports that the connection parks
+// instead (parkCheck).
+func (c *Conn) rearm(err error) (again, park bool) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		return false
+		return false, false
 	}
 	want := c.readDeadline.Load()
-	if want != 0 && time.Now().UnixNano() >= want {
-		return false // the real one
+	now := time.Now().UnixNano()
+	if want != 0 && now >= want {
+		return false, false // the real one
 	}
-	c.poller.Store(want)
+	next := want
+	if c.park.after > 0 {
+		if park, next = c.parkCheck(want, now); park {
+			return false, true
+		}
+	}
+	c.poller.Store(next)
 	var t time.Time
-	if want != 0 {
-		t = time.Unix(0, want)
+	if next != 0 {
+		t = time.Unix(0, next)
 	}
-	return c.TCPConn.SetReadDeadline(t) == nil
+	return c.TCPConn.SetReadDeadline(t) == nil, false
 }
 
 // syncDeadline gives the poller the deadline asked for, for reads that do
@@ -236,7 +250,16 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rbuf = p
 	err := c.raw.Read(c.readFn)
-	for err != nil && c.rearm(err) {
+	for err != nil {
+		again, park := c.rearm(err)
+		if park {
+			c.rbuf = nil
+			c.park.state.Store(parkPending)
+			return 0, ErrParked
+		}
+		if !again {
+			break
+		}
 		err = c.raw.Read(c.readFn)
 	}
 	c.rbuf = nil

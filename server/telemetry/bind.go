@@ -10,6 +10,7 @@ import (
 // Obtain it from Registry.Bind; a nil *BindMetrics ignores events.
 type BindMetrics struct {
 	open     *metrics.Gauge
+	parked   *metrics.Gauge
 	accepted *metrics.Counter
 }
 
@@ -19,6 +20,7 @@ func (r *Registry) Bind(port int) *BindMetrics {
 	bind := "bind/" + strconv.Itoa(port)
 	return &BindMetrics{
 		open:     r.set.GetOrCreateGauge(seriesName(famConnectionsOpened, "bind", bind), nil),
+		parked:   r.set.GetOrCreateGauge(seriesName(famConnectionsParked, "bind", bind), nil),
 		accepted: r.set.GetOrCreateCounter(seriesName(famConnectionsTotal, "bind", bind)),
 	}
 }
@@ -39,4 +41,27 @@ func (b *BindMetrics) ConnClosed() {
 		return
 	}
 	b.open.Dec()
+}
+
+// ConnParked adds an open connection to the parked gauge (idle, held
+// without a goroutine); ConnUnparked removes it (it woke or closed).
+func (b *BindMetrics) ConnParked() {
+	if b != nil {
+		b.parked.Inc()
+	}
+}
+
+// ConnUnparked removes a connection from the parked gauge.
+func (b *BindMetrics) ConnUnparked() {
+	if b != nil {
+		b.parked.Dec()
+	}
+}
+
+// Parked returns the number of the bind's parked connections.
+func (b *BindMetrics) Parked() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.parked.Get())
 }

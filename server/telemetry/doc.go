@@ -19,6 +19,7 @@
 //	agentgateway_upstream_connect_errors_total{backend}           counter
 //	agentgateway_downstream_connections_total{bind}               counter (accepted)
 //	agentgateway_downstream_connections_open{bind}                gauge
+//	agentgateway_downstream_connections_parked{bind}              gauge (idle, no goroutine)
 //
 // The hot path works through handles resolved once per config snapshot
 // (Registry.Route, Registry.Backend, Registry.Bind). Their methods neither

@@ -11,6 +11,7 @@ const (
 	famConnectErrors     = "agentgateway_upstream_connect_errors_total"
 	famConnectionsTotal  = "agentgateway_downstream_connections_total"
 	famConnectionsOpened = "agentgateway_downstream_connections_open"
+	famConnectionsParked = "agentgateway_downstream_connections_parked"
 	famMCPRequests       = "agentgateway_mcp_requests_total"
 	famMCPErrors         = "agentgateway_mcp_request_errors_total"
 	famMCPSeconds        = "agentgateway_mcp_request_duration_seconds_total"
@@ -32,6 +33,7 @@ var families = map[string]family{
 	famConnectErrors:     {famConnectErrors, "The total number of failed attempts to connect to a backend.", "counter"},
 	famConnectionsTotal:  {famConnectionsTotal, "The total number of downstream connections accepted, by bind.", "counter"},
 	famConnectionsOpened: {famConnectionsOpened, "The number of downstream connections currently open, by bind.", "gauge"},
+	famConnectionsParked: {famConnectionsParked, "The number of open downstream connections idle and parked (held without a goroutine), by bind.", "gauge"},
 	famMCPRequests:       {famMCPRequests, "The total number of MCP calls, by route, method, target and tool.", "counter"},
 	famMCPErrors:         {famMCPErrors, "The total number of MCP calls answered with an error, by route, method, target and tool.", "counter"},
 	famMCPSeconds:        {famMCPSeconds, "Total time spent in MCP calls (seconds), by route, method, target and tool; divide by agentgateway_mcp_requests_total for the mean.", "counter"},

@@ -1,0 +1,272 @@
+package sock
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Parking: a server connection idle between requests costs a goroutine
+// (its stack) and whatever its server keeps for it while it waits: about
+// 17 KiB under fasthttp. A parked connection costs neither. Its server
+// gives it up (ErrParked from Read, then Close, which keeps it open), and
+// the parker watches its descriptor in an epoll set of its own, with no
+// goroutine per connection, until it becomes readable (the next request,
+// or its end) or its read deadline passes (then the parker closes it).
+//
+// A connection parks only after a whole check period (the parkAfter given
+// to EnableParking) in which it received nothing and ended waiting for its
+// next request; the checks ride on the lazy read deadline (the poller's
+// timer fires at least once per period), so a busy connection pays nothing
+// per request.
+
+// ErrParked is what Read returns when the connection, idle between requests
+// for a check period, is to be parked: the server ends its serving loop and
+// hands the connection to Park after its Close.
+var ErrParked = errors.New("sock: idle connection parked")
+
+// Park states.
+const (
+	parkServing int32 = iota // served by a goroutine
+	parkPending              // Read returned ErrParked; the server's Close keeps it open
+	parkHeld                 // the server holds it, not yet parked
+	parkParked               // in the parker, no goroutine
+	parkClosed               // closed while parked or held
+)
+
+// ParkHandler is told what becomes of a parked connection.
+type ParkHandler interface {
+	// Wake is called, on the parker's goroutine, when a parked connection
+	// becomes readable (a request arrived, or the peer closed it). It must
+	// not block: it hands the connection to a goroutine that serves it.
+	Wake(c *Conn)
+	// Closed is called, on a goroutine of its own, once a parked connection
+	// was closed: its read deadline passed, or Close was called.
+	Closed(c *Conn)
+}
+
+// parkFields are a Conn's parking state.
+type parkFields struct {
+	after    time.Duration // check period; 0 never parks
+	idleWait bool          // the server waits for the next request (SetIdleWait)
+	mark     int64         // received at the last check
+	state    atomic.Int32
+	token    uint64
+	timer    *time.Timer
+	handler  ParkHandler
+}
+
+// EnableParking makes the connection (a server's) park when it has been
+// idle, between requests, for a whole check period of after. Only the
+// serving goroutine may call it, before its first Read.
+func (c *Conn) EnableParking(after time.Duration) {
+	c.park.after = after
+	c.park.mark = c.received
+	if after <= 0 {
+		return
+	}
+	// Give the poller a deadline no later than the first check.
+	next := time.Now().Add(after).UnixNano()
+	if p := c.poller.Load(); p == 0 || p > next {
+		c.poller.Store(next)
+		_ = c.TCPConn.SetReadDeadline(time.Unix(0, next))
+	}
+}
+
+// SetIdleWait tells the connection whether its server is waiting for the
+// next request (true) or serving one (false); only an idle wait parks.
+// Only the serving goroutine may call it.
+func (c *Conn) SetIdleWait(idle bool) { c.park.idleWait = idle }
+
+// Held reports whether the server, having got ErrParked, closed the
+// connection: it is still open, and the server is to Park it (or Close it,
+// which then closes it).
+func (c *Conn) Held() bool { return c.park.state.Load() == parkHeld }
+
+// parkCheck is the park check run when the poller's deadline fired before
+// the one asked for (want, UnixNano, 0 for none) at now. It reports whether
+// the connection parks; if not, it returns the poller's next deadline.
+func (c *Conn) parkCheck(want, now int64) (park bool, next int64) {
+	if c.park.after <= 0 {
+		return false, want
+	}
+	if c.park.idleWait && c.received == c.park.mark {
+		return true, 0
+	}
+	c.park.mark = c.received
+	next = now + int64(c.park.after)
+	if want != 0 && want < next {
+		next = want
+	}
+	return false, next
+}
+
+// Close closes the connection. The one exception is the server's close
+// right after Read returned ErrParked: the connection then stays open,
+// held for Park. (A close from elsewhere in that instant is taken for the
+// server's; the server checks whether it still wants the connection before
+// parking it.)
+func (c *Conn) Close() error {
+	if c.park.state.CompareAndSwap(parkPending, parkHeld) {
+		return nil
+	}
+	if c.park.state.Load() == parkServing {
+		return c.TCPConn.Close()
+	}
+	prev := c.park.state.Swap(parkClosed)
+	if prev == parkParked {
+		defaultParker().forget(c)
+		if c.park.timer != nil {
+			c.park.timer.Stop()
+		}
+		err := c.TCPConn.Close()
+		go c.park.handler.Closed(c)
+		return err
+	}
+	if prev == parkClosed {
+		return c.opError("close", net.ErrClosed)
+	}
+	return c.TCPConn.Close()
+}
+
+// Park hands a held connection (Held) to the parker until it becomes
+// readable (h.Wake) or its read deadline passes (the parker closes it, then
+// h.Closed). On an error the connection is still held, and the caller
+// closes it.
+func (c *Conn) Park(h ParkHandler) error {
+	if c.park.state.Load() != parkHeld {
+		return errors.New("sock: Park of a connection not held")
+	}
+	want := c.readDeadline.Load()
+	var wait time.Duration
+	if want != 0 {
+		if wait = time.Until(time.Unix(0, want)); wait <= 0 {
+			return errParkDeadline
+		}
+	}
+	c.park.handler = h
+	return defaultParker().add(c, wait)
+}
+
+var errParkDeadline = errors.New("sock: read deadline already passed")
+
+// parker watches parked connections in an epoll set of its own.
+type parker struct {
+	epfd  int
+	mu    sync.Mutex
+	conns map[uint64]*Conn
+	next  uint64
+}
+
+var defaultParker = sync.OnceValue(func() *parker {
+	p := &parker{epfd: -1, conns: map[uint64]*Conn{}}
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return p // add fails from now on; the server closes what it would park
+	}
+	p.epfd = fd
+	go p.run()
+	return p
+})
+
+// add registers c, held, for its first readable event; wait (0: none)
+// bounds how long it stays parked.
+func (p *parker) add(c *Conn, wait time.Duration) error {
+	if p.epfd < 0 {
+		return errors.New("sock: no epoll set for parking")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next++
+	token := p.next
+	// The event's 64 bits of user data are Fd and Pad together.
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
+		Fd: int32(uint32(token)), Pad: int32(uint32(token >> 32))}
+	var ctlErr error
+	err := c.raw.Control(func(fd uintptr) {
+		ctlErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+	})
+	if err == nil {
+		err = ctlErr
+	}
+	if err != nil {
+		return err
+	}
+	c.park.token = token
+	p.conns[token] = c
+	c.park.timer = nil
+	if wait > 0 {
+		// The timer's function takes p.mu, so it waits for this add to end
+		// even if it fires at once.
+		c.park.timer = time.AfterFunc(wait, func() { p.expire(c) })
+	}
+	c.park.state.Store(parkParked)
+	return nil
+}
+
+// Parked returns how many connections are parked now.
+func Parked() int {
+	p := defaultParker()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// forget drops c from the parker (it is being closed).
+func (p *parker) forget(c *Conn) {
+	p.mu.Lock()
+	delete(p.conns, c.park.token)
+	p.mu.Unlock()
+}
+
+// expire closes c when its read deadline passes while parked.
+func (p *parker) expire(c *Conn) {
+	p.mu.Lock()
+	if p.conns[c.park.token] != c {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	_ = c.Close()
+}
+
+// run waits for parked connections to become readable and wakes them.
+func (p *parker) run() {
+	events := make([]unix.EpollEvent, 128)
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			// EBADF/EINVAL cannot happen on a set that is never closed.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for i := range n {
+			token := uint64(uint32(events[i].Fd)) | uint64(uint32(events[i].Pad))<<32
+			p.mu.Lock()
+			c := p.conns[token]
+			delete(p.conns, token)
+			p.mu.Unlock()
+			if c == nil || !c.park.state.CompareAndSwap(parkParked, parkServing) {
+				continue // closed meanwhile
+			}
+			if c.park.timer != nil {
+				c.park.timer.Stop()
+			}
+			_ = c.raw.Control(func(fd uintptr) {
+				_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+			})
+			// What woke it is the next request (or the end): the server
+			// serves it before the connection waits idle again.
+			c.park.idleWait = false
+			c.park.mark = c.received
+			c.park.handler.Wake(c)
+		}
+	}
+}
