@@ -14,6 +14,7 @@ Environment knobs (defaults in brackets):
   BENCH_ROUNDS        measured runs per target and case; the median is reported [5]
   BENCH_WARMUP        wrk warm-up run before each measured run [2s]
   BENCH_IDLE_CONNS    idle keep-alive connections for the memory test [10000]
+  BENCH_IDLE_HOLD     how long the memory test holds them idle before measuring [5] (seconds)
   BENCH_PROXY_CPU     CPU the proxy under test is pinned to [0]
   BENCH_LOAD_CPU      CPU wrk and idleconns are pinned to [1]
   BENCH_UPSTREAM_CPU  CPU the upstream server is pinned to [BENCH_PROXY_CPU]
@@ -33,6 +34,7 @@ DURATION=${BENCH_DURATION:-3s}
 ROUNDS=${BENCH_ROUNDS:-5}
 WARMUP=${BENCH_WARMUP:-2s}
 IDLE_CONNS=${BENCH_IDLE_CONNS:-10000}
+IDLE_HOLD=${BENCH_IDLE_HOLD:-5}
 PROXY_CPU=${BENCH_PROXY_CPU:-0}
 LOAD_CPU=${BENCH_LOAD_CPU:-1}
 # The upstream shares the proxy's CPU so the proxy's CPU is always the
@@ -69,6 +71,7 @@ secs() {
 secs "$DURATION" >/dev/null
 secs "$WARMUP" >/dev/null
 [[ $IDLE_CONNS =~ ^[0-9]+$ && $IDLE_CONNS -ge 1 ]] || die "BENCH_IDLE_CONNS must be a positive integer"
+[[ $IDLE_HOLD =~ ^[0-9]+$ ]] || die "BENCH_IDLE_HOLD must be a whole number of seconds"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive integer"
 for t in $TARGETS; do
 	case $t in direct | gateway | nginx | haproxy) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
@@ -166,7 +169,7 @@ mkdir -p "$OUT/wrk" "$OUT/targets"
 TMP=$(mktemp -d /tmp/relaygate-bench.XXXXXX)
 chmod 755 "$TMP"
 
-declare -A STATUS=() NOTE=() RSS_IDLE=() RSS_CONNS=() RSS_PEAK=() CONNS_OPENED=() CONNS_OPEN_AT_END=()
+declare -A STATUS=() NOTE=() RSS_IDLE=() RSS_OPENED=() RSS_CONNS=() RSS_PEAK=() CONNS_OPENED=() CONNS_OPEN_AT_END=()
 declare -a PROBLEMS=()
 
 # fail TARGET REASON: mark a target failed; the run goes on without it.
@@ -453,13 +456,21 @@ hold_idle_conns() {
 		PROBLEMS+=("$t: idle-connection test did not complete: $(lastlines "$OUT/idleconns.$t.err")")
 		return 0
 	fi
+	# Right after the last connection's request, then once they have all
+	# been idle for IDLE_HOLD seconds: a server may let go of what an idle
+	# connection does not need only after a while (the gateway parks a
+	# connection idle for 1-2 s; bench/README.md, Memory).
+	if alive "${PID[$t]}"; then
+		RSS_OPENED[$t]=$(tree_kib "${PID[$t]}" VmRSS)
+	fi
+	sleep "$IDLE_HOLD"
 	if alive "${PID[$t]}"; then
 		RSS_CONNS[$t]=$(tree_kib "${PID[$t]}" VmRSS)
 	fi
 	CONNS_OPENED[$t]=$(sed -n 's/^ready opened=\([0-9]*\).*/\1/p' "$out")
 	stop "$ic"
 	CONNS_OPEN_AT_END[$t]=$(sed -n 's/^exit open=\([0-9]*\).*/\1/p' "$out")
-	log "$t: ${RSS_CONNS[$t]:-?} KiB with ${CONNS_OPENED[$t]:-0} connections (${CONNS_OPEN_AT_END[$t]:-?} still open at the end)"
+	log "$t: ${RSS_OPENED[$t]:-?} KiB just opened, ${RSS_CONNS[$t]:-?} KiB after ${IDLE_HOLD}s idle, with ${CONNS_OPENED[$t]:-0} connections (${CONNS_OPEN_AT_END[$t]:-?} still open at the end)"
 	if ((${CONNS_OPENED[$t]:-0} < n)); then
 		PROBLEMS+=("$t: held only ${CONNS_OPENED[$t]:-0} of $n idle connections: $(lastlines "$OUT/idleconns.$t.err")")
 	fi
@@ -480,7 +491,7 @@ done
 # ---------------------------------------------------------------- report
 
 first() { "$@" 2>&1 | head -n 1 || true; }
-command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS"
+command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS BENCH_IDLE_HOLD=$IDLE_HOLD"
 [[ $TARGETS != "direct gateway nginx haproxy" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
 command_line+=" bench/run.sh${*:+ $*}"
 {
@@ -497,6 +508,7 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "rounds=$ROUNDS"
 	echo "warmup=$WARMUP"
 	echo "idle_conns=$IDLE_CONNS"
+	echo "idle_hold=${IDLE_HOLD}s"
 	echo "proxy_cpu=$PROXY_CPU"
 	echo "load_cpu=$LOAD_CPU"
 	echo "upstream_cpu=$UPSTREAM_CPU"
@@ -507,6 +519,7 @@ for t in $TARGETS; do
 		echo "status=${STATUS[$t]:-}"
 		echo "note=${NOTE[$t]:-}" | tr -d '\r'
 		echo "rss_idle_kib=${RSS_IDLE[$t]:-}"
+		echo "rss_opened_kib=${RSS_OPENED[$t]:-}"
 		echo "rss_conns_kib=${RSS_CONNS[$t]:-}"
 		echo "rss_peak_kib=${RSS_PEAK[$t]:-}"
 		echo "conns_opened=${CONNS_OPENED[$t]:-}"

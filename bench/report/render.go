@@ -59,8 +59,9 @@ func (r *results) render() string {
 		"nginx `worker_processes 1`, HAProxy `nbthread 1`; keep-alive to the upstream, access logs off.\n", m("proxy_cpu"))
 	fmt.Fprintf(&b, "- Upstream: `bench/upstream` (fasthttp, precomputed bodies) on CPU %s, shared by all targets; "+
 		"`direct` is wrk straight to it. Why it shares the proxy's CPU: `bench/README.md`, Pinning.\n", m("upstream_cpu"))
-	fmt.Fprintf(&b, "- Memory: VmRSS of the process tree from /proc: idle after start, then while `bench/idleconns` holds %s "+
-		"keep-alive connections (one request each), then peak (VmHWM) at the end.\n", m("idle_conns"))
+	fmt.Fprintf(&b, "- Memory: VmRSS of the process tree from /proc: idle after start; then while `bench/idleconns` holds %s "+
+		"keep-alive connections (one request each), right after they opened and once they were held idle for %s; then peak (VmHWM) at the end.\n",
+		m("idle_conns"), m("idle_hold"))
 
 	b.WriteString("\n## Results\n")
 	if worst, where := r.worstOtherCPU(); worst > maxQuietOtherCPU {
@@ -156,12 +157,19 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 
 func (r *results) renderMemory(b *strings.Builder) {
 	b.WriteString("\n### Memory (RSS)\n\n")
-	b.WriteString("| target | idle | with idle keep-alive conns | per conn | peak (VmHWM) |\n|---|---:|---:|---:|---:|\n")
+	hold := r.meta["idle_hold"]
+	if hold == "" {
+		hold = "?"
+	}
+	fmt.Fprintf(b, "| target | idle | conns just opened | with idle keep-alive conns (held %s) | per conn | peak (VmHWM) |\n|---|---:|---:|---:|---:|---:|\n", hold)
 	for _, t := range proxies {
 		info := r.targets[t]
-		idle, conns, per, peak := "—", "—", "—", "—"
+		idle, opened, conns, per, peak := "—", "—", "—", "—", "—"
 		if info.rssIdleKiB.ok {
 			idle = fmtMiB(info.rssIdleKiB.v)
+		}
+		if info.rssOpenedKiB.ok {
+			opened = fmtMiB(info.rssOpenedKiB.v)
 		}
 		if info.rssConnsKiB.ok {
 			conns = fmtMiB(info.rssConnsKiB.v)
@@ -179,13 +187,14 @@ func (r *results) renderMemory(b *strings.Builder) {
 		if info.rssPeakKiB.ok {
 			// VmHWM and VmRSS are sampled separately from approximate kernel
 			// counters; the peak shown is never below a sample we took.
-			peak = fmtMiB(max(info.rssPeakKiB.v, info.rssIdleKiB.v, info.rssConnsKiB.v))
+			peak = fmtMiB(max(info.rssPeakKiB.v, info.rssIdleKiB.v, info.rssOpenedKiB.v, info.rssConnsKiB.v))
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", targetLabels[t], idle, conns, per, peak)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", targetLabels[t], idle, opened, conns, per, peak)
 	}
 	b.WriteString("\nnginx figures are master + worker. Idle is measured after start-up and two probe requests. " +
 		"HAProxy refuses to start unless two descriptors per connection fit the open-file limit, " +
-		"so it may hold fewer idle connections than the others; \"per conn\" is the growth over idle divided by the connections held.\n")
+		"so it may hold fewer idle connections than the others; \"per conn\" is the growth over idle divided by the connections held, once held idle. " +
+		"The gateway parks a connection idle for 1-2 s (no goroutine, buffers released), so its memory falls between the two samples.\n")
 }
 
 // problems lists failed targets and runs, for the end of the report.

@@ -51,7 +51,8 @@ type targetInfo struct {
 	status         string // ok, failed or skipped; "" if never recorded
 	note           string
 	rssIdleKiB     optInt
-	rssConnsKiB    optInt
+	rssOpenedKiB   optInt // right after the idle connections opened
+	rssConnsKiB    optInt // once they were held idle for idle_hold
 	rssPeakKiB     optInt
 	connsOpened    optInt
 	connsOpenAtEnd optInt
@@ -129,6 +130,7 @@ func loadTarget(path string) (targetInfo, error) {
 	info := targetInfo{status: kv["status"], note: kv["note"]}
 	for key, dst := range map[string]*optInt{
 		"rss_idle_kib":      &info.rssIdleKiB,
+		"rss_opened_kib":    &info.rssOpenedKiB,
 		"rss_conns_kib":     &info.rssConnsKiB,
 		"rss_peak_kib":      &info.rssPeakKiB,
 		"conns_opened":      &info.connsOpened,
