@@ -65,6 +65,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
 		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid header field name")
 		return status
 	}
+	if fields&fieldExpect != 0 && !onlyContinueExpected(&req.Header) {
+		// An expectation the gateway cannot meet, and must not pass on
+		// silently dropped (RFC 9110 10.1.1): 417, before any body is read.
+		return respondErrorClose(fctx, fasthttp.StatusExpectationFailed, "unsupported expectation")
+	}
 	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
 	mirrored := false
 	if !upgrade {
@@ -488,3 +493,20 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// onlyContinueExpected reports whether every Expect line of the request
+// holds nothing but 100-continue (which fasthttp and expect answered), the
+// only expectation HTTP defines.
+func onlyContinueExpected(h *fasthttp.RequestHeader) bool {
+	for _, v := range h.PeekAll(fasthttp.HeaderExpect) {
+		for _, member := range bytes.Split(v, []byte(",")) {
+			member = bytes.TrimSpace(member)
+			if len(member) > 0 && !bytes.EqualFold(member, continueExpectation) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+var continueExpectation = []byte("100-continue")

@@ -36,8 +36,7 @@ func startReclaimer() {
 			prev := base
 			for range time.Tick(reclaimEvery) {
 				n := sock.Parked()
-				// Once the wave has ebbed (few parked in the last look).
-				if n-base >= reclaimParkedGrowth && n-prev < reclaimParkedGrowth/8 {
+				if reclaimDue(base, prev, n) {
 					reclaim()
 					base = n
 				}
@@ -54,4 +53,12 @@ func startReclaimer() {
 func reclaim() {
 	runtime.GC()
 	debug.FreeOSMemory()
+}
+
+// reclaimDue reports whether to reclaim, given the parked count after the
+// last reclaim (or its lowest since: base), at the previous look and now:
+// once the count has grown by reclaimParkedGrowth and the wave has ebbed
+// (few parked since the previous look).
+func reclaimDue(base, prev, now int) bool {
+	return now-base >= reclaimParkedGrowth && now-prev < reclaimParkedGrowth/8
 }

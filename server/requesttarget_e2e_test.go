@@ -135,3 +135,54 @@ binds:
 		}
 	}
 }
+
+// TestUnsupportedExpectationGets417: an expectation other than 100-continue
+// cannot be met and must not be dropped silently: 417, the connection
+// closes (a body may follow), and nothing reaches the upstream. 100-continue
+// in any case, alone or listed twice, still goes through.
+func TestUnsupportedExpectationGets417(t *testing.T) {
+	addr, seen := rawHTTPUpstream(t, echoAnswer)
+	tg := startGateway(t, oneRoute(addr), nil)
+	for _, tc := range []struct {
+		expect string
+		want   int
+	}{
+		{"something-else", 417},
+		{"100-continue, x-other", 417},
+		{"100-Continue", 200},
+		{"100-continue, 100-continue", 200},
+	} {
+		t.Run(tc.expect, func(t *testing.T) {
+			c, br := dialRaw(t, tg.addr(3000))
+			// The body is sent with the head: a client that does not wait.
+			req := "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: " + tc.expect + "\r\n\r\nhello"
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			m, err := readReply(br, "POST")
+			if err == nil && m.status() == 100 {
+				m, err = readReply(br, "POST")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.status() != tc.want {
+				t.Fatalf("answer %q %q, want %d", m.line, m.body, tc.want)
+			}
+			if tc.want == 200 {
+				if up := nextSeen(t, seen); up.fields.has("Expect") || string(up.body) != "hello" {
+					t.Fatalf("upstream got %q with body %q; want no Expect and the body", up.fields, up.body)
+				}
+				return
+			}
+			if _, err := br.ReadByte(); !isClosed(err) {
+				t.Fatalf("connection still open after 417: %v", err)
+			}
+			select {
+			case m := <-seen:
+				t.Fatalf("the upstream got %q", m.line)
+			default:
+			}
+		})
+	}
+}

@@ -247,3 +247,25 @@ func TestBytesWithinAPeriodPreventParking(t *testing.T) {
 		t.Fatalf("next check %d; want the deadline %d", next, want)
 	}
 }
+
+// BenchmarkParkAndWake is the cost of one park and wake: the server gives
+// the connection up, the parker adds it, the next request wakes it, and
+// the server reads that request.
+func BenchmarkParkAndWake(b *testing.B) {
+	sc, peer := pair(b)
+	ev := newParkEvents()
+	buf := make([]byte, 1)
+	sc.park.after = time.Hour
+	for b.Loop() {
+		sc.park.state.Store(parkPending)
+		sc.Close() // the server's close: held
+		if err := sc.Park(ev); err != nil {
+			b.Fatal(err)
+		}
+		peer.Write(buf)
+		<-ev.woke
+		if _, err := sc.Read(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
