@@ -48,8 +48,9 @@ func (r *results) render() string {
 	if rounds := strings.TrimSpace(r.meta["rounds"]); rounds != "" && rounds != "1" {
 		fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, in %s rounds per case: in each round every target "+
 			"takes a turn (direct first, the proxies in an order rotated from round to round), and a target's first round "+
-			"follows a %s warm-up run that is not recorded. Each row is the round with the median req/s; the range over "+
-			"all rounds follows in brackets. Why rounds: on a shared VM the same binary can measure 30k and 40k req/s "+
+			"follows a %s warm-up run that is not recorded. Each row is the round with the median req/s, except p99, which is "+
+			"the median of the rounds' p99s (one round's p99 rests on 1 %% of its requests and swings far more than its req/s); "+
+			"the range over all rounds follows each in brackets. Why rounds: on a shared VM the same binary can measure 30k and 40k req/s "+
 			"minutes apart (`bench/README.md`).\n", m("load_cpu"), m("duration"), rounds, m("warmup"))
 	} else {
 		fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, each preceded by a %s warm-up run that is not recorded.\n",
@@ -122,6 +123,7 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 			cells[1], cells[2], cells[3] = fmtRate(res.ReqPerSec), fmtLatency(res.P50), fmtLatency(res.P99)
 			if rn.rounds > 1 {
 				cells[1] += fmt.Sprintf(" (%s–%s)", fmtRate(rn.minRPS), fmtRate(rn.maxRPS))
+				cells[3] += fmt.Sprintf(" (%s–%s)", fmtLatency(rn.minP99), fmtLatency(rn.maxP99))
 			}
 			if latency && t != targetDirect {
 				if d, ok := r.addedP50(t); ok {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Target names, in report order. They match the names bench/run.sh uses.
@@ -68,6 +69,10 @@ type run struct {
 	// minRPS and maxRPS are the range of req/s over them.
 	rounds         int
 	minRPS, maxRPS float64
+	// Measured in rounds, res.P99 is the median of the rounds' p99s (one
+	// round's p99 rests on 1 % of its requests and swings from round to
+	// round far more than its req/s); minP99 and maxP99 are their range.
+	minP99, maxP99 time.Duration
 	// roundRPS is req/s by round, in round order (nil for a single run).
 	roundRPS []float64
 }
@@ -198,6 +203,12 @@ func loadRounds(base string) (run, bool, error) {
 	med.rounds = len(rounds)
 	med.minRPS, med.maxRPS = rounds[0].res.ReqPerSec, rounds[len(rounds)-1].res.ReqPerSec
 	med.roundRPS = byRound
+	p99s := make([]time.Duration, len(rounds))
+	for i, rn := range rounds {
+		p99s[i] = rn.res.P99
+	}
+	sort.Slice(p99s, func(i, j int) bool { return p99s[i] < p99s[j] })
+	med.res.P99, med.minP99, med.maxP99 = p99s[len(p99s)/2], p99s[0], p99s[len(p99s)-1]
 	return med, true, nil
 }
 
