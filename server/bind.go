@@ -166,9 +166,33 @@ func (b *bind) serveConn(conn net.Conn) {
 	b.trackConn(c, fasthttp.StateNew)
 	_ = c.SetReadDeadline(deadlineAfter(b.firstByte()))
 	if sc, ok := c.(*sock.Conn); ok {
-		sc.EnableParking(time.Duration(parkIdleAfter.Load()))
+		after := time.Duration(parkIdleAfter.Load())
+		sc.EnableParking(after)
+		if after > 0 && !b.awaitFirstByte(sc, after) {
+			return
+		}
 	}
 	b.serve(c)
+}
+
+// awaitFirstByte waits up to after for a new connection's first byte, and
+// parks it if none came: a connection opened ahead of use (a browser's
+// preconnect, a client's warmed pool) or left silent holds no goroutine
+// while it waits. It reports whether the caller serves the connection now;
+// if not, the connection is parked or closed and accounted for. A connection
+// silent until its first-byte deadline is closed without an answer.
+func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
+	readable, err := c.AwaitFirstByte(after)
+	switch {
+	case err != nil:
+		c.Close()
+	case readable:
+		return true
+	case c.Hold() && b.park(c):
+		return false
+	}
+	b.connClosed(c)
+	return false
 }
 
 // serve runs fasthttp's loop on c until c closes or parks.

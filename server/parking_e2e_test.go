@@ -178,3 +178,37 @@ func TestParkedConnectionsOutliveAReload(t *testing.T) {
 		t.Fatalf("after the reload: %q %q", r.line, r.fields)
 	}
 }
+
+// A new connection that sends nothing parks too, and is served once its
+// first request arrives.
+func TestSilentNewConnectionParks(t *testing.T) {
+	shortParking(t)
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	tg := startGateway(t, oneRoute(up), nil)
+	m := tg.bindMetrics(3000)
+	c, br := dialRaw(t, tg.addr(3000))
+	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	if r := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); r.status() != 200 {
+		t.Fatalf("status %d", r.status())
+	}
+}
+
+// A parked silent connection is closed, without an answer, when its first
+// byte is due (requestHeadTimeout here).
+func TestSilentParkedConnectionClosesWithoutAnswer(t *testing.T) {
+	shortParking(t)
+	old := headTimeout.Swap(int64(400 * time.Millisecond))
+	t.Cleanup(func() { headTimeout.Store(old) })
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	tg := startGateway(t, oneRoute(up), nil)
+	m := tg.bindMetrics(3000)
+	c, br := dialRaw(t, tg.addr(3000))
+	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := br.ReadByte(); !isClosed(err) {
+		t.Fatalf("read %q, %v; want the connection closed without an answer", b, err)
+	}
+	eventually(t, 5*time.Second, "the connection counted closed", func() bool {
+		return m.Parked() == 0 && tg.openConns(3000) == 0
+	})
+}

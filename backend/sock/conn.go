@@ -45,7 +45,7 @@ type Conn struct {
 	werr  syscall.Errno
 
 	readFn, writeFn, writeAwaitFn, peekFn func(fd uintptr) bool
-	peekStale                             bool
+	peekStale, peekWait                   bool
 	peekBuf                               [1]byte
 
 	// await is set by AwaitAfterWrite for the next Write.
@@ -460,7 +460,8 @@ func (c *Conn) peekStep(fd uintptr) bool {
 		// EAGAIN: nothing to read, the connection is idle as it should be.
 		// Anything else (an end of stream, bytes, an error) makes it stale.
 		c.peekStale = e != syscall.EAGAIN
-		return true
+		// AwaitFirstByte waits in the poller while there is nothing.
+		return !c.peekWait || c.peekStale
 	}
 }
 

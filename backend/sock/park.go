@@ -3,6 +3,7 @@ package sock
 import (
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +82,48 @@ func (c *Conn) EnableParking(after time.Duration) {
 // next request (true) or serving one (false); only an idle wait parks.
 // Only the serving goroutine may call it.
 func (c *Conn) SetIdleWait(idle bool) { c.park.idleWait = idle }
+
+// AwaitFirstByte waits, up to d, for a new server connection's first byte
+// (or its end) without reading it. It reports false when d passed first,
+// and the caller may Hold and Park the connection rather than keep a
+// goroutine waiting; an error means the read deadline passed first (or the
+// connection failed). Only the serving goroutine may call it.
+func (c *Conn) AwaitFirstByte(d time.Duration) (bool, error) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		poll := until
+		if want := c.readDeadline.Load(); want != 0 && want < poll {
+			poll = want
+		}
+		if c.poller.Load() != poll {
+			c.poller.Store(poll)
+			if err := c.TCPConn.SetReadDeadline(time.Unix(0, poll)); err != nil {
+				return false, err
+			}
+		}
+		c.peekWait = true
+		err := c.raw.Read(c.peekFn)
+		c.peekWait = false
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return false, err
+		}
+		now := time.Now().UnixNano()
+		if want := c.readDeadline.Load(); want != 0 && now >= want {
+			return false, c.opError("read", err)
+		}
+		if now >= until {
+			return false, nil
+		}
+	}
+}
+
+// Hold makes a connection its server serves held, as the server's Close
+// after ErrParked does, for Park. It reports false if the connection is
+// not being served (it was closed).
+func (c *Conn) Hold() bool { return c.park.state.CompareAndSwap(parkServing, parkHeld) }
 
 // Held reports whether the server, having got ErrParked, closed the
 // connection: it is still open, and the server is to Park it (or Close it,

@@ -269,3 +269,52 @@ func BenchmarkParkAndWake(b *testing.B) {
 		}
 	}
 }
+
+func TestAwaitFirstByte(t *testing.T) {
+	t.Run("nothing within the wait", func(t *testing.T) {
+		sc, _ := pair(t)
+		sc.SetReadDeadline(time.Now().Add(time.Minute))
+		if ok, err := sc.AwaitFirstByte(30 * time.Millisecond); ok || err != nil {
+			t.Fatalf("AwaitFirstByte = %v, %v; want false, nil", ok, err)
+		}
+		if !sc.Hold() || !sc.Held() {
+			t.Fatal("a served connection could not be held")
+		}
+	})
+	t.Run("bytes waiting", func(t *testing.T) {
+		sc, peer := pair(t)
+		peer.Write([]byte("GET"))
+		if ok, err := sc.AwaitFirstByte(time.Minute); !ok || err != nil {
+			t.Fatalf("AwaitFirstByte = %v, %v; want true, nil", ok, err)
+		}
+		// Nothing was consumed.
+		buf := make([]byte, 3)
+		if _, err := io.ReadFull(sc, buf); err != nil || string(buf) != "GET" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+	})
+	t.Run("bytes arriving during the wait", func(t *testing.T) {
+		sc, peer := pair(t)
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the wait must be under way
+			peer.Write([]byte("x"))
+		}()
+		if ok, err := sc.AwaitFirstByte(time.Minute); !ok || err != nil {
+			t.Fatalf("AwaitFirstByte = %v, %v; want true, nil", ok, err)
+		}
+	})
+	t.Run("the peer closes", func(t *testing.T) {
+		sc, peer := pair(t)
+		peer.Close()
+		if ok, err := sc.AwaitFirstByte(time.Minute); !ok || err != nil {
+			t.Fatalf("AwaitFirstByte = %v, %v; want true, nil", ok, err)
+		}
+	})
+	t.Run("the read deadline first", func(t *testing.T) {
+		sc, _ := pair(t)
+		sc.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+		if _, err := sc.AwaitFirstByte(time.Minute); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("AwaitFirstByte error %v; want the deadline", err)
+		}
+	})
+}
