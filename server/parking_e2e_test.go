@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -39,6 +41,22 @@ func (tg *testGateway) openConns(port int) int {
 	tg.gw.mu.Lock()
 	defer tg.gw.mu.Unlock()
 	return int(tg.gw.binds[port].open.Load())
+}
+
+// parkedConn opens a connection to the bind on port 3000, makes one GET on
+// it if request is set, and waits until the connection has parked.
+func (tg *testGateway) parkedConn(request bool) (*telemetry.BindMetrics, net.Conn, *bufio.Reader) {
+	t := tg.t
+	t.Helper()
+	m := tg.bindMetrics(3000)
+	c, br := dialRaw(t, tg.addr(3000))
+	if request {
+		if r := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); r.status() != 200 {
+			t.Fatalf("status %d", r.status())
+		}
+	}
+	eventually(t, 5*time.Second, "the connection parked", func() bool { return m.Parked() == 1 })
+	return m, c, br
 }
 
 func TestIdleConnectionParksAndIsServedAgain(t *testing.T) {
@@ -143,10 +161,7 @@ func TestShutdownClosesParkedConnections(t *testing.T) {
 	shortParking(t)
 	up, _ := rawHTTPUpstream(t, okAnswer)
 	tg := startGateway(t, oneRoute(up), nil)
-	m := tg.bindMetrics(3000)
-	c, br := dialRaw(t, tg.addr(3000))
-	roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
+	m, c, br := tg.parkedConn(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -168,10 +183,7 @@ func TestParkedConnectionsOutliveAReload(t *testing.T) {
 	up, _ := rawHTTPUpstream(t, echoAnswer)
 	cfg := oneRoute(up)
 	tg := startGateway(t, cfg, nil)
-	m := tg.bindMetrics(3000)
-	c, br := dialRaw(t, tg.addr(3000))
-	roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
-	eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
+	_, c, br := tg.parkedConn(true)
 	tg.apply(strings.Replace(cfg, "backends:", "policies:\n        responseHeaderModifier:\n          add:\n            x-reloaded: \"yes\"\n      backends:", 1), nil)
 	r := roundTripRaw(t, c, br, "GET", "GET /after HTTP/1.1\r\nHost: a\r\n\r\n")
 	if r.status() != 200 || r.fields.get("X-Reloaded") != "yes" {
@@ -185,9 +197,7 @@ func TestSilentNewConnectionParks(t *testing.T) {
 	shortParking(t)
 	up, _ := rawHTTPUpstream(t, okAnswer)
 	tg := startGateway(t, oneRoute(up), nil)
-	m := tg.bindMetrics(3000)
-	c, br := dialRaw(t, tg.addr(3000))
-	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	_, c, br := tg.parkedConn(false)
 	if r := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); r.status() != 200 {
 		t.Fatalf("status %d", r.status())
 	}
@@ -201,9 +211,7 @@ func TestSilentParkedConnectionClosesWithoutAnswer(t *testing.T) {
 	t.Cleanup(func() { headTimeout.Store(old) })
 	up, _ := rawHTTPUpstream(t, okAnswer)
 	tg := startGateway(t, oneRoute(up), nil)
-	m := tg.bindMetrics(3000)
-	c, br := dialRaw(t, tg.addr(3000))
-	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	m, c, br := tg.parkedConn(false)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if b, err := br.ReadByte(); !isClosed(err) {
 		t.Fatalf("read %q, %v; want the connection closed without an answer", b, err)

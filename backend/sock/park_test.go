@@ -60,6 +60,19 @@ func readParked(t *testing.T, sc *Conn, bound time.Duration) {
 	}
 }
 
+// parkIdle reads sc until ErrParked, closes it as the server does, and
+// parks it, reporting to the returned events.
+func parkIdle(t *testing.T, sc *Conn) *parkEvents {
+	t.Helper()
+	readParked(t, sc, 5*time.Second)
+	sc.Close()
+	ev := newParkEvents()
+	if err := sc.Park(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 func TestIdleConnectionParksAndWakesOnTheNextRequest(t *testing.T) {
 	sc, peer := idleServer(t, 20*time.Millisecond, time.Now().Add(time.Minute))
 	readParked(t, sc, 5*time.Second)
@@ -108,12 +121,7 @@ func TestIdleConnectionParksAndWakesOnTheNextRequest(t *testing.T) {
 
 func TestParkedConnectionWakesWhenThePeerCloses(t *testing.T) {
 	sc, peer := idleServer(t, 20*time.Millisecond, time.Now().Add(time.Minute))
-	readParked(t, sc, 5*time.Second)
-	sc.Close()
-	ev := newParkEvents()
-	if err := sc.Park(ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := parkIdle(t, sc)
 	peer.Close()
 	select {
 	case <-ev.woke:
@@ -127,12 +135,7 @@ func TestParkedConnectionWakesWhenThePeerCloses(t *testing.T) {
 
 func TestParkedConnectionClosesAtItsDeadline(t *testing.T) {
 	sc, peer := idleServer(t, 20*time.Millisecond, time.Now().Add(400*time.Millisecond))
-	readParked(t, sc, 5*time.Second)
-	sc.Close()
-	ev := newParkEvents()
-	if err := sc.Park(ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := parkIdle(t, sc)
 	select {
 	case <-ev.closed:
 	case <-ev.woke:
@@ -148,12 +151,7 @@ func TestParkedConnectionClosesAtItsDeadline(t *testing.T) {
 
 func TestCloseOfAParkedConnection(t *testing.T) {
 	sc, peer := idleServer(t, 20*time.Millisecond, time.Now().Add(time.Minute))
-	readParked(t, sc, 5*time.Second)
-	sc.Close()
-	ev := newParkEvents()
-	if err := sc.Park(ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := parkIdle(t, sc)
 	if err := sc.Close(); err != nil {
 		t.Fatal(err)
 	}
