@@ -427,14 +427,7 @@ func foldBit(name, want []byte, bit uint16) uint16 {
 
 // removeConnectionTokens deletes the headers named in a Connection value.
 func removeConnectionTokens(v []byte, del func([]byte)) {
-	for len(v) > 0 {
-		i := bytes.IndexByte(v, ',')
-		var tok []byte
-		if i < 0 {
-			tok, v = v, nil
-		} else {
-			tok, v = v[:i], v[i+1:]
-		}
+	for tok := range bytes.SplitSeq(v, listComma) {
 		tok = bytes.TrimSpace(tok)
 		if len(tok) == 0 || bytes.EqualFold(tok, tokenClose) || bytes.EqualFold(tok, tokenKeepAliv) || framingField(tok) {
 			continue
@@ -499,7 +492,7 @@ func isTimeout(err error) bool {
 // only expectation HTTP defines.
 func onlyContinueExpected(h *fasthttp.RequestHeader) bool {
 	for _, v := range h.PeekAll(fasthttp.HeaderExpect) {
-		for _, member := range bytes.Split(v, []byte(",")) {
+		for member := range bytes.SplitSeq(v, listComma) {
 			member = bytes.TrimSpace(member)
 			if len(member) > 0 && !bytes.EqualFold(member, continueExpectation) {
 				return false
@@ -509,4 +502,7 @@ func onlyContinueExpected(h *fasthttp.RequestHeader) bool {
 	return true
 }
 
-var continueExpectation = []byte("100-continue")
+var (
+	continueExpectation = []byte("100-continue")
+	listComma           = []byte(",") // separates the members of a field's list value
+)

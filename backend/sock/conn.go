@@ -181,10 +181,26 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 	}
 	n := t.UnixNano()
 	c.readDeadline.Store(n)
+	return c.pollBy(n)
+}
+
+// pollBy makes the poller's timer fire no later than n (UnixNano): it is
+// moved only if it is unset or later. One that fires early is re-armed by
+// whoever was waiting (rearm).
+func (c *Conn) pollBy(n int64) error {
 	if p := c.poller.Load(); p != 0 && p <= n {
-		return nil // fires no later than t; Read re-arms it if early
+		return nil
 	}
+	return c.setPoller(n)
+}
+
+// setPoller gives the poller's timer the deadline n (UnixNano; 0 for none).
+func (c *Conn) setPoller(n int64) error {
 	c.poller.Store(n)
+	var t time.Time
+	if n != 0 {
+		t = time.Unix(0, n)
+	}
 	return c.TCPConn.SetReadDeadline(t)
 }
 
@@ -198,8 +214,8 @@ func (c *Conn) SetDeadline(t time.Time) error {
 
 // rearm reports whether a deadline error from the poller came early, and if
 // so moves the poller's deadline to the one asked for (or to the next park
-// check, if that comes first). park reports that the connection parks
-// instead (parkCheck).
+// check, if that comes first: parkCheck). park reports that the connection
+// parks instead.
 func (c *Conn) rearm(err error) (again, park bool) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false, false
@@ -209,30 +225,18 @@ func (c *Conn) rearm(err error) (again, park bool) {
 	if want != 0 && now >= want {
 		return false, false // the real one
 	}
-	next := want
-	if c.park.after > 0 {
-		if park, next = c.parkCheck(want, now); park {
-			return false, true
-		}
+	park, next := c.parkCheck(want, now)
+	if park {
+		return false, true
 	}
-	c.poller.Store(next)
-	var t time.Time
-	if next != 0 {
-		t = time.Unix(0, next)
-	}
-	return c.TCPConn.SetReadDeadline(t) == nil, false
+	return c.setPoller(next) == nil, false
 }
 
 // syncDeadline gives the poller the deadline asked for, for reads that do
 // not go through Read (splicing in WriteTo).
 func (c *Conn) syncDeadline() {
 	if want := c.readDeadline.Load(); c.poller.Load() != want {
-		c.poller.Store(want)
-		var t time.Time
-		if want != 0 {
-			t = time.Unix(0, want)
-		}
-		_ = c.TCPConn.SetReadDeadline(t)
+		_ = c.setPoller(want)
 	}
 }
 

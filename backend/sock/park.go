@@ -71,11 +71,7 @@ func (c *Conn) EnableParking(after time.Duration) {
 		return
 	}
 	// Give the poller a deadline no later than the first check.
-	next := time.Now().Add(after).UnixNano()
-	if p := c.poller.Load(); p == 0 || p > next {
-		c.poller.Store(next)
-		_ = c.TCPConn.SetReadDeadline(time.Unix(0, next))
-	}
+	_ = c.pollBy(time.Now().Add(after).UnixNano())
 }
 
 // SetIdleWait tells the connection whether its server is waiting for the
@@ -90,19 +86,24 @@ func (c *Conn) SetIdleWait(idle bool) { c.park.idleWait = idle }
 // connection failed). Only the serving goroutine may call it.
 func (c *Conn) AwaitFirstByte(d time.Duration) (bool, error) {
 	until := time.Now().Add(d).UnixNano()
-	for {
+	for fired := false; ; fired = true {
 		poll := until
 		if want := c.readDeadline.Load(); want != 0 && want < poll {
 			poll = want
 		}
-		if c.poller.Load() != poll {
-			c.poller.Store(poll)
-			if err := c.TCPConn.SetReadDeadline(time.Unix(0, poll)); err != nil {
-				return false, err
-			}
+		// A timer already due by then (EnableParking's) serves; once one
+		// fired early, the poller gets the deadline itself.
+		var err error
+		if fired {
+			err = c.setPoller(poll)
+		} else {
+			err = c.pollBy(poll)
+		}
+		if err != nil {
+			return false, err
 		}
 		c.peekWait = true
-		err := c.raw.Read(c.peekFn)
+		err = c.raw.Read(c.peekFn)
 		c.peekWait = false
 		if err == nil {
 			return true, nil
