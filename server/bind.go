@@ -283,6 +283,11 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 		if sc, ok := c.(*sock.Conn); ok {
 			sc.SetIdleWait(false)
 		}
+		// A head ending in a bare-LF blank line gets 400 at once instead of
+		// waiting for the head's deadline (sock.ErrBareLFHead).
+		if h := sock.HeadWatchOf(c); h != nil {
+			h.ReadingHead()
+		}
 		if w != nil {
 			return
 		}
@@ -290,6 +295,9 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 		_ = c.SetReadDeadline(b.idleDeadline(c))
 		if sc, ok := c.(*sock.Conn); ok {
 			sc.SetIdleWait(true)
+		}
+		if h := sock.HeadWatchOf(c); h != nil {
+			h.NextRequest()
 		}
 		if w != nil && !b.draining.Load() {
 			return

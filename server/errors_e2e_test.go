@@ -463,3 +463,65 @@ func TestErrorsManyBadClientsAtOnce(t *testing.T) {
 		t.Fatalf("after 200 bad clients: %d %q", resp.StatusCode, got)
 	}
 }
+
+// TestErrorsBareLFHead: a request head whose blank line is in bare-LF form
+// gets 400 at once and the connection closes. fasthttp takes such a head
+// only when CRLF CRLF follows, so without the head watch a lone one waited
+// for the head's deadline (60 s) and got 408. A bare-LF head with a request
+// pipelined after it is still served, as before.
+func TestErrorsBareLFHead(t *testing.T) {
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	const get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			for _, tc := range []struct {
+				desc   string
+				before string   // a whole request sent and answered first
+				pieces []string // then these, one write each
+			}{
+				{desc: "LF LF", pieces: []string{"GET / HTTP/1.1\nHost: a\n\n"}},
+				{desc: "CRLF LF", pieces: []string{"GET / HTTP/1.1\r\nHost: a\r\n\n"}},
+				{desc: "LF CRLF", pieces: []string{"GET / HTTP/1.1\r\nHost: a\n\r\n"}},
+				{desc: "POST with its body", pieces: []string{"POST / HTTP/1.1\nHost: a\nContent-Length: 2\n\nab"}},
+				{desc: "the blank line in a write of its own", pieces: []string{"GET / HTTP/1.1\r\nHost: a\n", "\n"}},
+				{desc: "second request", before: get, pieces: []string{"GET / HTTP/1.1\nHost: a\n\n"}},
+			} {
+				t.Run(tc.desc, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if tc.before != "" {
+						if resp := roundTripRaw(t, c, br, "GET", tc.before); resp.status() != 200 {
+							t.Fatalf("request before: %q", resp.line)
+						}
+					}
+					start := time.Now()
+					for _, p := range tc.pieces[:len(tc.pieces)-1] {
+						if _, err := io.WriteString(c, p); err != nil {
+							t.Fatal(err)
+						}
+					}
+					resp := roundTripRaw(t, c, br, "GET", tc.pieces[len(tc.pieces)-1])
+					if resp.status() != 400 || resp.fields.get("Connection") != "close" ||
+						string(resp.body) != "malformed request: the head must end with CRLF CRLF\n" {
+						t.Fatalf("answered %q %q %q, want 400 naming the line ends, and Connection: close", resp.line, resp.fields, resp.body)
+					}
+					if took := time.Since(start); took > 5*time.Second {
+						t.Fatalf("answered after %v, want at once", took)
+					}
+					if b, err := br.ReadByte(); !isClosed(err) {
+						t.Fatalf("connection open after the 400: byte %q, %v", b, err)
+					}
+				})
+			}
+			t.Run("followed by a pipelined request", func(t *testing.T) {
+				c, br := dialRaw(t, tg.addr(3000))
+				if resp := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\nHost: a\n\n"+get); resp.status() != 200 {
+					t.Fatalf("bare-LF head: %q", resp.line)
+				}
+				if resp, err := readReply(br, "GET"); err != nil || resp.status() != 200 {
+					t.Fatalf("request after it: %q %v", resp.line, err)
+				}
+			})
+		})
+	}
+}

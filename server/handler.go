@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
+	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -339,9 +341,12 @@ func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	case *fasthttp.ErrSmallBuffer:
 		status = respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
 	default:
-		if isTimeout(err) {
+		switch {
+		case isTimeout(err):
 			status = respondErrorClose(fctx, fasthttp.StatusRequestTimeout, "request timeout")
-		} else {
+		case errors.Is(err, sock.ErrBareLFHead):
+			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request: the head must end with CRLF CRLF")
+		default:
 			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request")
 		}
 	}

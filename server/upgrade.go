@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // upgradeHandshakeTimeout bounds the upstream's answer to an upgrade request.
@@ -81,6 +82,10 @@ type tunnel struct {
 // startTunnel records that the client connection c is about to become a
 // tunnel to upstream; the returned channel must be closed when it ends.
 func (b *bind) startTunnel(c net.Conn, upstream io.Closer) chan struct{} {
+	// The client's bytes from here on are the tunnel's, not request heads.
+	if h := sock.HeadWatchOf(c); h != nil {
+		h.Stop()
+	}
 	t := &tunnel{upstream: upstream, done: make(chan struct{})}
 	b.mu.Lock()
 	b.tunnels[c] = t

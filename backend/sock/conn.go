@@ -79,6 +79,7 @@ type Conn struct {
 	readEnds int
 
 	park parkFields
+	head HeadWatch
 }
 
 // Server holds what the server serving a data-path connection keeps in the
@@ -167,8 +168,9 @@ func (c *Conn) AwaitAfterWrite(on bool) { c.await = on }
 // one, sets the poller to the recorded deadline and goes on reading. With
 // the server's pattern the poller's timer moves about once a minute per
 // connection instead of three times per request. Clearing the deadline is
-// passed on at once.
+// passed on at once. Any read deadline ends a request head (HeadWatch).
 func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.head.endHead()
 	if t.IsZero() {
 		c.readDeadline.Store(0)
 		if c.park.after > 0 && c.poller.Load() != 0 {
@@ -252,6 +254,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if c.head.stuck(p) {
+		return 0, ErrBareLFHead
+	}
 	c.rbuf = p
 	err := c.raw.Read(c.readFn)
 	for err != nil {
@@ -284,6 +289,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	c.received += int64(c.rn)
+	c.head.saw(p[:c.rn])
 	// Bytes of a new request: a response armed before them that never
 	// completed (a body length the server got wrong) must not follow the
 	// next response's writes.

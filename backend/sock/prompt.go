@@ -22,6 +22,7 @@ import (
 type PromptConn struct {
 	net.Conn
 	Server
+	head HeadWatch
 
 	readEnds      int
 	closed        atomic.Bool
@@ -96,10 +97,19 @@ func (c *PromptConn) Close() error {
 	return c.Conn.Close()
 }
 
-// SetDeadline sets both deadlines, recording the write one.
+// SetDeadline sets both deadlines, recording the write one. It ends a
+// request head, as SetReadDeadline does.
 func (c *PromptConn) SetDeadline(t time.Time) error {
+	c.head.endHead()
 	c.recordWriteDeadline(t)
 	return c.Conn.SetDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline; it ends a request head
+// (HeadWatch).
+func (c *PromptConn) SetReadDeadline(t time.Time) error {
+	c.head.endHead()
+	return c.Conn.SetReadDeadline(t)
 }
 
 // SetWriteDeadline sets the write deadline, recording it.
@@ -118,7 +128,13 @@ func (c *PromptConn) recordWriteDeadline(t time.Time) {
 
 // Read reads from the connection, noting when the stream ends or fails.
 func (c *PromptConn) Read(p []byte) (int, error) {
+	if c.head.stuck(p) {
+		return 0, ErrBareLFHead
+	}
 	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.head.saw(p[:n])
+	}
 	if err != nil && !isTimeout(err) {
 		c.readEnds++ // a deadline (os.ErrDeadlineExceeded is one) is no end
 	}
