@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // requestBody is a client's streamed request body as the upstream request
@@ -130,13 +132,18 @@ func (b *bind) closeDelimited(fctx *fasthttp.RequestCtx) {
 	h.SetContentLength(-2)        // no length: sets Connection: close
 	head := h.AppendBytes(nil)
 	skipBody := fctx.Request.Header.IsHead()
-	done := b.startTunnel(fctx.Conn(), nil)
+	conn := fctx.Conn()
+	done := b.startTunnel(conn, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(c net.Conn) {
 		defer close(done)
 		if _, err := c.Write(head); err != nil || skipBody {
 			return
 		}
-		_, _ = io.Copy(c, body)
+		if _, err := io.Copy(c, body); err != nil {
+			// Cut short (the upstream failed, a timeout fired): a reset,
+			// since the close that follows would read as the body's end.
+			_ = sock.Abort(conn)
+		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -126,6 +127,46 @@ func TestErrorsTruncatedStreamedResponse(t *testing.T) {
 				b, err := io.ReadAll(resp.Body)
 				if err == nil {
 					t.Fatalf("the client got a complete-looking %d-byte body from an upstream that died after %d bytes", len(b), len(part))
+				}
+			})
+		}
+	}
+}
+
+// TestErrorsTruncatedCloseDelimitedResponse: an HTTP/1.0 client gets a body
+// of unknown length close-delimited, where an orderly close means "complete".
+// A body cut short (the upstream died, or the route's requestTimeout fired
+// inside it) must end with a reset instead, so the client sees an error.
+func TestErrorsTruncatedCloseDelimitedResponse(t *testing.T) {
+	const part = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"
+	for _, tr := range e2eTransports {
+		for _, tc := range []struct {
+			desc, routes string
+			upstream     func(t *testing.T) string
+		}{
+			{desc: "upstream dies", routes: "    - backends: [{host: '${UP}'}]\n", upstream: rawAnswerUpstream(part, false)},
+			{desc: "requestTimeout", routes: "    - policies: {timeout: {requestTimeout: 300ms}}\n      backends: [{host: '${UP}'}]\n", upstream: rawAnswerUpstream(part, true)},
+			{desc: "complete", routes: "    - backends: [{host: '${UP}'}]\n", upstream: rawAnswerUpstream(part+"0\r\n\r\n", true)},
+		} {
+			t.Run(string(tr)+"/"+tc.desc, func(t *testing.T) {
+				tg := startGatewayWith(t, routesConfig(tc.routes), map[string]string{"UP": tc.upstream(t)}, tr)
+				c, br := dialRaw(t, tg.addr(3000))
+				if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				m, err := readHead(br)
+				if err != nil || m.status() != 200 || m.fields.has("Content-Length") || m.fields.has("Transfer-Encoding") {
+					t.Fatalf("head %q %v, %v: want a close-delimited 200", m.line, m.fields, err)
+				}
+				body, err := io.ReadAll(br)
+				if tc.desc == "complete" {
+					if err != nil || string(body) != "hello" {
+						t.Fatalf("body %q, %v: want %q and an orderly close", body, err, "hello")
+					}
+					return
+				}
+				if !errors.Is(err, syscall.ECONNRESET) {
+					t.Fatalf("cut body %q ended with %v, want a connection reset", body, err)
 				}
 			})
 		}

@@ -579,3 +579,21 @@ func (c *Conn) opError(op string, err error) error {
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
+
+// Abort closes c with a reset (RST) rather than an orderly close (FIN), and
+// drops whatever it has not sent yet: for a message whose end is the close
+// of its connection (a close-delimited body), the way to tell the peer that
+// it was cut short.
+func Abort(c net.Conn) error {
+	switch t := c.(type) {
+	case *Conn:
+		_ = t.TCPConn.SetLinger(0)
+	case *PromptConn:
+		if fc, ok := t.Conn.(fdConn); ok {
+			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+		}
+	case *net.TCPConn:
+		_ = t.SetLinger(0)
+	}
+	return c.Close()
+}

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -657,5 +658,43 @@ func eventuallyStale(t *testing.T, sc *Conn) {
 			t.Fatal("the connection never reported stale")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestAbortResets: the peer of an aborted connection reads a reset, not the
+// end of the stream.
+func TestAbortResets(t *testing.T) {
+	for _, kind := range []string{"Conn", "PromptConn", "TCPConn"} {
+		t.Run(kind, func(t *testing.T) {
+			sc, peer := pair(t)
+			var c net.Conn = sc
+			switch kind {
+			case "PromptConn":
+				c = &PromptConn{Conn: sc.TCPConn} // a TCPConn has no Fd: Close alone
+			case "TCPConn":
+				c = sc.TCPConn
+			}
+			if _, err := c.Write([]byte("part")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(peer, buf); err != nil {
+				t.Fatal(err)
+			}
+			if err := Abort(c); err != nil {
+				t.Fatal(err)
+			}
+			peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err := peer.Read(buf)
+			if kind == "PromptConn" {
+				if err != io.EOF {
+					t.Fatalf("peer read %v, want io.EOF from a connection without a descriptor to reset", err)
+				}
+				return
+			}
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("peer read %v, want a reset", err)
+			}
+		})
 	}
 }
