@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -126,5 +128,85 @@ func TestClientConnectionAwaitOnlyBelowTheConnectionLimit(t *testing.T) {
 	eventually(t, 5*time.Second, "the third connection idle", func() bool {
 		active, idle := states()
 		return active == 2 && idle == 1
+	})
+}
+
+// TestClientConnectionAwaitSeesWhatArrivedBefore: bytes a client sends
+// before it has the answer reach the socket after the gateway read the
+// request and before the response's write begins its wait, where the
+// poller's reset forgets them: a pipelined request sent while the gateway
+// waits on the upstream, and the half-close after a client's last request.
+// Both are answered (or closed) at once. With parking off, a wait that
+// missed them would last until the head's deadline (60 s); dialRaw's 15 s
+// deadline fails the read.
+func TestClientConnectionAwaitSeesWhatArrivedBefore(t *testing.T) {
+	old := parkIdleAfter.Swap(0)
+	t.Cleanup(func() { parkIdleAfter.Store(old) })
+	// start returns the gateway's address in front of an upstream that
+	// reports each request's target and answers it once released.
+	start := func(t *testing.T) (addr string, upstreamGot func(want string), release chan<- struct{}) {
+		rel := make(chan struct{})
+		got := make(chan string, 4)
+		up := rawUpstream(t, func(c net.Conn) {
+			defer c.Close()
+			br := bufio.NewReader(c)
+			for {
+				m, err := readRequest(br)
+				if err != nil {
+					return
+				}
+				got <- m.target()
+				select {
+				case <-rel:
+				case <-time.After(10 * time.Second):
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}
+		})
+		tg := startGatewayWith(t, oneRoute(up), nil, TransportStd)
+		return tg.addr(3000), func(want string) {
+			t.Helper()
+			select {
+			case target := <-got:
+				if target != want {
+					t.Fatalf("upstream got %s, want %s", target, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("upstream never got %s", want)
+			}
+		}, rel
+	}
+	t.Run("pipelined request", func(t *testing.T) {
+		addr, upstreamGot, release := start(t)
+		c, br := dialRaw(t, addr)
+		io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n")
+		upstreamGot("/1") // the gateway has read the first request
+		io.WriteString(c, "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+		release <- struct{}{}
+		if resp, err := readReply(br, "GET"); err != nil || resp.status() != 200 {
+			t.Fatalf("first reply: %q %v", resp.line, err)
+		}
+		upstreamGot("/2")
+		release <- struct{}{}
+		if resp, err := readReply(br, "GET"); err != nil || resp.status() != 200 {
+			t.Fatalf("second reply: %q %v", resp.line, err)
+		}
+	})
+	t.Run("half-close after the request", func(t *testing.T) {
+		addr, upstreamGot, release := start(t)
+		c, br := dialRaw(t, addr)
+		io.WriteString(c, "GET /3 HTTP/1.1\r\nHost: a\r\n\r\n")
+		upstreamGot("/3")
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		release <- struct{}{}
+		if resp, err := readReply(br, "GET"); err != nil || resp.status() != 200 {
+			t.Fatalf("reply: %q %v", resp.line, err)
+		}
+		if b, err := br.ReadByte(); !isClosed(err) {
+			t.Fatalf("connection still open after the client's half-close: byte %q, %v", b, err)
+		}
 	})
 }

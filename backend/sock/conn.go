@@ -565,7 +565,26 @@ func (c *Conn) sendAwaitStep(fd uintptr) bool {
 		// Blocked on a full buffer, or failed: stop here either way.
 		return true
 	}
+	if c.awaiting.Load() == 1 && c.arrived(fd) {
+		return true // the next request (or the client's close) is already here
+	}
 	return false // sent: wait for the answer
+}
+
+// arrived reports, for a server's await, whether bytes or the end of the
+// stream reached the connection before the wait began. The poller forgets
+// readiness it reported before this read began (each read of the poller
+// starts by resetting it), and a client may send before it has the answer:
+// a pipelined request, or the half-close that follows its last request.
+// Waiting without looking would miss those until the poller's timer. The
+// look is one recv(MSG_PEEK|MSG_DONTWAIT); what arrives later wakes the wait.
+func (c *Conn) arrived(fd uintptr) bool {
+	for {
+		_, e := socketCall(syscall.SYS_RECVFROM, fd, c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if e != syscall.EINTR {
+			return e != syscall.EAGAIN
+		}
+	}
 }
 
 // ReadFrom copies r to the connection until io.EOF, writing each piece as
