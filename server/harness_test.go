@@ -174,7 +174,7 @@ func expiredContext() context.Context {
 
 // rawUpstream serves every connection on a loopback listener with handle,
 // which owns the connection; for upstreams that misbehave below HTTP.
-func rawUpstream(t *testing.T, handle func(net.Conn)) string {
+func rawUpstream(t testing.TB, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
