@@ -462,16 +462,22 @@ func (c *Conn) Stale() bool {
 
 // peekStep is Stale's raw function; it never asks the poller to wait.
 func (c *Conn) peekStep(fd uintptr) bool {
+	// Nothing to read: the connection is idle as it should be. Anything
+	// else (an end of stream, bytes, an error) makes it stale.
+	c.peekStale = c.pending(fd)
+	// AwaitFirstByte waits in the poller while there is nothing.
+	return !c.peekWait || c.peekStale
+}
+
+// pending reports whether a recv would not find the socket empty: bytes, the
+// end of the stream or an error wait there. It looks without waiting or
+// consuming anything (recv with MSG_PEEK|MSG_DONTWAIT).
+func (c *Conn) pending(fd uintptr) bool {
 	for {
 		_, e := socketCall(syscall.SYS_RECVFROM, fd, c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if e == syscall.EINTR {
-			continue
+		if e != syscall.EINTR {
+			return e != syscall.EAGAIN
 		}
-		// EAGAIN: nothing to read, the connection is idle as it should be.
-		// Anything else (an end of stream, bytes, an error) makes it stale.
-		c.peekStale = e != syscall.EAGAIN
-		// AwaitFirstByte waits in the poller while there is nothing.
-		return !c.peekWait || c.peekStale
 	}
 }
 
@@ -565,26 +571,16 @@ func (c *Conn) sendAwaitStep(fd uintptr) bool {
 		// Blocked on a full buffer, or failed: stop here either way.
 		return true
 	}
-	if c.awaiting.Load() == 1 && c.arrived(fd) {
+	// A server's await looks before it waits: the poller forgets readiness
+	// it reported before this read began (each read of the poller starts by
+	// resetting it), and a client may send before it has the answer (a
+	// pipelined request, or the half-close after its last request). Waiting
+	// without looking would miss those until the poller's timer; what
+	// arrives after the look wakes the wait.
+	if c.awaiting.Load() == 1 && c.pending(fd) {
 		return true // the next request (or the client's close) is already here
 	}
 	return false // sent: wait for the answer
-}
-
-// arrived reports, for a server's await, whether bytes or the end of the
-// stream reached the connection before the wait began. The poller forgets
-// readiness it reported before this read began (each read of the poller
-// starts by resetting it), and a client may send before it has the answer:
-// a pipelined request, or the half-close that follows its last request.
-// Waiting without looking would miss those until the poller's timer. The
-// look is one recv(MSG_PEEK|MSG_DONTWAIT); what arrives later wakes the wait.
-func (c *Conn) arrived(fd uintptr) bool {
-	for {
-		_, e := socketCall(syscall.SYS_RECVFROM, fd, c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if e != syscall.EINTR {
-			return e != syscall.EAGAIN
-		}
-	}
 }
 
 // ReadFrom copies r to the connection until io.EOF, writing each piece as
