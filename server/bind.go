@@ -280,25 +280,15 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 	switch st {
 	case fasthttp.StateActive:
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
-		if sc, ok := c.(*sock.Conn); ok {
-			sc.SetIdleWait(false)
-		}
-		// A head ending in a bare-LF blank line gets 400 at once instead of
-		// waiting for the head's deadline (sock.ErrBareLFHead).
-		if h := sock.HeadWatchOf(c); h != nil {
-			h.ReadingHead()
-		}
+		// Reading a head: one ending in a bare-LF blank line gets 400 at
+		// once instead of waiting for the head's deadline (sock.ErrBareLFHead).
+		sock.ServerWaits(c, false)
 		if w != nil {
 			return
 		}
 	case fasthttp.StateIdle:
 		_ = c.SetReadDeadline(b.idleDeadline(c))
-		if sc, ok := c.(*sock.Conn); ok {
-			sc.SetIdleWait(true)
-		}
-		if h := sock.HeadWatchOf(c); h != nil {
-			h.NextRequest()
-		}
+		sock.ServerWaits(c, true) // may park
 		if w != nil && !b.draining.Load() {
 			return
 		}

@@ -154,6 +154,29 @@ func bareBlankEnd(t uint32) bool {
 // lineByte reports whether b can end a line that is not empty.
 func lineByte(b byte) bool { return b != '\r' && b != '\n' && b != 0 }
 
+// ServerWaits tells a data-path connection where its server stands: waiting
+// for the next request (true: it may park, and what it reads starts that
+// request; SetIdleWait, NextRequest) or reading a request's head (false;
+// ReadingHead). Other connections are left alone. Only the serving
+// goroutine may call it.
+func ServerWaits(c net.Conn, idle bool) {
+	var h *HeadWatch
+	switch t := c.(type) {
+	case *Conn:
+		t.SetIdleWait(idle)
+		h = &t.head
+	case *PromptConn:
+		h = &t.head
+	default:
+		return
+	}
+	if idle {
+		h.NextRequest()
+	} else {
+		h.ReadingHead()
+	}
+}
+
 // HeadWatchOf returns the head watch of a data-path connection, or nil for
 // any other connection.
 func HeadWatchOf(c net.Conn) *HeadWatch {
