@@ -26,11 +26,9 @@ type bind struct {
 	unrouted *telemetry.RouteMetrics
 
 	draining atomic.Bool
-	// open counts the bind's client connections (armResponseAwait).
-	open    atomic.Int64
-	mu      sync.Mutex
-	conns   map[net.Conn]fasthttp.ConnState
-	tunnels map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
+	mu       sync.Mutex
+	conns    map[net.Conn]fasthttp.ConnState
+	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -140,6 +138,25 @@ const bodyReadTimeout = time.Hour
 // sending is answered 408 then, not an hour later.
 var bodyIdleTimeout = newAtomicInt64(int64(60 * time.Second))
 
+// declaredBodyLen is the length of the request's body as its head declares
+// it: Content-Length, 0 when the head has neither Content-Length nor
+// Transfer-Encoding (a request without framing has no body, RFC 9112 6.3;
+// fasthttp reports -2), or -1 for a chunked body.
+func declaredBodyLen(h *fasthttp.RequestHeader) int {
+	if n := h.ContentLength(); n != -2 {
+		return n
+	}
+	return 0
+}
+
+// newAtomicInt64 returns an atomic.Int64 holding v, for the package's
+// settings that tests change while other tests' connections may read them.
+func newAtomicInt64(v int64) *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(v)
+	return &n
+}
+
 // A request without a body keeps the head's deadline: nothing reads the
 // connection again before the next request sets its own, and skipping the
 // update saves a clock read and a deadline per request.
@@ -156,7 +173,6 @@ func bodyReadConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 func (b *bind) serveConn(conn net.Conn) {
 	c := sock.DataPath(conn)
 	b.metrics.ConnOpened()
-	b.open.Add(1)
 	if b.draining.Load() {
 		c.Close()
 		b.connClosed(c)
@@ -208,7 +224,6 @@ func (b *bind) serve(c net.Conn) {
 // connClosed is the bookkeeping of a client connection's end.
 func (b *bind) connClosed(c net.Conn) {
 	b.trackConn(c, fasthttp.StateClosed)
-	b.open.Add(-1)
 	b.metrics.ConnClosed()
 }
 
@@ -394,12 +409,6 @@ func (b *bind) closeIdle() int {
 	for c, st := range b.conns {
 		if st = connState(c, st); st == fasthttp.StateIdle || st == fasthttp.StateNew {
 			c.Close()
-			delete(b.conns, c)
-			continue
-		}
-		if sc, ok := c.(*sock.Conn); ok && sc.CloseIfAwaiting() {
-			// Idle in all but name: its response went out whole and it
-			// waits for the next request inside that write.
 			delete(b.conns, c)
 			continue
 		}

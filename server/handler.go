@@ -28,8 +28,6 @@ type requestState struct {
 	upstreamErr error
 	// mcp says what an MCP request was, for the access log.
 	mcp mcpgw.Outcome
-	// headLen is the request head's size on the wire (requestHeadLen).
-	headLen int
 	// start is when the handler took the request (monoNow).
 	start time.Duration
 	// body stands for a streamed request body while it is forwarded.
@@ -59,7 +57,6 @@ func releaseState(rs *requestState) {
 	rs.backend = nil
 	rs.upstreamErr = nil
 	rs.mcp = mcpgw.Outcome{}
-	rs.headLen = 0
 	rs.body.reset()
 	rs.http10 = false
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
@@ -129,7 +126,6 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 		status := respondErrorClose(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
 		return end(status)
 	}
-	rs.headLen = requestHeadLen(&fctx.Request.Header)
 	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
 		status := respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		return end(status)
@@ -228,7 +224,6 @@ func (b *bind) finish(rs *requestState, status int) {
 			resp.Header.SetContentLength(-2)
 		}
 	}
-	b.armResponseAwait(rs, status)
 	rs.srv, rs.status, rs.bytesIn = b, status, rs.requestBytes()
 	if resp.IsBodyStream() {
 		// The request may be gone by the time the stream closes (a hijacked

@@ -37,11 +37,7 @@ func (tg *testGateway) bindMetrics(port int) *telemetry.BindMetrics {
 }
 
 // openConns returns the bind's open-connection gauge.
-func (tg *testGateway) openConns(port int) int {
-	tg.gw.mu.Lock()
-	defer tg.gw.mu.Unlock()
-	return int(tg.gw.binds[port].open.Load())
-}
+func (tg *testGateway) openConns(port int) int { return tg.bindMetrics(port).Open() }
 
 // parkedConn opens a connection to the bind on port 3000, makes one GET on
 // it if request is set, and waits until the connection has parked.

@@ -1,19 +1,17 @@
 // Package sock owns the TCP connections of the data path: reads and writes go
 // through the Go poller as recv(2) and send(2), which skip the file layer that
 // read(2) and write(2) cross on every call. Where a write is followed by a
-// read of the answer (a request upstream, a response to a keep-alive client),
-// the write can wait for the answer itself, so the read that follows finds
-// data instead of EAGAIN. Read deadlines are lazy: a server moves them on
-// every request, and the poller's timer follows only when a deadline moves
-// earlier.
+// read of the answer (a request sent upstream), the write can wait for the
+// answer itself, so the read that follows finds data instead of EAGAIN.
+// Read deadlines are lazy: a server moves them on every request, and the
+// poller's timer follows only when a deadline moves earlier.
 //
-// Per proxied request that is two system calls fewer than net.TCPConn makes
-// (a read returning EAGAIN on each side), cheaper ones for the rest, and no
+// Per proxied request that is one system call fewer than net.TCPConn makes
+// (the upstream read returning EAGAIN), cheaper ones for the rest, and no
 // timer updates; see docs/ARCHITECTURE.md, "Sockets".
 package sock
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -51,22 +49,8 @@ type Conn struct {
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
 
-	// Server side: bytes received, and the request bytes the server has
-	// accounted for; equal means nothing unparsed waits in its buffer.
-	received, accounted int64
-	accountLost         bool
-	// resp tracks an armed response (ArmResponseAwait) through its writes.
-	resp struct {
-		// armed is atomic: Read clears it, and a tunnel reads and writes
-		// the connection from two goroutines at once.
-		armed    atomic.Bool
-		headDone bool
-		need     int       // body bytes still to write
-		deadline time.Time // of the wait for the next request
-	}
-	// awaiting is 1 while a server-side await waits for the next request,
-	// 2 once CloseIfAwaiting closed the connection under it.
-	awaiting atomic.Int32
+	// received counts the bytes read (parking compares it between checks).
+	received int64
 
 	// Read deadlines are lazy: readDeadline is the one asked for, poller the
 	// one the poller holds (UnixNano, 0 for none). See SetReadDeadline.
@@ -290,12 +274,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.received += int64(c.rn)
 	c.head.saw(p[:c.rn])
-	// Bytes of a new request: a response armed before them that never
-	// completed (a body length the server got wrong) must not follow the
-	// next response's writes.
-	if c.resp.armed.Load() {
-		c.resp.armed.Store(false)
-	}
 	return c.rn, nil
 }
 
@@ -305,98 +283,6 @@ func (c *Conn) Read(p []byte) (int, error) {
 // the connection's end or was served from what the buffer held. Only the
 // reading goroutine may ask.
 func (c *Conn) ReadEnds() int { return c.readEnds }
-
-// AccountRequest tells the connection that the server parsed a request of n
-// bytes (head and body) from what it received; n < 0 means the size is not
-// known (a chunked body), which stops ArmResponseAwait on this connection.
-func (c *Conn) AccountRequest(n int) {
-	if n < 0 {
-		c.accountLost = true
-		return
-	}
-	c.accounted += int64(n)
-}
-
-// ArmResponseAwait is the server side of AwaitAfterWrite. The server is about
-// to write a response whose body is bodyLen bytes after its head, and will
-// read the next request on this connection afterwards. If every byte
-// received so far belongs to requests already accounted for (nothing
-// pipelined waits in the server's buffer), the write that completes the
-// response then waits, inside the write, for the next request to arrive, up
-// to deadline (the connection's idle deadline): the read that follows finds
-// data instead of EAGAIN. If the deadline passes first, the write returns a
-// timeout error and the server closes the idle connection, as it would have.
-// It reports whether it armed; a zero deadline disarms.
-func (c *Conn) ArmResponseAwait(bodyLen int, deadline time.Time) bool {
-	if c.accountLost || c.accounted != c.received || bodyLen < 0 || deadline.IsZero() {
-		c.resp.armed.Store(false)
-		return false
-	}
-	c.resp.headDone, c.resp.need, c.resp.deadline = false, bodyLen, deadline
-	c.resp.armed.Store(true)
-	return true
-}
-
-// CloseIfAwaiting closes the connection if a server-side await is waiting
-// on it for the next request (the last response sent whole), and reports
-// whether it did; a connection serving a request is left alone.
-func (c *Conn) CloseIfAwaiting() bool {
-	if !c.awaiting.CompareAndSwap(1, 2) {
-		return false
-	}
-	_ = c.TCPConn.Close()
-	return true
-}
-
-var headEnd = []byte("\r\n\r\n")
-
-// responseComplete follows an armed response through its writes and reports
-// whether p completes it exactly. Anything unexpected disarms.
-func (c *Conn) responseComplete(p []byte) bool {
-	if !c.resp.headDone {
-		i := bytes.Index(p, headEnd)
-		if i < 0 {
-			c.resp.armed.Store(false) // a head beyond one write: not worth following
-			return false
-		}
-		c.resp.headDone = true
-		p = p[i+len(headEnd):]
-	}
-	c.resp.need -= len(p)
-	if c.resp.need > 0 {
-		return false
-	}
-	c.resp.armed.Store(false)
-	return c.resp.need == 0
-}
-
-// awaitNextRequest sends p inside a raw read and waits there, up to the
-// armed deadline, for the next request. It reports how much of p is left
-// to send the plain way (the socket buffer filled up), or an error: the
-// deadline passed (a timeout) or sending failed.
-func (c *Conn) awaitNextRequest(p []byte) ([]byte, error) {
-	if err := c.SetReadDeadline(c.resp.deadline); err != nil {
-		return p, nil
-	}
-	c.awaiting.Store(1)
-	rest, err, sendErr := c.sendThenWait(p)
-	closed := !c.awaiting.CompareAndSwap(1, 0)
-	if sendErr != nil || len(rest) > 0 {
-		return rest, sendErr // the plain write finishes it
-	}
-	if closed {
-		return nil, c.opError("write", net.ErrClosed)
-	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		if want := c.readDeadline.Load(); want != 0 && time.Now().UnixNano() >= want {
-			return nil, c.opError("write", err) // idle: the server closes
-		}
-		// An earlier timer of the lazy deadline: stop waiting here and let
-		// the server's own read (which re-arms it) wait instead. Waiting
-		// again here would reset the poller's readiness first.
-	}
-	return nil, nil
-}
 
 // sendThenWait sends p inside a raw read and, once all of it is sent, waits
 // there until the connection is readable. It returns what is left unsent
@@ -503,13 +389,7 @@ func (c *Conn) recvStep(fd uintptr) bool {
 // buffer is full.
 func (c *Conn) Write(p []byte) (int, error) {
 	total := len(p)
-	if c.resp.armed.Load() && c.responseComplete(p) && len(p) > 0 {
-		rest, err := c.awaitNextRequest(p)
-		if err != nil {
-			return total - len(rest), err
-		}
-		p = rest
-	} else if c.await {
+	if c.await {
 		c.await = false
 		if len(p) > 0 {
 			// An error of the wait itself is left to the plain write below
@@ -570,15 +450,6 @@ func (c *Conn) sendAwaitStep(fd uintptr) bool {
 	if !c.send(fd) || c.werr != 0 {
 		// Blocked on a full buffer, or failed: stop here either way.
 		return true
-	}
-	// A server's await looks before it waits: the poller forgets readiness
-	// it reported before this read began (each read of the poller starts by
-	// resetting it), and a client may send before it has the answer (a
-	// pipelined request, or the half-close after its last request). Waiting
-	// without looking would miss those until the poller's timer; what
-	// arrives after the look wakes the wait.
-	if c.awaiting.Load() == 1 && c.pending(fd) {
-		return true // the next request (or the client's close) is already here
 	}
 	return false // sent: wait for the answer
 }

@@ -1,7 +1,6 @@
 package sock
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -413,134 +412,6 @@ func BenchmarkServerDeadlines(b *testing.B) {
 	}
 }
 
-// serverPair is pair with the *Conn as the server side: it has read one
-// request of reqLen bytes, accounted for.
-func serverPair(t *testing.T, req string) (*Conn, *net.TCPConn) {
-	t.Helper()
-	sc, peer := pair(t)
-	peer.Write([]byte(req))
-	buf := make([]byte, len(req))
-	if _, err := io.ReadFull(sc, buf); err != nil {
-		t.Fatal(err)
-	}
-	sc.AccountRequest(len(req))
-	return sc, peer
-}
-
-func TestArmedResponseWaitsForTheNextRequest(t *testing.T) {
-	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	if !sc.ArmResponseAwait(2, time.Now().Add(time.Minute)) {
-		t.Fatal("did not arm with every byte accounted for")
-	}
-	wrote := make(chan error, 1)
-	go func() {
-		// The head and the body in two writes: the second completes it.
-		if _, err := sc.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")); err != nil {
-			wrote <- err
-			return
-		}
-		_, err := sc.Write([]byte("ok"))
-		wrote <- err
-	}()
-	br := bufio.NewReader(peer)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line == "\r\n" {
-			break
-		}
-	}
-	if b := make([]byte, 2); func() bool { _, err := io.ReadFull(br, b); return err != nil || string(b) != "ok" }() {
-		t.Fatal("body not received")
-	}
-	select {
-	case err := <-wrote:
-		t.Fatalf("the completing write returned (%v) before the next request", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	peer.Write([]byte("GET /next HTTP/1.1\r\n\r\n"))
-	if err := <-wrote; err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64)
-	if n, err := sc.Read(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "GET /next") {
-		t.Fatalf("Read = %q, %v", buf[:n], err)
-	}
-}
-
-func TestArmedResponseEndsWithATimeoutWhenIdle(t *testing.T) {
-	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(0, time.Now().Add(30*time.Millisecond))
-	_, err := sc.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n"))
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("Write = %v; want the idle timeout", err)
-	}
-}
-
-func TestUnaccountedBytesPreventArming(t *testing.T) {
-	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\nGET /pipelined HTTP/1.1\r\n\r\n")
-	// The server parsed only the first request; the second waits in its buffer.
-	sc.accounted = int64(len("GET / HTTP/1.1\r\n\r\n"))
-	if sc.ArmResponseAwait(0, time.Now().Add(time.Minute)) {
-		t.Fatal("armed with a pipelined request unparsed")
-	}
-	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 204 No Content\r\n\r\n"), "an unarmed write waited")
-	sc.AccountRequest(-1)
-	sc.accounted = sc.received
-	if sc.ArmResponseAwait(0, time.Now().Add(time.Minute)) {
-		t.Fatal("armed after a request of unknown size")
-	}
-}
-
-// A response longer than announced disarms instead of waiting mid-stream.
-func TestArmedResponseWithMoreBytesThanAnnouncedDoesNotWait(t *testing.T) {
-	sc, _ := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(1, time.Now().Add(time.Minute))
-	writeWithoutWaiting(t, sc, []byte("HTTP/1.1 200 OK\r\n\r\nlonger"), "waited on a response that did not match")
-}
-
-func TestCloseIfAwaitingClosesOnlyAWaitingConnection(t *testing.T) {
-	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	if sc.CloseIfAwaiting() {
-		t.Fatal("closed a connection that was not waiting")
-	}
-	sc.ArmResponseAwait(0, time.Now().Add(time.Minute))
-	done := make(chan error, 1)
-	go func() { _, err := sc.Write([]byte("HTTP/1.1 204 No Content\r\n\r\n")); done <- err }()
-	for limit := time.Now().Add(5 * time.Second); sc.awaiting.Load() != 1 && time.Now().Before(limit); {
-		runtime.Gosched()
-	}
-	if !sc.CloseIfAwaiting() {
-		t.Fatal("did not close the waiting connection")
-	}
-	if err := <-done; !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("Write = %v; want net.ErrClosed", err)
-	}
-	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadAll(peer); err != nil {
-		t.Fatalf("peer did not see the close: %v", err)
-	}
-}
-
-// An armed response that never completed (the server announced more body
-// than it wrote) is forgotten when the next request's bytes arrive, so the
-// next response does not wait part-way.
-func TestStaleArmingEndsWithTheNextRequest(t *testing.T) {
-	sc, peer := serverPair(t, "GET / HTTP/1.1\r\n\r\n")
-	sc.ArmResponseAwait(100, time.Now().Add(time.Minute))
-	if _, err := sc.Write([]byte("HTTP/1.1 200 OK\r\n\r\nshort")); err != nil {
-		t.Fatal(err)
-	}
-	peer.Write([]byte("GET /2 HTTP/1.1\r\n\r\n"))
-	if _, err := sc.Read(make([]byte, 64)); err != nil {
-		t.Fatal(err)
-	}
-	// 95 bytes: what the stale arming still expected.
-	writeWithoutWaiting(t, sc, bytes.Repeat([]byte("x"), 95), "the next response waited on a stale arming")
-}
-
 // A tunnel reads and writes one connection from two goroutines at once, as
 // net.Conn allows: under -race this fails if Read and Write share state
 // without synchronisation. The peer sends and discards on its own, so
@@ -599,22 +470,6 @@ func TestTransfersAroundTheRawCallLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-	}
-}
-
-// writeWithoutWaiting writes p to sc and fails the test with why if the
-// write errs or does not return within 5 s (it waited when it should not).
-func writeWithoutWaiting(t *testing.T, sc *Conn, p []byte, why string) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { _, err := sc.Write(p); done <- err }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal(why)
 	}
 }
 

@@ -58,6 +58,14 @@ func (b *BindMetrics) ConnUnparked() {
 	}
 }
 
+// Open returns the number of the bind's open connections.
+func (b *BindMetrics) Open() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.open.Get())
+}
+
 // Parked returns the number of the bind's parked connections.
 func (b *BindMetrics) Parked() int {
 	if b == nil {
