@@ -81,6 +81,7 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: false,
 		DisablePathNormalizing:        true,
+		ConnPoolStrategy:              fasthttp.LIFO,
 		// The HostClient serves as the connection pool only: Exchange does
 		// the writing and reading, and its own stale-connection retry.
 		ReadBufferSize:  8 << 10,

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -97,6 +98,80 @@ func TestExchangeConnectionReuse(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d upstream connections for 15 sequential requests, want 1 (pooled)", n)
+	}
+}
+
+// TestExchangeReusesTheLatestConnection: the upstream pool hands out the
+// connection given back last (LIFO, as nginx's keepalive cache does). After
+// a burst, steady traffic stays on one connection and the others idle out
+// (the pool's idle timeout) instead of each being kept alive in turn; the
+// connection used last is also the least likely to have been closed by the
+// upstream meanwhile.
+func TestExchangeReusesTheLatestConnection(t *testing.T) {
+	release := make(chan struct{})
+	var held, opened, closed atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				held.Add(1)
+				<-release
+			}
+			io.WriteString(w, r.RemoteAddr) // the gateway's end of this upstream connection
+		}),
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				opened.Add(1)
+			case http.StateClosed:
+				closed.Add(1)
+			}
+		},
+	}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { srv.Close() })
+	cfg := "config:\n  backend:\n    poolIdleTimeout: 300ms\n" + oneRoute(ln.Addr().String())
+	tg := startGateway(t, cfg, nil)
+
+	const burst = 3
+	answers := make(chan string, burst)
+	for i := 0; i < burst; i++ {
+		go func() {
+			resp, err := http.Get(tg.url(3000) + "/hold")
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers <- string(b)
+		}()
+	}
+	eventually(t, 10*time.Second, "the burst held at the upstream", func() bool { return held.Load() == burst })
+	// Released one at a time: the small body is read whole and its
+	// connection given back before the client has the answer.
+	var last string
+	for i := 0; i < burst; i++ {
+		release <- struct{}{}
+		last = <-answers
+	}
+	if n := opened.Load(); n != burst {
+		t.Fatalf("%d upstream connections for a burst of %d", n, burst)
+	}
+	// Steady traffic, one request after another: it stays on the connection
+	// given back last, and the other two idle out meanwhile. Handed out in
+	// turn, each would be used every third request and never idle.
+	eventually(t, 10*time.Second, "the burst's other connections closed as idle", func() bool {
+		if _, body := get(t, tg.url(3000)+"/"); body != last {
+			t.Fatalf("a request went on upstream connection %s, want %s (the one given back last)", body, last)
+		}
+		return closed.Load() == burst-1
+	})
+	if n := opened.Load(); n != burst {
+		t.Fatalf("%d upstream connections opened, want still %d", n, burst)
 	}
 }
 
