@@ -53,16 +53,23 @@ func TestProxyPathAllocations(t *testing.T) {
 	}
 }
 
-// connCountingUpstream counts new upstream connections.
-func connCountingUpstream(t *testing.T, h http.Handler) (string, *atomic.Int32) {
-	var n atomic.Int32
+// upstreamConns counts an upstream's connections.
+type upstreamConns struct{ opened, closed atomic.Int32 }
+
+// connCountingUpstream serves h and counts the connections it accepts and
+// closes.
+func connCountingUpstream(t *testing.T, h http.Handler) (string, *upstreamConns) {
+	var n upstreamConns
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			n.Add(1)
+		switch s {
+		case http.StateNew:
+			n.opened.Add(1)
+		case http.StateClosed:
+			n.closed.Add(1)
 		}
 	}}
 	go srv.Serve(ln) //nolint:errcheck
@@ -96,7 +103,7 @@ func TestExchangeConnectionReuse(t *testing.T) {
 			}
 		}
 	}
-	if n := conns.Load(); n != 1 {
+	if n := conns.opened.Load(); n != 1 {
 		t.Fatalf("%d upstream connections for 15 sequential requests, want 1 (pooled)", n)
 	}
 }
@@ -109,32 +116,16 @@ func TestExchangeConnectionReuse(t *testing.T) {
 // upstream meanwhile.
 func TestExchangeReusesTheLatestConnection(t *testing.T) {
 	release := make(chan struct{})
-	var held, opened, closed atomic.Int32
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/hold" {
-				held.Add(1)
-				<-release
-			}
-			io.WriteString(w, r.RemoteAddr) // the gateway's end of this upstream connection
-		}),
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			switch s {
-			case http.StateNew:
-				opened.Add(1)
-			case http.StateClosed:
-				closed.Add(1)
-			}
-		},
-	}
-	go srv.Serve(ln) //nolint:errcheck
-	t.Cleanup(func() { srv.Close() })
-	cfg := "config:\n  backend:\n    poolIdleTimeout: 300ms\n" + oneRoute(ln.Addr().String())
-	tg := startGateway(t, cfg, nil)
+	t.Cleanup(func() { close(release) }) // ends held handlers if the test stops early
+	var held atomic.Int32
+	up, conns := connCountingUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			held.Add(1)
+			<-release
+		}
+		io.WriteString(w, r.RemoteAddr) // the gateway's end of this upstream connection
+	}))
+	tg := startGateway(t, "config:\n  backend:\n    poolIdleTimeout: 300ms\n"+oneRoute(up), nil)
 
 	const burst = 3
 	answers := make(chan string, burst)
@@ -158,7 +149,7 @@ func TestExchangeReusesTheLatestConnection(t *testing.T) {
 		release <- struct{}{}
 		last = <-answers
 	}
-	if n := opened.Load(); n != burst {
+	if n := conns.opened.Load(); n != burst {
 		t.Fatalf("%d upstream connections for a burst of %d", n, burst)
 	}
 	// Steady traffic, one request after another: it stays on the connection
@@ -168,9 +159,9 @@ func TestExchangeReusesTheLatestConnection(t *testing.T) {
 		if _, body := get(t, tg.url(3000)+"/"); body != last {
 			t.Fatalf("a request went on upstream connection %s, want %s (the one given back last)", body, last)
 		}
-		return closed.Load() == burst-1
+		return conns.closed.Load() == burst-1
 	})
-	if n := opened.Load(); n != burst {
+	if n := conns.opened.Load(); n != burst {
 		t.Fatalf("%d upstream connections opened, want still %d", n, burst)
 	}
 }
