@@ -406,16 +406,22 @@ measure() {
 		log "$c: $t ($conns conns, warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
 		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${wrk[@]}" "-d$WARMUP" "$url" >/dev/null 2>&1 || true
 	fi
-	local ours=("${PID[direct]}") before
+	local ours=("${PID[direct]}") before ticks
 	[[ $t == direct ]] || ours+=("${PID[$t]}")
 	cpu_snapshot "${ours[@]}"
 	before=$SNAP
+	ticks=$(proc_ticks "${PID[$t]}") # the target's own (direct's: the upstream's)
 	if ! interruptible timeout -k 5 $(($(secs "$DURATION") + 30)) "${wrk[@]}" "-d$DURATION" "$url" >"$base.txt" 2>"$base.stderr"; then
 		echo "wrk failed: $(lastlines "$base.stderr") $(lastlines "$base.txt")" >"$base.err"
 		rm -f "$base.txt"
 	fi
+	ticks=$(($(proc_ticks "${PID[$t]}") - ticks))
 	cpu_snapshot "${ours[@]}"
-	echo "other_cpu_pct=$(other_cpu_pct "$before" "$SNAP")" >"$base.load"
+	{
+		echo "other_cpu_pct=$(other_cpu_pct "$before" "$SNAP")"
+		# Negative only if the target died meanwhile (reported as failed).
+		((ticks < 0)) || echo "target_cpu_us=$((ticks * 1000000 / CLK_TCK))"
+	} >"$base.load"
 	alive "${PID[$t]}" || fail "$t" "exited during $c: $(lastlines "$OUT/$t.log")"
 }
 

@@ -69,6 +69,9 @@ func (r *results) render() string {
 		fmt.Fprintf(&b, "\n> **Warning: the machine was busy.** Other processes used up to %d%% of a CPU during a run (%s), "+
 			"so these numbers are unreliable; re-run on an idle machine.\n", worst, where)
 	}
+	b.WriteString("\n*CPU per request*: the target's own CPU time (user and system, its process tree, from /proc) " +
+		"during the measured run, divided by the requests it completed; direct's is the upstream's. " +
+		"Behind a proxy the upstream spends about direct's figure too, on the same CPU.\n")
 	b.WriteString("\n*Other CPU load*: CPU time used during the measured run by processes other than wrk, the upstream and " +
 		"the target (plus steal time), as a percentage of one CPU; more than a few percent means the numbers are disturbed.\n")
 	for _, c := range cases {
@@ -101,18 +104,18 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 	if latency {
 		b.WriteString(" added p50 vs direct |")
 	}
-	b.WriteString(" errors | other CPU load |\n|---|---:|---:|---:|")
+	b.WriteString(" CPU per request | errors | other CPU load |\n|---|---:|---:|---:|")
 	if latency {
 		b.WriteString("---:|")
 	}
-	b.WriteString("---:|---:|\n")
+	b.WriteString("---:|---:|---:|\n")
 	for _, t := range targets {
 		rn, ran := r.runs[c.id][t]
 		cells := []string{targetLabels[t], "—", "—", "—"}
 		if latency {
 			cells = append(cells, "—")
 		}
-		cells = append(cells, "—", "—")
+		cells = append(cells, "—", "—", "—")
 		switch {
 		case !ran && r.targets[t].status != "failed":
 			cells[1] = "not run"
@@ -129,6 +132,9 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 				if d, ok := r.addedP50(t); ok {
 					cells[4] = fmtSignedLatency(d)
 				}
+			}
+			if rn.cpuPerReq > 0 {
+				cells[len(cells)-3] = fmtCPU(rn.cpuPerReq)
 			}
 			cells[len(cells)-2] = fmtCount(res.Errors())
 		}
@@ -147,6 +153,9 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 		}
 		ratio := fmt.Sprintf("gateway/%s: req/s %s, p99 %s", targetLabels[other],
 			fmtRatio(gw.ReqPerSec/o.ReqPerSec), fmtRatio(float64(gw.P99)/float64(o.P99)))
+		if g, o := r.runs[c.id][targetGateway].cpuPerReq, r.runs[c.id][other].cpuPerReq; g > 0 && o > 0 {
+			ratio += ", CPU per request " + fmtRatio(g/o)
+		}
 		if med, lo, hi, ok := pairedRatios(r.runs[c.id][targetGateway], r.runs[c.id][other]); ok {
 			ratio += fmt.Sprintf(" (req/s round by round: median %s, %s–%s)", fmtRatio(med), fmtRatio(lo), fmtRatio(hi))
 		}
@@ -288,6 +297,9 @@ func fmtSignedLatency(d time.Duration) string {
 }
 
 func fmtRatio(v float64) string { return fmt.Sprintf("%.2f×", v) }
+
+// fmtCPU formats CPU time per request, given in µs.
+func fmtCPU(us float64) string { return fmt.Sprintf("%.1f µs", us) }
 
 func fmtMiB(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 

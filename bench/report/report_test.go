@@ -34,6 +34,11 @@ func TestRenderGolden(t *testing.T) {
 				"small, 1 conn, HAProxy: round 2: wrk failed: unable to connect",
 				// Round by round: 30,000, 41,388 and 45,000 against 55,176 each.
 				"(req/s round by round: median 0.75×, 0.54×–0.81×)",
+				// CPU per request: the median of the rounds' (14, 16 and 18 µs
+				// against 14, 15 and 16); HAProxy's was not measured.
+				"| gateway | 41,388 (30,000–45,000) | 739 µs | 16.49 ms (5.00 ms–30.00 ms) | 16.0 µs |",
+				"| HAProxy | 27,398 (27,398–27,398) | 890 µs | 34.48 ms (34.48 ms–34.48 ms) | — |",
+				"gateway/nginx: req/s 0.75×, p99 0.21×, CPU per request 1.07× (",
 			},
 		},
 		{
@@ -96,6 +101,11 @@ func TestLoadResultsErrors(t *testing.T) {
 			desc:    "bad load figure",
 			files:   map[string]string{"meta.txt": "date=x\n", "wrk/small-c1.direct.err": "boom", "wrk/small-c1.direct.load": "other_cpu_pct=-3\n"},
 			wantErr: "other_cpu_pct",
+		},
+		{
+			desc:    "bad CPU figure",
+			files:   map[string]string{"meta.txt": "date=x\n", "wrk/small-c1.direct.r1.err": "boom", "wrk/small-c1.direct.r1.load": "target_cpu_us=1.5\n"},
+			wantErr: "target_cpu_us",
 		},
 	}
 	for _, tc := range tests {

@@ -65,6 +65,10 @@ type run struct {
 	res      wrkResult
 	err      string // "" when res is valid
 	otherCPU optInt // CPU used by other processes meanwhile, % of one CPU (the most of any round)
+	// cpuPerReq is the target's own CPU time per completed request in µs
+	// (its process tree's user and system time; direct's is the upstream's),
+	// 0 when not measured; over rounds, the median of the rounds'.
+	cpuPerReq float64
 	// rounds is how many rounds res is the median of (1: a single run);
 	// minRPS and maxRPS are the range of req/s over them.
 	rounds         int
@@ -90,7 +94,8 @@ type results struct {
 //	targets/NAME.txt         key=value: status, note, rss_*_kib, conns_*
 //	wrk/CASE.TARGET.txt      raw wrk --latency output
 //	wrk/CASE.TARGET.err      why that run has no output
-//	wrk/CASE.TARGET.load     other_cpu_pct=N: CPU other processes used meanwhile
+//	wrk/CASE.TARGET.load     other_cpu_pct=N: CPU other processes used meanwhile;
+//	                         target_cpu_us=N: CPU time the target used meanwhile
 //
 // or, measured in rounds, the same three files per round as
 // wrk/CASE.TARGET.rN.{txt,err,load} with N from 1.
@@ -163,7 +168,7 @@ func loadRounds(base string) (run, bool, error) {
 		var err error
 		rn.rounds = 1
 		rn.minRPS, rn.maxRPS = rn.res.ReqPerSec, rn.res.ReqPerSec
-		rn.otherCPU, err = loadOtherCPU(base + ".load")
+		err = loadLoad(base+".load", &rn)
 		return rn, true, err
 	}
 	var rounds []run
@@ -173,8 +178,7 @@ func loadRounds(base string) (run, bool, error) {
 		if !ok {
 			break
 		}
-		var err error
-		if rn.otherCPU, err = loadOtherCPU(rb + ".load"); err != nil {
+		if err := loadLoad(rb+".load", &rn); err != nil {
 			return run{}, false, err
 		}
 		rounds = append(rounds, rn)
@@ -209,6 +213,17 @@ func loadRounds(base string) (run, bool, error) {
 	}
 	sort.Slice(p99s, func(i, j int) bool { return p99s[i] < p99s[j] })
 	med.res.P99, med.minP99, med.maxP99 = p99s[len(p99s)/2], p99s[0], p99s[len(p99s)-1]
+	var cpus []float64
+	for _, rn := range rounds {
+		if rn.cpuPerReq > 0 {
+			cpus = append(cpus, rn.cpuPerReq)
+		}
+	}
+	med.cpuPerReq = 0
+	if len(cpus) > 0 {
+		sort.Float64s(cpus)
+		med.cpuPerReq = cpus[len(cpus)/2]
+	}
 	return med, true, nil
 }
 
@@ -255,24 +270,35 @@ func loadRun(base string) (run, bool) {
 	return run{}, false
 }
 
-// loadOtherCPU reads a run's .load file; a missing file means unknown.
-func loadOtherCPU(path string) (optInt, error) {
+// loadLoad reads a run's .load file into rn: the other processes' load and
+// the target's CPU per request. A missing file or key means unknown.
+func loadLoad(path string, rn *run) error {
 	kv, err := readKVFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return optInt{}, nil
+		return nil
 	}
 	if err != nil {
-		return optInt{}, err
+		return err
 	}
-	v, ok := kv["other_cpu_pct"]
-	if !ok || v == "" {
-		return optInt{}, nil
+	for _, key := range []string{"other_cpu_pct", "target_cpu_us"} {
+		v, ok := kv[key]
+		if !ok || v == "" {
+			continue
+		}
+		n, err := parseCount(v)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+		switch key {
+		case "other_cpu_pct":
+			rn.otherCPU = optInt{v: n, ok: true}
+		case "target_cpu_us":
+			if rn.err == "" && rn.res.Requests > 0 {
+				rn.cpuPerReq = float64(n) / float64(rn.res.Requests)
+			}
+		}
 	}
-	n, err := parseCount(v)
-	if err != nil {
-		return optInt{}, fmt.Errorf("%s: other_cpu_pct: %w", path, err)
-	}
-	return optInt{v: n, ok: true}, nil
+	return nil
 }
 
 func readKVFile(path string) (map[string]string, error) {
