@@ -96,22 +96,15 @@ func TestKeepAliveSeesWhatArrivedBefore(t *testing.T) {
 	start := func(t *testing.T) (addr string, upstreamGot func(want string), release chan<- struct{}) {
 		rel := make(chan struct{})
 		got := make(chan string, 4)
-		up := rawUpstream(t, func(c net.Conn) {
-			defer c.Close()
-			br := bufio.NewReader(c)
-			for {
-				m, err := readRequest(br)
-				if err != nil {
-					return
-				}
-				got <- m.target()
-				select {
-				case <-rel:
-				case <-time.After(10 * time.Second):
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		up := requestUpstream(t, func(c net.Conn, _ *bufio.Reader, m message) bool {
+			got <- m.target()
+			select {
+			case <-rel:
+			case <-time.After(10 * time.Second):
+				return false
 			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return true
 		})
 		tg := startGatewayWith(t, oneRoute(up), nil, TransportStd)
 		return tg.addr(3000), func(want string) {

@@ -162,26 +162,35 @@ func rawHTTPUpstream(t *testing.T, answer func(message) (string, bool)) (string,
 	seen := make(chan message, 1024)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	addr := rawUpstream(t, func(c net.Conn) {
+	addr := requestUpstream(t, func(c net.Conn, _ *bufio.Reader, m message) bool {
+		select {
+		case seen <- m:
+		case <-done:
+			return false
+		}
+		resp, closeConn := answer(m)
+		_, err := io.WriteString(c, resp)
+		return err == nil && !closeConn
+	})
+	return addr, seen
+}
+
+// requestUpstream is rawUpstream for an upstream that reads requests one
+// after another on each connection: handle gets each request, with the
+// connection and its reader, and reports whether to read the next; the
+// connection closes after a request it declines or one that does not parse.
+func requestUpstream(t testing.TB, handle func(c net.Conn, br *bufio.Reader, m message) bool) string {
+	t.Helper()
+	return rawUpstream(t, func(c net.Conn) {
 		defer c.Close()
 		br := bufio.NewReader(c)
 		for {
 			m, err := readRequest(br)
-			if err != nil {
-				return
-			}
-			select {
-			case seen <- m:
-			case <-done:
-				return
-			}
-			resp, closeConn := answer(m)
-			if _, err := io.WriteString(c, resp); err != nil || closeConn {
+			if err != nil || !handle(c, br, m) {
 				return
 			}
 		}
 	})
-	return addr, seen
 }
 
 // okAnswer answers every request 200 with body "ok".

@@ -17,30 +17,23 @@ import (
 func upgradeUpstream(t *testing.T) (string, <-chan message) {
 	t.Helper()
 	seen := make(chan message, 64)
-	addr := rawUpstream(t, func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for {
-			m, err := readRequest(br)
-			if err != nil {
-				return
-			}
-			seen <- m
-			switch m.fields.get("Upgrade") {
-			case "echo":
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\ngreeting\n")
-				io.Copy(c, br) // echo until the client half-closes
-				return
-			case "":
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain")
-			case "ignored":
-				// An upstream that does not do upgrades answers as usual.
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nnot upgraded")
-			default:
-				io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\nConnection: close\r\n\r\nno upgrade")
-				return
-			}
+	addr := requestUpstream(t, func(c net.Conn, br *bufio.Reader, m message) bool {
+		seen <- m
+		switch m.fields.get("Upgrade") {
+		case "echo":
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\ngreeting\n")
+			io.Copy(c, br) // echo until the client half-closes
+			return false
+		case "":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nplain")
+		case "ignored":
+			// An upstream that does not do upgrades answers as usual.
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nnot upgraded")
+		default:
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\nConnection: close\r\n\r\nno upgrade")
+			return false
 		}
+		return true
 	})
 	return addr, seen
 }

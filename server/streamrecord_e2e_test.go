@@ -20,25 +20,19 @@ func stallingUpstream(t *testing.T, rest int) (string, chan struct{}) {
 	release := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	addr := rawUpstream(t, func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for {
-			if _, err := readRequest(br); err != nil {
-				return
-			}
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
-			if rest < 0 {
-				<-done
-				return
-			}
-			select {
-			case <-release:
-			case <-done:
-				return
-			}
-			io.WriteString(c, strconv.FormatInt(int64(rest), 16)+"\r\n"+strings.Repeat("r", rest)+"\r\n0\r\n\r\n")
+	addr := requestUpstream(t, func(c net.Conn, _ *bufio.Reader, _ message) bool {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+		if rest < 0 {
+			<-done
+			return false
 		}
+		select {
+		case <-release:
+		case <-done:
+			return false
+		}
+		io.WriteString(c, strconv.FormatInt(int64(rest), 16)+"\r\n"+strings.Repeat("r", rest)+"\r\n0\r\n\r\n")
+		return true
 	})
 	return addr, release
 }
