@@ -153,8 +153,8 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 		}
 		ratio := fmt.Sprintf("gateway/%s: req/s %s, p99 %s", targetLabels[other],
 			fmtRatio(gw.ReqPerSec/o.ReqPerSec), fmtRatio(float64(gw.P99)/float64(o.P99)))
-		if g, o := r.runs[c.id][targetGateway].cpuPerReq, r.runs[c.id][other].cpuPerReq; g > 0 && o > 0 {
-			ratio += ", CPU per request " + fmtRatio(g/o)
+		if gwCPU, otherCPU := r.runs[c.id][targetGateway].cpuPerReq, r.runs[c.id][other].cpuPerReq; gwCPU > 0 && otherCPU > 0 {
+			ratio += ", CPU per request " + fmtRatio(gwCPU/otherCPU)
 		}
 		if med, lo, hi, ok := pairedRatios(r.runs[c.id][targetGateway], r.runs[c.id][other]); ok {
 			ratio += fmt.Sprintf(" (req/s round by round: median %s, %s–%s)", fmtRatio(med), fmtRatio(lo), fmtRatio(hi))
