@@ -110,7 +110,7 @@ func (b *requestBody) readAll(req *fasthttp.Request, n int) error {
 // closed after the answer, since the body's end was never found.
 func clientBodyStatus(fctx *fasthttp.RequestCtx, err error) int {
 	status, msg := fasthttp.StatusBadRequest, "malformed or incomplete request body"
-	if isTimeout(err) {
+	if sock.IsTimeout(err) {
 		status, msg = fasthttp.StatusRequestTimeout, "request body timeout"
 	}
 	return respondErrorClose(fctx, status, msg)

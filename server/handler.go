@@ -337,7 +337,7 @@ func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 		status = respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
 	default:
 		switch {
-		case isTimeout(err):
+		case sock.IsTimeout(err):
 			status = respondErrorClose(fctx, fasthttp.StatusRequestTimeout, "request timeout")
 		case errors.Is(err, sock.ErrBareLFHead):
 			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request: the head must end with CRLF CRLF")

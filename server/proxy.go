@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"errors"
 	"net"
 	"time"
 
@@ -480,11 +479,6 @@ func appendIPv4(dst []byte, ip net.IP) []byte {
 
 func isUpgrade(h *fasthttp.RequestHeader) bool {
 	return h.ConnectionUpgrade() && len(h.Peek("Upgrade")) > 0
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // onlyContinueExpected reports whether every Expect line of the request

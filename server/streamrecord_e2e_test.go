@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // stallingUpstream answers every request with a chunked response whose first
@@ -125,7 +127,7 @@ binds:
 		t.Fatalf("head %q, %v", head.line, err)
 	}
 	body, err := io.ReadAll(httputil.NewChunkedReader(br))
-	if err == nil || isTimeoutErr(err) {
+	if err == nil || sock.IsTimeout(err) {
 		t.Fatalf("body %q ended with %v; want the gateway to cut it (an unexpected end)", body, err)
 	}
 	eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.logs.FilterMessage("request").All()) == 1 })
@@ -133,11 +135,6 @@ binds:
 	if e, _ := f["upstream_error"].(string); !strings.Contains(e, "timeout") {
 		t.Fatalf("upstream_error %v, want a timeout", f["upstream_error"])
 	}
-}
-
-func isTimeoutErr(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
 }
 
 // TestUnparsableRequestsRecorded: a request fasthttp cannot parse is

@@ -44,7 +44,7 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	if err := resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize); err != nil {
 		conn.Close()
 		rs.upstreamErr = err
-		if isTimeout(err) {
+		if sock.IsTimeout(err) {
 			return respondError(fctx, fasthttp.StatusGatewayTimeout, "upstream request timeout")
 		}
 		return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")

@@ -135,7 +135,7 @@ func (c *PromptConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.head.saw(p[:n])
 	}
-	if err != nil && !isTimeout(err) {
+	if err != nil && !IsTimeout(err) {
 		c.readEnds++ // a deadline (os.ErrDeadlineExceeded is one) is no end
 	}
 	return n, err
@@ -180,9 +180,10 @@ var copyBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// isTimeout reports whether err is a timeout. It is apart from Read so that
+// IsTimeout reports whether err is a timeout (a net.Error that says so; a
+// deadline's os.ErrDeadlineExceeded is one). It is apart from Read so that
 // the error target escapes only on the error path.
-func isTimeout(err error) bool {
+func IsTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
