@@ -332,18 +332,16 @@ func respondErrorClose(fctx *fasthttp.RequestCtx, status int, msg string) int {
 // body it could not read), and records them like any other.
 func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	var status int
-	switch err.(type) {
-	case *fasthttp.ErrSmallBuffer:
+	_, tooLarge := err.(*fasthttp.ErrSmallBuffer)
+	switch {
+	case tooLarge:
 		status = respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request headers too large")
+	case sock.IsTimeout(err):
+		status = respondErrorClose(fctx, fasthttp.StatusRequestTimeout, "request timeout")
+	case errors.Is(err, sock.ErrBareLFHead):
+		status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request: the head must end with CRLF CRLF")
 	default:
-		switch {
-		case sock.IsTimeout(err):
-			status = respondErrorClose(fctx, fasthttp.StatusRequestTimeout, "request timeout")
-		case errors.Is(err, sock.ErrBareLFHead):
-			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request: the head must end with CRLF CRLF")
-		default:
-			status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request")
-		}
+		status = respondErrorClose(fctx, fasthttp.StatusBadRequest, "malformed request")
 	}
 	rs := acquireState()
 	rs.start, rs.bind, rs.status = monoNow(), b.current.Load(), status
