@@ -713,14 +713,11 @@ func ValidatePartial(f *config.File, known error) (extra config.Errors) {
 // objectPath cuts a path to the route it lies in ("binds[0].listeners[1]
 // .routes[2]"), or to its listener or bind when it lies in no route.
 func objectPath(path string) string {
-	if i := strings.Index(path, ".routes["); i >= 0 {
-		if j := strings.IndexByte(path[i+1:], ']'); j >= 0 {
-			return path[:i+1+j+1]
-		}
-	}
-	if i := strings.Index(path, ".listeners["); i >= 0 {
-		if j := strings.IndexByte(path[i+1:], ']'); j >= 0 {
-			return path[:i+1+j+1]
+	for _, list := range []string{".routes[", ".listeners["} {
+		if i := strings.Index(path, list); i >= 0 {
+			if j := strings.IndexByte(path[i:], ']'); j >= 0 {
+				return path[:i+j+1]
+			}
 		}
 	}
 	if j := strings.IndexByte(path, ']'); j >= 0 {
