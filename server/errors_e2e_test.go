@@ -306,12 +306,7 @@ func TestErrorsRequestHeadTimeout(t *testing.T) {
 			}
 			for _, tc := range cases {
 				t.Run(tc.desc, func(t *testing.T) {
-					c, br := dialRaw(t, tg.addr(3000))
-					if tc.before != "" {
-						if resp := roundTripRaw(t, c, br, "GET", tc.before); resp.status() != 200 {
-							t.Fatalf("request before: %q", resp.line)
-						}
-					}
+					c, br := dialAfter(t, tg.addr(3000), tc.before)
 					start := time.Now()
 					if tc.send != "" {
 						resp := roundTripRaw(t, c, br, "GET", tc.send)
@@ -529,12 +524,7 @@ func TestErrorsBareLFHead(t *testing.T) {
 				{desc: "second request", before: get, pieces: []string{"GET / HTTP/1.1\nHost: a\n\n"}},
 			} {
 				t.Run(tc.desc, func(t *testing.T) {
-					c, br := dialRaw(t, tg.addr(3000))
-					if tc.before != "" {
-						if resp := roundTripRaw(t, c, br, "GET", tc.before); resp.status() != 200 {
-							t.Fatalf("request before: %q", resp.line)
-						}
-					}
+					c, br := dialAfter(t, tg.addr(3000), tc.before)
 					start := time.Now()
 					for _, p := range tc.pieces[:len(tc.pieces)-1] {
 						if _, err := io.WriteString(c, p); err != nil {
@@ -565,4 +555,17 @@ func TestErrorsBareLFHead(t *testing.T) {
 			})
 		})
 	}
+}
+
+// dialAfter opens a raw client connection to addr and, if before is set,
+// makes that request on it first, which must get 200.
+func dialAfter(t *testing.T, addr, before string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, br := dialRaw(t, addr)
+	if before != "" {
+		if resp := roundTripRaw(t, c, br, "GET", before); resp.status() != 200 {
+			t.Fatalf("request before: %q", resp.line)
+		}
+	}
+	return c, br
 }
