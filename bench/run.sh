@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: throughput, latency and memory of the gateway against nginx,
-# HAProxy and no proxy at all, written to bench/RESULTS.md. See bench/README.md.
+# HAProxy, a bare fasthttp proxy (the reference) and no proxy at all, written
+# to bench/RESULTS.md. See bench/README.md.
 set -euo pipefail
 
 usage() {
@@ -18,7 +19,7 @@ Environment knobs (defaults in brackets):
   BENCH_PROXY_CPU     CPU the proxy under test is pinned to [0]
   BENCH_LOAD_CPU      CPU wrk and idleconns are pinned to [1]
   BENCH_UPSTREAM_CPU  CPU the upstream server is pinned to [BENCH_PROXY_CPU]
-  BENCH_TARGETS       subset of "direct gateway nginx haproxy" [all four]
+  BENCH_TARGETS       subset of "direct gateway nginx haproxy fasthttp" [all five]
   BENCH_GATEWAY_BIN   use this gateway binary instead of building ./cmd/gateway
   BENCH_RESULTS       markdown file to write [bench/RESULTS.md]
 EOF
@@ -40,7 +41,7 @@ LOAD_CPU=${BENCH_LOAD_CPU:-1}
 # The upstream shares the proxy's CPU so the proxy's CPU is always the
 # bottleneck; see "Pinning" in bench/README.md.
 UPSTREAM_CPU=${BENCH_UPSTREAM_CPU:-$PROXY_CPU}
-TARGETS=${BENCH_TARGETS:-direct gateway nginx haproxy}
+TARGETS=${BENCH_TARGETS:-direct gateway nginx haproxy fasthttp}
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-}
 RESULTS=${BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}
 SKIP_GATEWAY=0
@@ -74,7 +75,7 @@ secs "$WARMUP" >/dev/null
 [[ $IDLE_HOLD =~ ^[0-9]+$ ]] || die "BENCH_IDLE_HOLD must be a whole number of seconds"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive integer"
 for t in $TARGETS; do
-	case $t in direct | gateway | nginx | haproxy) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
+	case $t in direct | gateway | nginx | haproxy | fasthttp) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
 done
 wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
 
@@ -188,7 +189,7 @@ fail() {
 lastlines() { tail -n 3 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
 
 log "building helpers into $BIN"
-(cd "$ROOT" && for p in upstream idleconns freeport probe report mcpbench; do
+(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench; do
 	go build -o "$BIN/$p" "./bench/$p"
 done) || die "building the bench helpers failed"
 
@@ -216,10 +217,10 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 7)
-((${#ports[@]} == 7)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 8)
+((${#ports[@]} == 8)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
-declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]})
+declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]} [fasthttp]=${ports[7]})
 GW_READY_PORT=${ports[2]}
 GW_MCP_PORT=${ports[5]}
 MCP_TARGET_PORT=${ports[6]}
@@ -298,6 +299,15 @@ start_haproxy() {
 	check_proxy haproxy || { cp "$OUT/haproxy.log" "$OUT/haproxy-failed.log"; return 1; }
 }
 
+# The reference: fasthttp's Server and HostClient and nothing else.
+start_fasthttp() {
+	taskset -c "$PROXY_CPU" "$BIN/fastproxy" -addr "127.0.0.1:${PORT[fasthttp]}" \
+		-upstream "127.0.0.1:$UPSTREAM_PORT" >"$OUT/fasthttp.log" 2>&1 &
+	PID[fasthttp]=$!
+	STARTED+=("$!")
+	check_proxy fasthttp
+}
+
 # status_kib PID FIELD: a /proc/PID/status figure in KiB (0 if gone).
 status_kib() {
 	awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
@@ -365,7 +375,7 @@ other_cpu_pct() {
 running() { [[ ${STATUS[$1]:-} == ok && -n ${PID[$1]:-} ]]; }
 
 PROXIES=()
-for t in gateway nginx haproxy; do
+for t in gateway nginx haproxy fasthttp; do
 	wanted "$t" || continue
 	[[ $t == gateway && -z $GATEWAY ]] && continue
 	log "starting $t on 127.0.0.1:${PORT[$t]} (CPU $PROXY_CPU)"
@@ -429,7 +439,7 @@ measure() {
 # turns round after round, direct first, then the proxies in an order rotated
 # from round to round, so neither the machine's drift nor running right after
 # direct favours one proxy; the report takes each target's median round.
-order=(gateway nginx haproxy)
+order=(gateway nginx haproxy fasthttp)
 for spec in small-c50:/small:50 1m-c10:/1m:10 small-c1:/small:1; do
 	IFS=: read -r c path conns <<<"$spec"
 	for ((round = 1; round <= ROUNDS; round++)); do
@@ -485,8 +495,10 @@ hold_idle_conns() {
 
 # After the load cases: closing 10,000 connections leaves as many sockets in
 # TIME_WAIT for a minute, and load measured meanwhile ran measurably slower
-# (bench/README.md, Order).
+# (bench/README.md, Order). The reference proxy has no memory goal, so it
+# skips this test and the time it takes.
 for t in "${PROXIES[@]}"; do
+	[[ $t == fasthttp ]] && continue
 	running "$t" && hold_idle_conns "$t"
 done
 
@@ -498,7 +510,7 @@ done
 
 first() { "$@" 2>&1 | head -n 1 || true; }
 command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS BENCH_IDLE_HOLD=$IDLE_HOLD"
-[[ $TARGETS != "direct gateway nginx haproxy" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
+[[ $TARGETS != "direct gateway nginx haproxy fasthttp" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
 command_line+=" bench/run.sh${*:+ $*}"
 {
 	echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -508,6 +520,7 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "go=$(go env GOVERSION)"
 	echo "nginx=$(first nginx -v | sed 's|^nginx version: nginx/||')"
 	echo "haproxy=$(first haproxy -v | awk '{ print $3 }')"
+	echo "fasthttp=$(cd "$ROOT" && first go list -m -f '{{.Version}}' github.com/valyala/fasthttp)"
 	echo "wrk=$(first wrk -v | awk '{ print $2 }')"
 	echo "command=$command_line"
 	echo "duration=$DURATION"

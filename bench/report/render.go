@@ -9,10 +9,11 @@ import (
 
 // targetLabels name the targets in tables.
 var targetLabels = map[string]string{
-	targetDirect:  "direct (no proxy)",
-	targetGateway: "gateway",
-	targetNginx:   "nginx",
-	targetHAProxy: "HAProxy",
+	targetDirect:   "direct (no proxy)",
+	targetGateway:  "gateway",
+	targetNginx:    "nginx",
+	targetHAProxy:  "HAProxy",
+	targetFastHTTP: "bare fasthttp proxy (reference)",
 }
 
 // render writes the RESULTS.md text.
@@ -38,6 +39,7 @@ func (r *results) render() string {
 		{"Go", m("go")},
 		{"nginx", m("nginx")},
 		{"HAProxy", m("haproxy")},
+		{"fasthttp", m("fasthttp")},
 		{"wrk", m("wrk")},
 	} {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], escapeCell(row[1]))
@@ -56,8 +58,10 @@ func (r *results) render() string {
 		fmt.Fprintf(&b, "- Load: `taskset -c %s wrk -t1 -cN -d%s --latency URL`, each preceded by a %s warm-up run that is not recorded.\n",
 			m("load_cpu"), m("duration"), m("warmup"))
 	}
-	fmt.Fprintf(&b, "- Each proxy runs on CPU %s (`taskset`), one worker: gateway with GOMAXPROCS=1 by affinity, "+
+	fmt.Fprintf(&b, "- Each proxy runs on CPU %s (`taskset`), one worker: gateway and the bare fasthttp proxy with GOMAXPROCS=1 by affinity, "+
 		"nginx `worker_processes 1`, HAProxy `nbthread 1`; keep-alive to the upstream, access logs off.\n", m("proxy_cpu"))
+	b.WriteString("- Reference: the bare fasthttp proxy (`bench/fastproxy`) is a fasthttp Server forwarding every request through one " +
+		"HostClient and nothing else, the stack the gateway is built on; it has no goals and skips the idle-connection test.\n")
 	fmt.Fprintf(&b, "- Upstream: `bench/upstream` (fasthttp, precomputed bodies) on CPU %s, shared by all targets; "+
 		"`direct` is wrk straight to it. Why it shares the proxy's CPU: `bench/README.md`, Pinning.\n", m("upstream_cpu"))
 	fmt.Fprintf(&b, "- Memory: VmRSS of the process tree from /proc: idle after start; then while `bench/idleconns` holds %s "+
@@ -145,25 +149,44 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 	}
 
 	var ratios []string
-	for _, other := range []string{targetNginx, targetHAProxy} {
-		gw, ok1 := r.valid(c.id, targetGateway)
-		o, ok2 := r.valid(c.id, other)
-		if !ok1 || !ok2 || o.ReqPerSec == 0 || o.P99 == 0 {
-			continue
+	for _, other := range []string{targetNginx, targetHAProxy, targetFastHTTP} {
+		if s, ok := r.ratio(c.id, targetGateway, other, "gateway/"+targetLabels[other]); ok {
+			ratios = append(ratios, s)
 		}
-		ratio := fmt.Sprintf("gateway/%s: req/s %s, p99 %s", targetLabels[other],
-			fmtRatio(gw.ReqPerSec/o.ReqPerSec), fmtRatio(float64(gw.P99)/float64(o.P99)))
-		if gwCPU, otherCPU := r.runs[c.id][targetGateway].cpuPerReq, r.runs[c.id][other].cpuPerReq; gwCPU > 0 && otherCPU > 0 {
-			ratio += ", CPU per request " + fmtRatio(gwCPU/otherCPU)
-		}
-		if med, lo, hi, ok := pairedRatios(r.runs[c.id][targetGateway], r.runs[c.id][other]); ok {
-			ratio += fmt.Sprintf(" (req/s round by round: median %s, %s–%s)", fmtRatio(med), fmtRatio(lo), fmtRatio(hi))
-		}
-		ratios = append(ratios, ratio)
 	}
+	var sentences []string
 	if len(ratios) > 0 {
-		fmt.Fprintf(b, "\n%s.\n", strings.Join(ratios, "; "))
+		sentences = append(sentences, strings.Join(ratios, "; ")+".")
 	}
+	// The reference against nginx, on its own: the figure the gateway's
+	// goals against nginx can be read beside.
+	if s, ok := r.ratio(c.id, targetFastHTTP, targetNginx, "bare fasthttp proxy/nginx"); ok {
+		sentences = append(sentences, s+".")
+	}
+	if len(sentences) > 0 {
+		fmt.Fprintf(b, "\n%s\n", strings.Join(sentences, " "))
+	}
+}
+
+// ratio compares target a with target b in one case, under the given name:
+// req/s, p99, CPU per request when both have it, and req/s round by round
+// when measured in rounds. ok is false unless both runs are valid.
+func (r *results) ratio(caseID, a, b, name string) (string, bool) {
+	x, okA := r.valid(caseID, a)
+	y, okB := r.valid(caseID, b)
+	if !okA || !okB || y.ReqPerSec == 0 || y.P99 == 0 {
+		return "", false
+	}
+	s := fmt.Sprintf("%s: req/s %s, p99 %s", name,
+		fmtRatio(x.ReqPerSec/y.ReqPerSec), fmtRatio(float64(x.P99)/float64(y.P99)))
+	runA, runB := r.runs[caseID][a], r.runs[caseID][b]
+	if runA.cpuPerReq > 0 && runB.cpuPerReq > 0 {
+		s += ", CPU per request " + fmtRatio(runA.cpuPerReq/runB.cpuPerReq)
+	}
+	if med, lo, hi, ok := pairedRatios(runA, runB); ok {
+		s += fmt.Sprintf(" (req/s round by round: median %s, %s–%s)", fmtRatio(med), fmtRatio(lo), fmtRatio(hi))
+	}
+	return s, true
 }
 
 func (r *results) renderMemory(b *strings.Builder) {
@@ -205,7 +228,8 @@ func (r *results) renderMemory(b *strings.Builder) {
 	b.WriteString("\nnginx figures are master + worker. Idle is measured after start-up and two probe requests. " +
 		"HAProxy refuses to start unless two descriptors per connection fit the open-file limit, " +
 		"so it may hold fewer idle connections than the others; \"per conn\" is the growth over idle divided by the connections held, once held idle. " +
-		"The gateway parks a connection idle for 1-2 s (no goroutine, buffers released), so its memory falls between the two samples.\n")
+		"The gateway parks a connection idle for 1-2 s (no goroutine, buffers released), so its memory falls between the two samples. " +
+		"The bare fasthttp proxy (reference) skips the idle-connection test, so its connection columns are empty and its peak covers the load cases only.\n")
 }
 
 // problems lists failed targets and runs, for the end of the report.

@@ -15,13 +15,22 @@ func TestRenderGolden(t *testing.T) {
 	tests := []struct {
 		desc string
 		dir  string
-		// wantIn are fragments the output must hold, beyond the golden match.
-		wantIn []string
+		// wantIn are fragments the output must hold, beyond the golden match;
+		// wantNotIn, fragments it must not.
+		wantIn, wantNotIn []string
 	}{
 		{
-			desc:   "complete quiet run",
-			dir:    "complete",
-			wantIn: []string{"| RSS idle < 40 MiB | 18.7 MiB | met |", "| gateway | 41,388 |"},
+			desc: "complete quiet run",
+			dir:  "complete",
+			wantIn: []string{
+				"| RSS idle < 40 MiB | 18.7 MiB | met |", "| gateway | 41,388 |",
+				// The reference: a row after HAProxy, in the ratio line and
+				// against nginx, and its idle RSS without connection figures.
+				"| HAProxy | 27,398 | 890 µs | 34.48 ms | — | 0 | 3% |\n| bare fasthttp proxy (reference) | 58,155 | 590 µs | 101.52 ms | — | 0 | 1% |\n",
+				"; gateway/bare fasthttp proxy (reference): req/s 0.71×, p99 0.16×. bare fasthttp proxy/nginx: req/s 1.05×, p99 1.30×.\n",
+				"| bare fasthttp proxy (reference) | 9.0 MiB | — | — | — | 14.0 MiB |",
+				"| fasthttp | v1.77.0 |",
+			},
 		},
 		{
 			desc: "measured in rounds",
@@ -39,6 +48,12 @@ func TestRenderGolden(t *testing.T) {
 				"| gateway | 41,388 (30,000–45,000) | 739 µs | 16.49 ms (5.00 ms–30.00 ms) | 16.0 µs |",
 				"| HAProxy | 27,398 (27,398–27,398) | 890 µs | 34.48 ms (34.48 ms–34.48 ms) | — |",
 				"gateway/nginx: req/s 0.75×, p99 0.21×, CPU per request 1.07× (",
+				// The reference's round by round against nginx: 57,000,
+				// 58,155 and 60,000 against 55,386 each.
+				"bare fasthttp proxy/nginx: req/s 1.05×, p99 1.30×, CPU per request 0.93× (req/s round by round: median 1.05×, 1.03×–1.08×).",
+				// Its failed round: reported, and no ratio for that case.
+				"1 MiB, 10 conns, bare fasthttp proxy (reference): round 2: wrk failed: unable to connect",
+				"gateway/HAProxy: req/s 0.49×, p99 1.80× (req/s round by round: median 0.49×, 0.49×–0.49×).\n",
 			},
 		},
 		{
@@ -51,7 +66,10 @@ func TestRenderGolden(t *testing.T) {
 				"1 MiB, 10 conns, nginx: not wrk --latency output",
 				"small, 1 conn, HAProxy: wrk failed: unable to connect",
 				"| RSS idle < 40 MiB | — | not measured |",
+				// A run without the reference, as before it existed.
+				"| bare fasthttp proxy (reference) | not run |",
 			},
+			wantNotIn: []string{"gateway/bare fasthttp proxy", "bare fasthttp proxy/nginx"},
 		},
 	}
 	for _, tc := range tests {
@@ -80,7 +98,25 @@ func TestRenderGolden(t *testing.T) {
 					t.Errorf("output lacks %q", frag)
 				}
 			}
+			for _, frag := range tc.wantNotIn {
+				if strings.Contains(got, frag) {
+					t.Errorf("output holds %q", frag)
+				}
+			}
 		})
+	}
+}
+
+func TestProblemsFailedReference(t *testing.T) {
+	r := &results{
+		meta:    map[string]string{},
+		targets: map[string]targetInfo{targetFastHTTP: {status: "failed", note: "does not forward correctly"}},
+		runs:    map[string]map[string]run{"small-c50": {targetFastHTTP: {err: "exited before small-c50"}}},
+	}
+	got := r.problems()
+	want := "bare fasthttp proxy (reference): failed — does not forward correctly"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("problems = %q, want just %q", got, want)
 	}
 }
 

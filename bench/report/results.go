@@ -18,12 +18,15 @@ const (
 	targetGateway = "gateway"
 	targetNginx   = "nginx"
 	targetHAProxy = "haproxy"
+	// targetFastHTTP is bench/fastproxy, a bare fasthttp reverse proxy: the
+	// reference for what the gateway's own stack costs by itself.
+	targetFastHTTP = "fasthttp"
 )
 
-var targets = []string{targetDirect, targetGateway, targetNginx, targetHAProxy}
+var targets = []string{targetDirect, targetGateway, targetNginx, targetHAProxy, targetFastHTTP}
 
 // proxies are the targets that sit between wrk and the upstream.
-var proxies = []string{targetGateway, targetNginx, targetHAProxy}
+var proxies = []string{targetGateway, targetNginx, targetHAProxy, targetFastHTTP}
 
 // benchCase is one load shape. IDs match the wrk file names run.sh writes.
 type benchCase struct {
