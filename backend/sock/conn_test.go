@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -247,6 +248,49 @@ func TestReadFromWritesEveryPiece(t *testing.T) {
 	sc.CloseWrite()
 	if n := <-done; n != 150000 {
 		t.Fatalf("peer got %d bytes", n)
+	}
+}
+
+// sizedReader serves total bytes in pieces of at most piece bytes and
+// records the size of every buffer it is asked to fill.
+type sizedReader struct {
+	total, piece int
+	asked        []int
+}
+
+func (r *sizedReader) Read(p []byte) (int, error) {
+	r.asked = append(r.asked, len(p))
+	if r.total == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), r.piece, r.total)
+	r.total -= n
+	return n, nil
+}
+
+// A copy that fills its buffer moves to the bulk buffer; one that reads
+// small pieces, as an event stream does, keeps the small one.
+func TestReadFromBufferGrowsOnlyForBulk(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		total, piece int
+		want         []int
+	}{
+		{"events", 3000, 1000, []int{streamBuffer, streamBuffer, streamBuffer, streamBuffer}},
+		{"bulk", 3 * streamBuffer, 1 << 20, []int{streamBuffer, bulkBuffer, bulkBuffer}},
+		{"short bulk", streamBuffer, 1 << 20, []int{streamBuffer, bulkBuffer}},
+		{"just under", streamBuffer - 1, 1 << 20, []int{streamBuffer, streamBuffer}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &sizedReader{total: tc.total, piece: tc.piece}
+			var w bytes.Buffer
+			if n, err := copyPromptly(&w, r); n != int64(tc.total) || err != nil || w.Len() != tc.total {
+				t.Fatalf("copyPromptly = %d, %v; wrote %d", n, err, w.Len())
+			}
+			if !slices.Equal(r.asked, tc.want) {
+				t.Fatalf("buffers asked to fill: %v, want %v", r.asked, tc.want)
+			}
+		})
 	}
 }
 

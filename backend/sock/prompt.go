@@ -149,9 +149,17 @@ func (c *PromptConn) ReadFrom(r io.Reader) (int64, error) { return copyPromptly(
 
 // copyPromptly copies r to w until io.EOF, writing each piece as soon as it
 // is read.
+//
+// It starts with a streamBuffer and moves to a bulkBuffer after the first
+// read that fills it. A stream of events (SSE) reads less than a buffer at a
+// time and may sit in the copy for as long as the stream lasts, so it keeps
+// the small buffer; a bulk body is read as fast as the socket delivers it,
+// and the larger buffer halves its system calls (docs/ARCHITECTURE.md,
+// "Bodies stream by default").
 func copyPromptly(w io.Writer, r io.Reader) (int64, error) {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
+	pool := &streamBuffers
+	bp := pool.Get().(*[]byte)
+	defer func() { pool.Put(bp) }()
 	buf := *bp
 	var total int64
 	for {
@@ -172,13 +180,32 @@ func copyPromptly(w io.Writer, r io.Reader) (int64, error) {
 		if err != nil {
 			return total, err
 		}
+		if n == len(buf) && pool == &streamBuffers {
+			pool.Put(bp)
+			pool = &bulkBuffers
+			bp = pool.Get().(*[]byte)
+			buf = *bp
+		}
 	}
 }
 
-var copyBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 32<<10)
-	return &b
-}}
+// The two sizes of copyPromptly's buffer. A bulk buffer is as large as a
+// transfer may be and still be made as a raw system call (socketCall).
+const (
+	streamBuffer = 32 << 10
+	bulkBuffer   = rawCallMax
+)
+
+var (
+	streamBuffers = sync.Pool{New: func() any {
+		b := make([]byte, streamBuffer)
+		return &b
+	}}
+	bulkBuffers = sync.Pool{New: func() any {
+		b := make([]byte, bulkBuffer)
+		return &b
+	}}
+)
 
 // IsTimeout reports whether err is a timeout (a net.Error that says so; a
 // deadline's os.ErrDeadlineExceeded is one). It is apart from Read so that
