@@ -277,7 +277,7 @@ func TestReadFromBufferGrowsOnlyForBulk(t *testing.T) {
 		want         []int
 	}{
 		{"events", 3000, 1000, []int{streamBuffer, streamBuffer, streamBuffer, streamBuffer}},
-		{"bulk", 3 * streamBuffer, 1 << 20, []int{streamBuffer, bulkBuffer, bulkBuffer}},
+		{"bulk", streamBuffer + 2*bulkBuffer, 1 << 20, []int{streamBuffer, bulkBuffer, bulkBuffer, bulkBuffer}},
 		{"short bulk", streamBuffer, 1 << 20, []int{streamBuffer, bulkBuffer}},
 		{"just under", streamBuffer - 1, 1 << 20, []int{streamBuffer, streamBuffer}},
 	} {
@@ -437,6 +437,23 @@ func TestWriteToUsesTheDeadlineAskedFor(t *testing.T) {
 
 // BenchmarkServerDeadlines sets the three read deadlines a fasthttp server
 // sets per request (idle, header, body timeouts).
+// BenchmarkReadFrom copies a 1 MiB body into a socket through ReadFrom, the
+// path a streamed body of known length takes to the client.
+func BenchmarkReadFrom(b *testing.B) {
+	sc, peer := pair(b)
+	go io.Copy(io.Discard, peer)
+	body := bytes.Repeat([]byte("x"), 1<<20)
+	var src bytes.Reader
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Reset(body)
+		if _, err := sc.ReadFrom(&src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkServerDeadlines(b *testing.B) {
 	for _, mode := range []string{"net.TCPConn", "sock.Conn"} {
 		b.Run(mode, func(b *testing.B) {
