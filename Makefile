@@ -7,12 +7,32 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 export GOFLAGS := -buildvcs=false
 export GOTOOLCHAIN := local
 
-.PHONY: all build run test vet lint fmt-check fuzz bench clean deps
+.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps
 
 all: build
 
 deps:
 	$(GO) mod download
+
+# The npm packages the Node.js MCP tests run (backend/mcp/mcptest/nodemcp),
+# pinned by testdata/node/package-lock.json. `npm ci` runs only when
+# node_modules is missing or was installed from another lock file (the copy
+# in node_modules/.nodemcp-lock.json says which); node and npm come from
+# Debian when missing.
+NODE_DIR := testdata/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.nodemcp-lock.json
+node-deps:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "node-deps: installing nodejs and npm"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update && $$sudo apt-get install -y nodejs npm; \
+	fi
+	@if ! cmp -s $(NODE_DIR)/package-lock.json $(NODE_STAMP); then \
+	  echo "node-deps: npm ci in $(NODE_DIR)"; \
+	  rm -f $(NODE_STAMP); \
+	  (cd $(NODE_DIR) && npm ci --no-audit --no-fund --ignore-scripts) && \
+	  cp $(NODE_DIR)/package-lock.json $(NODE_STAMP); \
+	fi
 
 build: deps
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
@@ -31,7 +51,7 @@ run: build
 	echo; \
 	$(BIN)/gateway
 
-test: deps fmt-check vet lint
+test: deps node-deps fmt-check vet lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 fmt-check:

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 )
 
 // stdioServerEnv makes the test binary an MCP server over stdio (the
@@ -13,6 +15,7 @@ import (
 const stdioServerEnv = "GATEWAY_TEST_MCP_STDIO"
 
 func TestMain(m *testing.M) {
+	mcptest.RunStdioIfRequested()
 	if name := os.Getenv(stdioServerEnv); name != "" {
 		runStdioServer(name)
 		os.Exit(0)

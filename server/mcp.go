@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -16,7 +17,7 @@ import (
 // running one when the config is unchanged since the last snapshot (its
 // sessions carry on), else a new one. Backends the new snapshot no longer
 // uses are closed by Apply once it is in place.
-func (c *compiler) mcpBackend(path, routeName string, cfg *config.MCPBackend) (*mcpgw.Backend, error) {
+func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBackend) (*mcpgw.Backend, error) {
 	var ttl time.Duration
 	var key []byte
 	if s := c.file.Config; s != nil {
@@ -29,11 +30,12 @@ func (c *compiler) mcpBackend(path, routeName string, cfg *config.MCPBackend) (*
 	}
 	spec, err := json.Marshal(struct {
 		Route  string
+		Scope  string
 		Config *config.MCPBackend
 		TTL    time.Duration
 		Key    []byte
 		Stdio  []any
-	}{routeName, cfg, ttl, key, stdioSpecs(cfg)})
+	}{routeName, scope, cfg, ttl, key, stdioSpecs(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
@@ -47,6 +49,7 @@ func (c *compiler) mcpBackend(path, routeName string, cfg *config.MCPBackend) (*
 	}
 	b, err := mcpgw.New(mcpgw.Options{
 		Name:       routeName,
+		Scope:      scope,
 		Config:     cfg,
 		SessionTTL: ttl,
 		SessionKey: key,
@@ -59,6 +62,12 @@ func (c *compiler) mcpBackend(path, routeName string, cfg *config.MCPBackend) (*
 	c.mcp[id] = b
 	c.mcpNew = append(c.mcpNew, b)
 	return b, nil
+}
+
+// routeScope names a route by its bind, listener and name: MCP session ids
+// are sealed to it, so a same-named route elsewhere refuses them.
+func routeScope(port int, l *config.Listener, routeName string) string {
+	return strconv.Itoa(port) + "\x00" + l.Namespace + "/" + l.Name + "\x00" + l.Hostname + "\x00" + routeName
 }
 
 // stdioSpecs lists the stdio targets in full: MarshalJSON hides their
@@ -107,6 +116,7 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend) int {
 		Passthrough: r.passthrough || rb.passthrough,
 		Timeout:     r.timeout,
 		MaxBody:     rs.bind.frontend.maxBufferSize,
+		Subject:     mcpgw.Subject(pc.Claims),
 	}
 	if req.Passthrough && len(pc.Token) > 0 {
 		req.Token = append([]byte(nil), pc.Token...)

@@ -469,7 +469,7 @@ binds:
 	tg.apply(config("\n        backendAuth: { passthrough: {} }", "\n          failureMode: failOpen"), vars)
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err != nil {
 		var why []string
-		for _, e := range tg.logs.FilterMessage("mcp session could not be resumed").All() {
+		for _, e := range tg.logs.FilterMessage("mcp session not resumed").All() {
 			why = append(why, fmt.Sprint(e.ContextMap()))
 		}
 		t.Fatalf("session not resumed after the backend changed: %v (%v)", err, why)

@@ -358,7 +358,7 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 	}
 	for bi := range r.Backends {
-		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, &r.Backends[bi])
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi])
 		if !pe.ok("", err) {
 			continue
 		}
@@ -454,7 +454,7 @@ func fieldError(path, field string, err error) error {
 	return &decode.FieldError{Path: path + "." + field, Msg: err.Error()}
 }
 
-func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend) (*routeBackend, error) {
+func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend) (*routeBackend, error) {
 	out := &routeBackend{}
 	policies := rb.Policies
 	settings := c.defaults
@@ -514,7 +514,7 @@ func (c *compiler) routeBackend(path, routeName string, rb *config.RouteBackend)
 	case config.BackendDynamic:
 		out.dynamic = c.gw.dynamicPools(settings)
 	case config.BackendMCP:
-		m, err := c.mcpBackend(path, routeName, rb.MCP)
+		m, err := c.mcpBackend(path, routeName, scope, rb.MCP)
 		if err != nil {
 			return nil, err
 		}

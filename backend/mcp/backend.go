@@ -22,18 +22,26 @@ import (
 // Options configure one MCP backend.
 type Options struct {
 	// Name identifies the backend in logs and metrics (the route's name).
-	Name   string
+	Name string
+	// Scope names the bind, listener and route the backend serves; session
+	// ids are sealed to it, so no other route takes them. Default: Name.
+	Scope  string
 	Config *config.MCPBackend
 	// SessionTTL closes client sessions idle for longer (default 30m).
 	SessionTTL time.Duration
-	// SessionKey (32 bytes) encrypts session ids; without it they are only
-	// encoded.
+	// SessionKey (32 bytes) seals session ids; replicas that share it resume
+	// each other's sessions. Without it a key of this process seals them.
 	SessionKey []byte
 	Logger     *zap.Logger
 	Metrics    Metrics
 	// CallTimeout bounds one call to a target when the route sets no timeout
 	// (default 10m).
 	CallTimeout time.Duration
+	// StdioIdle stops a session's stdio process once it has been idle this
+	// long while the client has no stream open (default 1m, at most the
+	// session TTL); the next call starts it again. Clients that never end
+	// their sessions then cost no process beyond it.
+	StdioIdle time.Duration
 }
 
 // Metrics records one MCP call; the server implements it.
@@ -45,6 +53,9 @@ type Metrics interface {
 const DefaultSessionTTL = 30 * time.Minute
 
 const defaultCallTimeout = 10 * time.Minute
+
+// DefaultStdioIdle is Options.StdioIdle's default.
+const DefaultStdioIdle = time.Minute
 
 // Backend is the compiled MCP backend of a route. It is shared by every
 // request of the route and outlives reloads that leave its config unchanged.
@@ -58,28 +69,43 @@ type Backend struct {
 	failOpen  bool
 	stateless bool
 	ttl       time.Duration
+	scope     string
 	aead      cipher.AEAD
 	client    *http.Client
+	caps      *capabilitySet // what each target declared, learned at initialize
+
+	legacyKeepAlive time.Duration // between comments on a legacy SSE stream
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	ended    map[string]int64         // ids of ended sessions -> when the mark may go (unix ns)
+	resuming map[string]chan struct{} // ids being resumed, closed when done
 	closed   bool
 	stop     chan struct{}
 	sweeping sync.WaitGroup
+	closing  sync.WaitGroup // sessions being closed in the background
 }
 
 // New compiles an MCP backend.
 func New(o Options) (*Backend, error) {
 	c := o.Config
 	b := &Backend{
-		opts:      o,
-		log:       o.Logger,
-		byName:    map[string]int{},
-		failOpen:  c.FailureMode == "failOpen",
-		stateless: c.Stateless(),
-		ttl:       o.SessionTTL,
-		sessions:  map[string]*Session{},
-		stop:      make(chan struct{}),
+		opts:            o,
+		log:             o.Logger,
+		byName:          map[string]int{},
+		failOpen:        c.FailureMode == "failOpen",
+		stateless:       c.Stateless(),
+		ttl:             o.SessionTTL,
+		scope:           o.Scope,
+		legacyKeepAlive: legacyKeepAlive,
+		caps:            newCapabilitySet(len(c.Targets)),
+		sessions:        map[string]*Session{},
+		ended:           map[string]int64{},
+		resuming:        map[string]chan struct{}{},
+		stop:            make(chan struct{}),
+	}
+	if b.scope == "" {
+		b.scope = o.Name
 	}
 	if b.log == nil {
 		b.log = zap.NewNop()
@@ -90,6 +116,10 @@ func New(o Options) (*Backend, error) {
 	if b.opts.CallTimeout <= 0 {
 		b.opts.CallTimeout = defaultCallTimeout
 	}
+	if b.opts.StdioIdle <= 0 {
+		b.opts.StdioIdle = DefaultStdioIdle
+	}
+	b.opts.StdioIdle = min(b.opts.StdioIdle, b.ttl)
 	for i := range c.Targets {
 		b.targets = append(b.targets, &c.Targets[i])
 		b.byName[c.Targets[i].Name] = i
@@ -102,13 +132,15 @@ func New(o Options) (*Backend, error) {
 	default:
 		b.prefix = len(b.targets) > 1
 	}
-	if len(o.SessionKey) > 0 {
-		aead, err := newAEAD(o.SessionKey)
-		if err != nil {
-			return nil, err
-		}
-		b.aead = aead
+	key := o.SessionKey
+	if len(key) == 0 {
+		key = processKey()
 	}
+	aead, err := newAEAD(key)
+	if err != nil {
+		return nil, err
+	}
+	b.aead = aead
 	b.client = &http.Client{Transport: &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -123,7 +155,10 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close ends every session (stopping stdio processes) and the sweeper.
+// Close stops every session here (stdio processes stop) and the sweeper.
+// It does not end the sessions: streamable HTTP targets keep their
+// upstream sessions, so the clients' ids resume them on the backend that
+// replaces this one or on another replica.
 func (b *Backend) Close() {
 	b.mu.Lock()
 	if b.closed {
@@ -135,17 +170,24 @@ func (b *Backend) Close() {
 	b.sessions = map[string]*Session{}
 	b.mu.Unlock()
 	close(b.stop)
+	var wg sync.WaitGroup
 	for _, s := range sessions {
-		s.close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.release()
+		}()
 	}
+	wg.Wait()
 	b.sweeping.Wait()
+	b.closing.Wait()
 	b.client.CloseIdleConnections()
 }
 
 // sweep closes idle sessions.
 func (b *Backend) sweep() {
 	defer b.sweeping.Done()
-	every := b.ttl / 4
+	every := min(b.ttl, b.opts.StdioIdle) / 4
 	every = min(max(every, 10*time.Millisecond), time.Minute)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -156,61 +198,133 @@ func (b *Backend) sweep() {
 		case <-t.C:
 		}
 		now := time.Now()
-		var idle []*Session
+		var idle, live []*Session
 		b.mu.Lock()
 		for id, s := range b.sessions {
 			if s.expired(now) {
-				delete(b.sessions, id)
+				b.endLocked(id, s)
 				idle = append(idle, s)
+			} else {
+				live = append(live, s)
+			}
+		}
+		for id, until := range b.ended {
+			if now.UnixNano() > until {
+				delete(b.ended, id)
 			}
 		}
 		b.mu.Unlock()
 		for _, s := range idle {
 			b.log.Debug("mcp session expired", zap.String("backend", b.opts.Name))
-			s.close()
+			b.closeLater(s)
+		}
+		b.parkIdle(live, now)
+	}
+}
+
+// parkIdle stops the stdio processes of sessions that have not used them
+// for StdioIdle and have no client stream open.
+func (b *Backend) parkIdle(sessions []*Session, now time.Time) {
+	for _, s := range sessions {
+		if s.streaming() {
+			continue
+		}
+		for i, t := range b.targets {
+			if t.Kind == config.MCPTargetStdio && s.park(i, b.opts.StdioIdle, now) {
+				b.log.Debug("mcp stdio target idle, stopped", zap.String("backend", b.opts.Name), zap.String("target", t.Name))
+			}
 		}
 	}
 }
 
-// lookup returns a live session.
-func (b *Backend) lookup(id string) *Session {
+// maxEnded bounds the marks of ended sessions. Past it the oldest half
+// goes; their ids are refused anyway once their TTL since issue has passed.
+const maxEnded = 1 << 16
+
+// endLocked forgets a session and marks its id ended, so that it is never
+// resumed. The mark lasts as long as the id could otherwise be resumed.
+func (b *Backend) endLocked(id string, s *Session) {
+	delete(b.sessions, id)
+	until := time.Now().Add(b.ttl).UnixNano()
+	if s != nil && s.issued > 0 {
+		until = s.issued*int64(time.Millisecond) + int64(b.ttl)
+	}
+	if len(b.ended) >= maxEnded {
+		for k := range b.ended {
+			delete(b.ended, k)
+			if len(b.ended) < maxEnded/2 {
+				break
+			}
+		}
+	}
+	b.ended[id] = until
+}
+
+// closeLater closes a session in the background: a client ending its
+// session never waits for a target's process to stop. Close waits for
+// these.
+func (b *Backend) closeLater(s *Session) {
+	b.closing.Add(1)
+	go func() {
+		defer b.closing.Done()
+		s.close()
+	}()
+}
+
+// lookup returns a live session that the identity with this subject
+// fingerprint opened.
+func (b *Backend) lookup(id, subject string) *Session {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.sessions[id]
-	if s == nil {
-		return nil
+	if s == nil || s.subject != subject {
+		return nil // another identity's session is no session
 	}
 	if s.expired(time.Now()) {
-		delete(b.sessions, id)
-		go s.close()
+		b.endLocked(id, s)
+		b.closeLater(s)
 		return nil
 	}
 	s.touch()
 	return s
 }
 
-// register stores a session under its id; it fails once the backend closed.
+// isEnded reports whether a session id was ended here (DELETE or expiry).
+func (b *Backend) isEnded(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ended := b.ended[id]
+	return ended
+}
+
+// register stores a session under its id; it fails once the backend closed
+// or the id was ended meanwhile (a DELETE that came while it was resumed).
 func (b *Backend) register(s *Session) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return false
 	}
+	if _, ended := b.ended[s.id]; ended {
+		return false
+	}
 	b.sessions[s.id] = s
 	return true
 }
 
-// remove forgets and closes a session.
-func (b *Backend) remove(id string) bool {
+// end terminates a session: its id is marked ended, the targets' upstream
+// sessions are ended (a DELETE each, bounded, so that no replica can resume
+// the session once end returns), and the rest, stdio processes above all,
+// stops in the background.
+func (b *Backend) end(id string) {
 	b.mu.Lock()
 	s := b.sessions[id]
-	delete(b.sessions, id)
+	b.endLocked(id, s)
 	b.mu.Unlock()
-	if s == nil {
-		return false
+	if s != nil {
+		s.endUpstreamSessions()
+		b.closeLater(s)
 	}
-	s.close()
-	return true
 }
 
 // SessionCount is the number of live client sessions.

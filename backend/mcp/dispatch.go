@@ -3,9 +3,11 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -35,6 +37,12 @@ var Version = "dev"
 // initialize connects every target (concurrently), initializes it with the
 // client's params and merges the results. With failClosed one failure fails
 // the whole; with failOpen the targets that worked stay, unless none did.
+//
+// When o.resume names upstream sessions (a session resumed from its id),
+// those are continued instead, and each must still be alive: a target that
+// no longer knows its session means the session ended (deleted or expired
+// on another replica), so the resume fails. Only then are the other targets
+// initialized again, so a dead session starts no process.
 func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params json.RawMessage, o connectOptions) *jsonrpc.Response {
 	n := len(s.b.targets)
 	s.mu.Lock()
@@ -42,26 +50,25 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	s.opts = connectOptions{header: o.header}
 	s.mu.Unlock()
 	results := make([]*jsonrpc.Response, n)
+	if len(o.resume) > 0 {
+		if r := s.continueUpstreams(ctx, clientID, o, results); r != nil {
+			return r
+		}
+		if o.proceed != nil && !o.proceed() {
+			return errorResponse(clientID, jsonrpc.CodeInternalError, errSessionEnded.Error())
+		}
+	}
 	var wg sync.WaitGroup
 	for i := range n {
+		if results[i] != nil {
+			continue // continued above
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := o // this target's own copy: resuming may fall back to a new session
+			o := o
+			o.resume = nil
 			name := s.b.targets[i].Name
-			if o.resume[name] != "" {
-				// A resumed upstream session is initialized already, if the
-				// target still holds it: a ping tells.
-				if conn, err := s.dial(ctx, i, o); err == nil && s.attach(i, conn) != nil {
-					pingID, _ := jsonrpc.MakeID("resume-ping")
-					if r := s.forward(ctx, i, pingID, "ping", json.RawMessage(`{}`), nil); r.Error == nil {
-						results[i] = &jsonrpc.Response{ID: clientID, Result: json.RawMessage(`{}`)}
-						return
-					}
-					s.disconnect(i)
-				}
-				o.resume = nil // start a new upstream session instead
-			}
 			conn, err := s.dial(ctx, i, o)
 			if err != nil {
 				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", name, err))
@@ -75,6 +82,9 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 			s.fresh[i] = true
 			s.mu.Unlock()
 			results[i] = s.forward(ctx, i, clientID, "initialize", params, nil)
+			if results[i].Error == nil {
+				s.noteCaps(i, results[i].Result)
+			}
 		}()
 	}
 	wg.Wait()
@@ -100,6 +110,40 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	merged := mergeInitialize(results, ok)
 	s.noteVersion(merged)
 	return &jsonrpc.Response{ID: clientID, Result: merged}
+}
+
+// errSessionEnded is the error of a resume whose upstream sessions are gone.
+var errSessionEnded = errors.New("session ended")
+
+// continueUpstreams reconnects to the upstream sessions a resumed id names
+// and pings each; it fills results for them, and returns an error response
+// when any is gone.
+func (s *Session) continueUpstreams(ctx context.Context, clientID jsonrpc.ID, o connectOptions, results []*jsonrpc.Response) *jsonrpc.Response {
+	var wg sync.WaitGroup
+	var gone atomic.Bool
+	for i, t := range s.b.targets {
+		if o.resume[t.Name] == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := s.dial(ctx, i, o)
+			if err == nil && s.attach(i, conn) != nil {
+				pingID, _ := jsonrpc.MakeID("resume-ping")
+				if r := s.forwardOnce(ctx, i, pingID, "ping", json.RawMessage(`{}`), nil); r.Error == nil {
+					results[i] = &jsonrpc.Response{ID: clientID, Result: json.RawMessage(`{}`)}
+					return
+				}
+			}
+			gone.Store(true)
+		}()
+	}
+	wg.Wait()
+	if gone.Load() {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, errSessionEnded.Error())
+	}
+	return nil
 }
 
 func (s *Session) noteVersion(result json.RawMessage) {
@@ -190,48 +234,15 @@ var lists = map[string]listSpec{
 // maxPages bounds the pages read from one target for one list call.
 const maxPages = 100
 
-// list fans a list call out to every target, reads all pages, keeps the
-// items the request may see and prefixes their names when multiplexing.
+// list fans a list call out to every target that serves it, reads all
+// pages, keeps the items the request may see and prefixes their names when
+// multiplexing.
 func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, spec listSpec, authz Authorizer) *jsonrpc.Response {
-	ups := s.live()
-	type part struct {
-		items []map[string]json.RawMessage
-		err   *jsonrpc.Response
+	targets := s.serving(method)
+	if len(targets) == 0 {
+		return methodNotFound(clientID, method)
 	}
-	parts := make([]part, len(ups))
-	var wg sync.WaitGroup
-	for pi, u := range ups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cursor := ""
-			for range maxPages {
-				params := json.RawMessage(`{}`)
-				if cursor != "" {
-					params, _ = json.Marshal(map[string]string{"cursor": cursor})
-				}
-				r := s.forward(ctx, u.idx, clientID, method, params, nil)
-				if r.Error != nil {
-					parts[pi].err = r
-					return
-				}
-				var page map[string]json.RawMessage
-				if json.Unmarshal(r.Result, &page) != nil {
-					parts[pi].err = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: malformed %s result", u.name, method))
-					return
-				}
-				var items []map[string]json.RawMessage
-				_ = json.Unmarshal(page[spec.key], &items)
-				parts[pi].items = append(parts[pi].items, items...)
-				cursor = ""
-				_ = json.Unmarshal(page["nextCursor"], &cursor)
-				if cursor == "" {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	parts := s.collect(ctx, clientID, targets, method, spec.key)
 	var out []map[string]json.RawMessage
 	failed := 0
 	names := map[string]int{}
@@ -243,20 +254,21 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 			}
 			continue
 		}
-		u := ups[pi]
+		i := targets[pi]
+		target := s.b.targets[i].Name
 		for _, item := range p.items {
 			var name string
 			if json.Unmarshal(item[spec.field], &name) != nil || name == "" {
 				continue
 			}
-			if !authz.allowed(spec.kind, name, u.name) {
+			if !authz.allowed(spec.kind, name, target) {
 				continue
 			}
 			if s.b.never && spec.kind != Resource {
-				names[listKey(spec.kind, name)] = u.idx
+				names[listKey(spec.kind, name)] = i
 			}
 			if s.b.prefix {
-				item[spec.field], _ = json.Marshal(s.prefixed(spec.kind, u.name, name))
+				item[spec.field], _ = json.Marshal(s.prefixed(spec.kind, target, name))
 			}
 			out = append(out, item)
 		}
@@ -279,6 +291,68 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 		return errorResponse(clientID, jsonrpc.CodeInternalError, err.Error())
 	}
 	return &jsonrpc.Response{ID: clientID, Result: data}
+}
+
+// listPart is what one target answered to a list call.
+type listPart struct {
+	items []map[string]json.RawMessage
+	err   *jsonrpc.Response
+}
+
+// collect sends a list method to each target concurrently and reads every
+// page of its answer. A target that answers "method not found" lists
+// nothing: it did not declare its capabilities, or declared them wrongly.
+func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []int, method, key string) []listPart {
+	parts := make([]listPart, len(targets))
+	var wg sync.WaitGroup
+	for pi, i := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := s.b.targets[i].Name
+			cursor := ""
+			for range maxPages {
+				params := json.RawMessage(`{}`)
+				if cursor != "" {
+					params, _ = json.Marshal(map[string]string{"cursor": cursor})
+				}
+				r := s.forward(ctx, i, clientID, method, params, nil)
+				if isMethodNotFound(r) {
+					return
+				}
+				if r.Error != nil {
+					parts[pi].err = r
+					return
+				}
+				var page map[string]json.RawMessage
+				if json.Unmarshal(r.Result, &page) != nil {
+					parts[pi].err = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: malformed %s result", name, method))
+					return
+				}
+				var items []map[string]json.RawMessage
+				_ = json.Unmarshal(page[key], &items)
+				parts[pi].items = append(parts[pi].items, items...)
+				cursor = ""
+				_ = json.Unmarshal(page["nextCursor"], &cursor)
+				if cursor == "" {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return parts
+}
+
+func isMethodNotFound(r *jsonrpc.Response) bool {
+	var we *jsonrpc.Error
+	return r.Error != nil && errors.As(r.Error, &we) && we.Code == jsonrpc.CodeMethodNotFound
+}
+
+// methodNotFound is the gateway's own answer for a method no target
+// serves.
+func methodNotFound(id jsonrpc.ID, method string) *jsonrpc.Response {
+	return errorResponse(id, jsonrpc.CodeMethodNotFound, "Method not found: "+method)
 }
 
 func listKey(kind ItemKind, name string) string { return string(rune('0'+kind)) + name }
@@ -370,6 +444,9 @@ func (s *Session) routed(ctx context.Context, clientID jsonrpc.ID, method string
 		info.Denied = true
 		return unknown(clientID, what, name)
 	}
+	if !s.capsOf(i).supports(method) {
+		return methodNotFound(clientID, method)
+	}
 	// The params go on re-encoded from what was checked, never as received:
 	// a duplicate "name" key must not let the target read another name than
 	// the rule saw.
@@ -378,7 +455,23 @@ func (s *Session) routed(ctx context.Context, clientID jsonrpc.ID, method string
 	if err != nil {
 		return errorResponse(clientID, jsonrpc.CodeInvalidParams, "invalid params")
 	}
-	return s.forward(ctx, i, clientID, method, params, k)
+	return s.fromTarget(i, method, s.forward(ctx, i, clientID, method, params, k))
+}
+
+// fromTarget puts the client's prefixes on the URIs and task ids in a
+// target's result.
+func (s *Session) fromTarget(i int, method string, r *jsonrpc.Response) *jsonrpc.Response {
+	if r.Error != nil || len(r.Result) == 0 {
+		return r
+	}
+	target := s.b.targets[i].Name
+	if s.b.prefix {
+		r.Result = prefixContentURIs(r.Result, method, target)
+	}
+	if s.b.multi() && (method == "tools/call" || strings.HasPrefix(method, "tasks/")) {
+		r.Result = prefixTaskIDs(r.Result, target)
+	}
+	return r
 }
 
 // complete routes completion/complete by the prompt or resource it refers
@@ -404,6 +497,9 @@ func (s *Session) complete(ctx context.Context, clientID jsonrpc.ID, params json
 	if !ok || !authz.allowed(kind, own, s.b.targets[i].Name) {
 		return unknown(clientID, map[ItemKind]string{Prompt: "prompt", Resource: "resource"}[kind], name)
 	}
+	if !s.capsOf(i).supports("completion/complete") {
+		return methodNotFound(clientID, "completion/complete")
+	}
 	// Re-encoded from what was checked (see routed).
 	p.Ref[field], _ = json.Marshal(own)
 	var all map[string]json.RawMessage
@@ -413,17 +509,20 @@ func (s *Session) complete(ctx context.Context, clientID jsonrpc.ID, params json
 	return s.forward(ctx, i, clientID, "completion/complete", params, nil)
 }
 
-// broadcast sends a call to every target and answers with an empty result
-// (logging/setLevel).
+// broadcast sends a call to every target that serves it and answers with
+// an empty result (logging/setLevel).
 func (s *Session) broadcast(ctx context.Context, clientID jsonrpc.ID, method string, params json.RawMessage) *jsonrpc.Response {
-	ups := s.live()
-	errs := make([]*jsonrpc.Response, len(ups))
+	targets := s.serving(method)
+	if len(targets) == 0 {
+		return methodNotFound(clientID, method)
+	}
+	errs := make([]*jsonrpc.Response, len(targets))
 	var wg sync.WaitGroup
-	for pi, u := range ups {
+	for pi, i := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := s.forward(ctx, u.idx, clientID, method, params, nil); r.Error != nil {
+			if r := s.forward(ctx, i, clientID, method, params, nil); r.Error != nil && !isMethodNotFound(r) {
 				errs[pi] = r
 			}
 		}()
@@ -452,13 +551,83 @@ func (s *Session) dispatch(ctx context.Context, r *jsonrpc.Request, authz Author
 	case "logging/setLevel":
 		return s.broadcast(ctx, r.ID, r.Method, r.Params)
 	}
+	if s.b.multi() {
+		switch r.Method {
+		case "tasks/list":
+			return s.listTasks(ctx, r.ID)
+		case "tasks/get", "tasks/result", "tasks/cancel":
+			return s.taskCall(ctx, r, k, info)
+		}
+	}
 	// Anything else goes to a single target as it is; with several there is
 	// no telling which.
-	if ups := s.live(); len(s.b.targets) == 1 && len(ups) == 1 {
-		info.Target = ups[0].name
-		return s.forward(ctx, ups[0].idx, r.ID, r.Method, r.Params, k)
+	if !s.b.multi() {
+		if targets := s.serving(r.Method); len(targets) == 1 {
+			info.Target = s.b.targets[targets[0]].Name
+			return s.forward(ctx, targets[0], r.ID, r.Method, r.Params, k)
+		}
 	}
-	return errorResponse(r.ID, jsonrpc.CodeMethodNotFound, "method not found: "+r.Method)
+	return methodNotFound(r.ID, r.Method)
+}
+
+// multi reports whether several targets are multiplexed.
+func (b *Backend) multi() bool { return len(b.targets) > 1 }
+
+// taskCall routes tasks/get, tasks/result and tasks/cancel by the target
+// prefix of the task id, which the gateway put there when the task was
+// created.
+func (s *Session) taskCall(ctx context.Context, r *jsonrpc.Request, k *sink, info *Outcome) *jsonrpc.Response {
+	p, ok := object(r.Params)
+	if !ok {
+		return errorResponse(r.ID, jsonrpc.CodeInvalidParams, "params must be an object")
+	}
+	var id string
+	if json.Unmarshal(p["taskId"], &id) != nil || id == "" {
+		return errorResponse(r.ID, jsonrpc.CodeInvalidParams, "params.taskId is required")
+	}
+	i, own, found := s.b.splitTaskID(id)
+	if !found {
+		return errorResponse(r.ID, jsonrpc.CodeInvalidParams, "Unknown task: "+id)
+	}
+	if !s.capsOf(i).supports(r.Method) {
+		return methodNotFound(r.ID, r.Method)
+	}
+	info.Target = s.b.targets[i].Name
+	p["taskId"], _ = json.Marshal(own)
+	params, err := json.Marshal(p)
+	if err != nil {
+		return errorResponse(r.ID, jsonrpc.CodeInvalidParams, "invalid params")
+	}
+	return s.fromTarget(i, r.Method, s.forward(ctx, i, r.ID, r.Method, params, k))
+}
+
+// listTasks merges tasks/list across the targets that list tasks.
+func (s *Session) listTasks(ctx context.Context, clientID jsonrpc.ID) *jsonrpc.Response {
+	targets := s.serving("tasks/list")
+	if len(targets) == 0 {
+		return methodNotFound(clientID, "tasks/list")
+	}
+	parts := s.collect(ctx, clientID, targets, "tasks/list", "tasks")
+	out := []map[string]json.RawMessage{}
+	for pi, p := range parts {
+		if p.err != nil {
+			if !s.b.failOpen {
+				return p.err
+			}
+			continue
+		}
+		prefix := s.b.targets[targets[pi]].Name + "+"
+		for _, t := range p.items {
+			if prefixString(t, "taskId", prefix) {
+				out = append(out, t)
+			}
+		}
+	}
+	data, err := json.Marshal(map[string]any{"tasks": out})
+	if err != nil {
+		return errorResponse(clientID, jsonrpc.CodeInternalError, err.Error())
+	}
+	return &jsonrpc.Response{ID: clientID, Result: data}
 }
 
 // upstreamSessions lists the targets' session ids, for the client's id.

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -31,6 +33,10 @@ type Request struct {
 	Timeout time.Duration
 	// MaxBody bounds the request body (frontendPolicies.http.maxBufferSize).
 	MaxBody int
+	// Subject is the fingerprint of the request's authenticated identity
+	// (see Subject), or "". A session answers only the identity that opened
+	// it.
+	Subject string
 }
 
 // Outcome says what an MCP request was, for the access log and metrics.
@@ -47,14 +53,32 @@ const (
 	// with when the client names none.
 	LatestProtocolVersion = "2025-06-18"
 	sseKeepAlive          = 25 * time.Second
-	defaultMaxBody        = 2 << 20
+	// legacyKeepAlive is shorter: a legacy SSE session ends with its stream,
+	// and a write is how a closed stream is noticed.
+	legacyKeepAlive = 5 * time.Second
+	defaultMaxBody  = 2 << 20
 )
+
+// supportedVersion reports whether the gateway speaks a protocol version a
+// client names in Mcp-Protocol-Version.
+func supportedVersion(v []byte) bool {
+	for _, known := range sdk.SupportedProtocolVersions() {
+		if string(v) == known {
+			return true
+		}
+	}
+	return false
+}
 
 // Serve answers one HTTP request to the MCP endpoint: streamable HTTP
 // (POST, GET, DELETE) and the legacy SSE transport (GET on a path ending in
 // /sse, then POSTs with ?sessionId=).
 func (b *Backend) Serve(r *Request) Outcome {
 	fctx := r.Fast
+	if v := fctx.Request.Header.Peek(headerProtocolVersion); len(v) > 0 && !supportedVersion(v) {
+		httpError(fctx, fasthttp.StatusBadRequest, "Bad Request: Unsupported protocol version: "+string(v))
+		return Outcome{}
+	}
 	legacyID := fctx.QueryArgs().Peek("sessionId")
 	switch {
 	case fctx.IsGet() && bytes.HasSuffix(fctx.Path(), []byte("/sse")):
@@ -185,8 +209,13 @@ func (b *Backend) servePost(r *Request) Outcome {
 	if s == nil {
 		return out
 	}
+	owned := false // the answer's stream closes a temporary session
 	if temporary {
-		defer b.closeTemporary(s)
+		defer func() {
+			if !owned {
+				b.closeTemporary(s)
+			}
+		}()
 	}
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
@@ -204,8 +233,12 @@ func (b *Backend) servePost(r *Request) Outcome {
 			return out
 		}
 		start := time.Now()
-		if acceptsSSE(fctx) && !temporary && streamable(m.Method) {
-			b.streamCall(r, s, m, &out)
+		if acceptsSSE(fctx) && streamable(m.Method) {
+			var after func()
+			if temporary {
+				after = func() { b.closeTemporary(s) }
+			}
+			owned = b.streamCall(r, s, m, &out, after)
 			b.observe(m.Method, out.Target, out.Tool, false, start)
 			return out
 		}
@@ -213,6 +246,11 @@ func (b *Backend) servePost(r *Request) Outcome {
 		resp := s.dispatch(ctx, m, r.Authz, nil, &out)
 		cancel()
 		b.observe(m.Method, out.Target, out.Tool, resp.Error != nil, start)
+		if s.ended() && !temporary {
+			// A target no longer knows this session: it ended elsewhere.
+			httpError(fctx, fasthttp.StatusNotFound, "Session not found")
+			return out
+		}
 		writeJSON(fctx, resp)
 	}
 	return out
@@ -259,14 +297,75 @@ func (b *Backend) sessionFor(r *Request, method string) (*Session, bool) {
 		httpError(fctx, fasthttp.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
 		return nil, false
 	}
-	if s := b.lookup(id); s != nil {
-		return s, false
-	}
-	if s := b.resume(r, id); s != nil {
+	if s := b.find(r, id); s != nil {
 		return s, false
 	}
 	httpError(fctx, fasthttp.StatusNotFound, "Session not found")
 	return nil, false
+}
+
+// find returns the session an id names for this request: the one held
+// here, or one resumed from the id. Sessions answer only the identity that
+// opened them, and never after they ended.
+func (b *Backend) find(r *Request, id string) *Session {
+	if s := b.lookup(id, r.Subject); s != nil {
+		return s
+	}
+	if b.isEnded(id) {
+		return nil
+	}
+	st, err := b.decodeSessionID(id)
+	if err != nil || st.Subject != r.Subject || !b.resumable(st) {
+		return nil
+	}
+	return b.resumeOnce(r, id, st)
+}
+
+// resumable reports whether a session that left this process (or was held
+// by another replica) may be resumed from its id: within the session TTL
+// of its issue, and only when it has upstream sessions that can tell
+// whether it still lives. See "Session ids" in docs/ARCHITECTURE.md.
+func (b *Backend) resumable(st *sessionState) bool {
+	if len(st.Init) == 0 || len(st.Upstream) == 0 {
+		return false
+	}
+	return time.Since(time.UnixMilli(st.Issued)) < b.ttl
+}
+
+// resumeOnce resumes a session from its id, once however many requests
+// for it arrive together: the others wait for the first and use its
+// session.
+func (b *Backend) resumeOnce(r *Request, id string, st *sessionState) *Session {
+	for {
+		b.mu.Lock()
+		if s := b.sessions[id]; s != nil {
+			b.mu.Unlock()
+			s.touch()
+			return s
+		}
+		if _, ended := b.ended[id]; ended || b.closed {
+			b.mu.Unlock()
+			return nil
+		}
+		wait, busy := b.resuming[id]
+		if !busy {
+			done := make(chan struct{})
+			b.resuming[id] = done
+			b.mu.Unlock()
+			s := b.resume(r, id, st)
+			b.mu.Lock()
+			delete(b.resuming, id)
+			b.mu.Unlock()
+			close(done)
+			return s
+		}
+		b.mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(b.opts.CallTimeout):
+			return nil
+		}
+	}
 }
 
 func errorText(err error) string {
@@ -276,7 +375,7 @@ func errorText(err error) string {
 	return err.Error()
 }
 
-func (b *Backend) closeTemporary(s *Session) { go s.close() }
+func (b *Backend) closeTemporary(s *Session) { b.closeLater(s) }
 
 // serveInitialize opens a session: every target initialized, the results
 // merged, the session id returned.
@@ -289,19 +388,20 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 	resp := s.initialize(ctx, req.ID, req.Params, b.connectOptions(r))
 	b.observe("initialize", "", "", resp.Error != nil, start)
 	if resp.Error != nil || b.stateless {
-		go s.close()
+		b.closeLater(s)
 		writeJSON(fctx, resp)
 		return
 	}
-	id, err := b.encodeSessionID(&sessionState{Upstream: s.upstreamSessions(), Version: s.version, Init: req.Params})
+	st := &sessionState{Subject: r.Subject, Upstream: s.upstreamSessions(), Version: s.version, Init: req.Params}
+	id, err := b.encodeSessionID(st)
 	if err != nil {
-		go s.close()
+		b.closeLater(s)
 		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "cannot create session"))
 		return
 	}
-	s.id = id
+	s.id, s.issued, s.subject = id, st.Issued, r.Subject
 	if !b.register(s) {
-		go s.close()
+		b.closeLater(s)
 		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "backend closed"))
 		return
 	}
@@ -310,23 +410,22 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 }
 
 // resume rebuilds a session this process does not hold from its id:
-// streamable HTTP targets continue their upstream sessions, the others are
-// initialized again with the client's original params.
-func (b *Backend) resume(r *Request, id string) *Session {
-	st, err := b.decodeSessionID(id)
-	if err != nil || len(st.Init) == 0 {
-		return nil
-	}
+// streamable HTTP targets continue their upstream sessions (each must still
+// hold it), the others are initialized again with the client's original
+// params.
+func (b *Backend) resume(r *Request, id string, st *sessionState) *Session {
 	s := b.newSession()
+	s.id, s.issued, s.subject, s.version = id, st.Issued, st.Subject, st.Version
 	ctx, cancel := b.callContext(r)
 	defer cancel()
 	o := b.connectOptions(r)
 	o.resume = st.Upstream
 	o.version = st.Version
+	o.proceed = func() bool { return !b.isEnded(id) }
 	initID, _ := jsonrpc.MakeID("resume")
 	if resp := s.initialize(ctx, initID, st.Init, o); resp.Error != nil {
-		b.log.Warn("mcp session could not be resumed", zap.String("backend", b.opts.Name), zap.Error(resp.Error))
-		s.close()
+		b.log.Info("mcp session not resumed", zap.String("backend", b.opts.Name), zap.Error(resp.Error))
+		b.closeLater(s)
 		return nil
 	}
 	// Targets initialized again need to hear that the client is ready.
@@ -338,9 +437,8 @@ func (b *Backend) resume(r *Request, id string) *Session {
 			_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 		}
 	}
-	s.id, s.version = id, st.Version
 	if !b.register(s) {
-		go s.close()
+		b.closeLater(s)
 		return nil
 	}
 	b.log.Info("mcp session resumed", zap.String("backend", b.opts.Name))
@@ -349,8 +447,9 @@ func (b *Backend) resume(r *Request, id string) *Session {
 
 // streamCall answers a call as an SSE stream: messages the target sends
 // while working on it (progress, requests to the client) come first, the
-// response last.
-func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome) {
+// response last. When the answer is a stream, after runs once the stream
+// ends, and streamCall reports true; otherwise the caller runs it.
+func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome, after func()) bool {
 	fctx := r.Fast
 	ctx, cancel := b.callContext(r)
 	k := newSink()
@@ -369,8 +468,12 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 			cancel()
 			*out = probe
 			k.close()
+			if s.ended() && after == nil {
+				httpError(fctx, fasthttp.StatusNotFound, "Session not found")
+				return false
+			}
 			writeJSON(fctx, resp)
-			return
+			return false
 		}
 		// Related messages came first: they go before the response.
 		first = <-k.ch
@@ -383,6 +486,9 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer cancel()
 		defer k.close()
+		if after != nil {
+			defer after()
+		}
 		buf := sse.AppendEvent(nil, sse.Event{Type: "message", Data: first})
 		for {
 			if _, err := w.Write(buf); err != nil || w.Flush() != nil {
@@ -412,6 +518,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 			}
 		}
 	})
+	return true
 }
 
 // serveStream opens the client's stream for messages targets send outside
@@ -431,12 +538,13 @@ func (b *Backend) serveStream(r *Request) {
 	if s == nil {
 		return
 	}
-	b.pump(fctx, s, nil)
+	b.pump(fctx, s, nil, sseKeepAlive, nil)
 }
 
 // pump writes the session's stream to the client until either ends; prefix
-// is written first (the legacy endpoint event).
-func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte) {
+// is written first (the legacy endpoint event), a comment every keepAlive
+// keeps it open, and after runs when it ended.
+func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, keepAlive time.Duration, after func()) {
 	k := newSink()
 	s.mu.Lock()
 	if s.stream != nil {
@@ -454,7 +562,10 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte) {
 	fctx.Response.Header.Set("Cache-Control", "no-cache")
 	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer k.close()
-		tick := time.NewTicker(sseKeepAlive)
+		if after != nil {
+			defer after()
+		}
+		tick := time.NewTicker(keepAlive)
 		defer tick.Stop()
 		buf := append([]byte(nil), prefix...)
 		for _, data := range backlog {
@@ -481,7 +592,8 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte) {
 	})
 }
 
-// serveDelete ends a session.
+// serveDelete ends a session. It answers at once: the targets' sessions and
+// processes stop in the background.
 func (b *Backend) serveDelete(r *Request) {
 	fctx := r.Fast
 	id := string(fctx.Request.Header.Peek(headerSessionID))
@@ -489,11 +601,51 @@ func (b *Backend) serveDelete(r *Request) {
 		httpError(fctx, fasthttp.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
 		return
 	}
-	if !b.remove(id) {
+	if b.stateless {
+		fctx.Response.Header.Set("Allow", "POST")
+		httpError(fctx, fasthttp.StatusMethodNotAllowed, "stateless MCP backends have no sessions")
+		return
+	}
+	if s := b.lookup(id, r.Subject); s != nil {
+		b.end(id)
+		fctx.SetStatusCode(fasthttp.StatusOK)
+		return
+	}
+	st, err := b.decodeSessionID(id)
+	if err != nil || st.Subject != r.Subject || b.isEnded(id) || !b.resumable(st) {
 		httpError(fctx, fasthttp.StatusNotFound, "Session not found")
 		return
 	}
+	// Another replica's session: end its upstream sessions, so that no
+	// replica can resume it, and remember it here.
+	b.end(id)
+	b.endUpstreams(r, st)
 	fctx.SetStatusCode(fasthttp.StatusOK)
+}
+
+// endUpstreams ends the upstream sessions a session id names (bounded by
+// the transport's DELETE timeout).
+func (b *Backend) endUpstreams(r *Request, st *sessionState) {
+	s := b.newSession()
+	o := b.connectOptions(r)
+	o.resume = st.Upstream
+	o.version = st.Version
+	ctx, cancel := b.callContext(r)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, t := range b.targets {
+		if st.Upstream[t.Name] == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if conn, err := s.dial(ctx, i, o); err == nil {
+				_ = conn.Close() // a streamable connection's Close sends DELETE
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // serveLegacyStream opens a legacy SSE session: the first event names the
@@ -510,20 +662,22 @@ func (b *Backend) serveLegacyStream(r *Request) {
 		httpError(fctx, fasthttp.StatusInternalServerError, "cannot create session")
 		return
 	}
-	s.id = id
+	s.id, s.subject = id, r.Subject
 	if !b.register(s) {
 		httpError(fctx, fasthttp.StatusServiceUnavailable, "backend closed")
 		return
 	}
 	endpoint := fmt.Sprintf("%s?sessionId=%s", fctx.Path(), id)
-	b.pump(fctx, s, sse.AppendEvent(nil, sse.Event{Type: "endpoint", Data: []byte(endpoint)}))
+	// The stream is the session: when the client closes it, the session
+	// and its targets' processes end.
+	b.pump(fctx, s, sse.AppendEvent(nil, sse.Event{Type: "endpoint", Data: []byte(endpoint)}), b.legacyKeepAlive, func() { b.end(id) })
 }
 
 // serveLegacyPost takes a message for a legacy SSE session; the answer goes
 // on the session's stream.
 func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 	fctx := r.Fast
-	s := b.lookup(id)
+	s := b.lookup(id, r.Subject)
 	if s == nil {
 		httpError(fctx, fasthttp.StatusNotFound, "Session not found")
 		return Outcome{}

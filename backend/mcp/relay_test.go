@@ -70,7 +70,18 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 				}
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "sampled:" + res.Content.(*sdk.TextContent).Text}}}, nil
 			}
+			if tool == "link" {
+				return &sdk.CallToolResult{Content: []sdk.Content{
+					&sdk.ResourceLink{URI: "mem://doc", Name: "doc"},
+					&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://doc", Text: name + ":doc"}},
+				}}, nil
+			}
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: name + ":" + tool}}}, nil
+		})
+	}
+	if slices.Contains(tools, "link") {
+		srv.AddPrompt(&sdk.Prompt{Name: "linked"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://doc", Text: name + ":doc"}}}}}, nil
 		})
 	}
 	srv.AddPrompt(&sdk.Prompt{Name: "greet"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
@@ -105,8 +116,16 @@ func serveBackend(t *testing.T, b *Backend, authz Authorizer) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveBackendOn(t, b, ln, func(r *Request) { r.Authz = authz })
+}
+
+// serveBackendOn serves b on ln; with each request adjusted by set.
+func serveBackendOn(t *testing.T, b *Backend, ln net.Listener, set func(*Request)) string {
+	t.Helper()
 	srv := &fasthttp.Server{Handler: func(fctx *fasthttp.RequestCtx) {
-		b.Serve(&Request{Fast: fctx, Authz: authz, Timeout: 10 * time.Second})
+		r := &Request{Fast: fctx, Timeout: 10 * time.Second}
+		set(r)
+		b.Serve(r)
 	}}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Shutdown() })

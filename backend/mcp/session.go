@@ -26,16 +26,22 @@ import (
 type Session struct {
 	id       string
 	b        *Backend
+	issued   int64  // unix milliseconds, from the id
+	subject  string // fingerprint of the identity that opened it, or ""
 	lastUsed atomic.Int64
 	nextID   atomic.Int64
+	dialing  []sync.Mutex // by target index: one (re)connect at a time
 
 	mu         sync.Mutex
-	ups        []*upstream // by target index; nil: not connected (failOpen)
+	ups        []*upstream // by target index; nil: not connected (failOpen) or parked
+	parked     []bool      // by target index: an idle process was stopped; it restarts on use
+	caps       []*targetCaps
 	pending    map[int64]*call
 	serverReqs map[string]serverRequest // downstream id -> target request
 	stream     *sink                    // the client's GET (or legacy SSE) stream
 	backlog    [][]byte                 // messages waiting for a stream
 	closed     bool
+	gone       bool // a target forgot the upstream session: the session ended
 	version    string
 	init       json.RawMessage
 	names      map[string]int // unprefixed item name -> target, for prefixMode never
@@ -45,11 +51,15 @@ type Session struct {
 
 // upstream is a target's connection within a session.
 type upstream struct {
-	idx  int
-	name string
-	conn sdk.Connection
-	dead atomic.Pointer[error]
+	idx      int
+	name     string
+	conn     sdk.Connection
+	dead     atomic.Pointer[error]
+	lastUsed atomic.Int64 // unix ns of the last message to or from it
+	calls    atomic.Int32 // calls in flight on it
 }
+
+func (u *upstream) touch() { u.lastUsed.Store(time.Now().UnixNano()) }
 
 // call is a request forwarded to one target, waiting for its response.
 type call struct {
@@ -105,6 +115,9 @@ func (b *Backend) newSession() *Session {
 	s := &Session{
 		b:          b,
 		ups:        make([]*upstream, len(b.targets)),
+		parked:     make([]bool, len(b.targets)),
+		caps:       make([]*targetCaps, len(b.targets)),
+		dialing:    make([]sync.Mutex, len(b.targets)),
 		pending:    map[int64]*call{},
 		serverReqs: map[string]serverRequest{},
 		names:      map[string]int{},
@@ -120,9 +133,43 @@ func (s *Session) expired(now time.Time) bool {
 	return now.UnixNano()-s.lastUsed.Load() > int64(s.b.ttl)
 }
 
+// endUpstreamSessions closes the connections that hold an upstream session
+// (streamable HTTP targets: Close sends the DELETE), concurrently, and
+// waits for them.
+func (s *Session) endUpstreamSessions() {
+	s.mu.Lock()
+	var held []*upstream
+	for i, u := range s.ups {
+		if u != nil && u.conn.SessionID() != "" {
+			held = append(held, u)
+			s.ups[i] = nil
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, u := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = u.conn.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// releaser is a connection that can stop without ending its upstream
+// session (transport's streamable HTTP connection).
+type releaser interface{ Release() error }
+
 // close ends the upstream sessions (stdio processes stop) and the streams;
 // calls in flight get an error.
-func (s *Session) close() {
+func (s *Session) close() { s.shutdown(false) }
+
+// release stops the session here but leaves the targets' upstream sessions
+// alive, so that the client's id can resume it (see Backend.Close).
+func (s *Session) release() { s.shutdown(true) }
+
+func (s *Session) shutdown(keepUpstream bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -146,6 +193,10 @@ func (s *Session) close() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if r, ok := u.conn.(releaser); ok && keepUpstream {
+					_ = r.Release()
+					return
+				}
 				_ = u.conn.Close()
 			}()
 		}
@@ -158,6 +209,9 @@ type connectOptions struct {
 	header  http.Header // Authorization for passthrough
 	resume  map[string]string
 	version string
+	// proceed, when set, is asked before targets are initialized again in
+	// a resume: false (the session ended meanwhile) starts nothing.
+	proceed func() bool
 }
 
 // dial opens the connection to target i.
@@ -184,6 +238,7 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 // attach starts reading from a connected target.
 func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 	u := &upstream{idx: i, name: s.b.targets[i].Name, conn: conn}
+	u.touch()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -191,6 +246,7 @@ func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 		return nil
 	}
 	s.ups[i] = u
+	s.parked[i] = false
 	s.mu.Unlock()
 	go s.read(u)
 	return u
@@ -204,6 +260,7 @@ func (s *Session) read(u *upstream) {
 			s.upstreamFailed(u, err)
 			return
 		}
+		u.touch()
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
 			s.deliver(u, m)
@@ -221,6 +278,7 @@ func (s *Session) read(u *upstream) {
 func (s *Session) upstreamFailed(u *upstream, err error) {
 	s.mu.Lock()
 	closed := s.closed
+	replaced := s.ups[u.idx] != u // parked or reconnected: closed on purpose
 	var waiting []*call
 	for id, c := range s.pending {
 		if c.up == u {
@@ -234,7 +292,9 @@ func (s *Session) upstreamFailed(u *upstream, err error) {
 	}
 	failure := fmt.Errorf("target %s failed: %w", u.name, err)
 	u.dead.Store(&failure)
-	s.b.log.Warn("mcp target failed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name), zap.Error(err))
+	if !replaced {
+		s.b.log.Warn("mcp target failed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name), zap.Error(err))
+	}
 	for _, c := range waiting {
 		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, failure.Error())
 	}
@@ -315,7 +375,11 @@ func (s *Session) serverCall(u *upstream, r *jsonrpc.Request) {
 	s.serverReqs[down] = serverRequest{target: u.idx, id: r.ID}
 	s.mu.Unlock()
 	id, _ := jsonrpc.MakeID(down)
-	s.toClient(u.idx, "", &jsonrpc.Request{ID: id, Method: r.Method, Params: r.Params})
+	params := r.Params
+	if s.b.multi() {
+		params = prefixTaskIDs(params, u.name) // a related task's id
+	}
+	s.toClient(u.idx, "", &jsonrpc.Request{ID: id, Method: r.Method, Params: params})
 }
 
 const maxServerRequests = 1024
@@ -341,6 +405,10 @@ func (s *Session) serverNotification(u *upstream, r *jsonrpc.Request) {
 			return
 		}
 		params = setField(params, "requestId", down)
+	case "notifications/tasks/status":
+		if s.b.multi() {
+			params = prefixTaskIDs(params, u.name)
+		}
 	case "notifications/resources/updated":
 		if s.b.prefix {
 			var p struct {
@@ -450,14 +518,102 @@ func (s *Session) cancelByClientID(ctx context.Context, clientID any) {
 // replica ended it), the target is initialized again and the request sent
 // once more.
 func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
+	if method != "initialize" {
+		if err := s.unpark(ctx, i); err != nil {
+			return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
+		}
+	}
 	r := s.forwardOnce(ctx, i, clientID, method, params, k)
 	if method == "initialize" || method == "ping" || !sessionExpired(r) {
 		return r
 	}
-	if err := s.reconnect(ctx, i); err != nil {
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
+	// The target no longer holds the upstream session: it restarted, or the
+	// session was ended through another replica. Either way the client's
+	// session is over; the client starts a new one.
+	s.lose()
+	return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("session ended: target %s no longer holds it", s.b.targets[i].Name))
+}
+
+// streaming reports whether the client has its stream open.
+func (s *Session) streaming() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == nil {
+		return false
 	}
-	return s.forwardOnce(ctx, i, clientID, method, params, k)
+	select {
+	case <-s.stream.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// lose ends a session whose target forgot its upstream session.
+func (s *Session) lose() {
+	s.mu.Lock()
+	already := s.gone
+	s.gone = true
+	id := s.id
+	s.mu.Unlock()
+	if !already && id != "" {
+		s.b.log.Info("mcp session ended by a target", zap.String("backend", s.b.opts.Name))
+		s.b.end(id)
+	}
+}
+
+// ended reports whether the session ended while in use (see lose).
+func (s *Session) ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gone
+}
+
+// unpark starts a parked target again (its process was stopped while idle)
+// and initializes it with the client's original params.
+func (s *Session) unpark(ctx context.Context, i int) error {
+	s.mu.Lock()
+	parked := s.parked[i]
+	s.mu.Unlock()
+	if !parked {
+		return nil
+	}
+	s.dialing[i].Lock()
+	defer s.dialing[i].Unlock()
+	s.mu.Lock()
+	parked = s.parked[i]
+	s.mu.Unlock()
+	if !parked {
+		return nil // another call started it meanwhile
+	}
+	return s.reconnectLocked(ctx, i)
+}
+
+// park stops a target's connection that has been idle for longer than
+// idle with no call in flight; the next call to it starts it again. It
+// reports whether it did.
+func (s *Session) park(i int, idle time.Duration, now time.Time) bool {
+	if !s.dialing[i].TryLock() {
+		return false
+	}
+	defer s.dialing[i].Unlock()
+	s.mu.Lock()
+	u := s.ups[i]
+	if s.closed || u == nil || u.calls.Load() > 0 || now.UnixNano()-u.lastUsed.Load() < int64(idle) {
+		s.mu.Unlock()
+		return false
+	}
+	for _, sr := range s.serverReqs {
+		if sr.target == i {
+			s.mu.Unlock()
+			return false // it waits for the client's answer
+		}
+	}
+	s.ups[i] = nil
+	s.parked[i] = true
+	s.mu.Unlock()
+	_ = u.conn.Close()
+	return true
 }
 
 func sessionExpired(r *jsonrpc.Response) bool {
@@ -465,9 +621,9 @@ func sessionExpired(r *jsonrpc.Response) bool {
 	return r.Error != nil && (errors.Is(r.Error, transport.ErrSessionExpired) || errors.As(r.Error, &we) && we.Code == transport.CodeSessionExpired)
 }
 
-// reconnect opens a new upstream session to target i with the client's
-// initialize params.
-func (s *Session) reconnect(ctx context.Context, i int) error {
+// reconnectLocked opens a new upstream session to target i with the
+// client's initialize params. The caller holds s.dialing[i].
+func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 	s.mu.Lock()
 	params, o := s.init, s.opts
 	s.mu.Unlock()
@@ -505,6 +661,9 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	if dead := u.dead.Load(); dead != nil {
 		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error())
 	}
+	u.calls.Add(1)
+	defer u.calls.Add(-1)
+	u.touch()
 	up := s.nextID.Add(1)
 	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: requestProgressToken(params), started: time.Now()}
 	s.mu.Lock()

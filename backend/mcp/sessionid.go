@@ -4,17 +4,25 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"sync"
+	"time"
 )
 
 // sessionState is what a session id carries, so that another replica (or
 // this one after the session left its memory) can resume the session: the
 // upstream session id of each streamable HTTP target, and what the client
-// sent in initialize, to initialize the other targets again.
+// sent in initialize, to initialize the other targets again. It also carries
+// what limits who may use the id and for how long: the time it was issued
+// (a session is resumed only within the session TTL of it) and the
+// fingerprint of the identity that opened it.
 type sessionState struct {
 	Nonce    string            `json:"n"`           // random: two sessions never share an id
+	Issued   int64             `json:"t"`           // unix milliseconds
+	Subject  string            `json:"s,omitempty"` // fingerprint of the opener's identity
 	Upstream map[string]string `json:"u,omitempty"` // target name -> upstream session id
 	Version  string            `json:"v,omitempty"` // negotiated protocol version
 	Init     json.RawMessage   `json:"i,omitempty"` // the client's initialize params
@@ -25,6 +33,17 @@ const maxSessionIDBytes = 8 << 10
 
 var errBadSessionID = errors.New("malformed session id")
 
+// processKey seals session ids when config.session.key is unset: ids stay
+// opaque and unforgeable, and resumable within this process (a reload that
+// rebuilds a backend), but not by another replica or after a restart.
+var processKey = sync.OnceValue(func() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic("mcp: no randomness for the session key: " + err.Error())
+	}
+	return k
+})
+
 func newAEAD(key []byte) (cipher.AEAD, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
@@ -33,31 +52,48 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// encodeSessionID turns the state into an id; with a key it is sealed with
-// AES-256-GCM (bound to the backend's name), otherwise only encoded.
+// Subject is the fingerprint of an authenticated identity that a session is
+// bound to: the JWT's issuer and subject, hashed so that an id shows
+// neither. It is empty for a request without a subject.
+func Subject(claims map[string]any) string {
+	sub, _ := claims["sub"].(string)
+	if sub == "" {
+		return ""
+	}
+	iss, _ := claims["iss"].(string)
+	h := sha256.New()
+	h.Write([]byte(iss))
+	h.Write([]byte{0})
+	h.Write([]byte(sub))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
+}
+
+// encodeSessionID seals the state into an id with AES-256-GCM, bound to the
+// backend's scope (the bind, listener and route it serves), so an id is
+// refused by every other route.
 func (b *Backend) encodeSessionID(st *sessionState) (string, error) {
 	var nonce [16]byte
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return "", err
 	}
 	st.Nonce = base64.RawURLEncoding.EncodeToString(nonce[:])
+	if st.Issued == 0 {
+		st.Issued = time.Now().UnixMilli()
+	}
 	plain, err := json.Marshal(st)
 	if err != nil {
 		return "", err
-	}
-	if b.aead == nil {
-		return base64.RawURLEncoding.EncodeToString(plain), nil
 	}
 	n := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plain)+b.aead.Overhead())
 	if _, err := rand.Read(n); err != nil {
 		return "", err
 	}
-	sealed := b.aead.Seal(n, n, plain, []byte(b.opts.Name))
+	sealed := b.aead.Seal(n, n, plain, []byte(b.scope))
 	return base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
 // decodeSessionID reverses encodeSessionID; ids that were tampered with,
-// sealed with another key or for another backend fail.
+// sealed with another key or for another scope fail.
 func (b *Backend) decodeSessionID(id string) (*sessionState, error) {
 	if len(id) > maxSessionIDBytes {
 		return nil, errBadSessionID
@@ -66,18 +102,16 @@ func (b *Backend) decodeSessionID(id string) (*sessionState, error) {
 	if err != nil {
 		return nil, errBadSessionID
 	}
-	if b.aead != nil {
-		ns := b.aead.NonceSize()
-		if len(raw) < ns+b.aead.Overhead() {
-			return nil, errBadSessionID
-		}
-		raw, err = b.aead.Open(nil, raw[:ns], raw[ns:], []byte(b.opts.Name))
-		if err != nil {
-			return nil, errBadSessionID
-		}
+	ns := b.aead.NonceSize()
+	if len(raw) < ns+b.aead.Overhead() {
+		return nil, errBadSessionID
+	}
+	raw, err = b.aead.Open(nil, raw[:ns], raw[ns:], []byte(b.scope))
+	if err != nil {
+		return nil, errBadSessionID
 	}
 	var st sessionState
-	if err := json.Unmarshal(raw, &st); err != nil || st.Nonce == "" {
+	if err := json.Unmarshal(raw, &st); err != nil || st.Nonce == "" || st.Issued <= 0 {
 		return nil, errBadSessionID
 	}
 	return &st, nil

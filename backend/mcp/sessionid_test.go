@@ -24,7 +24,7 @@ func TestSessionIDRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		key  []byte
-	}{{"encoded", nil}, {"sealed", key}} {
+	}{{"the process's key", nil}, {"configured key", key}} {
 		t.Run(tc.desc, func(t *testing.T) {
 			b := testBackend(t, "route", tc.key)
 			st := &sessionState{Upstream: map[string]string{"a": "up-1"}, Version: "2025-06-18", Init: json.RawMessage(`{"protocolVersion":"2025-06-18"}`)}
@@ -43,11 +43,9 @@ func TestSessionIDRoundTrip(t *testing.T) {
 			if again == id {
 				t.Fatal("two sessions got the same id")
 			}
-			if tc.key != nil {
-				raw, _ := base64.RawURLEncoding.DecodeString(id)
-				if bytes.Contains(raw, []byte("up-1")) {
-					t.Fatal("sealed id shows the upstream session id")
-				}
+			raw, _ := base64.RawURLEncoding.DecodeString(id)
+			if bytes.Contains(raw, []byte("up-1")) {
+				t.Fatal("the id shows the upstream session id")
 			}
 		})
 	}
@@ -76,8 +74,9 @@ func TestSessionIDRefused(t *testing.T) {
 		{"not base64", b, "!!!"},
 		{"empty", b, ""},
 		{"too long", b, string(bytes.Repeat([]byte("a"), maxSessionIDBytes+1))},
-		{"plain without nonce", plain, base64.RawURLEncoding.EncodeToString([]byte(`{"u":{}}`))},
-		{"plain not json", plain, base64.RawURLEncoding.EncodeToString([]byte(`nope`))},
+		{"unsealed, without a key", plain, base64.RawURLEncoding.EncodeToString([]byte(`{"n":"x","t":1,"u":{"a":"x"}}`))},
+		{"unsealed, not json", plain, base64.RawURLEncoding.EncodeToString([]byte(`nope`))},
+		{"sealed by another scope", testBackendScope(t, "route", "other", key), id},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if _, err := tc.b.decodeSessionID(tc.id); err == nil {
@@ -85,6 +84,16 @@ func TestSessionIDRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+func testBackendScope(t *testing.T, name, scope string, key []byte) *Backend {
+	t.Helper()
+	b, err := New(Options{Name: name, Scope: scope, SessionKey: key, Config: &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: "http://127.0.0.1:1/mcp"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
 
 func FuzzDecodeSessionID(f *testing.F) {

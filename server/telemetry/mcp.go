@@ -43,12 +43,33 @@ func (r *Registry) MCP(route string) *MCPMetrics {
 	return m
 }
 
+// mcpMethods are the JSON-RPC methods of MCP a client calls. Any other
+// name, which a client chooses freely, is counted as "other".
+var mcpMethods = map[string]bool{
+	"initialize": true, "ping": true,
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"logging/setLevel": true, "completion/complete": true,
+	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true,
+}
+
+// mcpMethodLabel is the method label of a call: the method when MCP
+// defines it, else "other".
+func mcpMethodLabel(method string) string {
+	if mcpMethods[method] {
+		return method
+	}
+	return "other"
+}
+
 // ObserveMCP records one call.
 func (m *MCPMetrics) ObserveMCP(method, target, tool string, failed bool, d time.Duration) {
 	if m == nil {
 		return
 	}
-	k := mcpKey{method, target, tool}
+	k := mcpKey{mcpMethodLabel(method), target, tool}
 	m.mu.Lock()
 	s := m.series[k]
 	if s == nil {

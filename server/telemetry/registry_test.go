@@ -305,3 +305,23 @@ func TestMCPSeriesAreBounded(t *testing.T) {
 		t.Fatal("MCP(route) returned a new handle for the same route")
 	}
 }
+
+// TestMCPMethodsAreBounded: method names a client makes up share one
+// series, "other", so they cannot grow the exposition.
+func TestMCPMethodsAreBounded(t *testing.T) {
+	r := NewRegistry()
+	m := r.MCP("r")
+	long := strings.Repeat("x", 1024)
+	for i := range 5000 {
+		m.ObserveMCP(long+strconv.Itoa(i), "t", "x", false, time.Millisecond)
+	}
+	m.ObserveMCP("tools/list", "t", "x", false, time.Millisecond)
+	fams := scrape(t, r)
+	if n := len(fams[famMCPRequests].GetMetric()); n != 2 {
+		t.Fatalf("%d series, want 2 (tools/list and other)", n)
+	}
+	other := find(t, fams, famMCPRequests, map[string]string{"route": "r", "method": "other", "target": "t", "tool": "x"})
+	if got := other.GetCounter().GetValue(); got != 5000 {
+		t.Fatalf("other = %v, want 5000", got)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,6 +27,11 @@ const (
 	EnvRecord = "MCPTEST_RECORD"
 	// EnvTools restricts the tools: names separated by commas.
 	EnvTools = "MCPTEST_TOOLS"
+	// EnvLinger makes the server stay alive this long (a Go duration) after
+	// stdin closed, as a process busy with work does, and write its pid to
+	// the file EnvPidFile names when set.
+	EnvLinger  = "MCPTEST_LINGER"
+	EnvPidFile = "MCPTEST_PIDFILE"
 )
 
 // RunStdioIfRequested serves an MCP server on stdin/stdout and exits the
@@ -63,10 +70,18 @@ func runStdio(name string) error {
 		defer f.Close()
 		rec.sink = f
 	}
+	if path := os.Getenv(EnvPidFile); path != "" {
+		if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return err
+		}
+	}
 	sh := newShared(name, opts, rec)
 	sh.stdio = true
 	err := sh.newServer(context.Background(), "").Run(context.Background(), &mcp.StdioTransport{})
 	rec.add(Event{Kind: KindClosed, Session: sh.label(nil)})
+	if d, perr := time.ParseDuration(os.Getenv(EnvLinger)); perr == nil {
+		time.Sleep(d) // a busy process, not a wait in a test
+	}
 	return err
 }
 

@@ -758,6 +758,20 @@ func (c *streamable) wait(d time.Duration) bool {
 // Close stops every stream and request, ends the upstream session with a
 // DELETE (bounded by deleteTimeout) and makes Read return io.EOF.
 func (c *streamable) Close() error {
+	c.shutdown(true)
+	return nil
+}
+
+// Release stops every stream and request like Close, but leaves the
+// upstream session to the target, so that a session id that names it can
+// resume it later (a gateway rebuilding its backend, or stopping while
+// other replicas carry on).
+func (c *streamable) Release() error {
+	c.shutdown(false)
+	return nil
+}
+
+func (c *streamable) shutdown(end bool) {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
@@ -765,12 +779,11 @@ func (c *streamable) Close() error {
 		c.mu.Unlock()
 		close(c.done)
 		c.cancel()
-		if sid != "" && !expired {
+		if end && sid != "" && !expired {
 			c.deleteSession()
 		}
 		c.wg.Wait()
 	})
-	return nil
 }
 
 // deleteSession asks the target to end the session.
