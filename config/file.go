@@ -212,4 +212,11 @@ type FrontendHTTP struct {
 	HTTP2MaxHeaderSize        Unsupported `json:"http2MaxHeaderSize,omitzero"`
 	HTTP2KeepaliveInterval    Unsupported `json:"http2KeepaliveInterval,omitzero"`
 	HTTP2KeepaliveTimeout     Unsupported `json:"http2KeepaliveTimeout,omitzero"`
+	// PathNormalization is our extension (agentgateway has no such field):
+	// "normalize" (the default) matches, rewrites and forwards the request
+	// path in normal form (dot segments removed, slashes merged, unreserved
+	// characters decoded, escapes upper-cased) and refuses an encoded "/" or
+	// "\", a literal "\" and a malformed escape with 400; "raw" keeps the
+	// path as received, for upstreams that need its exact bytes.
+	PathNormalization string `json:"pathNormalization,omitempty" cfg:"enum=normalize|raw"`
 }

@@ -142,9 +142,26 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid request target")
 			return end(status)
 		}
+		if bytes.IndexByte(authority, '@') >= 0 {
+			// Userinfo ("http://user:pw@host/"): a sender must not put it in
+			// a request target, and a recipient should treat it as an error
+			// (RFC 9110 4.2.4). Refused, never forwarded: fasthttp would
+			// write it upstream as an Authorization field, replacing the
+			// client's, a policy's or a passed-through token.
+			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "userinfo in request target")
+			return end(status)
+		}
 		fctx.Request.Header.SetHostBytes(authority)
 	}
 	path := requestPath(fctx)
+	if !bc.rawPaths && len(path) > 0 && path[0] == '/' && pathNeedsNormalizing(path) {
+		// Routing, policies and the upstream see the path in normal form
+		// (pathnorm.go); ordinary paths need nothing and cost one scan.
+		var err error
+		if path, err = normalizeTarget(&fctx.Request, pc); err != nil {
+			return end(respondError(fctx, fasthttp.StatusBadRequest, err.Error()))
+		}
+	}
 	var validHost bool
 	rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
 	if !validHost {
@@ -350,32 +367,65 @@ func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	releaseState(rs)
 }
 
-// requestPath returns the raw request path without the query. An absolute-form
-// request target ("http://host/path") yields its path.
+// requestPath returns the request path without the query, as the request
+// target now holds it (normalized by begin unless pathNormalization is raw).
+// An absolute-form request target ("http://host/path") yields its path, and
+// "/" when it has none.
 func requestPath(fctx *fasthttp.RequestCtx) []byte {
 	uri := fctx.Request.Header.RequestURI()
-	if len(uri) > 0 && uri[0] != '/' {
-		if i := bytes.Index(uri, []byte("://")); i >= 0 {
-			rest := uri[i+3:]
-			j := bytes.IndexByte(rest, '/')
-			if j < 0 {
-				return slash
-			}
-			uri = rest[j:]
-		}
-	}
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		uri = uri[:i]
-	}
-	if len(uri) == 0 {
+	start, end := pathBounds(uri)
+	if start == end {
 		return slash
 	}
-	return uri
+	return uri[start:end]
+}
+
+// pathBounds returns where the path of a request target lies: from the
+// start of an origin-form target, or from the end of an absolute-form
+// target's authority, to the query. An absolute-form target without a path
+// ("http://host" or "http://host?q") gives an empty one.
+func pathBounds(uri []byte) (start, end int) {
+	if len(uri) > 0 && uri[0] != '/' {
+		if i := bytes.Index(uri, schemeSep); i >= 0 {
+			start = i + len(schemeSep)
+			j := bytes.IndexAny(uri[start:], "/?")
+			if j < 0 {
+				return len(uri), len(uri)
+			}
+			start += j
+		}
+	}
+	end = len(uri)
+	if i := bytes.IndexByte(uri[start:], '?'); i >= 0 {
+		end = start + i
+	}
+	return start, end
+}
+
+// normalizeTarget replaces the path of the request target with its normal
+// form (appendNormalizedPath), keeping what comes before it (an absolute
+// form's scheme and authority) and the query as they are, and returns the
+// new path; or the error that refuses the path, leaving the target alone.
+func normalizeTarget(req *fasthttp.Request, pc *policy.Ctx) ([]byte, error) {
+	uri := req.Header.RequestURI()
+	start, end := pathBounds(uri)
+	b := append(pc.Scratch(), uri[:start]...)
+	b, err := appendNormalizedPath(b, uri[start:end])
+	if err != nil {
+		pc.KeepScratch(b)
+		return nil, err
+	}
+	pathEnd := len(b)
+	b = append(b, uri[end:]...)
+	req.SetRequestURIBytes(b) // copies
+	pc.KeepScratch(b)
+	return req.Header.RequestURI()[start:pathEnd], nil
 }
 
 // absoluteAuthority returns the authority of an absolute-form request
-// target ("http://host:port/path"), without user information; false when
-// the target has no scheme or an empty host.
+// target ("http://host:port/path"), with its user information if it has any
+// (begin refuses that); false when the target has no scheme or an empty
+// host.
 func absoluteAuthority(uri []byte) ([]byte, bool) {
 	i := bytes.Index(uri, schemeSep)
 	if i <= 0 {
@@ -387,10 +437,11 @@ func absoluteAuthority(uri []byte) ([]byte, bool) {
 		end = j
 	}
 	authority := rest[:end]
-	if at := bytes.LastIndexByte(authority, '@'); at >= 0 {
-		authority = authority[at+1:]
+	host := authority
+	if at := bytes.LastIndexByte(host, '@'); at >= 0 {
+		host = host[at+1:]
 	}
-	if len(authority) == 0 || authority[0] == ':' {
+	if len(host) == 0 || host[0] == ':' {
 		return nil, false
 	}
 	return authority, true

@@ -217,23 +217,31 @@ func TestProxyHost(t *testing.T) {
 	}
 }
 
-// TestProxyRequestTarget: paths and queries reach the upstream byte for byte.
+// TestProxyRequestTarget: queries reach the upstream byte for byte, and so
+// do paths with pathNormalization: raw; by default a path goes in normal
+// form (TestPathNormalization), which leaves an ordinary path as it is.
 func TestProxyRequestTarget(t *testing.T) {
 	tests := []struct {
 		desc   string
 		target string
 		want   string
+		// normalized is what goes upstream by default, when not want ("400":
+		// the request is refused).
+		normalized string
 	}{
-		{desc: "percent-encoded slash and space", target: "/a%2Fb/c?x=%20y", want: "/a%2Fb/c?x=%20y"},
-		{desc: "encoded unreserved characters", target: "/%7Euser/p%41th?q=a+b&r=%2F", want: "/%7Euser/p%41th?q=a+b&r=%2F"},
-		{desc: "empty segments", target: "/a//b/", want: "/a//b/"},
-		{desc: "dot segments", target: "/a/./b/../c", want: "/a/./b/../c"},
+		{desc: "percent-encoded slash and space", target: "/a%2Fb/c?x=%20y", want: "/a%2Fb/c?x=%20y", normalized: "400"},
+		{desc: "percent-encoded comma and space", target: "/a%2cb/c%20?x=%20y", want: "/a%2cb/c%20?x=%20y", normalized: "/a%2Cb/c%20?x=%20y"},
+		{desc: "encoded unreserved characters", target: "/%7Euser/p%41th?q=a+b&r=%2F", want: "/%7Euser/p%41th?q=a+b&r=%2F", normalized: "/~user/pAth?q=a+b&r=%2F"},
+		{desc: "empty segments", target: "/a//b/", want: "/a//b/", normalized: "/a/b/"},
+		{desc: "dot segments", target: "/a/./b/../c", want: "/a/./b/../c", normalized: "/a/c"},
 		{desc: "matrix parameters", target: "/x;y=z/w", want: "/x;y=z/w"},
 		{desc: "query without values", target: "/q?a&b=&&c", want: "/q?a&b=&&c"},
 		{desc: "empty query", target: "/e?", want: "/e?"},
 		{desc: "query encodings", target: "/q?x=%20y&a=b+c&k=%2F&e&u=%c3%a9&s=a%2bb", want: "/q?x=%20y&a=b+c&k=%2F&e&u=%c3%a9&s=a%2bb"},
+		{desc: "query of a path normalized", target: "/q/.?x=%20y&a=b+c&k=%2F&p=/../&u=%c3%a9", want: "/q/.?x=%20y&a=b+c&k=%2F&p=/../&u=%c3%a9", normalized: "/q/?x=%20y&a=b+c&k=%2F&p=/../&u=%c3%a9"},
 		{desc: "repeated query keys", target: "/r?a=1&a=2&b", want: "/r?a=1&a=2&b"},
-		{desc: "absolute form", target: "http://client.example/abs%2Fpath?k=v", want: "/abs%2Fpath?k=v"},
+		{desc: "absolute form", target: "http://client.example/abs%2Fpath?k=v", want: "/abs%2Fpath?k=v", normalized: "400"},
+		{desc: "absolute form normalized", target: "http://client.example/abs/./path?k=v", want: "/abs/./path?k=v", normalized: "/abs/path?k=v"},
 	}
 	// A route matching on the query makes the router parse the query; that
 	// must not change what is forwarded.
@@ -246,22 +254,42 @@ func TestProxyRequestTarget(t *testing.T) {
 	}
 	for _, tr := range e2eTransports {
 		for name, cfg := range configs {
-			t.Run(string(tr)+"/"+name, func(t *testing.T) {
-				up, seen := rawHTTPUpstream(t, okAnswer)
-				tg := startGatewayWith(t, cfg(up), map[string]string{"UP": up}, tr)
-				c, br := dialRaw(t, tg.addr(3000))
-				for _, tc := range tests {
-					t.Run(tc.desc, func(t *testing.T) {
-						resp := roundTripRaw(t, c, br, "GET", "GET "+tc.target+" HTTP/1.1\r\nHost: client.example\r\n\r\n")
-						if resp.status() != 200 {
-							t.Fatalf("response %q", resp.line)
-						}
-						if got := nextSeen(t, seen).line; got != "GET "+tc.want+" HTTP/1.1" {
-							t.Fatalf("upstream request line %q, want target %q", got, tc.want)
-						}
-					})
+			for _, raw := range []bool{false, true} {
+				mode := "normalized"
+				if raw {
+					mode = "raw"
 				}
-			})
+				t.Run(string(tr)+"/"+name+"/"+mode, func(t *testing.T) {
+					up, seen := rawHTTPUpstream(t, okAnswer)
+					yaml := cfg(up)
+					if raw {
+						yaml += "frontendPolicies: {http: {pathNormalization: raw}}\n"
+					}
+					tg := startGatewayWith(t, yaml, map[string]string{"UP": up}, tr)
+					c, br := dialRaw(t, tg.addr(3000))
+					for _, tc := range tests {
+						t.Run(tc.desc, func(t *testing.T) {
+							want := tc.want
+							if !raw && tc.normalized != "" {
+								want = tc.normalized
+							}
+							resp := roundTripRaw(t, c, br, "GET", "GET "+tc.target+" HTTP/1.1\r\nHost: client.example\r\n\r\n")
+							if want == "400" {
+								if resp.status() != 400 {
+									t.Fatalf("response %q, want 400", resp.line)
+								}
+								return
+							}
+							if resp.status() != 200 {
+								t.Fatalf("response %q", resp.line)
+							}
+							if got := nextSeen(t, seen).line; got != "GET "+want+" HTTP/1.1" {
+								t.Fatalf("upstream request line %q, want target %q", got, want)
+							}
+						})
+					}
+				})
+			}
 		}
 	}
 }

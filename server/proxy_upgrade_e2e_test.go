@@ -46,7 +46,7 @@ func TestProxyUpgradeTunnel(t *testing.T) {
 			up, seen := upgradeUpstream(t)
 			tg := startGatewayWith(t, oneRoute(up), nil, tr)
 			c, br := dialRaw(t, tg.addr(3000))
-			io.WriteString(c, "GET /ws/a%2Fb?x=%20y HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, X-Hop\r\nUpgrade: echo\r\nX-Hop: 1\r\nSec-WebSocket-Key: abc\r\n\r\n")
+			io.WriteString(c, "GET /ws/a%2Cb?x=%20y HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, X-Hop\r\nUpgrade: echo\r\nX-Hop: 1\r\nSec-WebSocket-Key: abc\r\n\r\n")
 			resp, err := readReply(br, "GET")
 			if err != nil || resp.status() != 101 {
 				t.Fatalf("handshake: %q %v", resp.line, err)
@@ -55,7 +55,7 @@ func TestProxyUpgradeTunnel(t *testing.T) {
 				t.Errorf("101 fields %q: want Upgrade: echo and Connection: Upgrade", resp.fields)
 			}
 			got := nextSeen(t, seen)
-			if got.target() != "/ws/a%2Fb?x=%20y" || got.fields.get("Upgrade") != "echo" ||
+			if got.target() != "/ws/a%2Cb?x=%20y" || got.fields.get("Upgrade") != "echo" ||
 				!strings.EqualFold(got.fields.get("Connection"), "upgrade") ||
 				got.fields.has("X-Hop") || got.fields.get("Sec-Websocket-Key") != "abc" {
 				t.Errorf("upstream saw %q %q", got.line, got.fields)

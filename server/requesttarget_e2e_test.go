@@ -8,8 +8,9 @@ import (
 
 // TestRequestTargetForms: an absolute-form target's authority replaces Host
 // for routing and upstream (RFC 9112 3.2.2); a target with a fragment, a
-// field name holding a space and an absolute target without a host are
-// refused with 400, never forwarded.
+// field name holding a space, an absolute target without a host and one
+// with userinfo (TestUserinfoInRequestTargetRefused) are refused with 400,
+// never forwarded.
 func TestRequestTargetForms(t *testing.T) {
 	addr, seen := rawHTTPUpstream(t, echoAnswer)
 	tg := startGateway(t, `
@@ -23,7 +24,7 @@ binds:
     - policies: {directResponse: {status: 404, body: other}}
 `, map[string]string{"UP": addr})
 	c, br := dialRaw(t, tg.addr(3000))
-	m := roundTripRaw(t, c, br, "GET", "GET http://user@a.example.com/zz?q=1 HTTP/1.1\r\nHost: other\r\n\r\n")
+	m := roundTripRaw(t, c, br, "GET", "GET http://a.example.com/zz?q=1 HTTP/1.1\r\nHost: other\r\n\r\n")
 	if m.status() != 200 {
 		t.Fatalf("absolute form: status %d (%q): the target's authority must choose the listener", m.status(), m.body)
 	}
@@ -35,6 +36,7 @@ binds:
 		{"fragment", "GET /zz#frag HTTP/1.1\r\nHost: a.example.com\r\n\r\n"},
 		{"space in a field name", "GET /zz HTTP/1.1\r\nHost: a.example.com\r\nBad Name: v\r\n\r\n"},
 		{"absolute form without a host", "GET http:///zz HTTP/1.1\r\nHost: a.example.com\r\n\r\n"},
+		{"absolute form with userinfo", "GET http://user@a.example.com/zz HTTP/1.1\r\nHost: a.example.com\r\n\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, br := dialRaw(t, tg.addr(3000))

@@ -35,6 +35,10 @@ type bindConfig struct {
 	port      int
 	frontend  frontendSettings
 	listeners []*listenerConfig // most specific hostname first
+	// rawPaths keeps request paths as received
+	// (frontendPolicies.http.pathNormalization: raw); by default they are
+	// normalized before routing (pathnorm.go).
+	rawPaths bool
 }
 
 type listenerConfig struct {
@@ -120,7 +124,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("binds[%d].port", bi), Msg: "required"})
 			continue
 		}
-		bc := &bindConfig{port: *b.Port}
+		bc := &bindConfig{port: *b.Port, rawPaths: rawPaths(f)}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
 			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
@@ -661,6 +665,12 @@ func frontendFrom(f *config.File) frontendSettings {
 		}
 	}
 	return fs
+}
+
+// rawPaths reports whether frontendPolicies.http.pathNormalization is raw.
+func rawPaths(f *config.File) bool {
+	fp := f.FrontendPolicies
+	return fp != nil && fp.HTTP != nil && fp.HTTP.PathNormalization == "raw"
 }
 
 // ValidatePartial compiles what decoded of a file that has errors (known)

@@ -264,6 +264,18 @@ func (b *Backend) endLocked(id string, s *Session) {
 // session never waits for a target's process to stop. Close waits for
 // these.
 func (b *Backend) closeLater(s *Session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closeLaterLocked(s)
+}
+
+// closeLaterLocked is closeLater for a caller holding b.mu. Once Close has
+// begun its wait, a late session is closed without being waited for.
+func (b *Backend) closeLaterLocked(s *Session) {
+	if b.closed {
+		go s.close()
+		return
+	}
 	b.closing.Add(1)
 	go func() {
 		defer b.closing.Done()
@@ -282,7 +294,7 @@ func (b *Backend) lookup(id, subject string) *Session {
 	}
 	if s.expired(time.Now()) {
 		b.endLocked(id, s)
-		b.closeLater(s)
+		b.closeLaterLocked(s)
 		return nil
 	}
 	s.touch()
