@@ -575,3 +575,56 @@ binds:
 		t.Fatalf("method=\"other\" counted %v calls, want 201", n)
 	}
 }
+
+// TestMCPInteropMemoryServer: the memory reference server (tools and
+// subscribable resources) beside the filesystem one (tools only): its
+// resource is listed, read and subscribed to under its prefix, and its
+// tools keep state within the session.
+func TestMCPInteropMemoryServer(t *testing.T) {
+	nodemcp.Require(t)
+	mcmd, margs, menv := nodemcp.Memory(t)
+	fcmd, fargs, fenv := nodemcp.Filesystem(t, t.TempDir())
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          targets:
+          - `+stdioYAML("memory", mcmd, margs, menv)+`
+          - `+stdioYAML("filesystem", fcmd, fargs, fenv)+`
+`, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	report, err := nodemcp.TSClient(t, ctx, tg.url(3000)+"/mcp", []nodemcp.Step{
+		{Op: "listResources"},
+		{Op: "callTool", Name: "memory_create_entities", Args: map[string]any{"entities": []any{
+			map[string]any{"name": "gateway", "entityType": "project", "observations": []any{"fronts MCP servers"}},
+		}}},
+		{Op: "readResource", URI: "memory+memory://knowledge-graph"},
+		{Op: "subscribeResource", URI: "memory+memory://knowledge-graph"},
+		{Op: "listPrompts"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !report.Connected {
+		t.Fatalf("connect: %v", report.ConnectError)
+	}
+	for i, s := range report.Steps[:4] {
+		if !s.OK {
+			t.Fatalf("step %d %s: %v", i, s.Op, s.Error)
+		}
+	}
+	if r := stepByOp(t, report, 0).Result; !bytes.Contains(r, []byte(`"uri":"memory+memory://knowledge-graph"`)) {
+		t.Fatalf("resources/list: %s", r)
+	}
+	if r := stepByOp(t, report, 2).Result; !bytes.Contains(r, []byte("fronts MCP servers")) || !bytes.Contains(r, []byte(`"uri":"memory+memory://knowledge-graph"`)) {
+		t.Fatalf("resources/read: %s", r)
+	}
+	// Neither target has prompts: the gateway answers -32601 itself.
+	if s := stepByOp(t, report, 4); s.OK || s.Error == nil || s.Error.Code == nil || *s.Error.Code != -32601 {
+		t.Fatalf("prompts/list with no target serving prompts: %s %v, want -32601", s.Result, s.Error)
+	}
+}
