@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -148,19 +149,27 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	if req.Header.IsHead() {
 		resp.SkipBody = true
 	}
-	err = resp.Header.Read(br)
+	err = readHead(&resp.Header, br)
 	for n := 0; err == nil && isInterim(resp.Header.StatusCode()); n++ {
 		if n >= maxInterimResponses {
 			err = errors.New("too many interim responses")
 			break
 		}
-		err = resp.Header.Read(br)
+		err = readHead(&resp.Header, br)
 	}
 	if err != nil {
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		var nothing fasthttp.ErrNothingRead
 		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(err)
+	}
+	if resp.Header.StatusCode() == fasthttp.StatusSwitchingProtocols && !asksUpgrade(&req.Header) {
+		// RFC 9110 15.2.2: a server switches only to a protocol the
+		// request asked for. Relayed, the 101 would leave the client
+		// waiting on a connection nothing is spliced to.
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return false, ErrUnsolicitedSwitch
 	}
 	closeConn := req.ConnectionClose() || resp.Header.ConnectionClose()
 	n := resp.Header.ContentLength()
@@ -189,6 +198,97 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	// gives the connection back.
 	attachStream(hc, cc, br, resp, n, closeConn, !deadline.IsZero())
 	return false, nil
+}
+
+// ErrBareLFHead is the error of an exchange (and AwaitHead) whose response
+// head ends with a blank line in bare-LF form: "X\n\n", "X\r\n\n" or
+// "X\n\r\n", X not CR (the forms sock.ErrBareLFHead refuses in request
+// heads). fasthttp's parser takes such a head only once CRLF CRLF follows
+// somewhere after it, so it would wait for bytes that may never come (the
+// upstream keeping its connection open), and frame the response by where
+// they happened to fall if they did. RFC 9112 2.2 lets a recipient refuse
+// bare LF; the client gets 502.
+var ErrBareLFHead = errors.New("upstream response head ends with a bare LF blank line")
+
+// ErrUnsolicitedSwitch is the error of an exchange answered 101 Switching
+// Protocols although the request asked for no upgrade; the client gets 502.
+var ErrUnsolicitedSwitch = errors.New("upstream switched protocols unasked")
+
+// readHead reads a response head from br (AwaitHead, then fasthttp's parser).
+func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
+	if err := AwaitHead(br); err != nil {
+		return err
+	}
+	return h.Read(br)
+}
+
+// AwaitHead reads from br until it holds the blank line that ends a response
+// head, so that fasthttp's parser, which reads br next, finds the head whole.
+// A head whose blank line is in bare-LF form is refused with ErrBareLFHead at
+// once, whatever follows it. A head that fills br's buffer is left to the
+// parser to refuse. Read errors come as the parser would give them: before
+// any byte, io.EOF (fasthttp.ErrTimeout for a timeout); after some, the
+// read's error wrapped.
+//
+// It costs a look at each line break of the head; after a further read the
+// search resumes where it stopped.
+func AwaitHead(br *bufio.Reader) error {
+	next := 0
+	for {
+		b, _ := br.Peek(br.Buffered()) // what it holds: no read
+		var found, bare bool
+		if found, bare, next = headEnd(b, next); found {
+			if bare {
+				return ErrBareLFHead
+			}
+			return nil
+		}
+		if len(b) >= br.Size() {
+			return nil
+		}
+		if _, err := br.Peek(len(b) + 1); err != nil {
+			if len(b) == 0 {
+				if sock.IsTimeout(err) {
+					return fasthttp.ErrTimeout
+				}
+				return io.EOF
+			}
+			return fmt.Errorf("error when reading response headers: %w", err)
+		}
+	}
+}
+
+// headEnd searches b from index from for the blank line that ends a head. It
+// reports whether b holds it and whether it is in bare-LF form; when b does
+// not hold it yet, next is where to search again once b holds more.
+func headEnd(b []byte, from int) (found, bare bool, next int) {
+	for i := from; ; i++ {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return false, false, len(b)
+		}
+		i += j // b[i] ends a line; a blank line is "\n" or "\r\n" after it
+		if i+1 >= len(b) {
+			return false, false, i
+		}
+		switch b[i+1] {
+		case '\n':
+			return true, true, 0
+		case '\r':
+			if i+2 >= len(b) {
+				return false, false, i
+			}
+			if b[i+2] == '\n' {
+				return true, i == 0 || b[i-1] != '\r', 0
+			}
+		}
+	}
+}
+
+// asksUpgrade reports whether a request asks to switch protocols: Connection
+// names upgrade and Upgrade is not empty.
+func asksUpgrade(h *fasthttp.RequestHeader) bool {
+	return h.ConnectionUpgrade() && len(h.Peek(fasthttp.HeaderUpgrade)) > 0
 }
 
 // clearDeadline removes the exchange deadline, if one was set, before the

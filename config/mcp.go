@@ -182,9 +182,9 @@ func (t MCPTarget) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"name": t.Name}
 	switch t.Kind {
 	case MCPTargetStreamable:
-		m["mcp"] = map[string]any{"host": t.URL}
+		m["mcp"] = map[string]any{"host": redactURL(t.URL)}
 	case MCPTargetSSE:
-		m["sse"] = map[string]any{"host": t.URL}
+		m["sse"] = map[string]any{"host": redactURL(t.URL)}
 	case MCPTargetStdio:
 		// Environment values may hold secrets: only their names are shown.
 		s := map[string]any{"cmd": t.Stdio.Cmd, "args": t.Stdio.Args}

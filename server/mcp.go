@@ -35,7 +35,8 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 		TTL    time.Duration
 		Key    []byte
 		Stdio  []any
-	}{routeName, scope, cfg, ttl, key, stdioSpecs(cfg)})
+		URLs   []string
+	}{routeName, scope, cfg, ttl, key, stdioSpecs(cfg), targetURLs(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
@@ -78,6 +79,16 @@ func stdioSpecs(cfg *config.MCPBackend) []any {
 		if t.Stdio != nil {
 			out = append(out, t.Stdio)
 		}
+	}
+	return out
+}
+
+// targetURLs lists the targets' URLs in full: MarshalJSON hides their
+// passwords, but a change of one must connect anew.
+func targetURLs(cfg *config.MCPBackend) []string {
+	var out []string
+	for _, t := range cfg.Targets {
+		out = append(out, t.URL)
 	}
 	return out
 }

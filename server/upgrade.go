@@ -41,7 +41,13 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	br := bufio.NewReader(conn)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	if err := resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize); err != nil {
+	// AwaitHead refuses a head with a bare-LF blank line at once, which
+	// fasthttp's parser would wait on until the handshake timeout.
+	err = backend.AwaitHead(br)
+	if err == nil {
+		err = resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize)
+	}
+	if err != nil {
 		conn.Close()
 		rs.upstreamErr = err
 		if sock.IsTimeout(err) {

@@ -171,7 +171,13 @@ type proc struct {
 
 func startProc(t *testing.T, configPath string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(gatewayBin, "-f", configPath)
+	return startProcArgs(t, []string{"-f", configPath}, env...)
+}
+
+// startProcArgs runs the binary with the given arguments.
+func startProcArgs(t *testing.T, args []string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(gatewayBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -129,6 +129,7 @@ func (p *process) start(f *config.File) error {
 		UIPage:        p.gw.UIPage,
 		Metrics:       p.gw.Metrics().WritePrometheus,
 		Ready:         p.gw.Ready,
+		Cmdline:       redactArgs(os.Args),
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,14 @@ const (
 	// FailAlreadyAuthenticated: mcpAuthentication found claims another
 	// policy validated (and whose token it removed).
 	FailAlreadyAuthenticated
+	// FailCritical: the header's crit lists an extension (RFC 7515
+	// 4.1.11); the validator understands none.
+	FailCritical
+	// FailDuplicate: the header or the claims name a member twice in one
+	// object (encoding/json would keep the last silently).
+	FailDuplicate
+	// FailDateRange: exp, nbf or iat is a number beyond ±2^53 seconds.
+	FailDateRange
 	numFailures
 )
 
@@ -76,6 +84,9 @@ var failureText = [numFailures]string{
 	FailMissingIss:           "missing required claim iss",
 	FailMissingSub:           "missing required claim sub",
 	FailAlreadyAuthenticated: "token already validated by another policy",
+	FailCritical:             "unsupported critical header parameter",
+	FailDuplicate:            "duplicate member name",
+	FailDateRange:            "numeric date out of range",
 }
 
 // String describes the failure.
@@ -214,9 +225,13 @@ func (v *Validator) provider(claims jwt.MapClaims) *provider {
 	return nil
 }
 
-// lookupKey is the jwt.Keyfunc: it picks the provider by the token's
-// (not yet verified) iss and returns that provider's key for the kid.
+// lookupKey is the jwt.Keyfunc: it checks the token's form (strictForm),
+// picks the provider by its (not yet verified) iss and returns that
+// provider's key for the kid.
 func (v *Validator) lookupKey(t *jwt.Token) (any, error) {
+	if f := strictForm(t); f != OK {
+		return nil, refusal(f)
+	}
 	claims, _ := t.Claims.(jwt.MapClaims)
 	p := v.provider(claims)
 	if p == nil {
@@ -279,7 +294,10 @@ func (v *Validator) Validate(token []byte) (map[string]any, Failure) {
 
 // classifyParse maps a parse or signature error to a Failure.
 func classifyParse(t *jwt.Token, err error) Failure {
+	var r refusal
 	switch {
+	case errors.As(err, &r):
+		return Failure(r)
 	case errors.Is(err, errUnknownIssuer):
 		return FailIssuer
 	case errors.Is(err, errNoKeyID):

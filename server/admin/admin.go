@@ -4,6 +4,7 @@ import (
 	"html"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ func adminHandler(opts Options) http.Handler {
 		links = append(links, "/config_dump")
 	}
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.Handle("GET /debug/pprof/cmdline", cmdlineHandler(opts.Cmdline))
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
@@ -40,6 +41,20 @@ func adminHandler(opts Options) http.Handler {
 		writeBody(w, http.StatusOK, "text/html; charset=utf-8", index)
 	})
 	return mux
+}
+
+// cmdlineHandler serves the command line as pprof's Cmdline does (the
+// arguments separated by NUL bytes), but the one given (Options.Cmdline):
+// pprof's shows os.Args whole, an inline config (-c) with its secrets
+// included.
+func cmdlineHandler(args []string) http.Handler {
+	if args == nil {
+		args = os.Args[:min(len(os.Args), 1)]
+	}
+	body := []byte(strings.Join(args, "\x00"))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeBody(w, http.StatusOK, "text/plain; charset=utf-8", body)
+	})
 }
 
 // indexPage is the small HTML page served at /.

@@ -19,4 +19,11 @@ type Options struct {
 	UIPage     func() ([]byte, error) // HTML for /ui/
 	Metrics    func(w io.Writer)      // writes Prometheus text for /metrics
 	Ready      func() bool            // readiness
+
+	// Cmdline is what /debug/pprof/cmdline shows, one argument per item,
+	// in place of the process's whole command line (os.Args, which pprof's
+	// own handler shows): the caller hides the values of arguments that
+	// may hold secrets, such as an inline config. Nil shows the program
+	// name alone.
+	Cmdline []string
 }

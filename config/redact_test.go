@@ -1,0 +1,95 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestSensitiveHeader decides by the words of a header name.
+func TestSensitiveHeader(t *testing.T) {
+	tests := []struct {
+		desc string
+		name string
+		want bool
+	}{
+		{"authorization", "Authorization", true},
+		{"proxy authorization", "proxy-authorization", true},
+		{"cookie", "Cookie", true},
+		{"set-cookie", "Set-Cookie", true},
+		{"x-api-key", "X-API-Key", true},
+		{"api-key", "api-key", true},
+		{"apikey", "x-apikey", true},
+		{"auth token", "X-Auth-Token", true},
+		{"underscores", "x_access_token", true},
+		{"aws session token", "X-Amz-Security-Token", true},
+		{"subscription key", "Ocp-Apim-Subscription-Key", true},
+		{"gitlab", "Private-Token", true},
+		{"webhook signature", "X-Hub-Signature", true},
+		{"plain", "x-env", false},
+		{"identity, not a credential", "X-Authenticated-User", false},
+		{"keep-alive", "Keep-Alive", false},
+		{"pseudo-header", ":authority", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := SensitiveHeader(tc.name); got != tc.want {
+				t.Fatalf("SensitiveHeader(%q) = %v, want %v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigDumpRedacts: header values a config sets or matches for
+// sensitive headers, and an MCP target's URL password, are redacted in the
+// dump, which still parses as a config; other values stay.
+func TestConfigDumpRedacts(t *testing.T) {
+	route := func(s string) string {
+		return "binds:\n- port: 1\n  listeners:\n  - routes:\n    - " + s + "\n"
+	}
+	tests := []struct {
+		desc   string
+		yaml   string
+		want   []string // fragments of the compact dump
+		secret string
+	}{
+		{"request set", route(`policies: {requestHeaderModifier: {set: {Authorization: "Bearer s3cret"}}}`), []string{`"set":{"Authorization":"\u003credacted\u003e"}`}, "s3cret"},
+		{"request add, others kept", route(`policies: {requestHeaderModifier: {add: {x-api-key: s3cret, x-env: prod}, remove: [cookie]}}`), []string{`"add":{"x-api-key":"\u003credacted\u003e","x-env":"prod"}`, `"remove":["cookie"]`}, "s3cret"},
+		{"response set-cookie", route(`policies: {responseHeaderModifier: {set: {set-cookie: "sid=s3cret"}}}`), []string{`"set-cookie":"\u003credacted\u003e"`}, "s3cret"},
+		{"route backend", route("backends: [{host: 'h:1', policies: {requestHeaderModifier: {set: {x-auth-token: s3cret}}}}]"), []string{`"x-auth-token":"\u003credacted\u003e"`}, "s3cret"},
+		{"named backend", "backends:\n- name: b\n  host: h:1\n  policies: {requestHeaderModifier: {set: {proxy-authorization: s3cret}}}\n", []string{`"proxy-authorization":"\u003credacted\u003e"`}, "s3cret"},
+		{"exact header match", route(`matches: [{headers: [{name: x-tenant, value: {exact: t1}}, {name: X-Api-Key, value: {exact: s3cret}}]}]`), []string{`{"name":"x-tenant","value":{"exact":"t1"}}`, `{"name":"X-Api-Key","value":{"exact":"\u003credacted\u003e"}}`}, "s3cret"},
+		{"regex header match", route(`matches: [{headers: [{name: authorization, value: {regex: "Bearer s3cret.*"}}]}]`), []string{`{"name":"authorization","value":{"regex":"\u003credacted\u003e"}}`}, "s3cret"},
+		{"query match kept", route(`matches: [{query: [{name: key, value: {exact: v1}}]}]`), []string{`{"name":"key","value":{"exact":"v1"}}`}, ""},
+		{"MCP target password", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://u:s3cret@h:1/mcp'}}]}}]"), []string{`"host":"http://u:xxxxx@h:1/mcp"`}, "s3cret"},
+		{"MCP target without password", route("backends: [{mcp: {targets: [{name: t, sse: {host: 'http://u@h:1/sse'}}]}}]"), []string{`"host":"http://u@h:1/sse"`}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			f, err := Parse([]byte(tc.yaml), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dump, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, dump); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(compact.String(), w) {
+					t.Errorf("dump lacks %s:\n%s", w, compact.String())
+				}
+			}
+			if tc.secret != "" && strings.Contains(string(dump), tc.secret) {
+				t.Errorf("dump shows %q:\n%s", tc.secret, dump)
+			}
+			if _, err := Parse(dump, noEnv); err != nil {
+				t.Errorf("the dump does not parse back: %v\n%s", err, dump)
+			}
+		})
+	}
+}
