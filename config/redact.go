@@ -98,15 +98,36 @@ func (m RouteMatch) MarshalJSON() ([]byte, error) {
 // redactedRegex is a regex match's pattern redacted.
 var redactedRegex = regexp.MustCompile(regexp.QuoteMeta(Redacted))
 
-// redactURL hides the password of a URL's userinfo (as "xxxxx", which
-// url.URL.Redacted writes), for /config_dump.
+// redactURL hides the password of a URL's userinfo (as "xxxxx", as
+// url.URL.Redacted writes it) and the values of query parameters with a
+// credential word in their name (SensitiveHeader: ?api_key=, ?token=), for
+// /config_dump.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
 		return raw
 	}
-	if _, ok := u.User.Password(); !ok {
+	changed := false
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			changed = true
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for name := range q {
+			if SensitiveHeader(name) {
+				q[name] = []string{Redacted}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !changed {
 		return raw
 	}
-	return u.Redacted()
+	return u.String()
 }

@@ -63,6 +63,7 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"regex header match", route(`matches: [{headers: [{name: authorization, value: {regex: "Bearer s3cret.*"}}]}]`), []string{`{"name":"authorization","value":{"regex":"\u003credacted\u003e"}}`}, "s3cret"},
 		{"query match kept", route(`matches: [{query: [{name: key, value: {exact: v1}}]}]`), []string{`{"name":"key","value":{"exact":"v1"}}`}, ""},
 		{"MCP target password", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://u:s3cret@h:1/mcp'}}]}}]"), []string{`"host":"http://u:xxxxx@h:1/mcp"`}, "s3cret"},
+		{"MCP target query token", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?api_key=s3cret&v=2'}}]}}]"), []string{`"host":"http://h:1/mcp?api_key=%3Credacted%3E\u0026v=2"`}, "s3cret"},
 		{"MCP target without password", route("backends: [{mcp: {targets: [{name: t, sse: {host: 'http://u@h:1/sse'}}]}}]"), []string{`"host":"http://u@h:1/sse"`}, ""},
 	}
 	for _, tc := range tests {
