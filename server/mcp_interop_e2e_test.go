@@ -47,24 +47,33 @@ func stdioYAML(name, cmd string, args []string, env map[string]string) string {
 	return "{ name: " + name + ", stdio: { cmd: " + quote(cmd) + ", args: [" + strings.Join(a, ", ") + "], env: {" + strings.Join(e, ", ") + "} } }"
 }
 
+// mcpGateway starts a gateway with one route on port 3000 whose backend is
+// an MCP backend with these targets (flow-style YAML each) and modes (the
+// backend's other fields as "key: value" pairs separated by "; ").
+func mcpGateway(t *testing.T, modes string, vars map[string]string, targets ...string) *testGateway {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n")
+	for _, m := range strings.Split(modes, "; ") {
+		if m != "" {
+			b.WriteString("          " + m + "\n")
+		}
+	}
+	b.WriteString("          targets:\n")
+	for _, target := range targets {
+		b.WriteString("          - " + target + "\n")
+	}
+	return startGateway(t, b.String(), vars)
+}
+
 // everythingAndFilesystem is a route with the everything and filesystem
 // reference servers, whose capabilities differ: filesystem has tools only.
-func everythingAndFilesystem(t *testing.T, extra string) *testGateway {
+func everythingAndFilesystem(t *testing.T) *testGateway {
 	t.Helper()
 	nodemcp.Require(t)
 	cmd, args, env := nodemcp.EverythingStdio(t)
 	fcmd, fargs, fenv := nodemcp.Filesystem(t, t.TempDir())
-	return startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - `+stdioYAML("everything", cmd, args, env)+`
-          - `+stdioYAML("filesystem", fcmd, fargs, fenv)+extra+`
-`, nil)
+	return mcpGateway(t, "", nil, stdioYAML("everything", cmd, args, env), stdioYAML("filesystem", fcmd, fargs, fenv))
 }
 
 func stepByOp(t *testing.T, r *nodemcp.Report, i int) nodemcp.StepResult {
@@ -80,7 +89,7 @@ func stepByOp(t *testing.T, r *nodemcp.Report, i int) nodemcp.StepResult {
 // TypeScript SDK list prompts, resources and templates, set the log level,
 // and follow the resource URIs that results carry.
 func TestMCPInteropMixedCapabilities(t *testing.T) {
-	tg := everythingAndFilesystem(t, "")
+	tg := everythingAndFilesystem(t)
 	endpoint := tg.url(3000) + "/mcp"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -180,7 +189,7 @@ func TestMCPInteropMixedCapabilities(t *testing.T) {
 // TypeScript SDK's task-augmented call returns a task id with the target's
 // prefix, and tasks/list lists it.
 func TestMCPInteropTasks(t *testing.T) {
-	tg := everythingAndFilesystem(t, "")
+	tg := everythingAndFilesystem(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	report, err := nodemcp.TSClient(t, ctx, tg.url(3000)+"/mcp", []nodemcp.Step{
@@ -209,7 +218,7 @@ func TestMCPInteropTasks(t *testing.T) {
 // TestMCPInteropTaskLifecycle: tasks/get and tasks/result in the session
 // that created the task route to its target.
 func TestMCPInteropTaskLifecycle(t *testing.T) {
-	tg := everythingAndFilesystem(t, "")
+	tg := everythingAndFilesystem(t)
 	endpoint := tg.url(3000) + "/mcp"
 	id, status := rawInitialize(t, endpoint, "")
 	if status != http.StatusOK {
@@ -291,17 +300,7 @@ func rawCall(t *testing.T, endpoint, session, body string, header ...string) (in
 func TestMCPInteropStatelessProgress(t *testing.T) {
 	nodemcp.Require(t)
 	target := nodemcp.StartEverythingHTTP(t)
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          statefulMode: stateless
-          targets:
-          - { name: everything, mcp: { host: '${T}' } }
-`, map[string]string{"T": target})
+	tg := mcpGateway(t, "statefulMode: stateless", map[string]string{"T": target}, `{ name: everything, mcp: { host: '${T}' } }`)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	steps := []nodemcp.Step{{Op: "callTool", Name: "trigger-long-running-operation", Args: map[string]any{"duration": 0.3, "steps": 3}, Progress: true}}
@@ -328,17 +327,7 @@ func TestMCPInteropSessionEnd(t *testing.T) {
 	env[mcptest.EnvPidFile] = filepath.Join(dir, "pid")
 	nodemcp.Require(t)
 	target := nodemcp.StartEverythingHTTP(t)
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - `+stdioYAML("busy", cmd, args, env)+`
-          - { name: everything, mcp: { host: '${T}' } }
-`, map[string]string{"T": target})
+	tg := mcpGateway(t, "", map[string]string{"T": target}, stdioYAML("busy", cmd, args, env), `{ name: everything, mcp: { host: '${T}' } }`)
 	endpoint := tg.url(3000) + "/mcp"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -443,16 +432,7 @@ func TestMCPInteropLegacyOneShot(t *testing.T) {
 	cmd, args, env := mcptest.StdioCommand("oneshot")
 	record := filepath.Join(t.TempDir(), "record")
 	env[mcptest.EnvRecord] = record
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - `+stdioYAML("oneshot", cmd, args, env)+`
-`, nil)
+	tg := mcpGateway(t, "", nil, stdioYAML("oneshot", cmd, args, env))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := nodemcp.Inspector(t, ctx, tg.url(3000)+"/sse", "--transport", "sse", "--method", "tools/list")
@@ -520,16 +500,7 @@ binds:
 // Mcp-Protocol-Version is 400.
 func TestMCPProtocolVersionHeader(t *testing.T) {
 	target, _ := mcpTarget(t, "t", "echo")
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - { name: t, mcp: { host: '${T}' } }
-`, map[string]string{"T": target})
+	tg := mcpGateway(t, "", map[string]string{"T": target}, `{ name: t, mcp: { host: '${T}' } }`)
 	endpoint := tg.url(3000) + "/mcp"
 	id, _ := rawInitialize(t, endpoint, "")
 	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
@@ -545,16 +516,7 @@ binds:
 // makes up do not grow /metrics.
 func TestMCPMethodLabelsAreBounded(t *testing.T) {
 	target, _ := mcpTarget(t, "t", "echo")
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - { name: t, mcp: { host: '${T}' } }
-`, map[string]string{"T": target})
+	tg := mcpGateway(t, "", map[string]string{"T": target}, `{ name: t, mcp: { host: '${T}' } }`)
 	endpoint := tg.url(3000) + "/mcp"
 	id, _ := rawInitialize(t, endpoint, "")
 	size := func() int {
@@ -584,17 +546,7 @@ func TestMCPInteropMemoryServer(t *testing.T) {
 	nodemcp.Require(t)
 	mcmd, margs, menv := nodemcp.Memory(t)
 	fcmd, fargs, fenv := nodemcp.Filesystem(t, t.TempDir())
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - backends:
-      - mcp:
-          targets:
-          - `+stdioYAML("memory", mcmd, margs, menv)+`
-          - `+stdioYAML("filesystem", fcmd, fargs, fenv)+`
-`, nil)
+	tg := mcpGateway(t, "", nil, stdioYAML("memory", mcmd, margs, menv), stdioYAML("filesystem", fcmd, fargs, fenv))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	report, err := nodemcp.TSClient(t, ctx, tg.url(3000)+"/mcp", []nodemcp.Step{

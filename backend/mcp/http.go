@@ -59,10 +59,14 @@ const (
 	defaultMaxBody  = 2 << 20
 )
 
+// knownVersions are the protocol versions the SDK speaks (read once: the
+// SDK returns a copy).
+var knownVersions = sdk.SupportedProtocolVersions()
+
 // supportedVersion reports whether the gateway speaks a protocol version a
 // client names in Mcp-Protocol-Version.
 func supportedVersion(v []byte) bool {
-	for _, known := range sdk.SupportedProtocolVersions() {
+	for _, known := range knownVersions {
 		if string(v) == known {
 			return true
 		}
