@@ -203,13 +203,7 @@ func (b *bind) proceed(rs *requestState) {
 		b.finish(rs, fctx.Response.StatusCode())
 		return
 	}
-	if rb.mcp != nil {
-		status := b.serveMCP(rs, r, rb)
-		r.chain.RunResponse(pc)
-		b.finish(rs, status)
-		return
-	}
-	status := b.forward(rs, r, rb)
+	status := rb.target.exchange(b, rs, r, rb)
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
 	}

@@ -105,7 +105,7 @@ func (g *Gateway) swapMCP(next map[string]*mcpgw.Backend) {
 }
 
 // serveMCP answers a request whose backend is an MCP backend.
-func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend) int {
+func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.Backend) int {
 	pc := &rs.pc
 	fctx := pc.Fast
 	var allow mcpgw.Authorizer
@@ -125,19 +125,32 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend) int {
 		Fast:        fctx,
 		Authz:       allow,
 		Passthrough: r.passthrough || rb.passthrough,
-		Timeout:     r.timeout,
+		Timeout:     callTimeout(r, rb),
 		MaxBody:     rs.bind.frontend.maxBufferSize,
 		Subject:     mcpgw.Subject(pc.Claims),
 	}
 	if req.Passthrough && len(pc.Token) > 0 {
 		req.Token = append([]byte(nil), pc.Token...)
 	}
-	rs.mcp = rb.mcp.Serve(&req)
+	rs.mcp = m.Serve(&req)
 	status := fctx.Response.StatusCode()
 	if status == 0 {
 		status = fasthttp.StatusOK
 	}
 	return status
+}
+
+// callTimeout bounds one MCP call: the shortest of the route's request
+// timeout, its per-attempt backend timeout and the backend's
+// requestTimeout; zero when none is set.
+func callTimeout(r *route, rb *routeBackend) time.Duration {
+	d := time.Duration(0)
+	for _, t := range [...]time.Duration{r.timeout, r.backendTimeout, rb.requestTimeout} {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	return d
 }
 
 func authzKind(k mcpgw.ItemKind) celrules.MCPKind {

@@ -47,13 +47,13 @@ var (
 // forward sends the request to the chosen backend, with the route's retry and
 // timeout policies, and leaves the backend's response (or an error response) in
 // fctx.Response. It returns the status sent to the client.
-func (b *bind) forward(rs *requestState, r *route, rb *routeBackend) int {
+func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpstream) int {
 	fctx := rs.pc.Fast
 	req := &fctx.Request
-	up := rb.static
+	up := t.static
 	if up == nil {
 		var err error
-		up, err = rb.dynamic.For(req.Header.Host(), "80")
+		up, err = t.dynamic.For(req.Header.Host(), "80")
 		if err != nil {
 			rs.upstreamErr = err
 			return respondError(fctx, fasthttp.StatusBadRequest, "request names no destination")

@@ -73,15 +73,13 @@ type route struct {
 // routeBackend is one weighted backend of a route with its backend policies.
 type routeBackend struct {
 	name            string
-	static          *backend.Upstream // nil for dynamic
-	dynamic         *backend.Dynamic
+	target          target // where requests go: HTTP upstream, MCP backend
 	requestHeaders  *policy.HeaderModifier
 	responseHeaders *policy.HeaderModifier
 	redirect        *policy.Redirect
 	// redirectUsesPrefix: the redirect replaces the matched path prefix.
 	redirectUsesPrefix bool
 	requestTimeout     time.Duration
-	mcp                *mcpgw.Backend // an MCP backend: requests go to it, not to an upstream
 	metrics            *telemetry.RouteMetrics
 	connectErrors      *telemetry.BackendMetrics
 	// passthrough is backendAuth passthrough of this backend; it wins over
@@ -513,16 +511,22 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	}
 	switch rb.Kind {
 	case config.BackendHost:
-		out.static = c.gw.pools.Get(rb.Host, settings)
-		c.used[out.static] = true
+		up := c.gw.pools.Get(rb.Host, settings)
+		c.used[up] = true
+		out.target = &httpUpstream{static: up}
 	case config.BackendDynamic:
-		out.dynamic = c.gw.dynamicPools(settings)
+		out.target = &httpUpstream{dynamic: c.gw.dynamicPools(settings)}
 	case config.BackendMCP:
 		m, err := c.mcpBackend(path, routeName, scope, rb.MCP)
 		if err != nil {
 			return nil, err
 		}
-		out.mcp = m
+		out.target = &mcpRelay{mcp: m}
+	}
+	if out.target != nil && policies != nil {
+		if err := refuseUnhonored(path, out.target, policies); err != nil {
+			return nil, err
+		}
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
