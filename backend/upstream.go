@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -20,6 +21,8 @@ type PoolSettings struct {
 	IdleTimeout time.Duration
 	// MaxConns caps connections per address; 0 means fasthttp's default.
 	MaxConns int
+	// TLS makes the pool's connections TLS (LLM providers, later backendTLS).
+	TLS UpstreamTLS
 }
 
 // DefaultPoolIdleTimeout is agentgateway's default pool idle timeout.
@@ -34,17 +37,41 @@ type Upstream struct {
 	// HostHeader is the Host value for hostname-based backends: the name, with
 	// the port unless it is 80.
 	HostHeader []byte
-	client     *fasthttp.HostClient
-	dialing    Dialing
+	// TLS says the pool's connections speak TLS.
+	TLS     bool
+	client  *fasthttp.HostClient
+	dialing Dialing
+	tls     *tls.Config // nil: plain TCP
+	tlsErr  error       // the TLS settings failed: every dial fails
 }
 
-// Dial opens a raw connection to the upstream, for tunnels (WebSocket upgrades).
+// Dial opens a raw connection to the upstream, for tunnels (WebSocket
+// upgrades); TLS when the pool's connections are.
 func (u *Upstream) Dial() (net.Conn, error) {
-	c, err := u.dialing.Dial(u.Addr)
+	c, err := u.dial(u.dialing.netDialer(), u.dialing.network(), u.Addr, false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 	}
 	return c, nil
+}
+
+// dial opens a connection: TCP, wrapped for the data path when dataPath,
+// then TLS when the pool speaks it.
+func (u *Upstream) dial(nd *net.Dialer, network, addr string, dataPath bool) (net.Conn, error) {
+	if u.tlsErr != nil {
+		return nil, u.tlsErr
+	}
+	c, err := nd.Dial(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if dataPath {
+		c = sock.DataPath(c)
+	}
+	if u.tls == nil {
+		return c, nil
+	}
+	return handshake(c, u.tls, u.dialing)
 }
 
 // ResponseStreamThreshold is the response body size above which bodies stream
@@ -53,11 +80,18 @@ const ResponseStreamThreshold = 8 << 10
 
 func newUpstream(addr string, s PoolSettings) *Upstream {
 	host, _, _ := net.SplitHostPort(addr)
-	u := &Upstream{Addr: addr, dialing: s.Dialing}
+	u := &Upstream{Addr: addr, dialing: s.Dialing, TLS: s.TLS.Enabled}
+	defaultPort := ":80"
+	if s.TLS.Enabled {
+		defaultPort = ":443"
+		if u.tls, u.tlsErr = s.TLS.Config(host); u.tlsErr != nil {
+			u.tlsErr = errTLSConfig{u.tlsErr}
+		}
+	}
 	if net.ParseIP(host) == nil {
 		u.HostName = host
 		u.HostHeader = []byte(addr)
-		if strings.HasSuffix(addr, ":80") {
+		if strings.HasSuffix(addr, defaultPort) {
 			u.HostHeader = []byte(host)
 		}
 	}
@@ -70,11 +104,11 @@ func newUpstream(addr string, s PoolSettings) *Upstream {
 	u.client = &fasthttp.HostClient{
 		Addr: addr,
 		Dial: func(a string) (net.Conn, error) {
-			c, err := nd.Dial(network, a)
+			c, err := u.dial(nd, network, a, true)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 			}
-			return sock.DataPath(c), nil
+			return c, nil
 		},
 		MaxConns:                      s.MaxConns,
 		MaxIdleConnDuration:           idle,
