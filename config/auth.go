@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"net/url"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -403,56 +402,6 @@ func (p MCPProvider) String() string {
 // MarshalJSON writes the preset back in file form.
 func (p MCPProvider) MarshalJSON() ([]byte, error) {
 	return []byte(`{"` + p.String() + `":{}}`), nil
-}
-
-// BackendAuth is `backendAuth`: how the gateway authenticates to the
-// backend. Only passthrough (re-send the client's validated JWT) is built.
-type BackendAuth struct {
-	Passthrough *BackendAuthPassthrough
-}
-
-// BackendAuthPassthrough re-adds the token jwtAuth or mcpAuthentication
-// validated and removed; Location nil means `Authorization: Bearer <token>`.
-type BackendAuthPassthrough struct {
-	Location *AuthLocation `json:"location,omitempty"`
-}
-
-var backendAuthKinds = []string{"passthrough", "key", "gcp", "aws", "azure", "jwtSign", "oauthTokenExchange", "crossAppAccess"}
-
-// DecodeNode decodes the union; kinds other than passthrough are refused.
-func (b *BackendAuth) DecodeNode(n *decode.Node) {
-	if s, ok := n.String(); ok {
-		if s == "copilot" {
-			n.Errorf("backend auth %q is not supported yet", s)
-		} else {
-			n.Errorf("expected a map with one of: %s", strings.Join(backendAuthKinds, ", "))
-		}
-		return
-	}
-	if c := n.Get("credentials"); n.Kind() == decode.Map && c != nil {
-		// agentgateway's other form: a list of credentials by location.
-		c.Errorf("backend auth \"credentials\" is not supported yet")
-		return
-	}
-	key, v := oneKey(n, backendAuthKinds...)
-	switch key {
-	case "":
-	case "passthrough":
-		b.Passthrough = &BackendAuthPassthrough{}
-		if v.Kind() != decode.Null {
-			v.Decode(b.Passthrough)
-		}
-	default:
-		v.Errorf("backend auth %q is not supported yet", key)
-	}
-}
-
-// MarshalJSON writes the union back in file form.
-func (b BackendAuth) MarshalJSON() ([]byte, error) {
-	if b.Passthrough == nil {
-		return []byte("null"), nil
-	}
-	return json.Marshal(map[string]any{"passthrough": b.Passthrough})
 }
 
 // MarshalJSON writes the form the file used: the single-issuer form keeps

@@ -17,6 +17,7 @@ const (
 	BackendRef                 // backend: "name" of a top-level backend
 	BackendDynamic             // dynamic: {} — destination from the request's Host
 	BackendMCP                 // mcp: MCP targets multiplexed behind the route
+	BackendAI                  // ai: LLM providers
 )
 
 // RouteBackend is one entry of `routes[].backends`: exactly one of the backend
@@ -26,6 +27,7 @@ type RouteBackend struct {
 	Host     string // BackendHost: "host:port"
 	Backend  string // BackendRef: name of a top-level backend
 	MCP      *MCPBackend
+	AI       *AIBackend
 	Weight   int
 	Policies *BackendPolicies
 }
@@ -63,6 +65,9 @@ func (b *RouteBackend) DecodeNode(n *decode.Node) {
 		case "mcp":
 			b.Kind = BackendMCP
 			v.Decode(&b.MCP)
+		case "ai":
+			b.Kind = BackendAI
+			v.Decode(&b.AI)
 		default:
 			v.Errorf("backend kind %q is not supported yet", key)
 		}
@@ -80,6 +85,7 @@ type NamedBackend struct {
 	Kind     BackendKind
 	Host     string
 	MCP      *MCPBackend
+	AI       *AIBackend
 	Policies *BackendPolicies
 }
 
@@ -99,6 +105,9 @@ func (b *NamedBackend) DecodeNode(n *decode.Node) {
 		case "mcp":
 			b.Kind = BackendMCP
 			v.Decode(&b.MCP)
+		case "ai":
+			b.Kind = BackendAI
+			v.Decode(&b.AI)
 		default:
 			v.Errorf("backend kind %q is not supported yet", key)
 		}
@@ -148,6 +157,11 @@ func decodeBackendUnion(n *decode.Node, kinds []string, shared map[string]bool, 
 
 func decodeHostPort(v *decode.Node, out *string) {
 	v.Decode(out)
+	if v.Kind() == decode.Null {
+		// `host: null` names no host (and would dump as "").
+		v.Errorf("must be host:port (for example 127.0.0.1:8080)")
+		return
+	}
 	if v.Kind() != decode.String {
 		return
 	}
@@ -163,6 +177,9 @@ func (b RouteBackend) MarshalJSON() ([]byte, error) {
 	if b.MCP != nil {
 		m["mcp"] = b.MCP
 	}
+	if b.AI != nil {
+		m["ai"] = b.AI
+	}
 	if b.Policies != nil {
 		m["policies"] = b.Policies
 	}
@@ -175,6 +192,9 @@ func (b NamedBackend) MarshalJSON() ([]byte, error) {
 	addBackendKind(m, b.Kind, b.Host, "")
 	if b.MCP != nil {
 		m["mcp"] = b.MCP
+	}
+	if b.AI != nil {
+		m["ai"] = b.AI
 	}
 	if b.Policies != nil {
 		m["policies"] = b.Policies

@@ -21,7 +21,7 @@ type File struct {
 	Gateways         Unsupported       `json:"gateways,omitzero"`
 	Routes           Unsupported       `json:"routes,omitzero"`
 	TCPRoutes        Unsupported       `json:"tcpRoutes,omitzero"`
-	LLM              Unsupported       `json:"llm,omitzero"`
+	LLM              *LLMConfig        `json:"llm,omitempty"`
 	MCP              *SimpleMCP        `json:"mcp,omitempty"`
 	UI               Unsupported       `json:"ui,omitzero"`
 }

@@ -59,6 +59,8 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 		return nil, out // nothing decoded: a syntax error
 	}
 	f.pos = pos
+	// Before the mcp section becomes a bind.
+	out = append(out, f.checkLLMPort()...)
 	if len(out) == 0 {
 		out = append(out, f.desugarMCP()...)
 	}
@@ -165,6 +167,7 @@ func (f *File) crossCheck() Errors {
 			}
 		}
 	}
+	f.checkAI(v, names)
 	return errs
 }
 

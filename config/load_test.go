@@ -17,7 +17,14 @@ func noEnv(string) (string, bool) { return "", false }
 // TestParseErrorsGolden checks that one file with many mistakes reports all of
 // them at once, each with its field path.
 func TestParseErrorsGolden(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "invalid.yaml"))
+	checkErrorsGolden(t, "invalid.yaml", "invalid.golden")
+}
+
+// checkErrorsGolden parses testdata/input, which must fail, and compares
+// its errors with testdata/golden (rewritten with -update).
+func checkErrorsGolden(t *testing.T, input, golden string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", input))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +33,7 @@ func TestParseErrorsGolden(t *testing.T) {
 		t.Fatal("invalid config accepted")
 	}
 	got := err.Error() + "\n"
-	golden := filepath.Join("testdata", "invalid.golden")
+	golden = filepath.Join("testdata", golden)
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -38,6 +45,21 @@ func TestParseErrorsGolden(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("errors differ from %s (run with -update to accept):\n got:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
+
+// checkParse parses yaml and checks the outcome: no error when wantErr is
+// empty, else an error containing wantErr.
+func checkParse(t *testing.T, yaml, wantErr string) {
+	t.Helper()
+	_, err := Parse([]byte(yaml), noEnv)
+	switch {
+	case wantErr == "" && err != nil:
+		t.Fatalf("unexpected error:\n%v", err)
+	case wantErr != "" && err == nil:
+		t.Fatalf("accepted; want error containing %q", wantErr)
+	case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+		t.Fatalf("error\n%v\ndoes not contain %q", err, wantErr)
 	}
 }
 
@@ -62,7 +84,7 @@ func TestParse(t *testing.T) {
 		{desc: "port required", yaml: "binds:\n- listeners: []\n", wantErr: "binds[0].port: required"},
 		{desc: "port range", yaml: "binds:\n- port: 0\n  listeners: []\n", wantErr: "binds[0].port: must be >= 1"},
 		{desc: "port type", yaml: "binds:\n- port: abc\n  listeners: []\n", wantErr: "binds[0].port: expected integer"},
-		{desc: "unsupported feature", yaml: "llm: {}\n", wantErr: "llm: not supported yet"},
+		{desc: "unsupported feature", yaml: "ui: {}\n", wantErr: "ui: not supported yet"},
 		{desc: "mcp target needs a kind", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - name: a\n", wantErr: "targets[0]: exactly one of mcp, sse, stdio, openapi is required"},
 		{desc: "mcp target name", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - name: a_b\n            stdio: {cmd: x}\n", wantErr: "targets[0].name: must be 1 to 64 letters"},
 		{desc: "mcp duplicate target", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - {name: a, stdio: {cmd: x}}\n          - {name: a, stdio: {cmd: y}}\n", wantErr: "targets[1].name: target \"a\" is already defined by targets[0]"},
@@ -75,6 +97,7 @@ func TestParse(t *testing.T) {
 		{desc: "path must start with slash", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - path: {pathPrefix: api}\n", wantErr: "matches[0].path.pathPrefix: must start with"},
 		{desc: "bad regex", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - path: {regex: '['}\n", wantErr: "path.regex: invalid regular expression"},
 		{desc: "backend host needs port", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: example.com\n", wantErr: "backends[0].host: must be host:port"},
+		{desc: "backend host null", yaml: "backends: [{name: b, host: null}]\n", wantErr: "backends[0].host: must be host:port"},
 		{desc: "two backend kinds", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: a:1\n        dynamic: {}\n", wantErr: "only one backend kind may be set"},
 		{desc: "dangling backend ref", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: nope\n", wantErr: `no backend named "nope"`},
 		{desc: "named backend ok", yaml: "backends:\n- name: b\n  host: 127.0.0.1:9\nbinds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - backend: b\n"},
@@ -101,7 +124,8 @@ func TestParse(t *testing.T) {
 		{desc: "lowercase protocol: one error", yaml: "binds:\n- port: 1\n  listeners:\n  - protocol: http\n", wantErr: `protocol: must be one of: HTTP, HTTPS, TLS, TCP, HBONE (did you mean "HTTP"?) (line 4:15)`, single: true},
 		{desc: "conditional direct response later, without a status", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {conditional: [{status: 404}]}\n", wantErr: "directResponse.conditional: not supported yet (line 6:39)", single: true},
 		{desc: "direct response needs a status", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        directResponse: {body: x}\n", wantErr: "directResponse.status: required"},
-		{desc: "backend auth credentials later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        backendAuth: {credentials: [{key: abc}]}\n", wantErr: `backendAuth.credentials: backend auth "credentials" is not supported yet`},
+		{desc: "backend auth credentials need a location", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        backendAuth: {credentials: [{key: abc}]}\n", wantErr: `backendAuth.credentials[0].location: required`},
+		{desc: "backend auth jwtSign later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        backendAuth: {jwtSign: {signingKey: k}}\n", wantErr: `backendAuth.jwtSign: backend auth "jwtSign" is not supported yet`},
 		{desc: "unix backend later", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - host: unix:/tmp/s\n", wantErr: "host: unix socket backends are not supported yet"},
 		{desc: "pseudo-header matches", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - headers:\n        - {name: ':method', value: {exact: GET}}\n        - {name: ':Authority', value: {regex: 'a.*'}}\n"},
 		{desc: "match header name invalid", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - matches:\n      - headers:\n        - {name: ':status', value: {exact: '200'}}\n        - {name: 'a b', value: {exact: x}}\n", wantErr: "matches[0].headers[0].name: invalid header name \":status\""},
@@ -191,6 +215,8 @@ func TestExamplesValid(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.yaml")
+	llm, _ := filepath.Glob("testdata/llm/*.yaml") // agentgateway's LLM examples
+	seeds = append(seeds, llm...)
 	seeds = append(seeds, "../examples/quickstart.yaml")
 	for _, s := range seeds {
 		if data, err := os.ReadFile(s); err == nil {
@@ -198,6 +224,8 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Add([]byte("binds:\n- port: ${P:-1}\n  listeners: [{routes: [{backends: [{host: 'a:1'}]}]}]\n"))
+	f.Add([]byte("llm: {models: [{name: 'a*', provider: {reference: p}}], providers: [{name: p, provider: vertex}], virtualModels: [{name: v, routing: {conditional: {targets: [{when: 'llmRequest.x', model: ab}, {model: a}]}}}]}\n"))
+	f.Add([]byte("binds: [{port: 1, listeners: [{routes: [{policies: {localRateLimit: {conditional: [{condition: 'true', maxTokens: 1, tokensPerFill: 1, fillInterval: 1s}]}, ai: {transformations: {m: 'llmRequest.model'}, promptGuard: {request: [{regex: {rules: [{pattern: 'a+'}]}, scope: [messages]}]}}}, backends: [{ai: {groups: [{providers: [{name: a, provider: {azure: {resourceName: r, resourceType: foundry}}}]}]}}]}]}]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data, noEnv)
 		if err == nil && file == nil {

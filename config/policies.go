@@ -25,11 +25,11 @@ type RoutePolicies struct {
 	Authorization     *CELRuleSet        `json:"authorization,omitempty"`
 	MCPAuthentication *MCPAuthentication `json:"mcpAuthentication,omitempty"`
 	A2A               Unsupported        `json:"a2a,omitzero"`
-	AI                Unsupported        `json:"ai,omitzero"`
+	AI                *AIPolicy          `json:"ai,omitempty"`
 	BackendTLS        Unsupported        `json:"backendTLS,omitzero"`
 	BackendTunnel     Unsupported        `json:"backendTunnel,omitzero"`
 	BackendAuth       *BackendAuth       `json:"backendAuth,omitempty"`
-	LocalRateLimit    Unsupported        `json:"localRateLimit,omitzero"`
+	LocalRateLimit    *LocalRateLimit    `json:"localRateLimit,omitempty"`
 	RemoteRateLimit   Unsupported        `json:"remoteRateLimit,omitzero"`
 	JWTAuth           *JWTAuth           `json:"jwtAuth,omitempty"`
 	OIDC              Unsupported        `json:"oidc,omitzero"`
@@ -62,7 +62,7 @@ type BackendPolicies struct {
 	A2A              Unsupported  `json:"a2a,omitzero"`
 	InferenceRouting Unsupported  `json:"inferenceRouting,omitzero"`
 	SessionAffinity  Unsupported  `json:"sessionAffinity,omitzero"`
-	AI               Unsupported  `json:"ai,omitzero"`
+	AI               *AIPolicy    `json:"ai,omitempty"`
 }
 
 // HeaderModifier adds, sets and removes headers.

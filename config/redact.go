@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -75,15 +76,24 @@ func (h HeaderModifier) MarshalJSON() ([]byte, error) {
 func (m RouteMatch) MarshalJSON() ([]byte, error) {
 	type plain RouteMatch // without this method
 	p := plain(m)
+	p.Headers = redactValueMatches(m.Headers)
+	return json.Marshal(p)
+}
+
+// redactValueMatches returns header matches with the values matched
+// against sensitive headers (SensitiveHeader) redacted, keeping each
+// match's kind, or matches itself when none is sensitive.
+func redactValueMatches(matches []ValueMatch) []ValueMatch {
+	out := matches
 	copied := false
-	for i, h := range m.Headers {
+	for i, h := range matches {
 		if !SensitiveHeader(h.Name) {
 			continue
 		}
 		if !copied {
-			p.Headers, copied = append([]ValueMatch(nil), m.Headers...), true
+			out, copied = append([]ValueMatch(nil), matches...), true
 		}
-		v := &p.Headers[i].Value
+		v := &out[i].Value
 		switch {
 		case v.Regex != nil:
 			v.Regex = redactedRegex
@@ -92,7 +102,31 @@ func (m RouteMatch) MarshalJSON() ([]byte, error) {
 			v.Exact = &redacted
 		}
 	}
-	return json.Marshal(p)
+	return out
+}
+
+// redactedExpression is a CEL expression redacted: the string literal
+// "<redacted>", so that the dump still compiles.
+const redactedExpression = CELExpression(`"` + Redacted + `"`)
+
+// redactExpressions returns header expressions with those of sensitive
+// headers (SensitiveHeader) replaced by redactedExpression, or exprs itself
+// when none is: an expression may hold a literal token.
+func redactExpressions(exprs map[string]CELExpression) map[string]CELExpression {
+	var out map[string]CELExpression
+	for name := range exprs {
+		if !SensitiveHeader(name) {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(exprs)
+		}
+		out[name] = redactedExpression
+	}
+	if out == nil {
+		return exprs
+	}
+	return out
 }
 
 // redactedRegex is a regex match's pattern redacted.

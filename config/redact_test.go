@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -64,6 +66,22 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"query match kept", route(`matches: [{query: [{name: key, value: {exact: v1}}]}]`), []string{`{"name":"key","value":{"exact":"v1"}}`}, ""},
 		{"MCP target password", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://u:s3cret@h:1/mcp'}}]}}]"), []string{`"host":"http://u:xxxxx@h:1/mcp"`}, "s3cret"},
 		{"MCP target query token", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?api_key=s3cret&v=2'}}]}}]"), []string{`"host":"http://h:1/mcp?api_key=%3Credacted%3E\u0026v=2"`}, "s3cret"},
+		{"backend key", route(`policies: {backendAuth: {key: s3cret}}`), []string{`"backendAuth":{"key":"\u003credacted\u003e"}`}, "s3cret"},
+		{"backend key with location", route(`policies: {backendAuth: {key: {value: s3cret, location: {header: {name: x-key}}}}}`), []string{`"value":"\u003credacted\u003e"`}, "s3cret"},
+		{"backend key file shown", route(`policies: {backendAuth: {key: {file: /run/key}}}`), []string{`"key":{"file":"/run/key"}`}, ""},
+		{"backend credentials", route(`policies: {backendAuth: {passthrough: {}, credentials: [{location: {header: {name: x-key}}, key: s3cret}]}}`), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
+		{"aws keys", route(`policies: {backendAuth: {aws: {accessKeyId: AKIAEXAMPLE, secretAccessKey: s3cret, sessionToken: s3cret2}}}`), []string{`"accessKeyId":"AKIAEXAMPLE"`, `"secretAccessKey":"\u003credacted\u003e"`, `"sessionToken":"\u003credacted\u003e"`}, "s3cret"},
+		{"azure client secret", route(`policies: {backendAuth: {azure: {explicitConfig: {clientSecret: {tenant_id: t, client_id: c, client_secret: s3cret}}}}}`), []string{`"client_secret":"\u003credacted\u003e"`, `"client_id":"c"`}, "s3cret"},
+		{"gcp credential", route(`policies: {backendAuth: {gcp: {credential: '{"private_key": "s3cret"}'}}}`), []string{`"credential":"\u003credacted\u003e"`}, "s3cret"},
+		{"ai provider key", route("backends: [{ai: {name: a, provider: {openAI: {}}, policies: {backendAuth: {key: s3cret}}}}]"), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
+		{"guard service key", route(`policies: {ai: {promptGuard: {request: [{openAIModeration: {policies: {backendAuth: {key: s3cret}}}}]}}}`), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
+		{"webhook header expression", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer s3cret"', x-tenant: 'request.headers["x-tenant"]'}}}]}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`}, "s3cret"},
+		{"webhook forwarded header match", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, forwardHeaderMatches: [{name: x-api-key, value: {exact: s3cret}}]}}]}}}`), []string{`{"name":"x-api-key","value":{"exact":"\u003credacted\u003e"}}`}, "s3cret"},
+		{"rejection headers", route(`policies: {ai: {promptGuard: {request: [{regex: {rules: []}, rejection: {headers: {set: {x-auth-token: s3cret}}}}]}}}`), []string{`"x-auth-token":"\u003credacted\u003e"`}, "s3cret"},
+		{"llm api key", "llm: {models: [{name: m, provider: openAI, params: {apiKey: s3cret}}]}\n", []string{`"apiKey":"\u003credacted\u003e"`}, "s3cret"},
+		{"llm api key file", "llm: {models: [{name: m, provider: openAI, params: {apiKey: {file: /run/k}}}]}\n", []string{`"apiKey":{"file":"/run/k"}`}, ""},
+		{"llm provider key and auth", "llm: {providers: [{name: p, provider: openAI, params: {apiKey: s3cret}, defaults: {auth: {key: s3cret2}}}], models: []}\n", []string{`"apiKey":"\u003credacted\u003e"`, `"auth":{"key":"\u003credacted\u003e"}`}, "s3cret"},
+		{"llm model headers", "llm: {models: [{name: m, provider: openAI, auth: {key: s3cret}, requestHeaders: {set: {authorization: s3cret2}}, matches: [{headers: [{name: x-api-key, value: {regex: s3cret3}}]}]}]}\n", []string{`"auth":{"key":"\u003credacted\u003e"}`, `"authorization":"\u003credacted\u003e"`, `{"name":"x-api-key","value":{"regex":"\u003credacted\u003e"}}`}, "s3cret"},
 		{"MCP target without password", route("backends: [{mcp: {targets: [{name: t, sse: {host: 'http://u@h:1/sse'}}]}}]"), []string{`"host":"http://u@h:1/sse"`}, ""},
 	}
 	for _, tc := range tests {
@@ -92,5 +110,35 @@ func TestConfigDumpRedacts(t *testing.T) {
 				t.Errorf("the dump does not parse back: %v\n%s", err, dump)
 			}
 		})
+	}
+}
+
+// TestLLMExampleDumpsRedacted: the API keys the LLM examples take from the
+// environment are redacted in the dump, which still parses.
+func TestLLMExampleDumpsRedacted(t *testing.T) {
+	for _, name := range []string{"llm-basic.yaml", "llm-cost-routing.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "llm", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Parse(data, exampleEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"sk-test", "replace-me"} {
+			if strings.Contains(string(dump), secret) {
+				t.Errorf("%s: the dump shows %q:\n%s", name, secret, dump)
+			}
+		}
+		if !strings.Contains(string(dump), `"apiKey":"\u003credacted\u003e"`) {
+			t.Errorf("%s: no redacted apiKey in the dump:\n%s", name, dump)
+		}
+		if _, err := Parse(dump, noEnv); err != nil {
+			t.Errorf("%s: the dump does not parse back: %v", name, err)
+		}
 	}
 }

@@ -410,6 +410,21 @@ func oneKey(n *decode.Node, keys ...string) (string, *decode.Node) {
 	return found, n.Get(found)
 }
 
+// decodeExactlyOne decodes the map n strictly into plain, a method-less
+// view of a union struct whose pointer fields are its kinds, and requires
+// exactly one of keys. A union's DecodeNode calls it as
+//
+//	type plain T
+//	decodeExactlyOne(n, (*plain)(t), "a", "b")
+func decodeExactlyOne(n *decode.Node, plain any, keys ...string) {
+	if !n.Expect(decode.Map) {
+		return
+	}
+	if n.Decode(plain) {
+		n.OneOf(keys...)
+	}
+}
+
 func decodeRegex(v *decode.Node) *regexp.Regexp {
 	s, ok := v.String()
 	if !ok {

@@ -51,7 +51,18 @@ func TestConfigDumpRoundTrip(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
 	}
-	files = append(files, filepath.Join("testdata", "roundtrip.yaml"))
+	files = append(files, filepath.Join("testdata", "roundtrip.yaml"), filepath.Join("testdata", "llm_roundtrip.yaml"))
+	// The LLM examples without inline secrets (those are dumped redacted:
+	// TestConfigDumpRedacts).
+	llm, err := filepath.Glob(filepath.Join("testdata", "llm", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range llm {
+		if b := filepath.Base(name); b != "llm-basic.yaml" && b != "llm-cost-routing.yaml" {
+			files = append(files, name)
+		}
+	}
 	for _, name := range files {
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			data, err := os.ReadFile(name)
@@ -95,6 +106,16 @@ func TestValueMarshalJSON(t *testing.T) {
 		{"no required claims stays none", route(`jwtAuth: {issuer: i, jwks: {file: k}, jwtValidationOptions: {requiredClaims: []}}`), `"jwtValidationOptions":{"requiredClaims":[]}`},
 		{"default required claims stay default", route(`jwtAuth: {issuer: i, jwks: {file: k}, jwtValidationOptions: {}}`), `"jwtValidationOptions":{}`},
 		{"rule with a control character", route(`authorization: {rules: ["request.path == \"\x01\""]}`), `"rules":[{"allow":"request.path == \"\u0001\""}]`},
+		{"ai backend groups form kept", "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - ai: {groups: [{providers: [{name: a, provider: {openAI: {}}}]}]}\n", `"ai":{"groups":[{"providers":[{"name":"a","provider":{"openAI":{}}}]}]}`},
+		{"ai backend provider form kept", "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - ai: {name: a, provider: {bedrock: {}}}\n", `"ai":{"name":"a","provider":{"bedrock":{}}}`},
+		{"rate limit list", route(`localRateLimit: [{maxTokens: 2, tokensPerFill: 1, fillInterval: 90s}]`), `"localRateLimit":[{"maxTokens":2,"tokensPerFill":1,"fillInterval":"1m30s"}]`},
+		{"rate limit conditional", route(`localRateLimit: {conditional: [{condition: 'true', maxTokens: 2, tokensPerFill: 1, fillInterval: 1s, type: tokens}]}`), `"localRateLimit":{"conditional":[{"condition":"true","maxTokens":2,"tokensPerFill":1,"fillInterval":"1s","type":"tokens"}]}`},
+		{"backend key file, short form kept", route(`backendAuth: {key: {file: /k}}`), `"backendAuth":{"key":{"file":"/k"}}`},
+		{"backend key with location", route(`backendAuth: {key: {value: {file: /k}, location: {header: {name: x-key}}}}`), `"backendAuth":{"key":{"location":{"header":{"name":"x-key"}},"value":{"file":"/k"}}}`},
+		{"copilot auth", route(`backendAuth: copilot`), `"backendAuth":"copilot"`},
+		{"aws session name forms", route(`backendAuth: {aws: {assumeRole: {roleArn: r, sessionName: fixed-name}}}`), `"sessionName":"fixed-name"`},
+		{"regex rules", route(`ai: {promptGuard: {request: [{regex: {rules: [{builtin: ssn}, {pattern: '\d{3}'}]}}]}}`), `"rules":[{"builtin":"ssn"},{"pattern":"\\d{3}"}]`},
+		{"model provider forms", "llm:\n  providers: [{name: p, provider: groq}]\n  models: [{name: a, provider: openai}, {name: b, provider: {reference: p}}]\n", `"models":[{"name":"a","provider":"openAI"},{"name":"b","provider":{"reference":"p"}}]`},
 		{"stdio clear_env kept", "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp: {targets: [{name: t, stdio: {cmd: x, clear_env: true}}]}\n", `"clear_env":true`},
 	}
 	for _, tc := range tests {

@@ -136,6 +136,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		sortListeners(bc.listeners)
 		s.binds[bc.port] = bc
 	}
+	errs = append(errs, notServedYet(f)...)
 	if len(errs) > 0 {
 		for _, b := range c.mcpNew {
 			b.Close()
@@ -753,5 +754,41 @@ func Validate(f *config.File) error {
 		}
 	}
 	g.pools.Retain(nil)
-	return err
+	return withoutNotServed(err)
+}
+
+// notServedError refuses a setting the file format accepts that the data
+// plane does not serve yet (config.File.NotServedYet: ai backends and
+// policies, local rate limits, the llm section, backend auth other than
+// passthrough), so that Apply never runs a file without it.
+type notServedError struct{ decode.FieldError }
+
+func (e *notServedError) Unwrap() error { return &e.FieldError }
+
+func notServedYet(f *config.File) config.Errors {
+	var errs config.Errors
+	for _, ns := range f.NotServedYet() {
+		errs = append(errs, &notServedError{decode.FieldError{Path: ns.Path, Msg: ns.Msg}})
+	}
+	return errs
+}
+
+// withoutNotServed drops the notServedErrors from compile's error, for
+// Validate: --validate-only accepts a file whose settings are valid, served
+// yet or not.
+func withoutNotServed(err error) error {
+	many, ok := err.(config.Errors)
+	if !ok {
+		return err
+	}
+	var kept config.Errors
+	for _, e := range many {
+		if _, ns := e.(*notServedError); !ns {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
 }

@@ -102,3 +102,29 @@ binds:
 		}
 	})
 }
+
+// TestNotServedYetRefusedWhenRun: a setting the file format validates but
+// the data plane does not serve yet passes Validate (--validate-only) and
+// is refused by Apply with its path, never run without.
+func TestNotServedYetRefusedWhenRun(t *testing.T) {
+	f := parseConfig(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - ai:
+          name: openai
+          provider: {openAI: {model: gpt-4o-mini}}
+`, nil)
+	if err := Validate(f); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+	defer gw.Shutdown(expiredContext())
+	err := gw.Apply(f)
+	want := "binds[0].listeners[0].routes[0].backends[0].ai: ai backends are not implemented yet"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Apply: %v, want %q", err, want)
+	}
+}

@@ -132,6 +132,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())
+		if ns := f.NotServedYet(); len(ns) > 0 {
+			// Valid, but running it is refused until these are built.
+			fmt.Fprintf(stdout, "%s: not served yet, so running it fails:\n", src.name())
+			for _, n := range ns {
+				fmt.Fprintf(stdout, "  %s: %s\n", n.Path, n.Msg)
+			}
+		}
 		return 0
 	}
 	log, accessLog, err := newLoggers(f, stderr)

@@ -258,6 +258,19 @@ func TestErrors(t *testing.T) {
 			want: []string{`ptr: required (line 1:1)`, `req: required (line 1:1)`},
 		},
 		{
+			desc: "null list items and map values only where the type can be nil",
+			doc:  "binds: [null, {port: 1, listeners: [~]}]\nlabels: {a: null}\nany: [null, {x: null}]\nptrs: [null]\n",
+			into: func() any {
+				return new(struct {
+					Binds  []gwBind          `json:"binds"`
+					Labels map[string]string `json:"labels"`
+					Any    []any             `json:"any"`
+					Ptrs   []*gwBind         `json:"ptrs"`
+				})
+			},
+			want: []string{`binds[0]: must not be null (line 1:9)`, `binds[1].listeners[0]: must not be null (line 1:37)`, `labels.a: must not be null (line 2:13)`},
+		},
+		{
 			desc: "required field null",
 			doc:  "req: null\nptr: ~\n",
 			into: func() any { return new(ruled) },

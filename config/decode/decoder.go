@@ -332,10 +332,31 @@ func (s *state) mapValue(n *Node, v reflect.Value) {
 		v.Set(reflect.MakeMapWithSize(t, len(n.entries)))
 	}
 	for _, e := range n.entries {
+		if s.nullItem(e.val, t.Elem()) {
+			continue
+		}
 		ev := reflect.New(t.Elem()).Elem()
 		s.decode(e.val, ev)
 		v.SetMapIndex(reflect.ValueOf(e.key).Convert(t.Key()), ev)
 	}
+}
+
+// nullItem reports, and records, a null list item or map value whose type
+// cannot be nil (a struct, a string, a number, ...): an item cannot be
+// absent, and its zero value would pass by its type's decoder and rules.
+func (s *state) nullItem(n *Node, t reflect.Type) bool {
+	if n.kind != Null || n.bad {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice:
+		return false
+	}
+	if t == rawType {
+		return false
+	}
+	s.errorf(n, "must not be null")
+	return true
 }
 
 func (s *state) list(n *Node, v reflect.Value) {
@@ -345,7 +366,9 @@ func (s *state) list(n *Node, v reflect.Value) {
 	}
 	sl := reflect.MakeSlice(v.Type(), len(n.items), len(n.items))
 	for i, it := range n.items {
-		s.decode(it, sl.Index(i))
+		if !s.nullItem(it, v.Type().Elem()) {
+			s.decode(it, sl.Index(i))
+		}
 	}
 	v.Set(sl)
 }
@@ -360,6 +383,8 @@ func (s *state) array(n *Node, v reflect.Value) {
 		return
 	}
 	for i, it := range n.items {
-		s.decode(it, v.Index(i))
+		if !s.nullItem(it, v.Type().Elem()) {
+			s.decode(it, v.Index(i))
+		}
 	}
 }

@@ -23,6 +23,9 @@
 //   - null means absent: pointers, maps, slices and interfaces become nil;
 //     other values are left unchanged (a preset default survives). A key
 //     that is present and not null allocates a pointer.
+//     A list item or map value cannot be absent: null there is refused
+//     ("must not be null") unless its type can be nil (pointer, map,
+//     slice, interface, Raw).
 //   - Lists decode into slices (and arrays of the same length), maps into
 //     map[K]V with string-kind K, any value into interface{} (any) as the
 //     generic values of Node.Value, into Raw as generic value plus Node,
