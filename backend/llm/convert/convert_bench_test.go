@@ -1,0 +1,126 @@
+package convert
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// chatRequest4K is a 4 KB Chat Completions request: a system prompt, a
+// multi-turn conversation with a tool call and its result, two tools.
+func chatRequest4K(tb testing.TB) []byte {
+	tb.Helper()
+	msgs := []any{map[string]any{"role": "system", "content": "You are a helpful assistant. " + strings.Repeat("Answer briefly. ", 10)}}
+	for len(msgs) < 17 {
+		msgs = append(msgs,
+			map[string]any{"role": "user", "content": "Question " + strings.Repeat("about the gateway and its providers ", 5)},
+			map[string]any{"role": "assistant", "content": "Answer " + strings.Repeat("with some detail on routing ", 5)})
+	}
+	msgs = append(msgs,
+		map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "get_weather", "arguments": `{"city":"Paris"}`}}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "18C and sunny"},
+		map[string]any{"role": "user", "content": "Thanks, and tomorrow?"})
+	schema := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}, "days": map[string]any{"type": "integer"}}, "required": []string{"city"}}
+	req := map[string]any{
+		"model": "gpt-4o", "messages": msgs, "max_tokens": 512, "temperature": 0.3, "stream": true,
+		"tools": []any{
+			map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "description": "Weather now", "parameters": schema}},
+			map[string]any{"type": "function", "function": map[string]any{"name": "get_forecast", "description": "Weather later", "parameters": schema}},
+		},
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(b) < 3900 || len(b) > 4300 {
+		tb.Fatalf("request is %d bytes, want about 4 KB", len(b))
+	}
+	return b
+}
+
+func benchRequest(b *testing.B, provider Format) {
+	body := chatRequest4K(b)
+	dst := make([]byte, 0, 8<<10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if dst, _, err = Request(dst[:0], Chat, provider, body, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRequestChatToChat(b *testing.B)     { benchRequest(b, Chat) }
+func BenchmarkRequestChatToMessages(b *testing.B) { benchRequest(b, Messages) }
+func BenchmarkRequestChatToBedrock(b *testing.B)  { benchRequest(b, Bedrock) }
+func BenchmarkRequestChatToGemini(b *testing.B)   { benchRequest(b, Gemini) }
+
+func TestRequestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	body := chatRequest4K(t)
+	dst := make([]byte, 0, 8<<10)
+	for _, provider := range []Format{Messages, Bedrock, Gemini} {
+		Request(dst[:0], Chat, provider, body, nil)
+		n := testing.AllocsPerRun(100, func() {
+			dst, _, _ = Request(dst[:0], Chat, provider, body, nil)
+		})
+		if n >= 20 {
+			t.Errorf("chat -> %v: %.0f allocations per 4 KB request, want < 20", provider, n)
+		}
+	}
+}
+
+// benchChunk feeds one provider event over and over, after a prelude that
+// opened a text block.
+func benchChunk(b *testing.B, provider, client Format, prelude, chunk []byte) {
+	s := NewStream(RequestInfo{Client: client, Provider: provider, Model: "m", IncludeUsage: true})
+	out, err := s.Feed(nil, prelude)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err = s.Feed(out[:0], chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatal("no output")
+	}
+}
+
+const (
+	chatPrelude = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+	chatChunk   = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":" the gateway"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	anPrelude   = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+	anChunk = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" the gateway\"}}\n\n"
+)
+
+func BenchmarkChunkChatToChat(b *testing.B) {
+	benchChunk(b, Chat, Chat, []byte(chatPrelude), []byte(chatChunk))
+}
+
+func BenchmarkChunkChatToMessages(b *testing.B) {
+	benchChunk(b, Chat, Messages, []byte(chatPrelude), []byte(chatChunk))
+}
+
+func BenchmarkChunkMessagesToChat(b *testing.B) {
+	benchChunk(b, Messages, Chat, []byte(anPrelude), []byte(anChunk))
+}
+
+func BenchmarkChunkBedrockToChat(b *testing.B) {
+	prelude := bedrockFixture(b, []byte(`event messageStart {"role":"assistant"}`+"\n"+`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdefgh"}`))
+	chunk := bedrockFixture(b, []byte(`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":" the gateway"},"p":"abcdefghijklmnopqrs"}`))
+	benchChunk(b, Bedrock, Chat, prelude, chunk)
+}
+
+func BenchmarkChunkBedrockToResponses(b *testing.B) {
+	prelude := bedrockFixture(b, []byte(`event messageStart {"role":"assistant"}`+"\n"+`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdefgh"}`))
+	chunk := bedrockFixture(b, []byte(`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":" the gateway"},"p":"abcdefghijklmnopqrs"}`))
+	benchChunk(b, Bedrock, Responses, prelude, chunk)
+}

@@ -1,0 +1,182 @@
+package convert
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestPassRequest(t *testing.T) {
+	cases := []struct {
+		desc      string
+		f         Format
+		body      string
+		opts      Options
+		want      string
+		wantModel string
+		stream    bool
+	}{
+		{desc: "chat: untouched without options", f: Chat, body: `{"model":"a", "messages":[],"x":{"y":1}}`,
+			want: `{"model":"a", "messages":[],"x":{"y":1}}`, wantModel: "a"},
+		{desc: "chat: model rewritten, the rest byte for byte", f: Chat, body: `{"x" : [1, 2],"model":"a","model":"dup","z":"\u00e9"}`,
+			opts: Options{Model: `b"c`}, want: `{"x" : [1, 2],"model":"b\"c","z":"\u00e9"}`, wantModel: `b"c`},
+		{desc: "chat: usage asked for the gateway", f: Chat, body: `{"model":"a","stream":true,"messages":[]}`,
+			opts: Options{StreamUsage: true, Model: "m"}, want: `{"model":"m","stream":true,"messages":[],"stream_options":{"include_usage":true}}`, wantModel: "m", stream: true},
+		{desc: "chat: client already asked for usage", f: Chat, body: `{"model":"a","stream":true,"stream_options":{"include_usage":true}}`,
+			opts: Options{StreamUsage: true}, want: `{"model":"a","stream":true,"stream_options":{"include_usage":true}}`, wantModel: "a", stream: true},
+		{desc: "messages: model added when missing", f: Messages, body: `{"max_tokens":5}`, opts: Options{Model: "claude"},
+			want: `{"max_tokens":5,"model":"claude"}`, wantModel: "claude"},
+		{desc: "gemini: body untouched, model for the path", f: Gemini, body: `{"contents":[]}`, opts: Options{Model: "gemini-2.5-pro"},
+			want: `{"contents":[]}`, wantModel: "gemini-2.5-pro"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			out, info, err := Request([]byte("prefix:"), tc.f, tc.f, []byte(tc.body), &tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimPrefix(string(out), "prefix:"); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if info.Model != tc.wantModel || info.Stream != tc.stream {
+				t.Errorf("info %+v", info)
+			}
+		})
+	}
+}
+
+// TestRequestRoundTrip translates a Chat request to each provider format
+// that is also a client format and back: the conversation must survive.
+func TestRequestRoundTrip(t *testing.T) {
+	in := readFile(t, "testdata/requests/tools.chat.json")
+	there, _, err := Request(nil, Chat, Messages, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Request(nil, Messages, Chat, there, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	type msg struct {
+		Role       string `json:"role"`
+		Content    any    `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []call `json:"tool_calls"`
+	}
+	var a, b struct {
+		Messages []msg `json:"messages"`
+		Tools    any   `json:"tools"`
+	}
+	if err := json.Unmarshal(in, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(back, &b); err != nil {
+		t.Fatal(err)
+	}
+	text := func(c any) string {
+		switch v := c.(type) {
+		case string:
+			return v
+		case []any:
+			var s string
+			for _, p := range v {
+				s += p.(map[string]any)["text"].(string)
+			}
+			return s
+		}
+		return ""
+	}
+	if len(a.Messages) != len(b.Messages) {
+		t.Fatalf("%d messages became %d:\n%s", len(a.Messages), len(b.Messages), back)
+	}
+	for i := range a.Messages {
+		x, y := a.Messages[i], b.Messages[i]
+		if x.Role == "developer" {
+			x.Role = "system"
+		}
+		if x.Role != y.Role || text(x.Content) != text(y.Content) || x.ToolCallID != y.ToolCallID || len(x.ToolCalls) != len(y.ToolCalls) {
+			t.Errorf("message %d: %+v became %+v", i, x, y)
+			continue
+		}
+		for j := range x.ToolCalls {
+			var ax, ay any
+			_ = json.Unmarshal([]byte(x.ToolCalls[j].Function.Arguments), &ax)
+			_ = json.Unmarshal([]byte(y.ToolCalls[j].Function.Arguments), &ay)
+			if x.ToolCalls[j].ID != y.ToolCalls[j].ID || !reflect.DeepEqual(ax, ay) {
+				t.Errorf("tool call %d.%d: %+v became %+v", i, j, x.ToolCalls[j], y.ToolCalls[j])
+			}
+		}
+	}
+	if !reflect.DeepEqual(a.Tools, b.Tools) {
+		t.Errorf("tools changed:\n%v\n%v", a.Tools, b.Tools)
+	}
+}
+
+// TestResponseRoundTrip: an Anthropic response told as Chat and back.
+func TestResponseRoundTrip(t *testing.T) {
+	for _, file := range []string{"thinking.messages.json", "tools.messages.json", "stop-sequence.messages.json"} {
+		t.Run(file, func(t *testing.T) {
+			in := readFile(t, "testdata/responses/"+file)
+			chat, u1, err := Response(nil, in, RequestInfo{Client: Chat, Provider: Messages})
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, u2, err := Response(nil, chat, RequestInfo{Client: Messages, Provider: Chat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u1.InputTokens != u2.InputTokens || u1.OutputTokens != u2.OutputTokens || u1.CachedInputTokens != u2.CachedInputTokens {
+				t.Errorf("usage %+v became %+v", u1, u2)
+			}
+			type blk struct {
+				Type  string `json:"type"`
+				Text  string `json:"text"`
+				ID    string `json:"id"`
+				Name  string `json:"name"`
+				Input any    `json:"input"`
+			}
+			var a, b struct {
+				Content    []blk  `json:"content"`
+				StopReason string `json:"stop_reason"`
+			}
+			_ = json.Unmarshal(in, &a)
+			_ = json.Unmarshal(back, &b)
+			var keep []blk
+			for _, c := range a.Content {
+				if c.Type == "text" || c.Type == "tool_use" {
+					keep = append(keep, c)
+				}
+			}
+			var got []blk
+			for _, c := range b.Content {
+				if c.Type != "thinking" {
+					got = append(got, c)
+				}
+			}
+			if !reflect.DeepEqual(keep, got) {
+				t.Errorf("content %+v became %+v", keep, got)
+			}
+			if a.StopReason != b.StopReason && a.StopReason != "stop_sequence" {
+				t.Errorf("stop %s became %s", a.StopReason, b.StopReason)
+			}
+		})
+	}
+}
+
+func TestResponseStreamAgree(t *testing.T) {
+	// The stream and the whole response of the same Bedrock answer end in
+	// the same usage.
+	_, in := streamInput(t, "text-tool.bedrock.events")
+	r := runStream(RequestInfo{Client: Chat, Provider: Bedrock}, in, nil)
+	if r.usage != (Usage{InputTokens: 340, OutputTokens: 22, CachedInputTokens: 300}) {
+		t.Errorf("usage %+v", r.usage)
+	}
+}

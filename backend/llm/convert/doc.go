@@ -1,0 +1,70 @@
+// Package convert owns translation between LLM formats: a client's request
+// in one format (OpenAI Chat Completions, Anthropic Messages, OpenAI
+// Responses) becomes a provider's (OpenAI-compatible chat, Anthropic
+// Messages, Gemini/Vertex generateContent, Bedrock Converse), and the
+// provider's response, error or stream becomes the client's again. The wire
+// types are codec/llm's.
+//
+// # Calling it per request
+//
+//	body, info, err := convert.Request(buf[:0], convert.Chat, convert.Bedrock, clientBody, &opts)
+//	if err != nil {                     // *convert.Error: answer the client
+//		e := err.(*convert.Error)
+//		out = convert.AppendError(out[:0], convert.Chat, e.Status, e.Message)
+//	}
+//	// send body to the provider; info.Model and info.Stream pick the path
+//	// for Gemini (:generateContent / :streamGenerateContent?alt=sse) and
+//	// Bedrock (/model/{id}/converse / converse-stream).
+//
+//	// a 2xx response, whole:
+//	out, usage, err := convert.Response(out[:0], providerBody, info)
+//	// a 4xx/5xx response:
+//	out, status := convert.ProviderError(out[:0], info, providerStatus, providerBody)
+//	// a stream (Content-Type: convert.StreamContentType(info.Client)):
+//	s := convert.AcquireStream(info)
+//	for each piece p read from the provider: out, err = s.Feed(out[:0], p); send out
+//	out, err = s.Close(out[:0]); send out; usage := s.Usage(); convert.ReleaseStream(s)
+//
+// Every function appends to a caller's buffer and returns it, so a server
+// that reuses its buffers translates without allocating them; scratch state
+// is pooled. Values returned (RequestInfo.Model, errors' text aside) alias
+// the body they came from, as codec/llm's do. Same formats (Chat client to
+// Chat provider, ...) pass through: the body is copied with only the model
+// (Options.Model) rewritten, and responses and streams are read only for
+// their usage.
+//
+// # What is translated
+//
+// System prompts (several, and their cache breakpoints for Bedrock),
+// multi-turn conversations (turns of one role merged, as Bedrock and Gemini
+// require), images (data URLs and base64; URLs where the provider takes
+// them), tool definitions, tool choice (auto, required/any, none, a named
+// tool, no parallel calls), tool calls and their results (error flag too),
+// thinking (budgets from reasoning effort; signed thinking replayed to
+// Anthropic and Bedrock), stop sequences, temperature, top_p, top_k,
+// max tokens (a default where the provider requires one), stop reasons and
+// usage (input, output, cached and cache-write, reasoning tokens; Usage
+// holds them in one set of terms). Errors keep the provider's status and
+// take the client's shape and error type names.
+//
+// What cannot be translated is refused with a 400 naming it, never dropped
+// silently: built-in and server tools, audio and file parts, n > 1,
+// structured output (response_format, text.format), Responses'
+// previous_response_id, image URLs for Bedrock, tool names Bedrock refuses.
+// Two things are dropped on purpose, as every gateway must: OpenAI
+// reasoning items replayed by Responses clients and thinking blocks sent to
+// Gemini (neither can be verified by another provider).
+//
+// # Streams
+//
+// A Stream reads the provider's stream into a small set of events (start,
+// block start/delta/stop, stop reason, usage, end, error) and writes the
+// client's events from them: Chat chunks ending with [DONE] (a usage chunk
+// first when the client asked for it), Anthropic's message_start ...
+// message_stop, or the Responses API's response.created ... response.completed
+// (with the full response, so the stream keeps each output item's text).
+// SSE input is framed by the same WHATWG rules as codec/sse (which pulls
+// from an io.Reader; a Stream is pushed to); Bedrock's binary event stream
+// is decoded with the AWS SDK's eventstream package, CRCs checked. Each
+// provider event is bounded by MaxEventBytes.
+package convert

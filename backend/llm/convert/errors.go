@@ -1,0 +1,185 @@
+package convert
+
+import (
+	"unicode/utf8"
+
+	"github.com/relaygate/gateway/codec/llm"
+)
+
+// AppendError appends an error body in format f's shape: the gateway's own
+// errors (a request that cannot be translated, a provider that cannot be
+// reached) reach clients as their SDKs expect.
+func AppendError(dst []byte, f Format, status int, message string) []byte {
+	return appendError(dst, f, status, statusErrorType(status, f), bytesOf(message))
+}
+
+// appendError writes f's error body; typ is a type name, message plain text.
+func appendError(dst []byte, f Format, status int, typ string, message []byte) []byte {
+	switch f {
+	case Messages:
+		dst = append(dst, `{"type":"error","error":{"type":`...)
+		dst = llm.AppendString(dst, typ)
+		dst = append(dst, `,"message":`...)
+		dst = llm.AppendString(dst, message)
+		return append(dst, `}}`...)
+	case Gemini:
+		dst = append(dst, `{"error":{"code":`...)
+		dst = appendInt(dst, int64(status))
+		dst = append(dst, `,"message":`...)
+		dst = llm.AppendString(dst, message)
+		dst = append(dst, `,"status":"`...)
+		dst = append(dst, googleStatus(status)...)
+		return append(dst, `"}}`...)
+	case Bedrock:
+		dst = append(dst, `{"message":`...)
+		dst = llm.AppendString(dst, message)
+		return append(dst, '}')
+	}
+	dst = append(dst, `{"error":{"message":`...)
+	dst = llm.AppendString(dst, message)
+	dst = append(dst, `,"type":`...)
+	dst = llm.AppendString(dst, typ)
+	return append(dst, `,"param":null,"code":null}}`...)
+}
+
+func googleStatus(status int) string {
+	switch status {
+	case 400:
+		return "INVALID_ARGUMENT"
+	case 401:
+		return "UNAUTHENTICATED"
+	case 403:
+		return "PERMISSION_DENIED"
+	case 404:
+		return "NOT_FOUND"
+	case 429:
+		return "RESOURCE_EXHAUSTED"
+	case 503:
+		return "UNAVAILABLE"
+	case 504:
+		return "DEADLINE_EXCEEDED"
+	}
+	return "INTERNAL"
+}
+
+// googleErrorType is the error type of a Google status.
+func googleErrorType(status string, httpStatus int, f Format) string {
+	switch status {
+	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
+		return "invalid_request_error"
+	case "NOT_FOUND":
+		return "not_found_error"
+	case "UNAUTHENTICATED":
+		return "authentication_error"
+	case "PERMISSION_DENIED":
+		return "permission_error"
+	case "RESOURCE_EXHAUSTED":
+		return "rate_limit_error"
+	}
+	return statusErrorType(httpStatus, f)
+}
+
+// maxErrorText bounds the provider text quoted in an error made from an
+// unreadable error body.
+const maxErrorText = 1024
+
+// ProviderError translates a provider's error response (status and body)
+// into the client's error shape, appended to dst, with the status to send.
+// The provider's status is kept: 4xx stay the client's problem, 429 stays
+// retryable, 5xx stay the provider's. Same formats copy the body.
+func ProviderError(dst []byte, info RequestInfo, status int, body []byte) ([]byte, int) {
+	if info.Client == info.Provider {
+		return append(dst, body...), status
+	}
+	typ, msg := "", []byte(nil)
+	var dec llm.Decoder
+	switch info.Provider {
+	case Chat, Responses:
+		var e llm.ErrorBody
+		if dec.Decode(body, &e) == nil && e.Error.Message != "" {
+			typ, msg = e.Error.Type, bytesOf(e.Error.Message)
+		}
+	case Messages:
+		var e llm.AnthropicErrorBody
+		if dec.Decode(body, &e) == nil && e.Error.Message != "" {
+			typ, msg = e.Error.Type, bytesOf(e.Error.Message)
+		}
+	case Gemini:
+		var e llm.GeminiErrorBody
+		err := dec.Decode(body, &e)
+		if err != nil {
+			var arr [1]llm.GeminiErrorBody // Vertex's OpenAI shim wraps it
+			var s []llm.GeminiErrorBody = arr[:0]
+			if dec.Decode(body, &s) == nil && len(s) > 0 {
+				e, err = s[0], nil
+			}
+		}
+		if err == nil && e.Error.Message != "" {
+			typ, msg = googleErrorType(e.Error.Status, status, info.Client), bytesOf(e.Error.Message)
+		}
+	case Bedrock:
+		var e llm.BedrockErrorBody
+		if dec.Decode(body, &e) == nil && e.Text() != "" {
+			msg = bytesOf(e.Text())
+		}
+	}
+	if msg == nil {
+		msg = errorText(body)
+	}
+	if typ == "" || !knownType(typ, info.Client) {
+		typ = statusErrorType(status, info.Client)
+	}
+	return appendError(dst, info.Client, status, typ, msg), status
+}
+
+// knownType reports error types that mean the same in f's vocabulary.
+func knownType(typ string, f Format) bool {
+	switch typ {
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "rate_limit_error":
+		return true
+	case "api_error", "overloaded_error", "request_too_large":
+		return f == Messages
+	case "server_error", "insufficient_quota":
+		return f != Messages
+	}
+	return false
+}
+
+// errorText is an unreadable error body as text: valid UTF-8, bounded.
+func errorText(body []byte) []byte {
+	if len(body) > maxErrorText {
+		body = body[:maxErrorText]
+		// Cut before a rune the bound split (AppendString would mark it).
+		for i := 0; i < utf8.UTFMax && len(body) > 0 && !utf8.FullRune(body[len(body)-1-i:]); i++ {
+			if utf8.RuneStart(body[len(body)-1-i]) {
+				body = body[:len(body)-1-i]
+				break
+			}
+		}
+	}
+	if len(body) == 0 {
+		return []byte("provider error")
+	}
+	return body
+}
+
+// bedrockExceptionStatus is the HTTP status of a Bedrock exception type.
+func bedrockExceptionStatus(typ string) int {
+	switch typ {
+	case "validationException":
+		return 400
+	case "accessDeniedException":
+		return 403
+	case "resourceNotFoundException":
+		return 404
+	case "modelTimeoutException":
+		return 408
+	case "throttlingException", "serviceQuotaExceededException", "modelNotReadyException":
+		return 429
+	case "modelStreamErrorException", "modelErrorException":
+		return 424
+	case "serviceUnavailableException":
+		return 503
+	}
+	return 500
+}

@@ -1,0 +1,75 @@
+package convert
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestProviderErrorGolden(t *testing.T) {
+	cases := []struct {
+		desc     string
+		provider Format
+		status   int
+		body     string
+	}{
+		{desc: "openai invalid request", provider: Chat, status: 400, body: `{"error":{"message":"Invalid 'messages[1].content'","type":"invalid_request_error","param":"messages","code":null}}`},
+		{desc: "openai rate limit", provider: Chat, status: 429, body: `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`},
+		{desc: "anthropic overloaded", provider: Messages, status: 529, body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`},
+		{desc: "anthropic auth", provider: Messages, status: 401, body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`},
+		{desc: "gemini invalid argument", provider: Gemini, status: 400, body: `{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}`},
+		{desc: "gemini quota, array-wrapped", provider: Gemini, status: 429, body: `[{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}]`},
+		{desc: "bedrock validation", provider: Bedrock, status: 400, body: `{"message":"The model returned the following errors: messages: roles must alternate"}`},
+		{desc: "bedrock access denied, capitalised", provider: Bedrock, status: 403, body: `{"Message":"User is not authorized"}`},
+		{desc: "not JSON (a proxy's page)", provider: Chat, status: 502, body: "<html>Bad Gateway</html>"},
+	}
+	var got []byte
+	for _, tc := range cases {
+		for _, client := range clientFormats {
+			if client == tc.provider {
+				continue
+			}
+			out, status := ProviderError(nil, RequestInfo{Client: client, Provider: tc.provider}, tc.status, []byte(tc.body))
+			got = append(got, "# "+tc.desc+" -> "+client.String()+" ("+strconv.Itoa(status)+")\n"...)
+			got = append(got, out...)
+			got = append(got, '\n')
+			if status != tc.status {
+				t.Errorf("%s: status %d, want the provider's %d", tc.desc, status, tc.status)
+			}
+			indent(t, out)
+		}
+	}
+	checkGolden(t, filepath.Join("testdata/errors", "provider_errors.golden"), got)
+}
+
+func TestAppendError(t *testing.T) {
+	cases := []struct {
+		desc   string
+		f      Format
+		status int
+		want   string
+	}{
+		{desc: "chat 400", f: Chat, status: 400, want: `{"error":{"message":"m \"q\"","type":"invalid_request_error","param":null,"code":null}}`},
+		{desc: "messages 429", f: Messages, status: 429, want: `{"type":"error","error":{"type":"rate_limit_error","message":"m \"q\""}}`},
+		{desc: "messages 500", f: Messages, status: 500, want: `{"type":"error","error":{"type":"api_error","message":"m \"q\""}}`},
+		{desc: "responses 503", f: Responses, status: 503, want: `{"error":{"message":"m \"q\"","type":"server_error","param":null,"code":null}}`},
+		{desc: "gemini 404", f: Gemini, status: 404, want: `{"error":{"code":404,"message":"m \"q\"","status":"NOT_FOUND"}}`},
+		{desc: "bedrock 400", f: Bedrock, status: 400, want: `{"message":"m \"q\""}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := string(AppendError(nil, tc.f, tc.status, `m "q"`)); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorTextBounded(t *testing.T) {
+	body := strings.Repeat("é", 2000)
+	out, _ := ProviderError(nil, RequestInfo{Client: Chat, Provider: Bedrock}, 500, []byte(body))
+	if len(out) > maxErrorText+200 || strings.Contains(string(out), `\ufffd`) {
+		t.Errorf("error text not bounded at a rune: %d bytes: %.80s", len(out), out)
+	}
+}

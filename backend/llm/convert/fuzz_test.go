@@ -1,0 +1,195 @@
+package convert
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/sse"
+)
+
+// Fuzz targets of the translators and stream parsers: no input panics,
+// accepted input gives valid JSON, and output stays bounded by the input.
+
+func addFiles(f *testing.F, dir string, names ...string) {
+	for _, n := range names {
+		b, err := readFileF(dir + "/" + n)
+		if err == nil {
+			f.Add(b, uint8(0))
+		}
+	}
+}
+
+func FuzzRequest(f *testing.F) {
+	addFiles(f, "testdata/requests", "basic.chat.json", "tools.chat.json", "image-data.chat.json",
+		"tools.messages.json", "basic.messages.json", "tools.responses.json")
+	f.Fuzz(func(t *testing.T, body []byte, pick uint8) {
+		client := clientFormats[int(pick)%len(clientFormats)]
+		provider := providerFormats[int(pick/3)%len(providerFormats)]
+		out, _, err := Request(nil, client, provider, body, &Options{Model: "m", StreamUsage: true})
+		if err != nil {
+			return
+		}
+		if !llm.Valid(out) {
+			t.Fatalf("%v -> %v: output is not JSON:\n%s", client, provider, out)
+		}
+		if len(out) > 4*len(body)+4096 {
+			t.Fatalf("%v -> %v: %d bytes out of %d", client, provider, len(out), len(body))
+		}
+	})
+}
+
+func FuzzResponse(f *testing.F) {
+	addFiles(f, "testdata/responses", "text.chat.json", "tools.chat.json", "thinking.messages.json",
+		"tools.messages.json", "text.gemini.json", "call.gemini.json", "tools.bedrock.json")
+	f.Fuzz(func(t *testing.T, body []byte, pick uint8) {
+		client := clientFormats[int(pick)%len(clientFormats)]
+		provider := providerFormats[int(pick/3)%len(providerFormats)]
+		out, _, err := Response(nil, body, RequestInfo{Client: client, Provider: provider, Model: "m"})
+		if err != nil || client == provider { // a passthrough copies the body as it is
+			return
+		}
+		if !llm.Valid(out) {
+			t.Fatalf("%v -> %v: output is not JSON:\n%s", provider, client, out)
+		}
+		if len(out) > 4*len(body)+4096 {
+			t.Fatalf("%v -> %v: %d bytes out of %d", provider, client, len(out), len(body))
+		}
+		eout, _ := ProviderError(nil, RequestInfo{Client: client, Provider: provider}, 400, body)
+		if !llm.Valid(eout) && client != provider {
+			t.Fatalf("error body not JSON: %s", eout)
+		}
+	})
+}
+
+// fuzzStream feeds in, cut every step bytes, to a stream of provider into
+// each client format.
+func fuzzStream(t *testing.T, provider Format, in []byte, step uint8) {
+	n := int(step%97) + 1
+	for _, client := range clientFormats {
+		s := NewStream(RequestInfo{Client: client, Provider: provider, Model: "m", IncludeUsage: step&1 == 0})
+		var out []byte
+		var err error
+		for i := 0; i < len(in) && err == nil; i += n {
+			out, err = s.Feed(out, in[i:min(i+n, len(in))])
+		}
+		if err == nil {
+			out, _ = s.Close(out)
+		}
+		if len(out) > 64*len(in)+16<<10 {
+			t.Fatalf("%v -> %v: %d bytes out of %d", provider, client, len(out), len(in))
+		}
+		if client == provider {
+			continue
+		}
+		// What the client gets is SSE whose data is JSON.
+		r := sse.NewReader(bytes.NewReader(out), 0)
+		for {
+			ev, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%v -> %v: client stream: %v\n%s", provider, client, err, out)
+			}
+			if string(ev.Data) != "[DONE]" && !llm.Valid(ev.Data) {
+				t.Fatalf("%v -> %v: event data not JSON: %s", provider, client, ev.Data)
+			}
+		}
+	}
+}
+
+func addStream(f *testing.F, file string) {
+	_, in := streamInput(f, file)
+	f.Add(in, uint8(0))
+	f.Add(in, uint8(6))
+}
+
+func FuzzStreamChat(f *testing.F) {
+	addStream(f, "text-tools.chat.sse")
+	addStream(f, "truncated.chat.sse")
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Chat, in, step) })
+}
+
+func FuzzStreamMessages(f *testing.F) {
+	addStream(f, "text-tools.messages.sse")
+	addStream(f, "error.messages.sse")
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Messages, in, step) })
+}
+
+func FuzzStreamGemini(f *testing.F) {
+	addStream(f, "text-call.gemini.sse")
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Gemini, in, step) })
+}
+
+func FuzzStreamResponses(f *testing.F) {
+	f.Add([]byte("event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":3}}}\n\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Responses, in, step) })
+}
+
+func FuzzStreamBedrock(f *testing.F) {
+	addStream(f, "text-tool.bedrock.events")
+	addStream(f, "exception.bedrock.events")
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Bedrock, in, step) })
+}
+
+// FuzzSSEFramer checks the push framer against codec/sse's Reader: same
+// events (type and data) for any input cut anywhere.
+func FuzzSSEFramer(f *testing.F) {
+	f.Add([]byte("\xef\xbb\xbfdata: a\r\ndata:b\revent: x\n\n: c\n\ndata\n\n"), uint8(2))
+	f.Add([]byte("event: e\ndata: 1\n\nid: 3\nretry: 5\ndata: 2\n\n"), uint8(1))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		const max = 256
+		type ev struct{ typ, data string }
+		var want []ev
+		r := sse.NewReader(bytes.NewReader(in), max)
+		var rerr error
+		for {
+			e, err := r.Next()
+			if err != nil {
+				rerr = err
+				break
+			}
+			want = append(want, ev{e.Type, string(e.Data)})
+		}
+		var got []ev
+		var fr sseFramer
+		fr.reset(max)
+		n := int(step%31) + 1
+		var ferr error
+	feed:
+		for i := 0; i < len(in); i += n {
+			p := in[i:min(i+n, len(in))]
+			for len(p) > 0 {
+				e, rest, ok, err := fr.next(p)
+				if err != nil {
+					ferr = err
+					break feed
+				}
+				if !ok {
+					break
+				}
+				p = rest
+				got = append(got, ev{string(e.typ), string(e.data)})
+			}
+		}
+		if (rerr == sse.ErrEventTooLarge) != (ferr != nil) {
+			t.Fatalf("too large: reader %v, framer %v", rerr, ferr)
+		}
+		if ferr != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("framer %d events %q, reader %d %q", len(got), got, len(want), want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("event %d: framer %q, reader %q", i, got[i], want[i])
+			}
+		}
+		if (rerr == io.ErrUnexpectedEOF) != fr.pending() {
+			t.Fatalf("end inside an event: reader %v, framer pending %v", rerr, fr.pending())
+		}
+	})
+}

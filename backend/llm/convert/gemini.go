@@ -1,0 +1,261 @@
+package convert
+
+import (
+	"github.com/relaygate/gateway/codec/llm"
+)
+
+// Gemini generateContent as a provider format: requests written, responses
+// read (streams: stream_gemini.go).
+
+func (t *translator) writeGeminiRequest(dst []byte) ([]byte, error) {
+	r := &t.req
+	dst = append(dst, `{"contents":[`...)
+	n := 0
+	for _, m := range r.messages {
+		blocks := r.msgBlocks(m)
+		start := len(dst)
+		dst = comma(dst, &n)
+		if m.role == roleAssistant {
+			dst = append(dst, `{"role":"model","parts":[`...)
+		} else {
+			dst = append(dst, `{"role":"user","parts":[`...)
+		}
+		k := 0
+		for i := range blocks {
+			var err error
+			if dst, err = t.appendGeminiPart(dst, &blocks[i], &k); err != nil {
+				return dst, err
+			}
+		}
+		if k == 0 { // nothing Gemini can take (thinking only): drop the turn
+			dst = dst[:start]
+			n--
+			continue
+		}
+		dst = append(dst, `]}`...)
+	}
+	dst = append(dst, ']')
+	if len(r.system) > 0 {
+		dst = append(dst, `,"systemInstruction":{"parts":[`...)
+		for i := range r.system {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"text":`...)
+			dst = append(dst, r.system[i].text...)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, `]}`...)
+	}
+	if len(r.tools) > 0 {
+		dst = append(dst, `,"tools":[{"functionDeclarations":[`...)
+		for i := range r.tools {
+			tl := &r.tools[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"name":`...)
+			dst = llm.AppendString(dst, tl.name)
+			dst = appendOptionalRaw(dst, `,"description":`, tl.desc)
+			// parametersJsonSchema takes JSON Schema as clients write it;
+			// parameters would take only Google's OpenAPI subset.
+			dst = append(dst, `,"parametersJsonSchema":`...)
+			dst = appendSchema(dst, tl.schema)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, `]}]`...)
+	}
+	if r.choice != choiceUnset {
+		dst = append(dst, `,"toolConfig":{"functionCallingConfig":{"mode":`...)
+		switch r.choice {
+		case choiceAuto:
+			dst = append(dst, `"AUTO"`...)
+		case choiceAny:
+			dst = append(dst, `"ANY"`...)
+		case choiceNone:
+			dst = append(dst, `"NONE"`...)
+		case choiceTool:
+			dst = append(dst, `"ANY","allowedFunctionNames":[`...)
+			dst = llm.AppendString(dst, r.choiceName)
+			dst = append(dst, ']')
+		}
+		dst = append(dst, `}}`...)
+	}
+	g := 0
+	dst = append(dst, `,"generationConfig":{`...)
+	if r.maxTokens > 0 {
+		dst = comma(dst, &g)
+		dst = append(dst, `"maxOutputTokens":`...)
+		dst = appendInt(dst, int64(r.maxTokens))
+		r.outMaxTokens = r.maxTokens
+	}
+	for _, f := range [...]struct {
+		key string
+		v   llm.Raw
+	}{{`"temperature":`, r.temperature}, {`"topP":`, r.topP}, {`"topK":`, r.topK}} {
+		if f.v.Present() {
+			dst = comma(dst, &g)
+			dst = append(dst, f.key...)
+			dst = append(dst, f.v...)
+		}
+	}
+	if r.stop.Present() {
+		dst = comma(dst, &g)
+		dst = append(dst, `"stopSequences":`...)
+		dst = appendStringArray(dst, r.stop)
+	}
+	if r.thinkingBudget > 0 {
+		dst = comma(dst, &g)
+		dst = append(dst, `"thinkingConfig":{"thinkingBudget":`...)
+		dst = appendInt(dst, int64(r.thinkingBudget))
+		dst = append(dst, `,"includeThoughts":true}`...)
+	}
+	if g == 0 {
+		dst = dst[:len(dst)-len(`,"generationConfig":{`)]
+		return append(dst, '}'), nil
+	}
+	return append(dst, `}}`...), nil
+}
+
+func (t *translator) appendGeminiPart(dst []byte, b *block, k *int) ([]byte, error) {
+	switch b.kind {
+	case kText:
+		dst = comma(dst, k)
+		dst = append(dst, `{"text":`...)
+		dst = append(dst, b.text...)
+	case kImage:
+		dst = comma(dst, k)
+		if b.url != nil {
+			url, err := llm.Text(nil, b.url)
+			if err != nil {
+				return dst, badRequest("image url is not a string")
+			}
+			dst = append(dst, `{"fileData":{"mimeType":"`...)
+			dst = append(dst, mimeFromURL(url)...)
+			dst = append(dst, `","fileUri":`...)
+			dst = append(dst, b.url...)
+		} else {
+			dst = append(dst, `{"inlineData":{"mimeType":`...)
+			dst = llm.AppendString(dst, b.media)
+			dst = append(dst, `,"data":`...)
+			dst = llm.AppendString(dst, b.data)
+		}
+		dst = append(dst, '}')
+	case kToolUse:
+		dst = comma(dst, k)
+		dst = append(dst, `{"functionCall":{"name":`...)
+		dst = llm.AppendString(dst, b.name)
+		dst = append(dst, `,"args":`...)
+		dst = appendArgsObject(dst, b)
+		dst = append(dst, '}')
+	case kToolResult:
+		dst = comma(dst, k)
+		// Gemini pairs a response with its call by name (and position);
+		// OpenAI and Anthropic results name only the call's id.
+		name := t.req.toolNameFor(b.id)
+		dst = append(dst, `{"functionResponse":{"name":`...)
+		dst = llm.AppendString(dst, name)
+		if b.isError {
+			dst = append(dst, `,"response":{"error":`...)
+		} else {
+			dst = append(dst, `,"response":{"content":`...)
+		}
+		if b.nsub > 0 {
+			for _, s := range t.req.subBlocks(b) {
+				if s.kind != kText {
+					return dst, unsupported("a tool result's non-text content", Gemini)
+				}
+			}
+			dst = appendConcat(dst, t.req.subBlocks(b), kText)
+		} else {
+			dst = appendTextOrEmpty(dst, b.text)
+		}
+		dst = append(dst, `}}`...)
+	case kThinking, kRedacted:
+		// Gemini's thoughts are replayed through thoughtSignature parts that
+		// other formats do not carry: the history drops them.
+		return dst, nil
+	}
+	return append(dst, '}'), nil
+}
+
+func (t *translator) readGeminiResponse(body []byte) error {
+	g := &t.gmResp
+	if err := g.Decode(&t.dec, body); err != nil {
+		return providerInvalid(err)
+	}
+	r := &t.resp
+	r.id, r.model = g.ResponseID, g.ModelVersion
+	r.usage = geminiUsage(&g.UsageMetadata)
+	if len(g.Candidates) == 0 {
+		r.stop = stopFilter // a blocked prompt has no candidates
+		return nil
+	}
+	c := &g.Candidates[0]
+	calls := 0
+	for i := range c.Content.Parts {
+		p := &c.Content.Parts[i]
+		switch {
+		case p.FunctionCall.Name != "":
+			calls++
+			b := block{kind: kToolUse, name: p.FunctionCall.Name, input: p.FunctionCall.Args, id: p.FunctionCall.ID}
+			if b.id == "" {
+				start := len(r.names)
+				r.names = appendID(r.names, "call_")
+				b.id = string(r.names[start:])
+			}
+			r.blocks = append(r.blocks, b)
+		case p.Text.IsString() && p.Thought:
+			r.addText(kThinking, p.Text, p.ThoughtSignature)
+		case p.Text.IsString():
+			r.addText(kText, p.Text, nil)
+		}
+	}
+	r.stop = geminiStop(c.FinishReason, calls > 0)
+	return nil
+}
+
+func geminiUsage(u *llm.GeminiUsage) Usage {
+	return Usage{
+		InputTokens:       u.PromptTokenCount,
+		OutputTokens:      u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		CachedInputTokens: u.CachedContentTokenCount,
+		ReasoningTokens:   u.ThoughtsTokenCount,
+	}
+}
+
+func geminiStop(reason string, calls bool) stopReason {
+	switch reason {
+	case "":
+		return stopNone
+	case "MAX_TOKENS":
+		return stopMaxTokens
+	case "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+		"IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION":
+		return stopFilter
+	}
+	if calls {
+		return stopToolUse
+	}
+	return stopEnd
+}
+
+// addText appends a text or thinking part, joined to the block before when
+// that is of the same kind (Gemini splits text into parts freely).
+func (r *response) addText(k kind, tok, sig llm.Raw) {
+	n := len(r.blocks)
+	if n == 0 || r.blocks[n-1].kind != k {
+		r.blocks = append(r.blocks, block{kind: k, text: tok, sig: sig})
+		return
+	}
+	prev := &r.blocks[n-1]
+	start := len(r.names)
+	r.names = append(r.names, '"')
+	r.names = append(r.names, prev.text.Inner()...)
+	r.names = append(r.names, tok.Inner()...)
+	r.names = append(r.names, '"')
+	prev.text = r.names[start:len(r.names):len(r.names)]
+	if sig.IsString() {
+		prev.sig = sig
+	}
+}

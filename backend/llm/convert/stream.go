@@ -1,0 +1,275 @@
+package convert
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/relaygate/gateway/codec/llm"
+)
+
+// Stream translates a streamed response from the provider's format into the
+// client's, chunk by chunk:
+//
+//	s := convert.AcquireStream(info)
+//	defer convert.ReleaseStream(s)
+//	for each piece p of the provider's body {
+//		out, err = s.Feed(out[:0], p)   // send out (may be empty), stop on err
+//	}
+//	out, err = s.Close(out[:0])         // send out
+//	usage := s.Usage()
+//
+// Pieces may split the provider's events anywhere (SSE lines, event stream
+// messages); the Stream keeps what it needs across them, such as a tool
+// call's arguments arriving in parts. It is not safe for concurrent use.
+type Stream struct {
+	info  RequestInfo
+	model []byte
+
+	pass  bool // same formats: bytes pass through, events are only read
+	blind bool // ... and reading them failed: bytes only
+	strip bool // ... except the usage chunk the client did not ask for
+
+	sse sseFramer
+	es  llm.EventStream
+	dec llm.Decoder
+	err error
+
+	chunk llm.ChatChunk
+	an    llm.AnthropicStreamEvent
+	gm    llm.GeminiResponse
+	bd    llm.BedrockStreamEvent
+	rs    llm.ResponsesStreamEvent
+	cu    llm.ChatUsage
+
+	rd      readState
+	ev      event
+	usage   Usage
+	scratch []byte
+
+	chatW chatWriter
+	anW   anthropicWriter
+	rsW   responsesWriter
+}
+
+// MaxEventBytes bounds one provider event (an SSE event's data, an event
+// stream message); a larger one fails the stream.
+const MaxEventBytes = 1 << 20
+
+// ErrTruncated is returned by Close when the provider's stream ended before
+// its last event.
+var ErrTruncated = errors.New("convert: provider stream ended early")
+
+var streams = sync.Pool{New: func() any { return new(Stream) }}
+
+// AcquireStream returns a Stream for a response to the request info
+// describes (info.Provider's stream in, info.Client's out). Release it with
+// ReleaseStream.
+func AcquireStream(info RequestInfo) *Stream {
+	s := streams.Get().(*Stream)
+	s.Reset(info)
+	return s
+}
+
+// ReleaseStream returns s to the pool; s must not be used afterwards.
+func ReleaseStream(s *Stream) {
+	// Drop references to the last bytes fed.
+	s.chunk.Reset()
+	s.an.Reset()
+	s.gm.Reset()
+	s.bd.Reset()
+	s.rs.Reset()
+	s.ev = event{}
+	streams.Put(s)
+}
+
+// NewStream is AcquireStream without the pool.
+func NewStream(info RequestInfo) *Stream {
+	s := new(Stream)
+	s.Reset(info)
+	return s
+}
+
+// Reset prepares s for a new response, keeping its buffers.
+func (s *Stream) Reset(info RequestInfo) {
+	s.info = info
+	s.model = append(s.model[:0], info.Model...)
+	s.info.Model = ""
+	s.pass = info.Client == info.Provider
+	s.strip = s.pass && info.Client == Chat && !info.IncludeUsage
+	s.sse.reset(MaxEventBytes)
+	s.es.Reset()
+	s.es.Max = MaxEventBytes
+	s.err, s.blind = nil, false
+	s.rd.reset()
+	s.usage = Usage{}
+	s.scratch = s.scratch[:0]
+	s.chatW.reset()
+	s.anW.reset()
+	s.rsW.reset()
+}
+
+// Usage is the usage the provider reported so far (all of it once the
+// stream ended).
+func (s *Stream) Usage() Usage { return s.usage }
+
+// ContentType is the Content-Type of the client's stream.
+func (s *Stream) ContentType() string { return StreamContentType(s.info.Client) }
+
+// Feed translates p, the next bytes of the provider's stream, appending
+// what the client is to receive to dst (possibly nothing). An error ends
+// the stream: dst then holds the client-format error event to send last,
+// and later calls return the same error.
+func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
+	if s.err != nil {
+		return dst, s.err
+	}
+	if s.blind {
+		return append(dst, p...), nil
+	}
+	if s.info.Provider == Bedrock {
+		if s.pass {
+			dst = append(dst, p...)
+		}
+		_, _ = s.es.Write(p)
+		for {
+			m, ok, err := s.es.Next()
+			if err != nil {
+				return s.fail(dst, 502, "api_error", "invalid event stream from provider: "+err.Error())
+			}
+			if !ok {
+				return dst, s.err
+			}
+			dst = s.bedrockMessage(dst, &m)
+			if s.err != nil {
+				return dst, s.err
+			}
+		}
+	}
+	if s.pass && !s.strip {
+		dst = append(dst, p...)
+	}
+	for len(p) > 0 {
+		ev, rest, ok, err := s.sse.next(p)
+		if err != nil {
+			return s.fail(dst, 502, "api_error", "invalid event stream from provider: "+err.Error())
+		}
+		if !ok {
+			break
+		}
+		p = rest
+		dst = s.sseEvent(dst, ev)
+		if s.err != nil {
+			return dst, s.err
+		}
+		if s.blind {
+			if s.strip {
+				dst = append(dst, p...)
+			}
+			return dst, nil
+		}
+	}
+	return dst, nil
+}
+
+func (s *Stream) sseEvent(dst []byte, ev sseEvent) []byte {
+	switch s.info.Provider {
+	case Chat:
+		return s.chatEvent(dst, ev.data)
+	case Messages:
+		return s.anthropicEvent(dst, ev.data)
+	case Gemini:
+		return s.geminiEvent(dst, ev.data)
+	case Responses:
+		return s.responsesEvent(dst, ev.data)
+	}
+	dst, _ = s.fail(dst, 500, "api_error", "no stream translation from "+s.info.Provider.String())
+	return dst
+}
+
+// Close ends the provider's stream, appending the client's last events.
+// It returns ErrTruncated (with an error event in dst) when the provider
+// stopped before its last event.
+func (s *Stream) Close(dst []byte) ([]byte, error) {
+	if s.err != nil {
+		return dst, s.err
+	}
+	if s.rd.ended {
+		return dst, nil
+	}
+	if s.rd.stopped && !s.sse.pending() && !s.es.Pending() {
+		// Gemini's stream has no last event: a finish reason and the end
+		// of the body are its end. Others may end without their marker.
+		dst = s.end(dst)
+		return dst, nil
+	}
+	dst, _ = s.fail(dst, 502, "api_error", "provider stream ended early")
+	s.err = ErrTruncated
+	return dst, ErrTruncated
+}
+
+// fail ends the stream with an error event for the client.
+func (s *Stream) fail(dst []byte, status int, typ, msg string) ([]byte, error) {
+	if s.err != nil {
+		return dst, s.err
+	}
+	if s.pass {
+		// The client gets the provider's bytes as they are; only the usage
+		// is lost.
+		s.blind, s.rd.ended = true, true
+		return dst, nil
+	}
+	s.ev = event{kind: evError, status: status, errType: typ, errMsg: bytesOf(msg)}
+	dst = s.emit(dst)
+	if s.err == nil {
+		s.err = errors.New("convert: " + msg)
+	}
+	return dst, s.err
+}
+
+// Reader returns an io.Reader of the client's stream translated from
+// provider (the provider's body): for servers that copy bodies from
+// readers. The Stream must not be fed otherwise meanwhile.
+func (s *Stream) Reader(provider io.Reader) io.Reader {
+	return &streamReader{s: s, r: provider, in: make([]byte, 16<<10)}
+}
+
+type streamReader struct {
+	s       *Stream
+	r       io.Reader
+	in, out []byte
+	off     int
+	done    bool
+	err     error
+}
+
+func (sr *streamReader) Read(p []byte) (int, error) {
+	for sr.off == len(sr.out) {
+		if sr.done {
+			return 0, sr.err
+		}
+		sr.out, sr.off = sr.out[:0], 0
+		n, err := sr.r.Read(sr.in)
+		if n > 0 {
+			var ferr error
+			sr.out, ferr = sr.s.Feed(sr.out, sr.in[:n])
+			if ferr != nil {
+				sr.done, sr.err = true, ferr
+				continue
+			}
+		}
+		if err == io.EOF {
+			var cerr error
+			sr.out, cerr = sr.s.Close(sr.out)
+			sr.done, sr.err = true, io.EOF
+			if cerr != nil {
+				sr.err = cerr
+			}
+		} else if err != nil {
+			sr.done, sr.err = true, err
+		}
+	}
+	n := copy(p, sr.out[sr.off:])
+	sr.off += n
+	return n, nil
+}

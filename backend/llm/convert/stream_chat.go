@@ -1,0 +1,176 @@
+package convert
+
+import (
+	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/sse"
+)
+
+// Chat Completions streams: chunks as "data: {...}" events, ending with
+// "data: [DONE]".
+
+func (s *Stream) chatEvent(dst, data []byte) []byte {
+	if string(data) == "[DONE]" {
+		if s.strip {
+			dst = sse.AppendEvent(dst, sse.Event{Data: data})
+		}
+		return s.end(dst)
+	}
+	c := &s.chunk
+	if err := c.Decode(&s.dec, data); err != nil {
+		return s.invalid(dst, err)
+	}
+	if s.strip && !(len(c.Choices) == 0 && c.Usage.Present()) {
+		dst = sse.AppendEvent(dst, sse.Event{Data: data})
+	}
+	if c.Error.Present() {
+		var e llm.ErrorBody
+		if err := s.dec.DecodeTrusted(data, &e); err != nil {
+			return s.invalid(dst, err)
+		}
+		return s.providerError(dst, 500, e.Error.Type, bytesOf(e.Error.Message))
+	}
+	dst = s.start(dst, c.ID, c.Model)
+	if len(c.Choices) > 0 {
+		ch := &c.Choices[0]
+		d := &ch.Delta
+		if len(d.ReasoningContent.Inner()) > 0 {
+			var i int
+			dst, i = s.ensureOpen(dst, kThinking)
+			dst = s.delta(dst, i, dThinking, d.ReasoningContent)
+		}
+		if len(d.Content.Inner()) > 0 {
+			var i int
+			dst, i = s.ensureOpen(dst, kText)
+			dst = s.delta(dst, i, dText, d.Content)
+		}
+		for j := range d.ToolCalls {
+			tc := &d.ToolCalls[j]
+			i := s.rd.mapped(tc.Index)
+			if i < 0 {
+				id := tc.ID
+				if id == "" {
+					start := len(s.scratch)
+					s.scratch = appendID(s.scratch, "call_")
+					id = string(s.scratch[start:])
+				}
+				dst, i = s.openBlock(dst, kToolUse, id, tc.Function.Name, nil)
+				s.rd.setMapped(tc.Index, i)
+			}
+			dst = s.delta(dst, i, dArgs, tc.Function.Arguments)
+		}
+		if ch.FinishReason != "" {
+			dst = s.stopWith(dst, chatStop(ch.FinishReason), nil)
+		}
+	}
+	if c.Usage.Present() {
+		s.cu = llm.ChatUsage{}
+		if err := s.dec.DecodeTrusted(c.Usage, &s.cu); err != nil {
+			return s.invalid(dst, err)
+		}
+		s.addUsage(chatUsage(&s.cu))
+	}
+	return dst
+}
+
+type chatWriter struct {
+	prefix []byte // data: {"id":...,"choices":[{"index":0,"delta":
+	head   []byte // {"id":...,"model":...
+	tool   []int  // block index -> tool call index (-1: not a tool call)
+	tools  int
+}
+
+func (w *chatWriter) reset() {
+	*w = chatWriter{prefix: w.prefix[:0], head: w.head[:0], tool: w.tool[:0]}
+}
+
+const chatChunkEnd = ",\"finish_reason\":null}]}\n\n"
+
+func (s *Stream) chatWrite(dst []byte, ev *event) []byte {
+	w := &s.chatW
+	switch ev.kind {
+	case evStart:
+		h := append(w.head[:0], `{"id":`...)
+		if ev.id != "" {
+			h = llm.AppendString(h, ev.id)
+		} else {
+			h = append(h, '"')
+			h = appendID(h, "chatcmpl-")
+			h = append(h, '"')
+		}
+		h = append(h, `,"object":"chat.completion.chunk","created":`...)
+		h = appendInt(h, nowUnix())
+		h = append(h, `,"model":`...)
+		if ev.model != "" {
+			h = llm.AppendString(h, ev.model)
+		} else {
+			h = llm.AppendString(h, s.model)
+		}
+		w.head = h
+		w.prefix = append(append(append(w.prefix[:0], "data: "...), h...), `,"choices":[{"index":0,"delta":`...)
+		dst = append(dst, w.prefix...)
+		dst = append(dst, `{"role":"assistant","content":""}`...)
+		return append(dst, chatChunkEnd...)
+	case evBlockStart:
+		for len(w.tool) <= ev.index {
+			w.tool = append(w.tool, -1)
+		}
+		if ev.block != kToolUse {
+			return dst
+		}
+		w.tool[ev.index] = w.tools
+		w.tools++
+		dst = append(dst, w.prefix...)
+		dst = append(dst, `{"tool_calls":[{"index":`...)
+		dst = appendInt(dst, int64(w.tool[ev.index]))
+		dst = append(dst, `,"id":`...)
+		dst = llm.AppendString(dst, ev.id)
+		dst = append(dst, `,"type":"function","function":{"name":`...)
+		dst = llm.AppendString(dst, ev.name)
+		dst = append(dst, `,"arguments":""}}]}`...)
+		return append(dst, chatChunkEnd...)
+	case evDelta:
+		switch ev.delta {
+		case dText:
+			dst = append(dst, w.prefix...)
+			dst = append(dst, `{"content":`...)
+		case dThinking:
+			dst = append(dst, w.prefix...)
+			dst = append(dst, `{"reasoning_content":`...)
+		case dArgs:
+			if ev.index >= len(w.tool) || w.tool[ev.index] < 0 {
+				return dst
+			}
+			dst = append(dst, w.prefix...)
+			dst = append(dst, `{"tool_calls":[{"index":`...)
+			dst = appendInt(dst, int64(w.tool[ev.index]))
+			dst = append(dst, `,"function":{"arguments":`...)
+			dst = append(dst, ev.text...)
+			dst = append(dst, `}}]}`...)
+			return append(dst, chatChunkEnd...)
+		default:
+			return dst
+		}
+		dst = append(dst, ev.text...)
+		dst = append(dst, '}')
+		return append(dst, chatChunkEnd...)
+	case evStop:
+		dst = append(dst, w.prefix...)
+		dst = append(dst, `{},"finish_reason":`...)
+		dst = append(dst, chatFinish(ev.stop)...)
+		return append(dst, "}]}\n\n"...)
+	case evEnd:
+		if s.info.IncludeUsage {
+			dst = append(dst, "data: "...)
+			dst = append(dst, w.head...)
+			dst = append(dst, `,"choices":[],"usage":`...)
+			dst = appendChatUsage(dst, s.usage)
+			dst = append(dst, "}\n\n"...)
+		}
+		return append(dst, "data: [DONE]\n\n"...)
+	case evError:
+		dst = append(dst, "data: "...)
+		dst = appendError(dst, Chat, ev.status, ev.errType, ev.errMsg)
+		return append(dst, "\n\n"...)
+	}
+	return dst
+}

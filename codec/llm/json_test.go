@@ -1,0 +1,216 @@
+package llm
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestAppendString(t *testing.T) {
+	cases := []struct{ desc, in, want string }{
+		{desc: "plain", in: "hello", want: `"hello"`},
+		{desc: "quote and backslash", in: `a"b\c`, want: `"a\"b\\c"`},
+		{desc: "controls", in: "\n\r\t\x00\x1f", want: `"\n\r\t\u0000\u001f"`},
+		{desc: "utf-8 kept", in: "été 🍰", want: `"été 🍰"`},
+		{desc: "invalid utf-8 replaced", in: "a\xffb", want: `"a\ufffdb"`},
+		{desc: "line separators escaped", in: "a\u2028b\u2029", want: `"a\u2028b\u2029"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			got := string(AppendString(nil, tc.in))
+			if got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+			if b := string(AppendString(nil, []byte(tc.in))); b != got {
+				t.Errorf("[]byte form differs: %s", b)
+			}
+			var back string
+			if err := json.Unmarshal([]byte(got), &back); err != nil || (utf8.ValidString(tc.in) && back != tc.in) {
+				t.Errorf("does not read back: %q %v", back, err)
+			}
+		})
+	}
+}
+
+func TestAppendUnquoted(t *testing.T) {
+	cases := []struct {
+		desc, in, want string
+		err            bool
+	}{
+		{desc: "plain", in: `"abc"`, want: "abc"},
+		{desc: "escapes", in: `"a\"b\\c\/d\n\t\r\b\f"`, want: "a\"b\\c/d\n\t\r\b\f"},
+		{desc: "unicode", in: `"\u00e9\ud83c\udf70"`, want: "é🍰"},
+		{desc: "lone surrogate", in: `"\ud83c x"`, want: "\ufffd x"},
+		{desc: "not a string", in: `12`, err: true},
+		{desc: "bad escape", in: `"\q"`, err: true},
+		{desc: "short unicode", in: `"\u12"`, err: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := AppendUnquoted(nil, []byte(tc.in))
+			if (err != nil) != tc.err || (!tc.err && string(got) != tc.want) {
+				t.Errorf("got %q, %v; want %q (error %v)", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestRawHelpers(t *testing.T) {
+	cases := []struct {
+		desc                                   string
+		raw                                    Raw
+		present, isString, isArray, isObj, blk bool
+	}{
+		{desc: "absent", raw: nil},
+		{desc: "null", raw: Raw("null")},
+		{desc: "string", raw: Raw(`"x"`), present: true, isString: true},
+		{desc: "blank string", raw: Raw(`" \n\t"`), present: true, isString: true, blk: true},
+		{desc: "empty string", raw: Raw(`""`), present: true, isString: true, blk: true},
+		{desc: "array", raw: Raw(`[1]`), present: true, isArray: true},
+		{desc: "object", raw: Raw(`{}`), present: true, isObj: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			r := tc.raw
+			if r.Present() != tc.present || r.IsString() != tc.isString || r.IsArray() != tc.isArray || r.IsObject() != tc.isObj || (tc.isString && r.Blank() != tc.blk) {
+				t.Errorf("%s: present %v string %v array %v object %v blank %v", r, r.Present(), r.IsString(), r.IsArray(), r.IsObject(), r.Blank())
+			}
+		})
+	}
+}
+
+func TestMembersAndSetMember(t *testing.T) {
+	cases := []struct {
+		desc, obj, name, value, want string
+		remove                       bool
+		err                          bool
+	}{
+		{desc: "replace", obj: `{"a":1, "model" : "x","b":[{"model":2}]}`, name: "model", value: `"y"`, want: `{"a":1,"model":"y","b":[{"model":2}]}`},
+		{desc: "append", obj: `{"a":1}`, name: "model", value: `"y"`, want: `{"a":1,"model":"y"}`},
+		{desc: "empty object", obj: ` { } `, name: "model", value: `"y"`, want: `{"model":"y"}`},
+		{desc: "duplicates dropped", obj: `{"model":1,"model":2,"c":3}`, name: "model", value: `0`, want: `{"model":0,"c":3}`},
+		{desc: "escaped name matches", obj: `{"mod\u0065l":1}`, name: "model", value: `2`, want: `{"model":2}`},
+		{desc: "remove", obj: `{"a":1,"model":2}`, name: "model", remove: true, want: `{"a":1}`},
+		{desc: "not an object", obj: `[1]`, name: "a", value: `1`, err: true},
+		{desc: "truncated", obj: `{"a":`, name: "a", value: `1`, err: true},
+		{desc: "trailing garbage", obj: `{"a":1} x`, name: "a", value: `1`, err: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			var value []byte
+			if !tc.remove {
+				value = []byte(tc.value)
+			}
+			got, err := SetMember([]byte("keep"), []byte(tc.obj), tc.name, value)
+			if tc.err {
+				if err == nil || string(got) != "keep" {
+					t.Errorf("got %s, %v; want an error and dst untouched", got, err)
+				}
+				return
+			}
+			if err != nil || string(got) != "keep"+tc.want {
+				t.Errorf("got %s, %v; want keep%s", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValid(t *testing.T) {
+	for _, s := range []string{`{}`, ` [1, "a", {"b": null}] `, `"x"`, `-1.5e3`, `true`} {
+		if !Valid([]byte(s)) {
+			t.Errorf("%s: not valid", s)
+		}
+	}
+	for _, s := range []string{``, `{`, `{"a"}`, `[1,]`, `"\x"`, `{} {}`, `tru`} {
+		if Valid([]byte(s)) {
+			t.Errorf("%s: valid", s)
+		}
+	}
+	if ValidObject([]byte(`[1]`)) || !ValidObject([]byte(` {"a":1}`)) {
+		t.Error("ValidObject")
+	}
+}
+
+func TestDecodeAliasesAndResets(t *testing.T) {
+	var d Decoder
+	var r ChatRequest
+	a := []byte(`{"model":"m1","messages":[{"role":"user","content":"hi","name":"n"},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"r"}]}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":7,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"unknown":{"deep":[1,2]}}`)
+	if err := r.Decode(&d, a); err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "m1" || !r.Stream || !r.StreamOptions.IncludeUsage || r.MaxOutputTokens() != 7 || len(r.Messages) != 2 ||
+		string(r.Messages[0].Content) != `"hi"` || r.Messages[1].ToolCallID != "c1" || string(r.Tools[0].Function.Parameters) != `{"type":"object"}` {
+		t.Fatalf("decoded %+v", r)
+	}
+	if c := r.Messages[0].Content; &c[0] != &a[strings.Index(string(a), `"hi"`)] {
+		t.Error("Raw does not alias the body")
+	}
+	b := []byte(`{"model":"m2","messages":[{"role":"assistant"}]}`)
+	if err := r.Decode(&d, b); err != nil {
+		t.Fatal(err)
+	}
+	if r.Stream || r.MaxTokens != 0 || len(r.Tools) != 0 || r.Messages[0].Name != "" || r.Messages[0].Content != nil {
+		t.Errorf("stale members after a second decode: %+v", r)
+	}
+	if err := r.Decode(&d, []byte(`{"model":1}`)); err == nil {
+		t.Error("type mismatch accepted")
+	}
+	if err := r.Decode(&d, []byte(`{"model":"a"} x`)); err == nil {
+		t.Error("trailing bytes accepted")
+	}
+	if err := r.Decode(&d, []byte(`{"Model":"a"}`)); err != nil || r.Model != "" {
+		t.Errorf("names must match case-sensitively: %q %v", r.Model, err)
+	}
+}
+
+func TestDecodeEachFormat(t *testing.T) {
+	cases := []struct {
+		desc  string
+		body  string
+		v     interface{ Reset() }
+		check func(any) bool
+	}{
+		{desc: "anthropic request", body: `{"model":"c","max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"tool","name":"t"},"thinking":{"type":"enabled","budget_tokens":1024}}`,
+			v: &AnthropicRequest{}, check: func(v any) bool {
+				r := v.(*AnthropicRequest)
+				return r.MaxTokens == 5 && r.System.IsArray() && r.ToolChoice.Name == "t" && r.Thinking.BudgetTokens == 1024
+			}},
+		{desc: "anthropic stream event", body: `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`,
+			v: &AnthropicStreamEvent{}, check: func(v any) bool {
+				e := v.(*AnthropicStreamEvent)
+				return e.Index == 2 && string(e.Delta.PartialJSON) == `"{\"a\""`
+			}},
+		{desc: "responses request", body: `{"model":"g","input":[{"role":"user","content":"x"}],"max_output_tokens":9,"reasoning":{"effort":"low"}}`,
+			v: &ResponsesRequest{}, check: func(v any) bool {
+				r := v.(*ResponsesRequest)
+				return r.MaxOutputTokens == 9 && r.Input.IsArray() && r.Reasoning.Effort == "low"
+			}},
+		{desc: "gemini response", body: `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"thoughtsTokenCount":2}}`,
+			v: &GeminiResponse{}, check: func(v any) bool {
+				r := v.(*GeminiResponse)
+				return r.Candidates[0].Content.Parts[0].FunctionCall.Name == "f" && r.UsageMetadata.ThoughtsTokenCount == 2
+			}},
+		{desc: "bedrock response", body: `{"output":{"message":{"role":"assistant","content":[{"toolUse":{"toolUseId":"t","name":"n","input":{"a":1}}}]}},"stopReason":"tool_use","usage":{"inputTokens":1,"cacheReadInputTokens":4}}`,
+			v: &BedrockResponse{}, check: func(v any) bool {
+				r := v.(*BedrockResponse)
+				return r.StopReason == "tool_use" && r.Output.Message.Content[0].ToolUse.Name == "n" && r.Usage.CacheReadInputTokens == 4
+			}},
+		{desc: "bedrock stream event", body: `{"contentBlockIndex":1,"delta":{"toolUse":{"input":"{\"a\":"}},"p":"xyz"}`,
+			v: &BedrockStreamEvent{}, check: func(v any) bool {
+				e := v.(*BedrockStreamEvent)
+				return e.ContentBlockIndex == 1 && e.Delta.ToolUse.Input.IsString()
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			tc.v.Reset()
+			if err := Unmarshal([]byte(tc.body), tc.v); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(tc.v) {
+				t.Errorf("decoded %+v", tc.v)
+			}
+		})
+	}
+}

@@ -1,0 +1,327 @@
+package llm
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+)
+
+// MaxDepth bounds the nesting that Members and SetMember walk through.
+const MaxDepth = 512
+
+// ErrSyntax is returned by Members and SetMember for text that is not a JSON
+// object (or nests deeper than MaxDepth), and by Decoder.Decode for text
+// that is not one JSON value.
+var ErrSyntax = errors.New("llm: invalid JSON object")
+
+// Members iterates the members of a JSON object without decoding them:
+//
+//	var m llm.Members
+//	m.Reset(body)
+//	for m.Next() { use(m.Name(), m.Value()) }
+//	if m.Err() != nil { ... }
+//
+// Name and Value alias the object. The zero Members is at an end.
+type Members struct {
+	data         []byte
+	pos          int
+	start, end   int // span of the current member, from its name to the end of its value
+	name, value  []byte
+	err          error
+	done, opened bool
+}
+
+// Reset starts iterating obj.
+func (m *Members) Reset(obj []byte) { *m = Members{data: obj} }
+
+// Next moves to the next member; it returns false at the end of the object
+// or on an error (see Err).
+func (m *Members) Next() bool {
+	if m.done || m.err != nil || m.data == nil {
+		return false
+	}
+	d := m.data
+	i := skipSpace(d, m.pos)
+	if !m.opened {
+		if i >= len(d) || d[i] != '{' {
+			return m.fail()
+		}
+		m.opened = true
+		i = skipSpace(d, i+1)
+		if i < len(d) && d[i] == '}' {
+			return m.finish(i + 1)
+		}
+	} else {
+		if i >= len(d) {
+			return m.fail()
+		}
+		if d[i] == '}' {
+			return m.finish(i + 1)
+		}
+		if d[i] != ',' {
+			return m.fail()
+		}
+		i = skipSpace(d, i+1)
+	}
+	m.start = i
+	j, ok := skipString(d, i)
+	if !ok {
+		return m.fail()
+	}
+	m.name = d[i:j]
+	i = skipSpace(d, j)
+	if i >= len(d) || d[i] != ':' {
+		return m.fail()
+	}
+	i = skipSpace(d, i+1)
+	j, ok = skipValue(d, i, 0)
+	if !ok {
+		return m.fail()
+	}
+	m.value = d[i:j]
+	m.end, m.pos = j, j
+	return true
+}
+
+func (m *Members) finish(end int) bool {
+	if skipSpace(m.data, end) != len(m.data) {
+		return m.fail()
+	}
+	m.done = true
+	return false
+}
+
+func (m *Members) fail() bool {
+	m.err = ErrSyntax
+	return false
+}
+
+// Name is the current member's name as a JSON string token.
+func (m *Members) Name() Raw { return m.name }
+
+// Value is the current member's value.
+func (m *Members) Value() Raw { return m.value }
+
+// NameIs reports whether the current member is called name (escapes in the
+// member's name are decoded before the comparison).
+func (m *Members) NameIs(name string) bool {
+	in := m.name[1 : len(m.name)-1]
+	if string(in) == name {
+		return true
+	}
+	for _, c := range in {
+		if c == '\\' {
+			var buf [64]byte
+			text, err := AppendUnquoted(buf[:0], m.name)
+			return err == nil && string(text) == name
+		}
+	}
+	return false
+}
+
+// Err is the error that ended the iteration, if any.
+func (m *Members) Err() error { return m.err }
+
+// Lookup returns the value of obj's first member called name.
+func Lookup(obj []byte, name string) (Raw, error) {
+	var m Members
+	m.Reset(obj)
+	for m.Next() {
+		if m.NameIs(name) {
+			return m.Value(), nil
+		}
+	}
+	return nil, m.Err()
+}
+
+// SetMember appends to dst the object obj with its member name set to value
+// (JSON text, copied as given): the first member of that name is replaced in
+// place, later ones are dropped, and a missing one is added at the end. A nil
+// value removes the member. Every other member is copied byte for byte.
+func SetMember(dst, obj []byte, name string, value []byte) ([]byte, error) {
+	var m Members
+	m.Reset(obj)
+	start := len(dst)
+	dst = append(dst, '{')
+	n, set := 0, false
+	for m.Next() {
+		member := obj[m.start:m.end]
+		if m.NameIs(name) {
+			if set || value == nil {
+				continue
+			}
+			set = true
+			member = nil
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		if member == nil {
+			dst = AppendString(dst, name)
+			dst = append(dst, ':')
+			dst = append(dst, value...)
+			continue
+		}
+		dst = append(dst, member...)
+	}
+	if m.Err() != nil {
+		return dst[:start], m.Err()
+	}
+	if !set && value != nil {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, name)
+		dst = append(dst, ':')
+		dst = append(dst, value...)
+	}
+	return append(dst, '}'), nil
+}
+
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\n' || d[i] == '\r' || d[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the end of the string token at d[i].
+func skipString(d []byte, i int) (int, bool) {
+	if i >= len(d) || d[i] != '"' {
+		return i, false
+	}
+	for i++; i < len(d); i++ {
+		// Eight plain bytes at a time: none below 0x20, no quote, no
+		// backslash (bytes of multi-byte UTF-8 are all >= 0x80).
+		// The lowest flagged byte is exact (a false flag can only follow a
+		// true one, through a borrow), so jump straight to it.
+		for i+8 <= len(d) {
+			w := binary.LittleEndian.Uint64(d[i:])
+			q, b := w^(lows*'"'), w^(lows*'\\')
+			if m := ((w-lows*0x20)&^w | (q-lows)&^q | (b-lows)&^b) & highs; m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
+		switch c := d[i]; {
+		case c == '"':
+			return i + 1, true
+		case c == '\\':
+			i++
+			if i >= len(d) {
+				return i, false
+			}
+			switch d[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if _, ok := hex4(d[i+1:]); !ok {
+					return i, false
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		case c < 0x20:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// skipValue returns the end of the JSON value at d[i].
+func skipValue(d []byte, i, depth int) (int, bool) {
+	if i >= len(d) {
+		return i, false
+	}
+	switch c := d[i]; {
+	case c == '"':
+		return skipString(d, i)
+	case c == '{' || c == '[':
+		if depth >= MaxDepth {
+			return i, false
+		}
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		i = skipSpace(d, i+1)
+		if i < len(d) && d[i] == closer {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if closer == '}' {
+				if i, ok = skipString(d, i); !ok {
+					return i, false
+				}
+				if i = skipSpace(d, i); i >= len(d) || d[i] != ':' {
+					return i, false
+				}
+				i = skipSpace(d, i+1)
+			}
+			if i, ok = skipValue(d, i, depth+1); !ok {
+				return i, false
+			}
+			if i = skipSpace(d, i); i >= len(d) {
+				return i, false
+			}
+			switch d[i] {
+			case ',':
+				i = skipSpace(d, i+1)
+			case closer:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == 't':
+		return skipLiteral(d, i, "true")
+	case c == 'f':
+		return skipLiteral(d, i, "false")
+	case c == 'n':
+		return skipLiteral(d, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		j := i
+		for j < len(d) {
+			switch d[j] {
+			case '-', '+', '.', 'e', 'E', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				j++
+				continue
+			}
+			break
+		}
+		return j, true
+	}
+	return i, false
+}
+
+func skipLiteral(d []byte, i int, lit string) (int, bool) {
+	if len(d)-i >= len(lit) && string(d[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+// Valid reports whether b is one JSON value, spaces around it allowed (a
+// structural check: strings' escapes are checked, their UTF-8 is not).
+func Valid(b []byte) bool {
+	i := skipSpace(b, 0)
+	j, ok := skipValue(b, i, 0)
+	return ok && skipSpace(b, j) == len(b)
+}
+
+// ValidObject reports whether b is one JSON object (see Valid).
+func ValidObject(b []byte) bool {
+	i := skipSpace(b, 0)
+	return i < len(b) && b[i] == '{' && Valid(b[i:])
+}
+
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
