@@ -34,9 +34,8 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 		Config *config.MCPBackend
 		TTL    time.Duration
 		Key    []byte
-		Stdio  []any
-		URLs   []string
-	}{routeName, scope, cfg, ttl, key, stdioSpecs(cfg), targetURLs(cfg)})
+		Full   []any
+	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
@@ -71,24 +70,13 @@ func routeScope(port int, l *config.Listener, routeName string) string {
 	return strconv.Itoa(port) + "\x00" + l.Namespace + "/" + l.Name + "\x00" + l.Hostname + "\x00" + routeName
 }
 
-// stdioSpecs lists the stdio targets in full: MarshalJSON hides their
-// environment values, but a change of them must start new processes.
-func stdioSpecs(cfg *config.MCPBackend) []any {
-	var out []any
+// targetsInFull lists what MCPTarget.MarshalJSON hides of each target
+// (stdio environment values, passwords and tokens in URLs): a change of any
+// must connect anew.
+func targetsInFull(cfg *config.MCPBackend) []any {
+	out := make([]any, 0, len(cfg.Targets))
 	for _, t := range cfg.Targets {
-		if t.Stdio != nil {
-			out = append(out, t.Stdio)
-		}
-	}
-	return out
-}
-
-// targetURLs lists the targets' URLs in full: MarshalJSON hides their
-// passwords, but a change of one must connect anew.
-func targetURLs(cfg *config.MCPBackend) []string {
-	var out []string
-	for _, t := range cfg.Targets {
-		out = append(out, t.URL)
+		out = append(out, []any{t.URL, t.Stdio})
 	}
 	return out
 }
