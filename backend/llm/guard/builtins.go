@@ -149,31 +149,21 @@ var (
 
 // matchSSN matches `\d{3}(?:[- .]\d{2}[- .]|\d{2})\d{4}\b` at p (the caller
 // saw the \b before it).
-func matchSSN(t []byte, p int) int {
-	q := p + 3
-	switch g := digitsAt(t, p); {
-	case g == 9:
-		q = p + 9
-	case g == 3 && sepAt(t, q, "- .") && digitsAt(t, q+1) == 2 && sepAt(t, q+3, "- .") && digitsAt(t, q+4) >= 4:
-		q += 8
-	default:
-		return -1
-	}
-	if q < len(t) && isWordByte(t[q]) {
-		return -1
-	}
-	return q
-}
+func matchSSN(t []byte, p int) int { return matchNineDigits(t, p, 2, "- .") }
 
 // matchSIN matches `\d{3}(?:[- ]\d{3}[- ]|\d{3})\d{3}\b` at p (the caller
 // saw the \b before it).
-func matchSIN(t []byte, p int) int {
+func matchSIN(t []byte, p int) int { return matchNineDigits(t, p, 3, "- ") }
+
+// matchNineDigits matches nine digits at p, bare or in groups of 3, mid and
+// 6-mid separated by one of seps: `\d{3}(?:[seps]\d{mid}[seps]|\d{mid})\d{6-mid}\b`.
+func matchNineDigits(t []byte, p, mid int, seps string) int {
 	q := p + 3
 	switch g := digitsAt(t, p); {
 	case g == 9:
 		q = p + 9
-	case g == 3 && sepAt(t, q, "- ") && digitsAt(t, q+1) == 3 && sepAt(t, q+4, "- ") && digitsAt(t, q+5) >= 3:
-		q += 8
+	case g == 3 && sepAt(t, q, seps) && digitsAt(t, q+1) == mid && sepAt(t, q+1+mid, seps) && digitsAt(t, q+2+mid) >= 6-mid:
+		q += 8 // separator, mid digits, separator, 6-mid digits
 	default:
 		return -1
 	}
