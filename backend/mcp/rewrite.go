@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -93,9 +94,11 @@ func (b *Backend) splitTaskID(id string) (int, string, bool) {
 	return i, own, known
 }
 
+// object decodes a JSON object's members; false for anything else.
 func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
 	var obj map[string]json.RawMessage
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &obj) != nil {
+	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &obj) != nil {
 		return nil, false
 	}
 	return obj, true

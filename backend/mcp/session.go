@@ -411,11 +411,8 @@ func (s *Session) serverNotification(u *upstream, r *jsonrpc.Request) {
 		}
 	case "notifications/resources/updated":
 		if s.b.prefix {
-			var p struct {
-				URI string `json:"uri"`
-			}
-			if json.Unmarshal(params, &p) == nil && p.URI != "" {
-				params = setField(params, "uri", u.name+"+"+p.URI)
+			if obj, ok := object(params); ok && prefixString(obj, "uri", u.name+"+") {
+				params = encode(obj, params)
 			}
 		}
 	}
@@ -757,8 +754,8 @@ func normalizeID(v any) any {
 
 // setField returns the JSON object params with one field replaced.
 func setField(params json.RawMessage, field string, value any) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(params, &m) != nil {
+	m, ok := object(params)
+	if !ok {
 		return params
 	}
 	v, err := json.Marshal(value)
@@ -766,9 +763,5 @@ func setField(params json.RawMessage, field string, value any) json.RawMessage {
 		return params
 	}
 	m[field] = v
-	out, err := json.Marshal(m)
-	if err != nil {
-		return params
-	}
-	return out
+	return encode(m, params)
 }
