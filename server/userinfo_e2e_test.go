@@ -56,27 +56,27 @@ binds:
 		// must see (normalized and raw path handling may differ in target).
 		wantTarget, wantTargetRaw, wantAuth string
 	}{
-		{desc: "user and password replacing the client's Authorization", req: "GET http://evil:pw@UP/x HTTP/1.1\r\nHost: UP\r\nAuthorization: Bearer client\r\n\r\n", want: 400},
-		{desc: "user alone", req: "GET http://evil@UP/x HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400},
-		{desc: "password alone", req: "GET http://:pw@UP/x HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400},
-		{desc: "userinfo before a query, no path", req: "GET http://evil:pw@UP?q=1 HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400},
-		{desc: "userinfo, no Host field (HTTP/1.0)", req: "GET http://evil:pw@UP/x HTTP/1.0\r\n\r\n", want: 400},
-		{desc: "userinfo, no Host field (HTTP/1.1)", req: "GET http://evil:pw@UP/x HTTP/1.1\r\n\r\n", want: 400},
-		{desc: "userinfo on a retried route", req: "GET http://evil:pw@UP/retry HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400},
-		{desc: "userinfo on a mirrored route", req: "GET http://evil:pw@UP/mirror HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400, mirrored: true},
-		{desc: "userinfo against a route's requestHeaderModifier", req: "GET http://evil:pw@UP/set HTTP/1.1\r\nHost: UP\r\n\r\n", want: 400},
-		{desc: "userinfo against the JWT passthrough", req: "GET http://evil:pw@UP/passthrough HTTP/1.1\r\nHost: UP\r\n" + bearer + "\r\n", want: 400},
-		{desc: "userinfo on an upgrade", req: "GET http://evil:pw@UP/ws HTTP/1.1\r\nHost: UP\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", want: 400},
-		{desc: "userinfo with Expect: 100-continue is refused before the body", req: "POST http://evil:pw@UP/x HTTP/1.1\r\nHost: UP\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", method: "POST", want: 400},
+		{desc: "user and password replacing the client's Authorization", req: "GET http://evil:pw@{UP}/x HTTP/1.1\r\nHost: {UP}\r\nAuthorization: Bearer client\r\n\r\n", want: 400},
+		{desc: "user alone", req: "GET http://evil@{UP}/x HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400},
+		{desc: "password alone", req: "GET http://:pw@{UP}/x HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400},
+		{desc: "userinfo before a query, no path", req: "GET http://evil:pw@{UP}?q=1 HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400},
+		{desc: "userinfo, no Host field (HTTP/1.0)", req: "GET http://evil:pw@{UP}/x HTTP/1.0\r\n\r\n", want: 400},
+		{desc: "userinfo, no Host field (HTTP/1.1)", req: "GET http://evil:pw@{UP}/x HTTP/1.1\r\n\r\n", want: 400},
+		{desc: "userinfo on a retried route", req: "GET http://evil:pw@{UP}/retry HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400},
+		{desc: "userinfo on a mirrored route", req: "GET http://evil:pw@{UP}/mirror HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400, mirrored: true},
+		{desc: "userinfo against a route's requestHeaderModifier", req: "GET http://evil:pw@{UP}/set HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 400},
+		{desc: "userinfo against the JWT passthrough", req: "GET http://evil:pw@{UP}/passthrough HTTP/1.1\r\nHost: {UP}\r\n" + bearer + "\r\n", want: 400},
+		{desc: "userinfo on an upgrade", req: "GET http://evil:pw@{UP}/ws HTTP/1.1\r\nHost: {UP}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", want: 400},
+		{desc: "userinfo with Expect: 100-continue is refused before the body", req: "POST http://evil:pw@{UP}/x HTTP/1.1\r\nHost: {UP}\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", method: "POST", want: 400},
 
-		{desc: "absolute form keeps the client's Authorization", req: "GET http://UP/x HTTP/1.1\r\nHost: UP\r\nAuthorization: Bearer client\r\n\r\n", want: 200, wantTarget: "/x", wantAuth: "Bearer client"},
-		{desc: "@ in the path is no userinfo", req: "GET http://UP/a@b:c HTTP/1.1\r\nHost: UP\r\n\r\n", want: 200, wantTarget: "/a@b:c"},
-		{desc: "@ in the query is no userinfo", req: "GET http://UP/x?u=evil:pw@h HTTP/1.1\r\nHost: UP\r\n\r\n", want: 200, wantTarget: "/x?u=evil:pw@h"},
-		{desc: "origin form that looks like an authority, no Host (HTTP/1.0)", req: "GET //evil:pw@UP/x HTTP/1.0\r\n\r\n", want: 200, wantTarget: "/evil:pw@UP/x", wantTargetRaw: "//evil:pw@UP/x"},
-		{desc: "origin form that looks like a URI, no Host (HTTP/1.0)", req: "GET //evil:pw@UP/x://y HTTP/1.0\r\n\r\n", want: 200, wantTarget: "/evil:pw@UP/x:/y", wantTargetRaw: "//evil:pw@UP/x://y"},
-		{desc: "route's requestHeaderModifier on absolute form", req: "GET http://UP/set HTTP/1.1\r\nHost: UP\r\nAuthorization: Bearer client\r\n\r\n", want: 200, wantTarget: "/set", wantAuth: "Bearer route"},
-		{desc: "JWT passthrough on absolute form", req: "GET http://UP/passthrough HTTP/1.1\r\nHost: UP\r\n" + bearer + "\r\n", want: 200, wantTarget: "/passthrough", wantAuth: "Bearer " + token},
-		{desc: "mirrored absolute form without userinfo", req: "GET http://UP/mirror HTTP/1.1\r\nHost: UP\r\n\r\n", want: 200, mirrored: true, wantTarget: "/mirror"},
+		{desc: "absolute form keeps the client's Authorization", req: "GET http://{UP}/x HTTP/1.1\r\nHost: {UP}\r\nAuthorization: Bearer client\r\n\r\n", want: 200, wantTarget: "/x", wantAuth: "Bearer client"},
+		{desc: "@ in the path is no userinfo", req: "GET http://{UP}/a@b:c HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 200, wantTarget: "/a@b:c"},
+		{desc: "@ in the query is no userinfo", req: "GET http://{UP}/x?u=evil:pw@h HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 200, wantTarget: "/x?u=evil:pw@h"},
+		{desc: "origin form that looks like an authority, no Host (HTTP/1.0)", req: "GET //evil:pw@{UP}/x HTTP/1.0\r\n\r\n", want: 200, wantTarget: "/evil:pw@{UP}/x", wantTargetRaw: "//evil:pw@{UP}/x"},
+		{desc: "origin form that looks like a URI, no Host (HTTP/1.0)", req: "GET //evil:pw@{UP}/x://y HTTP/1.0\r\n\r\n", want: 200, wantTarget: "/evil:pw@{UP}/x:/y", wantTargetRaw: "//evil:pw@{UP}/x://y"},
+		{desc: "route's requestHeaderModifier on absolute form", req: "GET http://{UP}/set HTTP/1.1\r\nHost: {UP}\r\nAuthorization: Bearer client\r\n\r\n", want: 200, wantTarget: "/set", wantAuth: "Bearer route"},
+		{desc: "JWT passthrough on absolute form", req: "GET http://{UP}/passthrough HTTP/1.1\r\nHost: {UP}\r\n" + bearer + "\r\n", want: 200, wantTarget: "/passthrough", wantAuth: "Bearer " + token},
+		{desc: "mirrored absolute form without userinfo", req: "GET http://{UP}/mirror HTTP/1.1\r\nHost: {UP}\r\n\r\n", want: 200, mirrored: true, wantTarget: "/mirror"},
 	}
 	for _, tr := range e2eTransports {
 		for _, mode := range []string{"normalize", "raw"} {
@@ -117,7 +117,7 @@ binds:
 							method = "GET"
 						}
 						c, br := dialRaw(t, tg.addr(3000))
-						m := roundTripRaw(t, c, br, method, strings.ReplaceAll(tc.req, "UP", up))
+						m := roundTripRaw(t, c, br, method, strings.ReplaceAll(tc.req, "{UP}", up))
 						if m.status() != tc.want {
 							t.Errorf("status %d (%q), want %d", m.status(), m.body, tc.want)
 						}
@@ -136,7 +136,7 @@ binds:
 						if mode == "raw" && tc.wantTargetRaw != "" {
 							want = tc.wantTargetRaw
 						}
-						want = strings.ReplaceAll(want, "UP", up)
+						want = strings.ReplaceAll(want, "{UP}", up)
 						check := func(who string, got message) {
 							t.Helper()
 							if got.target() != want {
