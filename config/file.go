@@ -41,7 +41,7 @@ type Settings struct {
 
 	DNS                     Unsupported      `json:"dns,omitzero"`
 	LocalXDSPath            Unsupported      `json:"localXdsPath,omitzero"`
-	ModelCatalog            Unsupported      `json:"modelCatalog,omitzero"`
+	ModelCatalog            CatalogSources   `json:"modelCatalog,omitempty"`
 	Database                Unsupported      `json:"database,omitzero"`
 	Storage                 Unsupported      `json:"storage,omitzero"`
 	CAAddress               Unsupported      `json:"caAddress,omitzero"`

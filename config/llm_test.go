@@ -386,23 +386,26 @@ func TestLLMErrorsGolden(t *testing.T) {
 	checkErrorsGolden(t, "llm_invalid.yaml", "llm_invalid.golden")
 }
 
-// TestNotServedYet lists every LLM setting the data plane does not serve,
-// by path, and nothing else.
+// TestNotServedYet lists every setting the data plane does not serve, by
+// path, and nothing else.
 func TestNotServedYet(t *testing.T) {
 	yaml := `backends:
 - name: llm
-  ai: {name: a, provider: {openAI: {}}}
-  policies: {backendAuth: {aws: {}}, ai: {overrides: {x: 1}}}
+  ai: {name: a, provider: {openAI: {moderation: {}}}}
+  policies: {backendAuth: {aws: {assumeRole: {roleArn: r}}}, ai: {promptCaching: {}}}
 - name: plain
   host: 127.0.0.1:1
-  policies: {backendAuth: {passthrough: {}}}
+  policies: {backendAuth: {key: k}}
 binds:
 - port: 1
   listeners:
   - routes:
     - policies:
         localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1s}]
-        ai: {modelAliases: {a: b}}
+        ai:
+          modelAliases: {a: b}
+          routes: {/v1/realtime: realtime}
+          promptGuard: {request: [{openAIModeration: {}}, {regex: {rules: [{builtin: ssn}]}}]}
         backendAuth: {key: k, credentials: [{location: {header: {name: x}}, key: k}]}
       backends:
       - ai: {name: b, provider: {gemini: {}}}
@@ -410,6 +413,8 @@ binds:
       - host: 127.0.0.1:2
         policies: {backendAuth: {passthrough: {}}}
     - backends: [{backend: plain}]
+    - policies: {backendAuth: {gcp: {type: idToken}}}
+      backends: [{backend: llm}]
 llm: {models: []}
 `
 	f, err := Parse([]byte(yaml), noEnv)
@@ -422,15 +427,16 @@ llm: {models: []}
 	}
 	const r = "binds[0].listeners[0].routes[0]."
 	want := []string{
-		"backends[0].ai: ai backends are not implemented yet",
-		"backends[0].policies.ai: ai policies are not implemented yet",
-		`backends[0].policies.backendAuth.aws: backend auth "aws" is not implemented yet (only passthrough is)`,
-		r + "policies.ai: ai policies are not implemented yet",
-		r + "policies.localRateLimit: local rate limits are not implemented yet",
-		r + `policies.backendAuth.key: backend auth "key" is not implemented yet (only passthrough is)`,
+		"backends[0].ai.provider.openAI.moderation: provider moderation is not implemented yet (use a request guard)",
+		"backends[0].policies.backendAuth.aws.assumeRole: assuming an AWS role is not implemented yet",
+		`backends[1].policies.backendAuth.key: backend auth "key" is implemented for ai backends only yet`,
+		r + `backends[0].policies.backendAuth: backend auth "copilot" is not implemented yet`,
+		r + `policies.backendAuth.key: backend auth "key" is implemented for ai backends only yet`,
 		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
-		r + "backends[0].ai: ai backends are not implemented yet",
-		r + `backends[0].policies.backendAuth: backend auth "copilot" is not implemented yet (only passthrough is)`,
+		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
+		"backends[0].policies.ai.promptCaching: prompt caching is not implemented yet",
+		r + `policies.ai.routes["/v1/realtime"]: route type "realtime" is not implemented yet`,
+		r + "policies.ai.promptGuard.request[0]: only regex request guards are implemented yet",
 		"llm: the llm section is not implemented yet",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -1,55 +1,103 @@
 package config
 
+import (
+	"maps"
+	"slices"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
 // NotServed is a setting of a file that its format accepts and validates
 // but that the data plane does not serve yet.
 type NotServed struct {
-	Path string // the setting's path: "binds[0].listeners[0].routes[0].backends[0].ai"
-	Msg  string // why it is refused: "ai backends are not implemented yet"
+	Path string // the setting's path: "binds[0].listeners[0].routes[0].policies.ai.promptCaching"
+	Msg  string // why it is refused: "prompt caching is not implemented yet"
 }
 
 // NotServedYet lists the settings of f that decode and validate but that
-// the data plane does not serve yet: the LLM gateway's configuration (ai
-// backends, ai policies, the llm section), local rate limits, and backend
-// auth other than passthrough. The server refuses a file holding any when
-// it applies it, so that no setting is silently ignored, while
-// `--validate-only` accepts it. An entry goes when its feature is built.
+// the data plane does not serve yet: the llm section, some LLM features
+// (prompt caching, guards other than regex, some route types, provider
+// moderation and Bedrock guardrails, the copilot provider), backend auth
+// other than passthrough on backends that are not ai backends, and some
+// backend auth forms. The server refuses a file holding any when it applies
+// it, so that no setting is silently ignored, while `--validate-only`
+// accepts it. An entry goes when its feature is built.
 func (f *File) NotServedYet() []NotServed {
 	var out []NotServed
 	add := func(path, msg string) { out = append(out, NotServed{path, msg}) }
-	backendPolicies := func(path string, p *BackendPolicies) {
-		if p == nil {
-			return
+	aiBackend := func(path string, ai *AIBackend) {
+		for _, pp := range ai.providerPaths() {
+			p := pp.provider
+			ppath := path + ".ai" + pp.path
+			switch {
+			case p.Provider.Copilot != nil:
+				add(ppath+".provider.copilot", "the copilot provider is not implemented yet")
+			case p.Provider.OpenAI != nil && p.Provider.OpenAI.Moderation != nil:
+				add(ppath+".provider.openAI.moderation", "provider moderation is not implemented yet (use a request guard)")
+			case p.Provider.Bedrock != nil && p.Provider.Bedrock.GuardrailIdentifier != nil:
+				add(ppath+".provider.bedrock.guardrailIdentifier", "Bedrock guardrails are not implemented yet")
+			}
+			if p.Policies != nil {
+				backendAuthNotServed(ppath+".policies", p.Policies.BackendAuth, true, add)
+			}
 		}
-		if p.AI != nil {
-			add(path+".policies.ai", "ai policies are not implemented yet")
-		}
-		backendAuthNotServed(path+".policies", p.BackendAuth, add)
 	}
 	for i := range f.Backends {
 		b := &f.Backends[i]
 		path := indexPath("backends", i)
 		if b.Kind == BackendAI {
-			add(path+".ai", "ai backends are not implemented yet")
+			aiBackend(path, b.AI)
 		}
-		backendPolicies(path, b.Policies)
+		if b.Policies != nil {
+			backendAuthNotServed(path+".policies", b.Policies.BackendAuth, b.Kind == BackendAI, add)
+		}
 	}
 	f.eachRoute(func(path string, r *Route) {
-		if p := r.Policies; p != nil {
-			if p.AI != nil {
-				add(path+".policies.ai", "ai policies are not implemented yet")
-			}
-			if p.LocalRateLimit != nil {
-				add(path+".policies.localRateLimit", "local rate limits are not implemented yet")
-			}
-			backendAuthNotServed(path+".policies", p.BackendAuth, add)
-		}
+		allAI := len(r.Backends) > 0
 		for i := range r.Backends {
 			rb := &r.Backends[i]
 			bpath := path + "." + indexPath("backends", i)
-			if rb.Kind == BackendAI {
-				add(bpath+".ai", "ai backends are not implemented yet")
+			isAI := rb.Kind == BackendAI
+			if rb.Kind == BackendRef {
+				for j := range f.Backends {
+					if f.Backends[j].Name == rb.Backend {
+						isAI = f.Backends[j].Kind == BackendAI
+					}
+				}
 			}
-			backendPolicies(bpath, rb.Policies)
+			allAI = allAI && isAI
+			if rb.Kind == BackendAI {
+				aiBackend(bpath, rb.AI)
+			}
+			if rb.Policies != nil {
+				backendAuthNotServed(bpath+".policies", rb.Policies.BackendAuth, isAI, add)
+			}
+		}
+		if p := r.Policies; p != nil {
+			backendAuthNotServed(path+".policies", p.BackendAuth, allAI, add)
+		}
+	})
+	f.eachAIPolicy(func(path string, p *AIPolicy) {
+		if p.PromptCaching != nil {
+			add(path+".promptCaching", "prompt caching is not implemented yet")
+		}
+		for _, k := range slices.Sorted(maps.Keys(p.Routes)) {
+			switch p.Routes[k] {
+			case "realtime", "detect", "generateContent", "geminiCountTokens", "rerank":
+				add(path+"."+decode.JoinKey("routes", k), "route type \""+string(p.Routes[k])+"\" is not implemented yet")
+			}
+		}
+		if g := p.PromptGuard; g != nil {
+			for i, r := range g.Request {
+				if r.Regex == nil {
+					add(path+".promptGuard."+indexPath("request", i), "only regex request guards are implemented yet")
+				}
+			}
+			for i, r := range g.Response {
+				if r.Regex == nil {
+					add(path+".promptGuard."+indexPath("response", i), "only regex response guards are implemented yet")
+				}
+			}
 		}
 	})
 	if f.LLM != nil {
@@ -58,18 +106,30 @@ func (f *File) NotServedYet() []NotServed {
 	return out
 }
 
-// backendAuthNotServed adds the backendAuth kinds the data plane does not
-// apply yet (only passthrough is built), path being the policies holding it.
-func backendAuthNotServed(path string, b *BackendAuth, add func(path, msg string)) {
+// backendAuthNotServed adds the backendAuth forms the data plane does not
+// apply yet, path being the policies holding it. ai says the backends it
+// applies to are all ai backends, which apply key, aws and gcp; other
+// backends apply passthrough only.
+func backendAuthNotServed(path string, b *BackendAuth, ai bool, add func(path, msg string)) {
 	if b == nil {
 		return
 	}
 	switch k := b.Kind(); k {
 	case "", "passthrough":
 	case "copilot": // the string form: no field below backendAuth
-		add(path+".backendAuth", "backend auth \"copilot\" is not implemented yet (only passthrough is)")
+		add(path+".backendAuth", "backend auth \"copilot\" is not implemented yet")
+	case "key", "aws", "gcp":
+		if !ai {
+			add(path+".backendAuth."+k, "backend auth \""+k+"\" is implemented for ai backends only yet")
+		}
 	default:
-		add(path+".backendAuth."+k, "backend auth \""+k+"\" is not implemented yet (only passthrough is)")
+		add(path+".backendAuth."+k, "backend auth \""+k+"\" is not implemented yet")
+	}
+	if b.GCP != nil && b.GCP.Type == "idToken" {
+		add(path+".backendAuth.gcp.type", "Google ID tokens are not implemented yet (access tokens are)")
+	}
+	if b.AWS != nil && b.AWS.AssumeRole != nil {
+		add(path+".backendAuth.aws.assumeRole", "assuming an AWS role is not implemented yet")
 	}
 	if len(b.Credentials) > 0 {
 		add(path+".backendAuth.credentials", "backend auth credentials are not implemented yet")

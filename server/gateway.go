@@ -60,6 +60,7 @@ type Gateway struct {
 	mu       sync.Mutex // serialises Apply and Shutdown
 	binds    map[int]*bind
 	mcp      map[string]*mcpgw.Backend // MCP backends of the running snapshot
+	kept     map[string]any            // the running snapshot's kept state (compiler.kept)
 	ready    atomic.Bool
 	draining bool // StartDraining was called; a reload must not restore readiness
 	shutdown bool
@@ -143,6 +144,7 @@ func (g *Gateway) Apply(f *config.File) error {
 	}
 	g.snap.Store(s)
 	g.swapMCP(s.mcp)
+	g.kept = s.kept
 	for port, b := range g.binds {
 		if _, keep := s.binds[port]; keep {
 			continue

@@ -15,6 +15,7 @@ import (
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/ratelimit"
 )
 
 // requestState is the pooled per-request state of the HTTP path.
@@ -28,6 +29,8 @@ type requestState struct {
 	upstreamErr error
 	// mcp says what an MCP request was, for the access log.
 	mcp mcpgw.Outcome
+	// llm is the state of an LLM request (serveLLM), nil for others.
+	llm *llmExchange
 	// start is when the handler took the request (monoNow).
 	start time.Duration
 	// body stands for a streamed request body while it is forwarded.
@@ -57,6 +60,10 @@ func releaseState(rs *requestState) {
 	rs.backend = nil
 	rs.upstreamErr = nil
 	rs.mcp = mcpgw.Outcome{}
+	if rs.llm != nil {
+		rs.llm.release()
+		rs.llm = nil
+	}
 	rs.body.reset()
 	rs.http10 = false
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
@@ -203,7 +210,24 @@ func (b *bind) proceed(rs *requestState) {
 		b.finish(rs, fctx.Response.StatusCode())
 		return
 	}
+	var limit ratelimit.Decision
+	limited := false
+	if r.limiter != nil {
+		if _, llm := rb.target.(*llmTarget); !llm {
+			// (an LLM request is admitted once its prompt is known: serveLLM)
+			limit, limited = r.limiter.Admit(pc, 0), true
+			if !limit.Allowed {
+				status := limit.Reject(&fctx.Response)
+				r.chain.RunResponse(pc)
+				b.finish(rs, status)
+				return
+			}
+		}
+	}
 	status := rb.target.exchange(b, rs, r, rb)
+	if limited {
+		limit.WriteHeaders(&fctx.Response.Header)
+	}
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
 	}
@@ -243,6 +267,10 @@ func (b *bind) finish(rs *requestState, status int) {
 		rs.path = append(rs.path[:0], rs.pc.Path...)
 		rs.remote = fctx.RemoteAddr()
 		if backend.ObserveStream(resp, rs) {
+			return
+		}
+		if ls, ok := resp.BodyStream().(*llmStream); ok {
+			ls.observe(b, rs, rs)
 			return
 		}
 	}
@@ -309,6 +337,9 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 			if m.Denied {
 				fields = append(fields, zap.Bool("mcp.denied", true))
 			}
+		}
+		if x := rs.llm; x != nil && x.prov != nil {
+			fields = appendLLMFields(fields, x)
 		}
 		ce.Write(fields...)
 	}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/llm/cost"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/jwtauth"
+	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/router"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -28,6 +30,8 @@ type Snapshot struct {
 	frontend frontendSettings
 	upstream map[*backend.Upstream]bool
 	mcp      map[string]*mcpgw.Backend // by their config, see compiler.mcpBackend
+	kept     map[string]any            // see compiler.kept
+	llm      []*llmTarget              // the ai backends, for LLMProviders
 }
 
 // bindConfig is the compiled config of one port.
@@ -68,6 +72,8 @@ type route struct {
 	passthroughAt jwtauth.Location
 	// mcpAuthz is mcpAuthorization: which MCP items the request may see.
 	mcpAuthz *celrules.RuleSet
+	// limiter is localRateLimit (nil: none).
+	limiter *ratelimit.Limiter
 }
 
 // routeBackend is one weighted backend of a route with its backend policies.
@@ -103,17 +109,26 @@ type compiler struct {
 	used     map[*backend.Upstream]bool
 	mcp      map[string]*mcpgw.Backend // MCP backends of the new snapshot
 	mcpNew   []*mcpgw.Backend          // the ones created for it, closed if it fails
+	// kept is the runtime state the snapshot keeps by key (LLM provider
+	// health, rate limit buckets): what the previous snapshot kept under a
+	// key is reused, so it survives a reload that leaves its config alone.
+	kept map[string]any
+	// llm are the ai backends compiled; catalog is config.modelCatalog,
+	// loaded by the first of them.
+	llm       []*llmTarget
+	catalog   *cost.Catalog
+	catalogOK bool
 }
 
 // compile turns a validated file into a snapshot. It fails only on problems
 // that field validation cannot see (every such error names its field path).
 func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
-	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}, mcp: map[string]*mcpgw.Backend{}}
+	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}, mcp: map[string]*mcpgw.Backend{}, kept: map[string]any{}}
 	c.defaults = poolDefaults(f)
 	for i := range f.Backends {
 		c.named[f.Backends[i].Name] = &f.Backends[i]
 	}
-	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used, mcp: c.mcp}
+	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used, mcp: c.mcp, kept: c.kept}
 	var errs config.Errors
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
@@ -136,7 +151,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		sortListeners(bc.listeners)
 		s.binds[bc.port] = bc
 	}
-	errs = append(errs, notServedYet(f)...)
+	errs = appendNotServed(errs, notServedYet(f))
 	if len(errs) > 0 {
 		for _, b := range c.mcpNew {
 			b.Close()
@@ -146,6 +161,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		}
 		return nil, errs
 	}
+	s.llm = c.llm
 	return s, nil
 }
 
@@ -354,6 +370,12 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		cr.retry = rp
 	}
+	if p.LocalRateLimit != nil {
+		v, err := c.rateLimiter(cr.name, p.LocalRateLimit)
+		if pe.ok("policies.localRateLimit", err) {
+			cr.limiter = v
+		}
+	}
 	if p.RequestMirror != nil {
 		m, err := c.mirror(path+".policies.requestMirror", p.RequestMirror)
 		if pe.ok("", err) {
@@ -361,7 +383,7 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 	}
 	for bi := range r.Backends {
-		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi])
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], p)
 		if !pe.ok("", err) {
 			continue
 		}
@@ -378,6 +400,9 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 			if pe.ok(fmt.Sprintf("backends[%d].policies.backendAuth.passthrough.location", bi), err) {
 				rb.passthrough, rb.passthroughAt = true, loc
 			}
+		}
+		if _, ai := rb.target.(*llmTarget); !ai && p.AI != nil {
+			pe.ok("policies.ai", errors.New("applies to ai backends only, and backends["+strconv.Itoa(bi)+"] is not one"))
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -457,7 +482,7 @@ func fieldError(path, field string, err error) error {
 	return &decode.FieldError{Path: path + "." + field, Msg: err.Error()}
 }
 
-func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend) (*routeBackend, error) {
+func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, rp *config.RoutePolicies) (*routeBackend, error) {
 	out := &routeBackend{}
 	policies := rb.Policies
 	settings := c.defaults
@@ -474,11 +499,16 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		// The route's backend policies are merged over the named backend's,
 		// field by field; the route's win.
 		policies = mergeBackendPolicies(nb.Policies, rb.Policies)
-		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP}
+		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP, AI: nb.AI}
 	case config.BackendDynamic:
 		out.name = "dynamic"
 	case config.BackendMCP:
 		out.name = "mcp"
+	case config.BackendAI:
+		out.name = "ai"
+		if rb.AI != nil && rb.AI.Provider != nil {
+			out.name = rb.AI.Provider.Name
+		}
 	}
 	if policies != nil {
 		if policies.TCP != nil {
@@ -523,6 +553,17 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			return nil, err
 		}
 		out.target = &mcpRelay{mcp: m}
+	case config.BackendAI:
+		var routeAI *config.AIPolicy
+		var routeAuth *config.BackendAuth
+		if rp != nil {
+			routeAI, routeAuth = rp.AI, rp.BackendAuth
+		}
+		t, err := c.aiBackend(path, routeName, rb.AI, policies, routeAI, routeAuth, settings)
+		if err != nil {
+			return nil, err
+		}
+		out.target = t
 	}
 	if out.target != nil && policies != nil {
 		if err := refuseUnhonored(path, out.target, policies); err != nil {
@@ -559,6 +600,10 @@ func mergeBackendPolicies(base, over *config.BackendPolicies) *config.BackendPol
 	if over.TCP != nil {
 		m.TCP = over.TCP
 	}
+	if over.BackendAuth != nil {
+		m.BackendAuth = over.BackendAuth
+	}
+	m.AI = mergeAIPolicy(base.AI, over.AI)
 	return &m
 }
 
@@ -769,6 +814,24 @@ func notServedYet(f *config.File) config.Errors {
 	var errs config.Errors
 	for _, ns := range f.NotServedYet() {
 		errs = append(errs, &notServedError{decode.FieldError{Path: ns.Path, Msg: ns.Msg}})
+	}
+	return errs
+}
+
+// appendNotServed adds the settings not served yet that no error names
+// already (a package may refuse a setting itself while compiling it).
+func appendNotServed(errs, ns config.Errors) config.Errors {
+	seen := map[string]bool{}
+	for _, e := range errs {
+		var fe *decode.FieldError
+		if errors.As(e, &fe) {
+			seen[fe.Path] = true
+		}
+	}
+	for _, e := range ns {
+		if !seen[e.(*notServedError).Path] {
+			errs = append(errs, e)
+		}
 	}
 	return errs
 }

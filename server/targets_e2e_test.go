@@ -112,7 +112,9 @@ binds:
 - port: 3000
   listeners:
   - routes:
-    - backends:
+    - policies:
+        ai: {promptCaching: {}}
+      backends:
       - ai:
           name: openai
           provider: {openAI: {model: gpt-4o-mini}}
@@ -123,7 +125,7 @@ binds:
 	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
 	defer gw.Shutdown(expiredContext())
 	err := gw.Apply(f)
-	want := "binds[0].listeners[0].routes[0].backends[0].ai: ai backends are not implemented yet"
+	want := "binds[0].listeners[0].routes[0].policies.ai.promptCaching: prompt caching is not implemented yet"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Apply: %v, want %q", err, want)
 	}

@@ -126,6 +126,7 @@ func (p *process) start(f *config.File) error {
 		ReadinessAddr: addrs.readiness,
 		Logger:        p.log,
 		ConfigDump:    p.gw.ConfigDump,
+		LLMProviders:  p.gw.LLMProviders,
 		UIPage:        p.gw.UIPage,
 		Metrics:       p.gw.Metrics().WritePrometheus,
 		Ready:         p.gw.Ready,

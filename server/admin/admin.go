@@ -28,6 +28,10 @@ func adminHandler(opts Options) http.Handler {
 		mux.Handle("GET /config_dump", bytesHandler("application/json", opts.ConfigDump))
 		links = append(links, "/config_dump")
 	}
+	if opts.LLMProviders != nil {
+		mux.Handle("GET /llm/providers", bytesHandler("application/json", opts.LLMProviders))
+		links = append(links, "/llm/providers")
+	}
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.Handle("GET /debug/pprof/cmdline", cmdlineHandler(opts.Cmdline))
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

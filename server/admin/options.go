@@ -17,8 +17,11 @@ type Options struct {
 
 	ConfigDump func() ([]byte, error) // the effective config as JSON, for /config_dump
 	UIPage     func() ([]byte, error) // HTML for /ui/
-	Metrics    func(w io.Writer)      // writes Prometheus text for /metrics
-	Ready      func() bool            // readiness
+	// LLMProviders is the health of the LLM providers as JSON, for
+	// /llm/providers.
+	LLMProviders func() ([]byte, error)
+	Metrics      func(w io.Writer) // writes Prometheus text for /metrics
+	Ready        func() bool       // readiness
 
 	// Cmdline is what /debug/pprof/cmdline shows, one argument per item,
 	// in place of the process's whole command line (os.Args, which pprof's

@@ -17,6 +17,7 @@ type Registry struct {
 	routes map[routeKey]*RouteMetrics
 	hists  map[string]*routeHistogram // by route name
 	mcp    map[string]*MCPMetrics     // by route name
+	llm    *LLMMetrics                // created by the first call to LLM
 }
 
 type routeKey struct{ route, backend string }
@@ -79,6 +80,7 @@ func (r *Registry) WritePrometheus(w io.Writer) {
 	out := make([]byte, 0, len(raw)+4096)
 	out = appendAnnotated(out, raw)
 	out = r.appendHistograms(out)
+	out = r.appendLLM(out)
 	_, _ = w.Write(out)
 }
 

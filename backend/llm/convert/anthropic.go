@@ -424,7 +424,7 @@ func (t *translator) writeAnthropicResponse(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = t.appendAnthropicBlock(dst, &r.blocks[i])
+		dst = t.appendAnthropicBlock(dst, t.mask.textBlock(&r.blocks[i]))
 	}
 	dst = append(dst, `],"stop_reason":`...)
 	dst = append(dst, anthropicStopName(r.stop)...)

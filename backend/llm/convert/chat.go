@@ -481,7 +481,7 @@ func (t *translator) writeChatResponse(dst []byte) []byte {
 	dst = llm.AppendString(dst, r.model)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	if countKind(r.blocks, kText) > 0 {
-		dst = appendConcat(dst, r.blocks, kText)
+		dst = t.appendChatContent(dst)
 	} else {
 		dst = append(dst, "null"...)
 	}

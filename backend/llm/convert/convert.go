@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaygate/gateway/backend/llm/guard"
 	"github.com/relaygate/gateway/codec/llm"
 )
 
@@ -92,6 +93,13 @@ type RequestInfo struct {
 	IncludeUsage bool
 	// MaxTokens is the output bound the provider was given (0: none).
 	MaxTokens int
+	// Mask, when set, masks the answer's text: Response masks the text of every
+	// output text block; a Stream masks text deltas per content block with a
+	// guard.StreamMasker, flushing what it held back before the block's stop event
+	// (or the stream's end/error). Tool call arguments and thinking are not masked.
+	// Request never sets it: the server does, before Response or AcquireStream
+	// (mask.go, stream_mask.go).
+	Mask *guard.Guard
 }
 
 // Usage is a response's token usage, in the same terms whatever the
@@ -164,6 +172,8 @@ type translator struct {
 	rsParts   []llm.ResponsesContent
 	gmResp    llm.GeminiResponse
 	bdResp    llm.BedrockResponse
+
+	mask answerMask
 }
 
 var translators = sync.Pool{New: func() any { return new(translator) }}
@@ -185,6 +195,7 @@ func (t *translator) release() {
 	t.anSub = clearParts(t.anSub)
 	t.rsItems = clearParts(t.rsItems)
 	t.rsParts = clearParts(t.rsParts)
+	t.mask.release()
 	translators.Put(t)
 }
 
@@ -249,12 +260,18 @@ func Request(dst []byte, client, provider Format, body []byte, opts *Options) ([
 
 // Response translates body, a complete (not streamed) response of the
 // provider, into the client's format, appended to dst, and reports its
-// usage. Same formats copy the body and only read the usage.
+// usage. Same formats copy the body and only read the usage; with
+// info.Mask, the answer's text is masked (in place, for same formats: see
+// mask.go).
 func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) {
 	t := translators.Get().(*translator)
 	defer t.release()
 	r := &t.resp
 	r.reset()
+	t.mask.g = info.Mask
+	if info.Mask != nil && info.Client == info.Provider {
+		return t.maskedPassResponse(dst, body, info.Client)
+	}
 	var err error
 	switch info.Provider {
 	case Chat:

@@ -1,9 +1,12 @@
 package convert
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/relaygate/gateway/backend/llm/guard"
 )
 
 // chatRequest4K is a 4 KB Chat Completions request: a system prompt, a
@@ -123,4 +126,98 @@ func BenchmarkChunkBedrockToResponses(b *testing.B) {
 	prelude := bedrockFixture(b, []byte(`event messageStart {"role":"assistant"}`+"\n"+`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdefgh"}`))
 	chunk := bedrockFixture(b, []byte(`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":" the gateway"},"p":"abcdefghijklmnopqrs"}`))
 	benchChunk(b, Bedrock, Responses, prelude, chunk)
+}
+
+type chunkCase struct {
+	desc             string
+	provider, client Format
+	prelude, chunk   []byte
+}
+
+const (
+	rsPrelude = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-5\",\"output\":[]}}\n\n" +
+		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}}\n\n" +
+		"event: response.content_part.added\ndata: {\"type\":\"response.content_part.added\",\"sequence_number\":2,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":\"\"}}\n\n"
+	rsChunk = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":3,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\" the gateway\",\"logprobs\":[],\"obfuscation\":\"abc\"}\n\n"
+)
+
+// maskedChunkCases are one text chunk per client format, translated and
+// passed through, fed again and again after a prelude that opened a text.
+func maskedChunkCases(tb testing.TB) []chunkCase {
+	bedrockPrelude := bedrockFixture(tb, []byte(`event messageStart {"role":"assistant"}`+"\n"+`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":"Hi"},"p":"abcdefgh"}`))
+	bedrockChunk := bedrockFixture(tb, []byte(`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":" the gateway"},"p":"abcdefghijklmnopqrs"}`))
+	return []chunkCase{
+		{desc: "ChatToChat", provider: Chat, client: Chat, prelude: []byte(chatPrelude), chunk: []byte(chatChunk)},
+		{desc: "ChatToMessages", provider: Chat, client: Messages, prelude: []byte(chatPrelude), chunk: []byte(chatChunk)},
+		{desc: "MessagesToChat", provider: Messages, client: Chat, prelude: []byte(anPrelude), chunk: []byte(anChunk)},
+		{desc: "MessagesToMessages", provider: Messages, client: Messages, prelude: []byte(anPrelude), chunk: []byte(anChunk)},
+		{desc: "BedrockToChat", provider: Bedrock, client: Chat, prelude: bedrockPrelude, chunk: bedrockChunk},
+		{desc: "BedrockToResponses", provider: Bedrock, client: Responses, prelude: bedrockPrelude, chunk: bedrockChunk},
+		{desc: "ResponsesToResponses", provider: Responses, client: Responses, prelude: []byte(rsPrelude), chunk: []byte(rsChunk)},
+	}
+}
+
+// BenchmarkChunkMasked is BenchmarkChunk* with a response guard of the five
+// builtins: clean text, and text with an email in every chunk.
+func BenchmarkChunkMasked(b *testing.B) {
+	g := testGuard(b)
+	for _, tc := range maskedChunkCases(b) {
+		b.Run(tc.desc+"/clean", func(b *testing.B) { benchMaskedChunk(b, g, tc, tc.chunk) })
+		email := bytes.Replace(tc.chunk, []byte(" the gateway"), []byte(" mail a@b.co"), 1)
+		if tc.provider == Bedrock {
+			email = bedrockFixture(b, []byte(`event contentBlockDelta {"contentBlockIndex":0,"delta":{"text":" mail a@b.co"},"p":"abcdefghijklmnopqrs"}`))
+		}
+		b.Run(tc.desc+"/email", func(b *testing.B) { benchMaskedChunk(b, g, tc, email) })
+	}
+}
+
+func benchMaskedChunk(b *testing.B, g *guard.Guard, tc chunkCase, chunk []byte) {
+	s := NewStream(RequestInfo{Client: tc.client, Provider: tc.provider, Model: "m", IncludeUsage: true, Mask: g})
+	out, err := s.Feed(nil, tc.prelude)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err = s.Feed(out[:0], chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(out) == 0 {
+		b.Fatal("no output")
+	}
+}
+
+// BenchmarkResponseMasked is a whole 1 KB answer, translated and passed
+// through, without and with a response guard.
+func BenchmarkResponseMasked(b *testing.B) {
+	g := testGuard(b)
+	text := strings.Repeat("The gateway routes the request to its provider. ", 20) + "Mail a@b.co or call (555) 123-4567."
+	body, err := json.Marshal(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 200, "total_tokens": 210},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, client := range []Format{Chat, Messages} {
+		for _, mask := range []struct {
+			name string
+			g    *guard.Guard
+		}{{"plain", nil}, {"masked", g}} {
+			b.Run("ChatTo"+strings.ToUpper(client.String()[:1])+client.String()[1:]+"/"+mask.name, func(b *testing.B) {
+				info := RequestInfo{Client: client, Provider: Chat, Model: "m", Mask: mask.g}
+				dst := make([]byte, 0, 4096)
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if dst, _, err = Response(dst[:0], body, info); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }

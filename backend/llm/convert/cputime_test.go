@@ -36,6 +36,14 @@ func TestBenchmarkCPU(t *testing.T) {
 		t.Logf("%-24s %8d ops  wall %7.0f ns/op  cpu <= %7.0f ns/op  %d allocs/op", bm.name, r.N, float64(r.T.Nanoseconds())/float64(r.N),
 			float64(cpu.Nanoseconds())/float64(r.N), r.AllocsPerOp())
 	}
+	g := testGuard(t)
+	for _, tc := range maskedChunkCases(t) {
+		before := cpuTime()
+		r := testing.Benchmark(func(b *testing.B) { benchMaskedChunk(b, g, tc, tc.chunk) })
+		cpu := cpuTime() - before
+		t.Logf("%-24s %8d ops  wall %7.0f ns/op  cpu <= %7.0f ns/op  %d allocs/op", "Masked"+tc.desc, r.N, float64(r.T.Nanoseconds())/float64(r.N),
+			float64(cpu.Nanoseconds())/float64(r.N), r.AllocsPerOp())
+	}
 }
 
 func cpuTime() time.Duration {

@@ -31,7 +31,19 @@
 // the body they came from, as codec/llm's do. Same formats (Chat client to
 // Chat provider, ...) pass through: the body is copied with only the model
 // (Options.Model) rewritten, and responses and streams are read only for
-// their usage.
+// their usage (unless masked, below).
+//
+// # Masking the answer
+//
+// With RequestInfo.Mask (a response guard, backend/llm/guard), the answer's
+// text is masked, whatever the formats: Response masks every output text,
+// a Stream passes each text's deltas through a guard.StreamMasker and sends
+// what it held back as a last delta before the text ends. Thinking, tool
+// call arguments and refusals are not masked. Translated answers are masked
+// as they are written; same-format ones are copied with only their text
+// tokens replaced, every other member byte for byte (mask.go,
+// stream_mask.go say what else a masked same-format stream changes). What
+// cannot be masked is refused, never sent unmasked.
 //
 // # What is translated
 //

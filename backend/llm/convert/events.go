@@ -90,6 +90,11 @@ func (s *Stream) emit(dst []byte) []byte {
 		}
 		return dst
 	}
+	return s.write(dst, ev)
+}
+
+// write writes ev as the client's event(s).
+func (s *Stream) write(dst []byte, ev *event) []byte {
 	switch s.info.Client {
 	case Chat:
 		return s.chatWrite(dst, ev)
@@ -141,6 +146,7 @@ func (s *Stream) closeBlock(dst []byte) []byte {
 	if s.rd.open < 0 {
 		return dst
 	}
+	dst = s.flushText(dst)
 	s.ev = event{kind: evBlockStop, index: s.rd.open}
 	s.rd.open = -1
 	return s.emit(dst)
@@ -149,6 +155,15 @@ func (s *Stream) closeBlock(dst []byte) []byte {
 func (s *Stream) delta(dst []byte, i int, d deltaKind, tok llm.Raw) []byte {
 	if !tok.IsString() || len(tok) == 2 {
 		return dst
+	}
+	if d == dText && s.mk.g != nil && !s.pass {
+		var ok bool
+		if tok, ok = s.maskDelta(i, tok); !ok {
+			return s.maskFailed(dst)
+		}
+		if tok == nil {
+			return dst // all held back for now
+		}
 	}
 	s.ev = event{kind: evDelta, index: i, delta: d, text: tok}
 	return s.emit(dst)
@@ -183,6 +198,7 @@ func (s *Stream) providerError(dst []byte, status int, typ string, msg []byte) [
 	if typ == "" || !knownType(typ, s.info.Client) {
 		typ = statusErrorType(status, s.info.Client)
 	}
+	dst = s.flushText(dst)
 	s.ev = event{kind: evError, status: status, errType: typ, errMsg: msg}
 	dst = s.emit(dst)
 	if s.err == nil && !s.pass {

@@ -5,12 +5,15 @@ import (
 	"io"
 	"testing"
 
+	"github.com/relaygate/gateway/backend/llm/guard"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/sse"
 )
 
 // Fuzz targets of the translators and stream parsers: no input panics,
-// accepted input gives valid JSON, and output stays bounded by the input.
+// accepted input gives valid JSON, and output stays bounded by the input;
+// with a response guard too, whose masking never fails on what was
+// accepted (mask_fuzz_test.go holds the masked text to Guard.Mask).
 
 func addFiles(f *testing.F, dir string, names ...string) {
 	for _, n := range names {
@@ -43,9 +46,21 @@ func FuzzRequest(f *testing.F) {
 func FuzzResponse(f *testing.F) {
 	addFiles(f, "testdata/responses", "text.chat.json", "tools.chat.json", "thinking.messages.json",
 		"tools.messages.json", "text.gemini.json", "call.gemini.json", "tools.bedrock.json")
+	addFiles(f, "testdata/masked", "pii.chat.json", "pii.messages.json", "pii.responses.json")
+	g := testGuard(f)
 	f.Fuzz(func(t *testing.T, body []byte, pick uint8) {
 		client := clientFormats[int(pick)%len(clientFormats)]
 		provider := providerFormats[int(pick/3)%len(providerFormats)]
+		if pick >= 128 {
+			provider = client // same formats, Responses included
+		}
+		masked, _, err := Response(nil, body, RequestInfo{Client: client, Provider: provider, Model: "m", Mask: g})
+		if err == errMaskFailed {
+			t.Fatalf("%v -> %v: masking failed on an accepted body:\n%q", provider, client, body)
+		}
+		if err == nil && !llm.Valid(masked) {
+			t.Fatalf("%v -> %v: masked output is not JSON:\n%s", provider, client, masked)
+		}
 		out, _, err := Response(nil, body, RequestInfo{Client: client, Provider: provider, Model: "m"})
 		if err != nil || client == provider { // a passthrough copies the body as it is
 			return
@@ -66,9 +81,18 @@ func FuzzResponse(f *testing.F) {
 // fuzzStream feeds in, cut every step bytes, to a stream of provider into
 // each client format.
 func fuzzStream(t *testing.T, provider Format, in []byte, step uint8) {
+	for _, g := range []*guard.Guard{nil, fuzzGuard} {
+		fuzzStreamMask(t, provider, in, step, g)
+	}
+}
+
+var fuzzGuard, _ = guard.New(guard.Spec{Builtins: maskBuiltins})
+
+// fuzzStreamMask is fuzzStream with the response guard g (nil: none).
+func fuzzStreamMask(t *testing.T, provider Format, in []byte, step uint8, g *guard.Guard) {
 	n := int(step%97) + 1
 	for _, client := range clientFormats {
-		s := NewStream(RequestInfo{Client: client, Provider: provider, Model: "m", IncludeUsage: step&1 == 0})
+		s := NewStream(RequestInfo{Client: client, Provider: provider, Model: "m", IncludeUsage: step&1 == 0, Mask: g})
 		var out []byte
 		var err error
 		for i := 0; i < len(in) && err == nil; i += n {
@@ -80,10 +104,11 @@ func fuzzStream(t *testing.T, provider Format, in []byte, step uint8) {
 		if len(out) > 64*len(in)+16<<10 {
 			t.Fatalf("%v -> %v: %d bytes out of %d", provider, client, len(out), len(in))
 		}
-		if client == provider {
-			continue
+		if client == provider && (g == nil || provider == Gemini || provider == Bedrock) {
+			continue // the provider's bytes, or nothing (refused)
 		}
-		// What the client gets is SSE whose data is JSON.
+		// What the client gets is SSE whose data is JSON; a masked
+		// same-format stream is rewritten event by event, so its too.
 		r := sse.NewReader(bytes.NewReader(out), 0)
 		for {
 			ev, err := r.Next()
@@ -106,15 +131,23 @@ func addStream(f *testing.F, file string) {
 	f.Add(in, uint8(6))
 }
 
+func addMaskedStream(f *testing.F, file string) {
+	_, in := maskedStreamInput(f, file)
+	f.Add(in, uint8(0))
+	f.Add(in, uint8(9))
+}
+
 func FuzzStreamChat(f *testing.F) {
 	addStream(f, "text-tools.chat.sse")
 	addStream(f, "truncated.chat.sse")
+	addMaskedStream(f, "pii-split.chat.sse")
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Chat, in, step) })
 }
 
 func FuzzStreamMessages(f *testing.F) {
 	addStream(f, "text-tools.messages.sse")
 	addStream(f, "error.messages.sse")
+	addMaskedStream(f, "pii-split.messages.sse")
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Messages, in, step) })
 }
 
@@ -125,6 +158,7 @@ func FuzzStreamGemini(f *testing.F) {
 
 func FuzzStreamResponses(f *testing.F) {
 	f.Add([]byte("event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":3}}}\n\n"), uint8(1))
+	addMaskedStream(f, "pii-split.responses.sse")
 	f.Fuzz(func(t *testing.T, in []byte, step uint8) { fuzzStream(t, Responses, in, step) })
 }
 

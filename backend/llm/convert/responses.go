@@ -250,7 +250,7 @@ func (t *translator) writeResponsesResponse(dst []byte) []byte {
 		switch b.kind {
 		case kText:
 			dst = comma(dst, &n)
-			dst = appendResponsesMessage(dst, id, i, b.text.Inner())
+			dst = appendResponsesMessage(dst, id, i, t.mask.token(b.text).Inner())
 		case kThinking:
 			dst = comma(dst, &n)
 			dst = appendResponsesReasoning(dst, id, i, b.text.Inner())

@@ -50,6 +50,8 @@ type Stream struct {
 	chatW chatWriter
 	anW   anthropicWriter
 	rsW   responsesWriter
+
+	mk streamMask // masking the answer's text (stream_mask.go)
 }
 
 // MaxEventBytes bounds one provider event (an SSE event's data, an event
@@ -80,6 +82,7 @@ func ReleaseStream(s *Stream) {
 	s.bd.Reset()
 	s.rs.Reset()
 	s.ev = event{}
+	s.mk.release()
 	streams.Put(s)
 }
 
@@ -96,7 +99,10 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.model = append(s.model[:0], info.Model...)
 	s.info.Model = ""
 	s.pass = info.Client == info.Provider
-	s.strip = s.pass && info.Client == Chat && !info.IncludeUsage
+	s.mk.reset(info.Mask, s.pass)
+	// A masked same-format stream is written event by event, and drops the
+	// usage chunk there (chatPass).
+	s.strip = s.pass && info.Client == Chat && !info.IncludeUsage && !s.mk.pass
 	s.sse.reset(MaxEventBytes)
 	s.es.Reset()
 	s.es.Max = MaxEventBytes
@@ -107,6 +113,10 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.chatW.reset()
 	s.anW.reset()
 	s.rsW.reset()
+	if s.mk.pass && info.Client != Chat && info.Client != Messages && info.Client != Responses {
+		// Fail closed: the provider's bytes would reach the client unmasked.
+		s.err = errMaskFormat(info.Client)
+	}
 }
 
 // Usage is the usage the provider reported so far (all of it once the
@@ -146,7 +156,7 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			}
 		}
 	}
-	if s.pass && !s.strip {
+	if s.pass && !s.strip && !s.mk.pass {
 		dst = append(dst, p...)
 	}
 	for len(p) > 0 {
@@ -173,6 +183,9 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 }
 
 func (s *Stream) sseEvent(dst []byte, ev sseEvent) []byte {
+	if s.mk.pass {
+		return s.maskedPassEvent(dst, ev)
+	}
 	switch s.info.Provider {
 	case Chat:
 		return s.chatEvent(dst, ev.data)
@@ -200,6 +213,7 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 	if s.rd.stopped && !s.sse.pending() && !s.es.Pending() {
 		// Gemini's stream has no last event: a finish reason and the end
 		// of the body are its end. Others may end without their marker.
+		dst = s.passFlushAll(dst)
 		dst = s.end(dst)
 		return dst, nil
 	}
@@ -213,14 +227,25 @@ func (s *Stream) fail(dst []byte, status int, typ, msg string) ([]byte, error) {
 	if s.err != nil {
 		return dst, s.err
 	}
-	if s.pass {
+	if s.pass && !s.mk.pass {
 		// The client gets the provider's bytes as they are; only the usage
 		// is lost.
 		s.blind, s.rd.ended = true, true
 		return dst, nil
 	}
+	// What a masker held back goes out (masked) before the error. A masked
+	// same-format stream never falls back to the provider's bytes, whose
+	// text would reach the client unmasked: it ends as a translated one.
+	dst = s.flushText(dst)
+	dst = s.passFlushAll(dst)
 	s.ev = event{kind: evError, status: status, errType: typ, errMsg: bytesOf(msg)}
-	dst = s.emit(dst)
+	if s.pass {
+		s.rd.ended = true
+		s.mk.numberOurs(&s.rsW)
+		dst = s.write(dst, &s.ev)
+	} else {
+		dst = s.emit(dst)
+	}
 	if s.err == nil {
 		s.err = errors.New("convert: " + msg)
 	}

@@ -15,13 +15,19 @@ func (s *Stream) responsesEvent(dst, data []byte) []byte {
 	if err := e.Decode(&s.dec, data); err != nil {
 		return s.invalid(dst, err)
 	}
-	switch e.Type {
+	return s.responsesRead(dst, e.Type, &e.Response.Usage, e.Message)
+}
+
+// responsesRead reads what a Responses event of type typ says of the
+// stream: its usage and end, or the provider's error message.
+func (s *Stream) responsesRead(dst []byte, typ string, u *llm.ResponsesUsage, message llm.Raw) []byte {
+	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
-		s.addUsage(responsesUsage(&e.Response.Usage))
+		s.addUsage(responsesUsage(u))
 		s.rd.stopped = true
 		return s.end(dst)
 	case "error":
-		msg, _ := llm.Text(nil, e.Message)
+		msg, _ := llm.Text(nil, message)
 		return s.providerError(dst, 500, "", msg)
 	}
 	return dst

@@ -1,0 +1,63 @@
+package aipolicy
+
+import (
+	"testing"
+
+	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/codec/llm"
+)
+
+// fuzzPolicy masks every builtin and a pattern in every scope, and adds
+// fields and prompts, so that every stage edits the body.
+const fuzzPolicy = `defaults: {temperature: 0.5, metadata: {a: [1, "x"]}}
+overrides: {max_tokens: 10}
+prompts:
+  prepend: [{role: system, content: "sys 123-45-6789"}, {role: user, content: u}]
+  append: [{role: assistant, content: "a@example.com"}]
+promptGuard:
+  request:
+  - regex: {rules: [{builtin: ssn}, {builtin: creditCard}, {builtin: phoneNumber}, {builtin: email}, {builtin: caSin}]}
+    scope: [systemPrompt, messages, toolInput, toolOutput]
+  - regex: {rules: [{pattern: 'x+'}]}
+    scope: [messages, toolInput]
+`
+
+// FuzzRequest: whatever the body, Request never panics, refuses what is not
+// a JSON object, and otherwise gives a JSON object; PromptText and Model
+// read anything safely.
+func FuzzRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"call 555-123-4567 or a@b.co xx"}]}`,
+		`{"messages":[{"role":"tool","content":[{"type":"text","text":"4111 1111 1111 1111"}]},{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"x\":\"123-45-6789\"}"}}]}]}`,
+		`{"system":"s 123 456 789","messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"xx\u00e9"}]},{"type":"tool_use","input":{"a":["x"]}}]}]}`,
+		`{"instructions":"i","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]},{"type":"function_call","arguments":"x"}]}`,
+		`{"input":"x\"\\x"}`,
+		`{"messages":[],"messages":null,"system":null}`,
+		`{"a":"\ud800","messages":[{"content":"\u2028x"}]}`,
+		`[1]`, `{"x":`, `{}`, ` { } `,
+	} {
+		f.Add([]byte(s), uint8(1))
+	}
+	p := mustPolicy(f, fuzzPolicy)
+	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
+		fm := convert.Format(format % 6)
+		out, rej, err := p.Request(nil, body, fm, nil)
+		valid := llm.ValidObject(body)
+		switch {
+		case !valid && err == nil:
+			t.Fatalf("no error for %q", body)
+		case valid && err != nil:
+			t.Fatalf("error %v for %q", err, body)
+		case rej != nil:
+			t.Fatalf("a masking policy rejected %q", body)
+		case err == nil && !llm.ValidObject(out):
+			t.Fatalf("output %q is not a JSON object (input %q)", out, body)
+		}
+		PromptText(nil, body, fm)
+		Model(body)
+		if err == nil {
+			// The masked output, read again, has every text still there.
+			PromptText(nil, out, fm)
+		}
+	})
+}

@@ -1,0 +1,266 @@
+package aipolicy
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/backend/llm/guard"
+	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy"
+)
+
+// requestGuard is a compiled request guard: a regex guard over the texts of
+// its scope, and the answer a rejected request gets.
+type requestGuard struct {
+	g         *guard.Guard
+	scope     scope
+	rejection *Rejection
+}
+
+// Rejection is a refused request: the configured status, body and header
+// changes, or the spec's defaults (403, "The request was rejected due to
+// inappropriate content"). It is immutable and shared by every request the
+// guard refuses.
+type Rejection struct {
+	status  int
+	body    []byte
+	headers *policy.HeaderModifier
+}
+
+// Write replaces resp with the rejection and returns its status. No
+// Content-Type is set unless the configured headers set one (agentgateway
+// sets none).
+func (r *Rejection) Write(resp *fasthttp.Response) int {
+	resp.Reset()
+	resp.SetStatusCode(r.status)
+	resp.SetBody(r.body) // a copy: response policies may edit it
+	if r.headers != nil {
+		r.headers.ApplyResponse(&resp.Header)
+	}
+	return r.status
+}
+
+var defaultRejection = &Rejection{status: config.DefaultRejectionStatus, body: []byte(config.DefaultRequestRejectionBody)}
+
+// newRejection compiles a guard's rejection; path is the rejection's field.
+func newRejection(c *config.GuardRejection, path string) (*Rejection, error) {
+	if c == nil {
+		return defaultRejection, nil
+	}
+	r := &Rejection{status: config.DefaultRejectionStatus, body: []byte(config.DefaultRequestRejectionBody)}
+	if c.Status != nil {
+		r.status = *c.Status
+	}
+	if c.Body != nil {
+		r.body = slices.Clone([]byte(*c.Body))
+	}
+	if c.Headers != nil {
+		h, err := policy.NewHeaderModifier(c.Headers)
+		if err != nil {
+			return nil, fieldError(path+".headers", err)
+		}
+		r.headers = h
+	}
+	return r, nil
+}
+
+// fieldError turns a policy constructor's error into a FieldError under
+// path.
+func fieldError(path string, err error) error {
+	if fe, ok := err.(*policy.FieldError); ok && fe.Field != "" {
+		return &decode.FieldError{Path: path + "." + fe.Field, Msg: fe.Msg}
+	}
+	return &decode.FieldError{Path: path, Msg: err.Error()}
+}
+
+// notServed is the error for a guard kind not built yet.
+func notServed(path, kind string) error {
+	return &decode.FieldError{Path: path + "." + kind, Msg: "the " + kind + " guard is not served yet"}
+}
+
+// compileRequestGuards compiles promptGuard.request.
+func compileRequestGuards(pg *config.PromptGuard) ([]requestGuard, error) {
+	if pg == nil {
+		return nil, nil
+	}
+	var out []requestGuard
+	for i, rg := range pg.Request {
+		path := "promptGuard.request[" + strconv.Itoa(i) + "]"
+		if kind := otherRequestKind(&rg); kind != "" {
+			return nil, notServed(path, kind)
+		}
+		if rg.Regex == nil {
+			return nil, &decode.FieldError{Path: path, Msg: "a guard kind is required"}
+		}
+		g, err := compileRegex(rg.Regex, path+".regex", false)
+		if err != nil {
+			return nil, err
+		}
+		rej, err := newRejection(rg.Rejection, path+".rejection")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, requestGuard{g: g, scope: scopeOf(rg.Scope), rejection: rej})
+	}
+	return out, nil
+}
+
+func otherRequestKind(g *config.RequestGuard) string {
+	switch {
+	case g.Webhook != nil:
+		return "webhook"
+	case g.OpenAIModeration != nil:
+		return "openAIModeration"
+	case g.BedrockGuardrails != nil:
+		return "bedrockGuardrails"
+	case g.GoogleModelArmor != nil:
+		return "googleModelArmor"
+	case g.AzureContentSafety != nil:
+		return "azureContentSafety"
+	}
+	return ""
+}
+
+func otherResponseKind(g *config.ResponseGuard) string {
+	switch {
+	case g.Webhook != nil:
+		return "webhook"
+	case g.BedrockGuardrails != nil:
+		return "bedrockGuardrails"
+	case g.GoogleModelArmor != nil:
+		return "googleModelArmor"
+	case g.AzureContentSafety != nil:
+		return "azureContentSafety"
+	}
+	return ""
+}
+
+// compileResponseGuard merges the regex response guards into one guard that
+// masks: matches in answers are masked whatever the action says.
+func compileResponseGuard(pg *config.PromptGuard) (*guard.Guard, error) {
+	if pg == nil || len(pg.Response) == 0 {
+		return nil, nil
+	}
+	merged := &config.RegexGuard{}
+	for i, rg := range pg.Response {
+		path := "promptGuard.response[" + strconv.Itoa(i) + "]"
+		if kind := otherResponseKind(&rg); kind != "" {
+			return nil, notServed(path, kind)
+		}
+		if rg.Regex == nil {
+			return nil, &decode.FieldError{Path: path, Msg: "a guard kind is required"}
+		}
+		// Each guard on its own first, so that an error names its rule.
+		if _, err := compileRegex(rg.Regex, path+".regex", true); err != nil {
+			return nil, err
+		}
+		merged.Rules = append(merged.Rules, rg.Regex.Rules...)
+	}
+	return compileRegex(merged, "promptGuard.response", true)
+}
+
+// compileRegex builds a guard from a regex guard's rules (masking when
+// forceMask is set). An error names the rule at fault.
+func compileRegex(rg *config.RegexGuard, path string, forceMask bool) (*guard.Guard, error) {
+	spec := guard.Spec{Action: guard.Action(rg.Action)}
+	if forceMask {
+		spec.Action = guard.ActionMask
+	}
+	for _, r := range rg.Rules {
+		if r.Pattern != nil {
+			spec.Patterns = append(spec.Patterns, r.Pattern.String())
+		} else {
+			spec.Builtins = append(spec.Builtins, r.Builtin)
+		}
+	}
+	g, err := guard.New(spec)
+	if err == nil {
+		return g, nil
+	}
+	for i, r := range rg.Rules {
+		one := guard.Spec{Action: spec.Action}
+		if r.Pattern != nil {
+			one.Patterns = []string{r.Pattern.String()}
+		} else {
+			one.Builtins = []string{r.Builtin}
+		}
+		if _, e := guard.New(one); e != nil {
+			return nil, &decode.FieldError{Path: path + ".rules[" + strconv.Itoa(i) + "]", Msg: e.Error()}
+		}
+	}
+	return nil, &decode.FieldError{Path: path, Msg: err.Error()}
+}
+
+// guardTexts runs the request guards in order over the texts of body
+// (indexed by tp) in format f, each guard reading the texts as the guards
+// before it left them. It returns the rejection of the first guard that
+// refuses a text (or one of the prompts: enrichment.rejectAt), or reports
+// whether a mask changed a text (w.texts.spans then hold the masked texts).
+func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format) (masked bool, rej *Rejection) {
+	t := &w.texts
+	t.reset(tp, p.guardScopes)
+	t.walk(f)
+	if !slices.IsSortedFunc(t.spans, byStart) { // a block with two types
+		slices.SortStableFunc(t.spans, byStart)
+	}
+	w.arena = w.arena[:0]
+	promptReject := p.prompts[f].rejectAt
+	for gi := range p.guards {
+		g := &p.guards[gi]
+		if gi == promptReject {
+			return false, g.rejection
+		}
+		for si := range t.spans {
+			s := &t.spans[si]
+			if s.scope&g.scope == 0 {
+				continue
+			}
+			text := w.spanText(tp.d, s)
+			if g.g.Action() == guard.ActionReject {
+				if v, _ := g.g.Check(text); v == guard.Rejected {
+					return false, g.rejection
+				}
+				continue
+			}
+			start := len(w.arena)
+			var ok bool
+			if w.arena, ok = g.g.AppendMask(w.arena, text); ok {
+				s.off, s.n, s.own, s.masked = start, len(w.arena)-start, true, true
+				masked = true
+			}
+		}
+	}
+	return masked, nil
+}
+
+// spanText is s's current text, decoding its escapes into the arena the
+// first time they are needed.
+func (w *work) spanText(body []byte, s *textSpan) []byte {
+	if s.own {
+		return w.arena[s.off : s.off+s.n]
+	}
+	tokText := body[s.start:s.end]
+	inner := tokText[1 : len(tokText)-1]
+	if !hasBackslash(inner) {
+		return inner
+	}
+	start := len(w.arena)
+	var err error
+	w.arena, err = llm.AppendUnquoted(w.arena, tokText)
+	if err != nil { // not on a validated body
+		w.arena = w.arena[:start]
+		return inner
+	}
+	s.off, s.n, s.own = start, len(w.arena)-start, true
+	return w.arena[start:]
+}
+
+func byStart(a, b textSpan) int { return a.start - b.start }
+
+func hasBackslash(b []byte) bool { return bytes.IndexByte(b, '\\') >= 0 }

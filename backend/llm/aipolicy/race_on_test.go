@@ -1,0 +1,5 @@
+//go:build race
+
+package aipolicy
+
+const raceEnabled = true

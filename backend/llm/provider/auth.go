@@ -1,0 +1,135 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// credentials put a provider's credentials on a request.
+type credentials interface {
+	apply(ctx context.Context, req *fasthttp.Request) error
+}
+
+// clientCredentialHeaders are the headers clients send provider keys in;
+// they are removed before the gateway's own credentials go on, so that
+// none of the client's reaches the provider beside them.
+var clientCredentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+
+func removeClientCredentials(h *fasthttp.RequestHeader) {
+	for _, name := range clientCredentialHeaders {
+		h.Del(name) // every value: a second one would survive a Set
+	}
+}
+
+// The Anthropic API version sent when the client names none
+// (https://docs.anthropic.com/en/api/versioning).
+const (
+	anthropicVersionHeader = "anthropic-version"
+	anthropicVersion       = "2023-06-01"
+)
+
+// azureAnthropicPath is where Azure Foundry serves Claude's Messages API.
+var azureAnthropicPath = []byte("/anthropic/v1/messages")
+
+// Authorize readies req for the provider once its body, path and Host are
+// final: the provider's own headers (anthropic-version: 2023-06-01 on
+// Anthropic's API when the client sent none) and its credentials:
+//   - a `key` backendAuth removes the client's credential headers
+//     (Authorization, x-api-key, api-key, x-goog-api-key) and sets the
+//     key where the provider takes it (OpenAI, custom, Vertex and Bedrock
+//     "Authorization: Bearer k", Azure "api-key", Anthropic "x-api-key",
+//     Gemini "x-goog-api-key") or where key.location says;
+//   - `aws` (and Bedrock without backendAuth) signs the request with SigV4
+//     over its final method, target, Host, body and x-amz-* headers;
+//   - `gcp` (and Vertex without backendAuth) sets "Authorization: Bearer"
+//     with an access token for the cloud-platform scope, cached until near
+//     its expiry;
+//   - `passthrough` and no backendAuth on other kinds leave the client's
+//     headers as they are.
+//
+// ctx bounds a token or credential fetch. Errors say what failed without
+// any secret. With a key or a cached token Authorize allocates nothing.
+func (p *Provider) Authorize(ctx context.Context, req *fasthttp.Request) error {
+	p.setProviderHeaders(&req.Header, req.Header.RequestURI())
+	if p.creds == nil {
+		return nil
+	}
+	return p.creds.apply(ctx, req)
+}
+
+// setProviderHeaders sets the headers the provider's API requires.
+func (p *Provider) setProviderHeaders(h *fasthttp.RequestHeader, target []byte) {
+	anthropic := p.kind == kindAnthropic ||
+		p.kind == kindAzure && p.azure.foundry && bytes.Contains(target, azureAnthropicPath)
+	if anthropic && len(h.Peek(anthropicVersionHeader)) == 0 {
+		h.Set(anthropicVersionHeader, anthropicVersion)
+	}
+}
+
+// authPath is where backendAuth errors point, relative to the provider.
+const authPath = "policies.backendAuth"
+
+// compileAuth builds the credentials of auth, or the provider's default
+// ones without it (Bedrock's AWS default chain, Vertex's Google ADC).
+func (p *Provider) compileAuth(auth *config.BackendAuth) (credentials, error) {
+	if auth == nil {
+		switch p.kind {
+		case kindBedrock:
+			return newSigV4Credentials(nil, p.bedrock.region), nil
+		case kindVertex:
+			return newGCPCredentials(nil), nil
+		}
+		return nil, nil
+	}
+	if len(auth.Credentials) > 0 {
+		return nil, fieldError(authPath+".credentials", "backend auth credentials are not supported for LLM providers yet")
+	}
+	switch {
+	case auth.Passthrough != nil:
+		return nil, nil
+	case auth.Key != nil:
+		return p.compileKey(auth.Key)
+	case auth.AWS != nil:
+		return p.compileAWS(auth.AWS)
+	case auth.GCP != nil:
+		return p.compileGCP(auth.GCP)
+	case auth.Azure != nil:
+		return nil, fieldError(authPath+".azure", "Azure credentials are not supported yet (use a key)")
+	case auth.Copilot:
+		return nil, fieldError(authPath, "backend auth \"copilot\" is not supported yet")
+	}
+	return nil, nil
+}
+
+// compileAWS checks an aws backendAuth: the region is the provider's
+// unless auth names one (a provider that is not Bedrock has none).
+func (p *Provider) compileAWS(a *config.AWSAuth) (credentials, error) {
+	if a.AssumeRole != nil {
+		return nil, fieldError(authPath+".aws.assumeRole", "assuming an AWS role is not supported yet")
+	}
+	region := p.bedrock.region
+	if a.Region != nil {
+		region = *a.Region
+	}
+	if region == "" {
+		return nil, fieldError(authPath+".aws.region", "required for a "+p.config+" provider (only Bedrock providers have a region)")
+	}
+	return newSigV4Credentials(a, region), nil
+}
+
+// compileGCP checks a gcp backendAuth.
+func (p *Provider) compileGCP(g *config.GCPAuth) (credentials, error) {
+	if g.Type == "idToken" {
+		return nil, fieldError(authPath+".gcp.type", "Google ID tokens are not supported yet (access tokens are)")
+	}
+	if g.Credential != nil && !g.Credential.IsFile() {
+		if err := checkCredentialJSON([]byte(g.Credential.Inline)); err != nil {
+			return nil, fieldError(authPath+".gcp.credential", err.Error())
+		}
+	}
+	return newGCPCredentials(g.Credential), nil
+}

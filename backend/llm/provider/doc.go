@@ -1,0 +1,45 @@
+// Package provider owns where and how the gateway sends a request to each
+// LLM provider: the host and TLS (Upstream), the wire format a route type
+// goes out in (Format), the request target (AppendPath), the last body
+// edits a provider needs (PrepareBody) and the provider's headers and
+// credentials (Authorize). Translation between formats is
+// backend/llm/convert's; this package only says which format.
+//
+// # Per request
+//
+//	f, ok := p.Format(rt, model)         // !ok: the provider does not serve rt
+//	body, info, err := convert.Request(buf[:0], client, f, clientBody, &opts)
+//	body = p.PrepareBody(out[:0], body, rt)
+//	req.SetRequestURIBytes(p.AppendPath(target[:0], rt, info.Model, info.Stream, clientPath))
+//	req.Header.SetHost(host); req.SetBodyRaw(body)
+//	err = p.Authorize(ctx, req)          // last: SigV4 signs what is final
+//
+// # Providers
+//
+// The facts follow agentgateway (crates/llm/src/*.rs and
+// crates/agentgateway/src/llm/mod.rs): hosts, paths per route type and
+// API version, Vertex AI's publishers (Claude through rawPredict with
+// anthropic_version in the body, Gemini through generateContent, other
+// models through the OpenAI-compatible endpoint), Bedrock's Converse, and
+// the Gemini "alt" query. Models named by the client are escaped to stay
+// one path segment (a Bedrock ARN's ':' and '/' as the AWS SDK escapes
+// them).
+//
+// Departures from agentgateway: a hostOverride does not keep the client's
+// path (the provider's path is always used, so that a translated request
+// goes where its format is served); the Anthropic provider does not move a
+// client's "Authorization: Bearer" key to x-api-key (passthrough leaves
+// the client's headers as they are); the Models route keeps the client's
+// path where agentgateway answers 501; key locations in a query parameter
+// are refused.
+//
+// # Credentials
+//
+// Nothing is read or fetched when a Provider is built: key files are read
+// on first use and again when their modification time changes (checked at
+// most once a second); Google credentials (a JSON key inline or in a file,
+// or Application Default Credentials) give access tokens that are cached
+// until a minute before they expire; AWS credentials are explicit keys or
+// the SDK's default chain, loaded on first use and cached by the SDK. A
+// Provider is immutable once built and safe for concurrent use.
+package provider

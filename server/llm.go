@@ -1,0 +1,529 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/llm/aipolicy"
+	"github.com/relaygate/gateway/backend/llm/balance"
+	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/backend/llm/guard"
+	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/llm/tokens"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/jwtauth"
+	"github.com/relaygate/gateway/policy/ratelimit"
+	"github.com/relaygate/gateway/server/telemetry"
+)
+
+// llmTarget is an ai backend: LLM providers in priority groups, balanced
+// by health (backend/llm/balance). A request is read whole, edited by the
+// ai policy, translated into each provider's format and sent; a failed
+// attempt that sent nothing to the client moves to the next provider.
+type llmTarget struct {
+	name     string
+	set      *balance.Set[*llmProvider]
+	routes   []llmRoute         // longest suffix first
+	fallback provider.RouteType // for paths no route names; 0: refused
+	metrics  *telemetry.LLMMetrics
+	catalog  *cost.Catalog // config.modelCatalog, nil when none
+}
+
+// llmProvider is one compiled provider of an ai backend.
+type llmProvider struct {
+	p        *provider.Provider
+	up       *backend.Upstream
+	host     []byte // the Host header it gets
+	policy   *aipolicy.Policy
+	mask     *guard.Guard // the response guard, nil for none
+	tokenize bool
+	// passthrough is the provider's backendAuth passthrough.
+	passthrough   bool
+	passthroughAt jwtauth.Location
+}
+
+// The ai backend applies every backend policy: the header modifiers and
+// the redirect around it (proceed, prepareRequest), http's requestTimeout
+// per attempt, tcp to its providers' connections.
+func (t *llmTarget) honors(string) bool { return true }
+
+func (t *llmTarget) exchange(b *bind, rs *requestState, r *route, rb *routeBackend) int {
+	return b.serveLLM(rs, r, rb, t)
+}
+
+// routeType resolves the kind of request a path carries.
+func (t *llmTarget) routeType(path []byte) provider.RouteType {
+	for i := range t.routes {
+		if bytes.HasSuffix(path, []byte(t.routes[i].suffix)) {
+			return t.routes[i].rt
+		}
+	}
+	return t.fallback
+}
+
+// clientFormat is the wire format the client speaks on a chat route type.
+func clientFormat(rt provider.RouteType) convert.Format {
+	switch rt {
+	case provider.Completions:
+		return convert.Chat
+	case provider.Messages:
+		return convert.Messages
+	case provider.Responses:
+		return convert.Responses
+	}
+	return convert.FormatUnknown
+}
+
+// operationName is the GenAI operation a route type performs.
+func operationName(rt provider.RouteType) string {
+	switch rt {
+	case provider.Completions, provider.Messages, provider.Responses:
+		return "chat"
+	case provider.Embeddings:
+		return "embeddings"
+	case provider.AnthropicTokenCount:
+		return "count_tokens"
+	case provider.Models:
+		return "models"
+	}
+	return "passthrough"
+}
+
+// llmMaxResponse bounds a provider's answer read whole (not streamed).
+const llmMaxResponse = 32 << 20
+
+// llmExchange is the pooled per-request state of an LLM request.
+type llmExchange struct {
+	client    []byte // the client's body as received
+	edited    []byte // ... after the ai policy
+	sent      []byte // ... in the provider's format
+	scratch   []byte
+	out       []byte
+	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
+	upResp    *fasthttp.Response
+	info      convert.RequestInfo
+	rt        provider.RouteType
+	prov      *llmProvider
+	target    *llmTarget
+	model     []byte // the model asked of the provider
+	reqModel  []byte // the model the client asked for
+	uri       []byte // the client's request target (path and query)
+	usage     convert.Usage
+	hasUsage  bool
+	start     time.Duration
+	ttft      time.Duration
+	limit     ratelimit.Decision
+	limited   bool
+	guard     string // "masked", "rejected", or ""
+	errType   string
+	cost      float64
+	costKnown bool
+	fctx      *fasthttp.RequestCtx
+}
+
+var llmExchanges = sync.Pool{New: func() any { return new(llmExchange) }}
+
+func (x *llmExchange) release() {
+	if x.upResp != nil {
+		fasthttp.ReleaseResponse(x.upResp)
+	}
+	if x.saved != nil {
+		x.saved.Reset()
+	}
+	*x = llmExchange{
+		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0],
+		out: x.out[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+	}
+	llmExchanges.Put(x)
+}
+
+// serveLLM answers a request whose backend is an ai backend.
+func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarget) int {
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	x := llmExchanges.Get().(*llmExchange)
+	rs.llm = x
+	x.target, x.start, x.fctx = t, rs.start, fctx
+	x.rt = t.routeType(rs.pc.Path)
+	if x.rt == 0 {
+		return respondError(fctx, fasthttp.StatusNotFound, "no LLM route type for this path")
+	}
+	cf := clientFormat(x.rt)
+	if cf != convert.FormatUnknown && !req.Header.IsPost() {
+		fctx.Response.Header.Set("Allow", "POST")
+		return respondError(fctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
+	}
+
+	// The body, whole: it is edited and translated, and sent again on
+	// failover.
+	if status, ok := b.readLLMBody(rs, x); !ok {
+		return status
+	}
+	fields := requestFields(&req.Header)
+	if fields&fieldBadName != 0 {
+		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid header field name")
+	}
+	if fields&fieldExpect != 0 && !onlyContinueExpected(&req.Header) {
+		return respondErrorClose(fctx, fasthttp.StatusExpectationFailed, "unsupported expectation")
+	}
+	// The route's part of the upstream head, once: hop-by-hop fields go,
+	// X-Forwarded-* and the backend's header policies apply. Each attempt
+	// starts again from this head, so one provider's credentials never
+	// reach another.
+	b.prepareRequest(rs, rb, t.anyUpstream(), false, fields, false)
+	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
+	req.Header.Del(fasthttp.HeaderContentEncoding)
+	if x.saved == nil {
+		x.saved = new(fasthttp.RequestHeader)
+	}
+	req.Header.CopyTo(x.saved)
+	x.uri = append(x.uri[:0], req.Header.RequestURI()...)
+
+	var deadline time.Time
+	if r.timeout > 0 {
+		deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
+	}
+	perAttempt := r.backendTimeout
+	if rb.requestTimeout > 0 && (perAttempt == 0 || rb.requestTimeout < perAttempt) {
+		perAttempt = rb.requestTimeout
+	}
+
+	var in *celrules.Input
+	admitted := r.limiter == nil
+	// jsonBody: the body is a JSON request the ai policy edits (chat
+	// formats, embeddings, token counts); passthrough and models go as
+	// they came.
+	jsonBody := cf != convert.FormatUnknown || x.rt == provider.Embeddings || x.rt == provider.AnthropicTokenCount
+	it := t.set.Attempts(rand.Uint64())
+	lastStatus := 0
+	var lastErr error
+	haveResp := false // x.upResp holds a provider's error answer
+	for attempt := 0; ; attempt++ {
+		prov, member, ok := it.Next()
+		if !ok {
+			break
+		}
+		if attempt > 0 {
+			x.saved.CopyTo(&req.Header)
+			if x.upResp != nil {
+				x.upResp.Reset()
+			}
+			haveResp = false
+		}
+		x.prov = prov
+
+		// The ai policy edits the client's body; a guard may refuse it.
+		cur := x.client
+		if prov.policy != nil {
+			if prov.policy.NeedsCEL() && in == nil {
+				v := celrules.InputFromCtx(&rs.pc)
+				in = &v
+			}
+			if jsonBody {
+				// (a non-chat body, FormatUnknown, gets the field edits only)
+				out, rej, err := prov.policy.Request(x.edited[:0], cur, cf, in)
+				if err != nil {
+					return b.llmClientError(x, fasthttp.StatusBadRequest, err.Error())
+				}
+				if rej != nil {
+					x.guard = "rejected"
+					return rej.Write(&fctx.Response)
+				}
+				if len(out) > 0 && (len(cur) == 0 || &out[0] != &cur[0]) {
+					x.edited = out
+				}
+				cur = out
+			}
+		}
+
+		// The model: the provider's fixed one, else the client's through
+		// the aliases.
+		model := ""
+		if jsonBody {
+			model = aipolicy.Model(cur)
+			x.reqModel = append(x.reqModel[:0], model...)
+			if prov.policy != nil {
+				if m, ok := prov.policy.Alias(model); ok {
+					model = m
+				}
+			}
+		}
+		if m := prov.p.Model(); m != "" {
+			model = m
+		}
+
+		if !admitted {
+			var estimate int64
+			if prov.tokenize && cf != convert.FormatUnknown {
+				x.scratch = aipolicy.PromptText(x.scratch[:0], cur, cf)
+				estimate = int64(tokens.Count(model, x.scratch))
+			}
+			x.limit = r.limiter.Admit(&rs.pc, estimate)
+			x.limited, admitted = true, true
+			if !x.limit.Allowed {
+				x.errType = "rate_limited"
+				return x.limit.Reject(&fctx.Response)
+			}
+		}
+
+		pf, served := prov.p.Format(x.rt, model)
+		if !served {
+			lastStatus = fasthttp.StatusNotFound
+			lastErr = errors.New(prov.p.Kind() + " does not serve " + x.rt.String() + " requests")
+			continue
+		}
+		body := cur
+		if cf != convert.FormatUnknown && pf != convert.FormatUnknown {
+			sent, info, err := convert.Request(x.sent[:0], cf, pf, cur, &convert.Options{Model: model, StreamUsage: true})
+			if err != nil {
+				var ce *convert.Error
+				if errors.As(err, &ce) {
+					return b.llmClientError(x, ce.Status, ce.Message)
+				}
+				return b.llmClientError(x, fasthttp.StatusBadRequest, err.Error())
+			}
+			x.sent, x.info = sent, info
+			x.info.Mask = prov.mask
+			body = sent
+			if prov.policy != nil {
+				out, err := prov.policy.Final(x.scratch[:0], body, in)
+				if err != nil {
+					return b.llmClientError(x, fasthttp.StatusBadRequest, err.Error())
+				}
+				if len(out) > 0 && (len(body) == 0 || &out[0] != &body[0]) {
+					x.scratch = out
+				}
+				body = out
+			}
+			x.model = append(x.model[:0], x.info.Model...)
+		} else {
+			x.info = convert.RequestInfo{Client: cf, Provider: pf, Model: model}
+			x.model = append(x.model[:0], model...)
+			if jsonBody && model != "" && model != string(x.reqModel) {
+				// An alias or the provider's model, in a body that is
+				// not translated.
+				x.scratch = llm.AppendString(x.scratch[:0], model)
+				out, err := llm.SetMember(x.sent[:0], body, "model", x.scratch)
+				if err != nil {
+					return b.llmClientError(x, fasthttp.StatusBadRequest, "the request body is not a JSON object")
+				}
+				x.sent, body = out, out
+			}
+		}
+		if len(body) > 0 {
+			body = prov.p.PrepareBody(x.out[:0], body, x.rt)
+		}
+
+		// The upstream request: the provider's target, host, body and
+		// credentials.
+		uri := prov.p.AppendPath(rs.pc.Scratch(), x.rt, string(x.model), x.info.Stream, x.uri)
+		req.SetRequestURIBytes(uri)
+		rs.pc.KeepScratch(uri)
+		req.Header.SetHostBytes(prov.host)
+		req.UseHostHeader = true
+		if len(body) > 0 || req.Header.IsPost() {
+			req.SetBodyRaw(body)
+			req.Header.SetContentType("application/json")
+		}
+		if prov.passthrough && len(rs.pc.Token) > 0 {
+			rs.pc.KeepScratch(prov.passthroughAt.Insert(req, rs.pc.Token, rs.pc.Scratch()))
+		}
+		attemptDeadline := deadline
+		if perAttempt > 0 {
+			if d := time.Now().Add(perAttempt); attemptDeadline.IsZero() || d.Before(attemptDeadline) {
+				attemptDeadline = d
+			}
+		}
+		ctx, cancel := llmAuthContext(attemptDeadline)
+		err := prov.p.Authorize(ctx, req)
+		cancel()
+		if err != nil {
+			rs.upstreamErr = err
+			member.Report(balance.ServerError, 0)
+			t.reportHealth(prov, balance.ServerError)
+			lastStatus, lastErr = fasthttp.StatusBadGateway, err
+			continue
+		}
+
+		if x.upResp == nil {
+			x.upResp = fasthttp.AcquireResponse()
+		}
+		err = prov.up.Exchange(req, x.upResp, attemptDeadline)
+		failure := backend.Classify(err)
+		status := x.upResp.StatusCode()
+		outcome := balance.OutcomeOf(status, failure == backend.FailureConnect, failure == backend.FailureTimeout)
+		if failure == backend.FailureProtocol {
+			outcome = balance.ServerError
+		}
+		member.Report(outcome, retryAfter(x.upResp, failure))
+		t.reportHealth(prov, outcome)
+		if failure == backend.FailureConnect {
+			rb.connectErrors.ConnectError()
+		}
+		if failure != backend.FailureNone {
+			rs.upstreamErr = err
+			lastStatus, lastErr = failure.Status(), err
+			x.errType = failureType(failure)
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				break
+			}
+			continue
+		}
+		if outcome == balance.RateLimited || outcome == balance.ServerError {
+			// Another provider may answer; this one's error is the answer
+			// only when none does.
+			lastStatus, lastErr, haveResp = status, nil, true
+			x.errType = strconv.Itoa(status)
+			if deadline.IsZero() || time.Now().Before(deadline) {
+				continue
+			}
+			break
+		}
+		x.errType = ""
+		return b.llmRespond(rs, x)
+	}
+	if haveResp {
+		return b.llmRespond(rs, x)
+	}
+	{
+		msg := "no LLM provider available"
+		if lastErr != nil {
+			msg = failureMessage(backend.Classify(lastErr))
+			if lastStatus == fasthttp.StatusNotFound {
+				msg = lastErr.Error()
+			}
+		}
+		if lastStatus == 0 {
+			lastStatus = fasthttp.StatusServiceUnavailable
+		}
+		return b.llmClientError(x, lastStatus, msg)
+	}
+}
+
+// reportHealth shows an attempt's effect on its provider in the metrics:
+// a failure evicts it (backend/llm/balance), an answer brings it back.
+func (t *llmTarget) reportHealth(p *llmProvider, o balance.Outcome) {
+	switch o {
+	case balance.Success, balance.ClientError:
+		t.metrics.SetProviderHealth(t.name, p.p.Name(), true)
+	default:
+		t.metrics.SetProviderHealth(t.name, p.p.Name(), false)
+		t.metrics.ProviderEvicted(t.name, p.p.Name())
+	}
+}
+
+// anyUpstream is an upstream of the backend for prepareRequest, which only
+// reads its Host name (replaced per attempt).
+func (t *llmTarget) anyUpstream() *backend.Upstream {
+	it := t.set.Attempts(0)
+	p, _, _ := it.Next()
+	return p.up
+}
+
+// llmAuthContext bounds a credential fetch by the attempt's deadline, or
+// by a minute.
+func llmAuthContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		deadline = time.Now().Add(time.Minute)
+	}
+	return context.WithDeadline(context.Background(), deadline)
+}
+
+// retryAfter reads a provider's Retry-After (seconds) on a 429 or 503.
+func retryAfter(resp *fasthttp.Response, f backend.Failure) time.Duration {
+	if f != backend.FailureNone {
+		return 0
+	}
+	v := resp.Header.Peek(fasthttp.HeaderRetryAfter)
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(min(n, 3600)) * time.Second
+}
+
+func failureType(f backend.Failure) string {
+	switch f {
+	case backend.FailureConnect:
+		return "connect"
+	case backend.FailureTimeout:
+		return "timeout"
+	}
+	return "protocol"
+}
+
+// llmClientError answers with an error of the gateway's own, in the
+// client's format when it speaks one.
+func (b *bind) llmClientError(x *llmExchange, status int, msg string) int {
+	f := clientFormat(x.rt)
+	if f == convert.FormatUnknown {
+		return respondError(x.fctx, status, msg)
+	}
+	resp := &x.fctx.Response
+	resp.Reset()
+	resp.SetStatusCode(status)
+	resp.Header.SetContentType("application/json")
+	x.out = convert.AppendError(x.out[:0], f, status, msg)
+	resp.SetBodyRaw(x.out)
+	return status
+}
+
+// readLLMBody reads the request body whole into x.client, up to
+// maxBufferSize (413 beyond).
+func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	max := rs.bind.frontend.maxBufferSize
+	if !req.IsBodyStream() {
+		if len(req.Body()) > max {
+			return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+		}
+		x.client = append(x.client[:0], req.Body()...)
+		return 0, true
+	}
+	n := req.Header.ContentLength()
+	if n > max {
+		return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+	}
+	rs.body.wrap(req, fctx.Conn())
+	buf := x.client[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := rs.body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if len(buf) > max {
+			x.client = buf[:0]
+			return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			x.client = buf[:0]
+			rs.upstreamErr = err
+			return clientBodyStatus(fctx, err), false
+		}
+	}
+	x.client = buf
+	return 0, true
+}
+
+// costUnknown marks an observation without a price.
+var costUnknown = math.NaN()

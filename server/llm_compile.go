@@ -1,0 +1,340 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/llm/aipolicy"
+	"github.com/relaygate/gateway/backend/llm/balance"
+	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy/jwtauth"
+	"github.com/relaygate/gateway/policy/ratelimit"
+)
+
+// llmRoute maps a request path suffix to the kind of LLM request it
+// carries (policies.ai.routes).
+type llmRoute struct {
+	suffix string
+	rt     provider.RouteType
+}
+
+// compileLLMRoutes orders the routes as agentgateway reads them: longest
+// suffix first, "*" as the fallback; without routes every path is a chat
+// completion.
+func compileLLMRoutes(path string, routes map[string]config.LLMRouteType) ([]llmRoute, provider.RouteType, error) {
+	fallback := provider.Completions
+	var out []llmRoute
+	keys := make([]string, 0, len(routes))
+	for k := range routes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(routes) > 0 {
+		fallback = 0 // a path no route names is refused
+	}
+	for _, k := range keys {
+		rt, ok := provider.ParseRouteType(routes[k])
+		if !ok {
+			return nil, 0, &decode.FieldError{Path: path + "." + decode.JoinKey("routes", k), Msg: fmt.Sprintf("route type %q is not served yet", routes[k])}
+		}
+		if k == "*" {
+			fallback = rt
+			continue
+		}
+		out = append(out, llmRoute{suffix: k, rt: rt})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].suffix) > len(out[j].suffix) })
+	return out, fallback, nil
+}
+
+// aiBackend compiles an ai backend. base are the backend policies that
+// apply to every provider (the named backend's merged with the route
+// backend's); routeAI and routeAuth are the route's ai policy and backend
+// auth, which the backend's and each provider's override field by field.
+func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base *config.BackendPolicies, routeAI *config.AIPolicy, routeAuth *config.BackendAuth, settings backend.PoolSettings) (*llmTarget, error) {
+	t := &llmTarget{name: routeName, metrics: c.gw.metrics.LLM()}
+	if !c.catalogOK {
+		// config.modelCatalog: loaded once per snapshot, by the first ai
+		// backend (a file without one loads nothing).
+		c.catalogOK = true
+		if cfg := c.file.Config; cfg != nil && len(cfg.ModelCatalog) > 0 {
+			cat, err := cost.Load(cfg.ModelCatalog, "")
+			if err != nil {
+				return nil, &decode.FieldError{Path: "config.modelCatalog", Msg: err.Error()}
+			}
+			c.catalog = cat
+		}
+	}
+	t.catalog = c.catalog
+	c.llm = append(c.llm, t)
+	var backendAI *config.AIPolicy
+	auth := routeAuth
+	if base != nil {
+		backendAI = base.AI
+		if base.BackendAuth != nil {
+			auth = base.BackendAuth
+		}
+	}
+	shared := mergeAIPolicy(routeAI, backendAI)
+	var routes map[string]config.LLMRouteType
+	if shared != nil {
+		routes = shared.Routes
+	}
+	var err error
+	if t.routes, t.fallback, err = compileLLMRoutes(path+".policies.ai", routes); err != nil {
+		return nil, err
+	}
+
+	type named struct {
+		path string
+		cfg  *config.NamedAIProvider
+	}
+	var groups [][]named
+	if cfg.Provider != nil {
+		groups = [][]named{{{path + ".ai", cfg.Provider}}}
+	} else {
+		for gi := range cfg.Groups {
+			var g []named
+			for pi := range cfg.Groups[gi].Providers {
+				g = append(g, named{fmt.Sprintf("%s.ai.groups[%d].providers[%d]", path, gi, pi), &cfg.Groups[gi].Providers[pi]})
+			}
+			groups = append(groups, g)
+		}
+	}
+	members := make([][]*llmProvider, len(groups))
+	names := make([][]string, len(groups))
+	for gi, g := range groups {
+		for _, n := range g {
+			p, err := c.llmProvider(n.path, n.cfg, shared, auth, settings)
+			if err != nil {
+				return nil, err
+			}
+			members[gi] = append(members[gi], p)
+			names[gi] = append(names[gi], n.cfg.Name)
+		}
+	}
+	// Health survives a reload that keeps the backend as it was.
+	spec, err := json.Marshal(struct {
+		Route    string
+		Cfg      *config.AIBackend
+		Shared   *config.AIPolicy
+		Auth     *config.BackendAuth
+		Secrets  []string
+		Settings backend.PoolSettings
+	}{routeName, cfg, shared, auth, aiSecrets(cfg, auth), settings})
+	if err != nil {
+		return nil, fmt.Errorf("%s.ai: %w", path, err)
+	}
+	// The key holds everything the providers were compiled from (their
+	// pools are keyed by the same settings), so a kept set's members are
+	// equal to the new ones.
+	key := "llm\x00" + string(spec)
+	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok {
+		t.set = prev
+	} else {
+		t.set = balance.New(members, names, balance.Options{})
+	}
+	c.kept[key] = t.set
+	return t, nil
+}
+
+// aiSecrets lists the inline secrets an ai backend's MarshalJSON hides: a
+// change of any must compile the backend anew.
+func aiSecrets(cfg *config.AIBackend, auth *config.BackendAuth) []string {
+	var out []string
+	add := func(a *config.BackendAuth) {
+		if a == nil {
+			return
+		}
+		if a.Key != nil {
+			out = append(out, a.Key.Value.Inline)
+		}
+		if a.AWS != nil {
+			out = append(out, string(a.AWS.SecretAccessKey), string(a.AWS.SessionToken))
+		}
+		if a.GCP != nil && a.GCP.Credential != nil {
+			out = append(out, a.GCP.Credential.Inline)
+		}
+		for _, c := range a.Credentials {
+			out = append(out, c.Key.Inline)
+		}
+	}
+	add(auth)
+	each := func(p *config.NamedAIProvider) {
+		if p.Policies != nil {
+			add(p.Policies.BackendAuth)
+		}
+	}
+	if cfg.Provider != nil {
+		each(cfg.Provider)
+	}
+	for gi := range cfg.Groups {
+		for pi := range cfg.Groups[gi].Providers {
+			each(&cfg.Groups[gi].Providers[pi])
+		}
+	}
+	return out
+}
+
+// llmProvider compiles one provider of an ai backend.
+func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *config.AIPolicy, auth *config.BackendAuth, settings backend.PoolSettings) (*llmProvider, error) {
+	var own *config.AIPolicy
+	if pp := np.Policies; pp != nil {
+		own = pp.AI
+		if pp.BackendAuth != nil {
+			auth = pp.BackendAuth
+		}
+		if pp.TCP != nil {
+			settings.Dialing = backendTCPDialing(pp.TCP, settings.Dialing)
+		}
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"requestHeaderModifier", pp.RequestHeaderModifier != nil},
+			{"responseHeaderModifier", pp.ResponseHeaderModifier != nil},
+			{"requestRedirect", pp.RequestRedirect != nil},
+			{"http", pp.HTTP != nil},
+		} {
+			if f.set {
+				return nil, &decode.FieldError{Path: path + ".policies." + f.name, Msg: "not applied per provider yet: set it on the backend"}
+			}
+		}
+	}
+	p, err := provider.New(np, auth)
+	if err != nil {
+		return nil, prefixFieldError(path, err)
+	}
+	out := &llmProvider{p: p, tokenize: np.Tokenize}
+	if auth != nil && auth.Passthrough != nil {
+		loc, err := jwtauth.NewLocation(auth.Passthrough.Location)
+		if err != nil {
+			return nil, &decode.FieldError{Path: path + ".policies.backendAuth.passthrough.location", Msg: err.Error()}
+		}
+		out.passthrough, out.passthroughAt = true, loc
+	}
+	if merged := mergeAIPolicy(shared, own); merged != nil {
+		pol, err := aipolicy.New(merged)
+		if err != nil {
+			return nil, prefixFieldError(path+".policies.ai", err)
+		}
+		out.policy = pol
+		out.mask = pol.ResponseGuard()
+	}
+	addr, tls := p.Upstream()
+	settings.TLS = tls
+	out.up = c.gw.pools.Get(addr, settings)
+	c.used[out.up] = true
+	out.host = []byte(addr)
+	if tls.Enabled {
+		out.host = []byte(strings.TrimSuffix(addr, ":443"))
+	}
+	return out, nil
+}
+
+// prefixFieldError puts a compile error of a package (whose paths are
+// relative) under path.
+func prefixFieldError(path string, err error) error {
+	if fe, ok := err.(*decode.FieldError); ok {
+		p := path
+		switch {
+		case strings.HasPrefix(fe.Path, "["):
+			p += fe.Path
+		case fe.Path != "":
+			p += "." + fe.Path
+		}
+		if strings.Contains(fe.Msg, "not served yet") || strings.Contains(fe.Msg, "not implemented yet") {
+			// A feature config.File.NotServedYet lists too: --validate-only
+			// accepts it.
+			return &notServedError{decode.FieldError{Path: p, Msg: fe.Msg}}
+		}
+		return &decode.FieldError{Path: p, Msg: fe.Msg}
+	}
+	return &decode.FieldError{Path: path, Msg: err.Error()}
+}
+
+// mergeAIPolicy merges two ai policies field by field; the fields over
+// sets win (the spec's order: route < backend < provider).
+func mergeAIPolicy(base, over *config.AIPolicy) *config.AIPolicy {
+	if base == nil {
+		return over
+	}
+	if over == nil {
+		return base
+	}
+	m := *base
+	if over.PromptGuard != nil {
+		m.PromptGuard = over.PromptGuard
+	}
+	if over.Defaults != nil {
+		m.Defaults = over.Defaults
+	}
+	if over.Overrides != nil {
+		m.Overrides = over.Overrides
+	}
+	if over.Transformations != nil {
+		m.Transformations = over.Transformations
+	}
+	if over.FinalTransformations != nil {
+		m.FinalTransformations = over.FinalTransformations
+	}
+	if over.Prompts != nil {
+		m.Prompts = over.Prompts
+	}
+	if over.ModelAliases != nil {
+		m.ModelAliases = over.ModelAliases
+	}
+	if over.PromptCaching != nil {
+		m.PromptCaching = over.PromptCaching
+	}
+	if over.Routes != nil {
+		m.Routes = over.Routes
+	}
+	return &m
+}
+
+// rateLimiter compiles a route's localRateLimit. Its buckets are kept
+// across reloads that leave the route's limits as they were.
+func (c *compiler) rateLimiter(routeName string, cfg *config.LocalRateLimit) (*ratelimit.Limiter, error) {
+	spec, err := json.Marshal(struct {
+		Route string
+		Cfg   *config.LocalRateLimit
+	}{routeName, cfg})
+	if err != nil {
+		return nil, err
+	}
+	key := "ratelimit\x00" + string(spec)
+	if l, ok := c.gw.kept[key].(*ratelimit.Limiter); ok {
+		c.kept[key] = l
+		return l, nil
+	}
+	l, err := ratelimit.New(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.kept[key] = l
+	return l, nil
+}
+
+// LLMProviders reports the health of every LLM provider of the running
+// config, by ai backend (route), as JSON: the admin page's
+// /llm/providers.
+func (g *Gateway) LLMProviders() ([]byte, error) {
+	type backendHealth struct {
+		Route     string           `json:"route"`
+		Providers []balance.Health `json:"providers"`
+	}
+	out := []backendHealth{}
+	if s := g.snap.Load(); s != nil {
+		for _, t := range s.llm {
+			out = append(out, backendHealth{Route: t.name, Providers: t.set.Health()})
+		}
+	}
+	return json.MarshalIndent(out, "", "  ")
+}

@@ -1,0 +1,644 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	anthropicopt "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/relaygate/gateway/backend/llm/llmtest"
+)
+
+// llmRoutes maps the three chat formats' paths to their route types.
+const llmRoutes = `{"/v1/chat/completions": completions, "/v1/messages": messages, "/v1/responses": responses, "/v1/models": models, "/v1/embeddings": embeddings}`
+
+// llmConfig is a gateway with one route to one ai backend; provider is the
+// provider's YAML (`openAI: {}`), providerPolicies its policies, ai more of
+// the route's ai policy, and route more route policies.
+func llmConfig(provider, hostOverride, providerPolicies, ai string, route ...string) string {
+	cfg := `
+binds:
+- port: 8080
+  listeners:
+  - routes:
+    - name: llm
+      policies:
+        ai:
+          routes: ` + llmRoutes + `
+` + indent(ai, 10) + `
+` + indent(strings.Join(route, "\n"), 8) + `
+      backends:
+      - ai:
+          name: p
+          hostOverride: ` + hostOverride + `
+          provider: {` + provider + `}
+`
+	if providerPolicies != "" {
+		cfg += "          policies:\n" + indent(providerPolicies, 12) + "\n"
+	}
+	return cfg
+}
+
+func indent(s string, n int) string {
+	if s == "" {
+		return ""
+	}
+	pad := strings.Repeat(" ", n)
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = pad + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func llmCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openaiVia(tg *testGateway) openai.Client {
+	return openai.NewClient(option.WithBaseURL(tg.url(8080)+"/v1"), option.WithAPIKey("client-key"), option.WithMaxRetries(0))
+}
+
+func anthropicVia(tg *testGateway) anthropic.Client {
+	return anthropic.NewClient(anthropicopt.WithBaseURL(tg.url(8080)), anthropicopt.WithAPIKey("client-key"), anthropicopt.WithMaxRetries(0))
+}
+
+func chatRequest(model string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    openai.ChatModel(model),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("Be brief."), openai.UserMessage("What is the capital of France?")},
+	}
+}
+
+func messagesRequest(model string) anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{
+		Model:     anthropic.Model(model),
+		MaxTokens: 256,
+		System:    []anthropic.TextBlockParam{{Text: "Be brief."}},
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the capital of France?"))},
+	}
+}
+
+// openaiChat sends a chat request and its streaming twin through the
+// gateway and checks both answers.
+func openaiChat(t *testing.T, c openai.Client, model, want string) {
+	t.Helper()
+	resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest(model))
+	if err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	if got := resp.Choices[0].Message.Content; got != want {
+		t.Errorf("chat answer %q, want %q", got, want)
+	}
+	if resp.Usage.PromptTokens == 0 || resp.Usage.CompletionTokens == 0 {
+		t.Errorf("chat usage %+v", resp.Usage)
+	}
+	s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest(model))
+	var text strings.Builder
+	usageChunks := 0
+	for s.Next() {
+		ch := s.Current()
+		if len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+		if ch.Usage.TotalTokens > 0 {
+			usageChunks++
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("chat stream: %v", err)
+	}
+	if text.String() != want {
+		t.Errorf("chat stream %q, want %q", text.String(), want)
+	}
+	if usageChunks != 0 {
+		t.Errorf("the client did not ask for usage in its stream, got %d usage chunks", usageChunks)
+	}
+}
+
+// anthropicChat is openaiChat for the Anthropic SDK.
+func anthropicChat(t *testing.T, c anthropic.Client, model, want string) {
+	t.Helper()
+	msg, err := c.Messages.New(llmCtx(t), messagesRequest(model))
+	if err != nil {
+		t.Fatalf("messages: %v", err)
+	}
+	if len(msg.Content) == 0 || msg.Content[0].Text != want {
+		t.Errorf("messages answer %+v, want %q", msg.Content, want)
+	}
+	if msg.Usage.InputTokens == 0 || msg.Usage.OutputTokens == 0 {
+		t.Errorf("messages usage %+v", msg.Usage)
+	}
+	s := c.Messages.NewStreaming(llmCtx(t), messagesRequest(model))
+	var acc anthropic.Message
+	for s.Next() {
+		if err := acc.Accumulate(s.Current()); err != nil {
+			t.Fatalf("accumulate: %v", err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("messages stream: %v", err)
+	}
+	if len(acc.Content) == 0 || acc.Content[0].Text != want {
+		t.Errorf("messages stream %+v, want %q", acc.Content, want)
+	}
+}
+
+func TestLLMProvidersThroughGateway(t *testing.T) {
+	const answer = "Paris is the capital."
+	reply := llmtest.Reply{Text: answer, Usage: llmtest.Usage{InputTokens: 20, OutputTokens: 5}}
+
+	t.Run("openai", func(t *testing.T) {
+		o := llmtest.NewOpenAI(t)
+		o.SetDefault(reply)
+		tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, ""), nil)
+		openaiChat(t, openaiVia(tg), "gpt-4o-mini", answer)
+		anthropicChat(t, anthropicVia(tg), "gpt-4o-mini", answer)
+		for _, r := range o.Requests() {
+			if r.AuthError != "" || r.Header.Get("Authorization") != "Bearer "+o.APIKey {
+				t.Errorf("%s: auth %q (%s)", r.Path, r.Header.Get("Authorization"), r.AuthError)
+			}
+			if r.Stream {
+				if so, _ := r.JSON()["stream_options"].(map[string]any); so["include_usage"] != true {
+					t.Errorf("streamed request without include_usage: %s", r.Body)
+				}
+			}
+		}
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		a := llmtest.NewAnthropic(t)
+		a.SetDefault(reply)
+		tg := startGateway(t, llmConfig(`anthropic: {}`, a.Addr(), `backendAuth: {key: `+a.APIKey+`}`, ""), nil)
+		anthropicChat(t, anthropicVia(tg), "claude-sonnet-4-5", answer)
+		openaiChat(t, openaiVia(tg), "claude-sonnet-4-5", answer)
+		for _, r := range a.Requests() {
+			if r.AuthError != "" || r.Path != "/v1/messages" {
+				t.Errorf("%s: %s", r.Path, r.AuthError)
+			}
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		g := llmtest.NewGemini(t)
+		g.SetDefault(reply)
+		tg := startGateway(t, llmConfig(`gemini: {}`, g.Addr(), `backendAuth: {key: `+g.APIKey+`}`, ""), nil)
+		openaiChat(t, openaiVia(tg), "gemini-2.5-flash", answer)
+		anthropicChat(t, anthropicVia(tg), "gemini-2.5-flash", answer)
+		for _, r := range g.Requests() {
+			if r.AuthError != "" || r.Model != "gemini-2.5-flash" {
+				t.Errorf("%s: model %q auth %s", r.Path, r.Model, r.AuthError)
+			}
+		}
+	})
+	t.Run("vertex", func(t *testing.T) {
+		v := llmtest.NewVertex(t)
+		v.SetDefault(reply)
+		provider := `vertex: {projectId: ` + v.Project + `, region: ` + v.Location + `}`
+		auth := `backendAuth: {gcp: {credential: {file: ` + v.ServiceAccountFile() + `}}}`
+		tg := startGateway(t, llmConfig(provider, v.Addr(), auth, ""), nil)
+		openaiChat(t, openaiVia(tg), "gemini-2.5-pro", answer)
+		anthropicChat(t, anthropicVia(tg), "claude-sonnet-4-5", answer)
+		ops := map[string]int{}
+		for _, r := range v.Requests() {
+			if r.AuthError != "" {
+				t.Errorf("%s: %s", r.Path, r.AuthError)
+			}
+			ops[r.Op]++
+		}
+		if ops["generateContent"]+ops["streamGenerateContent"] != 2 || ops["rawPredict"]+ops["streamRawPredict"] != 2 {
+			t.Errorf("operations %v", ops)
+		}
+		if n := len(v.TokenRequests()); n != 1 {
+			t.Errorf("%d token requests for 4 calls, want 1 (cached)", n)
+		}
+	})
+	t.Run("bedrock", func(t *testing.T) {
+		b := llmtest.NewBedrock(t)
+		b.SetDefault(reply)
+		provider := `bedrock: {region: ` + b.Region + `}`
+		auth := `backendAuth: {aws: {accessKeyId: ` + b.AccessKeyID + `, secretAccessKey: ` + b.SecretAccessKey + `}}`
+		tg := startGateway(t, llmConfig(provider, b.Addr(), auth, ""), nil)
+		model := "anthropic.claude-3-haiku-20240307-v1:0"
+		openaiChat(t, openaiVia(tg), model, answer)
+		anthropicChat(t, anthropicVia(tg), model, answer)
+		for _, r := range b.Requests() {
+			if r.AuthError != "" || r.Model != model {
+				t.Errorf("%s: model %q auth %s", r.Path, r.Model, r.AuthError)
+			}
+		}
+	})
+	t.Run("azure", func(t *testing.T) {
+		az := llmtest.NewAzure(t)
+		az.SetDefault(reply)
+		provider := `azure: {resourceName: emulated, resourceType: openAI}`
+		tg := startGateway(t, llmConfig(provider, az.Addr(), `backendAuth: {key: `+az.APIKey+`}`, ""), nil)
+		openaiChat(t, openaiVia(tg), "gpt-4o", answer)
+		anthropicChat(t, anthropicVia(tg), "gpt-4o", answer)
+		for _, r := range az.Requests() {
+			if r.AuthError != "" || !strings.HasPrefix(r.Path, "/openai/v1/") {
+				t.Errorf("%s: %s", r.Path, r.AuthError)
+			}
+		}
+	})
+}
+
+// TestLLMProviderErrorInClientShape: a provider's error reaches the client
+// in its own SDK's error type, with the provider's status.
+func TestLLMProviderErrorInClientShape(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	a.SetDefault(llmtest.Failure{Status: 400, Type: "invalid_request_error", Message: "max_tokens too large"})
+	tg := startGateway(t, llmConfig(`anthropic: {}`, a.Addr(), `backendAuth: {key: `+a.APIKey+`}`, ""), nil)
+	c := openaiVia(tg)
+	_, err := c.Chat.Completions.New(llmCtx(t), chatRequest("claude-sonnet-4-5"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "max_tokens too large") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestLLMFailover: a dead provider and a 429-ing one are passed over
+// within the client's request; the 429-ing one is evicted for a while.
+func TestLLMFailover(t *testing.T) {
+	limited := llmtest.NewOpenAI(t)
+	limited.SetDefault(llmtest.Failure{Status: 429, RetryAfter: "30"})
+	good := llmtest.NewOpenAI(t)
+	good.SetDefault(llmtest.Reply{Text: "ok"})
+	dead := strings.TrimPrefix(llmtest.RefusedURL(t), "http://")
+	cfg := `
+binds:
+- port: 8080
+  listeners:
+  - routes:
+    - name: llm
+      backends:
+      - ai:
+          groups:
+          - providers:
+            - {name: dead, hostOverride: "` + dead + `", provider: {openAI: {}}}
+            - {name: limited, hostOverride: "` + limited.Addr() + `", provider: {openAI: {}}, policies: {backendAuth: {key: ` + limited.APIKey + `}}}
+          - providers:
+            - {name: good, hostOverride: "` + good.Addr() + `", provider: {openAI: {}}, policies: {backendAuth: {key: ` + good.APIKey + `}}}
+`
+	tg := startGateway(t, cfg, nil)
+	c := openaiVia(tg)
+	for i := 0; i < 4; i++ {
+		resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("gpt-4o-mini"))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if resp.Choices[0].Message.Content != "ok" {
+			t.Fatalf("request %d answered %q", i, resp.Choices[0].Message.Content)
+		}
+	}
+	if n := len(limited.Requests()); n != 1 {
+		t.Errorf("the 429-ing provider got %d requests, want 1 (evicted after its Retry-After)", n)
+	}
+	if n := len(good.Requests()); n != 4 {
+		t.Errorf("the good provider got %d requests, want 4", n)
+	}
+	var m bytes.Buffer
+	tg.gw.metrics.WritePrometheus(&m)
+	for _, want := range []string{
+		`agentgateway_gen_ai_provider_healthy{backend="llm",provider="limited"} 0`,
+		`agentgateway_gen_ai_provider_healthy{backend="llm",provider="good"} 1`,
+	} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	health, err := tg.gw.LLMProviders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []struct {
+		Route     string
+		Providers []struct {
+			Name    string
+			Evicted bool
+		}
+	}
+	if err := json.Unmarshal(health, &got); err != nil {
+		t.Fatal(err)
+	}
+	evicted := map[string]bool{}
+	for _, b := range got {
+		for _, p := range b.Providers {
+			evicted[p.Name] = p.Evicted
+		}
+	}
+	if !evicted["limited"] || !evicted["dead"] || evicted["good"] {
+		t.Errorf("admin health %s", health)
+	}
+}
+
+// TestLLMTokenMetricsAndCost: usage becomes GenAI token metrics, and a
+// cost from config.modelCatalog, in the metrics and the access log.
+func TestLLMTokenMetricsAndCost(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 1000, OutputTokens: 500}})
+	cfg := llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "") + `
+config:
+  modelCatalog:
+  - inline:
+      providers:
+        openai:
+          models:
+            gpt-4o-mini: {rates: {input: "0.15", output: "0.6"}}
+`
+	tg := startGateway(t, cfg, nil)
+	c := openaiVia(tg)
+	if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest("gpt-4o-mini")); err != nil {
+		t.Fatal(err)
+	}
+	var m bytes.Buffer
+	tg.gw.metrics.WritePrometheus(&m)
+	for _, want := range []struct{ prefix, label, value string }{
+		{"agentgateway_gen_ai_client_token_usage_sum{", `gen_ai_token_type="input"`, "1000"},
+		{"agentgateway_gen_ai_client_token_usage_sum{", `gen_ai_token_type="output"`, "500"},
+		{"agentgateway_gen_ai_client_cost_total{", `gen_ai_request_model="gpt-4o-mini"`, "0.00045"},
+	} {
+		found := false
+		for _, line := range strings.Split(m.String(), "\n") {
+			if strings.HasPrefix(line, want.prefix) && strings.Contains(line, want.label) && strings.HasSuffix(line, " "+want.value) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("metrics lack %s...%s... %s:\n%s", want.prefix, want.label, want.value, m.String())
+		}
+	}
+	// 1000 x 0.15/1M + 500 x 0.6/1M
+	const want = 0.00045
+	eventually(t, 5*time.Second, "the access log line", func() bool {
+		for _, e := range tg.logs.FilterMessage("request").All() {
+			if v, ok := e.ContextMap()["llm.cost"].(float64); ok {
+				if v < want-1e-12 || v > want+1e-12 {
+					t.Errorf("logged cost %v, want %v", v, want)
+				}
+				if e.ContextMap()["llm.input_tokens"] != int64(1000) {
+					t.Errorf("logged %v", e.ContextMap())
+				}
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestLLMBodyTooLarge: a prompt beyond maxBufferSize is refused with 413
+// before anything is sent.
+func TestLLMBodyTooLarge(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	cfg := llmConfig(`openAI: {}`, o.Addr(), "", "") + `
+frontendPolicies:
+  http: {maxBufferSize: 1024}
+`
+	tg := startGateway(t, cfg, nil)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 2000) + `"}]}`
+	resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("status %d, want 413", resp.StatusCode)
+	}
+	if n := len(o.Requests()); n != 0 {
+		t.Errorf("the provider got %d requests", n)
+	}
+}
+
+// TestLLMPolicyEdits: aliases, defaults, overrides and prompt enrichment
+// reach the provider; the client's own fields win over defaults only.
+func TestLLMPolicyEdits(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok"})
+	policies := `
+modelAliases: {fast: gpt-4o-mini, "claude-*": gpt-4o}
+defaults: {temperature: 0.5, max_tokens: 100}
+overrides: {top_p: 0.9}
+prompts:
+  prepend: [{role: system, content: "Answer in French."}]
+  append: [{role: user, content: "Thank you."}]
+`
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, policies), nil)
+	c := openaiVia(tg)
+	req := chatRequest("fast")
+	req.Temperature = openai.Float(0.1)
+	if _, err := c.Chat.Completions.New(llmCtx(t), req); err != nil {
+		t.Fatal(err)
+	}
+	got := o.Last().JSON()
+	if got["model"] != "gpt-4o-mini" || got["temperature"] != 0.1 || got["max_tokens"] != float64(100) || got["top_p"] != 0.9 {
+		t.Errorf("provider got model %v temperature %v max_tokens %v top_p %v", got["model"], got["temperature"], got["max_tokens"], got["top_p"])
+	}
+	msgs, _ := got["messages"].([]any)
+	if len(msgs) != 4 {
+		t.Fatalf("messages %v", msgs)
+	}
+	first, _ := msgs[0].(map[string]any)
+	last, _ := msgs[3].(map[string]any)
+	if first["content"] != "Answer in French." || last["content"] != "Thank you." {
+		t.Errorf("enrichment: first %v last %v", first, last)
+	}
+	// A wildcard alias, through the Anthropic SDK.
+	a := anthropicVia(tg)
+	if _, err := a.Messages.New(llmCtx(t), messagesRequest("claude-3-opus")); err != nil {
+		t.Fatal(err)
+	}
+	if m := o.Last().JSON()["model"]; m != "gpt-4o" {
+		t.Errorf("wildcard alias gave model %v", m)
+	}
+	// Embeddings: not translated, but aliased and given the defaults.
+	emb, err := c.Embeddings.New(llmCtx(t), openai.EmbeddingNewParams{Model: "fast", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hello")}})
+	if err != nil || len(emb.Data) != 1 {
+		t.Fatalf("embeddings: %v", err)
+	}
+	if last := o.Last(); last.Op != "embeddings" || last.Model != "gpt-4o-mini" {
+		t.Errorf("embeddings reached the provider as %s model %q", last.Op, last.Model)
+	}
+}
+
+// TestLLMRegexGuards: a rejecting request guard keeps the prompt from the
+// provider; a masking one edits it; a response guard masks the answer,
+// streamed or not.
+func TestLLMRegexGuards(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	policies := `
+promptGuard:
+  request:
+  - regex: {action: reject, rules: [{builtin: creditCard}]}
+    rejection: {status: 422, body: "no cards"}
+  - regex: {action: mask, rules: [{builtin: email}]}
+  response:
+  - regex: {rules: [{builtin: ssn}]}
+`
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, policies), nil)
+	c := openaiVia(tg)
+	ask := func(prompt string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}
+	}
+
+	_, err := c.Chat.Completions.New(llmCtx(t), ask("charge 4111 1111 1111 1111 please"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 422 {
+		t.Fatalf("card prompt: %v", err)
+	}
+	if n := len(o.Requests()); n != 0 {
+		t.Fatalf("a rejected prompt reached the provider (%d requests)", n)
+	}
+
+	o.Enqueue(llmtest.Reply{Text: "ok"})
+	if _, err := c.Chat.Completions.New(llmCtx(t), ask("mail bob@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if body := string(o.Last().Body); strings.Contains(body, "bob@example.com") || !strings.Contains(body, "<EMAIL_ADDRESS>") {
+		t.Errorf("masked prompt reached the provider as %s", body)
+	}
+
+	secret := "Your SSN is 078-05-1120, keep it safe."
+	o.Enqueue(llmtest.Reply{Text: secret})
+	resp, err := c.Chat.Completions.New(llmCtx(t), ask("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; strings.Contains(got, "078-05-1120") {
+		t.Errorf("answer not masked: %q", got)
+	}
+	// Streamed, the number split across chunks.
+	o.Enqueue(llmtest.Reply{Chunks: []string{"Your SSN is 078-0", "5-11", "20, keep it safe."}})
+	s := c.Chat.Completions.NewStreaming(llmCtx(t), ask("hi"))
+	var text strings.Builder
+	for s.Next() {
+		if ch := s.Current(); len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := text.String(); strings.Contains(got, "078-05-1120") || !strings.Contains(got, "keep it safe.") {
+		t.Errorf("streamed answer %q", got)
+	}
+}
+
+// TestLLMRateLimits: a request bucket refuses with 429 and the
+// x-ratelimit-* headers; a token bucket charges the usage and refuses once
+// spent.
+func TestLLMRateLimits(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 60, OutputTokens: 40}})
+	limits := `
+localRateLimit:
+- {maxTokens: 3, tokensPerFill: 1, fillInterval: 1h}
+- {maxTokens: 150, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), nil)
+	post := func() *http.Response {
+		t.Helper()
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+		resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	// 150 tokens: the first exchange (100) leaves 50, the second (100)
+	// takes the bucket to -50, the third is refused by the token bucket.
+	for i, want := range []int{200, 200, 429} {
+		resp := post()
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: status %d, want %d", i, resp.StatusCode, want)
+		}
+		if resp.Header.Get("X-Ratelimit-Limit") == "" {
+			t.Errorf("request %d: no x-ratelimit-limit", i)
+		}
+		if want == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("429 without Retry-After")
+		}
+	}
+	if n := len(o.Requests()); n != 2 {
+		t.Errorf("provider got %d requests, want 2", n)
+	}
+}
+
+// TestLLMBadRequests: what a client gets for requests the gateway cannot
+// serve: each a clear status, in the client's error shape where it has
+// one, and nothing sent to the provider.
+func TestLLMBadRequests(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok"})
+	cfg := llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "") + `
+frontendPolicies:
+  http: {maxBufferSize: 4096}
+`
+	tg := startGateway(t, cfg, nil)
+	for _, c := range []struct {
+		desc, method, path, body string
+		chunked                  bool
+		status                   int
+		contains                 string
+	}{
+		{"not JSON", "POST", "/v1/chat/completions", "hello", false, 400, `"error"`},
+		{"JSON but not an object", "POST", "/v1/messages", `[1,2]`, false, 400, `"type":"error"`},
+		{"GET on a chat path", "GET", "/v1/chat/completions", "", false, 405, ""},
+		{"chunked body beyond maxBufferSize", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, true, 413, ""},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(c.body)
+			if c.chunked {
+				body = io.MultiReader(strings.NewReader(c.body)) // no length: sent chunked
+			}
+			req, _ := http.NewRequest(c.method, tg.url(8080)+c.path, body)
+			req.Header.Set("Content-Type", "application/json")
+			resp, got := do(t, req)
+			if resp.StatusCode != c.status || !strings.Contains(got, c.contains) {
+				t.Errorf("%d %q, want %d with %q", resp.StatusCode, got, c.status, c.contains)
+			}
+		})
+	}
+	if n := len(o.Requests()); n != 0 {
+		t.Errorf("the provider got %d requests", n)
+	}
+}
+
+// TestLLMProviderTimeoutAndCutStream: a provider that does not answer in
+// time is a 504 in the client's shape; a stream the provider cuts ends
+// with an error event, and the gateway keeps serving.
+func TestLLMProviderTimeoutAndCutStream(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	tg := startGateway(t, llmConfig(`anthropic: {}`, a.Addr(), `backendAuth: {key: `+a.APIKey+`}`, "", `timeout: {requestTimeout: 300ms}`), nil)
+	release := a.Hold()
+	c := openaiVia(tg)
+	_, err := c.Chat.Completions.New(llmCtx(t), chatRequest("claude-sonnet-4-5"))
+	release()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 504 {
+		t.Fatalf("held provider: %v", err)
+	}
+
+	a.Enqueue(llmtest.Reply{Chunks: []string{"one ", "two ", "three"}, DropAfter: 2})
+	s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest("claude-sonnet-4-5"))
+	for s.Next() {
+	}
+	if s.Err() == nil {
+		t.Errorf("a cut stream ended without an error")
+	}
+	a.Enqueue(llmtest.Reply{Text: "fine"})
+	resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("claude-sonnet-4-5"))
+	if err != nil || resp.Choices[0].Message.Content != "fine" {
+		t.Fatalf("after the cut stream: %v", err)
+	}
+}
