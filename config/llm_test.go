@@ -415,7 +415,7 @@ binds:
     - backends: [{backend: plain}]
     - policies: {backendAuth: {gcp: {type: idToken}}}
       backends: [{backend: llm}]
-llm: {models: []}
+llm: {models: [{name: m, provider: groq}]}
 `
 	f, err := Parse([]byte(yaml), noEnv)
 	if err != nil {
@@ -437,7 +437,7 @@ llm: {models: []}
 		"backends[0].policies.ai.promptCaching: prompt caching is not implemented yet",
 		r + `policies.ai.routes["/v1/realtime"]: route type "realtime" is not implemented yet`,
 		r + "policies.ai.promptGuard.request[0]: only regex request guards are implemented yet",
-		"llm: the llm section is not implemented yet",
+		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

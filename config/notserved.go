@@ -101,9 +101,78 @@ func (f *File) NotServedYet() []NotServed {
 		}
 	})
 	if f.LLM != nil {
-		add("llm", "the llm section is not implemented yet")
+		f.LLM.notServedYet(add)
 	}
 	return out
+}
+
+// notServedYet adds the settings of the llm section not served yet.
+func (l *LLMConfig) notServedYet(add func(path, msg string)) {
+	provider := func(path string, p *LLMModelProvider, params *LLMParams) {
+		switch {
+		case p.Preset != "":
+			if params == nil || (params.BaseURL == nil && params.HostOverride == nil) {
+				add(path+".provider", "provider presets are not implemented yet (give params.baseUrl)")
+			}
+		case p.Builtin == "copilot":
+			add(path+".provider", "the copilot provider is not implemented yet")
+		}
+	}
+	policies := func(path string, p *LLMModelPolicies) {
+		if p.RequestHeaders != nil {
+			add(path+".requestHeaders", "model request headers are not implemented yet")
+		}
+		if p.ResponseHeaders != nil {
+			add(path+".responseHeaders", "model response headers are not implemented yet")
+		}
+		if p.PromptCaching != nil {
+			add(path+".promptCaching", "prompt caching is not implemented yet")
+		}
+		if p.Auth != nil {
+			backendAuthNotServed(path, p.Auth, true, add)
+		}
+	}
+	guards := func(path string, g *PromptGuard) {
+		for i, r := range g.Request {
+			if r.Regex == nil {
+				add(path+"."+indexPath("request", i), "only regex request guards are implemented yet")
+			}
+		}
+		for i, r := range g.Response {
+			if r.Regex == nil {
+				add(path+"."+indexPath("response", i), "only regex response guards are implemented yet")
+			}
+		}
+	}
+	for i := range l.Providers {
+		p := &l.Providers[i]
+		path := indexPath("llm.providers", i)
+		provider(path, &p.Provider, p.Params)
+		if p.Defaults != nil {
+			policies(path+".defaults", p.Defaults)
+		}
+	}
+	for i := range l.Models {
+		m := &l.Models[i]
+		path := indexPath("llm.models", i)
+		provider(path, &m.Provider, m.Params)
+		policies(path, &m.LLMModelPolicies)
+		if len(m.Matches) > 0 {
+			add(path+".matches", "model header matches are not implemented yet")
+		}
+		if m.Authorization != nil {
+			add(path+".authorization", "model authorization is not implemented yet (use llm.policies.authorization)")
+		}
+		if m.Passthrough != "" {
+			add(path+".passthrough", "model passthrough is not implemented yet")
+		}
+		if m.Guardrails != nil {
+			guards(path+".guardrails", m.Guardrails)
+		}
+	}
+	if p := l.Policies; p != nil && p.Guardrails != nil {
+		guards("llm.policies.guardrails", p.Guardrails)
+	}
 }
 
 // backendAuthNotServed adds the backendAuth forms the data plane does not

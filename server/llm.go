@@ -151,26 +151,43 @@ func (x *llmExchange) release() {
 
 // serveLLM answers a request whose backend is an ai backend.
 func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarget) int {
-	fctx := rs.pc.Fast
-	req := &fctx.Request
-	x := llmExchanges.Get().(*llmExchange)
-	rs.llm = x
-	x.target, x.start, x.fctx = t, rs.start, fctx
-	x.rt = t.routeType(rs.pc.Path)
-	if x.rt == 0 {
-		return respondError(fctx, fasthttp.StatusNotFound, "no LLM route type for this path")
-	}
-	cf := clientFormat(x.rt)
-	if cf != convert.FormatUnknown && !req.Header.IsPost() {
-		fctx.Response.Header.Set("Allow", "POST")
-		return respondError(fctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
-	}
-
-	// The body, whole: it is edited and translated, and sent again on
-	// failover.
-	if status, ok := b.readLLMBody(rs, x); !ok {
+	x, status, ok := b.llmBegin(rs, t.routeType(rs.pc.Path))
+	if !ok {
 		return status
 	}
+	return b.llmAttempts(rs, r, rb, t, x)
+}
+
+// llmBegin starts an LLM request of route type rt (0: none for its path):
+// its state, and its body read whole (it is edited and translated, and sent
+// again on failover). ok is false when the request was answered, with
+// status.
+func (b *bind) llmBegin(rs *requestState, rt provider.RouteType) (x *llmExchange, status int, ok bool) {
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	x = llmExchanges.Get().(*llmExchange)
+	rs.llm = x
+	x.start, x.fctx, x.rt = rs.start, fctx, rt
+	if x.rt == 0 {
+		return x, respondError(fctx, fasthttp.StatusNotFound, "no LLM route type for this path"), false
+	}
+	if clientFormat(x.rt) != convert.FormatUnknown && !req.Header.IsPost() {
+		fctx.Response.Header.Set("Allow", "POST")
+		return x, respondError(fctx, fasthttp.StatusMethodNotAllowed, "method not allowed"), false
+	}
+	if status, ok := b.readLLMBody(rs, x); !ok {
+		return x, status, false
+	}
+	return x, 0, true
+}
+
+// llmAttempts sends a begun LLM request to t's providers in turn, until one
+// answers or none is left.
+func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmTarget, x *llmExchange) int {
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	x.target = t
+	cf := clientFormat(x.rt)
 	fields := requestFields(&req.Header)
 	if fields&fieldBadName != 0 {
 		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid header field name")

@@ -19,8 +19,8 @@ func TestReadmeExamplesValidate(t *testing.T) {
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
 	checked := 0
 	for _, b := range blocks {
-		yaml := b[1]
-		if !strings.Contains(yaml, "binds:") || strings.Contains(yaml, "...") {
+		yaml := dedent(b[1])
+		if !strings.HasPrefix(yaml, "binds:") && !strings.HasPrefix(yaml, "llm:") || strings.Contains(yaml, "...") {
 			continue // a fragment
 		}
 		env := func(k string) (string, bool) { return "placeholder-" + k, true }
@@ -34,7 +34,27 @@ func TestReadmeExamplesValidate(t *testing.T) {
 		}
 		checked++
 	}
-	if checked < 2 {
+	if checked < 3 {
 		t.Fatalf("checked %d README examples; the pattern no longer finds them", checked)
 	}
+}
+
+// dedent removes the indentation of a block nested in a list item.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	pad := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " ")); pad < 0 || n < pad {
+			pad = n
+		}
+	}
+	for i, l := range lines {
+		if len(l) >= pad && pad > 0 {
+			lines[i] = l[pad:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -151,6 +151,14 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		sortListeners(bc.listeners)
 		s.binds[bc.port] = bc
 	}
+	if f.LLM != nil {
+		bc, err := c.llmBind(f.LLM)
+		if err != nil {
+			errs = appendErrors(errs, err)
+		} else {
+			s.binds[bc.port] = bc
+		}
+	}
 	errs = appendNotServed(errs, notServedYet(f))
 	if len(errs) > 0 {
 		for _, b := range c.mcpNew {
