@@ -404,7 +404,7 @@ binds:
         localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1s}]
         ai:
           modelAliases: {a: b}
-          routes: {/v1/realtime: realtime}
+          routes: {/v1/rerank: rerank}
           promptGuard: {request: [{openAIModeration: {}}, {regex: {rules: [{builtin: ssn}]}}]}
         backendAuth: {key: k, credentials: [{location: {header: {name: x}}, key: k}]}
       backends:
@@ -435,7 +435,7 @@ llm: {models: [{name: m, provider: groq}]}
 		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		"backends[0].policies.ai.promptCaching: prompt caching is not implemented yet",
-		r + `policies.ai.routes["/v1/realtime"]: route type "realtime" is not implemented yet`,
+		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
 		r + "policies.ai.promptGuard.request[0]: only regex request guards are implemented yet",
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",
 	}

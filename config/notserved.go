@@ -83,7 +83,7 @@ func (f *File) NotServedYet() []NotServed {
 		}
 		for _, k := range slices.Sorted(maps.Keys(p.Routes)) {
 			switch p.Routes[k] {
-			case "realtime", "detect", "generateContent", "geminiCountTokens", "rerank":
+			case "detect", "generateContent", "geminiCountTokens", "rerank":
 				add(path+"."+decode.JoinKey("routes", k), "route type \""+string(p.Routes[k])+"\" is not implemented yet")
 			}
 		}

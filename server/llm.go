@@ -151,7 +151,11 @@ func (x *llmExchange) release() {
 
 // serveLLM answers a request whose backend is an ai backend.
 func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarget) int {
-	x, status, ok := b.llmBegin(rs, t.routeType(rs.pc.Path))
+	rt := t.routeType(rs.pc.Path)
+	if rt == rtRealtime {
+		return b.serveRealtime(rs, r, rb, t)
+	}
+	x, status, ok := b.llmBegin(rs, rt)
 	if !ok {
 		return status
 	}

@@ -40,6 +40,9 @@ func compileLLMRoutes(path string, routes map[string]config.LLMRouteType) ([]llm
 	}
 	for _, k := range keys {
 		rt, ok := provider.ParseRouteType(routes[k])
+		if routes[k] == "realtime" {
+			rt, ok = rtRealtime, true
+		}
 		if !ok {
 			return nil, 0, &decode.FieldError{Path: path + "." + decode.JoinKey("routes", k), Msg: fmt.Sprintf("route type %q is not served yet", routes[k])}
 		}
