@@ -82,7 +82,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	}
 	b.prepareRequest(rs, rb, up, upgrade, fields, mirrored)
 	if upgrade {
-		return b.tunnel(rs, up)
+		return b.tunnel(rs, up, nil)
 	}
 
 	var deadline time.Time

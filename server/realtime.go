@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -13,10 +10,8 @@ import (
 	"github.com/bytedance/sonic"
 	"github.com/valyala/fasthttp"
 
-	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/provider"
-	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -87,7 +82,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	if limited {
 		acct.limiter, acct.limit = r.limiter, limit
 	}
-	return b.tunnelObserved(rs, prov.up, acct)
+	return b.tunnel(rs, prov.up, acct)
 }
 
 // realtimeAccount gathers a realtime session's usage; the session is
@@ -133,71 +128,6 @@ func (a *realtimeAccount) finish() {
 		o.InputTokens, o.OutputTokens, o.CachedInputTokens = u.InputTokens, u.OutputTokens, u.CachedInputTokens
 	}
 	a.metrics.Observe(&o)
-}
-
-// tunnelObserved is tunnel with the upstream's frames read on their way
-// to the client (realtimeObserver).
-func (b *bind) tunnelObserved(rs *requestState, up *backend.Upstream, acct *realtimeAccount) int {
-	fctx := rs.pc.Fast
-	conn, err := up.Dial()
-	if err != nil {
-		rs.upstreamErr = err
-		return respondError(fctx, fasthttp.StatusServiceUnavailable, "upstream unavailable")
-	}
-	_ = conn.SetDeadline(time.Now().Add(upgradeHandshakeTimeout))
-	bw := bufio.NewWriter(conn)
-	up.PrepareRequest(&fctx.Request)
-	err = fctx.Request.Write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
-		conn.Close()
-		rs.upstreamErr = err
-		return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")
-	}
-	br := bufio.NewReader(conn)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	err = backend.AwaitHead(br)
-	if err == nil {
-		err = resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize)
-	}
-	if err != nil {
-		conn.Close()
-		rs.upstreamErr = err
-		if sock.IsTimeout(err) {
-			return respondError(fctx, fasthttp.StatusGatewayTimeout, "upstream request timeout")
-		}
-		return respondError(fctx, fasthttp.StatusBadGateway, "bad upstream response")
-	}
-	if resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
-		conn.Close()
-		resp.CopyTo(&fctx.Response)
-		cleanResponse(&fctx.Response.Header)
-		return resp.StatusCode()
-	}
-	if ext := resp.Header.Peek("Sec-WebSocket-Extensions"); len(ext) > 0 {
-		// An extension the client did not offer: the frames could not be
-		// read (and the client would refuse them anyway).
-		conn.Close()
-		return respondError(fctx, fasthttp.StatusBadGateway, "upstream negotiated a WebSocket extension")
-	}
-	_ = conn.SetDeadline(time.Time{})
-	rawHead := append([]byte(nil), resp.Header.Header()...)
-	done := b.startTunnel(fctx.Conn(), conn)
-	fctx.HijackSetNoResponse(true)
-	fctx.Hijack(func(client net.Conn) {
-		defer close(done)
-		defer conn.Close()
-		defer acct.finish()
-		if _, err := client.Write(rawHead); err != nil {
-			return
-		}
-		obs := &realtimeObserver{acct: acct}
-		splice(client, conn, bufio.NewReader(io.TeeReader(br, obs)))
-	})
-	return fasthttp.StatusSwitchingProtocols
 }
 
 // maxRealtimeMessage bounds a server message the observer reads (a

@@ -18,7 +18,10 @@ const upgradeHandshakeTimeout = 30 * time.Second
 
 // tunnel forwards an upgrade request (WebSocket and the like) on a dedicated
 // upstream connection; on 101 the two connections are spliced byte for byte.
-func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
+// acct, when set, is a realtime session's account: the upstream's frames
+// are read on their way to the client (realtimeObserver), and the session
+// is recorded when the tunnel ends.
+func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAccount) int {
 	fctx := rs.pc.Fast
 	conn, err := up.Dial()
 	if err != nil {
@@ -62,6 +65,12 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 		cleanResponse(&fctx.Response.Header)
 		return resp.StatusCode()
 	}
+	if acct != nil && len(resp.Header.Peek("Sec-WebSocket-Extensions")) > 0 {
+		// An extension the client was not offered: its frames could not
+		// be read (and the client would refuse them anyway).
+		conn.Close()
+		return respondError(fctx, fasthttp.StatusBadGateway, "upstream negotiated a WebSocket extension")
+	}
 	head := &resp.Header
 	_ = conn.SetDeadline(time.Time{})
 	rawHead := append([]byte(nil), head.Header()...)
@@ -70,6 +79,10 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream) int {
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
 		defer conn.Close()
+		if acct != nil {
+			defer acct.finish()
+			br = bufio.NewReader(io.TeeReader(br, &realtimeObserver{acct: acct}))
+		}
 		if _, err := client.Write(rawHead); err != nil {
 			return
 		}
