@@ -434,7 +434,6 @@ llm: {models: [{name: m, provider: groq}]}
 		r + `policies.backendAuth.key: backend auth "key" is implemented for ai backends only yet`,
 		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
-		"backends[0].policies.ai.promptCaching: prompt caching is not implemented yet",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
 		r + "policies.ai.promptGuard.request[0]: only regex request guards are implemented yet",
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",

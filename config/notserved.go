@@ -34,8 +34,6 @@ func (f *File) NotServedYet() []NotServed {
 				add(ppath+".provider.copilot", "the copilot provider is not implemented yet")
 			case p.Provider.OpenAI != nil && p.Provider.OpenAI.Moderation != nil:
 				add(ppath+".provider.openAI.moderation", "provider moderation is not implemented yet (use a request guard)")
-			case p.Provider.Bedrock != nil && p.Provider.Bedrock.GuardrailIdentifier != nil:
-				add(ppath+".provider.bedrock.guardrailIdentifier", "Bedrock guardrails are not implemented yet")
 			}
 			if p.Policies != nil {
 				backendAuthNotServed(ppath+".policies", p.Policies.BackendAuth, true, add)
@@ -78,9 +76,6 @@ func (f *File) NotServedYet() []NotServed {
 		}
 	})
 	f.eachAIPolicy(func(path string, p *AIPolicy) {
-		if p.PromptCaching != nil {
-			add(path+".promptCaching", "prompt caching is not implemented yet")
-		}
 		for _, k := range slices.Sorted(maps.Keys(p.Routes)) {
 			switch p.Routes[k] {
 			case "detect", "generateContent", "geminiCountTokens", "rerank":
@@ -124,9 +119,6 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 		}
 		if p.ResponseHeaders != nil {
 			add(path+".responseHeaders", "model response headers are not implemented yet")
-		}
-		if p.PromptCaching != nil {
-			add(path+".promptCaching", "prompt caching is not implemented yet")
 		}
 		if p.Auth != nil {
 			backendAuthNotServed(path, p.Auth, true, add)
@@ -187,7 +179,7 @@ func backendAuthNotServed(path string, b *BackendAuth, ai bool, add func(path, m
 	case "", "passthrough":
 	case "copilot": // the string form: no field below backendAuth
 		add(path+".backendAuth", "backend auth \"copilot\" is not implemented yet")
-	case "key", "aws", "gcp":
+	case "key", "aws", "gcp", "azure":
 		if !ai {
 			add(path+".backendAuth."+k, "backend auth \""+k+"\" is implemented for ai backends only yet")
 		}

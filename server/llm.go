@@ -19,6 +19,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
 	"github.com/relaygate/gateway/backend/llm/guard"
+	"github.com/relaygate/gateway/backend/llm/promptcache"
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/llm/tokens"
@@ -47,7 +48,8 @@ type llmProvider struct {
 	up       *backend.Upstream
 	host     []byte // the Host header it gets
 	policy   *aipolicy.Policy
-	mask     *guard.Guard // the response guard, nil for none
+	mask     *guard.Guard        // the response guard, nil for none
+	cache    *promptcache.Policy // promptCaching, nil for none
 	tokenize bool
 	// passthrough is the provider's backendAuth passthrough.
 	passthrough   bool
@@ -110,6 +112,7 @@ type llmExchange struct {
 	edited    []byte // ... after the ai policy
 	sent      []byte // ... in the provider's format
 	scratch   []byte
+	cached    []byte // the provider body with cache points
 	out       []byte
 	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
 	upResp    *fasthttp.Response
@@ -143,7 +146,7 @@ func (x *llmExchange) release() {
 		x.saved.Reset()
 	}
 	*x = llmExchange{
-		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0],
+		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
 		out: x.out[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
 	}
 	llmExchanges.Put(x)
@@ -325,6 +328,16 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				}
 				if len(out) > 0 && (len(body) == 0 || &out[0] != &body[0]) {
 					x.scratch = out
+				}
+				body = out
+			}
+			if prov.cache != nil && promptcache.Supports(pf, model) {
+				out, err := prov.cache.Apply(x.cached[:0], body, pf)
+				if err != nil {
+					return b.llmClientError(x, fasthttp.StatusBadRequest, err.Error())
+				}
+				if len(out) > 0 && (len(body) == 0 || &out[0] != &body[0]) {
+					x.cached = out
 				}
 				body = out
 			}

@@ -642,3 +642,44 @@ func TestLLMProviderTimeoutAndCutStream(t *testing.T) {
 		t.Fatalf("after the cut stream: %v", err)
 	}
 }
+
+// TestLLMPromptCaching: promptCaching puts cache points into the request
+// the provider gets (Bedrock cachePoint blocks, Anthropic cache_control).
+func TestLLMPromptCaching(t *testing.T) {
+	long := strings.Repeat("You are a careful assistant who knows a great deal about geography. ", 40)
+	req := openai.ChatCompletionNewParams{
+		Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage(long), openai.UserMessage("What is the capital of France?"),
+			openai.AssistantMessage("Paris."), openai.UserMessage("And of Spain?"),
+		},
+	}
+	caching := `promptCaching: {minTokens: 100}`
+	t.Run("anthropic", func(t *testing.T) {
+		a := llmtest.NewAnthropic(t)
+		a.SetDefault(llmtest.Reply{Text: "Madrid."})
+		tg := startGateway(t, llmConfig(`anthropic: {}`, a.Addr(), `backendAuth: {key: `+a.APIKey+`}`, caching), nil)
+		c := openaiVia(tg)
+		if _, err := c.Chat.Completions.New(llmCtx(t), req); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(a.Last().Body), `"cache_control"`); n < 2 {
+			t.Errorf("%d cache_control marks in %s", n, a.Last().Body)
+		}
+	})
+	t.Run("bedrock", func(t *testing.T) {
+		b := llmtest.NewBedrock(t)
+		b.SetDefault(llmtest.Reply{Text: "Madrid."})
+		auth := `backendAuth: {aws: {accessKeyId: ` + b.AccessKeyID + `, secretAccessKey: ` + b.SecretAccessKey + `}}`
+		tg := startGateway(t, llmConfig(`bedrock: {region: `+b.Region+`}`, b.Addr(), auth, caching), nil)
+		c := openaiVia(tg)
+		r := req
+		r.Model = "anthropic.claude-3-7-sonnet-20250219-v1:0"
+		if _, err := c.Chat.Completions.New(llmCtx(t), r); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b.Last().Body), `"cachePoint"`); n < 2 {
+			t.Errorf("%d cache points in %s", n, b.Last().Body)
+		}
+	})
+}

@@ -447,7 +447,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	if params.APIKey != nil {
 		auth = &config.BackendAuth{Key: &config.BackendAuthKey{Value: *params.APIKey}}
 	}
-	ai := &config.AIPolicy{Defaults: pols.Defaults, Overrides: pols.Overrides, Transformations: pols.Transformation, FinalTransformations: mc.FinalTransformation}
+	ai := &config.AIPolicy{Defaults: pols.Defaults, Overrides: pols.Overrides, Transformations: pols.Transformation, FinalTransformations: mc.FinalTransformation, PromptCaching: pols.PromptCaching}
 	if mc.Guardrails != nil {
 		ai.PromptGuard = mc.Guardrails
 	} else if l.Policies != nil && l.Policies.Guardrails != nil {

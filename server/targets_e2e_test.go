@@ -113,7 +113,7 @@ binds:
   listeners:
   - routes:
     - policies:
-        ai: {promptCaching: {}}
+        ai: {routes: {/v1/rerank: rerank}}
       backends:
       - ai:
           name: openai
@@ -125,7 +125,7 @@ binds:
 	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
 	defer gw.Shutdown(expiredContext())
 	err := gw.Apply(f)
-	want := "binds[0].listeners[0].routes[0].policies.ai.promptCaching: prompt caching is not implemented yet"
+	want := `binds[0].listeners[0].routes[0].policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Apply: %v, want %q", err, want)
 	}

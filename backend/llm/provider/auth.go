@@ -48,6 +48,11 @@ var azureAnthropicPath = []byte("/anthropic/v1/messages")
 //   - `gcp` (and Vertex without backendAuth) sets "Authorization: Bearer"
 //     with an access token for the cloud-platform scope, cached until near
 //     its expiry;
+//   - `azure` sets "Authorization: Bearer" with a Microsoft Entra ID
+//     access token for https://cognitiveservices.azure.com/.default
+//     (https://ai.azure.com/.default for an Azure Foundry resource), from
+//     the Azure SDK's credential of the form configured, cached until near
+//     its expiry;
 //   - `passthrough` and no backendAuth on other kinds leave the client's
 //     headers as they are.
 //
@@ -98,7 +103,7 @@ func (p *Provider) compileAuth(auth *config.BackendAuth) (credentials, error) {
 	case auth.GCP != nil:
 		return p.compileGCP(auth.GCP)
 	case auth.Azure != nil:
-		return nil, fieldError(authPath+".azure", "Azure credentials are not supported yet (use a key)")
+		return p.compileAzure(auth.Azure)
 	case auth.Copilot:
 		return nil, fieldError(authPath, "backend auth \"copilot\" is not supported yet")
 	}

@@ -9,22 +9,37 @@ import (
 const vertexAnthropicVersion = `"vertex-2023-10-16"`
 
 // PrepareBody finishes a body already in the provider's format, appending
-// it to dst when it changes. Vertex AI's Anthropic publisher takes the
-// model in the path, not in the body, and needs "anthropic_version":
-// "vertex-2023-10-16": a chat route's body for a Claude model (the
-// provider's fixed one, else the body's) loses its "model" and gains
-// anthropic_version, an AnthropicTokenCount body gains anthropic_version.
+// it to dst when it changes:
+//   - Vertex AI's Anthropic publisher takes the model in the path, not in
+//     the body, and needs "anthropic_version": "vertex-2023-10-16": a chat
+//     route's body for a Claude model (the provider's fixed one, else the
+//     body's) loses its "model" and gains anthropic_version, an
+//     AnthropicTokenCount body gains anthropic_version;
+//   - a Bedrock provider with a guardrail (guardrailIdentifier and
+//     guardrailVersion) sets a chat route's guardrailConfig to
+//     {"guardrailIdentifier", "guardrailVersion", "trace": "enabled"}
+//     (replacing the client's, if any), for Converse and ConverseStream
+//     alike.
+//
 // Every other body is returned as it is (not copied), and so is one that is
 // not a JSON object. Members are copied byte for byte.
 func (p *Provider) PrepareBody(dst, body []byte, rt RouteType) []byte {
-	if p.kind != kindVertex {
-		return body
-	}
-	switch {
-	case rt == AnthropicTokenCount:
-		return setAnthropicVersion(dst, body, false)
-	case rt.chat() && vertexPublisherOf(p.bodyModel(body)) == publisherAnthropic:
-		return setAnthropicVersion(dst, body, true)
+	switch p.kind {
+	case kindVertex:
+		switch {
+		case rt == AnthropicTokenCount:
+			return setAnthropicVersion(dst, body, false)
+		case rt.chat() && vertexPublisherOf(p.bodyModel(body)) == publisherAnthropic:
+			return setAnthropicVersion(dst, body, true)
+		}
+	case kindBedrock:
+		if rt.chat() && p.bedrock.guardrail != nil {
+			out, err := llm.SetMember(dst, body, "guardrailConfig", p.bedrock.guardrail)
+			if err != nil {
+				return body
+			}
+			return out
+		}
 	}
 	return body
 }

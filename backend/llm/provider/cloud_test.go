@@ -222,7 +222,7 @@ func TestTokenCacheFlight(t *testing.T) {
 	started := make(chan struct{}, 4)
 	finish := make(chan *oauth2.Token)
 	fetches := 0
-	c := &tokenCache{now: time.Now, fetch: func(ctx context.Context) (*oauth2.Token, error) {
+	c := &tokenCache{what: "test token", now: time.Now, fetch: func(ctx context.Context) (*oauth2.Token, error) {
 		fetches++ // one fetch at a time: no lock needed
 		started <- struct{}{}
 		select {

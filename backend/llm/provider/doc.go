@@ -1,9 +1,10 @@
 // Package provider owns where and how the gateway sends a request to each
 // LLM provider: the host and TLS (Upstream), the wire format a route type
 // goes out in (Format), the request target (AppendPath), the last body
-// edits a provider needs (PrepareBody) and the provider's headers and
-// credentials (Authorize). Translation between formats is
-// backend/llm/convert's; this package only says which format.
+// edits a provider needs (PrepareBody: Vertex Claude's version, Bedrock's
+// guardrail) and the provider's headers and credentials (Authorize).
+// Translation between formats is backend/llm/convert's; this package only
+// says which format.
 //
 // # Per request
 //
@@ -40,6 +41,10 @@
 // most once a second); Google credentials (a JSON key inline or in a file,
 // or Application Default Credentials) give access tokens that are cached
 // until a minute before they expire; AWS credentials are explicit keys or
-// the SDK's default chain, loaded on first use and cached by the SDK. A
-// Provider is immutable once built and safe for concurrent use.
+// the SDK's default chain, loaded on first use and cached by the SDK;
+// Microsoft Entra ID tokens come from the Azure SDK's credential of the
+// configured form (client secret, managed identity, workload identity,
+// developer tools or the DefaultAzureCredential chain), built on first use,
+// and are cached as Google's are. A Provider is immutable once built and
+// safe for concurrent use.
 package provider

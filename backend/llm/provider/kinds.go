@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -79,9 +80,28 @@ func (v *vertexSettings) host() string {
 // bedrockSettings are a Bedrock provider's.
 type bedrockSettings struct {
 	region string
+	// guardrail is the guardrailConfig member's value (nil: none).
+	guardrail []byte
 }
 
-func (b *bedrockSettings) compile(c *config.BedrockProvider) { b.region = c.RegionOrDefault() }
+func (b *bedrockSettings) compile(c *config.BedrockProvider) {
+	b.region = c.RegionOrDefault()
+	if c.GuardrailIdentifier != nil && c.GuardrailVersion != nil {
+		b.guardrail = guardrailConfig(*c.GuardrailIdentifier, *c.GuardrailVersion)
+	}
+}
+
+// guardrailConfig is Converse's guardrailConfig for a guardrail, with its
+// trace enabled, as agentgateway sends it (conversion/bedrock.rs). Stream
+// requests get the same: streamProcessingMode is left to Bedrock's default
+// (sync), which agentgateway does not set either.
+func guardrailConfig(id, version string) []byte {
+	b := append([]byte(nil), `{"guardrailIdentifier":`...)
+	b = llm.AppendString(b, id)
+	b = append(b, `,"guardrailVersion":`...)
+	b = llm.AppendString(b, version)
+	return append(b, `,"trace":"enabled"}`...)
+}
 
 // customFormat is an API format a custom provider lists, among those the
 // gateway serves.

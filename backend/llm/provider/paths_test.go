@@ -213,6 +213,11 @@ func FuzzAppendPath(f *testing.F) {
 	})
 }
 
+// guarded is a Bedrock provider with a guardrail.
+func guarded(id, version string) *config.NamedAIProvider {
+	return named(config.AIProvider{Bedrock: &config.BedrockProvider{Region: "us-east-1", GuardrailIdentifier: &id, GuardrailVersion: &version}})
+}
+
 func TestPrepareBody(t *testing.T) {
 	const msgs = `"max_tokens":10,"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
@@ -238,6 +243,13 @@ func TestPrepareBody(t *testing.T) {
 		{"vertex not an object", named(vertex("us-east5")), AnthropicTokenCount, `[1]`, ""},
 		{"anthropic unchanged", named(anthropic()), Messages, `{"model":"claude-3"}`, ""},
 		{"bedrock unchanged", named(bedrock("us-east-1")), Messages, `{"messages":[]}`, ""},
+		{"bedrock guardrail", guarded("gr-1", "DRAFT"), Completions, `{"messages":[],"inferenceConfig":{}}`,
+			`{"messages":[],"inferenceConfig":{},"guardrailConfig":{"guardrailIdentifier":"gr-1","guardrailVersion":"DRAFT","trace":"enabled"}}`},
+		{"bedrock guardrail replaces the client's", guarded("arn:aws:bedrock:us-east-1:1:guardrail/g\"x", "1"), Messages,
+			`{"guardrailConfig":{"guardrailIdentifier":"other"},"messages":[],"guardrailConfig":null}`,
+			`{"guardrailConfig":{"guardrailIdentifier":"arn:aws:bedrock:us-east-1:1:guardrail/g\"x","guardrailVersion":"1","trace":"enabled"},"messages":[]}`},
+		{"bedrock guardrail, passthrough unchanged", guarded("gr-1", "1"), Passthrough, `{"messages":[]}`, ""},
+		{"bedrock guardrail, not an object", guarded("gr-1", "1"), Responses, `[]`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

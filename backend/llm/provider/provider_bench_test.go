@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +138,59 @@ func TestAppendPathAllocations(t *testing.T) {
 				t.Errorf("%s %v: %v allocations", p.Kind(), rt, n)
 			}
 		}
+	}
+}
+
+// entraCached is an Azure provider with client-secret credentials whose
+// token is cached.
+func entraCached(tb testing.TB) *Provider {
+	p := mustNew(tb, named(azure("openAI", nil)), &config.BackendAuth{Azure: &config.AzureAuth{ExplicitConfig: &config.AzureExplicitConfig{
+		ClientSecret: &config.AzureClientSecret{TenantID: "tenant", ClientID: "client", ClientSecret: "secret"}}}})
+	p.creds.(*entraCredentials).tokens.cur.Store(&cachedToken{header: []byte("Bearer eyJ0eXAi.cached"),
+		refreshAt: farFuture, expiry: farFuture})
+	return p
+}
+
+// TestAuthorizeEntraAllocations holds Authorize with a cached Entra ID
+// token to zero allocations.
+func TestAuthorizeEntraAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	p := entraCached(t)
+	target := make([]byte, 0, 128)
+	req := preparedRequest(p, target, chatBody)
+	defer fasthttp.ReleaseRequest(req)
+	target = authorizeKeyed(t, p, req, target)
+	if n := testing.AllocsPerRun(200, func() { target = authorizeKeyed(t, p, req, target) }); n != 0 {
+		t.Errorf("%v allocations per request, want 0", n)
+	}
+	if got := string(req.Header.Peek("Authorization")); got != "Bearer eyJ0eXAi.cached" {
+		t.Errorf("Authorization %q", got)
+	}
+}
+
+func BenchmarkAuthorizeEntraCached(b *testing.B) {
+	p := entraCached(b)
+	target := make([]byte, 0, 128)
+	req := preparedRequest(p, target, chatBody)
+	defer fasthttp.ReleaseRequest(req)
+	b.ReportAllocs()
+	for b.Loop() {
+		target = authorizeKeyed(b, p, req, target)
+	}
+}
+
+// BenchmarkPrepareBodyGuardrail: a Converse body of about 1 KB gains the
+// provider's guardrailConfig.
+func BenchmarkPrepareBodyGuardrail(b *testing.B) {
+	p := mustNew(b, guarded("arn:aws:bedrock:us-east-1:123456789012:guardrail/abc123", "3"), nil)
+	body := []byte(`{"messages":[{"role":"user","content":[{"text":"` + strings.Repeat("Write a haiku about gateways. ", 30) +
+		`"}]}],"inferenceConfig":{"maxTokens":256},"system":[{"text":"Be brief."}]}`)
+	dst := make([]byte, 0, 2*len(body))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = p.PrepareBody(dst[:0], body, Completions)
 	}
 }

@@ -62,7 +62,9 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"copilot provider", named(config.AIProvider{Copilot: &config.CopilotProvider{}}), nil, "provider.copilot"},
 		{"no kind", named(config.AIProvider{}), nil, "provider"},
-		{"azure auth", named(openAI()), &config.BackendAuth{Azure: &config.AzureAuth{Implicit: &config.EmptyObject{}}}, "policies.backendAuth.azure"},
+		{"azure tenant that is no tenant", named(azure("openAI", nil)), &config.BackendAuth{Azure: &config.AzureAuth{ExplicitConfig: &config.AzureExplicitConfig{
+			ClientSecret: &config.AzureClientSecret{TenantID: "t/../../x", ClientID: "c", ClientSecret: "sk-a"}}}}, "policies.backendAuth.azure.explicitConfig.clientSecret.tenant_id"},
+		{"azure auth of no form", named(azure("openAI", nil)), &config.BackendAuth{Azure: &config.AzureAuth{ExplicitConfig: &config.AzureExplicitConfig{}}}, "policies.backendAuth.azure"},
 		{"copilot auth", named(openAI()), &config.BackendAuth{Copilot: true}, "policies.backendAuth"},
 		{"gcp idToken", named(vertex("us-central1")), &config.BackendAuth{GCP: &config.GCPAuth{Type: "idToken"}}, "policies.backendAuth.gcp.type"},
 		{"aws assumeRole", named(bedrock("us-east-1")), &config.BackendAuth{AWS: &config.AWSAuth{AssumeRole: &config.AWSAssumeRole{RoleARN: "arn:aws:iam::1:role/r"}}}, "policies.backendAuth.aws.assumeRole"},

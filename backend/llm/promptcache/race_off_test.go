@@ -1,0 +1,5 @@
+//go:build !race
+
+package promptcache
+
+const raceEnabled = false
