@@ -196,7 +196,8 @@ type llmStream struct {
 	in, out  []byte
 	off      int
 	done     bool
-	err      error
+	err      error // what Read returns once out is sent
+	failed   error // why a translated stream ended with an error event
 	n        int
 	obs      backend.StreamObserver
 	observed bool
@@ -241,19 +242,23 @@ func (ls *llmStream) Read(p []byte) (int, error) {
 			var ferr error
 			ls.out, ferr = ls.s.Feed(ls.out, ls.in[:n])
 			if ferr != nil {
-				ls.done, ls.err = true, ferr
+				// The client's error event is in out: the stream ends
+				// after it, cleanly (a cut would lose the event's chunk).
+				ls.done, ls.err, ls.failed = true, io.EOF, ferr
 				continue
 			}
 		}
-		if err == io.EOF {
+		if err != nil {
+			// The provider's stream ended: its last events, or an error
+			// event when it ended early or the read failed.
 			var cerr error
 			ls.out, cerr = ls.s.Close(ls.out)
 			ls.done, ls.err = true, io.EOF
-			if cerr != nil {
-				ls.err = cerr
+			if err != io.EOF {
+				ls.failed = err
+			} else if cerr != nil {
+				ls.failed = cerr
 			}
-		} else if err != nil {
-			ls.done, ls.err = true, err
 		}
 	}
 	if ls.x.ttft == 0 {
@@ -271,10 +276,14 @@ func (ls *llmStream) Close() error {
 	x := ls.x
 	_ = x.upResp.CloseBodyStream()
 	var err error
-	if ls.err != nil && ls.err != io.EOF {
+	switch {
+	case ls.failed != nil:
+		err = ls.failed
+		x.errType = "stream"
+	case ls.err != nil && ls.err != io.EOF:
 		err = ls.err
 		x.errType = "stream"
-	} else if !ls.done {
+	case !ls.done || ls.off < len(ls.out):
 		err = backend.ErrStreamAbandoned
 	}
 	if ls.s != nil {

@@ -211,7 +211,10 @@ func (t *translator) writeChatRequest(dst []byte) ([]byte, error) {
 		blocks := r.msgBlocks(m)
 		if m.role == roleAssistant {
 			dst = comma(dst, &n)
-			dst = t.appendChatAssistant(dst, blocks)
+			var err error
+			if dst, err = t.appendChatAssistant(dst, blocks); err != nil {
+				return dst, err
+			}
 			continue
 		}
 		// Tool results become tool messages, which must follow the
@@ -227,7 +230,10 @@ func (t *translator) writeChatRequest(dst []byte) ([]byte, error) {
 			dst = append(dst, `{"role":"tool","tool_call_id":`...)
 			dst = llm.AppendString(dst, b.id)
 			dst = append(dst, `,"content":`...)
-			dst = t.appendToolResultText(dst, b)
+			var err error
+			if dst, err = t.appendToolResultText(dst, b); err != nil {
+				return dst, err
+			}
 			dst = append(dst, '}')
 		}
 		if rest == 0 {
@@ -347,7 +353,13 @@ func appendSchema(dst []byte, schema llm.Raw) []byte {
 	return append(dst, `{"type":"object","properties":{}}`...)
 }
 
-func (t *translator) appendChatAssistant(dst []byte, blocks []block) []byte {
+// appendChatAssistant writes an assistant turn: its text and tool calls.
+// Thinking is left out (OpenAI cannot verify another provider's, as with
+// Gemini); an image, which an assistant message cannot hold, is refused.
+func (t *translator) appendChatAssistant(dst []byte, blocks []block) ([]byte, error) {
+	if countKind(blocks, kImage) > 0 {
+		return dst, unsupported("an image in an assistant turn", Chat)
+	}
 	dst = append(dst, `{"role":"assistant","content":`...)
 	if countKind(blocks, kText) > 0 {
 		dst = appendConcat(dst, blocks, kText)
@@ -370,7 +382,7 @@ func (t *translator) appendChatAssistant(dst []byte, blocks []block) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	return append(dst, '}')
+	return append(dst, '}'), nil
 }
 
 func appendChatToolCall(dst []byte, b *block) []byte {
@@ -383,16 +395,21 @@ func appendChatToolCall(dst []byte, b *block) []byte {
 	return append(dst, `}}`...)
 }
 
-// appendToolResultText writes a tool result's content as one string token
-// (OpenAI tool messages carry text only; other content is refused earlier).
-func (t *translator) appendToolResultText(dst []byte, b *block) []byte {
+// appendToolResultText writes a tool result's content as one string token.
+// OpenAI tool messages carry text only: a result holding an image is
+// refused, not sent without it.
+func (t *translator) appendToolResultText(dst []byte, b *block) ([]byte, error) {
 	if b.nsub == 0 {
 		if b.text.IsString() {
-			return append(dst, b.text...)
+			return append(dst, b.text...), nil
 		}
-		return append(dst, `""`...)
+		return append(dst, `""`...), nil
 	}
-	return appendConcat(dst, t.req.subBlocks(b), kText)
+	sub := t.req.subBlocks(b)
+	if countKind(sub, kText) != len(sub) {
+		return dst, unsupported("a tool result's non-text content", Chat)
+	}
+	return appendConcat(dst, sub, kText), nil
 }
 
 func (t *translator) readChatResponse(body []byte) error {

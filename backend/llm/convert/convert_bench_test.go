@@ -59,6 +59,42 @@ func BenchmarkRequestChatToMessages(b *testing.B) { benchRequest(b, Messages) }
 func BenchmarkRequestChatToBedrock(b *testing.B)  { benchRequest(b, Bedrock) }
 func BenchmarkRequestChatToGemini(b *testing.B)   { benchRequest(b, Gemini) }
 
+// BenchmarkRequestMessagesToChat: the 4 KB conversation as a Messages
+// client sends it (tool results as blocks) to a Chat provider.
+func BenchmarkRequestMessagesToChat(b *testing.B) {
+	body, _, err := Request(nil, Chat, Messages, chatRequest4K(b), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]byte, 0, 8<<10)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if dst, _, err = Request(dst[:0], Messages, Chat, body, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The error path: a same-format error in the client's shape is checked and
+// copied; one in another shape is translated.
+func benchProviderError(b *testing.B, body string) {
+	dst := make([]byte, 0, 1024)
+	info := RequestInfo{Client: Messages, Provider: Messages}
+	b.ReportAllocs()
+	for b.Loop() {
+		dst, _ = ProviderError(dst[:0], info, 429, []byte(body))
+	}
+}
+
+func BenchmarkProviderErrorSameShape(b *testing.B) {
+	benchProviderError(b, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`)
+}
+
+func BenchmarkProviderErrorOtherShape(b *testing.B) {
+	benchProviderError(b, `{"error":{"code":429,"message":"Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model","status":"RESOURCE_EXHAUSTED"}}`)
+}
+
 func TestRequestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")

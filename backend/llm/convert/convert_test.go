@@ -2,6 +2,7 @@ package convert
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -178,5 +179,47 @@ func TestResponseStreamAgree(t *testing.T) {
 	r := runStream(RequestInfo{Client: Chat, Provider: Bedrock}, in, nil)
 	if r.usage != (Usage{InputTokens: 340, OutputTokens: 22, CachedInputTokens: 300}) {
 		t.Errorf("usage %+v", r.usage)
+	}
+}
+
+// TestRefusedNotDropped: content a provider's format cannot hold is a 400
+// naming it, never sent without it.
+func TestRefusedNotDropped(t *testing.T) {
+	const toolUse = `{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"plot","input":{}}]}`
+	cases := []struct {
+		desc             string
+		client, provider Format
+		body             string
+		want             string // "" when translated
+	}{
+		{desc: "tool result image to chat", client: Messages, provider: Chat,
+			body: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"plot"},` + toolUse + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}]}`,
+			want: "a tool result's non-text content cannot be translated to chat"},
+		{desc: "tool result text blocks to chat", client: Messages, provider: Chat,
+			body: `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"plot"},` + toolUse + `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}]}`},
+		{desc: "function output image to chat", client: Responses, provider: Chat,
+			body: `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"plot","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"data:image/png;base64,AA=="}]}]}`,
+			want: "a tool result's non-text content cannot be translated to chat"},
+		{desc: "assistant image to chat", client: Responses, provider: Chat,
+			body: `{"model":"m","input":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"input_image","image_url":"data:image/png;base64,AA=="}]}]}`,
+			want: "an image in an assistant turn cannot be translated to chat"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			out, _, err := Request(nil, tc.client, tc.provider, []byte(tc.body), nil)
+			var e *Error
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+				if !strings.Contains(string(out), `"content":"ab"`) {
+					t.Errorf("text blocks not joined: %s", out)
+				}
+			case !errors.As(err, &e) || e.Status != 400 || e.Message != tc.want:
+				t.Errorf("error %v, want 400 %q", err, tc.want)
+			case len(out) != 0:
+				t.Errorf("a refused request wrote %s", out)
+			}
+		})
 	}
 }

@@ -62,10 +62,14 @@
 // What cannot be translated is refused with a 400 naming it, never dropped
 // silently: built-in and server tools, audio and file parts, n > 1,
 // structured output (response_format, text.format), Responses'
-// previous_response_id, image URLs for Bedrock, tool names Bedrock refuses.
-// Two things are dropped on purpose, as every gateway must: OpenAI
-// reasoning items replayed by Responses clients and thinking blocks sent to
-// Gemini (neither can be verified by another provider).
+// previous_response_id, image URLs for Bedrock, tool names Bedrock refuses,
+// tool results holding images for Chat and Gemini providers (whose tool
+// results carry text only). Two things are dropped on purpose, as every
+// gateway must: OpenAI reasoning items replayed by Responses clients and
+// thinking blocks sent to Chat and Gemini providers (neither can be
+// verified by another provider). A same-format provider's error is copied
+// when it is in the client's shape and translated when it is not (Vertex
+// AI answers some errors before Claude in Google's shape).
 //
 // # Streams
 //

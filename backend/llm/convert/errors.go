@@ -86,9 +86,12 @@ const maxErrorText = 1024
 // ProviderError translates a provider's error response (status and body)
 // into the client's error shape, appended to dst, with the status to send.
 // The provider's status is kept: 4xx stay the client's problem, 429 stays
-// retryable, 5xx stay the provider's. Same formats copy the body.
+// retryable, 5xx stay the provider's. Same formats copy the body when it is
+// in the client's shape; one that is not (a platform in front of the model
+// answering in its own, as Vertex AI does before Claude, or a proxy's page)
+// is translated like any other.
 func ProviderError(dst []byte, info RequestInfo, status int, body []byte) ([]byte, int) {
-	if info.Client == info.Provider {
+	if info.Client == info.Provider && inErrorShape(body, info.Client) {
 		return append(dst, body...), status
 	}
 	typ, msg := "", []byte(nil)
@@ -130,6 +133,21 @@ func ProviderError(dst []byte, info RequestInfo, status int, body []byte) ([]byt
 		typ = statusErrorType(status, info.Client)
 	}
 	return appendError(dst, info.Client, status, typ, msg), status
+}
+
+// inErrorShape reports an error body in f's own shape, with a message (and
+// for Messages the type its SDK reads).
+func inErrorShape(body []byte, f Format) bool {
+	var dec llm.Decoder
+	switch f {
+	case Messages:
+		var e llm.AnthropicErrorBody
+		return dec.Decode(body, &e) == nil && e.Type == "error" && e.Error.Type != "" && e.Error.Message != ""
+	case Chat, Responses:
+		var e llm.ErrorBody
+		return dec.Decode(body, &e) == nil && e.Error.Message != ""
+	}
+	return true
 }
 
 // knownType reports error types that mean the same in f's vocabulary.

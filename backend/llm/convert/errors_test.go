@@ -73,3 +73,43 @@ func TestErrorTextBounded(t *testing.T) {
 		t.Errorf("error text not bounded at a rune: %d bytes: %.80s", len(out), out)
 	}
 }
+
+// TestProviderErrorSameFormat: a same-format provider's error is copied
+// when it is in the client's shape, and translated when it is not (Vertex
+// AI answers some errors before Claude in Google's shape).
+func TestProviderErrorSameFormat(t *testing.T) {
+	cases := []struct {
+		desc   string
+		f      Format
+		status int
+		body   string
+		want   string
+	}{
+		{desc: "anthropic error, copied", f: Messages, status: 529,
+			body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`,
+			want: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`},
+		{desc: "vertex quota error before claude, translated", f: Messages, status: 429,
+			body: `{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}`,
+			want: `{"type":"error","error":{"type":"rate_limit_error","message":"Quota exceeded"}}`},
+		{desc: "anthropic shape without a type, translated", f: Messages, status: 500,
+			body: `{"type":"error","error":{"message":"boom"}}`,
+			want: `{"type":"error","error":{"type":"api_error","message":"boom"}}`},
+		{desc: "openai error, copied", f: Chat, status: 400,
+			body: `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":null}}`,
+			want: `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":null}}`},
+		{desc: "azure error (no type), copied: the SDK reads its message", f: Chat, status: 429,
+			body: `{"error":{"code":"429","message":"Rate limited"}}`,
+			want: `{"error":{"code":"429","message":"Rate limited"}}`},
+		{desc: "a proxy's page before openai, translated", f: Responses, status: 502,
+			body: `<html>Bad Gateway</html>`,
+			want: `{"error":{"message":"<html>Bad Gateway</html>","type":"server_error","param":null,"code":null}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			out, status := ProviderError([]byte("prefix:"), RequestInfo{Client: tc.f, Provider: tc.f}, tc.status, []byte(tc.body))
+			if got := strings.TrimPrefix(string(out), "prefix:"); got != tc.want || status != tc.status {
+				t.Errorf("got  %d %s\nwant %d %s", status, got, tc.status, tc.want)
+			}
+		})
+	}
+}

@@ -227,3 +227,39 @@ func FuzzSSEFramer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzProviderError: whatever a provider's error body, the client gets its
+// status and a body in its shape: the provider's own only when that is
+// already in the client's shape (same formats), else one written anew.
+func FuzzProviderError(f *testing.F) {
+	for _, b := range []string{
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		`{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}`,
+		`{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":null}}`,
+		`[{"error":{"code":400,"message":"x","status":"INVALID_ARGUMENT"}}]`,
+		`{"message":"throttled"}`, `<html>Bad Gateway</html>`, ``,
+	} {
+		f.Add([]byte(b), uint8(0), uint16(429))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, pick uint8, status uint16) {
+		client := clientFormats[int(pick)%len(clientFormats)]
+		provider := providerFormats[int(pick/3)%len(providerFormats)]
+		if pick >= 128 {
+			provider = client
+		}
+		st := 400 + int(status)%200
+		out, got := ProviderError(nil, RequestInfo{Client: client, Provider: provider}, st, body)
+		if got != st {
+			t.Fatalf("status %d, want the provider's %d", got, st)
+		}
+		if client == provider && bytes.Equal(out, body) {
+			if !inErrorShape(body, client) {
+				t.Fatalf("%v: a body not in the client's shape was copied: %q", client, body)
+			}
+			return
+		}
+		if !llm.Valid(out) || !inErrorShape(out, client) {
+			t.Fatalf("%v -> %v: error not in the client's shape: %s", provider, client, out)
+		}
+	})
+}

@@ -90,9 +90,11 @@ func TestRequestGolden(t *testing.T) {
 		{desc: "messages: system string, defaults", file: "basic.messages.json"},
 		{desc: "messages: cache control, tool use and results, thinking, images", file: "tools.messages.json"},
 		{desc: "messages: server tool is refused", file: "server-tool.messages.json"},
+		{desc: "messages: a tool result with an image (Chat and Gemini refuse it)", file: "tool-result-image.messages.json"},
 		{desc: "responses: instructions and input string", file: "basic.responses.json"},
 		{desc: "responses: items, calls, outputs, images, stream", file: "tools.responses.json"},
 		{desc: "responses: previous_response_id is refused", file: "previous.responses.json"},
+		{desc: "responses: a function output with an image (Chat and Gemini refuse it)", file: "tool-result-image.responses.json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
