@@ -405,7 +405,7 @@ binds:
         ai:
           modelAliases: {a: b}
           routes: {/v1/rerank: rerank}
-          promptGuard: {request: [{openAIModeration: {}}, {regex: {rules: [{builtin: ssn}]}}]}
+          promptGuard: {streaming: Enabled, request: [{openAIModeration: {}}, {regex: {rules: [{builtin: ssn}]}}], response: [{regex: {rules: [{builtin: ssn}]}}, {webhook: {target: {host: 'h:1'}}}]}
         backendAuth: {key: k, credentials: [{location: {header: {name: x}}, key: k}]}
       backends:
       - ai: {name: b, provider: {gemini: {}}}
@@ -435,7 +435,7 @@ llm: {models: [{name: m, provider: groq}]}
 		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
-		r + "policies.ai.promptGuard.request[0]: only regex request guards are implemented yet",
+		r + "policies.ai.promptGuard.streaming: guarding streamed answers with remote response guards is not implemented yet (response[1])",
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -16,7 +16,7 @@ type NotServed struct {
 
 // NotServedYet lists the settings of f that decode and validate but that
 // the data plane does not serve yet: the llm section, some LLM features
-// (prompt caching, guards other than regex, some route types, provider
+// (prompt caching, remote guards on streamed answers, some route types, provider
 // moderation and Bedrock guardrails, the copilot provider), backend auth
 // other than passthrough on backends that are not ai backends, and some
 // backend auth forms. The server refuses a file holding any when it applies
@@ -83,16 +83,7 @@ func (f *File) NotServedYet() []NotServed {
 			}
 		}
 		if g := p.PromptGuard; g != nil {
-			for i, r := range g.Request {
-				if r.Regex == nil {
-					add(path+".promptGuard."+indexPath("request", i), "only regex request guards are implemented yet")
-				}
-			}
-			for i, r := range g.Response {
-				if r.Regex == nil {
-					add(path+".promptGuard."+indexPath("response", i), "only regex response guards are implemented yet")
-				}
-			}
+			g.notServedYet(path+".promptGuard", add)
 		}
 	})
 	if f.LLM != nil {
@@ -124,18 +115,6 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 			backendAuthNotServed(path, p.Auth, true, add)
 		}
 	}
-	guards := func(path string, g *PromptGuard) {
-		for i, r := range g.Request {
-			if r.Regex == nil {
-				add(path+"."+indexPath("request", i), "only regex request guards are implemented yet")
-			}
-		}
-		for i, r := range g.Response {
-			if r.Regex == nil {
-				add(path+"."+indexPath("response", i), "only regex response guards are implemented yet")
-			}
-		}
-	}
 	for i := range l.Providers {
 		p := &l.Providers[i]
 		path := indexPath("llm.providers", i)
@@ -159,11 +138,25 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 			add(path+".passthrough", "model passthrough is not implemented yet")
 		}
 		if m.Guardrails != nil {
-			guards(path+".guardrails", m.Guardrails)
+			m.Guardrails.notServedYet(path+".guardrails", add)
 		}
 	}
 	if p := l.Policies; p != nil && p.Guardrails != nil {
-		guards("llm.policies.guardrails", p.Guardrails)
+		p.Guardrails.notServedYet("llm.policies.guardrails", add)
+	}
+}
+
+// notServedYet adds what a prompt guard asks that is not served yet: remote
+// response guards on streamed answers (streaming: Enabled).
+func (g *PromptGuard) notServedYet(path string, add func(path, msg string)) {
+	if g.Streaming != "Enabled" {
+		return
+	}
+	for i, r := range g.Response {
+		if r.Regex == nil {
+			add(path+".streaming", "guarding streamed answers with remote response guards is not implemented yet ("+indexPath("response", i)+")")
+			return
+		}
 	}
 }
 

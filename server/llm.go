@@ -113,6 +113,7 @@ type llmExchange struct {
 	sent      []byte // ... in the provider's format
 	scratch   []byte
 	cached    []byte // the provider body with cache points
+	guarded   []byte // the answer as the remote response guards masked it
 	out       []byte
 	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
 	upResp    *fasthttp.Response
@@ -129,7 +130,7 @@ type llmExchange struct {
 	ttft      time.Duration
 	limit     ratelimit.Decision
 	limited   bool
-	guard     string // "masked", "rejected", or ""
+	guard     string // "masked", "rejected", "failed_open", "failed" or ""
 	errType   string
 	cost      float64
 	costKnown bool
@@ -147,7 +148,7 @@ func (x *llmExchange) release() {
 	}
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
-		out: x.out[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+		out: x.out[:0], guarded: x.guarded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
 	}
 	llmExchanges.Put(x)
 }
@@ -234,6 +235,8 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	lastStatus := 0
 	var lastErr error
 	haveResp := false // x.upResp holds a provider's error answer
+	var lastPolicy *aipolicy.Policy
+	var lastBody []byte
 	for attempt := 0; ; attempt++ {
 		prov, member, ok := it.Next()
 		if !ok {
@@ -249,27 +252,28 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		x.prov = prov
 
 		// The ai policy edits the client's body; a guard may refuse it.
+		// Providers that share the policy share its result: the remote
+		// guards are asked once per client request, not per attempt.
 		cur := x.client
-		if prov.policy != nil {
+		if prov.policy != nil && prov.policy == lastPolicy {
+			cur = lastBody
+		} else if prov.policy != nil {
 			if prov.policy.NeedsCEL() && in == nil {
 				v := celrules.InputFromCtx(&rs.pc)
 				in = &v
 			}
 			if jsonBody {
 				// (a non-chat body, FormatUnknown, gets the field edits only)
-				out, rej, err := prov.policy.Request(x.edited[:0], cur, cf, in)
-				if err != nil {
-					return b.llmClientError(x, fasthttp.StatusBadRequest, err.Error())
-				}
-				if rej != nil {
-					x.guard = "rejected"
-					return rej.Write(&fctx.Response)
+				out, status, done := b.llmPolicyRequest(rs, x, prov.policy, cur, cf, &in, deadline)
+				if done {
+					return status
 				}
 				if len(out) > 0 && (len(cur) == 0 || &out[0] != &cur[0]) {
 					x.edited = out
 				}
 				cur = out
 			}
+			lastPolicy, lastBody = prov.policy, cur
 		}
 
 		// The model: the provider's fixed one, else the client's through
@@ -444,6 +448,33 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		return b.llmClientError(x, lastStatus, msg)
 	}
+}
+
+// llmPolicyRequest applies pol to the client's body cur (format cf), its
+// remote guards bounded by deadline. done reports that the request was
+// answered (a rejection, a failed guard, a bad body), with status.
+func (b *bind) llmPolicyRequest(rs *requestState, x *llmExchange, pol *aipolicy.Policy, cur []byte, cf convert.Format, in **celrules.Input, deadline time.Time) (out []byte, status int, done bool) {
+	var remote *aipolicy.RemoteInput
+	if pol.HasRemoteRequestGuards() {
+		ctx, cancel := guardContext(deadline)
+		defer cancel()
+		remote = remoteInput(rs, in, &x.fctx.Request.Header, ctx)
+	}
+	out, rej, err := pol.RequestRemote(x.edited[:0], cur, cf, *in, remote)
+	if err != nil {
+		if st, ok := b.guardFailure(rs, x, err); ok {
+			return nil, st, true
+		}
+		return nil, b.llmClientError(x, fasthttp.StatusBadRequest, err.Error()), true
+	}
+	if rej != nil {
+		x.guard = "rejected"
+		return nil, rej.Write(&x.fctx.Response), true
+	}
+	if remote != nil {
+		x.noteGuard(remote)
+	}
+	return out, 0, false
 }
 
 // reportHealth shows an attempt's effect on its provider in the metrics:

@@ -113,11 +113,14 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 			groups = append(groups, g)
 		}
 	}
+	// mergeAIPolicy gives the shared policy itself to providers without one
+	// of their own: they share its compiled form.
+	policies := map[*config.AIPolicy]*aipolicy.Policy{}
 	members := make([][]*llmProvider, len(groups))
 	names := make([][]string, len(groups))
 	for gi, g := range groups {
 		for _, n := range g {
-			p, err := c.llmProvider(n.path, n.cfg, shared, auth, settings)
+			p, err := c.llmProvider(n.path, n.cfg, shared, auth, settings, policies)
 			if err != nil {
 				return nil, err
 			}
@@ -188,8 +191,10 @@ func aiSecrets(cfg *config.AIBackend, auth *config.BackendAuth) []string {
 	return out
 }
 
-// llmProvider compiles one provider of an ai backend.
-func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *config.AIPolicy, auth *config.BackendAuth, settings backend.PoolSettings) (*llmProvider, error) {
+// llmProvider compiles one provider of an ai backend. Providers given the
+// same merged policy (policies, by config; nil: none shared) share its
+// compiled form, so that llmAttempts runs it once per client request.
+func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *config.AIPolicy, auth *config.BackendAuth, settings backend.PoolSettings, policies map[*config.AIPolicy]*aipolicy.Policy) (*llmProvider, error) {
 	var own *config.AIPolicy
 	if pp := np.Policies; pp != nil {
 		own = pp.AI
@@ -226,9 +231,15 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		out.passthrough, out.passthroughAt = true, loc
 	}
 	if merged := mergeAIPolicy(shared, own); merged != nil {
-		pol, err := aipolicy.New(merged)
-		if err != nil {
-			return nil, prefixFieldError(path+".policies.ai", err)
+		pol := policies[merged]
+		if pol == nil {
+			var err error
+			if pol, err = aipolicy.NewWithOptions(merged, c.guardrailOptions()); err != nil {
+				return nil, prefixFieldError(path+".policies.ai", err)
+			}
+			if policies != nil {
+				policies[merged] = pol
+			}
 		}
 		out.policy = pol
 		out.mask = pol.ResponseGuard()

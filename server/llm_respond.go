@@ -80,6 +80,11 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
 	x.out, x.usage, x.hasUsage = out, usage, true
+	out, st, ok := b.guardAnswer(rs, x, out)
+	if !ok {
+		b.llmComplete(rs, x)
+		return st
+	}
 	resp.SetBody(out)
 	finishResponse(resp)
 	b.llmComplete(rs, x)

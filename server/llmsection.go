@@ -456,7 +456,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	np.Policies = &config.BackendPolicies{AI: ai, BackendAuth: auth}
 	t := &llmTarget{name: "llm/" + name, metrics: c.gw.metrics.LLM(), catalog: c.catalog}
 	settings := c.defaults
-	p, err := c.llmProvider(path, np, nil, nil, settings)
+	p, err := c.llmProvider(path, np, nil, nil, settings, nil)
 	if err != nil {
 		return nil, err
 	}

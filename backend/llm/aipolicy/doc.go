@@ -25,8 +25,10 @@
 //  4. The request guards in order (Request; apply_prompt_guard), over the
 //     texts of their scope, prompts included: a mask rewrites the texts for
 //     the guards after it and for the provider; the first guard that
-//     refuses a text stops the request with its Rejection. Only regex
-//     guards are served yet.
+//     refuses a text stops the request with its Rejection. Remote guards
+//     (RequestRemote, backend/llm/guardrail) run in the same order on the
+//     request's messages; unlike agentgateway they do not see the prompts
+//     enrichment added, which regex guards check when the policy compiles.
 //  5. Translation to the provider's format (convert.Request, with the
 //     alias as Options.Model), then finalTransformations (Final) on the
 //     translated body.

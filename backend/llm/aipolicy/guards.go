@@ -9,16 +9,19 @@ import (
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/guard"
+	"github.com/relaygate/gateway/backend/llm/guardrail"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 )
 
-// requestGuard is a compiled request guard: a regex guard over the texts of
-// its scope, and the answer a rejected request gets.
+// requestGuard is a compiled request guard: a regex guard (g) or a remote
+// one (remote) over the texts of its scope, and the answer a request the
+// regex guard refuses gets (a remote guard's verdict carries its own).
 type requestGuard struct {
 	g         *guard.Guard
+	remote    *guardrail.Guard
 	scope     scope
 	rejection *Rejection
 }
@@ -31,12 +34,16 @@ type Rejection struct {
 	status  int
 	body    []byte
 	headers *policy.HeaderModifier
+	remote  *guardrail.Rejection // a remote guard's rejection, written as it is
 }
 
 // Write replaces resp with the rejection and returns its status. No
 // Content-Type is set unless the configured headers set one (agentgateway
 // sets none).
 func (r *Rejection) Write(resp *fasthttp.Response) int {
+	if r.remote != nil {
+		return r.remote.Write(resp)
+	}
 	resp.Reset()
 	resp.SetStatusCode(r.status)
 	resp.SetBody(r.body) // a copy: response policies may edit it
@@ -79,21 +86,23 @@ func fieldError(path string, err error) error {
 	return &decode.FieldError{Path: path, Msg: err.Error()}
 }
 
-// notServed is the error for a guard kind not built yet.
-func notServed(path, kind string) error {
-	return &decode.FieldError{Path: path + "." + kind, Msg: "the " + kind + " guard is not served yet"}
-}
-
-// compileRequestGuards compiles promptGuard.request.
-func compileRequestGuards(pg *config.PromptGuard) ([]requestGuard, error) {
+// compileRequestGuards compiles promptGuard.request, the remote guards
+// with opts.
+func compileRequestGuards(pg *config.PromptGuard, opts *guardrail.Options) ([]requestGuard, error) {
 	if pg == nil {
 		return nil, nil
 	}
 	var out []requestGuard
-	for i, rg := range pg.Request {
+	for i := range pg.Request {
+		rg := &pg.Request[i]
 		path := "promptGuard.request[" + strconv.Itoa(i) + "]"
-		if kind := otherRequestKind(&rg); kind != "" {
-			return nil, notServed(path, kind)
+		if otherRequestKind(rg) != "" {
+			g, err := guardrail.NewRequestGuard(rg, *opts)
+			if err != nil {
+				return nil, underPath(path, err)
+			}
+			out = append(out, requestGuard{remote: g, scope: scopeOf(g.Scope())})
+			continue
 		}
 		if rg.Regex == nil {
 			return nil, &decode.FieldError{Path: path, Msg: "a guard kind is required"}
@@ -142,7 +151,8 @@ func otherResponseKind(g *config.ResponseGuard) string {
 }
 
 // compileResponseGuard merges the regex response guards into one guard that
-// masks: matches in answers are masked whatever the action says.
+// masks: matches in answers are masked whatever the action says. The
+// remote response guards are compiled apart (compileRemoteResponse).
 func compileResponseGuard(pg *config.PromptGuard) (*guard.Guard, error) {
 	if pg == nil || len(pg.Response) == 0 {
 		return nil, nil
@@ -150,8 +160,8 @@ func compileResponseGuard(pg *config.PromptGuard) (*guard.Guard, error) {
 	merged := &config.RegexGuard{}
 	for i, rg := range pg.Response {
 		path := "promptGuard.response[" + strconv.Itoa(i) + "]"
-		if kind := otherResponseKind(&rg); kind != "" {
-			return nil, notServed(path, kind)
+		if otherResponseKind(&rg) != "" {
+			continue
 		}
 		if rg.Regex == nil {
 			return nil, &decode.FieldError{Path: path, Msg: "a guard kind is required"}
@@ -162,7 +172,43 @@ func compileResponseGuard(pg *config.PromptGuard) (*guard.Guard, error) {
 		}
 		merged.Rules = append(merged.Rules, rg.Regex.Rules...)
 	}
+	if len(merged.Rules) == 0 {
+		return nil, nil
+	}
 	return compileRegex(merged, "promptGuard.response", true)
+}
+
+// compileRemoteResponse compiles the remote guards of promptGuard.response,
+// in order.
+func compileRemoteResponse(pg *config.PromptGuard, opts *guardrail.Options) ([]*guardrail.Guard, error) {
+	if pg == nil {
+		return nil, nil
+	}
+	var out []*guardrail.Guard
+	for i := range pg.Response {
+		rg := &pg.Response[i]
+		if otherResponseKind(rg) == "" {
+			continue
+		}
+		g, err := guardrail.NewResponseGuard(rg, *opts)
+		if err != nil {
+			return nil, underPath("promptGuard.response["+strconv.Itoa(i)+"]", err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// underPath puts a guardrail compile error (its path relative to the
+// guard) under path.
+func underPath(path string, err error) error {
+	if fe, ok := err.(*decode.FieldError); ok {
+		if fe.Path != "" {
+			path += "." + fe.Path
+		}
+		return &decode.FieldError{Path: path, Msg: fe.Msg}
+	}
+	return &decode.FieldError{Path: path, Msg: err.Error()}
 }
 
 // compileRegex builds a guard from a regex guard's rules (masking when
@@ -202,7 +248,7 @@ func compileRegex(rg *config.RegexGuard, path string, forceMask bool) (*guard.Gu
 // before it left them. It returns the rejection of the first guard that
 // refuses a text (or one of the prompts: enrichment.rejectAt), or reports
 // whether a mask changed a text (w.texts.spans then hold the masked texts).
-func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format) (masked bool, rej *Rejection) {
+func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format, remote *RemoteInput) (masked bool, rej *Rejection, err error) {
 	t := &w.texts
 	t.reset(tp, p.guardScopes)
 	t.walk(f)
@@ -214,7 +260,15 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format) (masked bool, r
 	for gi := range p.guards {
 		g := &p.guards[gi]
 		if gi == promptReject {
-			return false, g.rejection
+			return false, g.rejection, nil
+		}
+		if g.remote != nil {
+			m, rej, err := w.askRemote(g.remote, g.scope, remote)
+			if rej != nil || err != nil {
+				return false, rej, err
+			}
+			masked = masked || m
+			continue
 		}
 		for si := range t.spans {
 			s := &t.spans[si]
@@ -224,7 +278,7 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format) (masked bool, r
 			text := w.spanText(tp.d, s)
 			if g.g.Action() == guard.ActionReject {
 				if v, _ := g.g.Check(text); v == guard.Rejected {
-					return false, g.rejection
+					return false, g.rejection, nil
 				}
 				continue
 			}
@@ -236,7 +290,7 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format) (masked bool, r
 			}
 		}
 	}
-	return masked, nil
+	return masked, nil, nil
 }
 
 // spanText is s's current text, decoding its escapes into the arena the

@@ -224,14 +224,12 @@ func TestNewErrors(t *testing.T) {
 	tests := []struct {
 		desc, policy, path, msg string
 	}{
-		{"webhook request guard", "promptGuard: {request: [{regex: {rules: [{builtin: ssn}]}}, {webhook: {target: {host: 'h:1'}}}]}",
-			"promptGuard.request[1].webhook", "not served yet"},
-		{"moderation", "promptGuard: {request: [{openAIModeration: {}}]}",
-			"promptGuard.request[0].openAIModeration", "not served yet"},
-		{"bedrock response guard", "promptGuard: {response: [{bedrockGuardrails: {guardrailIdentifier: g, guardrailVersion: '1', region: us-east-1}}]}",
-			"promptGuard.response[0].bedrockGuardrails", "not served yet"},
-		{"azure response guard", "promptGuard: {response: [{regex: {rules: [{builtin: ssn}]}}, {azureContentSafety: {endpoint: x.example.com}}]}",
-			"promptGuard.response[1].azureContentSafety", "not served yet"},
+		{"moderation without a key", "promptGuard: {request: [{regex: {rules: [{builtin: ssn}]}}, {openAIModeration: {}}]}",
+			"promptGuard.request[1].openAIModeration.policies.backendAuth", "needs a key"},
+		{"azure response guard without analyzeText", "promptGuard: {response: [{regex: {rules: [{builtin: ssn}]}}, {azureContentSafety: {endpoint: x.example.com}}]}",
+			"promptGuard.response[1].azureContentSafety.analyzeText", "required"},
+		{"webhook naming a backend without a resolver", "promptGuard: {request: [{webhook: {target: {backend: b}}}]}",
+			"promptGuard.request[0].webhook.target.backend", "no backend named"},
 		{"rejection header", "promptGuard: {request: [{regex: {rules: [{builtin: ssn}]}, rejection: {headers: {set: {X-A: \"a\\u0001\"}}}}]}",
 			"promptGuard.request[0].rejection.headers.set.X-A", "control character"},
 	}

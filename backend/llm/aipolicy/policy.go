@@ -3,6 +3,7 @@ package aipolicy
 import (
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/guard"
+	"github.com/relaygate/gateway/backend/llm/guardrail"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -23,13 +24,26 @@ type Policy struct {
 	guards      []requestGuard
 	guardScopes scope // the union of the guards' scopes
 	response    *guard.Guard
+	// remoteRequest: a request guard is remote; remoteResponse are the
+	// remote response guards in order; streaming is promptGuard.streaming
+	// Enabled.
+	remoteRequest  bool
+	remoteResponse []*guardrail.Guard
+	streaming      bool
 }
 
-// New compiles p. Its errors are *decode.FieldError with the path relative
-// to `policies.ai` ("promptGuard.request[0].regex.rules[1]"). Guards other
-// than regex are refused as not served yet. promptCaching and routes are
-// not this package's: the server reads them from the config.
+// New compiles p, its remote guards with guardrail's default options (pools
+// of their own); see NewWithOptions.
 func New(p *config.AIPolicy) (*Policy, error) {
+	return NewWithOptions(p, guardrail.Options{})
+}
+
+// NewWithOptions compiles p, its remote guards (backend/llm/guardrail) with
+// opts. Its errors are *decode.FieldError with the path relative to
+// `policies.ai` ("promptGuard.request[0].regex.rules[1]"). promptCaching
+// and routes are not this package's: the server reads them from the
+// config.
+func NewWithOptions(p *config.AIPolicy, opts guardrail.Options) (*Policy, error) {
 	out := &Policy{}
 	out.exactAliases, out.wildcards = compileAliases(p.ModelAliases)
 	var err error
@@ -39,7 +53,7 @@ func New(p *config.AIPolicy) (*Policy, error) {
 	if out.final, err = compileFields(nil, nil, p.FinalTransformations, "finalTransformations"); err != nil {
 		return nil, err
 	}
-	if out.guards, err = compileRequestGuards(p.PromptGuard); err != nil {
+	if out.guards, err = compileRequestGuards(p.PromptGuard, &opts); err != nil {
 		return nil, err
 	}
 	out.prompts = compilePrompts(p.Prompts, out.guards)
@@ -48,10 +62,15 @@ func New(p *config.AIPolicy) (*Policy, error) {
 	out.touchesConversation[convert.Responses] = out.request.names("input", "instructions")
 	for _, g := range out.guards {
 		out.guardScopes |= g.scope
+		out.remoteRequest = out.remoteRequest || g.remote != nil
 	}
 	if out.response, err = compileResponseGuard(p.PromptGuard); err != nil {
 		return nil, err
 	}
+	if out.remoteResponse, err = compileRemoteResponse(p.PromptGuard, &opts); err != nil {
+		return nil, err
+	}
+	out.streaming = p.PromptGuard != nil && p.PromptGuard.Streaming == "Enabled"
 	return out, nil
 }
 

@@ -90,6 +90,9 @@ func promptScope(f convert.Format, role string) scope {
 func guardPrompt(guards []requestGuard, s scope, text string) (string, int) {
 	b := []byte(text)
 	for gi, g := range guards {
+		if g.g == nil {
+			continue // remote guards are asked per request, about the client's texts only
+		}
 		if g.scope&s == 0 {
 			continue
 		}

@@ -100,6 +100,14 @@ func putWork(w *work) {
 // "instructions"): then the fields are applied first, and the prompts and
 // guards to their result.
 func (p *Policy) Request(dst, body []byte, f convert.Format, in *celrules.Input) (out []byte, rej *Rejection, err error) {
+	return p.RequestRemote(dst, body, f, in, nil)
+}
+
+// RequestRemote is Request with what the remote request guards need
+// (remote; nil: context.Background and an empty guardrail.Input). Its
+// error is a *GuardError when a cloud guard failed (the server answers
+// 503), and the outcome of the remote guards is recorded in remote.
+func (p *Policy) RequestRemote(dst, body []byte, f convert.Format, in *celrules.Input, remote *RemoteInput) (out []byte, rej *Rejection, err error) {
 	if len(body) > maxBody {
 		return dst, nil, errTooLarge
 	}
@@ -133,8 +141,8 @@ func (p *Policy) Request(dst, body []byte, f convert.Format, in *celrules.Input)
 	}
 	masked := false
 	if guarded {
-		if masked, rej = p.guardTexts(w, tp, f); rej != nil {
-			return dst, rej, nil
+		if masked, rej, err = p.guardTexts(w, tp, f, remote); rej != nil || err != nil {
+			return dst, rej, err
 		}
 	}
 	if masked || e.prompts != nil || fs.changes(w, tp, top) {

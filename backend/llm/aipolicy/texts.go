@@ -49,6 +49,11 @@ type textSpan struct {
 	off, n int
 	own    bool
 	masked bool
+	// msg numbers the message the text belongs to (texts of one message
+	// share it) and role is that message's role: remote guards judge
+	// whole messages (guardrail.PerMessage).
+	msg  int32
+	role string
 }
 
 // texts collects the string tokens of a body that hold prompt text, with
@@ -61,11 +66,50 @@ type texts struct {
 	want   scope
 	spans  []textSpan
 	keyBuf []byte // key's decoded text
+	msgN   int32  // the message being read
+	role   string // its role, when known before its texts
 }
 
 // reset starts over on the text tp indexes (to all levels).
 func (t *texts) reset(tp *tape, want scope) {
 	t.tp, t.d, t.want, t.spans = tp, tp.d, want, t.spans[:0]
+	t.msgN, t.role = 0, ""
+}
+
+// message starts a new message of the given role ("" when it is read
+// later: setRole gives it).
+func (t *texts) message(role string) {
+	t.msgN++
+	t.role = role
+}
+
+// setRole gives the texts recorded since mark the role read after them.
+func (t *texts) setRole(mark int, role string) {
+	for i := mark; i < len(t.spans); i++ {
+		t.spans[i].role = role
+	}
+}
+
+// roleName is a role as a constant string when it is a common one (key's
+// text is only valid until the next key), else a copy.
+func roleName(r string) string {
+	switch r {
+	case "system":
+		return "system"
+	case "developer":
+		return "developer"
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "tool":
+		return "tool"
+	case "function":
+		return "function"
+	case "":
+		return ""
+	}
+	return string([]byte(r))
 }
 
 // pending is the scope of a message's text read before its role is known
@@ -75,7 +119,7 @@ const pending scope = 0
 // add records v when it is a string in a wanted scope (or pending).
 func (t *texts) add(v tok, s scope) {
 	if (s == pending || t.want&s != 0) && v.is(t.d, '"') && v.end-v.start >= 2 {
-		t.spans = append(t.spans, textSpan{tok: v, scope: s})
+		t.spans = append(t.spans, textSpan{tok: v, scope: s, msg: t.msgN, role: t.role})
 	}
 }
 
@@ -180,12 +224,15 @@ func (t *texts) chat(top tok) {
 // content, so the content's scope is settled at the end.
 func (t *texts) chatMessage(msg tok) {
 	mark := len(t.spans)
+	t.message("")
 	var s scope
+	role := "user"
 	it := t.tp.walk(msg)
 	for n, v, ok := it.member(); ok; n, v, ok = it.member() {
 		switch t.key(n) {
 		case "role":
 			s |= chatRoleScope(t.key(v)) // two roles: both scopes, so no duplicate hides a text
+			role = roleName(t.key(v))
 		case "content":
 			t.textOrParts(v, pending, anyPart)
 		case "tool_calls":
@@ -207,6 +254,7 @@ func (t *texts) chatMessage(msg tok) {
 		s = chatRoleScope("")
 	}
 	t.settle(mark, s)
+	t.setRole(mark, role)
 }
 
 // chatRoleScope: tool results are tool output, system and developer
@@ -293,6 +341,7 @@ func (t *texts) messages(top tok) {
 	for n, v, ok := it.member(); ok; n, v, ok = it.member() {
 		switch t.key(n) {
 		case "system":
+			t.message("system")
 			t.textOrParts(v, scopeSystem, isTextBlock)
 		case "messages":
 			if !v.is(t.d, '[') {
@@ -330,8 +379,15 @@ func isTextBlock(t *texts, part tok) bool {
 // anthropicContent reads one message's content: every message is in the
 // messages scope, whatever its role; tool blocks by their type.
 func (t *texts) anthropicContent(msg tok) {
+	mark := len(t.spans)
+	t.message("")
+	role := "user"
 	it := t.tp.walk(msg)
 	for n, v, ok := it.member(); ok; n, v, ok = it.member() {
+		if t.key(n) == "role" {
+			role = roleName(t.key(v))
+			continue
+		}
 		if t.key(n) != "content" {
 			continue
 		}
@@ -354,6 +410,7 @@ func (t *texts) anthropicContent(msg tok) {
 			t.typedMembers(b, anthropicBlockMembers)
 		}
 	}
+	t.setRole(mark, role)
 }
 
 // typedMember is a member of a typed block or item that holds text.
@@ -419,9 +476,11 @@ func (t *texts) responses(top tok) {
 	for n, v, ok := it.member(); ok; n, v, ok = it.member() {
 		switch t.key(n) {
 		case "instructions":
+			t.message("system")
 			t.add(v, scopeSystem)
 		case "input":
 			if v.is(t.d, '"') {
+				t.message("user")
 				t.add(v, scopeMessages)
 				continue
 			}
@@ -442,8 +501,10 @@ func (t *texts) responses(top tok) {
 // else a tool item by type.
 func (t *texts) responsesItem(item tok) {
 	mark := len(t.spans)
+	t.message("")
 	var s scope
 	hasRole := false
+	role := ""
 	it := t.tp.walk(item)
 	for n, v, ok := it.member(); ok; n, v, ok = it.member() {
 		switch t.key(n) {
@@ -451,6 +512,7 @@ func (t *texts) responsesItem(item tok) {
 			if v.is(t.d, '"') {
 				hasRole = true
 				s |= responsesRoleScope(t.key(v))
+				role = roleName(t.key(v))
 			}
 		case "content":
 			if v.is(t.d, '"') {
@@ -470,10 +532,12 @@ func (t *texts) responsesItem(item tok) {
 	}
 	if !hasRole {
 		t.spans = t.spans[:mark]
+		t.role = "tool"
 		t.typedMembers(item, responsesItemMembers)
 		return
 	}
 	t.settle(mark, s)
+	t.setRole(mark, role)
 }
 
 // responsesPart reads a message's content part: refusals carry prose under
