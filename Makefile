@@ -77,6 +77,10 @@ fuzz:
 	  done; \
 	done
 
+# The gateway beside nginx (default buffering, and proxy_buffering off),
+# HAProxy and a bare fasthttp proxy, access logs on for every target
+# (BENCH_ACCESS_LOG=off make bench for none), plus the LLM case; writes
+# bench/RESULTS.md. Knobs: bench/README.md.
 bench:
 	bash bench/run.sh
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# bench/run.sh: throughput, latency and memory of the gateway against nginx,
-# HAProxy, a bare fasthttp proxy (the reference) and no proxy at all, written
-# to bench/RESULTS.md. See bench/README.md.
+# bench/run.sh: throughput, latency and memory of the gateway against nginx
+# (with and without response buffering), HAProxy, a bare fasthttp proxy (the
+# reference) and no proxy at all, access logs on for every target unless
+# BENCH_ACCESS_LOG=off, plus an LLM case against an emulated provider;
+# written to bench/RESULTS.md. See bench/README.md.
 set -euo pipefail
 
 usage() {
@@ -19,7 +21,9 @@ Environment knobs (defaults in brackets):
   BENCH_PROXY_CPU     CPU the proxy under test is pinned to [0]
   BENCH_LOAD_CPU      CPU wrk and idleconns are pinned to [1]
   BENCH_UPSTREAM_CPU  CPU the upstream server is pinned to [BENCH_PROXY_CPU]
-  BENCH_TARGETS       subset of "direct gateway nginx haproxy fasthttp" [all five]
+  BENCH_TARGETS       subset of "direct gateway nginx nginx-nobuf haproxy fasthttp" [all six]
+  BENCH_ACCESS_LOG    on: every target writes an access log to a file; off: none [on]
+  BENCH_LLM_RATE      request rate of the LLM case's constant-rate runs [5000] (per second)
   BENCH_GATEWAY_BIN   use this gateway binary instead of building ./cmd/gateway
   BENCH_RESULTS       markdown file to write [bench/RESULTS.md]
 EOF
@@ -41,7 +45,10 @@ LOAD_CPU=${BENCH_LOAD_CPU:-1}
 # The upstream shares the proxy's CPU so the proxy's CPU is always the
 # bottleneck; see "Pinning" in bench/README.md.
 UPSTREAM_CPU=${BENCH_UPSTREAM_CPU:-$PROXY_CPU}
-TARGETS=${BENCH_TARGETS:-direct gateway nginx haproxy fasthttp}
+ALL_TARGETS="direct gateway nginx nginx-nobuf haproxy fasthttp"
+TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
+ACCESS_LOG=${BENCH_ACCESS_LOG:-on}
+LLM_RATE=${BENCH_LLM_RATE:-5000}
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-}
 RESULTS=${BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}
 SKIP_GATEWAY=0
@@ -74,8 +81,10 @@ secs "$WARMUP" >/dev/null
 [[ $IDLE_CONNS =~ ^[0-9]+$ && $IDLE_CONNS -ge 1 ]] || die "BENCH_IDLE_CONNS must be a positive integer"
 [[ $IDLE_HOLD =~ ^[0-9]+$ ]] || die "BENCH_IDLE_HOLD must be a whole number of seconds"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive integer"
+[[ $ACCESS_LOG == on || $ACCESS_LOG == off ]] || die "BENCH_ACCESS_LOG must be on or off"
+[[ $LLM_RATE =~ ^[0-9]+$ && $LLM_RATE -ge 1 ]] || die "BENCH_LLM_RATE must be a positive integer"
 for t in $TARGETS; do
-	case $t in direct | gateway | nginx | haproxy | fasthttp) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
+	case $t in direct | gateway | nginx | nginx-nobuf | haproxy | fasthttp) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
 done
 wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
 
@@ -83,6 +92,7 @@ wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
 
 declare -a STARTED=() # every background process this script started
 declare -A PID=()     # target or role -> pid
+declare -A HELPER=()  # target -> pid of a process that works for it (HAProxy's log receiver)
 TMP=
 
 # alive PID: true while the process exists and is not a zombie.
@@ -171,6 +181,10 @@ TMP=$(mktemp -d /tmp/relaygate-bench.XXXXXX)
 chmod 755 "$TMP"
 
 declare -A STATUS=() NOTE=() RSS_IDLE=() RSS_OPENED=() RSS_CONNS=() RSS_PEAK=() CONNS_OPENED=() CONNS_OPEN_AT_END=()
+declare -A LLM_FAILED=() # target -> why the LLM case cannot measure it
+declare -A SENT=()       # target -> requests the load generators completed against it
+declare -A LOG_LINES=()  # target -> lines in its access log at the end
+declare -A LOG_OF=()     # target -> the file holding its own output (filled once the temp dir exists)
 declare -a PROBLEMS=()
 
 # fail TARGET REASON: mark a target failed; the run goes on without it.
@@ -179,9 +193,17 @@ fail() {
 	NOTE[$1]=$2
 	PROBLEMS+=("$1: $2")
 	log "$1 FAILED: $2"
+	# A log kept in the temp dir (the gateway's) would go with it.
+	if [[ -n ${LOG_OF[$1]:-} && ${LOG_OF[$1]} == "$TMP"/* ]]; then
+		tail -n 200 "${LOG_OF[$1]}" >"$OUT/$1-failed.log" 2>/dev/null || true
+	fi
 	if [[ -n ${PID[$1]:-} ]]; then
 		stop "${PID[$1]}"
 		unset "PID[$1]"
+	fi
+	if [[ -n ${HELPER[$1]:-} ]]; then
+		stop "${HELPER[$1]}"
+		unset "HELPER[$1]"
 	fi
 }
 
@@ -189,7 +211,7 @@ fail() {
 lastlines() { tail -n 3 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
 
 log "building helpers into $BIN"
-(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench; do
+(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench llmupstream llmload logsink; do
 	go build -o "$BIN/$p" "./bench/$p"
 done) || die "building the bench helpers failed"
 
@@ -217,13 +239,21 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 8)
-((${#ports[@]} == 8)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 14)
+((${#ports[@]} == 14)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
-declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]} [fasthttp]=${ports[7]})
+declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]}
+	[fasthttp]=${ports[7]} [nginx-nobuf]=${ports[8]})
 GW_READY_PORT=${ports[2]}
 GW_MCP_PORT=${ports[5]}
 MCP_TARGET_PORT=${ports[6]}
+# The LLM case: the emulated provider (direct) and the proxies in front of it.
+LLM_UPSTREAM_PORT=${ports[9]}
+declare -A LLM_PORT=([direct]=$LLM_UPSTREAM_PORT [gateway]=${ports[10]} [nginx]=${ports[11]} [nginx-nobuf]=${ports[12]})
+LLM_TARGETS=(direct gateway nginx)
+LLM_BODY=$BENCH_DIR/llm/request.json
+LLM_KEY=bench-key # the emulator's; matches backendAuth in gateway.yaml
+HAPROXY_LOG_PORT=${ports[13]} # UDP: HAProxy's syslog target, bench/logsink
 
 # render TEMPLATE DEST KEY=VALUE...: fill @KEY@ placeholders.
 render() {
@@ -234,17 +264,37 @@ render() {
 	! grep -v '^[[:space:]]*#' "$dest" | grep -q '@[A-Z_]*@' || die "unfilled placeholder in $dest"
 }
 
-mkdir -p "$TMP/nginx"
-render "$BENCH_DIR/nginx.conf.tmpl" "$TMP/nginx/nginx.conf" DIR="$TMP/nginx" PORT="${PORT[nginx]}" \
-	UPSTREAM_PORT="$UPSTREAM_PORT" NOFILE="$NOFILE" WORKER_CONNECTIONS=$((NOFILE - 100))
+# Where each target's access log goes: a file in the run's temp dir. The
+# gateway's is its standard error (the access log's default destination).
+declare -A ACCESS_FILE=()
+for t in nginx nginx-nobuf haproxy fasthttp gateway; do
+	mkdir -p "$TMP/$t"
+	ACCESS_FILE[$t]=$TMP/$t/access.log
+done
+ACCESS_FILE[gateway]=$TMP/gateway/stderr.log
+
+for t in nginx nginx-nobuf; do
+	nginx_log=off
+	[[ $ACCESS_LOG == on ]] && nginx_log="${ACCESS_FILE[$t]} combined buffer=64k flush=1s"
+	buffering=on
+	[[ $t == nginx-nobuf ]] && buffering=off
+	render "$BENCH_DIR/nginx.conf.tmpl" "$TMP/$t/nginx.conf" DIR="$TMP/$t" PORT="${PORT[$t]}" \
+		UPSTREAM_PORT="$UPSTREAM_PORT" NOFILE="$NOFILE" WORKER_CONNECTIONS=$((NOFILE - 100)) \
+		ACCESS_LOG="$nginx_log" PROXY_BUFFERING=$buffering LLM_PORT="${LLM_PORT[$t]}" LLM_UPSTREAM_PORT="$LLM_UPSTREAM_PORT"
+	cp "$TMP/$t/nginx.conf" "$OUT/$t.conf"
+done
 # HAProxy refuses to start unless 2 * maxconn + a few fds fit the open-file
 # limit, so with 20,000 fds it holds fewer than 10,000 idle connections.
 HAPROXY_MAXCONN=$(((NOFILE - 100) / 2))
-declare -A IDLE_N=([gateway]=$IDLE_CONNS [nginx]=$IDLE_CONNS
+declare -A IDLE_N=([gateway]=$IDLE_CONNS [nginx]=$IDLE_CONNS [nginx-nobuf]=$IDLE_CONNS
 	[haproxy]=$((IDLE_CONNS < HAPROXY_MAXCONN - 50 ? IDLE_CONNS : HAPROXY_MAXCONN - 50)))
-render "$BENCH_DIR/haproxy.cfg.tmpl" "$TMP/haproxy.cfg" PORT="${PORT[haproxy]}" \
-	UPSTREAM_PORT="$UPSTREAM_PORT" MAXCONN="$HAPROXY_MAXCONN"
-cp "$TMP/nginx/nginx.conf" "$TMP/haproxy.cfg" "$BENCH_DIR/gateway.yaml" "$OUT/"
+haproxy_log="# no access log (BENCH_ACCESS_LOG=off)"
+[[ $ACCESS_LOG == on ]] && haproxy_log="log 127.0.0.1:$HAPROXY_LOG_PORT local0"
+render "$BENCH_DIR/haproxy.cfg.tmpl" "$TMP/haproxy/haproxy.cfg" PORT="${PORT[haproxy]}" \
+	UPSTREAM_PORT="$UPSTREAM_PORT" MAXCONN="$HAPROXY_MAXCONN" LOG_TARGET="$haproxy_log"
+cp "$TMP/haproxy/haproxy.cfg" "$BENCH_DIR/gateway.yaml" "$OUT/"
+GW_LOG_LEVEL=info
+[[ $ACCESS_LOG == on ]] || GW_LOG_LEVEL=info,access=off
 
 # probe PID URL [LEN]: poll until URL answers 200 (with LEN body bytes),
 # for at most 15 s, giving up early if process PID exits.
@@ -271,41 +321,111 @@ PID[direct]=$!
 STARTED+=("${PID[direct]}")
 probe "${PID[direct]}" "http://127.0.0.1:$UPSTREAM_PORT/small" 100 || die "upstream did not start: $(lastlines "$OUT/upstream.log")"
 
+# The LLM case's provider, beside the upstream. Without it the LLM case is
+# skipped; the rest still runs.
+log "starting the emulated LLM provider on 127.0.0.1:$LLM_UPSTREAM_PORT (CPU $UPSTREAM_CPU)"
+taskset -c "$UPSTREAM_CPU" "$BIN/llmupstream" -addr "127.0.0.1:$LLM_UPSTREAM_PORT" -key "$LLM_KEY" >"$OUT/llmupstream.log" 2>&1 &
+PID[llm]=$!
+STARTED+=("${PID[llm]}")
+if ! probe "${PID[llm]}" "http://127.0.0.1:$LLM_UPSTREAM_PORT/healthz"; then
+	why="the emulated LLM provider did not start: $(lastlines "$OUT/probe.last") $(lastlines "$OUT/llmupstream.log")"
+	PROBLEMS+=("llm: $why")
+	for t in "${LLM_TARGETS[@]}"; do LLM_FAILED[$t]=$why; done
+fi
+
+# The MCP server of the MCP case, started now so that its port is taken
+# before the load cases' client sockets could take it.
+MCP_PID=
+if wanted gateway && ((!SKIP_GATEWAY)); then
+	taskset -c "$UPSTREAM_CPU" "$BIN/mcpbench" serve -addr "127.0.0.1:$MCP_TARGET_PORT" >"$OUT/mcpbench-serve.log" 2>&1 &
+	MCP_PID=$!
+	STARTED+=("$MCP_PID")
+	if ! probe "$MCP_PID" "http://127.0.0.1:$MCP_TARGET_PORT/ready"; then
+		PROBLEMS+=("mcp: the MCP target did not start: $(lastlines "$OUT/mcpbench-serve.log")")
+		MCP_PID=
+	fi
+fi
+
+# LOG_OF: each target's own output (for failure notes). The gateway's is
+# its standard error, which holds its access log.
+LOG_OF=([gateway]=${ACCESS_FILE[gateway]} [nginx]=$OUT/nginx.log [nginx-nobuf]=$OUT/nginx-nobuf.log
+	[haproxy]=$OUT/haproxy.log [fasthttp]=$OUT/fasthttp.log)
+
 start_gateway() {
 	GW_PORT=${PORT[gateway]} GW_READY_PORT=$GW_READY_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
 		GW_MCP_PORT=$GW_MCP_PORT MCP_TARGET_PORT=$MCP_TARGET_PORT \
-		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"$OUT/gateway.log" 2>&1 &
+		GW_LLM_PORT=${LLM_PORT[gateway]} LLM_UPSTREAM_PORT=$LLM_UPSTREAM_PORT GW_LOG_LEVEL=$GW_LOG_LEVEL \
+		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"${LOG_OF[gateway]}" 2>&1 &
 	PID[gateway]=$!
 	STARTED+=("$!")
 	if ! probe "${PID[gateway]}" "http://127.0.0.1:$GW_READY_PORT/healthz/ready"; then
-		fail gateway "not ready: $(lastlines "$OUT/probe.last") $(lastlines "$OUT/gateway.log")"
+		fail gateway "not ready: $(lastlines "$OUT/probe.last") $(lastlines "${LOG_OF[gateway]}")"
 		return 1
 	fi
 	check_proxy gateway
 }
 
-start_nginx() {
-	taskset -c "$PROXY_CPU" nginx -e "$TMP/nginx/error.log" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" \
-		>"$OUT/nginx.log" 2>&1 &
-	PID[nginx]=$!
+# start_nginx_instance TARGET: nginx or nginx-nobuf, each from its own
+# rendered config and directory.
+start_nginx_instance() {
+	local t=$1
+	taskset -c "$PROXY_CPU" nginx -e "$TMP/$t/error.log" -p "$TMP/$t" -c "$TMP/$t/nginx.conf" \
+		>"${LOG_OF[$t]}" 2>&1 &
+	PID[$t]=$!
 	STARTED+=("$!")
-	check_proxy nginx || { cp "$TMP/nginx/error.log" "$OUT/nginx-error.log" 2>/dev/null; return 1; }
+	check_proxy "$t" || { cp "$TMP/$t/error.log" "$OUT/$t-error.log" 2>/dev/null; return 1; }
 }
 
+# HAProxy logs to syslog over UDP; bench/logsink plays the syslog daemon,
+# on the proxy's CPU, and its CPU time counts as HAProxy's (see HELPER).
 start_haproxy() {
-	taskset -c "$PROXY_CPU" haproxy -db -f "$TMP/haproxy.cfg" >"$OUT/haproxy.log" 2>&1 &
+	if [[ $ACCESS_LOG == on ]]; then
+		taskset -c "$PROXY_CPU" "$BIN/logsink" -addr "127.0.0.1:$HAPROXY_LOG_PORT" -out "${ACCESS_FILE[haproxy]}" \
+			>"$OUT/logsink.log" 2>&1 &
+		HELPER[haproxy]=$!
+		STARTED+=("$!")
+		local i
+		for ((i = 0; i < 300; i++)); do # 15 s bound
+			grep -q 'logsink: ready' "$OUT/logsink.log" && break
+			alive "${HELPER[haproxy]}" || break
+			sleep 0.05
+		done
+		if ! grep -q 'logsink: ready' "$OUT/logsink.log"; then
+			fail haproxy "its log receiver did not start: $(lastlines "$OUT/logsink.log")"
+			return 1
+		fi
+	fi
+	taskset -c "$PROXY_CPU" haproxy -db -f "$TMP/haproxy/haproxy.cfg" >"${LOG_OF[haproxy]}" 2>&1 &
 	PID[haproxy]=$!
 	STARTED+=("$!")
-	check_proxy haproxy || { cp "$OUT/haproxy.log" "$OUT/haproxy-failed.log"; return 1; }
+	check_proxy haproxy || { cp "${LOG_OF[haproxy]}" "$OUT/haproxy-failed.log"; return 1; }
 }
 
-# The reference: fasthttp's Server and HostClient and nothing else.
+# The reference: fasthttp's Server and HostClient and nothing else, plus an
+# nginx-style buffered access log when logs are on.
 start_fasthttp() {
+	local logflag=()
+	[[ $ACCESS_LOG == on ]] && logflag=(-access-log "${ACCESS_FILE[fasthttp]}")
 	taskset -c "$PROXY_CPU" "$BIN/fastproxy" -addr "127.0.0.1:${PORT[fasthttp]}" \
-		-upstream "127.0.0.1:$UPSTREAM_PORT" >"$OUT/fasthttp.log" 2>&1 &
+		-upstream "127.0.0.1:$UPSTREAM_PORT" "${logflag[@]}" >"${LOG_OF[fasthttp]}" 2>&1 &
 	PID[fasthttp]=$!
 	STARTED+=("$!")
 	check_proxy fasthttp
+}
+
+start_target() {
+	case $1 in
+	gateway) start_gateway ;;
+	nginx | nginx-nobuf) start_nginx_instance "$1" ;;
+	haproxy) start_haproxy ;;
+	fasthttp) start_fasthttp ;;
+	esac
+}
+
+# target_pids TARGET: the processes whose CPU time is the target's.
+target_pids() {
+	echo "${PID[$1]}"
+	[[ -z ${HELPER[$1]:-} ]] || echo "${HELPER[$1]}"
 }
 
 # status_kib PID FIELD: a /proc/PID/status figure in KiB (0 if gone).
@@ -375,11 +495,11 @@ other_cpu_pct() {
 running() { [[ ${STATUS[$1]:-} == ok && -n ${PID[$1]:-} ]]; }
 
 PROXIES=()
-for t in gateway nginx haproxy fasthttp; do
+for t in gateway nginx nginx-nobuf haproxy fasthttp; do
 	wanted "$t" || continue
 	[[ $t == gateway && -z $GATEWAY ]] && continue
 	log "starting $t on 127.0.0.1:${PORT[$t]} (CPU $PROXY_CPU)"
-	if "start_$t"; then
+	if start_target "$t"; then
 		PROXIES+=("$t")
 		RSS_IDLE[$t]=$(tree_kib "${PID[$t]}" VmRSS)
 		log "$t idle RSS ${RSS_IDLE[$t]} KiB"
@@ -401,55 +521,132 @@ interruptible() {
 	return "$rc"
 }
 
-# measure CASE TARGET PATH CONNS ROUND: the recorded wrk run of one round,
-# after a warm-up in the first.
+# The cases. IDs must match bench/report/results.go.
+CASES=(small-c50 1m-c10 small-c1)
+LLM_CASES=(llm-c1 llm-rate llm-c50)
+declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [llm-c1]=1 [llm-c50]=50)
+declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small)
+
+# llm_key TARGET: the key a client sends: its own, straight to the provider
+# or through nginx; none to the gateway, which adds the backend's.
+llm_key() { [[ $1 == gateway ]] || echo "$LLM_KEY"; }
+llm_url() { echo "http://127.0.0.1:${LLM_PORT[$1]}/v1/chat/completions"; }
+
+# load_command CASE TARGET DURATION: sets LOAD to the load generator's
+# command line for one run. wrk's closed loop for the connection counts;
+# llmload's open loop (a request due every 1/rate s, answered or not) for
+# the constant rate.
+LOAD=()
+load_command() {
+	local c=$1 t=$2 d=$3
+	case $c in
+	llm-rate)
+		LOAD=(taskset -c "$LOAD_CPU" "$BIN/llmload" rate -url "$(llm_url "$t")" -body "$LLM_BODY"
+			-key "$(llm_key "$t")" -rate "$LLM_RATE" -duration "$(secs "$d")s") ;;
+	llm-*)
+		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency -s "$BENCH_DIR/llm/chat.lua"
+			"$(llm_url "$t")" -- "$LLM_BODY" "$(llm_key "$t")") ;;
+	*)
+		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency "http://127.0.0.1:${PORT[$t]}${URL_PATH[$c]}") ;;
+	esac
+}
+
+# completed FILE: the requests a load run completed, from its output (wrk's
+# "N requests in", llmload's requests=N); 0 if none.
+completed() {
+	sed -n -e 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' -e 's/^requests=\([0-9]*\)$/\1/p' "$1" 2>/dev/null | head -n 1 | grep . || echo 0
+}
+
+# measure CASE TARGET ROUND: the recorded load run of one round, after a
+# warm-up in the first, with the CPU time of the target (direct's: the
+# upstream's) and of everything else meanwhile.
 measure() {
-	local c=$1 t=$2 url=http://127.0.0.1:${PORT[$2]}$3 conns=$4 round=$5 base=$OUT/wrk/$1.$2.r$5
-	local wrk=(taskset -c "$LOAD_CPU" wrk -t1 "-c$conns" --latency)
+	local c=$1 t=$2 round=$3 base=$OUT/wrk/$1.$2.r$3 upstream=${PID[direct]} pids
 	running "$t" || return 0 # failed earlier: already reported
-	if ! alive "${PID[$t]}"; then
+	if [[ $c == llm-* && -n ${LLM_FAILED[$t]:-} ]]; then
+		echo "${LLM_FAILED[$t]}" >"$base.err"
+		return 0
+	fi
+	[[ $c == llm-* ]] && upstream=${PID[llm]}
+	if [[ $t == direct ]]; then
+		pids=("$upstream")
+	else
+		mapfile -t pids < <(target_pids "$t")
+	fi
+	if ! alive "${pids[0]}"; then
 		echo "$t is not running" >"$base.err"
-		fail "$t" "exited before $c: $(lastlines "$OUT/$t.log")"
+		fail "$t" "exited before $c: $(lastlines "${LOG_OF[$t]:-$OUT/upstream.log}")"
 		return 0
 	fi
 	if ((round == 1)); then
-		log "$c: $t ($conns conns, warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
-		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${wrk[@]}" "-d$WARMUP" "$url" >/dev/null 2>&1 || true
+		log "$c: $t (warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
+		load_command "$c" "$t" "$WARMUP"
+		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${LOAD[@]}" >"$OUT/wrk/$c.$t.warmup.txt" 2>&1 || true
+		SENT[$t]=$((${SENT[$t]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
 	fi
-	local ours=("${PID[direct]}") before ticks
-	[[ $t == direct ]] || ours+=("${PID[$t]}")
+	local ours=("$upstream") before ticks=0 after=0 pid
+	[[ $t == direct ]] || ours+=("${pids[@]}")
 	cpu_snapshot "${ours[@]}"
 	before=$SNAP
-	ticks=$(proc_ticks "${PID[$t]}") # the target's own (direct's: the upstream's)
-	if ! interruptible timeout -k 5 $(($(secs "$DURATION") + 30)) "${wrk[@]}" "-d$DURATION" "$url" >"$base.txt" 2>"$base.stderr"; then
-		echo "wrk failed: $(lastlines "$base.stderr") $(lastlines "$base.txt")" >"$base.err"
+	for pid in "${pids[@]}"; do ticks=$((ticks + $(proc_ticks "$pid"))); done
+	load_command "$c" "$t" "$DURATION"
+	if ! interruptible timeout -k 5 $(($(secs "$DURATION") + 30)) "${LOAD[@]}" >"$base.txt" 2>"$base.stderr"; then
+		echo "${LOAD[3]##*/} failed: $(lastlines "$base.stderr") $(lastlines "$base.txt")" >"$base.err"
 		rm -f "$base.txt"
 	fi
-	ticks=$(($(proc_ticks "${PID[$t]}") - ticks))
+	for pid in "${pids[@]}"; do after=$((after + $(proc_ticks "$pid"))); done
+	ticks=$((after - ticks))
 	cpu_snapshot "${ours[@]}"
 	{
 		echo "other_cpu_pct=$(other_cpu_pct "$before" "$SNAP")"
 		# Negative only if the target died meanwhile (reported as failed).
 		((ticks < 0)) || echo "target_cpu_us=$((ticks * 1000000 / CLK_TCK))"
 	} >"$base.load"
-	alive "${PID[$t]}" || fail "$t" "exited during $c: $(lastlines "$OUT/$t.log")"
+	SENT[$t]=$((${SENT[$t]:-0} + $(completed "$base.txt")))
+	alive "${pids[0]}" || fail "$t" "exited during $c: $(lastlines "${LOG_OF[$t]:-$OUT/upstream.log}")"
 }
 
-# Case IDs must match bench/report/results.go. Within a case the targets take
-# turns round after round, direct first, then the proxies in an order rotated
-# from round to round, so neither the machine's drift nor running right after
-# direct favours one proxy; the report takes each target's median round.
-order=(gateway nginx haproxy fasthttp)
-for spec in small-c50:/small:50 1m-c10:/1m:10 small-c1:/small:1; do
-	IFS=: read -r c path conns <<<"$spec"
+# run_rounds CASE TARGET...: ROUNDS rounds of CASE. Within a case the
+# targets take turns round after round, direct first, then the proxies in an
+# order rotated from round to round, so neither the machine's drift nor
+# running right after direct favours one proxy; the report takes each
+# target's median round.
+run_rounds() {
+	local c=$1 round t
+	shift
+	local order=("$@")
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for t in direct "${order[@]}"; do
 			wanted "$t" || continue
 			[[ ${STATUS[$t]} == skipped ]] && continue
-			measure "$c" "$t" "$path" "$conns" "$round"
+			measure "$c" "$t" "$round"
 		done
 		order=("${order[@]:1}" "${order[0]}")
 	done
+}
+
+for c in "${CASES[@]}"; do
+	run_rounds "$c" gateway nginx nginx-nobuf haproxy fasthttp
+done
+
+# The LLM case: first one request through each target, checked at the
+# provider (the gateway must have resolved the alias, set the default,
+# masked the address and added the key), then the same rounds.
+for t in "${LLM_TARGETS[@]}"; do
+	if ! wanted "$t" || ! running "$t" || [[ -n ${LLM_FAILED[$t]:-} ]]; then
+		continue
+	fi
+	expect=raw
+	[[ $t == gateway ]] && expect=gateway
+	if ! taskset -c "$LOAD_CPU" "$BIN/llmload" check -url "$(llm_url "$t")" -upstream "http://127.0.0.1:$LLM_UPSTREAM_PORT" \
+		-body "$LLM_BODY" -key "$(llm_key "$t")" -expect "$expect" >"$OUT/llmcheck.$t.log" 2>&1; then
+		LLM_FAILED[$t]="LLM check failed: $(lastlines "$OUT/llmcheck.$t.log")"
+		PROBLEMS+=("$t: ${LLM_FAILED[$t]}")
+		log "$t: ${LLM_FAILED[$t]}"
+	fi
+done
+for c in "${LLM_CASES[@]}"; do
+	run_rounds "$c" gateway nginx
 done
 
 # ---------------------------------------------------------------- memory
@@ -490,7 +687,7 @@ hold_idle_conns() {
 	if ((${CONNS_OPENED[$t]:-0} < n)); then
 		PROBLEMS+=("$t: held only ${CONNS_OPENED[$t]:-0} of $n idle connections: $(lastlines "$OUT/idleconns.$t.err")")
 	fi
-	alive "${PID[$t]}" || fail "$t" "exited during the idle-connection test: $(lastlines "$OUT/$t.log")"
+	alive "${PID[$t]}" || fail "$t" "exited during the idle-connection test: $(lastlines "${LOG_OF[$t]}")"
 }
 
 # After the load cases: closing 10,000 connections leaves as many sockets in
@@ -506,11 +703,45 @@ for t in "${PROXIES[@]}"; do
 	running "$t" && RSS_PEAK[$t]=$(tree_kib "${PID[$t]}" VmHWM)
 done
 
+# MCP: tools/call straight to the MCP server and through the gateway.
+if running gateway && [[ -n $MCP_PID ]]; then
+	log "measuring MCP tools/call"
+	taskset -c "$LOAD_CPU" "$BIN/mcpbench" measure -direct "http://127.0.0.1:$MCP_TARGET_PORT/mcp" \
+		-gateway "http://127.0.0.1:$GW_MCP_PORT/mcp" -out "$OUT/mcp.md" >"$OUT/mcpbench.log" 2>&1 ||
+		PROBLEMS+=("mcp: $(lastlines "$OUT/mcpbench.log")")
+fi
+
+# ---------------------------------------------------------------- access logs
+
+# Stop the proxies (SIGTERM: each flushes its buffered lines), then count
+# the lines each wrote, to show in RESULTS.md that every target logged
+# every request. A few of each file are kept as samples.
+for t in "${PROXIES[@]}"; do
+	[[ -n ${PID[$t]:-} ]] && stop "${PID[$t]}"
+	[[ -n ${HELPER[$t]:-} ]] && stop "${HELPER[$t]}"
+	logfile=${ACCESS_FILE[$t]}
+	touch "$logfile"
+	if [[ $t == gateway ]]; then
+		# Its standard error: access lines ("INFO<tab>access<tab>") and the
+		# process log, kept in gateway.log without the former. The MCP
+		# case's requests (path /mcp) are not counted in SENT.
+		LOG_LINES[$t]=$(grep $'\taccess\t' "$logfile" | grep -vc '"path": "/mcp"' || true)
+		grep -v $'\taccess\t' "$logfile" >"$OUT/gateway.log" || true
+		samples=$(grep -m 3 $'\taccess\t' "$logfile" || true)
+	else
+		LOG_LINES[$t]=$(wc -l <"$logfile")
+		samples=$(head -n 3 "$logfile")
+	fi
+	SENT[$t]=$((${SENT[$t]:-0} + ${CONNS_OPENED[$t]:-0})) # one request per idle connection
+	[[ $ACCESS_LOG == on ]] && printf '== %s: %s lines\n%s\n' "$t" "${LOG_LINES[$t]:-0}" "$samples" >>"$OUT/access-log-samples.txt"
+done
+
 # ---------------------------------------------------------------- report
 
 first() { "$@" 2>&1 | head -n 1 || true; }
 command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS BENCH_IDLE_HOLD=$IDLE_HOLD"
-[[ $TARGETS != "direct gateway nginx haproxy fasthttp" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
+command_line+=" BENCH_ACCESS_LOG=$ACCESS_LOG BENCH_LLM_RATE=$LLM_RATE"
+[[ $TARGETS != "$ALL_TARGETS" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
 command_line+=" bench/run.sh${*:+ $*}"
 {
 	echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -521,6 +752,7 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "nginx=$(first nginx -v | sed 's|^nginx version: nginx/||')"
 	echo "haproxy=$(first haproxy -v | awk '{ print $3 }')"
 	echo "fasthttp=$(cd "$ROOT" && first go list -m -f '{{.Version}}' github.com/valyala/fasthttp)"
+	echo "vegeta=$(cd "$ROOT" && first go list -m -f '{{.Version}}' github.com/tsenart/vegeta/v12)"
 	echo "wrk=$(first wrk -v | awk '{ print $2 }')"
 	echo "command=$command_line"
 	echo "duration=$DURATION"
@@ -531,6 +763,8 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "proxy_cpu=$PROXY_CPU"
 	echo "load_cpu=$LOAD_CPU"
 	echo "upstream_cpu=$UPSTREAM_CPU"
+	echo "access_log=$ACCESS_LOG"
+	echo "llm_rate=$LLM_RATE"
 } >"$OUT/meta.txt"
 
 for t in $TARGETS; do
@@ -543,23 +777,12 @@ for t in $TARGETS; do
 		echo "rss_peak_kib=${RSS_PEAK[$t]:-}"
 		echo "conns_opened=${CONNS_OPENED[$t]:-}"
 		echo "conns_open_at_end=${CONNS_OPEN_AT_END[$t]:-}"
+		if [[ $ACCESS_LOG == on && $t != direct ]]; then
+			echo "access_log_lines=${LOG_LINES[$t]:-}"
+			echo "requests_sent=${SENT[$t]:-}"
+		fi
 	} >"$OUT/targets/$t.txt"
 done
-
-# MCP: tools/call straight to an MCP server and through the gateway.
-if running gateway; then
-	taskset -c "$UPSTREAM_CPU" "$BIN/mcpbench" serve -addr "127.0.0.1:$MCP_TARGET_PORT" >"$OUT/mcpbench-serve.log" 2>&1 &
-	MCP_PID=$!
-	STARTED+=("$MCP_PID")
-	if probe "$MCP_PID" "http://127.0.0.1:$MCP_TARGET_PORT/ready"; then
-		log "measuring MCP tools/call"
-		taskset -c "$LOAD_CPU" "$BIN/mcpbench" measure -direct "http://127.0.0.1:$MCP_TARGET_PORT/mcp" \
-			-gateway "http://127.0.0.1:$GW_MCP_PORT/mcp" -out "$OUT/mcp.md" >"$OUT/mcpbench.log" 2>&1 ||
-			PROBLEMS+=("mcp: $(lastlines "$OUT/mcpbench.log")")
-	else
-		PROBLEMS+=("mcp: the MCP target did not start: $(lastlines "$OUT/mcpbench-serve.log")")
-	fi
-fi
 
 "$BIN/report" -dir "$OUT" -out "$RESULTS" || die "rendering $RESULTS failed"
 [[ -s $OUT/mcp.md ]] && cat "$OUT/mcp.md" >>"$RESULTS"

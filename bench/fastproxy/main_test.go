@@ -51,7 +51,7 @@ func echoUpstream(ctx *fasthttp.RequestCtx) {
 
 func TestProxyForwards(t *testing.T) {
 	up := serveOn(t, &fasthttp.Server{Handler: echoUpstream, MaxRequestBodySize: maxBodySize})
-	proxyAddr := serveOn(t, newServer(up))
+	proxyAddr := serveOn(t, newServer(up, nil))
 	client := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(client.CloseIdleConnections)
 
@@ -104,7 +104,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 	down := ln.Addr().String()
 	_ = ln.Close()
 
-	proxyAddr := serveOn(t, newServer(down))
+	proxyAddr := serveOn(t, newServer(down, nil))
 	var req fasthttp.Request
 	var resp fasthttp.Response
 	req.SetRequestURI("http://" + proxyAddr + "/small")
@@ -120,7 +120,7 @@ func TestProxyUpstreamDown(t *testing.T) {
 // still closes the client's connection after the answer.
 func TestProxyKeepsTheClientsClose(t *testing.T) {
 	up := serveOn(t, &fasthttp.Server{Handler: echoUpstream})
-	proxyAddr := serveOn(t, newServer(up))
+	proxyAddr := serveOn(t, newServer(up, nil))
 	for _, closeConn := range []bool{false, true} {
 		var req fasthttp.Request
 		var resp fasthttp.Response

@@ -11,6 +11,10 @@ const (
 	maxIdleRSSKiB     = 40 << 10  // 40 MiB
 	maxConnsRSSKiB    = 200 << 10 // 200 MiB
 	goalIdleConnCount = 10000
+	// The LLM route: added latency at most 1.2× what nginx adds (at p50
+	// and p99), and at least 0.9× the gateway's own plain-proxy req/s.
+	maxLLMAddedRatio   = 1.2
+	minLLMPlainRPSRate = 0.9
 )
 
 // Goal outcomes.
@@ -81,7 +85,47 @@ func (r *results) evaluateGoals() []goal {
 		}
 	}
 	goals = append(goals, conns)
-	return goals
+	return append(goals, r.evaluateLLMGoals()...)
+}
+
+// evaluateLLMGoals checks the gateway's LLM route: its added latency
+// against nginx's in the 1-connection and constant-rate runs, and its req/s
+// at 50 connections against its own plain-proxy req/s.
+func (r *results) evaluateLLMGoals() []goal {
+	var goals []goal
+	for _, c := range []struct{ id, short string }{
+		{llmLatencyCase, "1 conn"},
+		{llmRateCase, r.llmRate() + " req/s"},
+	} {
+		for _, p := range []struct {
+			name string
+			of   func(wrkResult) time.Duration
+		}{{"p50", p50Of}, {"p99", p99Of}} {
+			g := goal{name: fmt.Sprintf("LLM added %s ≤ %.1f× nginx's (%s)", p.name, maxLLMAddedRatio, c.short), status: goalNotMeasured}
+			gw, okGW := r.added(c.id, targetGateway, p.of)
+			ng, okNg := r.added(c.id, targetNginx, p.of)
+			switch {
+			case !okGW || !okNg:
+			case ng <= 0:
+				// Below the noise: no ratio to compare with.
+				g.measured = fmt.Sprintf("%s vs %s (nginx adds nothing measurable)", fmtSignedLatency(gw), fmtSignedLatency(ng))
+			default:
+				ratio := float64(gw) / float64(ng)
+				g.measured = fmt.Sprintf("%s vs %s (%s)", fmtSignedLatency(gw), fmtSignedLatency(ng), fmtRatio(ratio))
+				g.status = metIf(ratio <= maxLLMAddedRatio)
+			}
+			goals = append(goals, g)
+		}
+	}
+	g := goal{name: fmt.Sprintf("LLM req/s ≥ %.1f× the gateway's plain-proxy req/s (50 conns)", minLLMPlainRPSRate), status: goalNotMeasured}
+	llm, okLLM := r.valid(llmLoadCase, targetGateway)
+	plain, okPlain := r.valid(smallCase, targetGateway)
+	if okLLM && okPlain && plain.ReqPerSec > 0 {
+		ratio := llm.ReqPerSec / plain.ReqPerSec
+		g.measured = fmt.Sprintf("%s vs %s (%s)", fmtRate(llm.ReqPerSec), fmtRate(plain.ReqPerSec), fmtRatio(ratio))
+		g.status = metIf(ratio >= minLLMPlainRPSRate)
+	}
+	return append(goals, g)
 }
 
 // valid returns the result of a run that completed without errors.

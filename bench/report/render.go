@@ -9,11 +9,12 @@ import (
 
 // targetLabels name the targets in tables.
 var targetLabels = map[string]string{
-	targetDirect:   "direct (no proxy)",
-	targetGateway:  "gateway",
-	targetNginx:    "nginx",
-	targetHAProxy:  "HAProxy",
-	targetFastHTTP: "bare fasthttp proxy (reference)",
+	targetDirect:     "direct (no proxy)",
+	targetGateway:    "gateway",
+	targetNginx:      "nginx",
+	targetNginxNobuf: "nginx, proxy_buffering off",
+	targetHAProxy:    "HAProxy",
+	targetFastHTTP:   "bare fasthttp proxy (reference)",
 }
 
 // render writes the RESULTS.md text.
@@ -41,6 +42,7 @@ func (r *results) render() string {
 		{"HAProxy", m("haproxy")},
 		{"fasthttp", m("fasthttp")},
 		{"wrk", m("wrk")},
+		{"vegeta (LLM constant-rate load)", m("vegeta")},
 	} {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], escapeCell(row[1]))
 	}
@@ -59,7 +61,11 @@ func (r *results) render() string {
 			m("load_cpu"), m("duration"), m("warmup"))
 	}
 	fmt.Fprintf(&b, "- Each proxy runs on CPU %s (`taskset`), one worker: gateway and the bare fasthttp proxy with GOMAXPROCS=1 by affinity, "+
-		"nginx `worker_processes 1`, HAProxy `nbthread 1`; keep-alive to the upstream, access logs off.\n", m("proxy_cpu"))
+		"nginx `worker_processes 1`, HAProxy `nbthread 1`; keep-alive to the upstream.\n", m("proxy_cpu"))
+	b.WriteString("- nginx runs with its default response buffering (`proxy_buffering on`: 8 buffers of one page and temp files " +
+		"beyond them), and as *nginx, proxy_buffering off* with responses relayed as they arrive; both otherwise alike " +
+		"(`bench/nginx.conf.tmpl`). The goals compare with nginx at its default.\n")
+	b.WriteString(accessLogMethod(r.meta["access_log"]))
 	b.WriteString("- Reference: the bare fasthttp proxy (`bench/fastproxy`) is a fasthttp Server forwarding every request through one " +
 		"HostClient and nothing else, the stack the gateway is built on; it has no goals and skips the idle-connection test.\n")
 	fmt.Fprintf(&b, "- Upstream: `bench/upstream` (fasthttp, precomputed bodies) on CPU %s, shared by all targets; "+
@@ -81,7 +87,9 @@ func (r *results) render() string {
 	for _, c := range cases {
 		r.renderCase(&b, c)
 	}
+	r.renderLLM(&b)
 	r.renderMemory(&b)
+	r.renderAccessLogs(&b)
 
 	b.WriteString("\n## Goals (gateway)\n\n| goal | measured | status |\n|---|---|---|\n")
 	for _, g := range r.evaluateGoals() {
@@ -149,7 +157,7 @@ func (r *results) renderCase(b *strings.Builder, c benchCase) {
 	}
 
 	var ratios []string
-	for _, other := range []string{targetNginx, targetHAProxy, targetFastHTTP} {
+	for _, other := range []string{targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP} {
 		if s, ok := r.ratio(c.id, targetGateway, other, "gateway/"+targetLabels[other]); ok {
 			ratios = append(ratios, s)
 		}
@@ -229,7 +237,11 @@ func (r *results) renderMemory(b *strings.Builder) {
 		"HAProxy refuses to start unless two descriptors per connection fit the open-file limit, " +
 		"so it may hold fewer idle connections than the others; \"per conn\" is the growth over idle divided by the connections held, once held idle. " +
 		"The gateway parks a connection idle for 1-2 s (no goroutine, buffers released), so its memory falls between the two samples. " +
-		"The bare fasthttp proxy (reference) skips the idle-connection test, so its connection columns are empty and its peak covers the load cases only.\n")
+		"The bare fasthttp proxy (reference) skips the idle-connection test, so its connection columns are empty and its peak covers the load cases only.")
+	if r.meta["access_log"] == "on" {
+		b.WriteString(" HAProxy's figures leave out its log receiver (`bench/logsink`, in place of a syslog daemon).")
+	}
+	b.WriteString("\n")
 }
 
 // problems lists failed targets and runs, for the end of the report.
@@ -245,7 +257,7 @@ func (r *results) problems() []string {
 			out = append(out, s)
 		}
 	}
-	for _, c := range cases {
+	for _, c := range allCases() {
 		for _, t := range targets {
 			rn, ok := r.runs[c.id][t]
 			switch {
@@ -271,7 +283,7 @@ const maxQuietOtherCPU = 10
 func (r *results) worstOtherCPU() (int64, string) {
 	var worst int64
 	where := ""
-	for _, c := range cases {
+	for _, c := range allCases() {
 		for _, t := range targets {
 			rn, ok := r.runs[c.id][t]
 			if ok && rn.otherCPU.ok && rn.otherCPU.v > worst {

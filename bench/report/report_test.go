@@ -57,6 +57,31 @@ func TestRenderGolden(t *testing.T) {
 			},
 		},
 		{
+			desc: "access logs on, nginx both ways, the LLM case",
+			dir:  "logs-llm",
+			wantIn: []string{
+				"- Access logs: **on** for every target",
+				"| vegeta (LLM constant-rate load) | v12.13.0 |",
+				// nginx without buffering: its own row and ratio.
+				"| nginx, proxy_buffering off | 1,450 (1,400–1,500) |",
+				"gateway/nginx, proxy_buffering off: req/s 1.41×",
+				// The LLM latency tables: added over direct, medians of rounds.
+				"| gateway (LLM route) | 6,100 (6,000–6,200) | 152 µs | 270 µs (265 µs–275 µs) | +85 µs | +150 µs |",
+				"| nginx | 9,100 (9,000–9,200) | 102 µs | 180 µs (175 µs–185 µs) | +35 µs | +60 µs |",
+				"#### Constant rate, 5,000 req/s",
+				"| gateway (LLM route) | 4,999 (4,999–4,999) | 175 µs | 420 µs (400 µs–900 µs) | +93 µs | +260 µs |",
+				"The gateway's LLM route at 0.45× of its plain-proxy req/s (small body, 50 connections: 27,500).",
+				"107 µs (LiteLLM's Rust build), agentgateway 186 µs, Bifrost 939 µs (onthebench, July 2026, Graviton, 4 cores)",
+				// Goals.
+				"| LLM added p50 ≤ 1.2× nginx's (1 conn) | +85 µs vs +35 µs (2.43×) | **not met** |",
+				"| LLM added p99 ≤ 1.2× nginx's (5,000 req/s) | +260 µs vs +110 µs (2.36×) | **not met** |",
+				"| LLM req/s ≥ 0.9× the gateway's plain-proxy req/s (50 conns) | 12,500 vs 27,500 (0.45×) | **not met** |",
+				// Access logs: lines against requests.
+				"| HAProxy | 701,200 | 712,000 | 0.985 |",
+				"| gateway | 812,345 | 812,340 | 1.000 |",
+			},
+		},
+		{
 			desc: "gateway failed, broken runs, busy machine",
 			dir:  "gateway-failed",
 			wantIn: []string{

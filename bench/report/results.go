@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,17 +17,20 @@ import (
 const (
 	targetDirect  = "direct"
 	targetGateway = "gateway"
-	targetNginx   = "nginx"
-	targetHAProxy = "haproxy"
+	// targetNginx is nginx with its default response buffering,
+	// targetNginxNobuf the same with proxy_buffering off.
+	targetNginx      = "nginx"
+	targetNginxNobuf = "nginx-nobuf"
+	targetHAProxy    = "haproxy"
 	// targetFastHTTP is bench/fastproxy, a bare fasthttp reverse proxy: the
 	// reference for what the gateway's own stack costs by itself.
 	targetFastHTTP = "fasthttp"
 )
 
-var targets = []string{targetDirect, targetGateway, targetNginx, targetHAProxy, targetFastHTTP}
+var targets = []string{targetDirect, targetGateway, targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP}
 
 // proxies are the targets that sit between wrk and the upstream.
-var proxies = []string{targetGateway, targetNginx, targetHAProxy, targetFastHTTP}
+var proxies = []string{targetGateway, targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP}
 
 // benchCase is one load shape. IDs match the wrk file names run.sh writes.
 type benchCase struct {
@@ -38,11 +42,33 @@ type benchCase struct {
 
 const latencyCase = "small-c1"
 
+const smallCase = "small-c50"
+
 var cases = []benchCase{
-	{id: "small-c50", title: "Small body (100 B), 50 connections", short: "small, 50 conns", conns: 50},
+	{id: smallCase, title: "Small body (100 B), 50 connections", short: "small, 50 conns", conns: 50},
 	{id: "1m-c10", title: "1 MiB body, 10 connections", short: "1 MiB, 10 conns", conns: 10},
 	{id: latencyCase, title: "Small body (100 B), 1 connection (latency)", short: "small, 1 conn", conns: 1},
 }
+
+// The LLM case: chat completions against an emulated provider, through
+// nginx (no LLM work) and the gateway's LLM route. llmRateCase runs at a
+// constant rate (llmload, open loop); the others are wrk runs.
+const (
+	llmLatencyCase = "llm-c1"
+	llmRateCase    = "llm-rate"
+	llmLoadCase    = "llm-c50"
+)
+
+var llmCases = []benchCase{
+	{id: llmLatencyCase, title: "1 connection", short: "LLM, 1 conn", conns: 1},
+	{id: llmRateCase, title: "constant rate", short: "LLM, constant rate"},
+	{id: llmLoadCase, title: "50 connections", short: "LLM, 50 conns", conns: 50},
+}
+
+var llmTargets = []string{targetDirect, targetGateway, targetNginx}
+
+// allCases are the plain cases, then the LLM ones.
+func allCases() []benchCase { return append(append([]benchCase(nil), cases...), llmCases...) }
 
 // optInt is an integer that may be absent.
 type optInt struct {
@@ -60,6 +86,10 @@ type targetInfo struct {
 	rssPeakKiB     optInt
 	connsOpened    optInt
 	connsOpenAtEnd optInt
+	// With access logs on: the lines the target's access log held at the
+	// end, and the requests the load generators completed against it.
+	accessLogLines optInt
+	requestsSent   optInt
 }
 
 // run is one target's measurement in one case: a parsed result, or why there
@@ -116,11 +146,15 @@ func loadResults(dir string) (*results, error) {
 		}
 		r.targets[t] = info
 	}
-	for _, c := range cases {
+	for _, c := range allCases() {
 		r.runs[c.id] = map[string]run{}
+		kind := wrkRuns
+		if c.id == llmRateCase {
+			kind = rateRuns
+		}
 		for _, t := range targets {
 			base := filepath.Join(dir, "wrk", c.id+"."+t)
-			rn, ok, err := loadRounds(base)
+			rn, ok, err := loadRounds(base, kind)
 			if err != nil {
 				return nil, err
 			}
@@ -148,6 +182,8 @@ func loadTarget(path string) (targetInfo, error) {
 		"rss_peak_kib":      &info.rssPeakKiB,
 		"conns_opened":      &info.connsOpened,
 		"conns_open_at_end": &info.connsOpenAtEnd,
+		"access_log_lines":  &info.accessLogLines,
+		"requests_sent":     &info.requestsSent,
 	} {
 		s, ok := kv[key]
 		if !ok || s == "" {
@@ -162,12 +198,27 @@ func loadTarget(path string) (targetInfo, error) {
 	return info, nil
 }
 
+// runKind is how one kind of load run is read and ranked.
+type runKind struct {
+	parse func([]byte) (wrkResult, error)
+	// rank orders a case's rounds; the median round by it stands for them.
+	rank func(wrkResult) float64
+}
+
+var (
+	// wrkRuns are wrk's closed-loop runs, ranked by req/s.
+	wrkRuns = runKind{parse: parseWrk, rank: func(r wrkResult) float64 { return r.ReqPerSec }}
+	// rateRuns are constant-rate runs (bench/llmload), whose req/s is set
+	// by the load generator, ranked by p50.
+	rateRuns = runKind{parse: parseRate, rank: func(r wrkResult) float64 { return float64(r.P50) }}
+)
+
 // loadRounds reads a target's runs in one case: base itself, or its rounds
-// base.r1, base.r2, ... A failed round fails the whole; otherwise the round
-// with the median req/s stands for them (the upper of the two middle ones
-// for an even count).
-func loadRounds(base string) (run, bool, error) {
-	if rn, ok := loadRun(base); ok {
+// base.r1, base.r2, ... A failed round fails the whole; otherwise the median
+// round by kind.rank stands for them (the upper of the two middle ones for
+// an even count).
+func loadRounds(base string, kind runKind) (run, bool, error) {
+	if rn, ok := loadRun(base, kind); ok {
 		var err error
 		rn.rounds = 1
 		rn.minRPS, rn.maxRPS = rn.res.ReqPerSec, rn.res.ReqPerSec
@@ -177,7 +228,7 @@ func loadRounds(base string) (run, bool, error) {
 	var rounds []run
 	for i := 1; ; i++ {
 		rb := fmt.Sprintf("%s.r%d", base, i)
-		rn, ok := loadRun(rb)
+		rn, ok := loadRun(rb, kind)
 		if !ok {
 			break
 		}
@@ -204,11 +255,11 @@ func loadRounds(base string) (run, bool, error) {
 	for i, rn := range rounds {
 		byRound[i] = rn.res.ReqPerSec
 	}
-	sort.Slice(rounds, func(i, j int) bool { return rounds[i].res.ReqPerSec < rounds[j].res.ReqPerSec })
+	sort.Slice(rounds, func(i, j int) bool { return kind.rank(rounds[i].res) < kind.rank(rounds[j].res) })
 	med := rounds[len(rounds)/2]
 	med.otherCPU = busiest
 	med.rounds = len(rounds)
-	med.minRPS, med.maxRPS = rounds[0].res.ReqPerSec, rounds[len(rounds)-1].res.ReqPerSec
+	med.minRPS, med.maxRPS = slices.Min(byRound), slices.Max(byRound)
 	med.roundRPS = byRound
 	p99s := make([]time.Duration, len(rounds))
 	for i, rn := range rounds {
@@ -250,11 +301,11 @@ func pairedRatios(a, b run) (median, lo, hi float64, ok bool) {
 	return ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], true
 }
 
-// loadRun reads base.txt (wrk output) or base.err; ok is false when neither
-// exists, i.e. the run was not attempted.
-func loadRun(base string) (run, bool) {
+// loadRun reads base.txt (the load generator's output) or base.err; ok is
+// false when neither exists, i.e. the run was not attempted.
+func loadRun(base string, kind runKind) (run, bool) {
 	if out, err := os.ReadFile(base + ".txt"); err == nil {
-		res, perr := parseWrk(out)
+		res, perr := kind.parse(out)
 		if perr != nil {
 			return run{err: perr.Error()}, true
 		}

@@ -158,3 +158,60 @@ func parseSocketErrors(s string) (int64, error) {
 	}
 	return total, nil
 }
+
+// parseRate reads the key=value summary of one `llmload rate` run:
+// requests, errors, throughput (answered req/s), p50_us and p99_us.
+func parseRate(out []byte) (wrkResult, error) {
+	kv, err := parseKV(out)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	num := func(key string) (int64, error) {
+		v, ok := kv[key]
+		if !ok {
+			return 0, fmt.Errorf("no %s", key)
+		}
+		return parseCount(v)
+	}
+	var r wrkResult
+	if r.Requests, err = num("requests"); err != nil {
+		return wrkResult{}, err
+	}
+	if r.Non2xx, err = num("errors"); err != nil {
+		return wrkResult{}, err
+	}
+	p50, err := num("p50_us")
+	if err != nil {
+		return wrkResult{}, err
+	}
+	p99, err := num("p99_us")
+	if err != nil {
+		return wrkResult{}, err
+	}
+	if p50 > maxRateLatencyUs || p99 > maxRateLatencyUs {
+		return wrkResult{}, fmt.Errorf("latency beyond an hour: p50 %d µs, p99 %d µs", p50, p99)
+	}
+	r.P50, r.P99 = time.Duration(p50)*time.Microsecond, time.Duration(p99)*time.Microsecond
+	tp, ok := kv["throughput"]
+	if !ok {
+		return wrkResult{}, errors.New("no throughput")
+	}
+	if r.ReqPerSec, err = parseNonNegFloat(tp); err != nil {
+		return wrkResult{}, fmt.Errorf("throughput: %w", err)
+	}
+	// A run that answered well below the rate asked for measured a queue,
+	// the target's or the machine's, not the target's latency at that rate.
+	if target, err := num("target_rate"); err == nil && r.ReqPerSec < minAnsweredShare*float64(target) {
+		return wrkResult{}, fmt.Errorf("answered %s of the %s req/s asked for: the target or the machine could not keep up",
+			fmtRate(r.ReqPerSec), fmtCount(target))
+	}
+	return r, nil
+}
+
+// maxRateLatencyUs bounds a latency read from llmload, in µs (an hour: no
+// run lasts that long), so that it converts to a time.Duration unharmed.
+const maxRateLatencyUs = int64(time.Hour / time.Microsecond)
+
+// minAnsweredShare is the share of a constant-rate run's requests per
+// second that must be answered for its latencies to count.
+const minAnsweredShare = 0.95

@@ -131,3 +131,62 @@ func FuzzParseWrk(f *testing.F) {
 		}
 	})
 }
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		desc    string
+		in      string
+		want    wrkResult
+		wantErr string
+	}{
+		{desc: "kept up", in: "target_rate=5000\nrequests=15000\nerrors=2\nrate=5000.0\nthroughput=4990.5\np50_us=120\np99_us=450\nmax_us=900\n",
+			want: wrkResult{Requests: 15000, Non2xx: 2, ReqPerSec: 4990.5, P50: 120 * time.Microsecond, P99: 450 * time.Microsecond}},
+		{desc: "no target rate recorded", in: "requests=10\nerrors=0\nthroughput=1\np50_us=1\np99_us=2\n",
+			want: wrkResult{Requests: 10, ReqPerSec: 1, P50: time.Microsecond, P99: 2 * time.Microsecond}},
+		{desc: "fell behind", in: "target_rate=5000\nrequests=15000\nerrors=0\nthroughput=4700\np50_us=9000\np99_us=90000\n",
+			wantErr: "answered 4,700 of the 5,000 req/s asked for"},
+		{desc: "latency that would overflow", in: "requests=1\nerrors=0\nthroughput=1\np50_us=1\np99_us=9223372036854775807\n",
+			wantErr: "latency beyond an hour"},
+		{desc: "no p99", in: "target_rate=5000\nrequests=15000\nerrors=0\nthroughput=5000\np50_us=1\n", wantErr: "no p99_us"},
+		{desc: "wrk output", in: "Running 3s test @ http://127.0.0.1/\n", wantErr: "want key=value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := parseRate([]byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzParseRate: whatever parseRate accepts holds no negative figure, and
+// answers at least the share of the rate asked for that it requires.
+func FuzzParseRate(f *testing.F) {
+	f.Add([]byte("target_rate=5000\nrequests=15000\nerrors=2\nrate=5000.0\nthroughput=4990.5\np50_us=120\np99_us=450\n"))
+	f.Add([]byte("requests=1\nerrors=0\nthroughput=0\np50_us=0\np99_us=0\n"))
+	f.Add([]byte("target_rate=9223372036854775807\nrequests=1\nerrors=0\nthroughput=1e308\np50_us=1\np99_us=1\n"))
+	f.Add([]byte("requests=1\nerrors=0\nthroughput=1\np50_us=9223372036854775807\np99_us=1\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r, err := parseRate(in)
+		if err != nil {
+			return
+		}
+		if r.ReqPerSec < 0 || r.P50 < 0 || r.P99 < 0 || r.Requests < 0 || r.Errors() < 0 {
+			t.Fatalf("parseRate accepted negative values: %+v", r)
+		}
+		kv, _ := parseKV(in)
+		if target, err := parseCount(kv["target_rate"]); err == nil && r.ReqPerSec < minAnsweredShare*float64(target) {
+			t.Fatalf("parseRate accepted %v req/s answered of %d asked for", r.ReqPerSec, target)
+		}
+	})
+}

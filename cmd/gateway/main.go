@@ -141,12 +141,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	log, accessLog, err := newLoggers(f, stderr)
+	log, accessLog, flushAccessLog, err := newLoggers(f, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway:", err)
 		return 1
 	}
 	defer log.Sync() //nolint:errcheck
+	// Runs after shutdown has drained the last requests.
+	defer flushAccessLog()
 	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
 		runtime.GOMAXPROCS(f.Config.WorkerThreads.N)
 	}
