@@ -12,6 +12,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/cost"
 	"github.com/relaygate/gateway/backend/llm/promptcache"
 	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy/jwtauth"
@@ -223,6 +224,11 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		return nil, prefixFieldError(path, err)
 	}
 	out := &llmProvider{p: p, tokenize: np.Tokenize}
+	if np.Tokenize {
+		// The vocabularies load once, in the background, so the first
+		// request that counts does not pay for it.
+		go tokens.Preload()
+	}
 	if auth != nil && auth.Passthrough != nil {
 		loc, err := jwtauth.NewLocation(auth.Passthrough.Location)
 		if err != nil {
