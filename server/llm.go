@@ -67,12 +67,18 @@ func (t *llmTarget) exchange(b *bind, rs *requestState, r *route, rb *routeBacke
 
 // routeType resolves the kind of request a path carries.
 func (t *llmTarget) routeType(path []byte) provider.RouteType {
-	for i := range t.routes {
-		if bytes.HasSuffix(path, []byte(t.routes[i].suffix)) {
-			return t.routes[i].rt
+	return llmRouteType(t.routes, t.fallback, path)
+}
+
+// llmRouteType is the route type of the longest suffix in routes that path
+// ends with, else fallback.
+func llmRouteType(routes []llmRoute, fallback provider.RouteType, path []byte) provider.RouteType {
+	for i := range routes {
+		if bytes.HasSuffix(path, []byte(routes[i].suffix)) {
+			return routes[i].rt
 		}
 	}
-	return t.fallback
+	return fallback
 }
 
 // clientFormat is the wire format the client speaks on a chat route type.
@@ -207,7 +213,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	// X-Forwarded-* and the backend's header policies apply. Each attempt
 	// starts again from this head, so one provider's credentials never
 	// reach another.
-	b.prepareRequest(rs, rb, t.anyUpstream(), false, fields, false)
+	b.prepareRequest(rs, rb, nil, false, fields, false)
 	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
 	req.Header.Del(fasthttp.HeaderContentEncoding)
 	if x.saved == nil {
@@ -487,14 +493,6 @@ func (t *llmTarget) reportHealth(p *llmProvider, o balance.Outcome) {
 		t.metrics.SetProviderHealth(t.name, p.p.Name(), false)
 		t.metrics.ProviderEvicted(t.name, p.p.Name())
 	}
-}
-
-// anyUpstream is an upstream of the backend for prepareRequest, which only
-// reads its Host name (replaced per attempt).
-func (t *llmTarget) anyUpstream() *backend.Upstream {
-	it := t.set.Attempts(0)
-	p, _, _ := it.Next()
-	return p.up
 }
 
 // llmAuthContext bounds a credential fetch by the attempt's deadline, or

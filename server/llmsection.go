@@ -80,7 +80,7 @@ var llmSectionRoutes = map[string]config.LLMRouteType{
 // serveLLMModels answers a request to the llm section.
 func (b *bind) serveLLMModels(rs *requestState, r *route, rb *routeBackend, m *llmModels) int {
 	fctx := rs.pc.Fast
-	rt := (&llmTarget{routes: m.routes, fallback: m.fallback}).routeType(rs.pc.Path)
+	rt := llmRouteType(m.routes, m.fallback, rs.pc.Path)
 	if rt == provider.Models && fctx.Request.Header.IsGet() {
 		// The section's own list of the models clients may ask for.
 		fctx.Response.Header.SetContentType("application/json")

@@ -270,7 +270,8 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 
 	// Hostname backends get their own name as Host, unless a rewrite already
 	// chose one; IP backends keep the client's Host.
-	if up.HostName != "" && !rs.pc.HostRewritten {
+	// (up is nil for an LLM request, whose Host each attempt sets.)
+	if up != nil && up.HostName != "" && !rs.pc.HostRewritten {
 		h.SetHostBytes(up.HostHeader)
 	}
 	// backendAuth passthrough re-adds the token that authentication
