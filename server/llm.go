@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -54,6 +55,9 @@ type llmProvider struct {
 	// passthrough is the provider's backendAuth passthrough.
 	passthrough   bool
 	passthroughAt jwtauth.Location
+	// shownHealthy is set while the health gauge is known to show it
+	// healthy, so that a success does not look its series up again.
+	shownHealthy atomic.Bool
 }
 
 // The ai backend applies every backend policy: the header modifiers and
@@ -390,9 +394,14 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				attemptDeadline = d
 			}
 		}
-		ctx, cancel := llmAuthContext(attemptDeadline)
-		err := prov.p.Authorize(ctx, req)
-		cancel()
+		var err error
+		if prov.p.AuthorizeFetches() {
+			ctx, cancel := llmAuthContext(attemptDeadline)
+			err = prov.p.Authorize(ctx, req)
+			cancel()
+		} else {
+			err = prov.p.Authorize(context.Background(), req)
+		}
 		if err != nil {
 			rs.upstreamErr = err
 			member.Report(balance.ServerError, 0)
@@ -488,8 +497,12 @@ func (b *bind) llmPolicyRequest(rs *requestState, x *llmExchange, pol *aipolicy.
 func (t *llmTarget) reportHealth(p *llmProvider, o balance.Outcome) {
 	switch o {
 	case balance.Success, balance.ClientError:
-		t.metrics.SetProviderHealth(t.name, p.p.Name(), true)
+		if !p.shownHealthy.Load() {
+			t.metrics.SetProviderHealth(t.name, p.p.Name(), true)
+			p.shownHealthy.Store(true)
+		}
 	default:
+		p.shownHealthy.Store(false)
 		t.metrics.SetProviderHealth(t.name, p.p.Name(), false)
 		t.metrics.ProviderEvicted(t.name, p.p.Name())
 	}

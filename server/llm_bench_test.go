@@ -138,3 +138,17 @@ func benchPOST(b *testing.B, addr string, body []byte) {
 		}
 	}
 }
+
+// BenchmarkLLMProxyPlain is BenchmarkLLMProxy's request through a plain
+// route (no ai backend): the difference is what the LLM work costs.
+func BenchmarkLLMProxyPlain(b *testing.B) {
+	up := llmBenchUpstream(b)
+	gw := startGatewayBench(b, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: "`+up+`"}]
+`, TransportStd)
+	benchPOST(b, gw, benchChatBody())
+}

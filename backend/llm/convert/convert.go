@@ -172,6 +172,7 @@ type translator struct {
 	rsParts   []llm.ResponsesContent
 	gmResp    llm.GeminiResponse
 	bdResp    llm.BedrockResponse
+	usage     usages // passResponse's
 
 	mask answerMask
 }
@@ -269,8 +270,13 @@ func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) 
 	r := &t.resp
 	r.reset()
 	t.mask.g = info.Mask
-	if info.Mask != nil && info.Client == info.Provider {
-		return t.maskedPassResponse(dst, body, info.Client)
+	if info.Client == info.Provider {
+		if info.Mask != nil {
+			return t.maskedPassResponse(dst, body, info.Client)
+		}
+		if info.Client.providerFormat() {
+			return t.passResponse(dst, body, info.Client)
+		}
 	}
 	var err error
 	switch info.Provider {

@@ -1,36 +1,33 @@
 package convert
 
 import (
+	"strconv"
+
 	"github.com/relaygate/gateway/codec/llm"
 )
 
 // passRequest serves a client whose format the provider speaks: the body is
 // copied with only what the gateway changes rewritten (model, and for Chat
-// the stream's usage option), and read only as far as RequestInfo needs.
+// the stream's usage option), and read only as far as RequestInfo needs:
+// its top-level members are walked without decoding (llm.Members), and only
+// the few that RequestInfo reads are parsed.
 func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, RequestInfo, error) {
-	var h struct {
-		Model               string                `json:"model"`
-		Stream              bool                  `json:"stream"`
-		StreamOptions       llm.ChatStreamOptions `json:"stream_options"`
-		MaxTokens           int                   `json:"max_tokens"`
-		MaxCompletionTokens int                   `json:"max_completion_tokens"`
-		MaxOutputTokens     int                   `json:"max_output_tokens"`
-		GenerationConfig    struct {
-			MaxOutputTokens int `json:"maxOutputTokens"`
-		} `json:"generationConfig"`
-		InferenceConfig struct {
-			MaxTokens int `json:"maxTokens"`
-		} `json:"inferenceConfig"`
-	}
-	// Only these members are read, and the body goes on as it came (the
-	// provider validates it), so sonic's own checks suffice: no Valid pass.
-	if err := t.dec.DecodeTrusted(body, &h); err != nil {
+	h, err := readPassHead(body)
+	if err != nil {
 		return dst, *info, badRequest("invalid " + info.Client.String() + " request: " + err.Error())
 	}
-	info.Model, info.Stream = h.Model, h.Stream
-	info.IncludeUsage = info.Client != Chat || h.StreamOptions.IncludeUsage
-	info.MaxTokens = max(h.MaxTokens, h.MaxCompletionTokens, h.MaxOutputTokens,
-		h.GenerationConfig.MaxOutputTokens, h.InferenceConfig.MaxTokens)
+	// The model is a string only when asked for: the server gives the
+	// model it resolved in o.Model, and info then takes that.
+	if o.Model == "" && len(h.model) > 0 {
+		model, err := llm.Text(nil, h.model)
+		if err != nil {
+			return dst, *info, badRequest("invalid " + info.Client.String() + " request: the model is not a valid string")
+		}
+		info.Model = string(model)
+	}
+	info.Stream = h.stream
+	info.IncludeUsage = info.Client != Chat || h.includeUsage
+	info.MaxTokens = h.maxTokens
 	switch info.Client {
 	case Chat, Messages, Responses:
 	case Gemini, Bedrock:
@@ -43,17 +40,18 @@ func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options
 	default:
 		return dst, *info, badRequest(info.Client.String() + " is not a client format")
 	}
-	var err error
 	start := len(dst)
 	out := body
-	if o.Model != "" && o.Model != h.Model {
+	if o.Model != "" {
 		info.Model = o.Model
-		var model [128]byte
-		dst, err = llm.SetMember(dst, out, "model", llm.AppendString(model[:0], o.Model))
-		if err != nil {
-			return dst[:start], *info, badRequest("invalid request body")
+		if !modelIs(h.model, o.Model) {
+			var model [128]byte
+			dst, err = llm.SetMember(dst, out, "model", llm.AppendString(model[:0], o.Model))
+			if err != nil {
+				return dst[:start], *info, badRequest("invalid request body")
+			}
+			out = dst[start:]
 		}
-		out = dst[start:]
 	}
 	if info.Client == Chat && info.Stream && o.StreamUsage && !info.IncludeUsage {
 		next := len(dst)
@@ -67,4 +65,204 @@ func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options
 		dst = append(dst, body...)
 	}
 	return dst, *info, nil
+}
+
+// passHead is what passRequest reads of a body.
+type passHead struct {
+	model        llm.Raw // the model's string token, nil when absent or null
+	stream       bool
+	includeUsage bool
+	maxTokens    int // the largest of the formats' output bounds
+}
+
+// passErr is readPassHead's error: which member has the wrong type.
+type passErr string
+
+func (e passErr) Error() string { return string(e) }
+
+// readPassHead reads the members of a request body that RequestInfo
+// needs, in any of the formats: model, stream, Chat's
+// stream_options.include_usage, and the output bounds (max_tokens,
+// max_completion_tokens, max_output_tokens, Gemini's
+// generationConfig.maxOutputTokens, Bedrock's inferenceConfig.maxTokens).
+// A member of the wrong type is an error; null reads as absent. Names
+// with escapes are compared decoded.
+func readPassHead(body []byte) (passHead, error) {
+	var h passHead
+	var m llm.Members
+	m.Reset(body)
+	for m.Next() {
+		v := m.Value()
+		var err error
+		switch {
+		case m.NameIs("model"):
+			if v.IsString() {
+				h.model = v
+			} else if !isNull(v) {
+				err = passErr(`"model" is not a string`)
+			}
+		case m.NameIs("stream"):
+			h.stream, err = rawBool(v, "stream")
+		case m.NameIs("stream_options"):
+			h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
+		case m.NameIs("max_tokens"), m.NameIs("max_completion_tokens"), m.NameIs("max_output_tokens"):
+			err = h.bound(v)
+		case m.NameIs("generationConfig"):
+			err = h.nestedBound(v, "generationConfig", "maxOutputTokens")
+		case m.NameIs("inferenceConfig"):
+			err = h.nestedBound(v, "inferenceConfig", "maxTokens")
+		}
+		if err != nil {
+			return h, err
+		}
+	}
+	if m.Err() != nil {
+		return h, m.Err()
+	}
+	return h, nil
+}
+
+// bound takes an output bound v (an integer, or null) into maxTokens.
+func (h *passHead) bound(v llm.Raw) error {
+	if isNull(v) {
+		return nil
+	}
+	n, err := strconv.Atoi(string(v)) // no allocation: converted in place
+	if err != nil {
+		return passErr("an output token bound is not an integer")
+	}
+	h.maxTokens = max(h.maxTokens, n)
+	return nil
+}
+
+// nestedBound reads the bound called member of the object v (named obj).
+func (h *passHead) nestedBound(v llm.Raw, obj, member string) error {
+	if isNull(v) {
+		return nil
+	}
+	if !v.IsObject() {
+		return passErr(`"` + obj + `" is not an object`)
+	}
+	var m llm.Members
+	m.Reset(v)
+	for m.Next() {
+		if m.NameIs(member) {
+			return h.bound(m.Value())
+		}
+	}
+	return nil
+}
+
+// nestedBool reads the boolean called member of the object v (named obj).
+func nestedBool(v llm.Raw, obj, member string) (bool, error) {
+	if isNull(v) {
+		return false, nil
+	}
+	if !v.IsObject() {
+		return false, passErr(`"` + obj + `" is not an object`)
+	}
+	var m llm.Members
+	m.Reset(v)
+	for m.Next() {
+		if m.NameIs(member) {
+			return rawBool(m.Value(), obj+"."+member)
+		}
+	}
+	return false, nil
+}
+
+// rawBool reads a boolean token (null reads as false).
+func rawBool(v llm.Raw, name string) (bool, error) {
+	switch string(v) {
+	case "true":
+		return true, nil
+	case "false", "null":
+		return false, nil
+	}
+	return false, passErr(`"` + name + `" is not a boolean`)
+}
+
+func isNull(v llm.Raw) bool { return string(v) == "null" }
+
+// modelIs reports whether the string token tok is the model name (a token
+// with escapes never is: rewriting it is harmless).
+func modelIs(tok llm.Raw, model string) bool {
+	return len(tok) == len(model)+2 && string(tok[1:len(tok)-1]) == model
+}
+
+// passResponse serves an answer in the client's own format: it goes on as
+// it came, and only its usage is read (the member that holds it, decoded
+// alone; the others are skipped without decoding). An answer that is not a
+// JSON object is the provider's fault, as when translating.
+func (t *translator) passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
+	name := "usage"
+	if f == Gemini {
+		name = "usageMetadata"
+	}
+	var u Usage
+	var m llm.Members
+	m.Reset(body)
+	for m.Next() {
+		if !m.NameIs(name) {
+			continue
+		}
+		var err error
+		if u, err = t.decodeUsage(m.Value(), f); err != nil {
+			return dst, Usage{}, providerInvalid(err)
+		}
+	}
+	if err := m.Err(); err != nil {
+		return dst, Usage{}, providerInvalid(err)
+	}
+	return append(dst, body...), u, nil
+}
+
+// usages are decodeUsage's targets, kept in the pooled translator so
+// that decoding into them does not allocate.
+type usages struct {
+	chat llm.ChatUsage
+	an   llm.AnthropicUsage
+	rs   llm.ResponsesUsage
+	gm   llm.GeminiUsage
+	bd   llm.BedrockUsage
+}
+
+// decodeUsage decodes a usage object of format f (null: none).
+func (t *translator) decodeUsage(v llm.Raw, f Format) (Usage, error) {
+	if isNull(v) {
+		return Usage{}, nil
+	}
+	u := &t.usage
+	switch f {
+	case Chat:
+		u.chat = llm.ChatUsage{}
+		err := t.dec.DecodeTrusted(v, &u.chat)
+		return chatUsage(&u.chat), err
+	case Messages:
+		u.an = llm.AnthropicUsage{}
+		err := t.dec.DecodeTrusted(v, &u.an)
+		return anthropicUsage(&u.an), err
+	case Responses:
+		u.rs = llm.ResponsesUsage{}
+		err := t.dec.DecodeTrusted(v, &u.rs)
+		return responsesUsage(&u.rs), err
+	case Gemini:
+		u.gm = llm.GeminiUsage{}
+		err := t.dec.DecodeTrusted(v, &u.gm)
+		return geminiUsage(&u.gm), err
+	case Bedrock:
+		u.bd = llm.BedrockUsage{}
+		err := t.dec.DecodeTrusted(v, &u.bd)
+		return bedrockUsage(&u.bd), err
+	}
+	return Usage{}, nil
+}
+
+// providerFormat reports a format providers answer in.
+func (f Format) providerFormat() bool {
+	switch f {
+	case Chat, Messages, Responses, Gemini, Bedrock:
+		return true
+	}
+	return false
 }

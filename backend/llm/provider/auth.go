@@ -66,6 +66,17 @@ func (p *Provider) Authorize(ctx context.Context, req *fasthttp.Request) error {
 	return p.creds.apply(ctx, req)
 }
 
+// AuthorizeFetches reports whether Authorize may fetch something (a token,
+// or signing credentials), and so needs a context with a deadline; with a
+// key, or no credentials, it does not.
+func (p *Provider) AuthorizeFetches() bool {
+	switch p.creds.(type) {
+	case nil, *keyCredentials:
+		return false
+	}
+	return true
+}
+
 // setProviderHeaders sets the headers the provider's API requires.
 func (p *Provider) setProviderHeaders(h *fasthttp.RequestHeader, target []byte) {
 	anthropic := p.kind == kindAnthropic ||

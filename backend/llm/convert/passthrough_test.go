@@ -1,0 +1,107 @@
+package convert
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPassRequestHead: what passRequest reads of a body in the client's own
+// format, and the bodies it refuses.
+func TestPassRequestHead(t *testing.T) {
+	tests := []struct {
+		desc, body string
+		client     Format
+		want       RequestInfo // Client and Provider aside
+		wantErr    string
+	}{
+		{desc: "chat, stream with usage", client: Chat,
+			body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":7,"max_completion_tokens":9}`,
+			want: RequestInfo{Model: "m", Stream: true, IncludeUsage: true, MaxTokens: 9}},
+		{desc: "nulls read as absent", client: Chat,
+			body: `{"model":null,"stream":null,"stream_options":null,"max_tokens":null}`,
+			want: RequestInfo{}},
+		{desc: "escaped member names", client: Chat,
+			body: `{"mod\u0065l":"m","str\u0065am":true}`,
+			want: RequestInfo{Model: "m", Stream: true}},
+		{desc: "gemini bound", client: Gemini,
+			body: `{"contents":[],"generationConfig":{"temperature":1,"maxOutputTokens":12}}`,
+			want: RequestInfo{IncludeUsage: true, MaxTokens: 12}},
+		{desc: "bedrock bound", client: Bedrock,
+			body: `{"messages":[],"inferenceConfig":{"maxTokens":5}}`,
+			want: RequestInfo{IncludeUsage: true, MaxTokens: 5}},
+		{desc: "messages", client: Messages,
+			body: `{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi \"there\""}]}`,
+			want: RequestInfo{Model: "claude", IncludeUsage: true, MaxTokens: 100}},
+		{desc: "stream not a boolean", client: Chat, body: `{"stream":"yes"}`, wantErr: `"stream" is not a boolean`},
+		{desc: "bound not an integer", client: Chat, body: `{"max_tokens":1.5}`, wantErr: "not an integer"},
+		{desc: "model not a string", client: Chat, body: `{"model":3}`, wantErr: `"model" is not a string`},
+		{desc: "stream_options not an object", client: Chat, body: `{"stream_options":true}`, wantErr: "not an object"},
+		{desc: "not an object", client: Chat, body: `[1]`, wantErr: "invalid"},
+		{desc: "cut short", client: Chat, body: `{"model":"m","messages":[`, wantErr: "invalid"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, info, err := Request(nil, tc.client, tc.client, []byte(tc.body), &Options{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			info.Client, info.Provider = 0, 0
+			if info != tc.want {
+				t.Fatalf("info %+v, want %+v", info, tc.want)
+			}
+		})
+	}
+}
+
+// TestPassResponseUsage: an answer in the client's own format goes on byte
+// for byte, and its usage is read, in every provider format.
+func TestPassResponseUsage(t *testing.T) {
+	tests := []struct {
+		f       Format
+		body    string
+		want    Usage
+		wantErr bool
+	}{
+		{f: Chat, body: `{"id":"x","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":1}}}`,
+			want: Usage{InputTokens: 3, OutputTokens: 2, CachedInputTokens: 1}},
+		{f: Messages, body: `{"content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":4}}`,
+			want: Usage{InputTokens: 7, OutputTokens: 2, CachedInputTokens: 4}},
+		{f: Responses, body: `{"output":[],"usage":{"input_tokens":3,"output_tokens":2}}`,
+			want: Usage{InputTokens: 3, OutputTokens: 2}},
+		{f: Gemini, body: `{"candidates":[],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}`,
+			want: Usage{InputTokens: 3, OutputTokens: 2}},
+		{f: Bedrock, body: `{"output":{},"usage":{"inputTokens":3,"outputTokens":2}}`,
+			want: Usage{InputTokens: 3, OutputTokens: 2}},
+		{f: Chat, body: `{"choices":[],"usage":null}`},
+		{f: Chat, body: `{"choices":[]}`},
+		{f: Chat, body: `{"usage":{"prompt_tokens":"three"}}`, wantErr: true},
+		{f: Chat, body: `{"choices":[`, wantErr: true},
+		{f: Chat, body: `"text"`, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.f.String()+" "+tc.body, func(t *testing.T) {
+			out, u, err := Response(nil, []byte(tc.body), RequestInfo{Client: tc.f, Provider: tc.f})
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("no error, usage %+v", u)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.body {
+				t.Fatalf("body changed: %s", out)
+			}
+			if u != tc.want {
+				t.Fatalf("usage %+v, want %+v", u, tc.want)
+			}
+		})
+	}
+}
