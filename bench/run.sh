@@ -22,6 +22,7 @@ Environment knobs (defaults in brackets):
   BENCH_LOAD_CPU      CPU wrk and idleconns are pinned to [1]
   BENCH_UPSTREAM_CPU  CPU the upstream server is pinned to [BENCH_PROXY_CPU]
   BENCH_TARGETS       subset of "direct gateway nginx nginx-nobuf haproxy fasthttp" [all six]
+                      (the LLM case's gateway-plain, a route of the gateway, runs with gateway)
   BENCH_ACCESS_LOG    on: every target writes an access log to a file; off: none [on]
   BENCH_LLM_RATE      request rate of the LLM case's constant-rate runs [5000] (per second)
   BENCH_GATEWAY_BIN   use this gateway binary instead of building ./cmd/gateway
@@ -239,8 +240,8 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 14)
-((${#ports[@]} == 14)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 15)
+((${#ports[@]} == 15)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
 declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]}
 	[fasthttp]=${ports[7]} [nginx-nobuf]=${ports[8]})
@@ -248,9 +249,12 @@ GW_READY_PORT=${ports[2]}
 GW_MCP_PORT=${ports[5]}
 MCP_TARGET_PORT=${ports[6]}
 # The LLM case: the emulated provider (direct) and the proxies in front of it.
+# gateway-plain is a second bind of the gateway process, a plain route to the
+# provider: the LLM route's baseline with the same request (bench/README.md).
 LLM_UPSTREAM_PORT=${ports[9]}
-declare -A LLM_PORT=([direct]=$LLM_UPSTREAM_PORT [gateway]=${ports[10]} [nginx]=${ports[11]} [nginx-nobuf]=${ports[12]})
-LLM_TARGETS=(direct gateway nginx)
+declare -A LLM_PORT=([direct]=$LLM_UPSTREAM_PORT [gateway]=${ports[10]} [nginx]=${ports[11]} [nginx-nobuf]=${ports[12]}
+	[gateway-plain]=${ports[14]})
+LLM_TARGETS=(direct gateway gateway-plain nginx)
 LLM_BODY=$BENCH_DIR/llm/request.json
 LLM_KEY=bench-key # the emulator's; matches backendAuth in gateway.yaml
 HAPROXY_LOG_PORT=${ports[13]} # UDP: HAProxy's syslog target, bench/logsink
@@ -354,7 +358,8 @@ LOG_OF=([gateway]=${ACCESS_FILE[gateway]} [nginx]=$OUT/nginx.log [nginx-nobuf]=$
 start_gateway() {
 	GW_PORT=${PORT[gateway]} GW_READY_PORT=$GW_READY_PORT UPSTREAM_PORT=$UPSTREAM_PORT \
 		GW_MCP_PORT=$GW_MCP_PORT MCP_TARGET_PORT=$MCP_TARGET_PORT \
-		GW_LLM_PORT=${LLM_PORT[gateway]} LLM_UPSTREAM_PORT=$LLM_UPSTREAM_PORT GW_LOG_LEVEL=$GW_LOG_LEVEL \
+		GW_LLM_PORT=${LLM_PORT[gateway]} GW_LLM_PLAIN_PORT=${LLM_PORT[gateway-plain]} \
+		LLM_UPSTREAM_PORT=$LLM_UPSTREAM_PORT GW_LOG_LEVEL=$GW_LOG_LEVEL \
 		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"${LOG_OF[gateway]}" 2>&1 &
 	PID[gateway]=$!
 	STARTED+=("$!")
@@ -494,6 +499,16 @@ other_cpu_pct() {
 
 running() { [[ ${STATUS[$1]:-} == ok && -n ${PID[$1]:-} ]]; }
 
+# process_of TARGET: the target whose process serves TARGET. gateway-plain is
+# a route of the gateway process, not a process of its own: it runs, fails,
+# logs and spends CPU as the gateway does.
+process_of() {
+	case $1 in
+	gateway-plain) echo gateway ;;
+	*) echo "$1" ;;
+	esac
+}
+
 PROXIES=()
 for t in gateway nginx nginx-nobuf haproxy fasthttp; do
 	wanted "$t" || continue
@@ -527,8 +542,9 @@ LLM_CASES=(llm-c1 llm-rate llm-c50)
 declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [llm-c1]=1 [llm-c50]=50)
 declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small)
 
-# llm_key TARGET: the key a client sends: its own, straight to the provider
-# or through nginx; none to the gateway, which adds the backend's.
+# llm_key TARGET: the key a client sends: its own, straight to the provider,
+# through nginx or through the gateway's plain route; none to the gateway's
+# LLM route, which adds the backend's.
 llm_key() { [[ $1 == gateway ]] || echo "$LLM_KEY"; }
 llm_url() { echo "http://127.0.0.1:${LLM_PORT[$1]}/v1/chat/completions"; }
 
@@ -561,8 +577,9 @@ completed() {
 # warm-up in the first, with the CPU time of the target (direct's: the
 # upstream's) and of everything else meanwhile.
 measure() {
-	local c=$1 t=$2 round=$3 base=$OUT/wrk/$1.$2.r$3 upstream=${PID[direct]} pids
-	running "$t" || return 0 # failed earlier: already reported
+	local c=$1 t=$2 round=$3 base=$OUT/wrk/$1.$2.r$3 upstream=${PID[direct]} pids proc
+	proc=$(process_of "$t")
+	running "$proc" || return 0 # failed earlier: already reported
 	if [[ $c == llm-* && -n ${LLM_FAILED[$t]:-} ]]; then
 		echo "${LLM_FAILED[$t]}" >"$base.err"
 		return 0
@@ -571,18 +588,18 @@ measure() {
 	if [[ $t == direct ]]; then
 		pids=("$upstream")
 	else
-		mapfile -t pids < <(target_pids "$t")
+		mapfile -t pids < <(target_pids "$proc")
 	fi
 	if ! alive "${pids[0]}"; then
-		echo "$t is not running" >"$base.err"
-		fail "$t" "exited before $c: $(lastlines "${LOG_OF[$t]:-$OUT/upstream.log}")"
+		echo "$proc is not running" >"$base.err"
+		fail "$proc" "exited before $c: $(lastlines "${LOG_OF[$proc]:-$OUT/upstream.log}")"
 		return 0
 	fi
 	if ((round == 1)); then
 		log "$c: $t (warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
 		load_command "$c" "$t" "$WARMUP"
 		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${LOAD[@]}" >"$OUT/wrk/$c.$t.warmup.txt" 2>&1 || true
-		SENT[$t]=$((${SENT[$t]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
+		SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
 	fi
 	local ours=("$upstream") before ticks=0 after=0 pid
 	[[ $t == direct ]] || ours+=("${pids[@]}")
@@ -602,8 +619,8 @@ measure() {
 		# Negative only if the target died meanwhile (reported as failed).
 		((ticks < 0)) || echo "target_cpu_us=$((ticks * 1000000 / CLK_TCK))"
 	} >"$base.load"
-	SENT[$t]=$((${SENT[$t]:-0} + $(completed "$base.txt")))
-	alive "${pids[0]}" || fail "$t" "exited during $c: $(lastlines "${LOG_OF[$t]:-$OUT/upstream.log}")"
+	SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$base.txt")))
+	alive "${pids[0]}" || fail "$proc" "exited during $c: $(lastlines "${LOG_OF[$proc]:-$OUT/upstream.log}")"
 }
 
 # run_rounds CASE TARGET...: ROUNDS rounds of CASE. Within a case the
@@ -612,13 +629,14 @@ measure() {
 # running right after direct favours one proxy; the report takes each
 # target's median round.
 run_rounds() {
-	local c=$1 round t
+	local c=$1 round t proc
 	shift
 	local order=("$@")
 	for ((round = 1; round <= ROUNDS; round++)); do
 		for t in direct "${order[@]}"; do
-			wanted "$t" || continue
-			[[ ${STATUS[$t]} == skipped ]] && continue
+			proc=$(process_of "$t")
+			wanted "$proc" || continue
+			[[ ${STATUS[$proc]} == skipped ]] && continue
 			measure "$c" "$t" "$round"
 		done
 		order=("${order[@]:1}" "${order[0]}")
@@ -630,10 +648,12 @@ for c in "${CASES[@]}"; do
 done
 
 # The LLM case: first one request through each target, checked at the
-# provider (the gateway must have resolved the alias, set the default,
-# masked the address and added the key), then the same rounds.
+# provider (the gateway's LLM route must have resolved the alias, set the
+# default, masked the address and added the key; the others, its plain route
+# included, must pass the body as sent), then the same rounds.
 for t in "${LLM_TARGETS[@]}"; do
-	if ! wanted "$t" || ! running "$t" || [[ -n ${LLM_FAILED[$t]:-} ]]; then
+	proc=$(process_of "$t")
+	if ! wanted "$proc" || ! running "$proc" || [[ -n ${LLM_FAILED[$t]:-} ]]; then
 		continue
 	fi
 	expect=raw
@@ -646,7 +666,7 @@ for t in "${LLM_TARGETS[@]}"; do
 	fi
 done
 for c in "${LLM_CASES[@]}"; do
-	run_rounds "$c" gateway nginx
+	run_rounds "$c" gateway gateway-plain nginx
 done
 
 # ---------------------------------------------------------------- memory

@@ -15,6 +15,8 @@ var targetLabels = map[string]string{
 	targetNginxNobuf: "nginx, proxy_buffering off",
 	targetHAProxy:    "HAProxy",
 	targetFastHTTP:   "bare fasthttp proxy (reference)",
+	// Beside "gateway (LLM route)" in the LLM tables (llmCells).
+	targetGatewayPlain: "gateway, plain route (no LLM work)",
 }
 
 // render writes the RESULTS.md text.
@@ -258,11 +260,12 @@ func (r *results) problems() []string {
 		}
 	}
 	for _, c := range allCases() {
-		for _, t := range targets {
+		for _, t := range caseTargets(c) {
 			rn, ok := r.runs[c.id][t]
+			status := r.targets[processOf(t)].status
 			switch {
 			case !ok:
-			case rn.err != "" && r.targets[t].status != "" && r.targets[t].status != "ok":
+			case rn.err != "" && status != "" && status != "ok":
 				// Already listed as a failed target.
 			case rn.err != "":
 				out = append(out, fmt.Sprintf("%s, %s: %s", c.short, targetLabels[t], oneLine(rn.err)))
@@ -284,7 +287,7 @@ func (r *results) worstOtherCPU() (int64, string) {
 	var worst int64
 	where := ""
 	for _, c := range allCases() {
-		for _, t := range targets {
+		for _, t := range caseTargets(c) {
 			rn, ok := r.runs[c.id][t]
 			if ok && rn.otherCPU.ok && rn.otherCPU.v > worst {
 				worst, where = rn.otherCPU.v, c.short+", "+targetLabels[t]

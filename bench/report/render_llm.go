@@ -66,9 +66,12 @@ func (r *results) renderLLM(b *strings.Builder) {
 		"(958 bytes, model `fast`, one e-mail address in the prompt). *direct*: straight to the provider. *nginx*: `proxy_pass` " +
 		"to it, no LLM work. *gateway*: the LLM route of `bench/gateway.yaml`, an `ai` backend (OpenAI, `hostOverride` the " +
 		"provider, `backendAuth` key) with `modelAliases {fast: gpt-4o-mini}`, `defaults {temperature: 0.2}` and a prompt " +
-		"guard masking e-mail addresses, access log as above. Before measuring, `bench/llmload check` sends one request through each " +
-		"and reads what reached the provider: through the gateway the model must be `gpt-4o-mini`, the temperature 0.2, the " +
-		"address masked, the key the backend's. *Added*: the target's p50 (p99) minus direct's, each the median over the rounds.\n")
+		"guard masking e-mail addresses, access log as above. *gateway, plain route*: the same gateway process, another bind of " +
+		"`bench/gateway.yaml` with a plain route to the provider and no LLM work, the client's own key passing through as through " +
+		"nginx: the LLM route's baseline with the same request. Before measuring, `bench/llmload check` sends one request through each " +
+		"and reads what reached the provider: through the LLM route the model must be `gpt-4o-mini`, the temperature 0.2, the " +
+		"address masked, the key the backend's; through the others the body as sent. " +
+		"*Added*: the target's p50 (p99) minus direct's, each the median over the rounds.\n")
 
 	r.renderLLMLatency(b, llmLatencyCase, "#### 1 connection (wrk)", "req/s")
 	r.renderLLMLatency(b, llmRateCase, fmt.Sprintf("#### Constant rate, %s req/s (llmload: vegeta as a library, open loop; "+
@@ -99,29 +102,77 @@ func (r *results) renderLLMLatency(b *strings.Builder, caseID, title, rateName s
 		row = append(row, cells[4:]...)
 		fmt.Fprintf(b, "| %s |\n", strings.Join(row, " | "))
 	}
+	if p50, p99, ok := r.llmWork(caseID); ok {
+		fmt.Fprintf(b, "\nThe LLM work (the gateway's LLM route minus its plain route, same process and request): p50 %s, p99 %s.\n",
+			fmtSignedLatency(p50), fmtSignedLatency(p99))
+	}
 }
 
-// renderLLMLoad is the 50-connection LLM table, with the gateway's rate
-// against its own plain-proxy rate.
+// llmWork is what the LLM work adds in one case: the gateway's LLM route's
+// p50 and p99 minus its plain route's. The two differ in that work alone,
+// so this is its latency, unmixed with the cost of carrying the request.
+func (r *results) llmWork(caseID string) (p50, p99 time.Duration, ok bool) {
+	llm, okLLM := r.valid(caseID, targetGateway)
+	plain, okPlain := r.valid(caseID, targetGatewayPlain)
+	if !okLLM || !okPlain {
+		return 0, 0, false
+	}
+	return llm.P50 - plain.P50, llm.P99 - plain.P99, true
+}
+
+// renderLLMLoad is the 50-connection LLM table, with the gateway's LLM
+// route against nginx and against its own plain route, and its rate against
+// both of the gateway's plain-proxy rates: the same request's (the goal's)
+// and the small GET's (informational).
 func (r *results) renderLLMLoad(b *strings.Builder) {
 	b.WriteString("\n#### 50 connections (wrk)\n\n| target | req/s | p50 | p99 | CPU per request | errors | other CPU load |\n" +
 		"|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range llmTargets {
 		fmt.Fprintf(b, "| %s |\n", strings.Join(r.llmCells(llmLoadCase, t), " | "))
 	}
-	var sentences []string
-	if s, ok := r.ratio(llmLoadCase, targetGateway, targetNginx, "gateway/nginx"); ok {
-		sentences = append(sentences, s+".")
+	var ratios []string
+	for _, p := range []struct{ a, b, name string }{
+		{targetGateway, targetNginx, "gateway (LLM route)/nginx"},
+		{targetGateway, targetGatewayPlain, "gateway (LLM route)/gateway, plain route"},
+		{targetGatewayPlain, targetNginx, "gateway, plain route/nginx"},
+	} {
+		if s, ok := r.ratio(llmLoadCase, p.a, p.b, p.name); ok {
+			ratios = append(ratios, s)
+		}
 	}
-	gw, okLLM := r.valid(llmLoadCase, targetGateway)
-	plain, okPlain := r.valid(smallCase, targetGateway)
-	if okLLM && okPlain && plain.ReqPerSec > 0 {
-		sentences = append(sentences, fmt.Sprintf("The gateway's LLM route at %s of its plain-proxy req/s (small body, 50 connections: %s).",
-			fmtRatio(gw.ReqPerSec/plain.ReqPerSec), fmtRate(plain.ReqPerSec)))
+	var sentences []string
+	if len(ratios) > 0 {
+		sentences = append(sentences, strings.Join(ratios, "; ")+".")
+	}
+	var shares []string
+	if ratio, plain, ok := r.llmRateOver(llmLoadCase, targetGatewayPlain); ok {
+		shares = append(shares, fmt.Sprintf("%s of its plain route's req/s with the same request (%s; the goal's baseline)",
+			fmtRatio(ratio), fmtRate(plain)))
+	}
+	if ratio, plain, ok := r.llmRateOver(smallCase, targetGateway); ok {
+		shares = append(shares, fmt.Sprintf("%s of its plain-proxy req/s of the small GET (100 B response, no request body, "+
+			"50 connections: %s; informational, as it mixes the LLM work with the cost of carrying a 1 KB POST)",
+			fmtRatio(ratio), fmtRate(plain)))
+	}
+	if len(shares) > 0 {
+		sentences = append(sentences, "The gateway's LLM route at "+strings.Join(shares, ", and at ")+".")
 	}
 	if len(sentences) > 0 {
 		fmt.Fprintf(b, "\n%s\n", strings.Join(sentences, " "))
 	}
+}
+
+// llmRateOver divides the gateway's LLM route's req/s at 50 connections by
+// a plain route's req/s (plainTarget's in caseID), and returns the latter
+// too: gateway-plain in llmLoadCase is the same request, the gateway in
+// smallCase the small GET.
+func (r *results) llmRateOver(caseID, plainTarget string) (ratio, plainRPS float64, ok bool) {
+	llm, okLLM := r.valid(llmLoadCase, targetGateway)
+	plain, okPlain := r.valid(caseID, plainTarget)
+	if !okLLM || !okPlain || plain.ReqPerSec <= 0 {
+		return 0, 0, false
+	}
+	return llm.ReqPerSec / plain.ReqPerSec, plain.ReqPerSec, true
 }
 
 // llmCells are a target's cells in an LLM case: label, req/s (with range),

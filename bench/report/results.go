@@ -25,6 +25,11 @@ const (
 	// targetFastHTTP is bench/fastproxy, a bare fasthttp reverse proxy: the
 	// reference for what the gateway's own stack costs by itself.
 	targetFastHTTP = "fasthttp"
+	// targetGatewayPlain is the LLM case's baseline: a plain route of the
+	// gateway process to the emulated provider, taking the same request as
+	// the LLM route without its LLM work. It is a route, not a process: it
+	// has no targets/NAME.txt of its own (see processOf).
+	targetGatewayPlain = "gateway-plain"
 )
 
 var targets = []string{targetDirect, targetGateway, targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP}
@@ -65,10 +70,27 @@ var llmCases = []benchCase{
 	{id: llmLoadCase, title: "50 connections", short: "LLM, 50 conns", conns: 50},
 }
 
-var llmTargets = []string{targetDirect, targetGateway, targetNginx}
+var llmTargets = []string{targetDirect, targetGateway, targetGatewayPlain, targetNginx}
 
 // allCases are the plain cases, then the LLM ones.
 func allCases() []benchCase { return append(append([]benchCase(nil), cases...), llmCases...) }
+
+// caseTargets are the targets that may have a run in case c.
+func caseTargets(c benchCase) []string {
+	if slices.ContainsFunc(llmCases, func(l benchCase) bool { return l.id == c.id }) {
+		return llmTargets
+	}
+	return targets
+}
+
+// processOf is the target whose process serves t, and whose targets/NAME.txt
+// (status, memory, access log) is t's: the gateway's for its plain route.
+func processOf(t string) string {
+	if t == targetGatewayPlain {
+		return targetGateway
+	}
+	return t
+}
 
 // optInt is an integer that may be absent.
 type optInt struct {
@@ -152,7 +174,7 @@ func loadResults(dir string) (*results, error) {
 		if c.id == llmRateCase {
 			kind = rateRuns
 		}
-		for _, t := range targets {
+		for _, t := range caseTargets(c) {
 			base := filepath.Join(dir, "wrk", c.id+"."+t)
 			rn, ok, err := loadRounds(base, kind)
 			if err != nil {
