@@ -64,7 +64,7 @@ func (t *translator) readChatRequest(body []byte) error {
 		if tl.Type != "function" {
 			return badRequest("tool type " + quoteForError(tl.Type) + " cannot be translated")
 		}
-		r.tools = append(r.tools, tool{name: tl.Function.Name, desc: tl.Function.Description, schema: tl.Function.Parameters})
+		r.tools = append(r.tools, tool{name: tl.Function.Name, desc: tl.Function.Description, schema: tl.Function.Parameters, strict: tl.Function.Strict})
 	}
 	return t.chatToolChoice(c.ToolChoice)
 }
@@ -297,6 +297,7 @@ func (t *translator) writeChatRequest(dst []byte) ([]byte, error) {
 			dst = appendOptionalRaw(dst, `,"description":`, tl.desc)
 			dst = append(dst, `,"parameters":`...)
 			dst = appendSchema(dst, tl.schema)
+			dst = appendOptionalRaw(dst, `,"strict":`, tl.strict)
 			dst = append(dst, `}}`...)
 		}
 		dst = append(dst, ']')

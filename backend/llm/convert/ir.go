@@ -65,6 +65,7 @@ type tool struct {
 	desc   llm.Raw
 	schema llm.Raw
 	cache  llm.Raw
+	strict llm.Raw // Chat's and Responses' strict schema adherence; only Chat providers take it
 }
 
 type toolChoice uint8

@@ -52,7 +52,7 @@ func (t *translator) readResponsesRequest(body []byte) error {
 		if tl.Type != "function" {
 			return badRequest("tool type " + quoteForError(tl.Type) + " cannot be translated")
 		}
-		r.tools = append(r.tools, tool{name: tl.Name, desc: tl.Description, schema: tl.Parameters})
+		r.tools = append(r.tools, tool{name: tl.Name, desc: tl.Description, schema: tl.Parameters, strict: tl.Strict})
 	}
 	switch c := q.ToolChoice; string(c) {
 	case "", "null":
