@@ -276,6 +276,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				// (a non-chat body, FormatUnknown, gets the field edits only)
 				out, status, done := b.llmPolicyRequest(rs, x, prov.policy, cur, cf, &in, deadline)
 				if done {
+					// Refused before the model was read: the log
+					// still names the model asked for.
+					x.reqModel = append(x.reqModel[:0], aipolicy.Model(cur)...)
 					return status
 				}
 				if len(out) > 0 && (len(cur) == 0 || &out[0] != &cur[0]) {
