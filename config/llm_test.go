@@ -435,7 +435,6 @@ llm: {models: [{name: m, provider: groq}]}
 		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
-		r + "policies.ai.promptGuard.streaming: guarding streamed answers with remote response guards is not implemented yet (response[1])",
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

@@ -146,19 +146,10 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	}
 }
 
-// notServedYet adds what a prompt guard asks that is not served yet: remote
-// response guards on streamed answers (streaming: Enabled).
-func (g *PromptGuard) notServedYet(path string, add func(path, msg string)) {
-	if g.Streaming != "Enabled" {
-		return
-	}
-	for i, r := range g.Response {
-		if r.Regex == nil {
-			add(path+".streaming", "guarding streamed answers with remote response guards is not implemented yet ("+indexPath("response", i)+")")
-			return
-		}
-	}
-}
+// notServedYet adds what a prompt guard asks that is not served yet:
+// nothing now (remote response guards judge streamed answers with
+// streaming: Enabled, in windows: backend/llm/aipolicy's window.go).
+func (g *PromptGuard) notServedYet(path string, add func(path, msg string)) {}
 
 // backendAuthNotServed adds the backendAuth forms the data plane does not
 // apply yet, path being the policies holding it. ai says the backends it

@@ -2,16 +2,20 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"sync"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/server/telemetry"
 )
 
@@ -48,8 +52,14 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 
 	if status >= 200 && status < 300 && x.info.Stream && isEventStream(up.Header.ContentType()) && up.IsBodyStream() {
 		s := convert.AcquireStream(x.info)
+		ls := acquireLLMStream(x, s, up.BodyStream())
+		if pol := x.prov.guardPolicy(); pol != nil && pol.GuardsStreams() && pol.HasRemoteResponseGuards() {
+			var in *celrules.Input
+			ctx, cancel := guardContext(requestDeadline(rs))
+			ls.guardWith(pol, remoteInput(rs, &in, &up.Header, ctx), cancel, b.gw.log)
+		}
 		h.SetContentType(convert.StreamContentType(x.info.Client))
-		resp.SetBodyStream(acquireLLMStream(x, s, up.BodyStream()), -1)
+		resp.SetBodyStream(ls, -1)
 		finishResponse(resp)
 		return status
 	}
@@ -147,10 +157,12 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 		return
 	}
 	o := telemetry.LLMObservation{
-		Operation:     operationName(x.rt),
-		Provider:      x.prov.p.System(),
-		RequestModel:  string(x.reqModel),
-		ResponseModel: string(x.model),
+		Operation: operationName(x.rt),
+		Provider:  x.prov.p.System(),
+		// Views of the exchange's buffers, not copies: Observe keeps
+		// nothing of them (LLMObservation), nor does the catalog.
+		RequestModel:  bytesView(x.reqModel),
+		ResponseModel: bytesView(x.model),
 		Backend:       x.prov.p.Name(),
 		Duration:      monoNow() - x.start,
 		ErrorType:     x.errType,
@@ -168,7 +180,7 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 		o.TimeToFirstToken = x.ttft - x.start
 	}
 	if x.hasUsage && x.target.catalog != nil {
-		if c, ok := x.target.catalog.Cost(o.Provider, string(x.model), costUsage(x.usage)); ok {
+		if c, ok := x.target.catalog.Cost(o.Provider, o.ResponseModel, costUsage(x.usage)); ok {
 			o.Cost, x.cost, x.costKnown = c, c, true
 		}
 	}
@@ -190,13 +202,16 @@ func costUsage(u convert.Usage) cost.Usage {
 
 // llmStream is the body of a streamed LLM answer: the provider's stream,
 // translated (s set) or as it is, read by fasthttp as it writes the
-// response. Closing it returns the upstream connection, accounts the
-// exchange and tells the request's observer.
+// response, and held back window by window while remote guards judge it
+// (guard set, llm_respond.go's streamGuard). Closing it returns the
+// upstream connection, accounts the exchange and tells the request's
+// observer.
 type llmStream struct {
 	b        *bind
 	rs       *requestState
 	x        *llmExchange
 	s        *convert.Stream
+	guard    *streamGuard
 	src      io.Reader
 	in, out  []byte
 	off      int
@@ -242,28 +257,10 @@ func (ls *llmStream) Read(p []byte) (int, error) {
 			return 0, ls.err
 		}
 		ls.out, ls.off = ls.out[:0], 0
-		n, err := ls.src.Read(ls.in)
-		if n > 0 {
-			var ferr error
-			ls.out, ferr = ls.s.Feed(ls.out, ls.in[:n])
-			if ferr != nil {
-				// The client's error event is in out: the stream ends
-				// after it, cleanly (a cut would lose the event's chunk).
-				ls.done, ls.err, ls.failed = true, io.EOF, ferr
-				continue
-			}
-		}
-		if err != nil {
-			// The provider's stream ended: its last events, or an error
-			// event when it ended early or the read failed.
-			var cerr error
-			ls.out, cerr = ls.s.Close(ls.out)
-			ls.done, ls.err = true, io.EOF
-			if err != io.EOF {
-				ls.failed = err
-			} else if cerr != nil {
-				ls.failed = cerr
-			}
+		if ls.guard != nil {
+			ls.guardedStep()
+		} else {
+			ls.out = ls.step(ls.out)
 		}
 	}
 	if ls.x.ttft == 0 {
@@ -273,6 +270,36 @@ func (ls *llmStream) Read(p []byte) (int, error) {
 	ls.off += n
 	ls.n += n
 	return n, nil
+}
+
+// step reads the provider's next bytes and appends what the client is to
+// get of them to dst. The stream is done after its end, or after an error
+// event.
+func (ls *llmStream) step(dst []byte) []byte {
+	n, err := ls.src.Read(ls.in)
+	if n > 0 {
+		var ferr error
+		dst, ferr = ls.s.Feed(dst, ls.in[:n])
+		if ferr != nil {
+			// The client's error event is in dst: the stream ends after
+			// it, cleanly (a cut would lose the event's chunk).
+			ls.done, ls.err, ls.failed = true, io.EOF, ferr
+			return dst
+		}
+	}
+	if err != nil {
+		// The provider's stream ended: its last events, or an error event
+		// when it ended early or the read failed.
+		var cerr error
+		dst, cerr = ls.s.Close(dst)
+		ls.done, ls.err = true, io.EOF
+		if err != io.EOF {
+			ls.failed = err
+		} else if cerr != nil {
+			ls.failed = cerr
+		}
+	}
+	return dst
 }
 
 // Close ends the exchange: the upstream body is closed (its connection
@@ -294,6 +321,9 @@ func (ls *llmStream) Close() error {
 	if ls.s != nil {
 		x.usage, x.hasUsage = ls.s.Usage(), true
 		convert.ReleaseStream(ls.s)
+	}
+	if ls.guard != nil {
+		releaseStreamGuard(ls.guard)
 	}
 	n, obs, observed, b, rs := ls.n, ls.obs, ls.observed, ls.b, ls.rs
 	in, out := ls.in, ls.out[:0]
@@ -332,4 +362,110 @@ func appendLLMFields(fields []zap.Field, x *llmExchange) []zap.Field {
 		fields = append(fields, zap.String("llm.error", x.errType))
 	}
 	return fields
+}
+
+// bytesView is b as a string without a copy, for a callee that keeps no
+// part of it: b must not change while the string is in use.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// Guarding a stream with the remote response guards (promptGuard.streaming:
+// Enabled; aipolicy's window.go says how): the client's events are held
+// back in streamGuard.held while their text (convert.Stream's tap) gathers
+// into the next window; when a window is due the guards judge it, and the
+// held events go out, or an error event in the client's format replaces
+// them and ends the stream. Without streaming: Enabled, remote response
+// guards do not judge streams (agentgateway's behaviour).
+
+// guardPolicy is the provider's ai policy (nil: none, or no provider).
+func (p *llmProvider) guardPolicy() *aipolicy.Policy {
+	if p == nil {
+		return nil
+	}
+	return p.policy
+}
+
+// streamGuard is a guarded stream's state.
+type streamGuard struct {
+	pol    *aipolicy.Policy
+	remote *aipolicy.RemoteInput
+	cancel context.CancelFunc // the guards' context's
+	log    *zap.Logger
+	win    aipolicy.StreamWindow
+	held   []byte // the client's events since the last window
+	text   []byte // the text taken from the stream
+}
+
+// maxHeldBytes bounds the events held back: with sparse text (tool calls,
+// thinking) a window is judged once they reach it, and when none of their
+// text is pending they go out unjudged.
+const maxHeldBytes = 64 << 10
+
+// maxKeptHeld bounds the buffer a pooled streamGuard keeps.
+const maxKeptHeld = 256 << 10
+
+var streamGuards = sync.Pool{New: func() any { return new(streamGuard) }}
+
+// guardWith has pol's remote response guards judge the stream, their calls
+// made with remote (cancel ends its context, once the stream closes). The
+// stream's text is tapped from now on.
+func (ls *llmStream) guardWith(pol *aipolicy.Policy, remote *aipolicy.RemoteInput, cancel context.CancelFunc, log *zap.Logger) {
+	g := streamGuards.Get().(*streamGuard)
+	g.pol, g.remote, g.cancel, g.log = pol, remote, cancel, log
+	ls.s.TapText()
+	ls.guard = g
+}
+
+func releaseStreamGuard(g *streamGuard) {
+	g.cancel()
+	g.win.Reset()
+	held, text := g.held[:0], g.text[:0]
+	if cap(held) > maxKeptHeld {
+		held = nil
+	}
+	*g = streamGuard{win: g.win, held: held, text: text}
+	streamGuards.Put(g)
+}
+
+// guardedStep reads the provider's next bytes into the held events. When
+// a window's worth of text is pending, too many events are held or the
+// stream ended, the pending text is judged: out gets the held events, or
+// the error event that replaces them.
+func (ls *llmStream) guardedStep() {
+	g := ls.guard
+	g.held = ls.step(g.held)
+	g.text = ls.s.TakeText(g.text[:0])
+	g.win.Add(g.text)
+	if !ls.done && g.win.Pending() < aipolicy.StreamWindowText && len(g.held) < maxHeldBytes {
+		return
+	}
+	if g.win.Pending() > 0 && ls.blocked() {
+		return
+	}
+	ls.out, g.held = g.held, ls.out[:0]
+}
+
+// blocked has the guards judge the pending window. A rejection replaces
+// the held events with an error event (agentgateway's type and code, the
+// rejection's body as its message) and ends the stream, cleanly.
+func (ls *llmStream) blocked() bool {
+	g, x := ls.guard, ls.x
+	v := g.pol.ResponseWindow(g.win.Next(), g.remote)
+	for _, err := range v.FailedOpen {
+		g.log.Warn("streaming prompt guard failed: the window passes", zap.Error(err))
+		if x.guard == "" {
+			x.guard = "failed_open"
+		}
+	}
+	if v.MaskPassed != "" {
+		g.log.Debug("a streaming prompt guard masked a window: streams cannot be masked by remote guards, the window passes",
+			zap.String("guard", v.MaskPassed))
+	}
+	if v.Rejection == nil {
+		return false
+	}
+	x.guard = "rejected"
+	g.held = g.held[:0]
+	ls.out = ls.s.Abort(ls.out[:0], "guardrail_blocked", "guardrail_intervention", v.Rejection.Body())
+	ls.done, ls.err = true, io.EOF
+	return true
 }

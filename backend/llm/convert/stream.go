@@ -51,7 +51,8 @@ type Stream struct {
 	anW   anthropicWriter
 	rsW   responsesWriter
 
-	mk streamMask // masking the answer's text (stream_mask.go)
+	mk  streamMask // masking the answer's text (stream_mask.go)
+	tap textTap    // collecting the answer's text (stream_tap.go)
 }
 
 // MaxEventBytes bounds one provider event (an SSE event's data, an event
@@ -113,6 +114,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.chatW.reset()
 	s.anW.reset()
 	s.rsW.reset()
+	s.resetTap()
 	if s.mk.pass && info.Client != Chat && info.Client != Messages && info.Client != Responses {
 		// Fail closed: the provider's bytes would reach the client unmasked.
 		s.err = errMaskFormat(info.Client)
@@ -154,9 +156,12 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			if s.err != nil {
 				return dst, s.err
 			}
+			if s.tap.on {
+				s.tapBedrock(&m)
+			}
 		}
 	}
-	if s.pass && !s.strip && !s.mk.pass {
+	if s.pass && !s.strip && !s.mk.pass && !s.tap.on {
 		dst = append(dst, p...)
 	}
 	for len(p) > 0 {
@@ -171,6 +176,9 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 		dst = s.sseEvent(dst, ev)
 		if s.err != nil {
 			return dst, s.err
+		}
+		if s.tap.on {
+			dst = s.tapEvent(dst, ev)
 		}
 		if s.blind {
 			if s.strip {
@@ -227,9 +235,9 @@ func (s *Stream) fail(dst []byte, status int, typ, msg string) ([]byte, error) {
 	if s.err != nil {
 		return dst, s.err
 	}
-	if s.pass && !s.mk.pass {
+	if s.pass && !s.mk.pass && !s.tap.on {
 		// The client gets the provider's bytes as they are; only the usage
-		// is lost.
+		// is lost. (Not when tapped: the text would go uncollected.)
 		s.blind, s.rd.ended = true, true
 		return dst, nil
 	}

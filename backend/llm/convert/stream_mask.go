@@ -72,6 +72,8 @@ type streamMask struct {
 	// lastSeq is the last one written.
 	seqShift, lastSeq int64
 	rs                rsPassEvent
+	// tap, when set, collects the text the maskers release (stream_tap.go).
+	tap *[]byte
 }
 
 // maskSlot is one text being streamed: a block of a translated stream, a
@@ -170,6 +172,9 @@ func (k *streamMask) write(j int, tok llm.Raw) []byte {
 		k.plain = k.plain[:0] // not a string: no text
 	}
 	k.out = k.slots[j].m.Write(k.out[:0], k.plain)
+	if k.tap != nil {
+		*k.tap = append(*k.tap, k.out...)
+	}
 	return k.out
 }
 
@@ -177,6 +182,9 @@ func (k *streamMask) write(j int, tok llm.Raw) []byte {
 // content) and returns it; the slot stays open.
 func (k *streamMask) flush(j int, released []byte) []byte {
 	k.out = k.slots[j].m.Flush(released)
+	if k.tap != nil {
+		*k.tap = append(*k.tap, k.out[len(released):]...)
+	}
 	return k.out
 }
 
