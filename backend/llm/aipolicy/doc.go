@@ -51,4 +51,9 @@
 // text parts of one message into one text (and collapses the parts into
 // one when it masks); here each part is read and masked on its own, so the
 // message keeps its parts and a match split across two parts goes unseen.
+//
+// Streamed answers (promptGuard.streaming: Enabled) are judged by the remote
+// response guards in windows (window.go): StreamWindow gathers the text,
+// ResponseWindow judges each window of 1 KiB of new text plus the last
+// 256 bytes already judged, as agentgateway does.
 package aipolicy

@@ -83,4 +83,9 @@
 // from an io.Reader; a Stream is pushed to); Bedrock's binary event stream
 // is decoded with the AWS SDK's eventstream package, CRCs checked. Each
 // provider event is bounded by MaxEventBytes.
+//
+// For remote guards on streams, TapText has a Stream keep the text of the
+// deltas it writes (after masking) for TakeText, and Abort ends a stream
+// with an error event of the client's format; a tapped stream writes whole
+// events only, so what is held back can be released or dropped whole.
 package convert
