@@ -386,7 +386,11 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		req.UseHostHeader = true
 		if len(body) > 0 || req.Header.IsPost() {
 			req.SetBodyRaw(body)
-			req.Header.SetContentType("application/json")
+			if jsonBody {
+				// (a passthrough body keeps the client's type: a
+				// multipart upload is not JSON)
+				req.Header.SetContentType("application/json")
+			}
 		}
 		if prov.passthrough && len(rs.pc.Token) > 0 {
 			rs.pc.KeepScratch(prov.passthroughAt.Insert(req, rs.pc.Token, rs.pc.Scratch()))
@@ -558,7 +562,9 @@ func (b *bind) llmClientError(x *llmExchange, status int, msg string) int {
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType("application/json")
 	x.out = convert.AppendError(x.out[:0], f, status, msg)
-	resp.SetBodyRaw(x.out)
+	// A copy: x goes back to its pool when the request is recorded, before
+	// fasthttp writes the response.
+	resp.SetBody(x.out)
 	return status
 }
 
