@@ -15,11 +15,11 @@ type NotServed struct {
 }
 
 // NotServedYet lists the settings of f that decode and validate but that
-// the data plane does not serve yet: the llm section, some LLM features
-// (prompt caching, remote guards on streamed answers, some route types, provider
-// moderation and Bedrock guardrails, the copilot provider), backend auth
-// other than passthrough on backends that are not ai backends, and some
-// backend auth forms. The server refuses a file holding any when it applies
+// the data plane does not serve yet: some LLM route types, provider
+// moderation, the copilot provider and provider presets without an
+// address, a few llm section settings (LLMConfig.notServedYet), backend
+// auth other than passthrough on backends that are not ai backends, and
+// some backend auth forms. The server refuses a file holding any when it applies
 // it, so that no setting is silently ignored, while `--validate-only`
 // accepts it. An entry goes when its feature is built.
 func (f *File) NotServedYet() []NotServed {
@@ -82,9 +82,6 @@ func (f *File) NotServedYet() []NotServed {
 				add(path+"."+decode.JoinKey("routes", k), "route type \""+string(p.Routes[k])+"\" is not implemented yet")
 			}
 		}
-		if g := p.PromptGuard; g != nil {
-			g.notServedYet(path+".promptGuard", add)
-		}
 	})
 	if f.LLM != nil {
 		f.LLM.notServedYet(add)
@@ -92,7 +89,14 @@ func (f *File) NotServedYet() []NotServed {
 	return out
 }
 
-// notServedYet adds the settings of the llm section not served yet.
+// notServedYet adds the settings of the llm section not served yet:
+// provider presets without an address, the copilot provider, backend auth
+// forms, passthrough "detect" (the detect route type), requestHeaders on a
+// header each provider attempt sets itself (Host, and the credential
+// headers of a model with credentials: agentgateway applies requestHeaders
+// after the credentials, the attempt loop here before them), and failover
+// virtual models whose models have authorization or different
+// requestHeaders (agentgateway applies those per provider attempt).
 func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	provider := func(path string, p *LLMModelProvider, params *LLMParams) {
 		switch {
@@ -104,52 +108,137 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 			add(path+".provider", "the copilot provider is not implemented yet")
 		}
 	}
-	policies := func(path string, p *LLMModelPolicies) {
-		if p.RequestHeaders != nil {
-			add(path+".requestHeaders", "model request headers are not implemented yet")
-		}
-		if p.ResponseHeaders != nil {
-			add(path+".responseHeaders", "model response headers are not implemented yet")
-		}
-		if p.Auth != nil {
-			backendAuthNotServed(path, p.Auth, true, add)
-		}
-	}
+	providers := map[string]int{}
 	for i := range l.Providers {
 		p := &l.Providers[i]
+		if _, dup := providers[p.Name]; !dup {
+			providers[p.Name] = i
+		}
 		path := indexPath("llm.providers", i)
 		provider(path, &p.Provider, p.Params)
 		if p.Defaults != nil {
-			policies(path+".defaults", p.Defaults)
+			backendAuthNotServed(path+".defaults", p.Defaults.Auth, true, add)
 		}
+	}
+	// requestHeaders returns the requestHeaders a model's requests get (its
+	// own, else its provider's default) with their path, and the headers
+	// its credentials go in (none without credentials).
+	requestHeaders := func(i int) (h *HeaderModifier, path string, credentials []string) {
+		m := &l.Models[i]
+		kind, params, auth := m.Provider, m.Params, m.Auth
+		h, path = m.RequestHeaders, indexPath("llm.models", i)+".requestHeaders"
+		if j, ok := providers[m.Provider.Reference]; ok && m.Provider.Reference != "" {
+			p := &l.Providers[j]
+			kind, params = p.Provider, p.Params
+			if d := p.Defaults; d != nil {
+				if auth == nil {
+					auth = d.Auth
+				}
+				if h == nil && d.RequestHeaders != nil {
+					h, path = d.RequestHeaders, indexPath("llm.providers", j)+".defaults.requestHeaders"
+				}
+			}
+		}
+		switch {
+		case params != nil && params.APIKey != nil:
+		case auth != nil && auth.Passthrough == nil:
+			if auth.Key != nil && auth.Key.Location != nil && auth.Key.Location.Header != nil {
+				credentials = append(credentials, auth.Key.Location.Header.Name)
+			}
+		case auth == nil && (kind.Builtin == "bedrock" || kind.Builtin == "vertex"):
+		default:
+			return h, path, nil
+		}
+		return h, path, append(credentials, "authorization", "x-api-key", "api-key", "x-goog-api-key")
+	}
+	reported := map[string]bool{}
+	once := func(path, msg string) {
+		if !reported[path] {
+			reported[path] = true
+			add(path, msg)
+		}
+	}
+	lower := func(s string) string { // header names are ASCII tokens
+		b := []byte(s)
+		for i, c := range b {
+			if 'A' <= c && c <= 'Z' {
+				b[i] = c + 'a' - 'A'
+			}
+		}
+		return string(b)
+	}
+	// attemptHeaders adds the first header of a model's requestHeaders
+	// that each attempt sets itself.
+	attemptHeaders := func(i int) {
+		h, hpath, credentials := requestHeaders(i)
+		if h == nil {
+			return
+		}
+		var fields, names []string
+		for _, name := range slices.Sorted(maps.Keys(h.Add)) {
+			fields, names = append(fields, decode.JoinKey("add", name)), append(names, name)
+		}
+		for _, name := range slices.Sorted(maps.Keys(h.Set)) {
+			fields, names = append(fields, decode.JoinKey("set", name)), append(names, name)
+		}
+		for j, name := range h.Remove {
+			fields, names = append(fields, indexPath("remove", j)), append(names, name)
+		}
+		for k, name := range names {
+			switch name = lower(name); {
+			case name == "host":
+				once(hpath+"."+fields[k], "requestHeaders on Host are not implemented yet (each provider attempt sets the provider's Host)")
+				return
+			case slices.ContainsFunc(credentials, func(c string) bool { return lower(c) == name }):
+				once(hpath+"."+fields[k], "requestHeaders on a header the model's credentials go in are not implemented yet (the credentials would replace them; agentgateway applies requestHeaders after the credentials)")
+				return
+			}
+		}
+	}
+	sameHeaders := func(a, b *HeaderModifier) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return maps.Equal(a.Add, b.Add) && maps.Equal(a.Set, b.Set) && slices.Equal(a.Remove, b.Remove)
 	}
 	for i := range l.Models {
 		m := &l.Models[i]
 		path := indexPath("llm.models", i)
 		provider(path, &m.Provider, m.Params)
-		policies(path, &m.LLMModelPolicies)
-		if len(m.Matches) > 0 {
-			add(path+".matches", "model header matches are not implemented yet")
+		backendAuthNotServed(path, m.Auth, true, add)
+		if m.Passthrough == "detect" {
+			add(path+".passthrough", `passthrough "detect" is not implemented yet (reading usage from answers of any format); "opaque" is`)
 		}
-		if m.Authorization != nil {
-			add(path+".authorization", "model authorization is not implemented yet (use llm.policies.authorization)")
-		}
-		if m.Passthrough != "" {
-			add(path+".passthrough", "model passthrough is not implemented yet")
-		}
-		if m.Guardrails != nil {
-			m.Guardrails.notServedYet(path+".guardrails", add)
-		}
+		attemptHeaders(i)
 	}
-	if p := l.Policies; p != nil && p.Guardrails != nil {
-		p.Guardrails.notServedYet("llm.policies.guardrails", add)
+	for i := range l.VirtualModels {
+		f := l.VirtualModels[i].Routing.Failover
+		if f == nil {
+			continue
+		}
+		var first *HeaderModifier
+		seen := false
+		for j, t := range f.Targets {
+			tpath := indexPath(indexPath("llm.virtualModels", i)+".routing.failover.targets", j) + ".model"
+			for k := range l.Models {
+				// Every model the name matches, whichever the target
+				// resolves to.
+				if checkModelPattern(l.Models[k].Name) != nil || !MatchModelName(l.Models[k].Name, t.Model) {
+					continue
+				}
+				if l.Models[k].Authorization != nil {
+					once(tpath, "failover to a model with authorization is not implemented yet")
+				}
+				h, _, _ := requestHeaders(k)
+				if !seen {
+					first, seen = h, true
+				} else if !sameHeaders(first, h) {
+					once(tpath, "failover among models with different requestHeaders is not implemented yet")
+				}
+			}
+		}
 	}
 }
-
-// notServedYet adds what a prompt guard asks that is not served yet:
-// nothing now (remote response guards judge streamed answers with
-// streaming: Enabled, in windows: backend/llm/aipolicy's window.go).
-func (g *PromptGuard) notServedYet(path string, add func(path, msg string)) {}
 
 // backendAuthNotServed adds the backendAuth forms the data plane does not
 // apply yet, path being the policies holding it. ai says the backends it

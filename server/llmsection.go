@@ -1,21 +1,21 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"maps"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
 	"cel.dev/cel-go/cel"
-	"github.com/bytedance/sonic"
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/balance"
 	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
@@ -31,33 +31,59 @@ import (
 type llmModels struct {
 	routes   []llmRoute
 	fallback provider.RouteType
-	models   []*llmModelEntry // most specific name first
+	models   []*llmModelEntry // most specific name first, what virtual models resolve against at load
+	// exact indexes the models of plain names (the first of models), by
+	// name; patterns are the others, most specific first.
+	exact    map[string][]*llmModelEntry
+	patterns []*llmModelEntry
 	virtual  map[string]*llmVirtual
-	list     []byte // the answer to GET /v1/models
+	list     []byte          // the answer to GET /v1/models, when it is the same for every request
+	listed   []llmListedName // what the list is made of, when model authorization filters it
+	// byProvider finds the model whose provider answered a failover virtual
+	// model, for its responseHeaders.
+	byProvider map[*llmProvider]*llmModelEntry
 }
 
-// llmModelEntry is a model of llm.models: the names it serves and the ai
-// backend (one provider) that serves them.
+// llmModelEntry is a model of llm.models: the names it serves, the
+// requests it takes (header matches, authorization) and the ai backend (one
+// provider) that serves them.
 type llmModelEntry struct {
 	pattern string
 	public  bool
-	target  *llmTarget
+	matches *router.Table     // the header matches; nil: every request
+	authz   *celrules.RuleSet // nil: every request
+	// fallback is the route type of paths the section names no route type
+	// for: passthrough's (agentgateway's llm_route_types replaces only the
+	// "*" entry; named routes are translated as usual).
+	fallback provider.RouteType
+	target   *llmTarget
+	// backend is the section's backend with the model's requestHeaders,
+	// which llmAttempts applies to the upstream head once.
+	backend         *routeBackend
+	requestHeaders  *config.HeaderModifier // what backend applies, as configured
+	responseHeaders *policy.HeaderModifier
 }
 
 // llmVirtual is a virtual model: one of several models per request.
 type llmVirtual struct {
-	weighted    []*llmTarget
-	cumulative  []int
-	total       int
-	failover    *llmTarget // the targets' providers in priority groups
-	conditional []llmCondition
+	name string
+	// weighted: model names, drawn by weight; resolved per request like a
+	// client's model name (header matches and authorization apply).
+	weighted   []string
+	cumulative []int
+	total      int
+	// failover: the targets' providers in priority groups, with the
+	// requestHeaders they share.
+	failover        *llmTarget
+	failoverBackend *routeBackend
+	conditional     []llmCondition
 }
 
-// llmCondition is a conditional target: taken when prog (nil for the
-// fallback) holds for the request.
+// llmCondition is a conditional target: the model taken when prog (nil for
+// the fallback) holds for the request.
 type llmCondition struct {
-	prog   cel.Program
-	target *llmTarget
+	prog  cel.Program
+	model string
 }
 
 func (m *llmModels) honors(string) bool { return true }
@@ -77,15 +103,17 @@ var llmSectionRoutes = map[string]config.LLMRouteType{
 	"*":                         "passthrough",
 }
 
-// serveLLMModels answers a request to the llm section.
+// serveLLMModels answers a request to the llm section: the model its body
+// names picks the backend, whose attempt loop serves it.
 func (b *bind) serveLLMModels(rs *requestState, r *route, rb *routeBackend, m *llmModels) int {
 	fctx := rs.pc.Fast
-	rt := llmRouteType(m.routes, m.fallback, rs.pc.Path)
+	rt := llmRouteType(m.routes, 0, rs.pc.Path)
+	named := rt != 0
+	if !named {
+		rt = m.fallback
+	}
 	if rt == provider.Models && fctx.Request.Header.IsGet() {
-		// The section's own list of the models clients may ask for.
-		fctx.Response.Header.SetContentType("application/json")
-		fctx.Response.SetBody(m.list)
-		return fasthttp.StatusOK
+		return m.answerList(&rs.pc)
 	}
 	x, status, ok := b.llmBegin(rs, rt)
 	if !ok {
@@ -93,66 +121,29 @@ func (b *bind) serveLLMModels(rs *requestState, r *route, rb *routeBackend, m *l
 	}
 	name := aipolicy.Model(x.client)
 	if name == "" {
-		return b.llmClientError(x, fasthttp.StatusBadRequest, "the request names no model")
-	}
-	t := m.pick(name, &rs.pc, x.client)
-	if t == nil {
-		return b.llmClientError(x, fasthttp.StatusNotFound, "model not found: "+truncate(name, 128))
-	}
-	return b.llmAttempts(rs, r, rb, t, x)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
-
-// pick finds the target for a model name: a virtual model of that name,
-// else the first public model whose name matches.
-func (m *llmModels) pick(name string, pc *policy.Ctx, body []byte) *llmTarget {
-	if v := m.virtual[name]; v != nil {
-		return v.pick(pc, body)
-	}
-	for _, e := range m.models {
-		if e.public && config.MatchModelName(e.pattern, name) {
-			return e.target
+		if !llm.Valid(x.client) {
+			return x.routerError(fasthttp.StatusBadRequest, "LLM request body must be valid JSON", "invalid_request_body")
 		}
+		return x.routerError(fasthttp.StatusBadRequest, "LLM request body is missing string field 'model'", "missing_model")
 	}
-	return nil
-}
-
-func (v *llmVirtual) pick(pc *policy.Ctx, body []byte) *llmTarget {
-	switch {
-	case v.failover != nil:
-		return v.failover
-	case v.total > 0:
-		n := rand.IntN(v.total)
-		for i, c := range v.cumulative {
-			if n < c {
-				return v.weighted[i]
-			}
-		}
-	case len(v.conditional) > 0:
-		var req map[string]any
-		if err := sonic.Unmarshal(body, &req); err != nil {
-			return nil
-		}
-		in := celrules.InputFromCtx(pc)
-		for _, c := range v.conditional {
-			if c.prog == nil {
-				return c.target
-			}
-			out, err := celrules.EvalLLM(c.prog, &in, req)
-			if err == nil {
-				if ok, _ := out.Value().(bool); ok {
-					return c.target
-				}
-			}
-		}
+	sel := m.pick(name, &rs.pc, x.client)
+	if sel.failure != pickedOK {
+		return sel.answerFailure(x)
 	}
-	return nil
+	backend := rb
+	if sel.backend != nil {
+		backend = sel.backend
+	}
+	if !named && sel.model != nil {
+		x.rt = sel.model.fallback
+	}
+	status = b.llmAttempts(rs, r, backend, sel.target, x)
+	if h := m.responseHeaders(&sel, x); h != nil {
+		// Every answer once a model is chosen, the gateway's own errors
+		// too, as agentgateway applies a backend's response header modifier.
+		h.ApplyResponse(&fctx.Response.Header)
+	}
+	return status
 }
 
 // llmBind compiles the llm section into a bind of its own: one route
@@ -171,13 +162,14 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.llmModels(l)
+	rb := &routeBackend{name: "llm"}
+	rb.metrics = c.gw.metrics.Route(cr.name, rb.name)
+	rb.connectErrors = c.gw.metrics.Backend(rb.name)
+	m, err := c.llmModels(l, rb)
 	if err != nil {
 		return nil, err
 	}
-	rb := &routeBackend{name: "llm", target: m}
-	rb.metrics = c.gw.metrics.Route(cr.name, rb.name)
-	rb.connectErrors = c.gw.metrics.Backend(rb.name)
+	rb.target = m
 	cr.backends, cr.weights, cr.total = []*routeBackend{rb}, []int{1}, 1
 	table, err := router.New([]router.Route{{Value: cr}})
 	if err != nil {
@@ -186,9 +178,10 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	return &bindConfig{port: port, rawPaths: rawPaths(c.file), listeners: []*listenerConfig{{name: "llm", table: table}}}, nil
 }
 
-// llmModels compiles llm.models and llm.virtualModels.
-func (c *compiler) llmModels(l *config.LLMConfig) (*llmModels, error) {
-	out := &llmModels{virtual: map[string]*llmVirtual{}}
+// llmModels compiles llm.models and llm.virtualModels; section is the
+// section's backend, which models with requestHeaders copy.
+func (c *compiler) llmModels(l *config.LLMConfig, section *routeBackend) (*llmModels, error) {
+	out := &llmModels{virtual: map[string]*llmVirtual{}, byProvider: map[*llmProvider]*llmModelEntry{}}
 	var err error
 	if out.routes, out.fallback, err = compileLLMRoutes("llm", llmSectionRoutes); err != nil {
 		return nil, err
@@ -197,29 +190,25 @@ func (c *compiler) llmModels(l *config.LLMConfig) (*llmModels, error) {
 	for i := range l.Providers {
 		providers[l.Providers[i].Name] = &l.Providers[i]
 	}
-	byName := map[string]*llmTarget{}
-	type listed struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	list := []listed{}
+	inConfigOrder := make([]*llmModelEntry, 0, len(l.Models))
 	for i := range l.Models {
 		path := fmt.Sprintf("llm.models[%d]", i)
 		mc := &l.Models[i]
-		t, err := c.llmModel(path, l, mc, providers)
+		t, pols, err := c.llmModel(path, l, mc, providers)
 		if err != nil {
 			return nil, err
 		}
-		public := mc.Visibility != "internal"
-		out.models = append(out.models, &llmModelEntry{pattern: mc.Name, public: public, target: t})
-		byName[mc.Name] = t
-		if public && !strings.Contains(mc.Name, "*") {
-			list = append(list, listed{mc.Name, "model", 0, "relaygate"})
+		e, err := c.llmModelEntry(path, l, mc, pols, out.fallback, section)
+		if err != nil {
+			return nil, err
 		}
+		e.target = t
+		inConfigOrder = append(inConfigOrder, e)
+		out.byProvider[onlyProvider(t)] = e
 	}
-	// The most specific name first: exact names, then longer patterns.
+	// The most specific name first: exact names, then longer patterns; two
+	// entries of one name (told apart by header matches) in config order.
+	out.models = slices.Clone(inConfigOrder)
 	sort.SliceStable(out.models, func(i, j int) bool {
 		a, b := out.models[i].pattern, out.models[j].pattern
 		wa, wb := strings.Contains(a, "*"), strings.Contains(b, "*")
@@ -228,53 +217,113 @@ func (c *compiler) llmModels(l *config.LLMConfig) (*llmModels, error) {
 		}
 		return len(a) > len(b)
 	})
+	out.exact = map[string][]*llmModelEntry{}
+	for _, e := range out.models {
+		if strings.Contains(e.pattern, "*") {
+			out.patterns = append(out.patterns, e)
+		} else {
+			out.exact[e.pattern] = append(out.exact[e.pattern], e)
+		}
+	}
 	for i := range l.VirtualModels {
 		vm := &l.VirtualModels[i]
 		path := fmt.Sprintf("llm.virtualModels[%d].routing", i)
-		v, err := c.llmVirtual(path, vm, byName, out.models)
+		v, err := c.llmVirtual(path, vm, out.models)
 		if err != nil {
 			return nil, err
 		}
 		out.virtual[vm.Name] = v
-		list = append(list, listed{vm.Name, "model", 0, "relaygate"})
 	}
-	out.list, err = json.Marshal(map[string]any{"object": "list", "data": list})
-	return out, err
+	if err := out.compileList(inConfigOrder, l.VirtualModels); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// resolveModel finds the model a virtual model's target names: an exact
-// name, else a pattern that matches it.
-func resolveModel(name string, byName map[string]*llmTarget, models []*llmModelEntry) *llmTarget {
-	if t := byName[name]; t != nil {
-		return t
+// llmModelEntry compiles what a model adds to its ai backend: its header
+// matches, authorization, passthrough and header modifiers (pols, merged
+// over its provider's defaults).
+func (c *compiler) llmModelEntry(path string, l *config.LLMConfig, mc *config.LLMModel, pols config.LLMModelPolicies, fallback provider.RouteType, section *routeBackend) (*llmModelEntry, error) {
+	e := &llmModelEntry{pattern: mc.Name, public: mc.Visibility != "internal", fallback: fallback, backend: section}
+	var err error
+	if e.matches, err = compileModelMatches(path, mc.Matches); err != nil {
+		return nil, err
 	}
+	if e.authz, err = celrules.Compile(mc.Authorization); err != nil {
+		return nil, fieldError(path, "authorization", err)
+	}
+	switch mc.Passthrough {
+	case "opaque":
+		e.fallback = provider.Passthrough
+	case "detect":
+		// config.File.NotServedYet lists it too.
+		return nil, &notServedError{decode.FieldError{Path: path + ".passthrough", Msg: `passthrough "detect" is not implemented yet`}}
+	}
+	if pols.RequestHeaders != nil {
+		h, err := policy.NewHeaderModifier(pols.RequestHeaders)
+		if err != nil {
+			return nil, fieldError(modelSettingPath(l, mc, path, mc.RequestHeaders != nil), "requestHeaders", err)
+		}
+		// Applied once to the upstream head, before each attempt's
+		// credentials (config.File.NotServedYet refuses requestHeaders on
+		// the headers an attempt sets itself).
+		b := *section
+		b.requestHeaders = h
+		e.backend, e.requestHeaders = &b, pols.RequestHeaders
+	}
+	if pols.ResponseHeaders != nil {
+		h, err := policy.NewHeaderModifier(pols.ResponseHeaders)
+		if err != nil {
+			return nil, fieldError(modelSettingPath(l, mc, path, mc.ResponseHeaders != nil), "responseHeaders", err)
+		}
+		e.responseHeaders = h
+	}
+	return e, nil
+}
+
+// modelSettingPath is where a model's setting comes from: the model (own),
+// else its provider's defaults.
+func modelSettingPath(l *config.LLMConfig, mc *config.LLMModel, path string, own bool) string {
+	if !own {
+		for i := range l.Providers {
+			if l.Providers[i].Name == mc.Provider.Reference {
+				return fmt.Sprintf("llm.providers[%d].defaults", i)
+			}
+		}
+	}
+	return path
+}
+
+// resolveModel finds the model a virtual model's target names at load, as
+// agentgateway resolves failover targets: the first, most specific first,
+// whose name matches (header matches and visibility aside).
+func resolveModel(name string, models []*llmModelEntry) *llmModelEntry {
 	for _, e := range models {
 		if config.MatchModelName(e.pattern, name) {
-			return e.target
+			return e
 		}
 	}
 	return nil
 }
 
-func (c *compiler) llmVirtual(path string, vm *config.LLMVirtualModel, byName map[string]*llmTarget, models []*llmModelEntry) (*llmVirtual, error) {
-	v := &llmVirtual{}
-	target := func(p, name string) (*llmTarget, error) {
-		t := resolveModel(name, byName, models)
-		if t == nil {
+func (c *compiler) llmVirtual(path string, vm *config.LLMVirtualModel, models []*llmModelEntry) (*llmVirtual, error) {
+	v := &llmVirtual{name: vm.Name}
+	target := func(p, name string) (*llmModelEntry, error) {
+		e := resolveModel(name, models)
+		if e == nil {
 			return nil, &decode.FieldError{Path: p, Msg: fmt.Sprintf("no model %q in llm.models", name)}
 		}
-		return t, nil
+		return e, nil
 	}
 	switch r := &vm.Routing; {
 	case r.Weighted != nil:
 		for i, wt := range r.Weighted.Targets {
-			t, err := target(fmt.Sprintf("%s.weighted.targets[%d].model", path, i), wt.Model)
-			if err != nil {
+			if _, err := target(fmt.Sprintf("%s.weighted.targets[%d].model", path, i), wt.Model); err != nil {
 				return nil, err
 			}
 			if w := wt.WeightOrDefault(); w > 0 {
 				v.total += w
-				v.weighted = append(v.weighted, t)
+				v.weighted = append(v.weighted, wt.Model)
 				v.cumulative = append(v.cumulative, v.total)
 			}
 		}
@@ -282,49 +331,13 @@ func (c *compiler) llmVirtual(path string, vm *config.LLMVirtualModel, byName ma
 			return nil, &decode.FieldError{Path: path + ".weighted.targets", Msg: "every weight is 0: no target would ever be chosen"}
 		}
 	case r.Failover != nil:
-		// The models' providers, in groups by priority (lower first),
-		// balanced by health like an ai backend's groups.
-		byPriority := map[int][]*llmProvider{}
-		names := map[int][]string{}
-		var priorities []int
-		for i, ft := range r.Failover.Targets {
-			t, err := target(fmt.Sprintf("%s.failover.targets[%d].model", path, i), ft.Model)
-			if err != nil {
-				return nil, err
-			}
-			p := *ft.Priority
-			if _, ok := byPriority[p]; !ok {
-				priorities = append(priorities, p)
-			}
-			it := t.set.Attempts(0)
-			prov, member, _ := it.Next()
-			byPriority[p] = append(byPriority[p], prov)
-			names[p] = append(names[p], member.Name())
-		}
-		sort.Ints(priorities)
-		var groups [][]*llmProvider
-		var groupNames [][]string
-		for _, p := range priorities {
-			groups = append(groups, byPriority[p])
-			groupNames = append(groupNames, names[p])
-		}
-		t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog}
-		key := "llm-virtual\x00" + vm.Name + "\x00" + fmt.Sprint(groupNames)
-		if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok && sameGroups(prev, groups) {
-			t.set = prev
-		} else {
-			t.set = balance.New(groups, groupNames, balance.Options{})
-		}
-		c.kept[key] = t.set
-		c.llm = append(c.llm, t)
-		v.failover = t
+		return v, c.llmFailover(path, vm, v, target)
 	case r.Conditional != nil:
 		for i, ct := range r.Conditional.Targets {
-			t, err := target(fmt.Sprintf("%s.conditional.targets[%d].model", path, i), ct.Model)
-			if err != nil {
+			if _, err := target(fmt.Sprintf("%s.conditional.targets[%d].model", path, i), ct.Model); err != nil {
 				return nil, err
 			}
-			cond := llmCondition{target: t}
+			cond := llmCondition{model: ct.Model}
 			if ct.When != nil {
 				prog, err := config.CompileLLMCondition(string(*ct.When))
 				if err != nil {
@@ -336,6 +349,77 @@ func (c *compiler) llmVirtual(path string, vm *config.LLMVirtualModel, byName ma
 		}
 	}
 	return v, nil
+}
+
+// llmFailover compiles a failover virtual model: the models' providers, in
+// groups by priority (lower first), balanced by health like an ai
+// backend's groups. Its requests get the requestHeaders its models share;
+// each answer gets the responseHeaders of the model whose provider gave it.
+func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVirtual, target func(p, name string) (*llmModelEntry, error)) error {
+	byPriority := map[int][]*llmProvider{}
+	names := map[int][]string{}
+	var priorities []int
+	var first *llmModelEntry
+	for i, ft := range vm.Routing.Failover.Targets {
+		tpath := fmt.Sprintf("%s.failover.targets[%d].model", path, i)
+		e, err := target(tpath, ft.Model)
+		if err != nil {
+			return err
+		}
+		// What agentgateway applies per provider of the failover backend
+		// (the model's authorization, its own requestHeaders) needs a hook
+		// in the attempt loop; config.File.NotServedYet lists it too.
+		if e.authz != nil {
+			return &notServedError{decode.FieldError{Path: tpath, Msg: "failover to a model with authorization is not implemented yet"}}
+		}
+		if i == 0 {
+			v.failoverBackend, first = e.backend, e
+		} else if !sameHeaderModifier(first.requestHeaders, e.requestHeaders) {
+			return &notServedError{decode.FieldError{Path: tpath, Msg: "failover among models with different requestHeaders is not implemented yet"}}
+		}
+		p := *ft.Priority
+		if _, ok := byPriority[p]; !ok {
+			priorities = append(priorities, p)
+		}
+		it := e.target.set.Attempts(0)
+		prov, member, _ := it.Next()
+		byPriority[p] = append(byPriority[p], prov)
+		names[p] = append(names[p], member.Name())
+	}
+	sort.Ints(priorities)
+	var groups [][]*llmProvider
+	var groupNames [][]string
+	for _, p := range priorities {
+		groups = append(groups, byPriority[p])
+		groupNames = append(groupNames, names[p])
+	}
+	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog}
+	key := "llm-virtual\x00" + vm.Name + "\x00" + fmt.Sprint(groupNames)
+	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok && sameGroups(prev, groups) {
+		t.set = prev
+	} else {
+		t.set = balance.New(groups, groupNames, balance.Options{})
+	}
+	c.kept[key] = t.set
+	c.llm = append(c.llm, t)
+	v.failover = t
+	return nil
+}
+
+// onlyProvider is the provider of a model's ai backend (it has one).
+func onlyProvider(t *llmTarget) *llmProvider {
+	it := t.set.Attempts(0)
+	p, _, _ := it.Next()
+	return p
+}
+
+// sameHeaderModifier reports whether two header modifiers (nil: none) do
+// the same.
+func sameHeaderModifier(a, b *config.HeaderModifier) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return maps.Equal(a.Add, b.Add) && maps.Equal(a.Set, b.Set) && slices.Equal(a.Remove, b.Remove)
 }
 
 // sameGroups reports whether a kept set holds exactly these providers (a
@@ -364,14 +448,14 @@ func sameGroups(s *balance.Set[*llmProvider], groups [][]*llmProvider) bool {
 
 // llmModel compiles a model of llm.models into an ai backend of one
 // provider: its provider kind and params become a NamedAIProvider, its
-// policy settings (merged over its llm.providers entry's defaults) and the
-// section's guardrails an ai policy.
-func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMModel, providers map[string]*config.LLMProvider) (*llmTarget, error) {
+// policy settings (merged over its llm.providers entry's defaults, and
+// returned) and the section's guardrails an ai policy.
+func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMModel, providers map[string]*config.LLMProvider) (*llmTarget, config.LLMModelPolicies, error) {
 	kind, params, pols := mc.Provider, mc.Params, mc.LLMModelPolicies
 	if ref := mc.Provider.Reference; ref != "" {
 		pe := providers[ref]
 		if pe == nil {
-			return nil, &decode.FieldError{Path: path + ".provider.reference", Msg: fmt.Sprintf("no provider %q in llm.providers", ref)}
+			return nil, pols, &decode.FieldError{Path: path + ".provider.reference", Msg: fmt.Sprintf("no provider %q in llm.providers", ref)}
 		}
 		kind = pe.Provider
 		merged := config.LLMParams{}
@@ -402,7 +486,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	if params.BaseURL != nil {
 		u, err := url.Parse(*params.BaseURL)
 		if err != nil {
-			return nil, &decode.FieldError{Path: path + ".params.baseUrl", Msg: err.Error()}
+			return nil, pols, &decode.FieldError{Path: path + ".params.baseUrl", Msg: err.Error()}
 		}
 		port := u.Port()
 		if port == "" {
@@ -441,7 +525,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 			np.Provider.Custom = &cp
 			break
 		}
-		return nil, &notServedError{decode.FieldError{Path: path + ".provider", Msg: "this provider is not served in the llm section yet"}}
+		return nil, pols, &notServedError{decode.FieldError{Path: path + ".provider", Msg: "this provider is not served in the llm section yet"}}
 	}
 	auth := pols.Auth
 	if params.APIKey != nil {
@@ -458,7 +542,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	settings := c.defaults
 	p, err := c.llmProvider(path, np, nil, nil, settings, nil)
 	if err != nil {
-		return nil, err
+		return nil, pols, err
 	}
 	if baseTLS != nil {
 		// baseUrl names an HTTPS host of its own: the provider's requests go
@@ -470,7 +554,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	}
 	t.set = balance.New([][]*llmProvider{{p}}, [][]string{{name}}, balance.Options{})
 	c.llm = append(c.llm, t)
-	return t, nil
+	return t, pols, nil
 }
 
 func deref(s *string) string {

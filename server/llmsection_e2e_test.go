@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
 
 // TestLLMSection: the top-level llm section on a port of its own, as
@@ -148,5 +150,435 @@ llm:
 	}
 	if n := len(bad.Requests()); n != 1 {
 		t.Errorf("the failing model got %d requests, want 1 (then evicted; weight 0 gets none)", n)
+	}
+}
+
+// routerErrorBody is agentgateway's model router error, whatever the
+// client's format.
+func routerErrorBody(msg, code string) string {
+	return `{"error":{"message":"` + msg + `","type":"invalid_request_error","code":"` + code + `"}}`
+}
+
+// postJSON posts body to url with the headers (name, value pairs) and
+// returns the response with its body read.
+func postJSON(t *testing.T, url, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	return do(t, req)
+}
+
+// sectionModel is a model of llm.models on an OpenAI emulator, with more
+// YAML for its entry.
+func sectionModel(name string, o *llmtest.OpenAI, more ...string) string {
+	s := `
+  - name: ` + name + `
+    provider: openAI
+    params: {apiKey: ` + o.APIKey + `, hostOverride: "` + o.Addr() + `"}`
+	for _, m := range more {
+		s += "\n    " + m
+	}
+	return s
+}
+
+// TestLLMSectionHeaderMatches: two entries of one model name are told apart
+// by header matches (exact and regex, any of several matches); a request
+// that fits neither, like an unknown name, gets agentgateway's 404; a
+// weighted virtual model's choice is resolved with the same matches.
+func TestLLMSectionHeaderMatches(t *testing.T) {
+	premium := llmtest.NewOpenAI(t)
+	premium.SetDefault(llmtest.Reply{Text: "premium"})
+	basic := llmtest.NewOpenAI(t)
+	basic.SetDefault(llmtest.Reply{Text: "basic"})
+	cfg := `
+llm:
+  models:` +
+		sectionModel("smart", premium, `matches: [{headers: [{name: X-Tier, value: {exact: premium}}, {name: x-region, value: {regex: 'eu-.*'}}]}]`) +
+		sectionModel("smart", basic, `matches: [{headers: [{name: x-tier, value: {regex: 'free|basic'}}]}, {headers: [{name: x-trial, value: {exact: "yes"}}]}]`) + `
+  virtualModels:
+  - name: auto
+    routing: {weighted: {targets: [{model: smart}]}}
+`
+	tg := startGateway(t, cfg, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+	tests := []struct {
+		desc    string
+		model   string
+		headers []string
+		want    string // the answer; "" for the 404 below
+		code    string
+	}{
+		{"every header of the first match", "smart", []string{"x-tier", "premium", "X-Region", "eu-west-1"}, "premium", ""},
+		{"a regex of the second entry", "smart", []string{"X-Tier", "basic"}, "basic", ""},
+		{"the second match of the second entry", "smart", []string{"x-trial", "yes"}, "basic", ""},
+		{"one header of the first match is not enough", "smart", []string{"x-tier", "premium"}, "", "model_not_found"},
+		{"a regex matches the whole value", "smart", []string{"x-tier", "basic-plus"}, "", "model_not_found"},
+		{"no header", "smart", nil, "", "model_not_found"},
+		{"an unknown name", "dumb", []string{"x-tier", "premium", "x-region", "eu-west-1"}, "", "model_not_found"},
+		{"a virtual model's choice fits", "auto", []string{"x-tier", "free"}, "basic", ""},
+		{"a virtual model's choice fits no entry", "auto", nil, "", "virtual_model_target_not_found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var opts []option.RequestOption
+			for i := 0; i < len(tc.headers); i += 2 {
+				opts = append(opts, option.WithHeader(tc.headers[i], tc.headers[i+1]))
+			}
+			resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest(tc.model), opts...)
+			if tc.want != "" {
+				if err != nil || resp.Choices[0].Message.Content != tc.want {
+					t.Fatalf("answer %v, %v; want %q", resp, err, tc.want)
+				}
+				return
+			}
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != tc.code || apiErr.Type != "invalid_request_error" {
+				t.Fatalf("%v, want 404 %s", err, tc.code)
+			}
+		})
+	}
+	// The body byte for byte, as agentgateway's router writes it.
+	resp, body := postJSON(t, tg.url(4000)+"/v1/chat/completions", `{"model":"smart","messages":[]}`)
+	if want := routerErrorBody("Model not found", "model_not_found"); resp.StatusCode != http.StatusNotFound || body != want ||
+		resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%d %s %q, want 404 application/json %s", resp.StatusCode, resp.Header.Get("Content-Type"), body, want)
+	}
+	resp, body = postJSON(t, tg.url(4000)+"/v1/chat/completions", `{"messages":[]}`)
+	if want := routerErrorBody("LLM request body is missing string field 'model'", "missing_model"); resp.StatusCode != http.StatusBadRequest || body != want {
+		t.Errorf("no model: %d %q, want 400 %s", resp.StatusCode, body, want)
+	}
+	resp, body = postJSON(t, tg.url(4000)+"/v1/chat/completions", `{"model":`)
+	if want := routerErrorBody("LLM request body must be valid JSON", "invalid_request_body"); resp.StatusCode != http.StatusBadRequest || body != want {
+		t.Errorf("bad JSON: %d %q, want 400 %s", resp.StatusCode, body, want)
+	}
+	if n, m := len(premium.Requests()), len(basic.Requests()); n != 1 || m != 3 {
+		t.Errorf("the providers got %d and %d requests, want 1 and 3", n, m)
+	}
+	// Both entries are one name in the model list.
+	_, list := get(t, tg.url(4000)+"/v1/models")
+	if !strings.Contains(list, `"id":"smart"`) || strings.Count(list, `"id":"smart"`) != 1 {
+		t.Errorf("model list %s: want smart once", list)
+	}
+}
+
+// TestLLMSectionModelAuthorization: a model's authorization (JWT claims,
+// headers) picks among entries of one name; when every entry that fits
+// refuses, the answer is agentgateway's 403, and the model list leaves the
+// model out. An internal model reached through a virtual model is checked
+// too.
+func TestLLMSectionModelAuthorization(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	gold := llmtest.NewOpenAI(t)
+	gold.SetDefault(llmtest.Reply{Text: "gold"})
+	research := llmtest.NewOpenAI(t)
+	research.SetDefault(llmtest.Reply{Text: "research"})
+	open := llmtest.NewOpenAI(t)
+	open.SetDefault(llmtest.Reply{Text: "open"})
+	cfg := `
+llm:
+  policies:
+    jwtAuth: {issuer: '${ISS}', jwks: '${JWKS}'}
+  models:` +
+		sectionModel("report", gold, `authorization: {rules: ['jwt.tier == "gold"']}`) +
+		sectionModel("report", research, `authorization: {rules: ['request.headers["x-team"] == "research"', {deny: 'jwt.sub == "mallory"'}]}`) +
+		sectionModel("open", open) +
+		sectionModel("vault", gold, "visibility: internal", `authorization: {rules: ['jwt.tier == "gold"']}`) + `
+  virtualModels:
+  - name: archive
+    routing: {conditional: {targets: [{model: vault}]}}
+`
+	tg := startGateway(t, cfg, map[string]string{"ISS": iss.Iss, "JWKS": string(iss.JWKS())})
+	token := func(sub, tier string) string {
+		claims := iss.Claims(sub)
+		claims["tier"] = tier
+		return iss.Sign(claims)
+	}
+	tests := []struct {
+		desc        string
+		sub, tier   string
+		model, team string
+		want        string // the answer; "" for 403
+	}{
+		{"a claim allows the first entry", "alice", "gold", "report", "", "gold"},
+		{"a header allows the second", "bob", "silver", "report", "research", "research"},
+		{"the first entry that allows wins", "alice", "gold", "report", "research", "gold"},
+		{"a deny rule refuses", "mallory", "silver", "report", "research", ""},
+		{"neither allows", "bob", "silver", "report", "", ""},
+		{"a model without authorization", "bob", "silver", "open", "", "open"},
+		{"an internal model allows a virtual model's choice", "alice", "gold", "archive", "", "gold"},
+		{"an internal model refuses a virtual model's choice", "bob", "silver", "archive", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey(token(tc.sub, tc.tier)), option.WithMaxRetries(0))
+			var opts []option.RequestOption
+			if tc.team != "" {
+				opts = append(opts, option.WithHeader("X-Team", tc.team))
+			}
+			resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest(tc.model), opts...)
+			if tc.want != "" {
+				if err != nil || resp.Choices[0].Message.Content != tc.want {
+					t.Fatalf("answer %v, %v; want %q", resp, err, tc.want)
+				}
+				return
+			}
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden || apiErr.Code != "model_authorization_denied" {
+				t.Fatalf("%v, want 403 model_authorization_denied", err)
+			}
+		})
+	}
+	resp, body := postJSON(t, tg.url(4000)+"/v1/chat/completions", `{"model":"report","messages":[]}`, "Authorization", "Bearer "+token("bob", "silver"))
+	if want := routerErrorBody("Model authorization denied", "model_authorization_denied"); resp.StatusCode != http.StatusForbidden || body != want {
+		t.Errorf("%d %q, want 403 %s", resp.StatusCode, body, want)
+	}
+	// The list shows what the caller may use.
+	for _, tc := range []struct{ tier, want string }{{"gold", "report,open,archive"}, {"silver", "open,archive"}} {
+		_, body := get(t, tg.url(4000)+"/v1/models", "Authorization", "Bearer "+token("carol", tc.tier))
+		var list struct{ Data []struct{ ID string } }
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		var ids []string
+		for _, d := range list.Data {
+			ids = append(ids, d.ID)
+		}
+		if got := strings.Join(ids, ","); got != tc.want {
+			t.Errorf("tier %s lists %s, want %s", tc.tier, got, tc.want)
+		}
+	}
+}
+
+// TestLLMSectionPassthroughOpaque: as agentgateway's llm_route_types, a
+// passthrough model changes only paths the section names no route type
+// for: those go to the provider byte for byte, untranslated, without usage
+// (no token metrics); chat paths are still translated.
+func TestLLMSectionPassthroughOpaque(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	a := llmtest.NewAnthropic(t)
+	a.SetDefault(llmtest.Reply{Text: "from anthropic"})
+	cfg := `
+llm:
+  models:` + sectionModel("tts-*", o, "passthrough: opaque") + `
+  - name: claude-*
+    provider: anthropic
+    passthrough: opaque
+    params: {apiKey: ` + a.APIKey + `, baseUrl: "http://` + a.Addr() + `"}
+`
+	tg := startGateway(t, cfg, nil)
+	const body = "{\"model\" : \"tts-1\",\n  \"input\":\"hi\", \"voice\":\"alloy\", \"x_unknown\": {\"keep\": [1, 2.50]} }"
+	resp, got := postJSON(t, tg.url(4000)+"/v1/audio/speech?format=mp3", body, "Authorization", "Bearer client-key")
+	rec := o.Last()
+	if string(rec.Body) != body || rec.Path != "/v1/audio/speech" || rec.Query.Get("format") != "mp3" {
+		t.Errorf("the provider got %s %q, want the client's path and body byte for byte", rec.Path, rec.Body)
+	}
+	if auth := rec.Header.Get("Authorization"); auth != "Bearer "+o.APIKey {
+		t.Errorf("the provider got Authorization %q, want its own key", auth)
+	}
+	// The provider's answer as it is (the emulator serves no speech: its
+	// own 404, in its own shape).
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(got, "Invalid URL (POST /v1/audio/speech)") {
+		t.Errorf("the client got %d %q, want the provider's answer", resp.StatusCode, got)
+	}
+	fams := scrapeGateway(t, tg.gw)
+	if s := seriesOf(fams, "agentgateway_gen_ai_client_token_usage", map[string]string{"gen_ai_operation_name": "passthrough"}); s != nil {
+		t.Errorf("an opaque request has token usage: %v", s)
+	}
+	if s := seriesOf(fams, "agentgateway_gen_ai_server_request_duration_seconds", map[string]string{"gen_ai_operation_name": "passthrough"}); s == nil {
+		t.Error("an opaque request is not in the request duration metric")
+	}
+
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+	chat, err := c.Chat.Completions.New(llmCtx(t), chatRequest("claude-sonnet-4-5"))
+	if err != nil || chat.Choices[0].Message.Content != "from anthropic" {
+		t.Fatalf("chat on a passthrough model: %v", err)
+	}
+	if op := a.Last().Op; op != "messages" {
+		t.Errorf("a chat request on a passthrough model reached the provider as %q, want translated to messages", op)
+	}
+}
+
+// TestLLMSectionHeaders: requestHeaders reach the provider (add, set,
+// remove) and responseHeaders the client, streamed or not, from the
+// provider's defaults unless the model gives its own (which replace them
+// whole, as agentgateway's defaults do); the client's credential headers
+// never reach a provider with a key. A failover virtual model's answer gets
+// the responseHeaders of the model that gave it.
+func TestLLMSectionHeaders(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	down := llmtest.NewOpenAI(t)
+	down.SetDefault(llmtest.Failure{Status: 503})
+	a := llmtest.NewAnthropic(t)
+	cfg := `
+llm:
+  providers:
+  - name: oa
+    provider: openAI
+    params: {apiKey: ` + o.APIKey + `, hostOverride: "` + o.Addr() + `"}
+    defaults:
+      requestHeaders: {add: {x-trace: gateway}, set: {x-org: acme}, remove: [x-drop]}
+      responseHeaders: {set: {x-served-by: defaults}}
+  models:
+  - name: inherits
+    provider: {reference: oa}
+  - name: overrides
+    provider: {reference: oa}
+    requestHeaders: {set: {x-org: own}}
+    responseHeaders: {add: {x-model: overrides}}
+  - name: down
+    visibility: internal
+    provider: openAI
+    params: {apiKey: ` + down.APIKey + `, hostOverride: "` + down.Addr() + `"}
+    requestHeaders: {set: {x-org: own}}
+    responseHeaders: {set: {x-model: down}}
+  - name: claude-*
+    provider: anthropic
+    params: {apiKey: ` + a.APIKey + `, baseUrl: "http://` + a.Addr() + `"}
+    responseHeaders: {remove: [request-id]}
+  - name: claude-plain
+    provider: anthropic
+    params: {apiKey: ` + a.APIKey + `, baseUrl: "http://` + a.Addr() + `"}
+  virtualModels:
+  - name: resilient
+    routing: {failover: {targets: [{model: down, priority: 0}, {model: overrides, priority: 1}]}}
+`
+	tg := startGateway(t, cfg, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client-key"), option.WithMaxRetries(0),
+		option.WithHeader("X-Trace", "client"), option.WithHeader("X-Drop", "secret"), option.WithHeader("X-Api-Key", "client-x"))
+	tests := []struct {
+		model    string
+		org      string
+		trace    []string
+		drop     string
+		response map[string]string // header: value ("" for absent)
+	}{
+		{"inherits", "acme", []string{"client", "gateway"}, "", map[string]string{"X-Served-By": "defaults", "X-Model": ""}},
+		{"overrides", "own", []string{"client"}, "secret", map[string]string{"X-Served-By": "", "X-Model": "overrides"}},
+		{"resilient", "own", []string{"client"}, "secret", map[string]string{"X-Served-By": "", "X-Model": "overrides"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.model, func(t *testing.T) {
+			var httpResp *http.Response
+			if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest(tc.model), option.WithResponseInto(&httpResp)); err != nil {
+				t.Fatal(err)
+			}
+			rec := o.Last()
+			if got := rec.Header.Get("X-Org"); got != tc.org {
+				t.Errorf("X-Org %q, want %q", got, tc.org)
+			}
+			if got := rec.Header.Values("X-Trace"); strings.Join(got, ",") != strings.Join(tc.trace, ",") {
+				t.Errorf("X-Trace %q, want %q", got, tc.trace)
+			}
+			if got := rec.Header.Get("X-Drop"); got != tc.drop {
+				t.Errorf("X-Drop %q, want %q", got, tc.drop)
+			}
+			if got := rec.Header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+o.APIKey || rec.Header.Get("X-Api-Key") != "" {
+				t.Errorf("credentials %q, X-Api-Key %q: want the provider's key only", got, rec.Header.Get("X-Api-Key"))
+			}
+			for name, want := range tc.response {
+				if got := httpResp.Header.Get(name); got != want {
+					t.Errorf("response %s %q, want %q", name, got, want)
+				}
+			}
+			// The streamed answer gets them too.
+			s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest(tc.model), option.WithResponseInto(&httpResp))
+			for s.Next() {
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.response {
+				if got := httpResp.Header.Get(name); got != want {
+					t.Errorf("streamed response %s %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+	if n := len(down.Requests()); n != 1 {
+		t.Errorf("the failing model got %d requests, want 1 (then evicted)", n)
+	}
+
+	// remove: the provider's own response header goes; a model without
+	// the setting keeps it.
+	ac := anthropic.NewClient(anthropicopt.WithBaseURL(tg.url(4000)), anthropicopt.WithAPIKey("client"), anthropicopt.WithMaxRetries(0))
+	for model, kept := range map[string]bool{"claude-haiku-4-5": false, "claude-plain": true} {
+		var httpResp *http.Response
+		if _, err := ac.Messages.New(llmCtx(t), messagesRequest(model), anthropicopt.WithResponseInto(&httpResp)); err != nil {
+			t.Fatal(err)
+		}
+		if got := httpResp.Header.Get("Request-Id") != ""; got != kept {
+			t.Errorf("%s: request-id kept %v, want %v", model, got, kept)
+		}
+	}
+}
+
+// TestLLMSectionSettingsNotServed: the model settings that need a hook in
+// the attempt loop are refused by Apply and accepted by --validate-only
+// (Validate); a header matched twice in one match is an error of the file.
+func TestLLMSectionSettingsNotServed(t *testing.T) {
+	model := func(more ...string) string {
+		s := "\n  - name: m\n    provider: openAI\n    params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}"
+		for _, m := range more {
+			s += "\n    " + m
+		}
+		return s
+	}
+	tests := []struct {
+		desc, models, virtual string
+		want                  string // "" for a file that is served
+		fileError             bool   // Validate refuses it too
+	}{
+		{desc: "detect", models: model("passthrough: detect"),
+			want: `llm.models[0].passthrough: passthrough "detect" is not implemented yet`},
+		{desc: "opaque", models: model("passthrough: opaque")},
+		{desc: "the credential header", models: model("requestHeaders: {set: {Authorization: 'Bearer x'}}"),
+			want: "llm.models[0].requestHeaders.set.Authorization: requestHeaders on a header the model's credentials go in are not implemented yet"},
+		{desc: "a credential header removed", models: model("requestHeaders: {remove: [x-foo, X-API-KEY]}"),
+			want: "llm.models[0].requestHeaders.remove[1]: requestHeaders on a header the model's credentials go in"},
+		{desc: "a key's own header", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, auth: {key: {value: k, location: {header: {name: X-Key}}}}, requestHeaders: {add: {x-key: v}}}",
+			want: "llm.models[0].requestHeaders.add.x-key: requestHeaders on a header the model's credentials go in"},
+		{desc: "Bedrock's default credentials", models: "\n  - {name: m, provider: bedrock, params: {awsRegion: us-east-1}, requestHeaders: {set: {authorization: v}}}",
+			want: "llm.models[0].requestHeaders.set.authorization: requestHeaders on a header"},
+		{desc: "no credentials", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, requestHeaders: {set: {authorization: v}}}"},
+		{desc: "credentials passed through", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, auth: {passthrough: {}}, requestHeaders: {set: {authorization: v}}}"},
+		{desc: "Host", models: model("requestHeaders: {set: {Host: example.com}}"),
+			want: "llm.models[0].requestHeaders.set.Host: requestHeaders on Host are not implemented yet"},
+		{desc: "failover to a model with authorization", models: model("authorization: {rules: ['true']}"),
+			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}]}}}",
+			want:    "llm.virtualModels[0].routing.failover.targets[0].model: failover to a model with authorization is not implemented yet"},
+		{desc: "failover among different requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}}",
+			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}",
+			want:    "llm.virtualModels[0].routing.failover.targets[1].model: failover among models with different requestHeaders is not implemented yet"},
+		{desc: "failover among the same requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}", "responseHeaders: {set: {x-b: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}, requestHeaders: {set: {x-a: '1'}}}",
+			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}"},
+		{desc: "a header twice in one match", models: model("matches: [{headers: [{name: x-a, value: {exact: '1'}}, {name: X-A, value: {exact: '2'}}]}]"),
+			want: `llm.models[0].matches[0].headers[1].name: header "X-A" is already matched by headers[0] of this match`, fileError: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			yaml := "llm:\n  port: 4000\n  models:" + tc.models + "\n"
+			if tc.virtual != "" {
+				yaml += "  virtualModels: [" + tc.virtual + "]\n"
+			}
+			f := parseConfig(t, yaml, nil)
+			gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+			t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+			err := gw.Apply(f)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if verr := Validate(f); (verr != nil) != tc.fileError {
+				t.Errorf("Validate: %v, want an error: %v", verr, tc.fileError)
+			}
+		})
 	}
 }
