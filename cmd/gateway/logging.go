@@ -7,15 +7,16 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 )
 
 // The access log is written through an in-memory buffer: one write(2) per
 // 256 KiB of lines, or per second when traffic is light, instead of one per
-// request (BenchmarkAccessLog: the write was about a third of a line's
-// cost; most of the rest is zap's encoding). nginx advises the same for busy
-// servers (`access_log ... buffer=64k flush=1s`); 64 KiB, 256 KiB and 1 MiB
-// measured alike. The price: up to a second of lines is lost if the process
+// request (BenchmarkAccessLog: the write was about a third of a line's cost
+// with zap's encoder, and is a larger share with codec/logline's). nginx
+// advises the same for busy servers (`access_log ... buffer=64k flush=1s`);
+// 64 KiB, 256 KiB and 1 MiB measured alike. The price: up to a second of lines is lost if the process
 // is killed (SIGKILL); on SIGTERM or SIGINT run flushes them.
 const (
 	accessLogBufferSize    = 256 << 10
@@ -84,15 +85,15 @@ func newAccessLogSink(ws zapcore.WriteSyncer) *zapcore.BufferedWriteSyncer {
 }
 
 // newLogEncoder returns the encoder of the given format: JSON, or zap's
-// console text with ISO 8601 times and capital levels.
+// console text with ISO 8601 times and capital levels. Both are
+// codec/logline's, which write what zap's JSON and console encoders write
+// with those settings (logline.JSONConfig, logline.ConsoleConfig), at a
+// third of the cost or less (BenchmarkAccessLog).
 func newLogEncoder(format string) zapcore.Encoder {
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
 	if format == "json" {
-		return zapcore.NewJSONEncoder(encCfg)
+		return logline.NewJSON()
 	}
-	encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
-	return zapcore.NewConsoleEncoder(encCfg)
+	return logline.NewConsole()
 }
 
 func zapLevel(l string) zapcore.LevelEnabler {
