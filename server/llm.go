@@ -41,6 +41,10 @@ type llmTarget struct {
 	fallback provider.RouteType // for paths no route names; 0: refused
 	metrics  *telemetry.LLMMetrics
 	catalog  *cost.Catalog // config.modelCatalog, nil when none
+	// targetModel names, for a failover virtual model of the llm section,
+	// the model each provider's attempt asks for (its target's name, as
+	// agentgateway rewrites the body's model); nil elsewhere.
+	targetModel map[*llmProvider]string
 }
 
 // llmProvider is one compiled provider of an ai backend.
@@ -124,6 +128,7 @@ type llmExchange struct {
 	scratch   []byte
 	cached    []byte // the provider body with cache points
 	guarded   []byte // the answer as the remote response guards masked it
+	retarget  []byte // the client's body naming another model (retarget)
 	out       []byte
 	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
 	upResp    *fasthttp.Response
@@ -158,7 +163,7 @@ func (x *llmExchange) release() {
 	}
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
-		out: x.out[:0], guarded: x.guarded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
 	}
 	llmExchanges.Put(x)
 }
@@ -265,7 +270,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		// Providers that share the policy share its result: the remote
 		// guards are asked once per client request, not per attempt.
 		cur := x.client
-		if prov.policy != nil && prov.policy == lastPolicy {
+		if m, ok := t.targetModel[prov]; ok {
+			cur = x.retarget1(m)
+		}
+		if prov.policy != nil && prov.policy == lastPolicy && len(t.targetModel) == 0 {
 			cur = lastBody
 		} else if prov.policy != nil {
 			if prov.policy.NeedsCEL() && in == nil {
@@ -612,3 +620,24 @@ func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
 
 // costUnknown marks an observation without a price.
 var costUnknown = math.NaN()
+
+// retarget1 returns the client's body naming model instead (in
+// x.retarget), or the body as it is when it names no model or is not an
+// object.
+func (x *llmExchange) retarget1(model string) []byte {
+	x.scratch = llm.AppendString(x.scratch[:0], model)
+	out, err := llm.SetMember(x.retarget[:0], x.client, "model", x.scratch)
+	if err != nil {
+		return x.client
+	}
+	x.retarget = out
+	return out
+}
+
+// retargetClient has the client's body name model from now on.
+func (x *llmExchange) retargetClient(model string) {
+	out := x.retarget1(model)
+	if len(out) > 0 && len(x.client) > 0 && &out[0] != &x.client[0] {
+		x.client, x.retarget = out, x.client[:0]
+	}
+}

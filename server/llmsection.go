@@ -137,6 +137,11 @@ func (b *bind) serveLLMModels(rs *requestState, r *route, rb *routeBackend, m *l
 	if !named && sel.model != nil {
 		x.rt = sel.model.fallback
 	}
+	if sel.chose != "" && sel.chose != name {
+		// As agentgateway does, the request goes on naming the model the
+		// virtual model chose (its transformations and aliases read it).
+		x.retargetClient(sel.chose)
+	}
 	status = b.llmAttempts(rs, r, backend, sel.target, x)
 	if h := m.responseHeaders(&sel, x); h != nil {
 		// Every answer once a model is chosen, the gateway's own errors
@@ -360,6 +365,7 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 	names := map[int][]string{}
 	var priorities []int
 	var first *llmModelEntry
+	var targetModel map[*llmProvider]string
 	for i, ft := range vm.Routing.Failover.Targets {
 		tpath := fmt.Sprintf("%s.failover.targets[%d].model", path, i)
 		e, err := target(tpath, ft.Model)
@@ -383,6 +389,10 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 		}
 		it := e.target.set.Attempts(0)
 		prov, member, _ := it.Next()
+		if targetModel == nil {
+			targetModel = map[*llmProvider]string{}
+		}
+		targetModel[prov] = ft.Model
 		byPriority[p] = append(byPriority[p], prov)
 		names[p] = append(names[p], member.Name())
 	}
@@ -393,7 +403,7 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 		groups = append(groups, byPriority[p])
 		groupNames = append(groupNames, names[p])
 	}
-	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog}
+	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog, targetModel: targetModel}
 	key := "llm-virtual\x00" + vm.Name + "\x00" + fmt.Sprint(groupNames)
 	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok && sameGroups(prev, groups) {
 		t.set = prev

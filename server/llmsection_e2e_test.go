@@ -582,3 +582,61 @@ func TestLLMSectionSettingsNotServed(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMSectionVirtualModelNamesItsTarget: a virtual model's request goes
+// on naming the model it chose, as agentgateway rewrites the body's model,
+// so a wildcard model's transformation reads the target's name (the
+// README's example: a failover to anthropic/claude-haiku-4-5), for
+// failover (per provider attempt), weighted and conditional routing.
+func TestLLMSectionVirtualModelNamesItsTarget(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "from openai"})
+	a := llmtest.NewAnthropic(t)
+	a.SetDefault(llmtest.Reply{Text: "from anthropic"})
+	cfg := `
+llm:
+  port: 4000
+  models:
+  - name: smart
+    provider: openAI
+    params: {apiKey: ` + o.APIKey + `, hostOverride: "` + o.Addr() + `"}
+  - name: anthropic/*
+    provider: anthropic
+    params: {apiKey: ` + a.APIKey + `, baseUrl: "http://` + a.Addr() + `"}
+    transformation: { model: 'llmRequest.model.stripPrefix("anthropic/")' }
+  virtualModels:
+  - name: cheap-first
+    routing: { failover: { targets: [{ model: smart, priority: 0 }, { model: anthropic/claude-haiku-4-5, priority: 1 }] } }
+  - name: cheap-weighted
+    routing: { weighted: { targets: [{ model: anthropic/claude-opus-4-1, weight: 1 }] } }
+  - name: cheap-when
+    routing: { conditional: { targets: [{ model: anthropic/claude-sonnet-4-5 }] } }
+`
+	tg := startGateway(t, cfg, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+
+	// The failover's first provider answers, asked for its own name.
+	if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest("cheap-first")); err != nil {
+		t.Fatal(err)
+	}
+	if m := o.Last().Model; m != "smart" {
+		t.Errorf("the failover's first target got model %q, want smart", m)
+	}
+	// It fails: the next target is asked for its name, transformed.
+	o.SetDefault(llmtest.Failure{Status: 503})
+	resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("cheap-first"))
+	if err != nil || resp.Choices[0].Message.Content != "from anthropic" {
+		t.Fatalf("failover: %v", err)
+	}
+	if m := a.Last().Model; m != "claude-haiku-4-5" {
+		t.Errorf("the failover's second target got model %q, want claude-haiku-4-5", m)
+	}
+	for vm, want := range map[string]string{"cheap-weighted": "claude-opus-4-1", "cheap-when": "claude-sonnet-4-5"} {
+		if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest(vm)); err != nil {
+			t.Fatalf("%s: %v", vm, err)
+		}
+		if m := a.Last().Model; m != want {
+			t.Errorf("%s reached the provider as %q, want %q", vm, m, want)
+		}
+	}
+}
