@@ -92,11 +92,10 @@ func (f *File) NotServedYet() []NotServed {
 // notServedYet adds the settings of the llm section not served yet:
 // provider presets without an address, the copilot provider, backend auth
 // forms, passthrough "detect" (the detect route type), requestHeaders on a
-// header each provider attempt sets itself (Host, and the credential
-// headers of a model with credentials: agentgateway applies requestHeaders
-// after the credentials, the attempt loop here before them), and failover
-// virtual models whose models have authorization or different
-// requestHeaders (agentgateway applies those per provider attempt).
+// header a provider attempt sets itself (Host, which the provider's wins
+// over as in agentgateway, and the headers of a SigV4 signature, which is
+// made after requestHeaders apply), and failover virtual models whose
+// models have authorization (agentgateway checks it per provider attempt).
 func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	provider := func(path string, p *LLMModelProvider, params *LLMParams) {
 		switch {
@@ -122,7 +121,7 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	}
 	// requestHeaders returns the requestHeaders a model's requests get (its
 	// own, else its provider's default) with their path, and the headers
-	// its credentials go in (none without credentials).
+	// of its SigV4 signature (none when its credentials do not sign).
 	requestHeaders := func(i int) (h *HeaderModifier, path string, credentials []string) {
 		m := &l.Models[i]
 		kind, params, auth := m.Provider, m.Params, m.Auth
@@ -139,17 +138,15 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 				}
 			}
 		}
-		switch {
-		case params != nil && params.APIKey != nil:
-		case auth != nil && auth.Passthrough == nil:
-			if auth.Key != nil && auth.Key.Location != nil && auth.Key.Location.Header != nil {
-				credentials = append(credentials, auth.Key.Location.Header.Name)
-			}
-		case auth == nil && (kind.Builtin == "bedrock" || kind.Builtin == "vertex"):
-		default:
+		// Only signed credentials (SigV4: aws auth, or Bedrock's default
+		// chain) come after requestHeaders; others come before them, as in
+		// agentgateway, so requestHeaders may replace them.
+		signs := auth != nil && auth.AWS != nil ||
+			auth == nil && kind.Builtin == "bedrock" && (params == nil || params.APIKey == nil)
+		if !signs {
 			return h, path, nil
 		}
-		return h, path, append(credentials, "authorization", "x-api-key", "api-key", "x-goog-api-key")
+		return h, path, append(credentials, "authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256")
 	}
 	reported := map[string]bool{}
 	once := func(path, msg string) {
@@ -190,17 +187,12 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 				once(hpath+"."+fields[k], "requestHeaders on Host are not implemented yet (each provider attempt sets the provider's Host)")
 				return
 			case slices.ContainsFunc(credentials, func(c string) bool { return lower(c) == name }):
-				once(hpath+"."+fields[k], "requestHeaders on a header the model's credentials go in are not implemented yet (the credentials would replace them; agentgateway applies requestHeaders after the credentials)")
+				once(hpath+"."+fields[k], "requestHeaders on a header of the model's SigV4 signature are not implemented yet (the signature would replace them)")
 				return
 			}
 		}
 	}
-	sameHeaders := func(a, b *HeaderModifier) bool {
-		if a == nil || b == nil {
-			return a == b
-		}
-		return maps.Equal(a.Add, b.Add) && maps.Equal(a.Set, b.Set) && slices.Equal(a.Remove, b.Remove)
-	}
+
 	for i := range l.Models {
 		m := &l.Models[i]
 		path := indexPath("llm.models", i)
@@ -216,8 +208,6 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 		if f == nil {
 			continue
 		}
-		var first *HeaderModifier
-		seen := false
 		for j, t := range f.Targets {
 			tpath := indexPath(indexPath("llm.virtualModels", i)+".routing.failover.targets", j) + ".model"
 			for k := range l.Models {
@@ -228,12 +218,6 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 				}
 				if l.Models[k].Authorization != nil {
 					once(tpath, "failover to a model with authorization is not implemented yet")
-				}
-				h, _, _ := requestHeaders(k)
-				if !seen {
-					first, seen = h, true
-				} else if !sameHeaders(first, h) {
-					once(tpath, "failover among models with different requestHeaders is not implemented yet")
 				}
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/llm/tokens"
+	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/ratelimit"
@@ -59,6 +60,10 @@ type llmProvider struct {
 	// passthrough is the provider's backendAuth passthrough.
 	passthrough   bool
 	passthroughAt jwtauth.Location
+	// requestHeaders are the llm section model's requestHeaders, applied
+	// after the credentials as agentgateway does (before them when they
+	// sign the request); nil for none.
+	requestHeaders *policy.HeaderModifier
 	// shownHealthy is set while the health gauge is known to show it
 	// healthy, so that a success does not look its series up again.
 	shownHealthy atomic.Bool
@@ -409,6 +414,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				attemptDeadline = d
 			}
 		}
+		signs := prov.requestHeaders != nil && prov.p.SignsRequest()
+		if signs {
+			prov.requestHeaders.ApplyRequest(&req.Header)
+		}
 		var err error
 		if prov.p.AuthorizeFetches() {
 			ctx, cancel := llmAuthContext(attemptDeadline)
@@ -423,6 +432,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			t.reportHealth(prov, balance.ServerError)
 			lastStatus, lastErr = fasthttp.StatusBadGateway, err
 			continue
+		}
+		if prov.requestHeaders != nil && !signs {
+			prov.requestHeaders.ApplyRequest(&req.Header)
 		}
 
 		if x.upResp == nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -57,10 +56,11 @@ type llmModelEntry struct {
 	// "*" entry; named routes are translated as usual).
 	fallback provider.RouteType
 	target   *llmTarget
-	// backend is the section's backend with the model's requestHeaders,
-	// which llmAttempts applies to the upstream head once.
-	backend         *routeBackend
-	requestHeaders  *config.HeaderModifier // what backend applies, as configured
+	// backend is the section's backend.
+	backend *routeBackend
+	// requestHeaders go to the model's provider (llmProvider), which
+	// applies them on each attempt.
+	requestHeaders  *policy.HeaderModifier
 	responseHeaders *policy.HeaderModifier
 }
 
@@ -208,6 +208,8 @@ func (c *compiler) llmModels(l *config.LLMConfig, section *routeBackend) (*llmMo
 			return nil, err
 		}
 		e.target = t
+		// t's provider is new (a model's ai backend is compiled afresh).
+		onlyProvider(t).requestHeaders = e.requestHeaders
 		inConfigOrder = append(inConfigOrder, e)
 		out.byProvider[onlyProvider(t)] = e
 	}
@@ -269,12 +271,9 @@ func (c *compiler) llmModelEntry(path string, l *config.LLMConfig, mc *config.LL
 		if err != nil {
 			return nil, fieldError(modelSettingPath(l, mc, path, mc.RequestHeaders != nil), "requestHeaders", err)
 		}
-		// Applied once to the upstream head, before each attempt's
-		// credentials (config.File.NotServedYet refuses requestHeaders on
-		// the headers an attempt sets itself).
-		b := *section
-		b.requestHeaders = h
-		e.backend, e.requestHeaders = &b, pols.RequestHeaders
+		// Applied by the model's provider after its credentials, as
+		// agentgateway does (llmProvider.requestHeaders).
+		e.requestHeaders = h
 	}
 	if pols.ResponseHeaders != nil {
 		h, err := policy.NewHeaderModifier(pols.ResponseHeaders)
@@ -364,7 +363,6 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 	byPriority := map[int][]*llmProvider{}
 	names := map[int][]string{}
 	var priorities []int
-	var first *llmModelEntry
 	var targetModel map[*llmProvider]string
 	for i, ft := range vm.Routing.Failover.Targets {
 		tpath := fmt.Sprintf("%s.failover.targets[%d].model", path, i)
@@ -372,16 +370,14 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 		if err != nil {
 			return err
 		}
-		// What agentgateway applies per provider of the failover backend
-		// (the model's authorization, its own requestHeaders) needs a hook
-		// in the attempt loop; config.File.NotServedYet lists it too.
+		// The model's authorization per provider of the failover backend
+		// needs a hook in the attempt loop; config.File.NotServedYet lists
+		// it too. Its requestHeaders go with its provider.
 		if e.authz != nil {
 			return &notServedError{decode.FieldError{Path: tpath, Msg: "failover to a model with authorization is not implemented yet"}}
 		}
 		if i == 0 {
-			v.failoverBackend, first = e.backend, e
-		} else if !sameHeaderModifier(first.requestHeaders, e.requestHeaders) {
-			return &notServedError{decode.FieldError{Path: tpath, Msg: "failover among models with different requestHeaders is not implemented yet"}}
+			v.failoverBackend = e.backend
 		}
 		p := *ft.Priority
 		if _, ok := byPriority[p]; !ok {
@@ -421,15 +417,6 @@ func onlyProvider(t *llmTarget) *llmProvider {
 	it := t.set.Attempts(0)
 	p, _, _ := it.Next()
 	return p
-}
-
-// sameHeaderModifier reports whether two header modifiers (nil: none) do
-// the same.
-func sameHeaderModifier(a, b *config.HeaderModifier) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return maps.Equal(a.Add, b.Add) && maps.Equal(a.Set, b.Set) && slices.Equal(a.Remove, b.Remove)
 }
 
 // sameGroups reports whether a kept set holds exactly these providers (a

@@ -435,7 +435,7 @@ llm:
     visibility: internal
     provider: openAI
     params: {apiKey: ` + down.APIKey + `, hostOverride: "` + down.Addr() + `"}
-    requestHeaders: {set: {x-org: own}}
+    requestHeaders: {set: {x-org: down-only}}
     responseHeaders: {set: {x-model: down}}
   - name: claude-*
     provider: anthropic
@@ -502,6 +502,9 @@ llm:
 	}
 	if n := len(down.Requests()); n != 1 {
 		t.Errorf("the failing model got %d requests, want 1 (then evicted)", n)
+	} else if got := down.Requests()[0].Header.Get("X-Org"); got != "down-only" {
+		// Each provider of a failover gets its own model's requestHeaders.
+		t.Errorf("the failing model got X-Org %q, want down-only", got)
 	}
 
 	// remove: the provider's own response header goes; a model without
@@ -537,14 +540,14 @@ func TestLLMSectionSettingsNotServed(t *testing.T) {
 		{desc: "detect", models: model("passthrough: detect"),
 			want: `llm.models[0].passthrough: passthrough "detect" is not implemented yet`},
 		{desc: "opaque", models: model("passthrough: opaque")},
-		{desc: "the credential header", models: model("requestHeaders: {set: {Authorization: 'Bearer x'}}"),
-			want: "llm.models[0].requestHeaders.set.Authorization: requestHeaders on a header the model's credentials go in are not implemented yet"},
-		{desc: "a credential header removed", models: model("requestHeaders: {remove: [x-foo, X-API-KEY]}"),
-			want: "llm.models[0].requestHeaders.remove[1]: requestHeaders on a header the model's credentials go in"},
-		{desc: "a key's own header", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, auth: {key: {value: k, location: {header: {name: X-Key}}}}, requestHeaders: {add: {x-key: v}}}",
-			want: "llm.models[0].requestHeaders.add.x-key: requestHeaders on a header the model's credentials go in"},
+		{desc: "the credential header", models: model("requestHeaders: {set: {Authorization: 'Bearer x'}}")},
+		{desc: "a credential header removed", models: model("requestHeaders: {remove: [x-foo, X-API-KEY]}")},
+		{desc: "a key's own header", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, auth: {key: {value: k, location: {header: {name: X-Key}}}}, requestHeaders: {add: {x-key: v}}}"},
 		{desc: "Bedrock's default credentials", models: "\n  - {name: m, provider: bedrock, params: {awsRegion: us-east-1}, requestHeaders: {set: {authorization: v}}}",
-			want: "llm.models[0].requestHeaders.set.authorization: requestHeaders on a header"},
+			want: "llm.models[0].requestHeaders.set.authorization: requestHeaders on a header of the model's SigV4 signature are not implemented yet"},
+		{desc: "a signed header", models: "\n  - {name: m, provider: bedrock, params: {awsRegion: us-east-1}, auth: {aws: {accessKeyId: a, secretAccessKey: s}}, requestHeaders: {remove: [X-Amz-Date]}}",
+			want: "llm.models[0].requestHeaders.remove[0]: requestHeaders on a header of the model's SigV4 signature"},
+		{desc: "Bedrock, another header", models: "\n  - {name: m, provider: bedrock, params: {awsRegion: us-east-1}, requestHeaders: {set: {x-team: a}}}"},
 		{desc: "no credentials", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, requestHeaders: {set: {authorization: v}}}"},
 		{desc: "credentials passed through", models: "\n  - {name: m, provider: openAI, params: {hostOverride: \"127.0.0.1:1\"}, auth: {passthrough: {}}, requestHeaders: {set: {authorization: v}}}"},
 		{desc: "Host", models: model("requestHeaders: {set: {Host: example.com}}"),
@@ -553,8 +556,7 @@ func TestLLMSectionSettingsNotServed(t *testing.T) {
 			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}]}}}",
 			want:    "llm.virtualModels[0].routing.failover.targets[0].model: failover to a model with authorization is not implemented yet"},
 		{desc: "failover among different requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}}",
-			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}",
-			want:    "llm.virtualModels[0].routing.failover.targets[1].model: failover among models with different requestHeaders is not implemented yet"},
+			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}"},
 		{desc: "failover among the same requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}", "responseHeaders: {set: {x-b: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}, requestHeaders: {set: {x-a: '1'}}}",
 			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}"},
 		{desc: "a header twice in one match", models: model("matches: [{headers: [{name: x-a, value: {exact: '1'}}, {name: X-A, value: {exact: '2'}}]}]"),
@@ -638,5 +640,31 @@ llm:
 		if m := a.Last().Model; m != want {
 			t.Errorf("%s reached the provider as %q, want %q", vm, m, want)
 		}
+	}
+}
+
+// TestLLMSectionRequestHeadersAfterCredentials: a model's requestHeaders
+// apply after its provider's credentials, as agentgateway applies them, so
+// they may replace the credential header: here the model's key is wrong and
+// its requestHeaders carry the right one.
+func TestLLMSectionRequestHeadersAfterCredentials(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok"})
+	cfg := `
+llm:
+  port: 4000
+  models:
+  - name: m
+    provider: openAI
+    params: {apiKey: wrong-key, hostOverride: "` + o.Addr() + `"}
+    requestHeaders: {set: {Authorization: "Bearer ` + o.APIKey + `"}}
+`
+	tg := startGateway(t, cfg, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+	if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest("m")); err != nil {
+		t.Fatalf("the requestHeaders' key did not reach the provider: %v", err)
+	}
+	if got := o.Last().Header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+o.APIKey {
+		t.Fatalf("Authorization %q", got)
 	}
 }

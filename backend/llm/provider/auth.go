@@ -77,6 +77,13 @@ func (p *Provider) AuthorizeFetches() bool {
 	return true
 }
 
+// SignsRequest reports whether Authorize signs the request (SigV4): a
+// header changed after it would break the signature.
+func (p *Provider) SignsRequest() bool {
+	_, ok := p.creds.(*sigv4Credentials)
+	return ok
+}
+
 // setProviderHeaders sets the headers the provider's API requires.
 func (p *Provider) setProviderHeaders(h *fasthttp.RequestHeader, target []byte) {
 	anthropic := p.kind == kindAnthropic ||
