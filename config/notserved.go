@@ -94,8 +94,7 @@ func (f *File) NotServedYet() []NotServed {
 // forms, passthrough "detect" (the detect route type), requestHeaders on a
 // header a provider attempt sets itself (Host, which the provider's wins
 // over as in agentgateway, and the headers of a SigV4 signature, which is
-// made after requestHeaders apply), and failover virtual models whose
-// models have authorization (agentgateway checks it per provider attempt).
+// made after requestHeaders apply).
 func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	provider := func(path string, p *LLMModelProvider, params *LLMParams) {
 		switch {
@@ -202,25 +201,6 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 			add(path+".passthrough", `passthrough "detect" is not implemented yet (reading usage from answers of any format); "opaque" is`)
 		}
 		attemptHeaders(i)
-	}
-	for i := range l.VirtualModels {
-		f := l.VirtualModels[i].Routing.Failover
-		if f == nil {
-			continue
-		}
-		for j, t := range f.Targets {
-			tpath := indexPath(indexPath("llm.virtualModels", i)+".routing.failover.targets", j) + ".model"
-			for k := range l.Models {
-				// Every model the name matches, whichever the target
-				// resolves to.
-				if checkModelPattern(l.Models[k].Name) != nil || !MatchModelName(l.Models[k].Name, t.Model) {
-					continue
-				}
-				if l.Models[k].Authorization != nil {
-					once(tpath, "failover to a model with authorization is not implemented yet")
-				}
-			}
-		}
 	}
 }
 

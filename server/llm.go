@@ -46,6 +46,10 @@ type llmTarget struct {
 	// the model each provider's attempt asks for (its target's name, as
 	// agentgateway rewrites the body's model); nil elsewhere.
 	targetModel map[*llmProvider]string
+	// targetAuthz is, for such a failover, the authorization of each
+	// provider's model: a provider whose model refuses the request is
+	// skipped (nil: none has any).
+	targetAuthz map[*llmProvider]*celrules.RuleSet
 }
 
 // llmProvider is one compiled provider of an ai backend.
@@ -257,6 +261,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	haveResp := false // x.upResp holds a provider's error answer
 	var lastPolicy *aipolicy.Policy
 	var lastBody []byte
+	denied := false // a provider was skipped: its model's authorization refused
 	for attempt := 0; ; attempt++ {
 		prov, member, ok := it.Next()
 		if !ok {
@@ -270,6 +275,16 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			haveResp = false
 		}
 		x.prov = prov
+		if rules := t.targetAuthz[prov]; rules != nil {
+			if in == nil {
+				v := celrules.InputFromCtx(&rs.pc)
+				in = &v
+			}
+			if !rules.Allowed(in) {
+				denied = true
+				continue
+			}
+		}
 
 		// The ai policy edits the client's body; a guard may refuse it.
 		// Providers that share the policy share its result: the remote
@@ -476,6 +491,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	}
 	if haveResp {
 		return b.llmRespond(rs, x)
+	}
+	if denied && lastStatus == 0 {
+		// No provider was tried: each one's model refused the request.
+		return x.routerError(fasthttp.StatusForbidden, "Model authorization denied", "model_authorization_denied")
 	}
 	{
 		msg := "no LLM provider available"

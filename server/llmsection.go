@@ -364,18 +364,16 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 	names := map[int][]string{}
 	var priorities []int
 	var targetModel map[*llmProvider]string
+	var targetAuthz map[*llmProvider]*celrules.RuleSet
 	for i, ft := range vm.Routing.Failover.Targets {
 		tpath := fmt.Sprintf("%s.failover.targets[%d].model", path, i)
 		e, err := target(tpath, ft.Model)
 		if err != nil {
 			return err
 		}
-		// The model's authorization per provider of the failover backend
-		// needs a hook in the attempt loop; config.File.NotServedYet lists
-		// it too. Its requestHeaders go with its provider.
-		if e.authz != nil {
-			return &notServedError{decode.FieldError{Path: tpath, Msg: "failover to a model with authorization is not implemented yet"}}
-		}
+		// The model's authorization is checked per attempt (a provider
+		// whose model refuses is skipped; agentgateway does not check it
+		// on failover at all); its requestHeaders go with its provider.
 		if i == 0 {
 			v.failoverBackend = e.backend
 		}
@@ -389,6 +387,12 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 			targetModel = map[*llmProvider]string{}
 		}
 		targetModel[prov] = ft.Model
+		if e.authz != nil {
+			if targetAuthz == nil {
+				targetAuthz = map[*llmProvider]*celrules.RuleSet{}
+			}
+			targetAuthz[prov] = e.authz
+		}
 		byPriority[p] = append(byPriority[p], prov)
 		names[p] = append(names[p], member.Name())
 	}
@@ -399,7 +403,7 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 		groups = append(groups, byPriority[p])
 		groupNames = append(groupNames, names[p])
 	}
-	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog, targetModel: targetModel}
+	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog, targetModel: targetModel, targetAuthz: targetAuthz}
 	key := "llm-virtual\x00" + vm.Name + "\x00" + fmt.Sprint(groupNames)
 	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok && sameGroups(prev, groups) {
 		t.set = prev

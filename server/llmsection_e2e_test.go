@@ -553,8 +553,7 @@ func TestLLMSectionSettingsNotServed(t *testing.T) {
 		{desc: "Host", models: model("requestHeaders: {set: {Host: example.com}}"),
 			want: "llm.models[0].requestHeaders.set.Host: requestHeaders on Host are not implemented yet"},
 		{desc: "failover to a model with authorization", models: model("authorization: {rules: ['true']}"),
-			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}]}}}",
-			want:    "llm.virtualModels[0].routing.failover.targets[0].model: failover to a model with authorization is not implemented yet"},
+			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}]}}}"},
 		{desc: "failover among different requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}}",
 			virtual: "{name: v, routing: {failover: {targets: [{model: m, priority: 0}, {model: n, priority: 1}]}}}"},
 		{desc: "failover among the same requestHeaders", models: model("requestHeaders: {set: {x-a: '1'}}", "responseHeaders: {set: {x-b: '1'}}") + "\n  - {name: n, provider: openAI, params: {apiKey: k, hostOverride: \"127.0.0.1:1\"}, requestHeaders: {set: {x-a: '1'}}}",
@@ -666,5 +665,62 @@ llm:
 	}
 	if got := o.Last().Header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+o.APIKey {
 		t.Fatalf("Authorization %q", got)
+	}
+}
+
+// TestLLMSectionFailoverModelAuthorization: a failover virtual model checks
+// each target model's authorization on its attempt: a provider whose model
+// refuses the request is skipped, and when every one refuses the answer is
+// 403 model_authorization_denied. (agentgateway does not check it on
+// failover; skipping keeps a model's authorization from being bypassed
+// through a virtual model.)
+func TestLLMSectionFailoverModelAuthorization(t *testing.T) {
+	gold := llmtest.NewOpenAI(t)
+	gold.SetDefault(llmtest.Reply{Text: "gold"})
+	std := llmtest.NewOpenAI(t)
+	std.SetDefault(llmtest.Reply{Text: "standard"})
+	cfg := `
+llm:
+  port: 4000
+  models:
+  - name: gold
+    visibility: internal
+    provider: openAI
+    params: {apiKey: ` + gold.APIKey + `, hostOverride: "` + gold.Addr() + `"}
+    authorization: {rules: ['request.headers["x-tier"] == "gold"']}
+  - name: standard
+    visibility: internal
+    provider: openAI
+    params: {apiKey: ` + std.APIKey + `, hostOverride: "` + std.Addr() + `"}
+  virtualModels:
+  - name: best
+    routing: {failover: {targets: [{model: gold, priority: 0}, {model: standard, priority: 1}]}}
+  - name: gold-only
+    routing: {failover: {targets: [{model: gold, priority: 0}]}}
+`
+	tg := startGateway(t, cfg, nil)
+	for _, tc := range []struct {
+		model, tier string
+		status      int
+		want        string
+	}{
+		{"best", "gold", 200, "gold"},
+		{"best", "", 200, "standard"},
+		{"gold-only", "gold", 200, "gold"},
+		{"gold-only", "", 403, "model_authorization_denied"},
+	} {
+		req, _ := http.NewRequest("POST", tg.url(4000)+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+tc.model+`","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.tier != "" {
+			req.Header.Set("X-Tier", tc.tier)
+		}
+		resp, body := do(t, req)
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%s with tier %q: %d %s, want %d with %q", tc.model, tc.tier, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+	if n := len(gold.Requests()); n != 2 {
+		t.Errorf("the gold provider got %d requests, want 2 (only the gold tier's)", n)
 	}
 }
