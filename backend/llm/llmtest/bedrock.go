@@ -2,21 +2,14 @@ package llmtest
 
 import (
 	"bytes"
-	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // Bedrock emulates the Bedrock runtime's Converse API: POST
@@ -147,37 +140,6 @@ func bedrockError(h http.Header, f Failure) []byte {
 	return mustJSON(obj{{"message", msg}})
 }
 
-// sigv4 is the parsed Authorization header of a SigV4 request.
-type sigv4 struct {
-	keyID, date, region, service string
-	signedHeaders                []string
-	signature                    string
-}
-
-func parseSigV4(authz string) (sigv4, bool) {
-	rest, ok := strings.CutPrefix(authz, "AWS4-HMAC-SHA256 ")
-	if !ok {
-		return sigv4{}, false
-	}
-	var s sigv4
-	for _, part := range strings.Split(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "Credential":
-			scope := strings.Split(v, "/")
-			if len(scope) != 5 || scope[4] != "aws4_request" {
-				return sigv4{}, false
-			}
-			s.keyID, s.date, s.region, s.service = scope[0], scope[1], scope[2], scope[3]
-		case "SignedHeaders":
-			s.signedHeaders = strings.Split(v, ";")
-		case "Signature":
-			s.signature = v
-		}
-	}
-	return s, s.keyID != "" && len(s.signedHeaders) > 0 && s.signature != ""
-}
-
 func (b *Bedrock) authorize(x *exchange) bool {
 	refuse := func(reason, typ, msg string) bool {
 		x.refuse(reason, func(h http.Header, f Failure) []byte {
@@ -195,81 +157,13 @@ func (b *Bedrock) authorize(x *exchange) bool {
 		x.admit()
 		return true
 	}
-	if authz == "" {
-		return refuse("no Authorization", "MissingAuthenticationTokenException", "Missing Authentication Token")
-	}
-	sig, ok := parseSigV4(authz)
-	if !ok {
-		return refuse("malformed Authorization", "IncompleteSignatureException",
-			"Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters.")
-	}
-	if sig.keyID != b.AccessKeyID {
-		return refuse("unknown access key "+sig.keyID, "UnrecognizedClientException", "The security token included in the request is invalid.")
-	}
-	if b.SessionToken != "" && x.r.Header.Get("X-Amz-Security-Token") != b.SessionToken {
-		return refuse("wrong session token", "UnrecognizedClientException", "The security token included in the request is invalid.")
-	}
-	amzDate := x.r.Header.Get("X-Amz-Date")
-	signed, err := time.Parse("20060102T150405Z", amzDate)
-	if err != nil || !slices.Contains(sig.signedHeaders, "x-amz-date") {
-		return refuse("no signed X-Amz-Date", "IncompleteSignatureException", "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
-	}
-	if skew := time.Since(signed); skew > b.MaxClockSkew || -skew > b.MaxClockSkew {
-		return refuse("signature expired", "InvalidSignatureException",
-			"Signature expired: "+amzDate+" is now earlier than "+time.Now().UTC().Add(-b.MaxClockSkew).Format("20060102T150405Z")+".")
-	}
-	switch {
-	case sig.date != signed.Format("20060102"):
-		return refuse("scope date", "InvalidSignatureException", "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '"+sig.date+"' != '"+signed.Format("20060102")+"', from '"+amzDate+"'.")
-	case sig.region != b.Region:
-		return refuse("scope region "+sig.region, "InvalidSignatureException", "Credential should be scoped to a valid region. ")
-	case sig.service != "bedrock":
-		return refuse("scope service "+sig.service, "InvalidSignatureException", "Credential should be scoped to correct service: 'bedrock'. ")
-	}
-	hash := sha256.Sum256(x.rec.Body)
-	payloadHash := hex.EncodeToString(hash[:])
-	if h := x.r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != payloadHash {
-		if h != "UNSIGNED-PAYLOAD" {
-			return refuse("x-amz-content-sha256 mismatch", "InvalidSignatureException", "The provided 'x-amz-content-sha256' header does not match what was computed.")
-		}
-		payloadHash = h
-	}
-	if want := b.expectedSignature(x.r, sig, signed, payloadHash); !hmac.Equal([]byte(want), []byte(sig.signature)) {
-		return refuse("signature mismatch", "InvalidSignatureException", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+	check := SigV4Check{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey, SessionToken: b.SessionToken,
+		Region: b.Region, Service: "bedrock", MaxClockSkew: b.MaxClockSkew, AllowUnsignedPayload: true}
+	if reason, typ, msg := check.Verify(x.r, x.rec.Body); reason != "" {
+		return refuse(reason, typ, msg)
 	}
 	x.admit()
 	return true
-}
-
-// expectedSignature signs a copy of r that has only the headers r signed,
-// with the AWS SDK's signer, and returns the signature ("" when the signer
-// would sign other headers than r did).
-func (b *Bedrock) expectedSignature(r *http.Request, sig sigv4, at time.Time, payloadHash string) string {
-	u := *r.URL
-	u.Scheme, u.Host = "http", r.Host
-	req := &http.Request{Method: r.Method, URL: &u, Host: r.Host, Header: http.Header{}, ContentLength: -1}
-	creds := aws.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey}
-	for _, name := range sig.signedHeaders {
-		switch name {
-		case "host":
-		case "content-length":
-			req.ContentLength = r.ContentLength
-		case "x-amz-security-token":
-			creds.SessionToken = r.Header.Get(name)
-			req.Header[http.CanonicalHeaderKey(name)] = r.Header.Values(name)
-		default:
-			req.Header[http.CanonicalHeaderKey(name)] = r.Header.Values(name)
-		}
-	}
-	err := v4.NewSigner().SignHTTP(context.Background(), creds, req, payloadHash, sig.service, sig.region, at)
-	if err != nil {
-		return ""
-	}
-	mine, ok := parseSigV4(req.Header.Get("Authorization"))
-	if !ok || !slices.Equal(mine.signedHeaders, sig.signedHeaders) {
-		return ""
-	}
-	return mine.signature
 }
 
 func bedrockUsage(u Usage) obj {

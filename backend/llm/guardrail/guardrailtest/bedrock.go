@@ -1,11 +1,7 @@
 package guardrailtest
 
 import (
-	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"maps"
 	"net/http"
 	"slices"
@@ -13,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 )
 
 // Bedrock emulates the Bedrock runtime's ApplyGuardrail: POST
@@ -224,104 +219,7 @@ func (b *Bedrock) authenticate(r *http.Request, body []byte) (reason, typ, msg s
 		}
 		return "", "", ""
 	}
-	if authz == "" {
-		return "no Authorization", "MissingAuthenticationTokenException", "Missing Authentication Token"
-	}
-	sig, ok := parseSigV4(authz)
-	if !ok {
-		return "malformed Authorization", "IncompleteSignatureException", "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters."
-	}
-	if sig.keyID != b.AccessKeyID {
-		return "unknown access key " + sig.keyID, "UnrecognizedClientException", "The security token included in the request is invalid."
-	}
-	if b.SessionToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Amz-Security-Token")), []byte(b.SessionToken)) != 1 {
-		return "wrong session token", "UnrecognizedClientException", "The security token included in the request is invalid."
-	}
-	amzDate := r.Header.Get("X-Amz-Date")
-	signed, err := time.Parse("20060102T150405Z", amzDate)
-	if err != nil || !slices.Contains(sig.signedHeaders, "x-amz-date") {
-		return "no signed X-Amz-Date", "IncompleteSignatureException", "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
-	}
-	if skew := time.Since(signed); skew > b.MaxClockSkew || -skew > b.MaxClockSkew {
-		return "signature expired", "InvalidSignatureException", "Signature expired: " + amzDate + " is now earlier than the allowed skew."
-	}
-	switch {
-	case sig.date != signed.Format("20060102"):
-		return "scope date", "InvalidSignatureException", "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP."
-	case sig.region != b.Region:
-		return "scope region " + sig.region, "InvalidSignatureException", "Credential should be scoped to a valid region."
-	case sig.service != "bedrock":
-		return "scope service " + sig.service, "InvalidSignatureException", "Credential should be scoped to correct service: 'bedrock'."
-	}
-	sum := sha256.Sum256(body)
-	payloadHash := hex.EncodeToString(sum[:])
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != "" && h != payloadHash {
-		return "x-amz-content-sha256 mismatch", "InvalidSignatureException", "The provided 'x-amz-content-sha256' header does not match what was computed."
-	}
-	want := b.expectedSignature(r, sig, signed, payloadHash)
-	if want == "" || !hmac.Equal([]byte(want), []byte(sig.signature)) {
-		return "signature mismatch", "InvalidSignatureException", "The request signature we calculated does not match the signature you provided."
-	}
-	return "", "", ""
-}
-
-// sigv4 is the parsed Authorization header of a SigV4 request.
-type sigv4 struct {
-	keyID, date, region, service string
-	signedHeaders                []string
-	signature                    string
-}
-
-func parseSigV4(authz string) (sigv4, bool) {
-	rest, ok := strings.CutPrefix(authz, "AWS4-HMAC-SHA256 ")
-	if !ok {
-		return sigv4{}, false
-	}
-	var s sigv4
-	for _, part := range strings.Split(rest, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "Credential":
-			scope := strings.Split(v, "/")
-			if len(scope) != 5 || scope[4] != "aws4_request" {
-				return sigv4{}, false
-			}
-			s.keyID, s.date, s.region, s.service = scope[0], scope[1], scope[2], scope[3]
-		case "SignedHeaders":
-			s.signedHeaders = strings.Split(v, ";")
-		case "Signature":
-			s.signature = v
-		}
-	}
-	return s, s.keyID != "" && len(s.signedHeaders) > 0 && s.signature != ""
-}
-
-// expectedSignature signs a copy of r holding only the headers r signed,
-// with the AWS SDK's signer, and returns the signature ("" when the signer
-// would sign other headers than r did).
-func (b *Bedrock) expectedSignature(r *http.Request, sig sigv4, at time.Time, payloadHash string) string {
-	u := *r.URL
-	u.Scheme, u.Host = "https", r.Host
-	req := &http.Request{Method: r.Method, URL: &u, Host: r.Host, Header: http.Header{}, ContentLength: -1}
-	creds := aws.Credentials{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey}
-	for _, name := range sig.signedHeaders {
-		switch name {
-		case "host":
-		case "content-length":
-			req.ContentLength = r.ContentLength
-		case "x-amz-security-token":
-			creds.SessionToken = r.Header.Get(name)
-			req.Header[http.CanonicalHeaderKey(name)] = r.Header.Values(name)
-		default:
-			req.Header[http.CanonicalHeaderKey(name)] = r.Header.Values(name)
-		}
-	}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, payloadHash, sig.service, sig.region, at); err != nil {
-		return ""
-	}
-	mine, ok := parseSigV4(req.Header.Get("Authorization"))
-	if !ok || !slices.Equal(mine.signedHeaders, sig.signedHeaders) {
-		return ""
-	}
-	return mine.signature
+	check := llmtest.SigV4Check{AccessKeyID: b.AccessKeyID, SecretAccessKey: b.SecretAccessKey, SessionToken: b.SessionToken,
+		Region: b.Region, Service: "bedrock", MaxClockSkew: b.MaxClockSkew}
+	return check.Verify(r, body)
 }
