@@ -14,6 +14,7 @@ import (
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/ratelimit"
 )
@@ -322,7 +323,7 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 			// Copies: the request's buffers are reused once this returns, and
 			// a core may keep the entry (a batching or observing one). The
 			// standard methods are constants, not copies.
-			zap.String("method", methodString(method)),
+			zap.String("method", logline.Method(method)),
 			zap.String("path", string(path)),
 			zap.Int("status", status),
 			zap.Duration("duration", d),
@@ -587,30 +588,4 @@ func responseBytes(r *fasthttp.Response) int {
 		return max(r.Header.ContentLength(), 0)
 	}
 	return len(r.Body())
-}
-
-// methodString is the request method as a string: a constant for the
-// standard methods, a copy otherwise.
-func methodString(m []byte) string {
-	switch string(m) {
-	case "GET":
-		return "GET"
-	case "POST":
-		return "POST"
-	case "PUT":
-		return "PUT"
-	case "DELETE":
-		return "DELETE"
-	case "HEAD":
-		return "HEAD"
-	case "OPTIONS":
-		return "OPTIONS"
-	case "PATCH":
-		return "PATCH"
-	case "CONNECT":
-		return "CONNECT"
-	case "TRACE":
-		return "TRACE"
-	}
-	return string(m)
 }
