@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/config"
 )
@@ -32,7 +33,7 @@ func (g *Guard) compileModelArmor(c *config.GoogleModelArmor, ph phase, opts *Op
 	if c.Location != nil {
 		location = *c.Location
 	}
-	if !validHostLabel(location) {
+	if !provider.ValidHostLabel(location) {
 		return fieldError("googleModelArmor.location", "must be a location such as us-central1 (lower-case letters, digits and hyphens): it becomes part of the host name")
 	}
 	for _, f := range [...]struct{ name, value string }{{"projectId", c.ProjectID}, {"templateId", c.TemplateID}} {
@@ -195,21 +196,6 @@ func matchFound(raw json.RawMessage) bool {
 		MatchState string `json:"matchState"`
 	}
 	return json.Unmarshal(raw, &r) == nil && r.MatchState == "MATCH_FOUND"
-}
-
-// validHostLabel reports a DNS label of lower-case letters, digits and
-// hyphens: what a setting that becomes part of a host name may hold.
-func validHostLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 var _ checker = (*modelArmor)(nil)

@@ -22,7 +22,7 @@ type azureSettings struct {
 
 func (a *azureSettings) compile(c *config.AzureProvider) error {
 	name := strings.ToLower(c.ResourceName)
-	if !validHostLabel(name) {
+	if !ValidHostLabel(name) {
 		return fieldError("provider.azure.resourceName", "must be a DNS label (letters, digits and hyphens): it becomes the host name")
 	}
 	a.foundry = c.ResourceType != "openAI"
@@ -58,7 +58,7 @@ type vertexSettings struct {
 }
 
 func (v *vertexSettings) compile(c *config.VertexProvider) error {
-	if !validHostLabel(c.Region) {
+	if !ValidHostLabel(c.Region) {
 		return fieldError("provider.vertex.region", "must be a location such as us-central1, global, us or eu (lower-case letters, digits and hyphens)")
 	}
 	v.project, v.region = c.ProjectID, c.Region

@@ -190,9 +190,10 @@ func fieldError(path, msg string) *decode.FieldError {
 	return &decode.FieldError{Path: path, Msg: msg}
 }
 
-// validHostLabel reports a DNS label of lower-case letters, digits and
-// hyphens: what a setting that becomes part of a host name may hold.
-func validHostLabel(s string) bool {
+// ValidHostLabel reports a DNS label of lower-case letters, digits and
+// hyphens: what a setting that becomes part of a host name may hold (a
+// region, a location, a resource name).
+func ValidHostLabel(s string) bool {
 	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
 		return false
 	}
