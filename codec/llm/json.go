@@ -235,47 +235,58 @@ func AppendUnquoted(dst []byte, tok []byte) ([]byte, error) {
 			i = j
 			continue
 		}
-		if i+1 >= len(in) {
+		r, next, ok := UnescapeAt(in, i)
+		if !ok {
 			return dst, ErrNotString
 		}
-		switch e := in[i+1]; e {
-		case '"', '\\', '/':
-			dst = append(dst, e)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(in[i+2:])
-			if !ok {
-				return dst, ErrNotString
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
-					r2, _ := hex4(in[i+2 : i+6])
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						dst = utf8.AppendRune(dst, d)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			dst = utf8.AppendRune(dst, r)
-			continue
-		default:
-			return dst, ErrNotString
-		}
-		i += 2
+		dst = utf8.AppendRune(dst, r)
+		i = next
 	}
 	return dst, nil
+}
+
+// UnescapeAt decodes the escape sequence that starts at in[i] (a
+// backslash) in the contents of a JSON string: the character, and the
+// index after the sequence. A \u escape of an unpaired surrogate is U+FFFD,
+// as a decoder makes of it, and takes its own six bytes. ok is false for an
+// escape JSON does not have, or one cut short (r is then U+FFFD and next
+// i+2, or the end of in).
+func UnescapeAt(in []byte, i int) (r rune, next int, ok bool) {
+	if i+1 >= len(in) {
+		return utf8.RuneError, len(in), false
+	}
+	switch e := in[i+1]; e {
+	case '"', '\\', '/':
+		return rune(e), i + 2, true
+	case 'b':
+		return '\b', i + 2, true
+	case 'f':
+		return '\f', i + 2, true
+	case 'n':
+		return '\n', i + 2, true
+	case 'r':
+		return '\r', i + 2, true
+	case 't':
+		return '\t', i + 2, true
+	case 'u':
+		r, ok := hex4(in[i+2:])
+		if !ok {
+			return utf8.RuneError, i + 2, false
+		}
+		i += 6
+		if utf16.IsSurrogate(r) {
+			if i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
+				if r2, ok := hex4(in[i+2:]); ok {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						return d, i + 6, true
+					}
+				}
+			}
+			return utf8.RuneError, i, true
+		}
+		return r, i, true
+	}
+	return utf8.RuneError, i + 2, false
 }
 
 func hex4(b []byte) (rune, bool) {

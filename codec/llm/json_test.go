@@ -214,3 +214,33 @@ func TestDecodeEachFormat(t *testing.T) {
 		})
 	}
 }
+
+// TestUnescapeAt: each JSON escape, surrogate pairs and lone halves, and
+// the escapes JSON does not have.
+func TestUnescapeAt(t *testing.T) {
+	tests := []struct {
+		in   string
+		r    rune
+		next int
+		ok   bool
+	}{
+		{`\n`, '\n', 2, true},
+		{`\/x`, '/', 2, true},
+		{`\"`, '"', 2, true},
+		{`\u00e9`, 'é', 6, true},
+		{`\ud83d\ude00!`, '😀', 12, true},
+		{`\ud83dx`, '\uFFFD', 6, true},      // a lone high half
+		{`\ud83d\u0041`, '\uFFFD', 6, true}, // a high half before no low one
+		{`\ude00`, '\uFFFD', 6, true},       // a lone low half
+		{`\u12`, '\uFFFD', 2, false},        // cut short
+		{`\uzzzz`, '\uFFFD', 2, false},      // not hex
+		{`\x`, '\uFFFD', 2, false},          // not a JSON escape
+		{`\`, '\uFFFD', 1, false},           // nothing after the backslash
+	}
+	for _, tc := range tests {
+		r, next, ok := UnescapeAt([]byte(tc.in), 0)
+		if r != tc.r || next != tc.next || ok != tc.ok {
+			t.Errorf("UnescapeAt(%q) = %q, %d, %v; want %q, %d, %v", tc.in, r, next, ok, tc.r, tc.next, tc.ok)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package promptcache
 import (
 	"bytes"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/relaygate/gateway/codec/llm"
@@ -324,58 +323,12 @@ func hasWord(in []byte) bool {
 
 // escapedRune decodes the escape at in[i] and returns the character and
 // the index after it; an unpaired surrogate is U+FFFD, as when the string
-// is decoded.
+// is decoded (llm.UnescapeAt), and an escape JSON does not have reads as
+// its character.
 func escapedRune(in []byte, i int) (rune, int) {
-	switch e := in[i+1]; e {
-	case 'n':
-		return '\n', i + 2
-	case 't':
-		return '\t', i + 2
-	case 'r':
-		return '\r', i + 2
-	case 'f':
-		return '\f', i + 2
-	case 'b':
-		return '\b', i + 2
-	case 'u':
-		r, ok := hex4(in[i+2:])
-		if !ok {
-			return utf8.RuneError, i + 2
-		}
-		i += 6
-		if utf16.IsSurrogate(r) {
-			if i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
-				if r2, ok := hex4(in[i+2:]); ok {
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						return d, i + 6
-					}
-				}
-			}
-			return utf8.RuneError, i
-		}
-		return r, i
-	default: // \" \\ \/
-		return rune(e), i + 2
+	r, next, ok := llm.UnescapeAt(in, i)
+	if !ok && i+1 < len(in) && in[i+1] != 'u' {
+		return rune(in[i+1]), i + 2
 	}
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
+	return r, next
 }
