@@ -59,18 +59,7 @@ func (h *durationHistogram) observe(d time.Duration) {
 // format. labels is the pre-rendered label list without braces, e.g.
 // `route="r"`.
 func (h *durationHistogram) appendTo(b []byte, name, labels string) []byte {
-	var cum uint64
-	for i := range h.buckets {
-		cum += h.buckets[i].Load()
-		b = append(b, name...)
-		b = append(b, "_bucket{"...)
-		b = append(b, labels...)
-		b = append(b, `,le="`...)
-		b = append(b, bucketLabels[i]...)
-		b = append(b, `"} `...)
-		b = strconv.AppendUint(b, cum, 10)
-		b = append(b, '\n')
-	}
+	b, count := appendBuckets(b, name, labels, bucketLabels[:], h.buckets[:])
 	sum := float64(h.sumNanos.Load()) / float64(time.Second)
 	b = append(b, name...)
 	b = append(b, "_sum{"...)
@@ -78,10 +67,35 @@ func (h *durationHistogram) appendTo(b []byte, name, labels string) []byte {
 	b = append(b, "} "...)
 	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
 	b = append(b, '\n')
+	return appendCount(b, name, labels, count)
+}
+
+// appendBuckets appends a histogram's cumulative _bucket lines, counts
+// being its per-bucket (non-cumulative) counts and le their bounds'
+// labels, and returns the total, its _count: read once, so that _count
+// always equals the +Inf bucket while observations race with a scrape.
+func appendBuckets(b []byte, name, labels string, le []string, counts []atomic.Uint64) ([]byte, uint64) {
+	var cum uint64
+	for i := range counts {
+		cum += counts[i].Load()
+		b = append(b, name...)
+		b = append(b, "_bucket{"...)
+		b = append(b, labels...)
+		b = append(b, `,le="`...)
+		b = append(b, le[i]...)
+		b = append(b, `"} `...)
+		b = strconv.AppendUint(b, cum, 10)
+		b = append(b, '\n')
+	}
+	return b, cum
+}
+
+// appendCount appends a histogram's _count line.
+func appendCount(b []byte, name, labels string, count uint64) []byte {
 	b = append(b, name...)
 	b = append(b, "_count{"...)
 	b = append(b, labels...)
 	b = append(b, "} "...)
-	b = strconv.AppendUint(b, cum, 10)
+	b = strconv.AppendUint(b, count, 10)
 	return append(b, '\n')
 }

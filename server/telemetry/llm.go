@@ -466,25 +466,9 @@ func (h *histogram) count() uint64 {
 
 // appendTo appends the histogram's series in the text format.
 func (h *histogram) appendTo(b []byte, name, labels string) []byte {
-	var cum uint64
-	for i := range h.counts {
-		cum += h.counts[i].Load()
-		b = append(b, name...)
-		b = append(b, "_bucket{"...)
-		b = append(b, labels...)
-		b = append(b, `,le="`...)
-		b = append(b, h.layout.le[i]...)
-		b = append(b, `"} `...)
-		b = strconv.AppendUint(b, cum, 10)
-		b = append(b, '\n')
-	}
+	b, count := appendBuckets(b, name, labels, h.layout.le, h.counts)
 	b = appendSample(b, name+"_sum", labels, float64(h.sum.Load())/h.layout.unit)
-	b = append(b, name...)
-	b = append(b, "_count{"...)
-	b = append(b, labels...)
-	b = append(b, "} "...)
-	b = strconv.AppendUint(b, cum, 10)
-	return append(b, '\n')
+	return appendCount(b, name, labels, count)
 }
 
 // appendSample appends one `name{labels} value` line. Values are written
