@@ -142,6 +142,7 @@ type llmExchange struct {
 	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
 	upResp    *fasthttp.Response
 	info      convert.RequestInfo
+	head      convert.Head // what convert.ReadHead read of the body an attempt sends
 	rt        provider.RouteType
 	prov      *llmProvider
 	target    *llmTarget
@@ -320,8 +321,19 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		// The model: the provider's fixed one, else the client's through
 		// the aliases.
 		model := ""
+		var head *convert.Head
 		if jsonBody {
-			model = aipolicy.Model(cur)
+			// One walk over the body's top level serves the model here
+			// and the head convert.Request needs; a body it refuses
+			// (a member of the wrong type) is left for Request to
+			// answer, its model read leniently.
+			if h, err := convert.ReadHead(cur); err == nil {
+				x.head = h
+				head = &x.head
+				model = h.Model()
+			} else {
+				model = aipolicy.Model(cur)
+			}
 			x.reqModel = append(x.reqModel[:0], model...)
 			if prov.policy != nil {
 				if m, ok := prov.policy.Alias(model); ok {
@@ -355,7 +367,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		body := cur
 		if cf != convert.FormatUnknown && pf != convert.FormatUnknown {
-			sent, info, err := convert.Request(x.sent[:0], cf, pf, cur, &convert.Options{Model: model, StreamUsage: true})
+			sent, info, err := convert.Request(x.sent[:0], cf, pf, cur, &convert.Options{Model: model, StreamUsage: true, Head: head})
 			if err != nil {
 				var ce *convert.Error
 				if errors.As(err, &ce) {

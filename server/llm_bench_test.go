@@ -59,6 +59,7 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 	for _, pf := range []convert.Format{convert.Chat, convert.Messages, convert.Bedrock} {
 		b.Run(pf.String(), func(b *testing.B) {
 			var edited, text, sent []byte
+			var head convert.Head // the server keeps it in its pooled exchange
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
@@ -69,10 +70,14 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 				if len(out) > 0 && &out[0] != &body[0] {
 					edited = out
 				}
-				model, _ := pol.Alias(aipolicy.Model(out))
+				head, err = convert.ReadHead(out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				model, _ := pol.Alias(head.Model())
 				text = aipolicy.PromptText(text[:0], out, convert.Chat)
 				_ = tokens.Count(model, text)
-				sent, _, err = convert.Request(sent[:0], convert.Chat, pf, out, &convert.Options{Model: model, StreamUsage: true})
+				sent, _, err = convert.Request(sent[:0], convert.Chat, pf, out, &convert.Options{Model: model, StreamUsage: true, Head: &head})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -102,6 +102,10 @@ func (m *Members) Name() Raw { return m.name }
 // Value is the current member's value.
 func (m *Members) Value() Raw { return m.value }
 
+// ValueEnd is where the current member's value ends in the object: the
+// value is obj[ValueEnd()-len(Value()):ValueEnd()].
+func (m *Members) ValueEnd() int { return m.end }
+
 // NameIs reports whether the current member is called name (escapes in the
 // member's name are decoded before the comparison).
 func (m *Members) NameIs(name string) bool {

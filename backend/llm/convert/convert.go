@@ -71,6 +71,9 @@ type Options struct {
 	// stream translator then drops the usage chunk the client did not ask
 	// for, so the gateway can count tokens without the client noticing.
 	StreamUsage bool
+	// Head, when set, is what ReadHead read of this same body: a request
+	// in the provider's own format is then not walked again.
+	Head *Head
 }
 
 const defaultMaxTokens = 4096
@@ -213,11 +216,11 @@ func Request(dst []byte, client, provider Format, body []byte, opts *Options) ([
 		o.DefaultMaxTokens = defaultMaxTokens
 	}
 	info := RequestInfo{Client: client, Provider: provider}
+	if client == provider {
+		return passRequest(dst, body, &info, &o)
+	}
 	t := translators.Get().(*translator)
 	defer t.release()
-	if client == provider {
-		return t.passRequest(dst, body, &info, &o)
-	}
 	r := &t.req
 	r.reset()
 	var err error

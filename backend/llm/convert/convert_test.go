@@ -30,20 +30,74 @@ func TestPassRequest(t *testing.T) {
 			want: `{"max_tokens":5,"model":"claude"}`, wantModel: "claude"},
 		{desc: "gemini: body untouched, model for the path", f: Gemini, body: `{"contents":[]}`, opts: Options{Model: "gemini-2.5-pro"},
 			want: `{"contents":[]}`, wantModel: "gemini-2.5-pro"},
+		{desc: "chat: escaped model replaced in place", f: Chat, body: ` { "model" : "g\u0070t" , "n":1 } `, opts: Options{Model: "m"},
+			want: ` { "model" : "m" , "n":1 } `, wantModel: "m"},
+		{desc: "chat: null model replaced", f: Chat, body: `{"model":"a","model":null}`, opts: Options{Model: "m"},
+			want: `{"model":"m"}`, wantModel: "m"},
+		{desc: "responses: same model untouched", f: Responses, body: `{"model":"m","input":"hi"}`, opts: Options{Model: "m"},
+			want: `{"model":"m","input":"hi"}`, wantModel: "m"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.desc, func(t *testing.T) {
-			out, info, err := Request([]byte("prefix:"), tc.f, tc.f, []byte(tc.body), &tc.opts)
-			if err != nil {
-				t.Fatal(err)
+		// Request reads the head itself, or takes the caller's (the
+		// server's path): the same result either way.
+		for _, withHead := range []bool{false, true} {
+			name := tc.desc
+			if withHead {
+				name += " (head given)"
 			}
-			if got := strings.TrimPrefix(string(out), "prefix:"); got != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-			if info.Model != tc.wantModel || info.Stream != tc.stream {
-				t.Errorf("info %+v", info)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				opts := tc.opts
+				if withHead {
+					h, err := ReadHead([]byte(tc.body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts.Head = &h
+				}
+				out, info, err := Request([]byte("prefix:"), tc.f, tc.f, []byte(tc.body), &opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimPrefix(string(out), "prefix:"); got != tc.want {
+					t.Errorf("got  %s\nwant %s", got, tc.want)
+				}
+				if info.Model != tc.wantModel || info.Stream != tc.stream {
+					t.Errorf("info %+v", info)
+				}
+			})
+		}
+	}
+}
+
+func TestReadHead(t *testing.T) {
+	cases := []struct {
+		body, model string
+		stream      bool
+		maxTokens   int
+		err         bool
+	}{
+		{body: `{"model":"gpt-4o","stream":true,"max_tokens":5}`, model: "gpt-4o", stream: true, maxTokens: 5},
+		{body: `{"model":"a\u00e9"}`, model: "a\u00e9"},
+		{body: `{"model":""}`, model: ""},
+		{body: `{"model":"a","model":null}`, model: ""},
+		{body: `{"messages":[]}`, model: ""},
+		{body: `{"model":5}`, err: true},
+		{body: `{"stream":"yes"}`, err: true},
+		{body: `[1]`, err: true},
+		{body: `{"model":"a"`, err: true},
+	}
+	for _, tc := range cases {
+		h, err := ReadHead([]byte(tc.body))
+		if (err != nil) != tc.err {
+			t.Errorf("%s: err %v", tc.body, err)
+			continue
+		}
+		if tc.err {
+			continue
+		}
+		if h.Model() != tc.model || h.stream != tc.stream || h.maxTokens != tc.maxTokens {
+			t.Errorf("%s: model %q stream %v max %d", tc.body, h.Model(), h.stream, h.maxTokens)
+		}
 	}
 }
 

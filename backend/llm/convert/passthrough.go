@@ -1,7 +1,9 @@
 package convert
 
 import (
+	"bytes"
 	"strconv"
+	"unsafe"
 
 	"github.com/relaygate/gateway/codec/llm"
 )
@@ -10,11 +12,17 @@ import (
 // copied with only what the gateway changes rewritten (model, and for Chat
 // the stream's usage option), and read only as far as RequestInfo needs:
 // its top-level members are walked without decoding (llm.Members), and only
-// the few that RequestInfo reads are parsed.
-func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, RequestInfo, error) {
-	h, err := readPassHead(body)
-	if err != nil {
-		return dst, *info, badRequest("invalid " + info.Client.String() + " request: " + err.Error())
+// the few that RequestInfo reads are parsed. With o.Head (the caller read
+// the body already) it is not walked at all unless stream_options is added.
+func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, RequestInfo, error) {
+	var h Head
+	if o.Head != nil && o.Head.size == len(body) {
+		h = *o.Head
+	} else {
+		var err error
+		if h, err = ReadHead(body); err != nil {
+			return dst, *info, badRequest("invalid " + info.Client.String() + " request: " + err.Error())
+		}
 	}
 	// The model is a string only when asked for: the server gives the
 	// model it resolved in o.Model, and info then takes that.
@@ -44,8 +52,18 @@ func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options
 	out := body
 	if o.Model != "" {
 		info.Model = o.Model
-		if !modelIs(h.model, o.Model) {
+		switch {
+		case modelIs(h.model, o.Model):
+		case h.model != nil && h.models == 1:
+			// Spliced where the head found it: no second walk.
+			at := h.modelEnd - len(h.model)
+			dst = append(dst, body[:at]...)
+			dst = llm.AppendString(dst, o.Model)
+			dst = append(dst, body[h.modelEnd:]...)
+			out = dst[start:]
+		default:
 			var model [128]byte
+			var err error
 			dst, err = llm.SetMember(dst, out, "model", llm.AppendString(model[:0], o.Model))
 			if err != nil {
 				return dst[:start], *info, badRequest("invalid request body")
@@ -55,6 +73,7 @@ func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options
 	}
 	if info.Client == Chat && info.Stream && o.StreamUsage && !info.IncludeUsage {
 		next := len(dst)
+		var err error
 		dst, err = llm.SetMember(dst, out, "stream_options", []byte(`{"include_usage":true}`))
 		if err != nil {
 			return dst[:start], *info, badRequest("invalid request body")
@@ -67,28 +86,52 @@ func (t *translator) passRequest(dst, body []byte, info *RequestInfo, o *Options
 	return dst, *info, nil
 }
 
-// passHead is what passRequest reads of a body.
-type passHead struct {
+// Head is what the top level of a request body says that the gateway reads
+// before sending it: the model, whether it streams, Chat's
+// stream_options.include_usage and the output bound. ReadHead reads it;
+// given to Request (Options.Head) for the same body, it spares Request a
+// second walk, and lets it rewrite the model in place.
+type Head struct {
 	model        llm.Raw // the model's string token, nil when absent or null
+	modelEnd     int     // where model's token ends in the body
+	models       int     // members named model (SetMember drops repeats)
+	size         int     // the length of the body read
 	stream       bool
 	includeUsage bool
 	maxTokens    int // the largest of the formats' output bounds
 }
 
-// passErr is readPassHead's error: which member has the wrong type.
+// Model is the model the body names, decoded; "" when it names none (or
+// an empty one). Without escapes it is a view of the body.
+func (h *Head) Model() string {
+	if len(h.model) <= 2 {
+		return ""
+	}
+	in := h.model[1 : len(h.model)-1]
+	if bytes.IndexByte(in, '\\') < 0 {
+		return unsafe.String(&in[0], len(in))
+	}
+	text, err := llm.AppendUnquoted(nil, h.model)
+	if err != nil {
+		return ""
+	}
+	return string(text)
+}
+
+// passErr is ReadHead's error: which member has the wrong type.
 type passErr string
 
 func (e passErr) Error() string { return string(e) }
 
-// readPassHead reads the members of a request body that RequestInfo
+// ReadHead reads the members of a request body that RequestInfo
 // needs, in any of the formats: model, stream, Chat's
 // stream_options.include_usage, and the output bounds (max_tokens,
 // max_completion_tokens, max_output_tokens, Gemini's
 // generationConfig.maxOutputTokens, Bedrock's inferenceConfig.maxTokens).
 // A member of the wrong type is an error; null reads as absent. Names
 // with escapes are compared decoded.
-func readPassHead(body []byte) (passHead, error) {
-	var h passHead
+func ReadHead(body []byte) (Head, error) {
+	h := Head{size: len(body)}
 	var m llm.Members
 	m.Reset(body)
 	for m.Next() {
@@ -96,9 +139,12 @@ func readPassHead(body []byte) (passHead, error) {
 		var err error
 		switch {
 		case m.NameIs("model"):
+			h.models++
 			if v.IsString() {
-				h.model = v
-			} else if !isNull(v) {
+				h.model, h.modelEnd = v, m.ValueEnd()
+			} else if isNull(v) {
+				h.model = nil // the last member named model counts
+			} else {
 				err = passErr(`"model" is not a string`)
 			}
 		case m.NameIs("stream"):
@@ -123,7 +169,7 @@ func readPassHead(body []byte) (passHead, error) {
 }
 
 // bound takes an output bound v (an integer, or null) into maxTokens.
-func (h *passHead) bound(v llm.Raw) error {
+func (h *Head) bound(v llm.Raw) error {
 	if isNull(v) {
 		return nil
 	}
@@ -136,7 +182,7 @@ func (h *passHead) bound(v llm.Raw) error {
 }
 
 // nestedBound reads the bound called member of the object v (named obj).
-func (h *passHead) nestedBound(v llm.Raw, obj, member string) error {
+func (h *Head) nestedBound(v llm.Raw, obj, member string) error {
 	if isNull(v) {
 		return nil
 	}
