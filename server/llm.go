@@ -348,8 +348,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if !admitted {
 			var estimate int64
 			if prov.tokenize && cf != convert.FormatUnknown {
-				x.scratch = aipolicy.PromptText(x.scratch[:0], cur, cf)
-				estimate = int64(tokens.Count(model, x.scratch))
+				var n int
+				n, x.scratch = aipolicy.PromptTokens(x.scratch, cur, cf, tokens.EncodingFor(model))
+				estimate = int64(n)
 			}
 			x.limit = r.limiter.Admit(&rs.pc, estimate)
 			x.limited, admitted = true, true

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,17 +54,35 @@ binds:
 
 // BenchmarkLLMRequestPath is the per-request work of an LLM request before
 // it is sent: the ai policy (alias, default, five regex guards), the
-// prompt's token count, and the translation to each provider format.
+// prompt's token estimate (as with tokenize: true), and the translation to
+// each provider format. The estimate counts each message through the count
+// cache: the plain cases send the same conversation each time, as a chat
+// resends its history, and find every message counted; the "new text"
+// cases change every message's text each time, so that every count is
+// done afresh.
 func BenchmarkLLMRequestPath(b *testing.B) {
-	body := benchChatBody()
 	pol := benchPolicy(b)
-	for _, pf := range []convert.Format{convert.Chat, convert.Messages, convert.Bedrock} {
-		b.Run(pf.String(), func(b *testing.B) {
-			var edited, text, sent []byte
+	for _, c := range []struct {
+		pf    convert.Format
+		fresh bool
+	}{{convert.Chat, false}, {convert.Messages, false}, {convert.Bedrock, false}, {convert.Chat, true}, {convert.Bedrock, true}} {
+		name := c.pf.String()
+		if c.fresh {
+			name += "_new_text"
+		}
+		b.Run(name, func(b *testing.B) {
+			body, stamps := benchChatBody(), []int(nil)
+			if c.fresh {
+				body, stamps = stampedChatBody()
+			}
+			var edited, scratch, sent []byte
 			var head convert.Head // the server keeps it in its pooled exchange
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
+				for k, at := range stamps { // a new text in every message
+					strconv.AppendInt(body[:at], int64(10_000_000+(i*len(stamps)+k)%90_000_000), 10)
+				}
 				out, rej, err := pol.Request(edited[:0], body, convert.Chat, nil)
 				if err != nil || rej != nil {
 					b.Fatal(err, rej)
@@ -75,14 +95,32 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				model, _ := pol.Alias(head.Model())
-				text = aipolicy.PromptText(text[:0], out, convert.Chat)
-				_ = tokens.Count(model, text)
-				sent, _, err = convert.Request(sent[:0], convert.Chat, pf, out, &convert.Options{Model: model, StreamUsage: true, Head: &head})
+				var n int
+				if n, scratch = aipolicy.PromptTokens(scratch, out, convert.Chat, tokens.EncodingFor(model)); n < 500 {
+					b.Fatal("tokens:", n)
+				}
+				sent, _, err = convert.Request(sent[:0], convert.Chat, c.pf, out, &convert.Options{Model: model, StreamUsage: true, Head: &head})
 				if err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// stampedChatBody is benchChatBody with an eight-digit number opening
+// every message's text, and where each number is: a benchmark writes a new
+// one there before each request.
+func stampedChatBody() ([]byte, []int) {
+	body := []byte(strings.ReplaceAll(string(benchChatBody()), `"content":"`, `"content":"00000000 `))
+	var stamps []int
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte(`"content":"`))
+		if j < 0 {
+			return body, stamps
+		}
+		i += j + len(`"content":"`)
+		stamps = append(stamps, i)
 	}
 }
 

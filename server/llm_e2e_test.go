@@ -574,6 +574,53 @@ localRateLimit:
 	}
 }
 
+// TestLLMTokenizeRefusesUpFront: with tokenize: true the prompt's tokens
+// are estimated before the request is sent, so a prompt the token bucket
+// cannot pay for is refused (429) without reaching the provider, the same
+// prompt again too (its count now cached), while a short one still passes.
+func TestLLMTokenizeRefusesUpFront(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+	limits := `
+localRateLimit:
+- {maxTokens: 100, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	cfg := llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits)
+	cfg = strings.Replace(cfg, "          name: p\n", "          name: p\n          tokenize: true\n", 1)
+	tg := startGateway(t, cfg, nil)
+	post := func(prompt string) int {
+		t.Helper()
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + prompt + `"}]}`
+		resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+		return resp.StatusCode
+	}
+	long := strings.Repeat("Count these words before sending them. ", 40) // about 280 tokens
+	for i, c := range []struct {
+		prompt string
+		status int
+		sent   int
+	}{
+		{"hi", 200, 1},
+		{long, 429, 1},
+		{long, 429, 1},
+		{"hello again", 200, 2},
+	} {
+		if got := post(c.prompt); got != c.status {
+			t.Fatalf("request %d: status %d, want %d", i, got, c.status)
+		}
+		if n := len(o.Requests()); n != c.sent {
+			t.Fatalf("request %d: the provider has %d requests, want %d", i, n, c.sent)
+		}
+	}
+}
+
 // TestLLMBadRequests: what a client gets for requests the gateway cannot
 // serve: each a clear status, in the client's error shape where it has
 // one, and nothing sent to the provider.

@@ -53,11 +53,11 @@ func FuzzRequest(f *testing.F) {
 		case err == nil && !llm.ValidObject(out):
 			t.Fatalf("output %q is not a JSON object (input %q)", out, body)
 		}
-		PromptText(nil, body, fm)
+		promptText(nil, body, fm)
 		Model(body)
 		if err == nil {
 			// The masked output, read again, has every text still there.
-			PromptText(nil, out, fm)
+			promptText(nil, out, fm)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/policy/celrules"
 )
 
@@ -188,13 +189,13 @@ func (p *Policy) Final(dst, body []byte, in *celrules.Input) ([]byte, error) {
 	return out, nil
 }
 
-// PromptText appends the text of a body's system prompt and messages in
+// promptText appends the text of a body's system prompt and messages in
 // format f to dst, one text after another with a line break between them
-// and no JSON escapes, for token estimation (tokens.Count) and logging. It
+// and no JSON escapes: the texts PromptTokens counts, for the tests. It
 // reads the texts a guard with the default scope reads (tool calls and
 // their results aside). A body that is not valid JSON gives no text that
 // means anything, but is read safely.
-func PromptText(dst, body []byte, f convert.Format) []byte {
+func promptText(dst, body []byte, f convert.Format) []byte {
 	w := getWork()
 	defer putWork(w)
 	t := &w.texts
@@ -217,6 +218,50 @@ func PromptText(dst, body []byte, f convert.Format) []byte {
 		}
 	}
 	return dst
+}
+
+// PromptTokens estimates the prompt tokens of a body in format f, in
+// encoding e, as agentgateway's tokenize does (OpenAI's formula,
+// crates/llm/src/tokenizer.rs): each message (a system prompt is one) takes
+// 4 tokens and its text's, and the answer's priming 3 more. The texts are
+// promptText's; a message's texts count as one, joined by line breaks. Each
+// message's text is counted through tokens.CountCached, so that the history
+// a conversation sends again with every turn is counted once. scratch holds
+// the texts that had to be decoded or joined; it is returned, grown, for
+// reuse.
+func PromptTokens(scratch, body []byte, f convert.Format, e tokens.Encoding) (int, []byte) {
+	w := getWork()
+	defer putWork(w)
+	t := &w.texts
+	t.reset(w.index(body, allLevels), scopeSystem|scopeMessages)
+	t.walk(f)
+	n := 3
+	for i := 0; i < len(t.spans); {
+		j := i + 1
+		for j < len(t.spans) && t.spans[j].msg == t.spans[i].msg {
+			j++
+		}
+		var text []byte
+		if s := t.spans[i]; j == i+1 && !hasBackslash(body[s.start+1:s.end-1]) {
+			text = body[s.start+1 : s.end-1] // one plain text: no copy
+		} else {
+			scratch = scratch[:0]
+			for k := i; k < j; k++ {
+				if k > i {
+					scratch = append(scratch, '\n')
+				}
+				mark := len(scratch)
+				var err error
+				if scratch, err = llm.AppendUnquoted(scratch, body[t.spans[k].start:t.spans[k].end]); err != nil {
+					scratch = scratch[:mark]
+				}
+			}
+			text = scratch
+		}
+		n += 4 + tokens.CountCached(e, text)
+		i = j
+	}
+	return n, scratch
 }
 
 // Model reads the body's "model" member: "" when it is absent or not a

@@ -125,7 +125,7 @@ func pathBenches() []namedBench {
 				}
 				model, _ := p.Alias(Model(out))
 				if count != nil {
-					text = PromptText(text[:0], out, convert.Chat)
+					text = promptText(text[:0], out, convert.Chat)
 					if count(model, text) == 0 {
 						b.Fatal("no tokens")
 					}
@@ -143,6 +143,30 @@ func pathBenches() []namedBench {
 		{"RequestPath/promptText", run(func(_ string, text []byte) int { return len(text) })},
 		{"RequestPath/wordEstimate", run(func(_ string, text []byte) int { return tokens.EstimateWords(text) })},
 		{"RequestPath/tokenCount", run(tokens.Count)},
+		{"RequestPath/promptTokens", func(b *testing.B) {
+			// The server's estimate: per message, through the count cache
+			// (warm here: the same body each time).
+			tokens.Preload()
+			var dst, scratch, provider []byte
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out, _, err := p.Request(dst[:0], body, convert.Chat, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				model, _ := p.Alias(Model(out))
+				var n int
+				if n, scratch = PromptTokens(scratch, out, convert.Chat, tokens.EncodingFor(model)); n == 0 {
+					b.Fatal("no tokens")
+				}
+				provider, _, err = convert.Request(provider[:0], convert.Chat, convert.Messages, out, &convert.Options{Model: model})
+				if err != nil {
+					b.Fatal(err)
+				}
+				dst = out
+			}
+		}},
 	}
 }
 
@@ -156,7 +180,7 @@ func promptTextBenches() []namedBench {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				text = PromptText(text[:0], body, convert.Chat)
+				text = promptText(text[:0], body, convert.Chat)
 				if count {
 					tokens.Count("gpt-4o", text)
 				}
@@ -189,7 +213,7 @@ func transformationBenches() []namedBench {
 // alone, and the translation after.
 func baselineBenches() []namedBench {
 	body := chatBody4KB(false)
-	text := PromptText(nil, body, convert.Chat)
+	text := promptText(nil, body, convert.Chat)
 	g, err := guard.New(guard.Spec{Builtins: config.RegexBuiltins})
 	if err != nil {
 		panic(err)
@@ -255,7 +279,7 @@ func TestRequestAllocations(t *testing.T) {
 		n := testing.AllocsPerRun(100, func() {
 			out, _, _ := p.Request(dst[:0], body, f, nil)
 			p.Alias(Model(out))
-			PromptText(text[:0], out, f)
+			promptText(text[:0], out, f)
 		})
 		if n != 0 {
 			t.Errorf("%v: %v allocations", f, n)

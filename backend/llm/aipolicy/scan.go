@@ -15,7 +15,7 @@ import (
 // skip whole subtrees without reading them again. Positions are offsets
 // into the whole body, so that what the walkers find can be edited in
 // place. On text that is not valid the index means nothing, but building
-// and walking it never reads out of bounds (PromptText and Model read
+// and walking it never reads out of bounds (PromptTokens and Model read
 // bodies nobody validated).
 
 // tok is a JSON value's span, d[start:end], and its node in the tape.

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -147,4 +148,37 @@ func TestCountConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCountCached: the cache returns what CountEncoding returns, for each
+// encoding apart, for short texts it does not keep, and under concurrent
+// use (run with -race).
+func TestCountCached(t *testing.T) {
+	base := strings.Repeat("Cached counts must equal fresh ones, 你好，世界！今天天气很好。 ", 8)
+	texts := [][]byte{[]byte("short"), []byte(base)}
+	for i := range 50 { // same length, different content
+		texts = append(texts, []byte(base+strconv.Itoa(1000+i)))
+	}
+	// The second encoding finds the first one's counts wrong: a cache
+	// shared between them would fail below.
+	if CountEncoding(O200kBase, texts[1]) == CountEncoding(Cl100kBase, texts[1]) {
+		t.Fatal("the text does not tell the encodings apart")
+	}
+	for _, e := range []Encoding{O200kBase, Cl100kBase} {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for round := range 3 {
+					for _, text := range texts {
+						if got, want := CountCached(e, text), CountEncoding(e, text); got != want {
+							t.Errorf("%v round %d %q...: %d, want %d", e, round, text[:20], got, want)
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
 }
