@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"regexp"
 	"regexp/syntax"
 	"strings"
@@ -68,6 +69,9 @@ type builtin struct {
 	whole *regexp.Regexp
 	// contextFree: re never looks before a match.
 	contextFree bool
+	// findPlain, when set, finds what re finds on text[pos:] (as offsets
+	// into text, -1 for none) without regexp's search and its allocation.
+	findPlain func(text []byte, pos int) (start, end int)
 	// alternatives are the top-level alternatives of a numeric builtin's
 	// pattern, tried at each place a match can start.
 	alternatives []alternative
@@ -147,6 +151,62 @@ var (
 	emailPattern = `[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+`
 )
 
+// findEmail finds emailPattern's leftmost-first match in text[pos:]:
+// `[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+`. Neither class holds
+// '@', so a match is the run of local-part bytes just before some '@' (from
+// its start: the leftmost start) and the greedy domain after it; the first
+// '@' that has both is the leftmost match, since every later '@”s run
+// starts after it. FuzzMask checks it against the regexp.
+func findEmail(text []byte, pos int) (start, end int) {
+	for {
+		i := bytes.IndexByte(text[pos:], '@')
+		if i < 0 {
+			return -1, -1
+		}
+		at := pos + i
+		start = at
+		for start > pos && emailLocal(text[start-1]) {
+			start--
+		}
+		if start < at {
+			if end = emailDomainEnd(text, at+1); end >= 0 {
+				return start, end
+			}
+		}
+		pos = at + 1
+	}
+}
+
+// emailDomainEnd returns the end of `[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+` at
+// text[i:], taken greedily, or -1.
+func emailDomainEnd(text []byte, i int) int {
+	j := i
+	for j < len(text) && emailLabel(text[j]) {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	end := -1
+	for j < len(text) && text[j] == '.' {
+		k := j + 1
+		for k < len(text) && emailLabel(text[k]) {
+			k++
+		}
+		if k == j+1 {
+			break
+		}
+		end, j = k, k
+	}
+	return end
+}
+
+func emailLabel(c byte) bool {
+	return c-'a' < 26 || c-'A' < 26 || c-'0' < 10 || c == '-'
+}
+
+func emailLocal(c byte) bool { return emailLabel(c) || c == '_' || c == '.' || c == '+' }
+
 // matchSSN matches `\d{3}(?:[- .]\d{2}[- .]|\d{2})\d{4}\b` at p (the caller
 // saw the \b before it).
 func matchSSN(t []byte, p int) int { return matchNineDigits(t, p, 2, "- .") }
@@ -191,7 +251,7 @@ var builtins = []*builtin{
 	numericBuiltin(builtin{name: "ssn", label: "<SSN>", minDigits: 9, check: validSSN}, ssnAlternatives),
 	numericBuiltin(builtin{name: "creditCard", label: "<CREDIT_CARD>", minDigits: 13, check: validCard}, creditCardAlternatives),
 	numericBuiltin(builtin{name: "phoneNumber", label: "<PHONE_NUMBER>", minDigits: 8, check: validPhone}, phoneAlternatives),
-	newBuiltin(builtin{name: "email", label: "<EMAIL_ADDRESS>", group: address}, emailPattern),
+	newBuiltin(builtin{name: "email", label: "<EMAIL_ADDRESS>", group: address, findPlain: findEmail}, emailPattern),
 	numericBuiltin(builtin{name: "caSin", label: "<CA_SIN>", minDigits: 9, check: validSIN}, caSinAlternatives),
 }
 

@@ -210,7 +210,8 @@ func (g *Guard) Action() Action { return g.action }
 // allocates nothing.
 func (g *Guard) Check(text []byte) (Verdict, []byte) {
 	if g.action == ActionReject {
-		if g.matches(text, 0, nil, true) != nil {
+		var buf [1]span
+		if len(g.matches(text, 0, buf[:0], true)) > 0 {
 			return Rejected, nil
 		}
 		return Clean, nil
@@ -232,7 +233,8 @@ func (g *Guard) Mask(text []byte) []byte {
 // AppendMask appends text with every match masked to dst. When nothing
 // matched it returns dst unchanged and false, without copying text.
 func (g *Guard) AppendMask(dst, text []byte) ([]byte, bool) {
-	spans := g.matches(text, 0, nil, false)
+	var buf [8]span // most texts have few matches: no allocation for them
+	spans := g.matches(text, 0, buf[:0], false)
 	if len(spans) == 0 {
 		return dst, false
 	}

@@ -2,6 +2,8 @@ package guard
 
 import (
 	"bytes"
+	"math/rand/v2"
+	"regexp"
 	"regexp/syntax"
 	"strings"
 	"testing"
@@ -365,5 +367,30 @@ func TestCheckAllocations(t *testing.T) {
 	r := mustNew(t, Spec{Builtins: allBuiltins, Action: ActionReject})
 	if n := testing.AllocsPerRun(100, func() { r.Check(cleanPrompt) }); n != 0 {
 		t.Errorf("rejecting Check of a clean prompt: %v allocations, want 0", n)
+	}
+}
+
+// TestFindEmailMatchesRegexp: the email builtin's own matcher finds what
+// its pattern finds, from every offset, on random strings over the bytes
+// the pattern cares about.
+func TestFindEmailMatchesRegexp(t *testing.T) {
+	re := regexp.MustCompile(emailPattern)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "ab9-_.+@ @.éZ"
+	for range 50000 {
+		b := make([]byte, rng.IntN(24))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		for pos := 0; pos <= len(b); pos++ {
+			start, end := findEmail(b, pos)
+			want := []int{-1, -1}
+			if loc := re.FindIndex(b[pos:]); loc != nil {
+				want = []int{loc[0] + pos, loc[1] + pos}
+			}
+			if start != want[0] || end != want[1] {
+				t.Fatalf("findEmail(%q, %d) = %d, %d; regexp: %v", b, pos, start, end, want)
+			}
+		}
 	}
 }

@@ -179,14 +179,13 @@ func (r *rule) findStarts(text []byte, from int, dst []span, idx int, first bool
 // a byte no match can start with and serves only as context).
 func (r *rule) find(text []byte, from, to int, plain bool, dst []span, idx int, first bool) []span {
 	text = text[:to]
-	var loc []int
+	var start, end int
 	if plain {
-		loc = r.searchPlain(text, from)
+		start, end = r.searchPlain(text, from)
 	} else {
-		loc = r.search(text, from)
+		start, end = r.search(text, from)
 	}
-	for loc != nil {
-		start, end := loc[0], loc[1]
+	for start >= 0 {
 		ok := end > start
 		if ok && r.check != nil && !r.check(text[start:end]) {
 			end = r.refine(text, start, end)
@@ -209,14 +208,14 @@ func (r *rule) find(text []byte, from, to int, plain bool, dst []span, idx int, 
 		if pos >= len(text) {
 			return dst // nothing non-empty starts at the end
 		}
-		loc = r.search(text, pos)
+		start, end = r.search(text, pos)
 	}
 	return dst
 }
 
 // search returns the leftmost match of r in text that starts at or after
-// pos, with text[:pos] read as what came before it, or nil.
-func (r *rule) search(text []byte, pos int) []int {
+// pos, with text[:pos] read as what came before it, or -1, -1.
+func (r *rule) search(text []byte, pos int) (start, end int) {
 	if pos == 0 || r.contextFree {
 		return r.searchPlain(text, pos)
 	}
@@ -226,23 +225,24 @@ func (r *rule) search(text []byte, pos int) []int {
 	base := pos - w
 	loc := r.resume.FindIndex(text[base:])
 	if loc == nil {
-		return nil
+		return -1, -1
 	}
 	_, cw := utf8.DecodeRune(text[base+loc[0]:])
-	loc[0] += base + cw
-	loc[1] += base
-	return loc
+	return base + loc[0] + cw, base + loc[1]
 }
 
 // searchPlain runs the plain regexp on text[pos:] (keeping its literal-prefix
-// search, which the resume regexp loses).
-func (r *rule) searchPlain(text []byte, pos int) []int {
-	loc := r.re.FindIndex(text[pos:])
-	if loc != nil {
-		loc[0] += pos
-		loc[1] += pos
+// search, which the resume regexp loses), or the builtin's own matcher
+// where it has one.
+func (r *rule) searchPlain(text []byte, pos int) (start, end int) {
+	if r.b != nil && r.b.findPlain != nil {
+		return r.b.findPlain(text, pos)
 	}
-	return loc
+	loc := r.re.FindIndex(text[pos:])
+	if loc == nil {
+		return -1, -1
+	}
+	return loc[0] + pos, loc[1] + pos
 }
 
 // readsBefore reports whether re looks at the text before a match: \b, \B,
