@@ -311,6 +311,15 @@ func skipLiteral(d []byte, i int, lit string) (int, bool) {
 	return i, false
 }
 
+// StringEnd returns the end of the string token at d[i], and whether it is
+// one (escapes checked, as Valid checks them).
+func StringEnd(d []byte, i int) (int, bool) { return skipString(d, i) }
+
+// ValueEnd returns the end of the JSON value at d[i], and whether it is one
+// as Valid reads values; depth is how many containers enclose it (MaxDepth
+// bounds the total).
+func ValueEnd(d []byte, i, depth int) (int, bool) { return skipValue(d, i, depth) }
+
 // Valid reports whether b is one JSON value, spaces around it allowed (a
 // structural check: strings' escapes are checked, their UTF-8 is not).
 func Valid(b []byte) bool {

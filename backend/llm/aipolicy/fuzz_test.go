@@ -1,6 +1,8 @@
 package aipolicy
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
@@ -38,6 +40,10 @@ func FuzzRequest(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint8(1))
 	}
+	// Nesting at and beyond llm.MaxDepth (the top object is one level).
+	for _, n := range []int{llm.MaxDepth - 1, llm.MaxDepth} {
+		f.Add([]byte(`{"a":`+strings.Repeat("[", n)+strings.Repeat("]", n)+`}`), uint8(1))
+	}
 	p := mustPolicy(f, fuzzPolicy)
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
 		fm := convert.Format(format % 6)
@@ -52,6 +58,17 @@ func FuzzRequest(f *testing.F) {
 			t.Fatalf("a masking policy rejected %q", body)
 		case err == nil && !llm.ValidObject(out):
 			t.Fatalf("output %q is not a JSON object (input %q)", out, body)
+		}
+		// Validating while indexing agrees with ValidObject, and on a
+		// valid body indexes what build indexes.
+		for _, depth := range []int{topLevel, allLevels} {
+			var plain, checked tape
+			if ok := checked.buildValid(body, depth); ok != valid {
+				t.Fatalf("buildValid %v, ValidObject %v for %q", ok, valid, body)
+			}
+			if plain.build(body, depth); valid && !slices.Equal(plain.nodes, checked.nodes) {
+				t.Fatalf("depth %d: nodes differ for %q:\nbuild      %v\nbuildValid %v", depth, body, plain.nodes, checked.nodes)
+			}
 		}
 		promptText(nil, body, fm)
 		Model(body)

@@ -47,6 +47,18 @@ func (w *work) index(d []byte, depth int) *tape {
 	return tp
 }
 
+// indexValid is index for a body that must be one JSON object
+// (llm.ValidObject's rule), checked in the same pass: false when it is not.
+func (w *work) indexValid(d []byte, depth int) (*tape, bool) {
+	tp := &w.tape
+	if !tp.buildValid(d, depth) {
+		tp.d, w.depth = nil, 0 // not to be reused
+		return tp, false
+	}
+	w.depth = depth
+	return tp, true
+}
+
 // Pooled scratch is bounded: a call on a huge body does not leave its
 // buffers pinned in the pool.
 const (
@@ -112,9 +124,6 @@ func (p *Policy) RequestRemote(dst, body []byte, f convert.Format, in *celrules.
 	if len(body) > maxBody {
 		return dst, nil, errTooLarge
 	}
-	if !llm.ValidObject(body) {
-		return dst, nil, errNotObject
-	}
 	w := getWork()
 	defer putWork(w)
 	chat := chatFormat(f)
@@ -127,7 +136,10 @@ func (p *Policy) RequestRemote(dst, body []byte, f convert.Format, in *celrules.
 	if guarded || len(p.request.transforms) > 0 {
 		depth = allLevels // read all of it now, in case no field changes it
 	}
-	tp := w.index(body, depth)
+	tp, valid := w.indexValid(body, depth)
+	if !valid {
+		return dst, nil, errNotObject
+	}
 	top, _ := tp.root()
 	fs, cur := &p.request, body
 	fs.evalTransforms(w, tp, top, in)
@@ -174,12 +186,12 @@ func (p *Policy) Final(dst, body []byte, in *celrules.Input) ([]byte, error) {
 	if len(body) > maxBody {
 		return dst, errTooLarge
 	}
-	if !llm.ValidObject(body) {
-		return dst, errFinalNotObject
-	}
 	w := getWork()
 	defer putWork(w)
-	tp := w.index(body, allLevels)
+	tp, valid := w.indexValid(body, allLevels)
+	if !valid {
+		return dst, errFinalNotObject
+	}
 	top, _ := tp.root()
 	p.final.evalTransforms(w, tp, top, in)
 	if !p.final.changes(w, tp, top) {

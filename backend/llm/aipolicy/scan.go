@@ -9,7 +9,8 @@ import (
 	"github.com/relaygate/gateway/codec/llm"
 )
 
-// This file indexes JSON text that llm.ValidObject has already accepted:
+// This file indexes JSON text that llm.ValidObject accepts (buildValid
+// checks it while indexing):
 // one scan finds every value's span (strings skipped eight bytes at a
 // time) and where each container ends, so that walkers go back over members and
 // skip whole subtrees without reading them again. Positions are offsets
@@ -125,6 +126,88 @@ func (tp *tape) build(d []byte, depth int) {
 		n := len(tp.open) - 1
 		tp.close(tp.open[n], len(d))
 		tp.open = tp.open[:n]
+	}
+}
+
+// buildValid is build for a text that must be one JSON object as
+// llm.ValidObject reads one: it validates while it indexes, so that a body
+// is read once rather than validated and then indexed. It reports whether
+// the text is valid; the index is then exactly build's. Containers below
+// depth are checked by llm.ValueEnd and indexed as one node, as build
+// indexes them.
+func (tp *tape) buildValid(d []byte, depth int) bool {
+	tp.d, tp.nodes, tp.open = d, tp.nodes[:0], tp.open[:0]
+	if len(d) > math.MaxInt32 {
+		tp.d = nil
+		return false
+	}
+	i := skipWS(d, 0)
+	if i >= len(d) || d[i] != '{' {
+		return false
+	}
+	end, ok := tp.validValue(d, i, 0, depth)
+	return ok && skipWS(d, end) == len(d)
+}
+
+// validValue indexes the value at d[i], inside level containers, and
+// returns its end and whether it is valid.
+func (tp *tape) validValue(d []byte, i, level, depth int) (int, bool) {
+	if i >= len(d) {
+		return i, false
+	}
+	c := d[i]
+	if c == '"' {
+		end, ok := llm.StringEnd(d, i)
+		tp.leaf(i, end)
+		return end, ok
+	}
+	if c != '{' && c != '[' || level >= depth {
+		end, ok := llm.ValueEnd(d, i, level)
+		tp.leaf(i, end)
+		return end, ok
+	}
+	if level >= llm.MaxDepth {
+		return i, false
+	}
+	k := len(tp.nodes)
+	tp.nodes = append(tp.nodes, node{start: int32(i)})
+	closer := byte('}')
+	if c == '[' {
+		closer = ']'
+	}
+	j := skipWS(d, i+1)
+	if j < len(d) && d[j] == closer {
+		tp.close(k, j+1)
+		return j + 1, true
+	}
+	for {
+		if closer == '}' {
+			end, ok := llm.StringEnd(d, j)
+			if !ok {
+				return end, false
+			}
+			tp.leaf(j, end)
+			if j = skipWS(d, end); j >= len(d) || d[j] != ':' {
+				return j, false
+			}
+			j = skipWS(d, j+1)
+		}
+		end, ok := tp.validValue(d, j, level+1, depth)
+		if !ok {
+			return end, false
+		}
+		if j = skipWS(d, end); j >= len(d) {
+			return j, false
+		}
+		switch d[j] {
+		case ',':
+			j = skipWS(d, j+1)
+		case closer:
+			tp.close(k, j+1)
+			return j + 1, true
+		default:
+			return j, false
+		}
 	}
 }
 
