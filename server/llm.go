@@ -294,8 +294,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if m, ok := t.targetModel[prov]; ok {
 			cur = x.retarget1(m)
 		}
+		validated := false // cur is the ai policy's output: valid JSON
 		if prov.policy != nil && prov.policy == lastPolicy && len(t.targetModel) == 0 {
-			cur = lastBody
+			cur, validated = lastBody, jsonBody
 		} else if prov.policy != nil {
 			if prov.policy.NeedsCEL() && in == nil {
 				v := celrules.InputFromCtx(&rs.pc)
@@ -313,7 +314,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				if len(out) > 0 && (len(cur) == 0 || &out[0] != &cur[0]) {
 					x.edited = out
 				}
-				cur = out
+				cur, validated = out, true
 			}
 			lastPolicy, lastBody = prov.policy, cur
 		}
@@ -327,7 +328,11 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			// and the head convert.Request needs; a body it refuses
 			// (a member of the wrong type) is left for Request to
 			// answer, its model read leniently.
-			if h, err := convert.ReadHead(cur); err == nil {
+			readHead := convert.ReadHead
+			if validated {
+				readHead = convert.ReadHeadValid
+			}
+			if h, err := readHead(cur); err == nil {
 				x.head = h
 				head = &x.head
 				model = h.Model()

@@ -90,7 +90,7 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 				if len(out) > 0 && &out[0] != &body[0] {
 					edited = out
 				}
-				head, err = convert.ReadHead(out)
+				head, err = convert.ReadHeadValid(out) // the policy validated it
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -218,3 +218,41 @@ func compareDecoders(t *testing.T, frame []byte) {
 		t.Fatalf("decodeFrame %+v, SDK %+v", ours, sdk)
 	}
 }
+
+// FuzzMembersValid: on an object ValidObject accepts, ResetValid walks the
+// members Reset walks, names and values byte for byte; on anything else it
+// reads nothing out of bounds.
+func FuzzMembersValid(f *testing.F) {
+	f.Add([]byte(`{"model":"a","x":[1,{"model":"q\"}"}],"s":"\\\\","n":-1.5e3,"t":true}`))
+	f.Add([]byte(` { "a" : { "b" : [ "]" , "}" ] } , "c" : "\"" } `))
+	f.Add([]byte(`{"a":"\\"}`))
+	f.Add([]byte(`{"a":"x\`))
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		var strict, fast Members
+		strict.Reset(obj)
+		fast.ResetValid(obj)
+		valid := ValidObject(obj)
+		for {
+			more := fast.Next()
+			if !valid {
+				if !more {
+					return
+				}
+				_ = fast.Value()
+				continue
+			}
+			if strict.Next() != more {
+				t.Fatalf("walks differ in length on %q", obj)
+			}
+			if !more {
+				if fast.Err() != nil {
+					t.Fatalf("ResetValid: %v on %q", fast.Err(), obj)
+				}
+				return
+			}
+			if !bytes.Equal(strict.Name(), fast.Name()) || !bytes.Equal(strict.Value(), fast.Value()) || strict.ValueEnd() != fast.ValueEnd() {
+				t.Fatalf("on %q: %q=%q against %q=%q", obj, strict.Name(), strict.Value(), fast.Name(), fast.Value())
+			}
+		}
+	})
+}

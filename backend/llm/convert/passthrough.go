@@ -130,10 +130,21 @@ func (e passErr) Error() string { return string(e) }
 // generationConfig.maxOutputTokens, Bedrock's inferenceConfig.maxTokens).
 // A member of the wrong type is an error; null reads as absent. Names
 // with escapes are compared decoded.
-func ReadHead(body []byte) (Head, error) {
+func ReadHead(body []byte) (Head, error) { return readHead(body, false) }
+
+// ReadHeadValid is ReadHead for a body known to be valid JSON (the ai
+// policy's output: it validates what it reads, and writes valid JSON):
+// members it does not read are skipped without being checked again.
+func ReadHeadValid(body []byte) (Head, error) { return readHead(body, true) }
+
+func readHead(body []byte, valid bool) (Head, error) {
 	h := Head{size: len(body)}
 	var m llm.Members
-	m.Reset(body)
+	if valid {
+		m.ResetValid(body)
+	} else {
+		m.Reset(body)
+	}
 	for m.Next() {
 		v := m.Value()
 		var err error
