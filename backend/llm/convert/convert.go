@@ -268,18 +268,16 @@ func Request(dst []byte, client, provider Format, body []byte, opts *Options) ([
 // info.Mask, the answer's text is masked (in place, for same formats: see
 // mask.go).
 func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) {
+	if info.Client == info.Provider && info.Mask == nil && info.Client.providerFormat() {
+		return passResponse(dst, body, info.Client)
+	}
 	t := translators.Get().(*translator)
 	defer t.release()
 	r := &t.resp
 	r.reset()
 	t.mask.g = info.Mask
-	if info.Client == info.Provider {
-		if info.Mask != nil {
-			return t.maskedPassResponse(dst, body, info.Client)
-		}
-		if info.Client.providerFormat() {
-			return t.passResponse(dst, body, info.Client)
-		}
+	if info.Client == info.Provider && info.Mask != nil {
+		return t.maskedPassResponse(dst, body, info.Client)
 	}
 	var err error
 	switch info.Provider {

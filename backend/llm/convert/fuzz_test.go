@@ -263,3 +263,33 @@ func FuzzProviderError(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFastUsage: where the usage reader without the decoder answers, the
+// decoder reads the same usage from the same object, in each format it
+// serves.
+func FuzzFastUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}`,
+		`{"input_tokens":7,"output_tokens":1,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":null}`,
+		`{"input_tokens":5,"cache_read_input_tokens":10,"cache_creation_input_tokens":3,"output_tokens":9}`,
+		`{"prompt_tokens":1,"prompt_tokens":null,"prompt_tokens_details":{"cached_tokens":4},"prompt_tokens_details":{}}`,
+		`{"prompt_tokens":-0,"x":"\u00e9","completion_tokens":1.5}`,
+		`{"prompt_tokens":007}`, `{"prompt_tokens":"1"}`, `{"prompt\u005ftokens":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		tr := translators.Get().(*translator)
+		defer tr.release()
+		for _, fm := range []Format{Chat, Responses, Messages} {
+			fast, ok := fastUsage(v, fm)
+			if !ok {
+				continue
+			}
+			slow, err := tr.decodeUsageSlow(v, fm)
+			if err != nil || slow != fast {
+				t.Fatalf("%v on %q: fast %+v, decoder %+v (%v)", fm, v, fast, slow, err)
+			}
+		}
+	})
+}

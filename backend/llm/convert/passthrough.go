@@ -251,7 +251,7 @@ func modelIs(tok llm.Raw, model string) bool {
 // it came, and only its usage is read (the member that holds it, decoded
 // alone; the others are skipped without decoding). An answer that is not a
 // JSON object is the provider's fault, as when translating.
-func (t *translator) passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
+func passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 	name := "usage"
 	if f == Gemini {
 		name = "usageMetadata"
@@ -264,7 +264,7 @@ func (t *translator) passResponse(dst, body []byte, f Format) ([]byte, Usage, er
 			continue
 		}
 		var err error
-		if u, err = t.decodeUsage(m.Value(), f); err != nil {
+		if u, err = decodeUsage(m.Value(), f); err != nil {
 			return dst, Usage{}, providerInvalid(err)
 		}
 	}
@@ -285,10 +285,20 @@ type usages struct {
 }
 
 // decodeUsage decodes a usage object of format f (null: none).
-func (t *translator) decodeUsage(v llm.Raw, f Format) (Usage, error) {
+func decodeUsage(v llm.Raw, f Format) (Usage, error) {
 	if isNull(v) {
 		return Usage{}, nil
 	}
+	if u, ok := fastUsage(v, f); ok {
+		return u, nil
+	}
+	t := translators.Get().(*translator)
+	defer t.release()
+	return t.decodeUsageSlow(v, f)
+}
+
+// decodeUsageSlow is decodeUsage through the decoder.
+func (t *translator) decodeUsageSlow(v llm.Raw, f Format) (Usage, error) {
 	u := &t.usage
 	switch f {
 	case Chat:
@@ -313,6 +323,169 @@ func (t *translator) decodeUsage(v llm.Raw, f Format) (Usage, error) {
 		return bedrockUsage(&u.bd), err
 	}
 	return Usage{}, nil
+}
+
+// usageMember is a member of a usage object that fastUsage reads: name,
+// or member leaf of object member name.
+type usageMember struct{ name, leaf string }
+
+// usageMembers are, per format, the members fastUsage reads, in the order
+// of its counts.
+var usageMembers = [...][4]usageMember{
+	Chat:      {{"prompt_tokens", ""}, {"completion_tokens", ""}, {"prompt_tokens_details", "cached_tokens"}, {"completion_tokens_details", "reasoning_tokens"}},
+	Responses: {{"input_tokens", ""}, {"output_tokens", ""}, {"input_tokens_details", "cached_tokens"}, {"output_tokens_details", "reasoning_tokens"}},
+	Messages:  {{"input_tokens", ""}, {"output_tokens", ""}, {"cache_read_input_tokens", ""}, {"cache_creation_input_tokens", ""}},
+}
+
+// fastUsage reads the usage of an answer in the OpenAI or Anthropic formats
+// without the decoder: a few integer members, found by walking the object.
+// Names and values are what the decoder reads into llm.ChatUsage,
+// ResponsesUsage and AnthropicUsage (null changes nothing, the last of
+// repeated members counts, other members are skipped); FuzzFastUsage holds
+// it to the decoder. ok is false for anything else (a value that is not a
+// plain integer, a details member that is not an object, a name or string
+// that is not plain ASCII, another format): the decoder then reads v and
+// answers as it does.
+func fastUsage(v llm.Raw, f Format) (Usage, bool) {
+	if f != Chat && f != Responses && f != Messages {
+		return Usage{}, false
+	}
+	members := &usageMembers[f]
+	var n [4]int64
+	var m llm.Members
+	m.Reset(v)
+	for m.Next() {
+		name := m.Name()
+		if !plainToken(name) {
+			return Usage{}, false
+		}
+		name = name[1 : len(name)-1] // no escapes: compared as it is
+		read := false
+		for i := range members {
+			um := &members[i]
+			if string(name) != um.name {
+				continue
+			}
+			read = true
+			var ok bool
+			if um.leaf != "" {
+				ok = nestedInt(m.Value(), um.leaf, &n[i])
+			} else {
+				ok = rawInt(m.Value(), &n[i])
+			}
+			if !ok {
+				return Usage{}, false
+			}
+		}
+		// What is skipped must be what the decoder skips without a
+		// complaint: plain scalars, or an object of them.
+		if !read && !plainValue(m.Value(), 1) {
+			return Usage{}, false
+		}
+	}
+	if m.Err() != nil {
+		return Usage{}, false
+	}
+	if f == Messages {
+		return anthropicUsage(&llm.AnthropicUsage{InputTokens: n[0], OutputTokens: n[1], CacheReadInputTokens: n[2], CacheCreationInputTokens: n[3]}), true
+	}
+	return Usage{InputTokens: n[0], OutputTokens: n[1], CachedInputTokens: n[2], ReasoningTokens: n[3]}, true
+}
+
+// nestedInt reads the integer member leaf of the object v (null: nothing)
+// into dst, as rawInt does.
+func nestedInt(v llm.Raw, leaf string, dst *int64) bool {
+	if isNull(v) {
+		return true
+	}
+	if !v.IsObject() {
+		return false
+	}
+	var m llm.Members
+	m.Reset(v)
+	for m.Next() {
+		name := m.Name()
+		if !plainToken(name) {
+			return false
+		}
+		if string(name[1:len(name)-1]) == leaf {
+			if !rawInt(m.Value(), dst) {
+				return false
+			}
+		} else if !plainValue(m.Value(), 0) {
+			return false
+		}
+	}
+	return m.Err() == nil
+}
+
+// plainValue reports a value any decoder reads alike: null, a boolean, a
+// plain integer (rawInt's), a plainToken string, or, with depth left, an
+// object of such members.
+func plainValue(v llm.Raw, depth int) bool {
+	switch {
+	case len(v) == 0:
+		return false
+	case v[0] == '"':
+		return plainToken(v)
+	case v[0] == '{':
+		if depth == 0 {
+			return false
+		}
+		var m llm.Members
+		m.Reset(v)
+		for m.Next() {
+			if !plainToken(m.Name()) || !plainValue(m.Value(), depth-1) {
+				return false
+			}
+		}
+		return m.Err() == nil
+	case string(v) == "true" || string(v) == "false":
+		return true
+	}
+	var x int64
+	return rawInt(v, &x)
+}
+
+// plainToken reports a string token of printable ASCII without escapes.
+func plainToken(s llm.Raw) bool {
+	if len(s) < 2 {
+		return false
+	}
+	for _, c := range s[1 : len(s)-1] {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// rawInt reads a plain integer token (an optional minus and up to 18
+// digits) into dst, and takes null as nothing; false for any other token.
+func rawInt(v llm.Raw, dst *int64) bool {
+	if isNull(v) {
+		return true
+	}
+	d := []byte(v)
+	neg := len(d) > 0 && d[0] == '-'
+	if neg {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 || len(d) > 1 && d[0] == '0' {
+		return false
+	}
+	var x int64
+	for _, c := range d {
+		if c-'0' > 9 {
+			return false
+		}
+		x = x*10 + int64(c-'0')
+	}
+	if neg {
+		x = -x
+	}
+	*dst = x
+	return true
 }
 
 // providerFormat reports a format providers answer in.
