@@ -84,9 +84,8 @@ func (m *Members) Next() bool {
 	}
 	i = skipSpace(d, i+1)
 	if m.trusted {
-		if ok = i < len(d); ok {
-			j = skipValidValue(d, i)
-		}
+		j = ValidValueEnd(d, i)
+		ok = j >= 0
 	} else {
 		j, ok = skipValue(d, i, 0)
 	}
@@ -319,19 +318,24 @@ func skipValue(d []byte, i, depth int) (int, bool) {
 	return i, false
 }
 
-// skipValidValue returns the end of the value at d[i] < len(d) in valid
-// JSON: strings through skipValidString, containers by counting brackets
-// outside strings, scalars up to the next delimiter. It always moves on.
-func skipValidValue(d []byte, i int) int {
+// ValidValueEnd returns the end of the value at d[i] in text known to be
+// valid JSON, or -1 when i is past the end or a container does not close:
+// strings through ValidStringEnd, containers by counting brackets outside
+// strings, scalars up to the next delimiter. It checks nothing, and on text
+// that is not valid it reads nothing out of bounds.
+func ValidValueEnd(d []byte, i int) int {
+	if i >= len(d) {
+		return -1
+	}
 	switch d[i] {
 	case '"':
-		return skipValidString(d, i)
+		return ValidStringEnd(d, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(d); j++ {
 			switch d[j] {
 			case '"':
-				j = skipValidString(d, j) - 1
+				j = ValidStringEnd(d, j) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -340,23 +344,22 @@ func skipValidValue(d []byte, i int) int {
 				}
 			}
 		}
-		return len(d)
+		return -1
 	}
-	j := i + 1
-	for j < len(d) {
+	for j := i + 1; j < len(d); j++ { // a number or a literal
 		switch d[j] {
 		case ',', '}', ']', ' ', '\n', '\r', '\t':
 			return j
 		}
-		j++
 	}
-	return j
+	return len(d)
 }
 
-// skipValidString returns the end of the string token at d[i] in valid
-// JSON: after the first quote that an even run of backslashes precedes,
-// found with bytes.IndexByte (vectorised).
-func skipValidString(d []byte, i int) int {
+// ValidStringEnd returns the end of the string token at d[i] (a quote) in
+// text known to be valid JSON, or len(d) when it does not end: after the
+// first quote that an even run of backslashes precedes, found with
+// bytes.IndexByte (vectorised).
+func ValidStringEnd(d []byte, i int) int {
 	j := i + 1
 	for j < len(d) {
 		k := bytes.IndexByte(d[j:], '"')

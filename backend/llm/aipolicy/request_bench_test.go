@@ -112,7 +112,17 @@ func requestBenches() []namedBench {
 func pathBenches() []namedBench {
 	p := benchPolicyOf(benchPolicy)
 	body := chatBody4KB(false)
-	run := func(count func(model string, text []byte) int) func(*testing.B) {
+	// count estimates the tokens of the policy's output: from its prompt
+	// text (text is promptText's, for the variants that read it), or, for
+	// the server's own estimate, from the body.
+	type counter func(model string, body []byte, text *[]byte) int
+	fromText := func(f func(model string, text []byte) int) counter {
+		return func(model string, body []byte, text *[]byte) int {
+			*text = promptText((*text)[:0], body, convert.Chat)
+			return f(model, *text)
+		}
+	}
+	run := func(count counter) func(*testing.B) {
 		return func(b *testing.B) {
 			tokens.Preload()
 			var dst, text, provider []byte
@@ -124,11 +134,8 @@ func pathBenches() []namedBench {
 					b.Fatal(err)
 				}
 				model, _ := p.Alias(Model(out))
-				if count != nil {
-					text = promptText(text[:0], out, convert.Chat)
-					if count(model, text) == 0 {
-						b.Fatal("no tokens")
-					}
+				if count != nil && count(model, out, &text) == 0 {
+					b.Fatal("no tokens")
 				}
 				provider, _, err = convert.Request(provider[:0], convert.Chat, convert.Messages, out, &convert.Options{Model: model})
 				if err != nil {
@@ -140,33 +147,16 @@ func pathBenches() []namedBench {
 	}
 	return []namedBench{
 		{"RequestPath/noCount", run(nil)},
-		{"RequestPath/promptText", run(func(_ string, text []byte) int { return len(text) })},
-		{"RequestPath/wordEstimate", run(func(_ string, text []byte) int { return tokens.EstimateWords(text) })},
-		{"RequestPath/tokenCount", run(tokens.Count)},
-		{"RequestPath/promptTokens", func(b *testing.B) {
-			// The server's estimate: per message, through the count cache
-			// (warm here: the same body each time).
-			tokens.Preload()
-			var dst, scratch, provider []byte
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				out, _, err := p.Request(dst[:0], body, convert.Chat, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				model, _ := p.Alias(Model(out))
-				var n int
-				if n, scratch = PromptTokens(scratch, out, convert.Chat, tokens.EncodingFor(model)); n == 0 {
-					b.Fatal("no tokens")
-				}
-				provider, _, err = convert.Request(provider[:0], convert.Chat, convert.Messages, out, &convert.Options{Model: model})
-				if err != nil {
-					b.Fatal(err)
-				}
-				dst = out
-			}
-		}},
+		{"RequestPath/promptText", run(fromText(func(_ string, text []byte) int { return len(text) }))},
+		{"RequestPath/wordEstimate", run(fromText(func(_ string, text []byte) int { return tokens.EstimateWords(text) }))},
+		{"RequestPath/tokenCount", run(fromText(tokens.Count))},
+		// The server's estimate: per message, through the count cache
+		// (warm here: the same body each time).
+		{"RequestPath/promptTokens", run(func(model string, body []byte, scratch *[]byte) int {
+			var n int
+			n, *scratch = PromptTokens(*scratch, body, convert.Chat, tokens.EncodingFor(model))
+			return n
+		})},
 	}
 }
 

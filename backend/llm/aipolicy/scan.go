@@ -2,9 +2,7 @@ package aipolicy
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
-	"math/bits"
 
 	"github.com/relaygate/gateway/codec/llm"
 )
@@ -29,39 +27,6 @@ func skipWS(d []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// stringEnd returns the end of the string token that starts at d[i] (a
-// quote): after the first quote not escaped. It reads eight bytes at a time
-// looking for a quote or a backslash, as codec/llm's validation does: x has
-// a zero byte where (x - 0x01..01) &^ x has its high bit set, and the
-// lowest such flag is exact (a borrow only runs up from a real zero).
-func stringEnd(d []byte, i int) int {
-	const lows, highs = 0x0101010101010101, 0x8080808080808080
-	j := i + 1
-	for j < len(d) {
-		for j+8 <= len(d) {
-			w := binary.LittleEndian.Uint64(d[j:])
-			q, b := w^(lows*'"'), w^(lows*'\\')
-			if m := ((q-lows)&^q | (b-lows)&^b) & highs; m != 0 {
-				j += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			j += 8
-		}
-		if j >= len(d) {
-			break
-		}
-		switch d[j] {
-		case '"':
-			return j + 1
-		case '\\':
-			j += 2
-		default:
-			j++
-		}
-	}
-	return len(d)
 }
 
 // tape is the index of a JSON text: its values in document order, each
@@ -97,12 +62,15 @@ func (tp *tape) build(d []byte, depth int) {
 		case ' ', '\n', '\r', '\t', ',', ':':
 			i++
 		case '"':
-			end := stringEnd(d, i)
+			end := llm.ValidStringEnd(d, i)
 			tp.leaf(i, end)
 			i = end
 		case '{', '[':
 			if len(tp.open) >= depth {
-				end := containerEnd(d, i)
+				end := llm.ValidValueEnd(d, i)
+				if end < 0 { // unclosed: not on validated text
+					end = len(d)
+				}
 				tp.leaf(i, end)
 				i = end
 				continue
@@ -219,25 +187,6 @@ func (tp *tape) leaf(start, end int) {
 func (tp *tape) close(k, end int) {
 	tp.nodes[k].end = int32(end)
 	tp.nodes[k].next = int32(len(tp.nodes))
-}
-
-// containerEnd returns the end of the object or array at d[i].
-func containerEnd(d []byte, i int) int {
-	depth := 0
-	for j := i; j < len(d); j++ {
-		switch d[j] {
-		case '"':
-			j = stringEnd(d, j) - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 {
-				return j + 1
-			}
-		}
-	}
-	return len(d)
 }
 
 // scalarEnd returns the end of the number or literal at d[i] (at least one

@@ -43,7 +43,7 @@ func TestPromptText(t *testing.T) {
 // message, 3 for the answer), the same whether the count cache knows the
 // texts or not; a message's texts (content parts) count as one.
 func TestPromptTokens(t *testing.T) {
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20) // cached: over 256 bytes
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20) // cached: over 64 bytes
 	tests := []struct {
 		desc     string
 		format   convert.Format

@@ -1,7 +1,6 @@
 package promptcache
 
 import (
-	"bytes"
 	"unicode"
 	"unicode/utf8"
 
@@ -23,62 +22,6 @@ func skipSpace(d []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// stringEnd is the index after the string token that starts at d[i] (a
-// quote), or len(d) when it does not end. It jumps from quote to quote: a
-// quote ends the token unless an odd run of backslashes escapes it.
-func stringEnd(d []byte, i int) int {
-	for j := i + 1; j < len(d); j++ {
-		k := bytes.IndexByte(d[j:], '"')
-		if k < 0 {
-			break
-		}
-		j += k
-		backslashes := 0
-		for b := j - 1; b > i && d[b] == '\\'; b-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return j + 1
-		}
-	}
-	return len(d)
-}
-
-// valueEnd is the index after the value that starts at d[i], or -1. It
-// counts brackets outside strings rather than recursing: the text was
-// checked, so nesting is balanced.
-func valueEnd(d []byte, i int) int {
-	if i >= len(d) {
-		return -1
-	}
-	switch d[i] {
-	case '"':
-		return stringEnd(d, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(d); i++ {
-			switch d[i] {
-			case '"':
-				i = stringEnd(d, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for j := i; j < len(d); j++ { // a number or a literal
-		switch d[j] {
-		case ',', '}', ']', ' ', '\n', '\r', '\t':
-			return j
-		}
-	}
-	return len(d)
 }
 
 // elements iterates the elements of a JSON array:
@@ -122,7 +65,7 @@ func (e *elements) next() bool {
 		e.done = true
 		return false
 	}
-	end := valueEnd(d, i)
+	end := llm.ValidValueEnd(d, i)
 	if end < 0 {
 		return e.fail()
 	}
@@ -192,7 +135,7 @@ func tally(v []byte, mark string, wantWords int) counts {
 			i++
 			continue
 		}
-		start, end := i, stringEnd(v, i)
+		start, end := i, llm.ValidStringEnd(v, i)
 		next := skipSpace(v, end)
 		if next >= len(v) || v[next] != ':' { // a value
 			if c.words < wantWords && end-start >= 2 {
@@ -206,7 +149,7 @@ func tally(v []byte, mark string, wantWords int) counts {
 			continue
 		}
 		valStart := skipSpace(v, i)
-		valEnd := valueEnd(v, valStart)
+		valEnd := llm.ValidValueEnd(v, valStart)
 		if valEnd < 0 {
 			return c
 		}

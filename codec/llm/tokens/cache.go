@@ -11,11 +11,11 @@ import (
 // prompt and tool results with every call, so most of a prompt's messages
 // were counted before. Counts of texts of at least minCachedText bytes are
 // remembered by content, per encoding, in a fixed table (cacheSlots
-// entries, 128 KiB, allocated on first use): a hit costs a hash of the text
+// entries, 512 KiB, allocated on first use): a hit costs a hash of the text
 // (maphash, some GB/s) instead of a count (about 150 MB/s).
 //
 // An entry holds 40 bits of the text's 64-bit hash beside the count, and
-// the slot is picked by 14 others: two different texts are taken for one
+// the slot is picked by 16 others: two different texts are taken for one
 // another with a chance of about 2^-40 per lookup of a text not in the
 // table, and the count returned is then the other text's. Counts are
 // estimates for rate limits and cache thresholds; that chance is far below
@@ -42,14 +42,13 @@ func CountCached(e Encoding, text []byte) int {
 
 const (
 	// minCachedText: shorter texts are counted each time (a count of a
-	// few hundred bytes costs little more than the lookup, and they would
-	// crowd out the long ones).
-	minCachedText = 256
-	cacheBits     = 14
+	// few dozen bytes costs about what the lookup does).
+	minCachedText = 64
+	cacheBits     = 16
 	cacheSlots    = 1 << cacheBits
 	// An entry is tag<<cacheCountBits | count: the hash's top 40 bits,
 	// and a count below 2^24 (a text of some 64 MB; larger are not
-	// kept). A non-empty text of minCachedText bytes has a count above
+	// kept). A text of minCachedText bytes or more has a count above
 	// 0, so 0 marks an empty slot.
 	cacheCountBits = 24
 	cacheTagShift  = cacheCountBits // the hash's top 40 bits
