@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"math/bits"
 )
 
 // MaxDepth bounds the nesting that Members and SetMember walk through.
@@ -204,51 +203,76 @@ func skipSpace(d []byte, i int) int {
 	return i
 }
 
-// skipString returns the end of the string token at d[i].
+// skipString returns the end of the string token at d[i]. The closing
+// quote and any backslash before it are found with bytes.IndexByte
+// (vectorised); the plain runs between are checked for control bytes eight
+// at a time; escapes are checked one by one.
 func skipString(d []byte, i int) (int, bool) {
 	if i >= len(d) || d[i] != '"' {
 		return i, false
 	}
-	for i++; i < len(d); i++ {
-		// Eight plain bytes at a time: none below 0x20, no quote, no
-		// backslash (bytes of multi-byte UTF-8 are all >= 0x80).
-		// The lowest flagged byte is exact (a false flag can only follow a
-		// true one, through a borrow), so jump straight to it.
-		for i+8 <= len(d) {
-			w := binary.LittleEndian.Uint64(d[i:])
-			q, b := w^(lows*'"'), w^(lows*'\\')
-			if m := ((w-lows*0x20)&^w | (q-lows)&^q | (b-lows)&^b) & highs; m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
+	i++
+	for {
+		q := bytes.IndexByte(d[i:], '"')
+		if q < 0 {
+			return len(d), false
+		}
+		q += i // the next quote: the end, unless an escape takes it
+		for i <= q {
+			end := q
+			if b := bytes.IndexByte(d[i:q], '\\'); b >= 0 {
+				end = i + b
 			}
-			i += 8
-		}
-		if i >= len(d) {
-			break
-		}
-		switch c := d[i]; {
-		case c == '"':
-			return i + 1, true
-		case c == '\\':
-			i++
+			if hasControl(d[i:end]) {
+				return i, false
+			}
+			if end == q {
+				return q + 1, true
+			}
+			// The escape at end.
+			i = end + 1
 			if i >= len(d) {
 				return i, false
 			}
 			switch d[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
 			case 'u':
 				if _, ok := hex4(d[i+1:]); !ok {
 					return i, false
 				}
-				i += 4
+				i += 5
 			default:
 				return i, false
 			}
-		case c < 0x20:
-			return i, false
 		}
 	}
-	return i, false
+}
+
+// hasControl reports a byte below 0x20 in s, words at a time: the
+// high bit of (x - 0x20..20) &^ x flags them, and a false flag (a borrow)
+// only ever follows a true one.
+func hasControl(s []byte) bool {
+	for len(s) >= 16 { // two words a turn: half the loop's overhead
+		a, b := binary.LittleEndian.Uint64(s), binary.LittleEndian.Uint64(s[8:])
+		if ((a-lows*0x20)&^a|(b-lows*0x20)&^b)&highs != 0 {
+			return true
+		}
+		s = s[16:]
+	}
+	for len(s) >= 8 {
+		w := binary.LittleEndian.Uint64(s)
+		if (w-lows*0x20)&^w&highs != 0 {
+			return true
+		}
+		s = s[8:]
+	}
+	for _, c := range s {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // skipValue returns the end of the JSON value at d[i].
