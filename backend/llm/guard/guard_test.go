@@ -329,6 +329,11 @@ func TestIndexDigitOrAt(t *testing.T) {
 		{"from", "1bcdefghij2", 1, true, true, 10},
 		{"bytes around digits", "/:\x80\xff0", 0, true, true, 4},
 		{"high bytes are not digits", "\xb0\xb9\xc0\xc0\xb0\xb9\xb0\xb9", 0, true, true, -1},
+		// Sixteen bytes a turn: a find in either word of a pair, and after.
+		{"first word of a pair", "abc4efghijklmnopq", 0, true, true, 3},
+		{"second word of a pair", "abcdefghijk@mnopq", 0, true, true, 11},
+		{"both words: the first wins", "abcdefg7ijklmn@pq", 0, true, true, 7},
+		{"after two pairs", "abcdefghijklmnopabcdefghijklmnop" + "abcdefgh9", 0, true, true, 40},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

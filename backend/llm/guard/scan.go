@@ -14,7 +14,7 @@ const (
 )
 
 // indexDigitOrAt returns the index of the first ASCII digit (when digits) or
-// '@' (when at) in text[i:], or -1. It tests eight bytes at a time: x < n for
+// '@' (when at) in text[i:], or -1. It tests words of eight bytes: x < n for
 // every byte x of a word is (x - n) &^ x & 0x80 per byte (for n <= 0x80), and
 // a borrow only runs from a byte that is below n, so the lowest flag is exact.
 func indexDigitOrAt(text []byte, i int, digits, at bool) int {
@@ -28,12 +28,22 @@ func indexDigitOrAt(text []byte, i int, digits, at bool) int {
 	if !digits && !at {
 		return -1
 	}
-	for ; i+8 <= len(text); i += 8 {
-		w := binary.LittleEndian.Uint64(text[i:])
+	flags := func(w uint64) uint64 {
 		d := w ^ (0x30 * ones) // digits become 0..9
 		a := w ^ (0x40 * ones) // '@' becomes 0
-		m := ((d-10*ones)&^d)&digitMask | ((a-ones)&^a)&atMask
-		if m != 0 {
+		return ((d-10*ones)&^d)&digitMask | ((a-ones)&^a)&atMask
+	}
+	for ; i+16 <= len(text); i += 16 { // two words a turn: half the loop's overhead
+		m0, m1 := flags(binary.LittleEndian.Uint64(text[i:])), flags(binary.LittleEndian.Uint64(text[i+8:]))
+		if m0|m1 != 0 {
+			if m0 != 0 {
+				return i + bits.TrailingZeros64(m0)/8
+			}
+			return i + 8 + bits.TrailingZeros64(m1)/8
+		}
+	}
+	for ; i+8 <= len(text); i += 8 {
+		if m := flags(binary.LittleEndian.Uint64(text[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)/8
 		}
 	}
