@@ -3,6 +3,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -29,7 +30,8 @@ import (
 func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) {
 	t.Helper()
 	var calls atomic.Int64
-	var counts sync.Map // *sdk.ServerSession -> *atomic.Int64
+	var counts sync.Map            // *sdk.ServerSession -> *atomic.Int64
+	release := make(chan struct{}) // closed before the servers close
 	srv := sdk.NewServer(&sdk.Implementation{Name: name, Version: "1"}, nil)
 	for _, tool := range tools {
 		srv.AddTool(&sdk.Tool{Name: tool, InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -44,10 +46,16 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.FormatInt(n.(*atomic.Int64).Add(1), 10)}}}, nil
 			}
 			if tool == "block" {
-				// Waits until the call is cancelled.
-				<-ctx.Done()
-				cancelled.Add(1)
-				return nil, ctx.Err()
+				// Waits until the call is cancelled (or the test ends: a
+				// cancellation that never comes fails the test instead of
+				// hanging its server's Close).
+				select {
+				case <-ctx.Done():
+					cancelled.Add(1)
+					return nil, ctx.Err()
+				case <-release:
+					return nil, errors.New("never cancelled")
+				}
 			}
 			if tool == "roots" {
 				res, err := req.Session.ListRoots(ctx, nil)
@@ -98,6 +106,7 @@ func target(t *testing.T, name string, tools ...string) (string, *atomic.Int64) 
 	sseTS := httptest.NewServer(sdk.NewSSEHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(sseTS.Close)
 	sseURLs.Store(ts.URL+"/mcp", sseTS.URL)
+	t.Cleanup(func() { close(release) }) // runs first: cleanups run last-in first-out
 	return ts.URL + "/mcp", &calls
 }
 
@@ -432,7 +441,7 @@ func TestRelayMultiplexesPromptsAndResources(t *testing.T) {
 // and the targets' requests for roots and elicitation reach the client, over
 // a legacy SSE target as well as a streamable one.
 func TestRelayPassesClientFeaturesThrough(t *testing.T) {
-	url, _ := target(t, "a", "block", "roots", "elicit")
+	url, calls := target(t, "a", "block", "roots", "elicit")
 	sseURL, _ := sseURLs.Load(url)
 	for _, tc := range []struct {
 		desc string
@@ -463,17 +472,19 @@ func TestRelayPassesClientFeaturesThrough(t *testing.T) {
 			if res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "elicit"}); err != nil || text(t, res) != "accept" {
 				t.Fatalf("elicit: %v %v", res, err)
 			}
-			before := cancelled.Load()
+			before, callsBefore := cancelled.Load(), calls.Load()
 			callCtx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() {
 				_, err := cs.CallTool(callCtx, &sdk.CallToolParams{Name: "block"})
 				done <- err
 			}()
-			// Cancel once the call is in flight at the target: poll its count.
-			for deadline := time.Now().Add(5 * time.Second); b.pendingCalls() == 0; time.Sleep(2 * time.Millisecond) {
+			// Cancel once the call is in flight at the target: poll the
+			// target's count (a cancellation that overtakes its call is
+			// dropped by the target, which has no such request yet).
+			for deadline := time.Now().Add(5 * time.Second); calls.Load() == callsBefore || b.pendingCalls() == 0; time.Sleep(2 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatal("the call never reached the gateway")
+					t.Fatal("the call never reached the target")
 				}
 			}
 			stop()
