@@ -30,23 +30,36 @@ type fieldArray [24]zap.Field
 // recordWay is one way of building record's fields and writing the entry.
 type recordWay func(access *zap.Logger, r *request, arr *fieldArray)
 
+// requestFields appends record's nine fields to dst, the three that the
+// ways build differently (method, path, src) as given.
+func requestFields(dst []zap.Field, r *request, method, path, src zap.Field) []zap.Field {
+	return append(dst,
+		method,
+		path,
+		zap.Int("status", r.status),
+		zap.Duration("duration", r.duration),
+		zap.String("route", r.route),
+		zap.String("backend", r.backend),
+		zap.Int("bytes_in", r.in),
+		zap.Int("bytes_out", r.out),
+		src,
+	)
+}
+
+// writePooled writes fields built in the request's reused array, and
+// clears the array after the write, so that it holds no strings or errors
+// past the request.
+func writePooled(ce *zapcore.CheckedEntry, fields []zap.Field) {
+	ce.Write(fields...)
+	clear(fields)
+}
+
 // recordToday builds the fields as record did before it kept them in an
 // array (the "today" of this study): a fresh slice, copies
 // of method and path, the address as a Stringer.
 func recordToday(access *zap.Logger, r *request, _ *fieldArray) {
 	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		fields := []zap.Field{
-			zap.String("method", string(r.method)),
-			zap.String("path", string(r.path)),
-			zap.Int("status", r.status),
-			zap.Duration("duration", r.duration),
-			zap.String("route", r.route),
-			zap.String("backend", r.backend),
-			zap.Int("bytes_in", r.in),
-			zap.Int("bytes_out", r.out),
-			zap.Stringer("src", r.remote),
-		}
-		ce.Write(fields...)
+		ce.Write(requestFields(nil, r, zap.String("method", string(r.method)), zap.String("path", string(r.path)), zap.Stringer("src", r.remote))...)
 	}
 }
 
@@ -54,39 +67,15 @@ func recordToday(access *zap.Logger, r *request, _ *fieldArray) {
 // the standard methods.
 func recordInternedMethod(access *zap.Logger, r *request, _ *fieldArray) {
 	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		fields := []zap.Field{
-			zap.String("method", Method(r.method)),
-			zap.String("path", string(r.path)),
-			zap.Int("status", r.status),
-			zap.Duration("duration", r.duration),
-			zap.String("route", r.route),
-			zap.String("backend", r.backend),
-			zap.Int("bytes_in", r.in),
-			zap.Int("bytes_out", r.out),
-			zap.Stringer("src", r.remote),
-		}
-		ce.Write(fields...)
+		ce.Write(requestFields(nil, r, zap.String("method", Method(r.method)), zap.String("path", string(r.path)), zap.Stringer("src", r.remote))...)
 	}
 }
 
 // recordPooled is recordInternedMethod with the fields in the request's
-// reused array instead of a fresh slice; the array is cleared after the
-// write, so that it holds no strings or errors past the request.
+// reused array instead of a fresh slice.
 func recordPooled(access *zap.Logger, r *request, arr *fieldArray) {
 	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		fields := append(arr[:0],
-			zap.String("method", Method(r.method)),
-			zap.String("path", string(r.path)),
-			zap.Int("status", r.status),
-			zap.Duration("duration", r.duration),
-			zap.String("route", r.route),
-			zap.String("backend", r.backend),
-			zap.Int("bytes_in", r.in),
-			zap.Int("bytes_out", r.out),
-			zap.Stringer("src", r.remote),
-		)
-		ce.Write(fields...)
-		clear(fields)
+		writePooled(ce, requestFields(arr[:0], r, zap.String("method", Method(r.method)), zap.String("path", string(r.path)), zap.Stringer("src", r.remote)))
 	}
 }
 
@@ -94,19 +83,7 @@ func recordPooled(access *zap.Logger, r *request, arr *fieldArray) {
 // cached per connection.
 func recordPooledCachedSrc(access *zap.Logger, r *request, arr *fieldArray) {
 	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		fields := append(arr[:0],
-			zap.String("method", Method(r.method)),
-			zap.String("path", string(r.path)),
-			zap.Int("status", r.status),
-			zap.Duration("duration", r.duration),
-			zap.String("route", r.route),
-			zap.String("backend", r.backend),
-			zap.Int("bytes_in", r.in),
-			zap.Int("bytes_out", r.out),
-			zap.String("src", r.remoteText),
-		)
-		ce.Write(fields...)
-		clear(fields)
+		writePooled(ce, requestFields(arr[:0], r, zap.String("method", Method(r.method)), zap.String("path", string(r.path)), zap.String("src", r.remoteText)))
 	}
 }
 
@@ -116,19 +93,7 @@ func recordPooledCachedSrc(access *zap.Logger, r *request, arr *fieldArray) {
 // by the next request.
 func recordUnsafeNoCopies(access *zap.Logger, r *request, arr *fieldArray) {
 	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		fields := append(arr[:0],
-			zap.ByteString("method", r.method),
-			zap.ByteString("path", r.path),
-			zap.Int("status", r.status),
-			zap.Duration("duration", r.duration),
-			zap.String("route", r.route),
-			zap.String("backend", r.backend),
-			zap.Int("bytes_in", r.in),
-			zap.Int("bytes_out", r.out),
-			zap.Stringer("src", r.remote),
-		)
-		ce.Write(fields...)
-		clear(fields)
+		writePooled(ce, requestFields(arr[:0], r, zap.ByteString("method", r.method), zap.ByteString("path", r.path), zap.Stringer("src", r.remote)))
 	}
 }
 
