@@ -68,62 +68,46 @@ func randomCuts(rng *rand.Rand, n, oneIn int) []int {
 // the text of the output so far, and that output ends on an event's end;
 // the tap changes no event, and masked streams give the masked text.
 func TestTapTextIsTheTextSent(t *testing.T) {
-	g := testGuard(t)
-	for _, tc := range maskedStreamCases {
-		provider, in := maskedStreamInput(t, tc.file)
-		for _, client := range clientsOf(provider) {
-			for _, masked := range []bool{false, true} {
-				info := RequestInfo{Client: client, Provider: provider, Model: "m", Stream: true, IncludeUsage: true}
-				if masked {
-					info.Mask = g
+	forEachStreamRun(t, func(t *testing.T, client Format, masked bool, info RequestInfo, in []byte) {
+		untapped := runStream(info, in, nil)
+		want := readClientStream(t, client, untapped.out).deltas
+		if masked && !strings.Contains(want, "<") {
+			t.Fatalf("the masked text %q has no mask: the case tests nothing", want)
+		}
+		rng := rand.New(rand.NewPCG(7, uint64(len(in))))
+		cutSets := [][]int{nil, randomCuts(rng, len(in), 1)}
+		for range 10 {
+			cutSets = append(cutSets, randomCuts(rng, len(in), 1+rng.IntN(40)))
+		}
+		for _, cuts := range cutSets {
+			r := runTapped(info, in, cuts)
+			if r.err != nil {
+				t.Fatalf("%d cuts: %v", len(cuts), r.err)
+			}
+			for _, st := range r.steps {
+				out := r.out[:st.out]
+				if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
+					t.Fatalf("%d cuts: the output so far ends inside an event:\n%s", len(cuts), out)
 				}
-				name := provider.String() + " to " + client.String()
-				if masked {
-					name += ", masked"
+				if got := readClientStream(t, client, out).deltas; got != string(r.text[:st.text]) {
+					t.Fatalf("%d cuts: taken %q, the output so far has %q", len(cuts), r.text[:st.text], got)
 				}
-				t.Run(name, func(t *testing.T) {
-					untapped := runStream(info, in, nil)
-					want := readClientStream(t, client, untapped.out).deltas
-					if masked && !strings.Contains(want, "<") {
-						t.Fatalf("the masked text %q has no mask: the case tests nothing", want)
-					}
-					rng := rand.New(rand.NewPCG(7, uint64(len(in))))
-					cutSets := [][]int{nil, randomCuts(rng, len(in), 1)}
-					for range 10 {
-						cutSets = append(cutSets, randomCuts(rng, len(in), 1+rng.IntN(40)))
-					}
-					for _, cuts := range cutSets {
-						r := runTapped(info, in, cuts)
-						if r.err != nil {
-							t.Fatalf("%d cuts: %v", len(cuts), r.err)
-						}
-						for _, st := range r.steps {
-							out := r.out[:st.out]
-							if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
-								t.Fatalf("%d cuts: the output so far ends inside an event:\n%s", len(cuts), out)
-							}
-							if got := readClientStream(t, client, out).deltas; got != string(r.text[:st.text]) {
-								t.Fatalf("%d cuts: taken %q, the output so far has %q", len(cuts), r.text[:st.text], got)
-							}
-						}
-						if string(r.text) != want {
-							t.Fatalf("%d cuts: taken %q, want %q", len(cuts), r.text, want)
-						}
-						tapped, plain := readEvents(t, r.out), readEvents(t, untapped.out)
-						if len(tapped) != len(plain) {
-							t.Fatalf("%d cuts: %d events, untapped %d", len(cuts), len(tapped), len(plain))
-						}
-						for i := range tapped {
-							if tapped[i].typ != plain[i].typ || !sameBut(tapped[i].data, plain[i].data) ||
-								!sameBut(plain[i].data, tapped[i].data) {
-								t.Fatalf("%d cuts: event %d is %+v, untapped %+v", len(cuts), i, tapped[i], plain[i])
-							}
-						}
-					}
-				})
+			}
+			if string(r.text) != want {
+				t.Fatalf("%d cuts: taken %q, want %q", len(cuts), r.text, want)
+			}
+			tapped, plain := readEvents(t, r.out), readEvents(t, untapped.out)
+			if len(tapped) != len(plain) {
+				t.Fatalf("%d cuts: %d events, untapped %d", len(cuts), len(tapped), len(plain))
+			}
+			for i := range tapped {
+				if tapped[i].typ != plain[i].typ || !sameBut(tapped[i].data, plain[i].data) ||
+					!sameBut(plain[i].data, tapped[i].data) {
+					t.Fatalf("%d cuts: event %d is %+v, untapped %+v", len(cuts), i, tapped[i], plain[i])
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestTapTextCollects: what is text and what is not, per provider.
@@ -245,48 +229,36 @@ func TestTapTextFailsClosed(t *testing.T) {
 // shape, read as an error by its SDK, with nothing a masker held back
 // before it and nothing after it.
 func TestAbort(t *testing.T) {
-	g := testGuard(t)
 	msg := []byte(`blocked: "bad" words`)
-	for _, tc := range maskedStreamCases {
-		provider, in := maskedStreamInput(t, tc.file)
-		for _, client := range clientsOf(provider) {
-			for _, masked := range []bool{false, true} {
-				info := RequestInfo{Client: client, Provider: provider, Model: "m", Stream: true, IncludeUsage: true}
-				if masked {
-					info.Mask = g
-				}
-				t.Run(provider.String()+" to "+client.String()+map[bool]string{true: ", masked"}[masked], func(t *testing.T) {
-					s := NewStream(info)
-					s.TapText()
-					half, err := s.Feed(nil, in[:len(in)/2])
-					if err != nil {
-						t.Fatal(err)
-					}
-					text := s.TakeText(nil)
-					ev := s.Abort(nil, "guardrail_blocked", "guardrail_intervention", msg)
-					if len(s.TakeText(nil)) != 0 {
-						t.Error("text taken after the abort")
-					}
-					if out, err := s.Feed(nil, in[len(in)/2:]); !errors.Is(err, ErrAborted) || len(out) != 0 {
-						t.Errorf("Feed after Abort: %v, %q", err, out)
-					}
-					if out, err := s.Close(nil); !errors.Is(err, ErrAborted) || len(out) != 0 {
-						t.Errorf("Close after Abort: %v, %q", err, out)
-					}
-					if n := len(readEvents(t, ev)); n != 1 {
-						t.Fatalf("%d events, want 1:\n%s", n, ev)
-					}
-					// The client reads what it got before and the error
-					// event; the text is what was taken.
-					all := append(append([]byte(nil), half...), ev...)
-					if got := readClientStream(t, client, all).deltas; got != string(text) {
-						t.Errorf("the client read %q, taken %q", got, text)
-					}
-					checkAbortEvent(t, client, all, string(msg))
-				})
-			}
+	forEachStreamRun(t, func(t *testing.T, client Format, masked bool, info RequestInfo, in []byte) {
+		s := NewStream(info)
+		s.TapText()
+		half, err := s.Feed(nil, in[:len(in)/2])
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		text := s.TakeText(nil)
+		ev := s.Abort(nil, "guardrail_blocked", "guardrail_intervention", msg)
+		if len(s.TakeText(nil)) != 0 {
+			t.Error("text taken after the abort")
+		}
+		if out, err := s.Feed(nil, in[len(in)/2:]); !errors.Is(err, ErrAborted) || len(out) != 0 {
+			t.Errorf("Feed after Abort: %v, %q", err, out)
+		}
+		if out, err := s.Close(nil); !errors.Is(err, ErrAborted) || len(out) != 0 {
+			t.Errorf("Close after Abort: %v, %q", err, out)
+		}
+		if n := len(readEvents(t, ev)); n != 1 {
+			t.Fatalf("%d events, want 1:\n%s", n, ev)
+		}
+		// The client reads what it got before and the error
+		// event; the text is what was taken.
+		all := append(append([]byte(nil), half...), ev...)
+		if got := readClientStream(t, client, all).deltas; got != string(text) {
+			t.Errorf("the client read %q, taken %q", got, text)
+		}
+		checkAbortEvent(t, client, all, string(msg))
+	})
 }
 
 // checkAbortEvent reads a stream with client's SDK, which must end it with
@@ -415,4 +387,25 @@ func FuzzStreamTapped(f *testing.F) {
 			t.Fatalf("Feed after Abort: %v %q", err, more)
 		}
 	})
+}
+
+// forEachStreamRun runs f as a subtest for every recorded stream
+// (maskedStreamCases), every client format its provider format translates
+// to, unmasked and masked, with the request info of that pairing.
+func forEachStreamRun(t *testing.T, f func(t *testing.T, client Format, masked bool, info RequestInfo, in []byte)) {
+	g := testGuard(t)
+	for _, tc := range maskedStreamCases {
+		provider, in := maskedStreamInput(t, tc.file)
+		for _, client := range clientsOf(provider) {
+			for _, masked := range []bool{false, true} {
+				info := RequestInfo{Client: client, Provider: provider, Model: "m", Stream: true, IncludeUsage: true}
+				name := provider.String() + " to " + client.String()
+				if masked {
+					info.Mask = g
+					name += ", masked"
+				}
+				t.Run(name, func(t *testing.T) { f(t, client, masked, info, in) })
+			}
+		}
+	}
 }
