@@ -213,13 +213,19 @@ func promptText(dst, body []byte, f convert.Format) []byte {
 	t := &w.texts
 	t.reset(w.index(body, allLevels), scopeSystem|scopeMessages)
 	t.walk(f)
-	for i, s := range t.spans {
+	return appendSpanTexts(dst, body, t.spans)
+}
+
+// appendSpanTexts appends the texts of spans, string tokens of body, to
+// dst, one after another with a line break between them and no JSON
+// escapes (a token whose escapes do not decode adds nothing).
+func appendSpanTexts(dst, body []byte, spans []textSpan) []byte {
+	for i, s := range spans {
 		if i > 0 {
 			dst = append(dst, '\n')
 		}
 		quoted := body[s.start:s.end]
-		inner := quoted[1 : len(quoted)-1]
-		if !hasBackslash(inner) {
+		if inner := quoted[1 : len(quoted)-1]; !hasBackslash(inner) {
 			dst = append(dst, inner...)
 			continue
 		}
@@ -257,17 +263,7 @@ func PromptTokens(scratch, body []byte, f convert.Format, e tokens.Encoding) (in
 		if s := t.spans[i]; j == i+1 && !hasBackslash(body[s.start+1:s.end-1]) {
 			text = body[s.start+1 : s.end-1] // one plain text: no copy
 		} else {
-			scratch = scratch[:0]
-			for k := i; k < j; k++ {
-				if k > i {
-					scratch = append(scratch, '\n')
-				}
-				mark := len(scratch)
-				var err error
-				if scratch, err = llm.AppendUnquoted(scratch, body[t.spans[k].start:t.spans[k].end]); err != nil {
-					scratch = scratch[:mark]
-				}
-			}
+			scratch = appendSpanTexts(scratch[:0], body, t.spans[i:j])
 			text = scratch
 		}
 		n += 4 + tokens.CountCached(e, text)
