@@ -145,7 +145,7 @@ trap 'exit 130' INT TERM
 
 install_missing() {
 	local need=() cmd pkg
-	for cmd in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux timeout:coreutils; do
+	for cmd in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux timeout:coreutils valgrind:valgrind; do
 		pkg=${cmd#*:}
 		command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("$pkg")
 	done
@@ -756,6 +756,14 @@ for t in "${PROXIES[@]}"; do
 	[[ $ACCESS_LOG == on ]] && printf '== %s: %s lines\n%s\n' "$t" "${LOG_LINES[$t]:-0}" "$samples" >>"$OUT/access-log-samples.txt"
 done
 
+# The access log's cost in instructions, gateway beside nginx (its own
+# processes under callgrind, after the load cases so it disturbs none).
+if wanted gateway && wanted nginx && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
+	log "counting the access log's instructions (callgrind)"
+	bash "$BENCH_DIR/logcost.sh" "$BIN" "$GATEWAY" "$OUT/logcost.md" "$TMP/logcost" >"$OUT/logcost.log" 2>&1 ||
+		PROBLEMS+=("logcost: $(lastlines "$OUT/logcost.log")")
+fi
+
 # ---------------------------------------------------------------- report
 
 first() { "$@" 2>&1 | head -n 1 || true; }
@@ -806,6 +814,7 @@ done
 
 "$BIN/report" -dir "$OUT" -out "$RESULTS" || die "rendering $RESULTS failed"
 [[ -s $OUT/mcp.md ]] && cat "$OUT/mcp.md" >>"$RESULTS"
+[[ -s $OUT/logcost.md ]] && cat "$OUT/logcost.md" >>"$RESULTS"
 log "wrote $RESULTS (raw output in $OUT)"
 busiest=$(cat "$OUT"/wrk/*.load 2>/dev/null | sed -n 's/^other_cpu_pct=//p' | sort -n | tail -n 1)
 if ((${busiest:-0} > 10)); then

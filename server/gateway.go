@@ -19,6 +19,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -26,8 +27,9 @@ import (
 // Options configure a Gateway.
 type Options struct {
 	Logger *zap.Logger
-	// AccessLog receives one line per request at info level; nil uses Logger.
-	AccessLog *zap.Logger
+	// AccessLog receives one record per request; nil logs them through
+	// Logger (logline.ZapAccess).
+	AccessLog logline.AccessLogger
 	// Transport accepts connections; the default is TransportStd, which
 	// measured faster than netpoll under fasthttp (docs/ARCHITECTURE.md).
 	Transport Transport
@@ -44,7 +46,7 @@ type Options struct {
 // state (connection pools, metrics) that outlives snapshots.
 type Gateway struct {
 	log       *zap.Logger
-	accessLog *zap.Logger
+	accessLog logline.AccessLogger
 	transport Transport
 	bindHost  string
 	listenAt  func(port int) string
@@ -72,7 +74,7 @@ func New(opts Options) *Gateway {
 		opts.Logger = zap.NewNop()
 	}
 	if opts.AccessLog == nil {
-		opts.AccessLog = opts.Logger
+		opts.AccessLog = logline.ZapAccess(opts.Logger)
 	}
 	if opts.Transport == "" {
 		opts.Transport = TransportStd

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
@@ -47,15 +46,11 @@ type requestState struct {
 	bytesIn      int
 	method, path []byte
 	remote       net.Addr
-	// logFields holds the access log line's fields while it is written:
-	// a fresh slice of them was the largest cost of building the line.
-	// Cleared after each line, so the pooled state keeps no strings.
-	logFields [maxLogFields]zap.Field
+	// access is the access log's record while it is written (in the
+	// state, so that handing it to the logger's interface does not move it
+	// to the heap). Cleared after each line.
+	access logline.Access
 }
-
-// maxLogFields bounds an access log line's fields: 9 always, the upstream
-// error, 4 of MCP and 9 of LLM requests.
-const maxLogFields = 24
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}
 
@@ -311,51 +306,23 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	default:
 		b.unrouted.Observe(method, status, d, in, out)
 	}
-	if ce := b.gw.accessLog.Check(zap.InfoLevel, "request"); ce != nil {
-		routeName, backendName := "", ""
-		if r != nil {
-			routeName = r.name
-		}
-		if rs.backend != nil {
-			backendName = rs.backend.name
-		}
-		fields := append(rs.logFields[:0],
-			// Copies: the request's buffers are reused once this returns, and
-			// a core may keep the entry (a batching or observing one). The
-			// standard methods are constants, not copies.
-			zap.String("method", logline.Method(method)),
-			zap.String("path", string(path)),
-			zap.Int("status", status),
-			zap.Duration("duration", d),
-			zap.String("route", routeName),
-			zap.String("backend", backendName),
-			zap.Int("bytes_in", in),
-			zap.Int("bytes_out", out),
-			zap.Stringer("src", remote),
-		)
-		if rs.upstreamErr != nil {
-			fields = append(fields, zap.NamedError("upstream_error", rs.upstreamErr))
-		}
-		if m := &rs.mcp; m.Method != "" {
-			fields = append(fields, zap.String("mcp.method", m.Method))
-			if m.Target != "" {
-				fields = append(fields, zap.String("mcp.target", m.Target))
-			}
-			if m.Tool != "" {
-				fields = append(fields, zap.String("mcp.tool", m.Tool))
-			}
-			if m.Denied {
-				fields = append(fields, zap.Bool("mcp.denied", true))
-			}
-		}
-		if x := rs.llm; x != nil && x.prov != nil {
-			fields = appendLLMFields(fields, x)
-		}
-		// zap's cores encode the fields at once or copy the slice (its
-		// observer does), so the array is free again after Write.
-		ce.Write(fields...)
-		clear(rs.logFields[:min(len(fields), maxLogFields)])
+	a := &rs.access
+	a.Method, a.Path, a.Status, a.Duration = method, path, status, d
+	a.BytesIn, a.BytesOut, a.Src, a.UpstreamError = in, out, remote, rs.upstreamErr
+	if r != nil {
+		a.Route = r.name
 	}
+	if rs.backend != nil {
+		a.Backend = rs.backend.name
+	}
+	if m := &rs.mcp; m.Method != "" {
+		a.MCP = logline.AccessMCP{Method: m.Method, Target: m.Target, Tool: m.Tool, Denied: m.Denied}
+	}
+	if x := rs.llm; x != nil && x.prov != nil {
+		x.accessFields(&a.LLM)
+	}
+	b.gw.accessLog.Log(a)
+	*a = logline.Access{} // the pooled state keeps no request's bytes
 }
 
 // connTooOld reports whether a connection has reached its maximum duration

@@ -15,6 +15,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -336,32 +337,21 @@ func (ls *llmStream) Close() error {
 	return nil
 }
 
-// appendLLMFields adds an LLM exchange's access log fields.
-func appendLLMFields(fields []zap.Field, x *llmExchange) []zap.Field {
-	fields = append(fields,
-		zap.String("llm.provider", x.prov.p.Name()),
-		zap.String("llm.request_model", string(x.reqModel)),
-		zap.String("llm.model", string(x.model)),
-	)
+// accessFields fills an LLM exchange's part of the access log record.
+func (x *llmExchange) accessFields(a *logline.AccessLLM) {
+	*a = logline.AccessLLM{
+		Provider:     x.prov.p.Name(),
+		RequestModel: x.reqModel,
+		Model:        x.model,
+		HasUsage:     x.hasUsage,
+		CostKnown:    x.costKnown,
+		Cost:         x.cost,
+		Guard:        x.guard,
+		Error:        x.errType,
+	}
 	if x.hasUsage {
-		fields = append(fields,
-			zap.Int64("llm.input_tokens", x.usage.InputTokens),
-			zap.Int64("llm.output_tokens", x.usage.OutputTokens),
-		)
-		if x.usage.CachedInputTokens > 0 {
-			fields = append(fields, zap.Int64("llm.cached_input_tokens", x.usage.CachedInputTokens))
-		}
+		a.InputTokens, a.OutputTokens, a.CachedInputTokens = x.usage.InputTokens, x.usage.OutputTokens, x.usage.CachedInputTokens
 	}
-	if x.costKnown {
-		fields = append(fields, zap.Float64("llm.cost", x.cost))
-	}
-	if x.guard != "" {
-		fields = append(fields, zap.String("llm.guard", x.guard))
-	}
-	if x.errType != "" {
-		fields = append(fields, zap.String("llm.error", x.errType))
-	}
-	return fields
 }
 
 // bytesView is b as a string without a copy, for a callee that keeps no

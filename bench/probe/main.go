@@ -1,6 +1,9 @@
 // Command probe waits until an HTTP URL answers with an expected status and
 // body length, polling with a bound. The benchmark harness (bench/run.sh)
 // uses it to know a server is ready and that a proxy forwards correctly.
+// With -then N it sends N more requests once the URL answers, one after
+// another on one keep-alive connection, each checked the same way: a fixed
+// amount of work for bench/logcost.sh to count instructions over.
 package main
 
 import (
@@ -19,6 +22,7 @@ func main() {
 	timeout := flag.Duration("timeout", 10*time.Second, "give up after this long")
 	interval := flag.Duration("interval", 50*time.Millisecond, "delay between attempts")
 	pid := flag.Int("pid", 0, "give up as soon as this process has exited (0: do not watch)")
+	then := flag.Int("then", 0, "once ready, send this many more requests (each checked)")
 	flag.Parse()
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "probe: -url is required")
@@ -40,5 +44,11 @@ func main() {
 	if err := poll(ctx, *interval, try); err != nil {
 		fmt.Fprintf(os.Stderr, "probe: %s: %v\n", *url, err)
 		os.Exit(1)
+	}
+	for i := range *then {
+		if err := want.check(ctx, client, *url); err != nil {
+			fmt.Fprintf(os.Stderr, "probe: %s: request %d of -then: %v\n", *url, i+1, err)
+			os.Exit(1)
+		}
 	}
 }

@@ -11,13 +11,15 @@ import (
 	"github.com/relaygate/gateway/config"
 )
 
-// The access log is written through an in-memory buffer: one write(2) per
-// 256 KiB of lines, or per second when traffic is light, instead of one per
-// request (BenchmarkAccessLog: the write was about a third of a line's cost
-// with zap's encoder, and is a larger share with codec/logline's). nginx
-// advises the same for busy servers (`access_log ... buffer=64k flush=1s`);
-// 64 KiB, 256 KiB and 1 MiB measured alike. The price: up to a second of lines is lost if the process
-// is killed (SIGKILL); on SIGTERM or SIGINT run flushes them.
+// The access log is written by logline.AccessWriter: each line built on
+// the stack straight from the request's record (no zap entry or fields),
+// gathered in memory, and written by a goroutine, one write(2) per 256 KiB
+// of lines or per second when traffic is light, instead of one per request.
+// nginx advises the same for busy servers (`access_log ... buffer=64k
+// flush=1s`). BenchmarkAccessLog compares the ways; bench/logcost.sh
+// counts a line's instructions beside nginx's. The price: up to a second of
+// lines is lost if the process is killed (SIGKILL); on SIGTERM or SIGINT
+// run flushes them.
 const (
 	accessLogBufferSize    = 256 << 10
 	accessLogFlushInterval = time.Second
@@ -56,32 +58,25 @@ func logSettingsOf(f *config.File) logSettings {
 // newLoggers builds the process logger and the access logger from
 // config.logging. Both write to out: the process log at once, line by line
 // (errors must not wait), the access log through a buffer (see
-// accessLogBufferSize). The returned flush writes out what the buffer
+// accessLogBufferSize), its lines written by logline.AccessWriter in the
+// process log's format. The returned flush writes out what the buffer
 // holds and stops its timer; call it after the last request is logged (a
 // second call does nothing).
-func newLoggers(f *config.File, out io.Writer) (log, access *zap.Logger, flush func(), err error) {
+func newLoggers(f *config.File, out io.Writer) (log *zap.Logger, access logline.AccessLogger, flush func(), err error) {
 	s := logSettingsOf(f)
-	enc := newLogEncoder(s.format)
 	// One lock for both loggers, so that a buffer of access lines and a
 	// process log line never interleave within a line.
 	sink := zapcore.Lock(zapcore.AddSync(out))
-	buffered := newAccessLogSink(sink)
-	log = zap.New(zapcore.NewCore(enc, sink, zapLevel(s.level)))
-	access = zap.New(zapcore.NewCore(enc, buffered, zapLevel(s.accessLevel))).Named("access")
-	flush = func() { _ = buffered.Stop() }
-	return log, access, flush, nil
-}
-
-// newAccessLogSink buffers writes to ws. Whole lines only reach ws: a line
-// that does not fit what is left of the buffer flushes the buffer first.
-// Its flush timer starts with the first write, so an access log that is off
-// costs no goroutine.
-func newAccessLogSink(ws zapcore.WriteSyncer) *zapcore.BufferedWriteSyncer {
-	return &zapcore.BufferedWriteSyncer{
-		WS:            ws,
-		Size:          accessLogBufferSize,
-		FlushInterval: accessLogFlushInterval,
+	log = zap.New(zapcore.NewCore(newLogEncoder(s.format), sink, zapLevel(s.level)))
+	if !zapLevel(s.accessLevel).Enabled(zapcore.InfoLevel) {
+		// Access lines are info lines: a higher level turns them off.
+		return log, logline.ZapAccess(zap.NewNop()), func() {}, nil
 	}
+	w := logline.NewAccessWriter(s.format, sink, logline.AccessWriterOptions{
+		BufferSize:    accessLogBufferSize,
+		FlushInterval: accessLogFlushInterval,
+	})
+	return log, w, func() { _ = w.Stop() }, nil
 }
 
 // newLogEncoder returns the encoder of the given format: JSON, or zap's

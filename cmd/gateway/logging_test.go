@@ -69,9 +69,9 @@ func TestLoggersBufferTheAccessLogOnly(t *testing.T) {
 		accessLine *regexp.Regexp
 	}{
 		{desc: "defaults: text, info", logging: "", wantAccess: true,
-			accessLine: regexp.MustCompile(`^\S+\tINFO\taccess\trequest\t\{"method": "GET", "status": 200\}$`)},
+			accessLine: regexp.MustCompile(`^\S+\tINFO\taccess\trequest\t\{"method": "GET", "path": "/x", "status": 200, "duration": 0.000087, "route": "r", "backend": "b", "bytes_in": 0, "bytes_out": 2, "src": "127.0.0.1:5000"\}$`)},
 		{desc: "json", logging: "{format: json}", wantAccess: true,
-			accessLine: regexp.MustCompile(`^\{"level":"info","ts":"[^"]+","logger":"access","msg":"request","method":"GET","status":200\}$`)},
+			accessLine: regexp.MustCompile(`^\{"level":"info","ts":"[^"]+","logger":"access","msg":"request","method":"GET","path":"/x","status":200,"duration":0.000087,"route":"r","backend":"b","bytes_in":0,"bytes_out":2,"src":"127.0.0.1:5000"\}$`)},
 		{desc: "access off", logging: "{level: 'info,access=off'}", wantAccess: false},
 		{desc: "warn silences the access log too", logging: "{level: warn}", wantAccess: false},
 		{desc: "access on, the rest warn", logging: "{level: 'warn,access=info'}", wantAccess: true,
@@ -91,7 +91,10 @@ func TestLoggersBufferTheAccessLogOnly(t *testing.T) {
 			defer flush() // a second call must be harmless
 			const n = 3
 			for range n {
-				access.Info("request", zap.String("method", "GET"), zap.Int("status", 200))
+				access.Log(&logline.Access{
+					Method: []byte("GET"), Path: []byte("/x"), Status: 200, Duration: 87 * time.Microsecond,
+					Route: "r", Backend: "b", BytesOut: 2, Src: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000},
+				})
 			}
 			log.Error("upstream gone")
 			if got := out.String(); strings.Contains(got, "request") || !strings.Contains(got, "upstream gone") {
@@ -131,7 +134,7 @@ func TestAccessLogFlushesOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer flush()
-	access.Info("request")
+	access.Log(&logline.Access{Method: []byte("GET")})
 	deadline := time.Now().Add(accessLogFlushInterval + 5*time.Second)
 	for !strings.Contains(out.String(), "request") {
 		if time.Now().After(deadline) {
@@ -156,7 +159,7 @@ func TestAccessLogWritesWholeLines(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range perWorker {
-				access.Info("request", zap.Int("worker", w), zap.Int("i", i), zap.String("pad", pad))
+				access.Log(&logline.Access{Path: fmt.Appendf(nil, "/%d/%d", w, i), Route: pad, Src: &net.TCPAddr{}})
 				if i%500 == 0 {
 					log.Warn("slow upstream", zap.Int("worker", w))
 				}
@@ -165,7 +168,7 @@ func TestAccessLogWritesWholeLines(t *testing.T) {
 	}
 	wg.Wait()
 	flush()
-	accessRe := regexp.MustCompile(`^\S+\tINFO\taccess\trequest\t\{"worker": \d, "i": \d+, "pad": "x{100}"\}$`)
+	accessRe := regexp.MustCompile(`^\S+\tINFO\taccess\trequest\t\{"method": "", "path": "/\d/\d+", "status": 0, "duration": 0, "route": "x{100}", "backend": "", "bytes_in": 0, "bytes_out": 0, "src": ":0"\}$`)
 	processRe := regexp.MustCompile(`^\S+\tWARN\tslow upstream\t\{"worker": \d\}$`)
 	accessLines, processLines := 0, 0
 	for line := range strings.Lines(out.String()) {
@@ -245,69 +248,76 @@ binds:
 }
 
 // BenchmarkAccessLog writes the access line server/handler.go's record
-// writes for a plain proxied GET, building its fields as record does, to a
-// file: "off" (the level check alone), "fields" (the entry and its fields,
-// not encoded), "discard" (fields and encoding, no I/O), "unbuffered" (the
-// sink before: one write(2) per line under a lock) and "buffered" (the sink
-// now, at a few buffer sizes); each with zap's console encoder ("zap", the
-// encoder before) and codec/logline's ("logline", newLogEncoder's now).
-// Beside wall time per line it reports CPU time per line (cpu-ns/op, all
-// the process's threads: the flush goroutine and the garbage collector
-// too), which a machine busy with other work disturbs far less.
+// writes for a plain proxied GET to a file, the ways newLoggers has built
+// the access log: "zap" (a zap logger with zap's console encoder, into a
+// zapcore.BufferedWriteSyncer of 256 KiB), "logline" (the same with
+// codec/logline's encoder) and "writer" (logline.AccessWriter, newLoggers's
+// now, at a few buffer sizes, and unbuffered: one write(2) a line); "off"
+// is the check of an access log that is off, "fields" the zap entry and
+// its fields alone, not encoded. Beside wall time per line it reports CPU
+// time per line (cpu-ns/op, all the process's threads: the writing
+// goroutine and the garbage collector too), which a machine busy with
+// other work disturbs far less.
 func BenchmarkAccessLog(b *testing.B) {
-	remote := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 51234}
-	method, path := []byte("GET"), []byte("/small")
-	sinks := []struct {
-		name string
-		sink sinkFunc
-	}{
-		{"off", func(f zapcore.WriteSyncer) (zapcore.WriteSyncer, zapcore.LevelEnabler, func()) {
-			return f, zapLevel("off"), func() {}
-		}},
-		{"discard", func(zapcore.WriteSyncer) (zapcore.WriteSyncer, zapcore.LevelEnabler, func()) {
-			return zapcore.AddSync(io.Discard), zapLevel("info"), func() {}
-		}},
-		{"unbuffered", func(f zapcore.WriteSyncer) (zapcore.WriteSyncer, zapcore.LevelEnabler, func()) {
-			return zapcore.Lock(f), zapLevel("info"), func() {}
-		}},
-		{"buffered-64KiB", bufferedSink(64 << 10)},
-		{"buffered-256KiB", bufferedSink(accessLogBufferSize)},
-		{"buffered-1MiB", bufferedSink(1 << 20)},
+	rec := &logline.Access{
+		Method: []byte("GET"), Path: []byte("/small"), Status: 200, Duration: 87 * time.Microsecond,
+		Route: "bind/8080/route0", Backend: "127.0.0.1:9000", BytesOut: 100,
+		Src: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 51234},
 	}
-	b.Run("fields", func(b *testing.B) {
-		access := zap.New(fieldsOnlyCore{})
-		b.ReportAllocs()
-		for b.Loop() {
-			writeAccessEntry(access, method, path, remote)
+	viaZap := func(enc func(format string) zapcore.Encoder) accessLogFunc {
+		return func(f zapcore.WriteSyncer) (logline.AccessLogger, func()) {
+			ws := &zapcore.BufferedWriteSyncer{WS: zapcore.Lock(f), Size: accessLogBufferSize, FlushInterval: accessLogFlushInterval}
+			l := zap.New(zapcore.NewCore(enc("text"), ws, zapLevel("info"))).Named(logline.AccessLoggerName)
+			return logline.ZapAccess(l), func() { _ = ws.Stop() }
 		}
-	})
-	encoders := []struct {
+	}
+	writer := func(size int) accessLogFunc {
+		return func(f zapcore.WriteSyncer) (logline.AccessLogger, func()) {
+			w := logline.NewAccessWriter("text", zapcore.Lock(f), logline.AccessWriterOptions{BufferSize: size, FlushInterval: accessLogFlushInterval})
+			return w, func() { _ = w.Stop() }
+		}
+	}
+	ways := []struct {
 		name string
-		enc  func(format string) zapcore.Encoder
-	}{{"zap", zapLogEncoder}, {"logline", newLogEncoder}}
-	for _, s := range sinks {
-		for _, e := range encoders {
-			b.Run(s.name+"/"+e.name, func(b *testing.B) {
-				file, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer file.Close()
-				ws, level, stop := s.sink(file)
-				access := zap.New(zapcore.NewCore(e.enc("text"), ws, level)).Named("access")
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu := processCPU()
-				for b.Loop() {
-					writeAccessEntry(access, method, path, remote)
-				}
-				b.StopTimer()
-				stop()
-				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
-			})
-		}
+		log  accessLogFunc
+	}{
+		{"off", func(zapcore.WriteSyncer) (logline.AccessLogger, func()) {
+			return logline.ZapAccess(zap.NewNop()), func() {}
+		}},
+		{"fields", func(zapcore.WriteSyncer) (logline.AccessLogger, func()) {
+			return logline.ZapAccess(zap.New(fieldsOnlyCore{})), func() {}
+		}},
+		{"zap", viaZap(zapLogEncoder)},
+		{"logline", viaZap(newLogEncoder)},
+		{"writer-unbuffered", writer(0)},
+		{"writer-64KiB", writer(64 << 10)},
+		{"writer-256KiB", writer(accessLogBufferSize)},
+		{"writer-1MiB", writer(1 << 20)},
+	}
+	for _, w := range ways {
+		b.Run(w.name, func(b *testing.B) {
+			file, err := os.Create(filepath.Join(b.TempDir(), "access.log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer file.Close()
+			access, stop := w.log(file)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := processCPU()
+			for b.Loop() {
+				access.Log(rec)
+			}
+			stop()
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
 	}
 }
+
+// accessLogFunc builds an access logger writing to the benchmark's file;
+// stop writes out what it holds.
+type accessLogFunc func(file zapcore.WriteSyncer) (access logline.AccessLogger, stop func())
 
 // processCPU returns the CPU time the process has used on all its threads.
 func processCPU() time.Duration {
@@ -327,24 +337,6 @@ func zapLogEncoder(format string) zapcore.Encoder {
 	return zapcore.NewConsoleEncoder(logline.ConsoleConfig())
 }
 
-// writeAccessEntry logs what record logs for a plain proxied GET, the way
-// it builds the fields.
-func writeAccessEntry(access *zap.Logger, method, path []byte, remote net.Addr) {
-	if ce := access.Check(zap.InfoLevel, "request"); ce != nil {
-		ce.Write(
-			zap.String("method", string(method)),
-			zap.String("path", string(path)),
-			zap.Int("status", 200),
-			zap.Duration("duration", 87*time.Microsecond),
-			zap.String("route", "bind/8080/route0"),
-			zap.String("backend", "127.0.0.1:9000"),
-			zap.Int("bytes_in", 0),
-			zap.Int("bytes_out", 100),
-			zap.Stringer("src", remote),
-		)
-	}
-}
-
 // fieldsOnlyCore takes every entry and encodes none: what is left is the
 // cost of the entry and of building its fields.
 type fieldsOnlyCore struct{}
@@ -356,16 +348,3 @@ func (c fieldsOnlyCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcor
 }
 func (fieldsOnlyCore) Write(zapcore.Entry, []zapcore.Field) error { return nil }
 func (fieldsOnlyCore) Sync() error                                { return nil }
-
-// sinkFunc wraps the benchmark's log file in the sink under test and says
-// at which level it logs; stop flushes and stops it.
-type sinkFunc func(file zapcore.WriteSyncer) (ws zapcore.WriteSyncer, level zapcore.LevelEnabler, stop func())
-
-// bufferedSink is the access log's sink with a buffer of size bytes, over
-// a locked file as newLoggers builds it.
-func bufferedSink(size int) sinkFunc {
-	return func(f zapcore.WriteSyncer) (zapcore.WriteSyncer, zapcore.LevelEnabler, func()) {
-		ws := &zapcore.BufferedWriteSyncer{WS: zapcore.Lock(f), Size: size, FlushInterval: accessLogFlushInterval}
-		return ws, zapLevel("info"), func() { _ = ws.Stop() }
-	}
-}

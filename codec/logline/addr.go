@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
-	"strconv"
+	"slices"
+	"sync/atomic"
+	"unsafe"
 )
 
 // appendTCPAddr appends what a.String() returns, without its two
@@ -28,7 +30,7 @@ func appendTCPAddr(bs []byte, a *net.TCPAddr) []byte {
 		bs = append(bs, host...)
 	}
 	bs = append(bs, ':')
-	return strconv.AppendInt(bs, int64(a.Port), 10)
+	return appendInt(bs, int64(a.Port))
 }
 
 // appendIP appends what net.IP.String returns, except that an empty IP
@@ -67,6 +69,39 @@ func appendIPv4(bs []byte, ip net.IP) []byte {
 		default:
 			bs = append(bs, '0'+b)
 		}
+	}
+	return bs
+}
+
+// addrTexts remembers the quoted text of recent client addresses, so that
+// the requests of a keep-alive connection, which all carry the same
+// *net.TCPAddr (the connection's), format it once. A direct-mapped table
+// keyed by the pointer: a slot holds one address and its text, and a new
+// address takes the slot over. Slots keep their address alive; the table
+// holds at most addrSlots of them.
+type addrTexts struct {
+	slots [addrSlots]atomic.Pointer[addrText]
+}
+
+const addrSlots = 256
+
+type addrText struct {
+	addr   *net.TCPAddr
+	quoted []byte // `"127.0.0.1:51234"`, escaped as a JSON string
+}
+
+// appendQuoted appends the quoted text of addr, as appendQuoted of
+// appendTCPAddr would.
+func (t *addrTexts) appendQuoted(bs []byte, addr *net.TCPAddr) []byte {
+	slot := &t.slots[uint64(uintptr(unsafe.Pointer(addr)))*0x9E3779B97F4A7C15>>56]
+	if e := slot.Load(); e != nil && e.addr == addr {
+		return append(bs, e.quoted...)
+	}
+	var text [64]byte
+	start := len(bs)
+	bs = appendQuoted(bs, appendTCPAddr(text[:0], addr))
+	if addr != nil {
+		slot.Store(&addrText{addr: addr, quoted: slices.Clone(bs[start:])})
 	}
 	return bs
 }

@@ -100,7 +100,7 @@ func (w *fieldWriter) addField(f *zapcore.Field) {
 
 func (w *fieldWriter) addInt(k string, v int64) {
 	w.key(k)
-	w.bs = strconv.AppendInt(w.bs, v, 10)
+	w.bs = appendInt(w.bs, v)
 }
 
 func (w *fieldWriter) addUint(k string, v uint64) {
@@ -272,18 +272,9 @@ func appendSeconds(bs []byte, d time.Duration) []byte {
 		bs = append(bs, '-')
 		d = -d
 	}
-	bs = strconv.AppendInt(bs, int64(d/time.Second), 10)
-	nanos := int64(d % time.Second)
-	if nanos == 0 {
-		return bs
-	}
-	// 1e9+nanos prints as "1" and the nine digits of the fraction; the
-	// "1" becomes the point.
-	point := len(bs)
-	bs = strconv.AppendInt(bs, int64(time.Second)+nanos, 10)
-	bs[point] = '.'
-	for bs[len(bs)-1] == '0' {
-		bs = bs[:len(bs)-1]
+	bs = appendInt(bs, int64(d/time.Second))
+	if nanos := uint32(d % time.Second); nanos != 0 {
+		bs = appendFraction(bs, nanos)
 	}
 	return bs
 }
@@ -384,7 +375,7 @@ func (w *fieldWriter) AppendBool(v bool) {
 
 func (w *fieldWriter) AppendInt64(v int64) {
 	w.separate()
-	w.bs = strconv.AppendInt(w.bs, v, 10)
+	w.bs = appendInt(w.bs, v)
 }
 
 func (w *fieldWriter) AppendUint64(v uint64) {

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# bench/logcost.sh: what an access log line costs the gateway and nginx, in
+# user-space instructions per request, counted by valgrind's callgrind
+# (exact and repeatable, where CPU time on a shared VM swings by a third).
+#
+#   bench/logcost.sh BIN_DIR GATEWAY_BIN OUT_MD TMP_DIR
+#
+# BIN_DIR holds bench/run.sh's helpers (upstream, freeport, probe). Each
+# target runs under callgrind twice, access log on and off (nginx:
+# "combined buffer=64k flush=1s", as in bench/run.sh; gateway: its default
+# access log), one worker (gateway GOMAXPROCS=1, nginx one process), and
+# serves small GETs through to the upstream on one keep-alive connection:
+# WARM requests first, then the counters are reset and MEASURE requests
+# counted. The log's cost is the difference. Instructions leave out the
+# kernel (the write(2) of the buffers) and cache misses: this is the work
+# each does to make its lines, not their whole cost. Writes a Markdown
+# section to OUT_MD.
+set -euo pipefail
+
+BIN=$1 GATEWAY=$2 OUT_MD=$3 TMP=$4
+WARM=${LOGCOST_WARM:-1000}
+MEASURE=${LOGCOST_REQUESTS:-10000}
+mkdir -p "$TMP"
+
+mapfile -t ports < <("$BIN/freeport" -n 3)
+UP_PORT=${ports[0]} GW_PORT=${ports[1]} NGX_PORT=${ports[2]}
+"$BIN/upstream" -addr "127.0.0.1:$UP_PORT" >"$TMP/upstream.log" 2>&1 &
+UP_PID=$!
+trap 'kill "$UP_PID" 2>/dev/null || true' EXIT
+"$BIN/probe" -pid "$UP_PID" -url "http://127.0.0.1:$UP_PORT/small" -len 100 >/dev/null
+
+cat >"$TMP/gateway.yaml" <<EOF
+config:
+  adminAddr: "off"
+  statsAddr: "off"
+  readinessAddr: "off"
+  logging: { level: "\${GW_LOG_LEVEL}" }
+binds:
+- port: $GW_PORT
+  listeners:
+  - protocol: HTTP
+    routes:
+    - backends:
+      - host: 127.0.0.1:$UP_PORT
+EOF
+
+# nginx_conf LOG: a one-process nginx proxying to the upstream.
+nginx_conf() {
+	mkdir -p "$TMP/nginx"
+	cat <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log $1;
+    client_body_temp_path $TMP/nginx;
+    proxy_temp_path $TMP/nginx;
+    fastcgi_temp_path $TMP/nginx;
+    uwsgi_temp_path $TMP/nginx;
+    scgi_temp_path $TMP/nginx;
+    keepalive_requests 100000000;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    upstream up { server 127.0.0.1:$UP_PORT; keepalive 64; }
+    server {
+        listen 127.0.0.1:$NGX_PORT;
+        location / { proxy_pass http://up; }
+    }
+}
+EOF
+}
+
+# count TARGET LOG: instructions per request of TARGET with its access log
+# LOG (on or off).
+count() {
+	local target=$1 log=$2 port pid out=$TMP/$1-$2.callgrind
+	rm -f "$out"*
+	case $target in
+	gateway)
+		port=$GW_PORT
+		local level=info
+		[[ $log == on ]] || level=info,access=off
+		GW_LOG_LEVEL=$level GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 \
+			valgrind --tool=callgrind --log-file="$TMP/$target-$log.valgrind" --callgrind-out-file="$out" \
+			"$GATEWAY" -f "$TMP/gateway.yaml" >/dev/null 2>"$TMP/$target-$log.access.log" &
+		;;
+	nginx)
+		port=$NGX_PORT
+		local spec=off
+		[[ $log == on ]] && spec="$TMP/nginx/access.log combined buffer=64k flush=1s"
+		nginx_conf "$spec" >"$TMP/nginx-$log.conf"
+		valgrind --tool=callgrind --log-file="$TMP/$target-$log.valgrind" --callgrind-out-file="$out" \
+			nginx -c "$TMP/nginx-$log.conf" -p "$TMP/nginx" >/dev/null 2>&1 &
+		;;
+	esac
+	pid=$!
+	local url=http://127.0.0.1:$port/small
+	"$BIN/probe" -pid "$pid" -url "$url" -len 100 -timeout 120s -then "$WARM" >/dev/null
+	callgrind_control --zero "$pid" >/dev/null 2>&1
+	"$BIN/probe" -pid "$pid" -url "$url" -len 100 -timeout 600s -then "$((MEASURE - 1))" >/dev/null
+	callgrind_control --dump "$pid" >/dev/null 2>&1
+	kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	local total
+	total=$(sed -n 's/^summary: *//p' "$out".1 | awk '{ print $1 }')
+	[[ -n $total ]] || {
+		echo "logcost: no callgrind summary for $target ($log)" >&2
+		return 1
+	}
+	echo $((total / MEASURE))
+}
+
+declare -A IR
+for target in gateway nginx; do
+	for log in on off; do
+		IR[$target-$log]=$(count "$target" "$log")
+	done
+done
+
+{
+	echo
+	echo "### Access log cost (instructions)"
+	echo
+	echo "User-space instructions per request, counted by callgrind (\`bench/logcost.sh\`): each proxy alone under valgrind, one worker, one keep-alive connection, $MEASURE small GETs after $WARM of warm-up, access log on and off as in the load cases (nginx \`combined buffer=64k flush=1s\`, the gateway's default access log). Unlike CPU time on a shared VM, these counts repeat to within a few percent; they leave out the kernel (the buffers' \`write(2)\`) and cache misses."
+	echo
+	echo "| target | log on | log off | the access log |"
+	echo "|---|---:|---:|---:|"
+	for target in gateway nginx; do
+		on=${IR[$target-on]} off=${IR[$target-off]}
+		printf '| %s | %s | %s | %s |\n' "$target" "$on" "$off" "$((on - off))"
+	done
+	g=$((IR[gateway-on] - IR[gateway-off])) n=$((IR[nginx-on] - IR[nginx-off]))
+	if ((n > 0)); then
+		printf '\nThe gateway'"'"'s access line costs %s× the instructions of nginx'"'"'s.\n' "$(awk -v g="$g" -v n="$n" 'BEGIN { printf "%.2f", g / n }')"
+	fi
+} >"$OUT_MD"

@@ -1,0 +1,344 @@
+package logline
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Access is one request's access log record: the fields of the gateway's
+// access line, in the order the line writes them. Byte slices may point
+// into the request's buffers: a logger encodes or copies them before Log
+// returns and keeps none.
+type Access struct {
+	Method, Path      []byte
+	Status            int
+	Duration          time.Duration
+	Route, Backend    string
+	BytesIn, BytesOut int
+	Src               net.Addr
+	UpstreamError     error     // nil: none
+	MCP               AccessMCP // Method "": not an MCP request
+	LLM               AccessLLM // Provider "": not an LLM request
+}
+
+// AccessMCP is what an MCP request was.
+type AccessMCP struct {
+	Method, Target, Tool string
+	Denied               bool
+}
+
+// AccessLLM is what an LLM request was: the provider, the model the client
+// asked for and the one asked of the provider, the usage and cost when
+// known, and the guard's decision and the error's type when there were any.
+type AccessLLM struct {
+	Provider                                     string
+	RequestModel, Model                          []byte
+	HasUsage                                     bool
+	InputTokens, OutputTokens, CachedInputTokens int64
+	CostKnown                                    bool
+	Cost                                         float64
+	Guard, Error                                 string
+}
+
+// AccessLogger receives one record per request. Log must not keep a or
+// anything it points to.
+type AccessLogger interface {
+	Log(a *Access)
+}
+
+// Access line constants: the logger's name and the message of every line.
+const (
+	AccessLoggerName = "access"
+	AccessMessage    = "request"
+)
+
+// ZapAccess logs records through a zap logger, as entries at info level
+// with message AccessMessage and one field per value (a core sees what
+// zap.String and friends make, for tests that read entries and for
+// embedders with cores of their own). Its strings are copies, so a core
+// may keep an entry. The logger is used as given: name it
+// AccessLoggerName to get the line AccessWriter writes.
+func ZapAccess(l *zap.Logger) AccessLogger { return zapAccess{l} }
+
+type zapAccess struct{ l *zap.Logger }
+
+// maxAccessFields bounds a record's fields: 9 always, the upstream error,
+// 4 of MCP and 9 of LLM requests.
+const maxAccessFields = 24
+
+// accessFieldArrays holds the fields of a line while zap writes it: a fresh
+// slice of them was the largest cost of building the line.
+var accessFieldArrays = sync.Pool{New: func() any { return new([maxAccessFields]zap.Field) }}
+
+func (z zapAccess) Log(a *Access) {
+	ce := z.l.Check(zap.InfoLevel, AccessMessage)
+	if ce == nil {
+		return
+	}
+	arr := accessFieldArrays.Get().(*[maxAccessFields]zap.Field)
+	fields := append(arr[:0],
+		zap.String("method", Method(a.Method)),
+		zap.String("path", string(a.Path)),
+		zap.Int("status", a.Status),
+		zap.Duration("duration", a.Duration),
+		zap.String("route", a.Route),
+		zap.String("backend", a.Backend),
+		zap.Int("bytes_in", a.BytesIn),
+		zap.Int("bytes_out", a.BytesOut),
+		zap.Stringer("src", a.Src),
+	)
+	if a.UpstreamError != nil {
+		fields = append(fields, zap.NamedError("upstream_error", a.UpstreamError))
+	}
+	if m := &a.MCP; m.Method != "" {
+		fields = append(fields, zap.String("mcp.method", m.Method))
+		if m.Target != "" {
+			fields = append(fields, zap.String("mcp.target", m.Target))
+		}
+		if m.Tool != "" {
+			fields = append(fields, zap.String("mcp.tool", m.Tool))
+		}
+		if m.Denied {
+			fields = append(fields, zap.Bool("mcp.denied", true))
+		}
+	}
+	if x := &a.LLM; x.Provider != "" {
+		fields = append(fields,
+			zap.String("llm.provider", x.Provider),
+			zap.String("llm.request_model", string(x.RequestModel)),
+			zap.String("llm.model", string(x.Model)),
+		)
+		if x.HasUsage {
+			fields = append(fields,
+				zap.Int64("llm.input_tokens", x.InputTokens),
+				zap.Int64("llm.output_tokens", x.OutputTokens),
+			)
+			if x.CachedInputTokens > 0 {
+				fields = append(fields, zap.Int64("llm.cached_input_tokens", x.CachedInputTokens))
+			}
+		}
+		if x.CostKnown {
+			fields = append(fields, zap.Float64("llm.cost", x.Cost))
+		}
+		if x.Guard != "" {
+			fields = append(fields, zap.String("llm.guard", x.Guard))
+		}
+		if x.Error != "" {
+			fields = append(fields, zap.String("llm.error", x.Error))
+		}
+	}
+	// zap's cores encode the fields at once or copy the slice (its
+	// observer does), so the array is free again after Write.
+	ce.Write(fields...)
+	clear(arr[:])
+	accessFieldArrays.Put(arr)
+}
+
+// AccessWriter writes records as access lines: the bytes ZapAccess writes
+// through a logger named AccessLoggerName with this package's encoder of
+// the same format (or zap's own), without an entry, fields or an encoder's
+// dispatch in between. FuzzAccessWriterMatchesZap holds the two to the
+// same lines. Lines are built on the stack and gathered in a buffer that a
+// goroutine writes out (see lineSink).
+type AccessWriter struct {
+	sink  *lineSink
+	keys  *accessKeys
+	addrs addrTexts
+	now   func() time.Time
+}
+
+// AccessWriterOptions say how an AccessWriter buffers.
+type AccessWriterOptions struct {
+	// BufferSize is the size of each of the two buffers lines gather in;
+	// 0 writes every line at once.
+	BufferSize int
+	// FlushInterval bounds how long a line waits in a buffer (required
+	// with a BufferSize).
+	FlushInterval time.Duration
+}
+
+// NewAccessWriter returns a writer of lines in the given format ("json",
+// else zap's console text) to out, which must take concurrent writes when
+// anything else writes to it too (zapcore.Lock). Stop it to write out
+// what it holds.
+func NewAccessWriter(format string, out zapcore.WriteSyncer, opts AccessWriterOptions) *AccessWriter {
+	keys := &consoleAccessKeys
+	if format == "json" {
+		keys = &jsonAccessKeys
+	}
+	return &AccessWriter{sink: newLineSink(out, opts.BufferSize, opts.FlushInterval), keys: keys, now: time.Now}
+}
+
+// Sync writes out every line logged so far.
+func (w *AccessWriter) Sync() error { return w.sink.Sync() }
+
+// Stop writes out every line logged so far and ends the writer's
+// goroutines; lines logged after it are written at once.
+func (w *AccessWriter) Stop() error { return w.sink.Stop() }
+
+// accessKeys are a format's constant parts: what goes before the fields
+// (after the time), each field's separator and key, and the line's end.
+type accessKeys struct {
+	json                                              bool
+	head, method, path, status, duration, route       string
+	backend, bytesIn, bytesOut, src                   string
+	mcpMethod, mcpTarget, mcpTool, mcpDenied          string
+	llmProvider, llmRequestModel, llmModel            string
+	llmInput, llmOutput, llmCached, llmCost, llmGuard string
+	llmError, end                                     string
+}
+
+// keysOf builds a format's constant parts from its separators.
+func keysOf(json bool, head, first, sep, colon, end string) accessKeys {
+	k := func(name string) string { return sep + `"` + name + `"` + colon }
+	return accessKeys{
+		json:            json,
+		head:            head,
+		method:          first + `"method"` + colon,
+		path:            k("path"),
+		status:          k("status"),
+		duration:        k("duration"),
+		route:           k("route"),
+		backend:         k("backend"),
+		bytesIn:         k("bytes_in"),
+		bytesOut:        k("bytes_out"),
+		src:             k("src"),
+		mcpMethod:       k("mcp.method"),
+		mcpTarget:       k("mcp.target"),
+		mcpTool:         k("mcp.tool"),
+		mcpDenied:       k("mcp.denied"),
+		llmProvider:     k("llm.provider"),
+		llmRequestModel: k("llm.request_model"),
+		llmModel:        k("llm.model"),
+		llmInput:        k("llm.input_tokens"),
+		llmOutput:       k("llm.output_tokens"),
+		llmCached:       k("llm.cached_input_tokens"),
+		llmCost:         k("llm.cost"),
+		llmGuard:        k("llm.guard"),
+		llmError:        k("llm.error"),
+		end:             end,
+	}
+}
+
+var (
+	// "2026-11-26T05:33:13.123Z\tINFO\taccess\trequest\t{"method": …}\n"
+	consoleAccessKeys = keysOf(false, "\tINFO\t"+AccessLoggerName+"\t"+AccessMessage+"\t{", "", ", ", ": ", "}\n")
+	// {"level":"info","ts":"…","logger":"access","msg":"request","method":…}\n
+	jsonAccessKeys = keysOf(true, `","logger":"`+AccessLoggerName+`","msg":"`+AccessMessage+`"`, ",", ",", ":", "}\n")
+)
+
+// maxStackLine is the room a line is built in on the stack; a longer one
+// grows onto the heap.
+const maxStackLine = 1024
+
+// Log writes a's line.
+func (w *AccessWriter) Log(a *Access) {
+	var stack [maxStackLine]byte
+	w.sink.write(w.appendLine(stack[:0], a, w.now()))
+}
+
+// appendLine appends a's line stamped with t.
+func (w *AccessWriter) appendLine(bs []byte, a *Access, t time.Time) []byte {
+	k := w.keys
+	if k.json {
+		bs = append(bs, `{"level":"info","ts":"`...)
+		bs = seconds.appendTime(bs, t, true)
+	} else {
+		bs = seconds.appendTime(bs, t, true)
+	}
+	bs = append(bs, k.head...)
+	bs = append(bs, k.method...)
+	bs = appendQuoted(bs, a.Method)
+	bs = append(bs, k.path...)
+	bs = appendQuoted(bs, a.Path)
+	bs = append(bs, k.status...)
+	bs = appendInt(bs, int64(a.Status))
+	bs = append(bs, k.duration...)
+	bs = appendSeconds(bs, a.Duration)
+	bs = append(bs, k.route...)
+	bs = appendQuoted(bs, a.Route)
+	bs = append(bs, k.backend...)
+	bs = appendQuoted(bs, a.Backend)
+	bs = append(bs, k.bytesIn...)
+	bs = appendInt(bs, int64(a.BytesIn))
+	bs = append(bs, k.bytesOut...)
+	bs = appendInt(bs, int64(a.BytesOut))
+	if addr, ok := a.Src.(*net.TCPAddr); ok {
+		bs = append(bs, k.src...)
+		bs = w.addrs.appendQuoted(bs, addr)
+	} else {
+		bs = w.addField(bs, zap.Stringer("src", a.Src))
+	}
+	if a.UpstreamError != nil {
+		bs = w.addField(bs, zap.NamedError("upstream_error", a.UpstreamError))
+	}
+	if m := &a.MCP; m.Method != "" {
+		bs = append(bs, k.mcpMethod...)
+		bs = appendQuoted(bs, m.Method)
+		if m.Target != "" {
+			bs = append(bs, k.mcpTarget...)
+			bs = appendQuoted(bs, m.Target)
+		}
+		if m.Tool != "" {
+			bs = append(bs, k.mcpTool...)
+			bs = appendQuoted(bs, m.Tool)
+		}
+		if m.Denied {
+			bs = append(bs, k.mcpDenied...)
+			bs = append(bs, "true"...)
+		}
+	}
+	if x := &a.LLM; x.Provider != "" {
+		bs = append(bs, k.llmProvider...)
+		bs = appendQuoted(bs, x.Provider)
+		bs = append(bs, k.llmRequestModel...)
+		bs = appendQuoted(bs, x.RequestModel)
+		bs = append(bs, k.llmModel...)
+		bs = appendQuoted(bs, x.Model)
+		if x.HasUsage {
+			bs = append(bs, k.llmInput...)
+			bs = appendInt(bs, x.InputTokens)
+			bs = append(bs, k.llmOutput...)
+			bs = appendInt(bs, x.OutputTokens)
+			if x.CachedInputTokens > 0 {
+				bs = append(bs, k.llmCached...)
+				bs = appendInt(bs, x.CachedInputTokens)
+			}
+		}
+		if x.CostKnown {
+			bs = append(bs, k.llmCost...)
+			bs = appendFloat(bs, x.Cost, 64)
+		}
+		if x.Guard != "" {
+			bs = append(bs, k.llmGuard...)
+			bs = appendQuoted(bs, x.Guard)
+		}
+		if x.Error != "" {
+			bs = append(bs, k.llmError...)
+			bs = appendQuoted(bs, x.Error)
+		}
+	}
+	return append(bs, k.end...)
+}
+
+// addField appends a field of a kind the line writes rarely or that zap
+// writes in more than one way (an address that is no *net.TCPAddr, an
+// error), as the encoders write it. The field is written apart and
+// copied: a field's own code may take the writer (fieldWriter.addOther),
+// which would move the line's stack buffer to the heap.
+func (w *AccessWriter) addField(bs []byte, f zapcore.Field) []byte {
+	// The field writer decides its separator by the last byte written; a
+	// quote, as after any value, gets one.
+	fw := &fieldWriter{bs: append(make([]byte, 0, 128), '"'), spaced: !w.keys.json}
+	fw.addField(&f)
+	return append(bs, fw.bs[1:]...)
+}
+
+var (
+	_ AccessLogger = zapAccess{}
+	_ AccessLogger = (*AccessWriter)(nil)
+)
