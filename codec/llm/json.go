@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync"
 	"unicode/utf16"
@@ -165,6 +166,12 @@ func AppendQuoted(dst, b []byte) []byte { return AppendString(dst, b) }
 func appendEscaped[T ~string | ~[]byte](dst []byte, s T) []byte {
 	start := 0
 	for i := 0; i < len(s); {
+		// Runs of bytes that need no look go a word at a time (a prompt
+		// is mostly such a run).
+		i = skipPlain(s, i)
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -206,6 +213,40 @@ func appendEscaped[T ~string | ~[]byte](dst []byte, s T) []byte {
 		i += size
 	}
 	return append(dst, s[start:]...)
+}
+
+// skipPlain returns the index of the first word at or after i holding a
+// byte appendEscaped must look at, or the start of the bytes after the
+// last whole word. A function of its own, so that its loop keeps its few
+// values in registers.
+//
+//go:noinline
+func skipPlain[T ~string | ~[]byte](s T, i int) int {
+	for i+16 <= len(s) && plainWord(load64(s, i)) && plainWord(load64(s, i+8)) {
+		i += 16
+	}
+	for i+8 <= len(s) && plainWord(load64(s, i)) {
+		i += 8
+	}
+	return i
+}
+
+// plainWord reports whether none of the eight bytes of x needs a look
+// from appendEscaped: no control byte, '"', '\\' or non-ASCII byte. A byte
+// below n sets its high bit in (x - n·lows) &^ x (exact for "any byte": a
+// borrow only marks bytes above one that matched); a byte equal to c is a
+// zero byte of x ^ c·lows.
+func plainWord(x uint64) bool {
+	quote := x ^ '"'*lows
+	backslash := x ^ '\\'*lows
+	control := (x - 0x20*lows) &^ x
+	return (control|(quote-lows)&^quote|(backslash-lows)&^backslash|x)&highs == 0
+}
+
+// load64 reads s[i:i+8] as a little-endian word. For a byte slice the
+// conversion is free; a string's eight bytes are copied on the stack.
+func load64[T ~string | ~[]byte](s T, i int) uint64 {
+	return binary.LittleEndian.Uint64([]byte(s[i : i+8]))
 }
 
 func decodeRune[T ~string | ~[]byte](s T) (rune, int) {

@@ -244,3 +244,134 @@ func TestUnescapeAt(t *testing.T) {
 		}
 	}
 }
+
+// appendEscapedByByte is appendEscaped as it was before it skipped plain
+// words: one byte a turn. FuzzAppendString holds the two together.
+func appendEscapedByByte(dst []byte, s []byte) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+// FuzzAppendString: the word-skipping escaper writes what the byte-a-turn
+// one does, for strings and byte slices.
+func FuzzAppendString(f *testing.F) {
+	f.Add([]byte("hello, a plain prompt of more than eight bytes"))
+	f.Add([]byte("12345678\"2345678\\\n\x00é🍰\xff\u2028 tail"))
+	f.Add([]byte("abcdefg\x80abcdefgh"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		want := string(appendEscapedByByte([]byte("x"), in))
+		if got := string(appendEscaped([]byte("x"), in)); got != want {
+			t.Fatalf("appendEscaped(%q) = %q, want %q", in, got, want)
+		}
+		if got := string(appendEscaped([]byte("x"), string(in))); got != want {
+			t.Fatalf("appendEscaped(string %q) = %q, want %q", in, got, want)
+		}
+	})
+}
+
+// BenchmarkAppendString escapes a 685-byte prompt (the bench request's
+// user message, one e-mail address masked).
+func BenchmarkAppendString(b *testing.B) {
+	text := []byte(strings.Repeat("Hello! I ordered three books last Tuesday (order 48151623) and the tracking page says ", 8)[:685])
+	dst := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		dst = AppendString(dst[:0], text)
+	}
+}
+
+// TestMembersNameIs: names compare by their decoded text, escapes and all;
+// a raw name no longer than the one asked for compares by its bytes.
+func TestMembersNameIs(t *testing.T) {
+	tests := []struct {
+		obj, name string
+		want      bool
+	}{
+		{`{"model":1}`, "model", true},
+		{`{"model":1}`, "mode", false},
+		{`{"mode":1}`, "model", false},
+		{`{"m\u006fdel":1}`, "model", true},
+		{`{"m\u006fdel":1}`, "m\\u006fdel", false},
+		{`{"\"":1}`, `"`, true},
+		{`{"a\\b":1}`, `a\b`, true},
+		{`{"a\\b":1}`, `a\\b`, false},
+		{`{"\ud83c\udf70":1}`, "🍰", true},
+		{`{"\u00e9t\u00e9":1}`, "été", true},
+		{`{"\u00e9":1}`, "\\u00", false},
+		{`{"\q":1}`, "q", false},
+	}
+	for _, tc := range tests {
+		var m Members
+		m.Reset([]byte(tc.obj))
+		if !m.Next() {
+			if tc.want {
+				t.Fatalf("%s: no member (%v)", tc.obj, m.Err())
+			}
+			continue
+		}
+		if got := m.NameIs(tc.name); got != tc.want {
+			t.Errorf("%s NameIs(%q) = %v, want %v", tc.obj, tc.name, got, tc.want)
+		}
+	}
+}
+
+// FuzzNameIs: NameIs answers as comparing the decoded name would.
+func FuzzNameIs(f *testing.F) {
+	f.Add(`"m\u006fdel"`, "model")
+	f.Add(`"m\u006fdel"`, `m\u006fdel`)
+	f.Add(`"a\\b"`, `a\b`)
+	f.Add(`"\ud83c\udf70"`, "🍰")
+	f.Fuzz(func(t *testing.T, raw, name string) {
+		var m Members
+		m.Reset([]byte("{" + raw + ":1}"))
+		if !m.Next() {
+			return
+		}
+		text, err := AppendUnquoted(nil, m.name)
+		want := err == nil && string(text) == name
+		if got := m.NameIs(name); got != want {
+			t.Fatalf("name %s: NameIs(%q) = %v, decoded %q", m.name, name, got, text)
+		}
+	})
+}

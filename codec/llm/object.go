@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/bits"
+	"strings"
 )
 
 // MaxDepth bounds the nesting that Members and SetMember walk through.
@@ -123,8 +125,13 @@ func (m *Members) ValueEnd() int { return m.end }
 // member's name are decoded before the comparison).
 func (m *Members) NameIs(name string) bool {
 	in := m.name[1 : len(m.name)-1]
-	if string(in) == name {
-		return true
+	if len(in) <= len(name) {
+		// An escape is longer than the character it stands for (two bytes
+		// or six for one to three), so a raw name with one decodes shorter
+		// than name: only a raw name without escapes, equal byte for byte,
+		// matches. (Equal bytes with a backslash are an escape: `m\u006f`
+		// is "mo", not name.)
+		return string(in) == name && strings.IndexByte(name, '\\') < 0
 	}
 	for _, c := range in {
 		if c == '\\' {
@@ -212,6 +219,21 @@ func skipString(d []byte, i int) (int, bool) {
 		return i, false
 	}
 	i++
+	// Most strings (names, short values) end within two words: find the
+	// first quote, backslash or control byte a word at a time, without
+	// IndexByte's set-up cost.
+	for w := 0; w < 2 && i+8 <= len(d); w++ {
+		m := specialMask(binary.LittleEndian.Uint64(d[i:]))
+		if m == 0 {
+			i += 8
+			continue
+		}
+		i += bits.TrailingZeros64(m) >> 3
+		if d[i] == '"' {
+			return i + 1, true
+		}
+		break // an escape or a control byte: the general path below
+	}
 	for {
 		q := bytes.IndexByte(d[i:], '"')
 		if q < 0 {
@@ -247,6 +269,16 @@ func skipString(d []byte, i int) (int, bool) {
 			}
 		}
 	}
+}
+
+// specialMask flags the bytes of x that end a plain run in a string: '"',
+// '\\' and control bytes, each by its high bit. Only the lowest flag is
+// exact (a borrow may flag bytes above a true one), which is the one
+// skipString reads.
+func specialMask(x uint64) uint64 {
+	quote := x ^ '"'*lows
+	backslash := x ^ '\\'*lows
+	return ((x-0x20*lows)&^x | (quote-lows)&^quote | (backslash-lows)&^backslash) & highs
 }
 
 // hasControl reports a byte below 0x20 in s, words at a time: the
