@@ -19,9 +19,36 @@ type credentials interface {
 // none of the client's reaches the provider beside them.
 var clientCredentialHeaders = [...]string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
 
+// clientCredentialNames are clientCredentialHeaders as bytes, for the
+// comparison with the request's header names.
+var clientCredentialNames = func() (names [len(clientCredentialHeaders)][]byte) {
+	for i, h := range clientCredentialHeaders {
+		names[i] = []byte(h)
+	}
+	return names
+}()
+
+// removeClientCredentials removes every value of the client's credential
+// headers. One pass over the headers finds which are there; only those
+// are deleted (each Del normalises its name and walks the headers again,
+// which for the four names was most of a keyed request's authorization).
 func removeClientCredentials(h *fasthttp.RequestHeader) {
-	for _, name := range clientCredentialHeaders {
-		h.Del(name) // every value: a second one would survive a Set
+	var found [len(clientCredentialHeaders)]bool
+	any := false
+	for k := range h.All() {
+		for i, name := range clientCredentialNames {
+			if len(k) == len(name) && bytes.EqualFold(k, name) {
+				found[i], any = true, true
+			}
+		}
+	}
+	if !any {
+		return
+	}
+	for i, name := range clientCredentialHeaders {
+		if found[i] {
+			h.Del(name) // every value: a second one would survive a Set
+		}
 	}
 }
 

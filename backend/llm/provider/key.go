@@ -28,8 +28,8 @@ const keyRecheck = time.Second
 // keyCredentials put a static key where the provider takes it.
 type keyCredentials struct {
 	key *secretKey
-	// header is the header the key goes in; cookie, when set, the cookie
-	// instead.
+	// header is the header the key goes in, normalised as fasthttp keeps
+	// names; cookie, when set, the cookie instead.
 	header []byte
 	cookie []byte
 	// name is header's name; removeHeader is set when it is not among the
@@ -70,7 +70,10 @@ func (p *Provider) compileKey(k *config.BackendAuthKey) (credentials, error) {
 			return nil, fieldError(authPath+".key.location.queryParameter", "a key in a query parameter is not supported for LLM providers yet (use a header)")
 		}
 	}
-	c.header, c.name, c.removeHeader = []byte(header), header, true
+	// In the form the request's header keeps names, so that apply sets it
+	// without normalising it on every request.
+	c.header = fasthttp.AppendNormalizedHeaderKey(nil, header)
+	c.name, c.removeHeader = header, true
 	for _, name := range clientCredentialHeaders {
 		if strings.EqualFold(name, header) {
 			c.removeHeader = false
@@ -106,7 +109,7 @@ func (c *keyCredentials) apply(_ context.Context, req *fasthttp.Request) error {
 	if c.removeHeader {
 		h.Del(c.name) // every value the client sent there
 	}
-	h.SetBytesKV(c.header, value)
+	h.SetCanonical(c.header, value)
 	return nil
 }
 
