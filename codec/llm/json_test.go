@@ -356,7 +356,8 @@ func TestMembersNameIs(t *testing.T) {
 	}
 }
 
-// FuzzNameIs: NameIs answers as comparing the decoded name would.
+// FuzzNameIs: NameIs answers as comparing the decoded name would, and
+// Key returns the decoded name.
 func FuzzNameIs(f *testing.F) {
 	f.Add(`"m\u006fdel"`, "model")
 	f.Add(`"m\u006fdel"`, `m\u006fdel`)
@@ -372,6 +373,10 @@ func FuzzNameIs(f *testing.F) {
 		want := err == nil && string(text) == name
 		if got := m.NameIs(name); got != want {
 			t.Fatalf("name %s: NameIs(%q) = %v, decoded %q", m.name, name, got, text)
+		}
+		key := m.Key(nil)
+		if (err == nil) != (key != nil) || string(key) != string(text) {
+			t.Fatalf("name %s: Key = %q, decoded %q (%v)", m.name, key, text, err)
 		}
 	})
 }

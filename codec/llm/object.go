@@ -143,6 +143,22 @@ func (m *Members) NameIs(name string) bool {
 	return false
 }
 
+// Key returns the current member's name decoded: a view of the object
+// when the name holds no escape, else its text appended to buf (nil when
+// the escapes do not decode). To compare with several names, switch on
+// string(m.Key(buf)): one look at the name instead of a NameIs each.
+func (m *Members) Key(buf []byte) []byte {
+	in := m.name[1 : len(m.name)-1]
+	if bytes.IndexByte(in, '\\') < 0 {
+		return in
+	}
+	text, err := AppendUnquoted(buf, m.name)
+	if err != nil {
+		return nil
+	}
+	return text
+}
+
 // Err is the error that ended the iteration, if any.
 func (m *Members) Err() error { return m.err }
 

@@ -145,11 +145,12 @@ func readHead(body []byte, valid bool) (Head, error) {
 	} else {
 		m.Reset(body)
 	}
+	var buf [32]byte
 	for m.Next() {
 		v := m.Value()
 		var err error
-		switch {
-		case m.NameIs("model"):
+		switch string(m.Key(buf[:0])) {
+		case "model":
 			h.models++
 			if v.IsString() {
 				h.model, h.modelEnd = v, m.ValueEnd()
@@ -158,15 +159,15 @@ func readHead(body []byte, valid bool) (Head, error) {
 			} else {
 				err = passErr(`"model" is not a string`)
 			}
-		case m.NameIs("stream"):
+		case "stream":
 			h.stream, err = rawBool(v, "stream")
-		case m.NameIs("stream_options"):
+		case "stream_options":
 			h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
-		case m.NameIs("max_tokens"), m.NameIs("max_completion_tokens"), m.NameIs("max_output_tokens"):
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
 			err = h.bound(v)
-		case m.NameIs("generationConfig"):
+		case "generationConfig":
 			err = h.nestedBound(v, "generationConfig", "maxOutputTokens")
-		case m.NameIs("inferenceConfig"):
+		case "inferenceConfig":
 			err = h.nestedBound(v, "inferenceConfig", "maxTokens")
 		}
 		if err != nil {
