@@ -286,6 +286,7 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format, remote *RemoteI
 			var ok bool
 			if w.arena, ok = g.g.AppendMask(w.arena, text); ok {
 				s.off, s.n, s.own, s.masked = start, len(w.arena)-start, true, true
+				s.escape = s.escape || !g.g.PlainLabels()
 				masked = true
 			}
 		}
@@ -311,7 +312,7 @@ func (w *work) spanText(body []byte, s *textSpan) []byte {
 		w.arena = w.arena[:start]
 		return inner
 	}
-	s.off, s.n, s.own = start, len(w.arena)-start, true
+	s.off, s.n, s.own, s.escape = start, len(w.arena)-start, true, true
 	return w.arena[start:]
 }
 

@@ -213,7 +213,7 @@ func (w *work) setText(s *textSpan, text string) bool {
 	}
 	start := len(w.arena)
 	w.arena = append(w.arena, text...)
-	s.off, s.n, s.own, s.masked = start, len(w.arena)-start, true, true
+	s.off, s.n, s.own, s.masked, s.escape = start, len(w.arena)-start, true, true, true
 	return true
 }
 

@@ -202,7 +202,13 @@ func (w *work) appendMasked(dst, body []byte, from, to int) ([]byte, bool) {
 			continue // unchanged, or a string read twice
 		}
 		dst = append(dst, body[at:s.start]...)
-		dst = llm.AppendString(dst, w.arena[s.off:s.off+s.n])
+		if text := w.arena[s.off : s.off+s.n]; s.escape {
+			dst = llm.AppendString(dst, text)
+		} else {
+			// The token's own bytes with plain labels put in: no
+			// escaping needed, none to redo.
+			dst = append(append(append(dst, '"'), text...), '"')
+		}
 		at, masked = s.end, true
 	}
 	return append(dst, body[at:to]...), masked

@@ -49,6 +49,11 @@ type textSpan struct {
 	off, n int
 	own    bool
 	masked bool
+	// escape: the current text must be escaped when written (it was
+	// decoded from escapes, or a guard put text in it that may need
+	// some). Without it the text is the token's inner bytes with plain
+	// labels put in, which a JSON string holds as is.
+	escape bool
 	// msg numbers the message the text belongs to (texts of one message
 	// share it) and role is that message's role: remote guards judge
 	// whole messages (guardrail.PerMessage).

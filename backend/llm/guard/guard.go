@@ -102,6 +102,24 @@ type Guard struct {
 	// hold is how many bytes at the end of a stream's buffer the user
 	// patterns need kept back (stream.go).
 	hold int
+	// plainLabels: every label is printable ASCII without '"' or '\\',
+	// text a JSON string holds as is (PlainLabels).
+	plainLabels bool
+}
+
+// PlainLabels reports whether every label the guard masks with is
+// printable ASCII without '"' or '\\': masking a JSON string's text that
+// needed no escapes then leaves text that needs none.
+func (g *Guard) PlainLabels() bool { return g.plainLabels }
+
+// jsonPlain reports whether s is printable ASCII without '"' or '\\'.
+func jsonPlain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // rule is one builtin or user pattern.
@@ -180,6 +198,10 @@ func New(spec Spec) (*Guard, error) {
 	}
 	if g.patterns < len(g.rules) {
 		g.hold = longest + utf8.UTFMax
+	}
+	g.plainLabels = true
+	for _, r := range g.rules {
+		g.plainLabels = g.plainLabels && jsonPlain(r.label)
 	}
 	return g, nil
 }
