@@ -131,9 +131,10 @@ const llmMaxResponse = 32 << 20
 
 // llmExchange is the pooled per-request state of an LLM request.
 type llmExchange struct {
-	client    []byte // the client's body as received
-	edited    []byte // ... after the ai policy
-	sent      []byte // ... in the provider's format
+	client    []byte            // the client's body as received
+	edited    []byte            // ... after the ai policy
+	members   []aipolicy.Member // the top-level members of the ai policy's last output
+	sent      []byte            // ... in the provider's format
 	scratch   []byte
 	cached    []byte // the provider body with cache points
 	guarded   []byte // the answer as the remote response guards masked it
@@ -172,7 +173,7 @@ func (x *llmExchange) release() {
 		x.saved.Reset()
 	}
 	*x = llmExchange{
-		client: x.client[:0], edited: x.edited[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
+		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
 		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
 	}
 	llmExchanges.Put(x)
@@ -325,14 +326,18 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		var head *convert.Head
 		if jsonBody {
 			// One walk over the body's top level serves the model here
-			// and the head convert.Request needs; a body it refuses
-			// (a member of the wrong type) is left for Request to
-			// answer, its model read leniently.
-			readHead := convert.ReadHead
+			// and the head convert.Request needs (none when the ai
+			// policy wrote the body: it reports the members it wrote);
+			// a body it refuses (a member of the wrong type) is left for
+			// Request to answer, its model read leniently.
+			var h convert.Head
+			var err error
 			if validated {
-				readHead = convert.ReadHeadValid
+				h, err = headOfMembers(cur, x.members)
+			} else {
+				h, err = convert.ReadHead(cur)
 			}
-			if h, err := readHead(cur); err == nil {
+			if err == nil {
 				x.head = h
 				head = &x.head
 				model = h.Model()
@@ -539,7 +544,7 @@ func (b *bind) llmPolicyRequest(rs *requestState, x *llmExchange, pol *aipolicy.
 		defer cancel()
 		remote = remoteInput(rs, in, &x.fctx.Request.Header, ctx)
 	}
-	out, rej, err := pol.RequestRemote(x.edited[:0], cur, cf, *in, remote)
+	out, rej, err := pol.RequestMembers(x.edited[:0], cur, cf, *in, remote, &x.members)
 	if err != nil {
 		if st, ok := b.guardFailure(rs, x, err); ok {
 			return nil, st, true
@@ -554,6 +559,18 @@ func (b *bind) llmPolicyRequest(rs *requestState, x *llmExchange, pol *aipolicy.
 		x.noteGuard(remote)
 	}
 	return out, 0, false
+}
+
+// headOfMembers reads the head of body from its top-level members as the
+// ai policy reported them (aipolicy.RequestMembers).
+func headOfMembers(body []byte, members []aipolicy.Member) (convert.Head, error) {
+	h := convert.NewHead(body)
+	for _, m := range members {
+		if err := h.AddMember(body[m.NameStart:m.NameEnd], body[m.ValueStart:m.ValueEnd], m.ValueEnd); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
 
 // reportHealth shows an attempt's effect on its provider in the metrics:

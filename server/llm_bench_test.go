@@ -76,6 +76,7 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 				body, stamps = stampedChatBody()
 			}
 			var edited, scratch, sent []byte
+			var members []aipolicy.Member
 			var head convert.Head // the server keeps it in its pooled exchange
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -83,14 +84,14 @@ func BenchmarkLLMRequestPath(b *testing.B) {
 				for k, at := range stamps { // a new text in every message
 					strconv.AppendInt(body[:at], int64(10_000_000+(i*len(stamps)+k)%90_000_000), 10)
 				}
-				out, rej, err := pol.Request(edited[:0], body, convert.Chat, nil)
+				out, rej, err := pol.RequestMembers(edited[:0], body, convert.Chat, nil, nil, &members)
 				if err != nil || rej != nil {
 					b.Fatal(err, rej)
 				}
 				if len(out) > 0 && &out[0] != &body[0] {
 					edited = out
 				}
-				head, err = convert.ReadHeadValid(out) // the policy validated it
+				head, err = headOfMembers(out, members) // as the server reads it
 				if err != nil {
 					b.Fatal(err)
 				}

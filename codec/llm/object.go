@@ -143,16 +143,19 @@ func (m *Members) NameIs(name string) bool {
 	return false
 }
 
-// Key returns the current member's name decoded: a view of the object
-// when the name holds no escape, else its text appended to buf (nil when
-// the escapes do not decode). To compare with several names, switch on
-// string(m.Key(buf)): one look at the name instead of a NameIs each.
-func (m *Members) Key(buf []byte) []byte {
-	in := m.name[1 : len(m.name)-1]
+// KeyText returns the text of a member name's string token: a view of
+// the token when it holds no escape, else its text appended to buf (nil
+// when the escapes do not decode). To compare a name with several, switch
+// on string(KeyText(buf, name)): one look at it instead of a NameIs each.
+func KeyText(buf []byte, tok Raw) []byte {
+	if len(tok) < 2 {
+		return nil
+	}
+	in := tok[1 : len(tok)-1]
 	if bytes.IndexByte(in, '\\') < 0 {
 		return in
 	}
-	text, err := AppendUnquoted(buf, m.name)
+	text, err := AppendUnquoted(buf, tok)
 	if err != nil {
 		return nil
 	}

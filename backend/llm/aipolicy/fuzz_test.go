@@ -24,9 +24,33 @@ promptGuard:
     scope: [messages, toolInput]
 `
 
+// requireMembers fails unless members are out's top-level members as a
+// walk of out finds them.
+func requireMembers(t *testing.T, out []byte, members []Member) {
+	t.Helper()
+	var m llm.Members
+	m.ResetValid(out)
+	i := 0
+	for ; m.Next(); i++ {
+		if i >= len(members) {
+			t.Fatalf("%d members reported, more in %q", len(members), out)
+		}
+		got := members[i]
+		name, value := string(out[got.NameStart:got.NameEnd]), string(out[got.ValueStart:got.ValueEnd])
+		if name != string(m.Name()) || value != string(m.Value()) || got.ValueEnd != m.ValueEnd() {
+			t.Fatalf("member %d reported as %s:%s (ending at %d), walk finds %s:%s (ending at %d) in %q",
+				i, name, value, got.ValueEnd, m.Name(), m.Value(), m.ValueEnd(), out)
+		}
+	}
+	if i != len(members) {
+		t.Fatalf("%d members reported, %d in %q", len(members), i, out)
+	}
+}
+
 // FuzzRequest: whatever the body, Request never panics, refuses what is not
-// a JSON object, and otherwise gives a JSON object; PromptText and Model
-// read anything safely.
+// a JSON object, and otherwise gives a JSON object whose top-level members
+// are the ones RequestMembers reports; PromptText and Model read anything
+// safely.
 func FuzzRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"call 555-123-4567 or a@b.co xx"}]}`,
@@ -47,7 +71,11 @@ func FuzzRequest(f *testing.F) {
 	p := mustPolicy(f, fuzzPolicy)
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
 		fm := convert.Format(format % 6)
-		out, rej, err := p.Request(nil, body, fm, nil)
+		var members []Member
+		out, rej, err := p.RequestMembers(nil, body, fm, nil, nil, &members)
+		if err == nil && rej == nil {
+			requireMembers(t, out, members)
+		}
 		valid := llm.ValidObject(body)
 		switch {
 		case !valid && err == nil:

@@ -34,7 +34,14 @@ type work struct {
 	tape    tape
 	depth   int // what tape indexes, 0 for nothing
 	cursor  int // write's place in texts.spans
+	// members are the top-level members write wrote, as offsets into what
+	// it wrote (RequestMembers).
+	members []Member
 }
+
+// Member is a top-level member of a body the policy returned: the offsets,
+// from the body's first byte, of its name's string token and of its value.
+type Member struct{ NameStart, NameEnd, ValueStart, ValueEnd int }
 
 // index returns the tape of d, built to at least depth, reusing the last
 // one when it indexes the same text deeply enough.
@@ -84,6 +91,9 @@ func putWork(w *work) {
 	if cap(w.texts.spans) > maxPooledSpans {
 		w.texts.spans = nil
 	}
+	if cap(w.members) > maxPooledSpans {
+		w.members = nil
+	}
 	if cap(w.texts.keyBuf) > maxPooledBytes {
 		w.texts.keyBuf = nil
 	}
@@ -121,6 +131,18 @@ func (p *Policy) Request(dst, body []byte, f convert.Format, in *celrules.Input)
 // error is a *GuardError when a cloud guard failed (the server answers
 // 503), and the outcome of the remote guards is recorded in remote.
 func (p *Policy) RequestRemote(dst, body []byte, f convert.Format, in *celrules.Input, remote *RemoteInput) (out []byte, rej *Rejection, err error) {
+	return p.RequestMembers(dst, body, f, in, remote, nil)
+}
+
+// RequestMembers is RequestRemote that also sets *members (when members is
+// not nil) to the top-level members of the body it returns, the part of out
+// after dst's bytes, in order; none when it refuses or fails. A caller that
+// needs them (the server reads the model and the stream flag) then does not
+// walk the body again: the policy wrote it, or indexed it.
+func (p *Policy) RequestMembers(dst, body []byte, f convert.Format, in *celrules.Input, remote *RemoteInput, members *[]Member) (out []byte, rej *Rejection, err error) {
+	if members != nil {
+		*members = (*members)[:0]
+	}
 	if len(body) > maxBody {
 		return dst, nil, errTooLarge
 	}
@@ -160,7 +182,17 @@ func (p *Policy) RequestRemote(dst, body []byte, f convert.Format, in *celrules.
 	}
 	if masked || e.prompts != nil || fs.changes(w, tp, top) {
 		if out, changed := w.write(dst, tp, top, fs, e); changed {
+			if members != nil {
+				*members = append(*members, w.members...)
+			}
 			return out, nil, nil
+		}
+	}
+	if members != nil {
+		// cur is what goes out, and tp its index.
+		it := tp.walk(top)
+		for name, v, ok := it.member(); ok; name, v, ok = it.member() {
+			*members = append(*members, Member{name.start, name.end, v.start, v.end})
 		}
 	}
 	if &cur[0] == &body[0] {

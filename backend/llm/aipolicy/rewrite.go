@@ -75,6 +75,8 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 	if !fs.empty() {
 		fs.begin(w)
 	}
+	base := len(dst) // the members' offsets count from here
+	w.members = w.members[:0]
 	dst = append(dst, '{')
 	n, changed, hasSystem := 0, false, false
 	it := tp.walk(top)
@@ -87,6 +89,7 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 				continue
 			case replaceMember:
 				dst = appendMember(dst, n, body[name.start:name.end], val)
+				w.noteMember(base, len(dst)-len(val)-1-(name.end-name.start), name.end-name.start, len(dst)-len(val), len(dst))
 				n, changed = n+1, true
 				continue
 			}
@@ -95,6 +98,9 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 			dst = append(dst, ',')
 		}
 		n++
+		// The name and what follows it up to the value are copied as they
+		// are, so the value starts as far from the name as in body.
+		at, valueAt := len(dst), len(dst)+v.start-name.start
 		var pre, post []byte
 		var wrap *wrapping
 		if e.prompts != nil {
@@ -118,11 +124,13 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 		if (pre != nil || post != nil) && (wrap != nil || v.is(body, '[')) {
 			dst = append(dst, body[name.start:v.start]...)
 			dst = w.appendItems(dst, body, v, pre, post, wrap)
+			w.noteMember(base, at, name.end-name.start, valueAt, len(dst))
 			changed = true
 			continue
 		}
 		var masked bool
 		dst, masked = w.appendMasked(dst, body, name.start, v.end)
+		w.noteMember(base, at, name.end-name.start, valueAt, len(dst))
 		changed = changed || masked
 	}
 	if !fs.empty() {
@@ -131,9 +139,12 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 				if n > 0 {
 					dst = append(dst, ',')
 				}
+				at := len(dst)
 				dst = llm.AppendString(dst, fs.fields[i].name)
+				nameLen := len(dst) - at
 				dst = append(dst, ':')
 				dst = append(dst, val...)
+				w.noteMember(base, at, nameLen, at+nameLen+1, len(dst))
 				n, changed = n+1, true
 			}
 		}
@@ -142,11 +153,20 @@ func (w *work) write(dst []byte, tp *tape, top tok, fs *fieldSet, e edits) ([]by
 		if n > 0 {
 			dst = append(dst, ',')
 		}
+		at := len(dst)
 		dst = append(dst, `"system":`...)
 		dst = w.appendItems(dst, body, tok{}, p.sysPre, p.sysPost, noItem)
+		w.noteMember(base, at, len(`"system"`), at+len(`"system":`), len(dst))
 		changed = true
 	}
 	return append(dst, '}'), changed
+}
+
+// noteMember records a member write wrote: its name's token is
+// dst[at:at+nameLen], its value dst[valueAt:valueEnd]; offsets are kept
+// from base, where the body starts.
+func (w *work) noteMember(base, at, nameLen, valueAt, valueEnd int) {
+	w.members = append(w.members, Member{at - base, at - base + nameLen, valueAt - base, valueEnd - base})
 }
 
 // appendItems writes the array pre + v's items + post, where v is an array

@@ -130,47 +130,12 @@ func (e passErr) Error() string { return string(e) }
 // generationConfig.maxOutputTokens, Bedrock's inferenceConfig.maxTokens).
 // A member of the wrong type is an error; null reads as absent. Names
 // with escapes are compared decoded.
-func ReadHead(body []byte) (Head, error) { return readHead(body, false) }
-
-// ReadHeadValid is ReadHead for a body known to be valid JSON (the ai
-// policy's output: it validates what it reads, and writes valid JSON):
-// members it does not read are skipped without being checked again.
-func ReadHeadValid(body []byte) (Head, error) { return readHead(body, true) }
-
-func readHead(body []byte, valid bool) (Head, error) {
-	h := Head{size: len(body)}
+func ReadHead(body []byte) (Head, error) {
+	h := NewHead(body)
 	var m llm.Members
-	if valid {
-		m.ResetValid(body)
-	} else {
-		m.Reset(body)
-	}
-	var buf [32]byte
+	m.Reset(body)
 	for m.Next() {
-		v := m.Value()
-		var err error
-		switch string(m.Key(buf[:0])) {
-		case "model":
-			h.models++
-			if v.IsString() {
-				h.model, h.modelEnd = v, m.ValueEnd()
-			} else if isNull(v) {
-				h.model = nil // the last member named model counts
-			} else {
-				err = passErr(`"model" is not a string`)
-			}
-		case "stream":
-			h.stream, err = rawBool(v, "stream")
-		case "stream_options":
-			h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
-		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			err = h.bound(v)
-		case "generationConfig":
-			err = h.nestedBound(v, "generationConfig", "maxOutputTokens")
-		case "inferenceConfig":
-			err = h.nestedBound(v, "inferenceConfig", "maxTokens")
-		}
-		if err != nil {
+		if err := h.AddMember(m.Name(), m.Value(), m.ValueEnd()); err != nil {
 			return h, err
 		}
 	}
@@ -178,6 +143,44 @@ func readHead(body []byte, valid bool) (Head, error) {
 		return h, m.Err()
 	}
 	return h, nil
+}
+
+// NewHead starts the head of body for a caller that knows body's top-level
+// members without walking it (the ai policy, which wrote them): it hands
+// each to AddMember, in order.
+func NewHead(body []byte) Head { return Head{size: len(body)} }
+
+// AddMember reads one top-level member into the head: its name's string
+// token, its value, and where the value ends in the body.
+func (h *Head) AddMember(name, v llm.Raw, end int) error {
+	var buf [32]byte
+	key := llm.KeyText(buf[:0], name)
+	switch string(key) {
+	case "model":
+		h.models++
+		if v.IsString() {
+			h.model, h.modelEnd = v, end
+		} else if isNull(v) {
+			h.model = nil // the last member named model counts
+		} else {
+			return passErr(`"model" is not a string`)
+		}
+	case "stream":
+		var err error
+		h.stream, err = rawBool(v, "stream")
+		return err
+	case "stream_options":
+		var err error
+		h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
+		return err
+	case "max_tokens", "max_completion_tokens", "max_output_tokens":
+		return h.bound(v)
+	case "generationConfig":
+		return h.nestedBound(v, "generationConfig", "maxOutputTokens")
+	case "inferenceConfig":
+		return h.nestedBound(v, "inferenceConfig", "maxTokens")
+	}
+	return nil
 }
 
 // bound takes an output bound v (an integer, or null) into maxTokens.
