@@ -140,7 +140,7 @@ OWN_GATEWAY=$(((rec_on - rec_off + writer) / MEASURE))
 
 {
 	echo
-	echo "### Access log cost (instructions)"
+	echo "## Access log cost (instructions)"
 	echo
 	echo "User-space instructions per request, counted by callgrind (\`bench/logcost.sh\`): each proxy alone under valgrind, one worker (the gateway also with \`GOGC=off\`), one keep-alive connection, $MEASURE small GETs after $WARM of warm-up, access log on and off as in the load cases (nginx \`combined buffer=64k flush=1s\`, the gateway's default access log). They leave out the kernel (the buffers' \`write(2)\`) and cache misses. nginx's counts repeat exactly, so its difference is its log's cost. The gateway's whole-process counts move by several percent from run to run (its scheduler's paths depend on timing), so its log's own code is counted apart, exactly: what \`record\` costs with the log on beyond what it costs with it off (the access record and \`logline.AccessWriter\`), plus the writer's goroutines."
 	echo
