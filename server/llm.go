@@ -235,7 +235,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	// reach another.
 	b.prepareRequest(rs, rb, nil, false, fields, false)
 	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
-	req.Header.Del(fasthttp.HeaderContentEncoding)
+	if len(req.Header.ContentEncoding()) > 0 { // a look without Del's normalising
+		req.Header.Del(fasthttp.HeaderContentEncoding)
+	}
 	if x.saved == nil {
 		x.saved = new(fasthttp.RequestHeader)
 	}
@@ -600,8 +602,8 @@ func llmAuthContext(deadline time.Time) (context.Context, context.CancelFunc) {
 
 // retryAfter reads a provider's Retry-After (seconds) on a 429 or 503.
 func retryAfter(resp *fasthttp.Response, f backend.Failure) time.Duration {
-	if f != backend.FailureNone {
-		return 0
+	if f != backend.FailureNone || resp.StatusCode() < 400 {
+		return 0 // no answer, or one that is not a refusal: no backoff to read
 	}
 	v := resp.Header.Peek(fasthttp.HeaderRetryAfter)
 	if len(v) == 0 {

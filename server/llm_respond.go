@@ -31,7 +31,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	resp.Reset()
 	up.Header.CopyTo(&resp.Header)
 	h := &resp.Header
-	h.Del(fasthttp.HeaderContentEncoding)
+	if len(h.ContentEncoding()) > 0 { // a look without Del's normalising
+		h.Del(fasthttp.HeaderContentEncoding)
+	}
 	if x.limited {
 		x.limit.WriteHeaders(h)
 	}
