@@ -12,44 +12,66 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // TestProxyPathAllocations asserts the plain proxied GET allocates nothing,
-// on both transports: client, gateway and upstream run in this process,
-// and the client and upstream alone allocate nothing (BenchmarkDirectGET).
+// on both transports, with the access log off and with the binary's
+// (logline.AccessWriter, the default): client, gateway and upstream run in
+// this process, and the client and upstream alone allocate nothing
+// (BenchmarkDirectGET).
 func TestProxyPathAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
 	up := fastUpstream(t)
+	logs := []struct {
+		name string
+		log  func() logline.AccessLogger
+	}{
+		{"log off", func() logline.AccessLogger { return nil }},
+		{"access log", func() logline.AccessLogger {
+			w := logline.NewAccessWriter("text", zapcore.AddSync(io.Discard), logline.AccessWriterOptions{BufferSize: 64 << 10, FlushInterval: time.Second})
+			t.Cleanup(func() { _ = w.Stop() })
+			return w
+		}},
+	}
 	for _, tr := range e2eTransports {
-		t.Run(string(tr), func(t *testing.T) {
-			// Access logging off (level above info), as in production
-			// benchmarks: a logged request costs the allocations of its
-			// log line.
-			gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }, Transport: tr})
-			if err := gw.Apply(parseConfig(t, oneRoute(up), nil)); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { gw.Shutdown(expiredContext()) })
-			addr := gw.Addrs()[3000].String()
-			c := &fasthttp.HostClient{Addr: addr}
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			req.SetRequestURI("http://" + addr + "/alloc")
-			for i := 0; i < 200; i++ { // warm pools
-				if err := c.Do(req, resp); err != nil {
-					t.Fatal(err)
-				}
-			}
-			allocs := testing.AllocsPerRun(2000, func() {
-				if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
-					t.Fatalf("%v %d", err, resp.StatusCode())
-				}
+		for _, lg := range logs {
+			t.Run(string(tr)+"/"+lg.name, func(t *testing.T) {
+				requireNoAllocations(t, up, tr, lg.log())
 			})
-			if allocs >= 0.5 {
-				t.Fatalf("%.2f allocations per proxied GET, want 0", allocs)
-			}
-		})
+		}
+	}
+}
+
+// requireNoAllocations fails unless a GET proxied through a gateway on
+// transport tr, logging to access (nil: the nop logger), allocates nothing.
+func requireNoAllocations(t *testing.T, up string, tr Transport, access logline.AccessLogger) {
+	t.Helper()
+	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }, Transport: tr, AccessLog: access})
+	if err := gw.Apply(parseConfig(t, oneRoute(up), nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+	addr := gw.Addrs()[3000].String()
+	c := &fasthttp.HostClient{Addr: addr}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.SetRequestURI("http://" + addr + "/alloc")
+	for i := 0; i < 200; i++ { // warm pools
+		if err := c.Do(req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+			t.Fatalf("%v %d", err, resp.StatusCode())
+		}
+	})
+	if allocs >= 0.5 {
+		t.Fatalf("%.2f allocations per proxied GET, want 0", allocs)
 	}
 }
 

@@ -235,7 +235,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	// reach another.
 	b.prepareRequest(rs, rb, nil, false, fields, false)
 	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
-	if len(req.Header.ContentEncoding()) > 0 { // a look without Del's normalising
+	// Content-Encoding is almost never there: a look first costs nothing,
+	// a Del normalises its name and walks every header.
+	if len(req.Header.ContentEncoding()) > 0 {
 		req.Header.Del(fasthttp.HeaderContentEncoding)
 	}
 	if x.saved == nil {
