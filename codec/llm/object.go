@@ -111,6 +111,62 @@ func (m *Members) fail() bool {
 	return false
 }
 
+// FindMembers checks that obj is one JSON object, as a Members walk does,
+// and calls found with the value of each top-level member called name
+// (escapes decoded, as NameIs), in order. The walk keeps its
+// place in locals, not in a Members, which for an object of many short
+// members (a provider's answer) is most of the cost. The error is
+// ErrSyntax for text that is not one object, else found's.
+func FindMembers(obj []byte, name string, found func(Raw) error) error {
+	d := obj
+	i := skipSpace(d, 0)
+	if i >= len(d) || d[i] != '{' {
+		return ErrSyntax
+	}
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return endOfObject(d, i+1)
+	}
+	for {
+		j, ok := skipString(d, i)
+		if !ok {
+			return ErrSyntax
+		}
+		match := tokenIs(d[i:j], name)
+		if i = skipSpace(d, j); i >= len(d) || d[i] != ':' {
+			return ErrSyntax
+		}
+		i = skipSpace(d, i+1)
+		if j, ok = skipValue(d, i, 0); !ok {
+			return ErrSyntax
+		}
+		if match {
+			if err := found(d[i:j]); err != nil {
+				return err
+			}
+		}
+		if i = skipSpace(d, j); i >= len(d) {
+			return ErrSyntax
+		}
+		switch d[i] {
+		case ',':
+			i = skipSpace(d, i+1)
+		case '}':
+			return endOfObject(d, i+1)
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// endOfObject is nil when only spaces follow the object's end.
+func endOfObject(d []byte, end int) error {
+	if skipSpace(d, end) != len(d) {
+		return ErrSyntax
+	}
+	return nil
+}
+
 // Name is the current member's name as a JSON string token.
 func (m *Members) Name() Raw { return m.name }
 
@@ -123,8 +179,11 @@ func (m *Members) ValueEnd() int { return m.end }
 
 // NameIs reports whether the current member is called name (escapes in the
 // member's name are decoded before the comparison).
-func (m *Members) NameIs(name string) bool {
-	in := m.name[1 : len(m.name)-1]
+func (m *Members) NameIs(name string) bool { return tokenIs(m.name, name) }
+
+// tokenIs reports whether the string token tok's text is name.
+func tokenIs(tok []byte, name string) bool {
+	in := tok[1 : len(tok)-1]
 	if len(in) <= len(name) {
 		// An escape is longer than the character it stands for (two bytes
 		// or six for one to three), so a raw name with one decodes shorter
@@ -136,7 +195,7 @@ func (m *Members) NameIs(name string) bool {
 	for _, c := range in {
 		if c == '\\' {
 			var buf [64]byte
-			text, err := AppendUnquoted(buf[:0], m.name)
+			text, err := AppendUnquoted(buf[:0], tok)
 			return err == nil && string(text) == name
 		}
 	}

@@ -261,18 +261,12 @@ func passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 		name = "usageMetadata"
 	}
 	var u Usage
-	var m llm.Members
-	m.Reset(body)
-	for m.Next() {
-		if !m.NameIs(name) {
-			continue
-		}
+	err := llm.FindMembers(body, name, func(v llm.Raw) error {
 		var err error
-		if u, err = decodeUsage(m.Value(), f); err != nil {
-			return dst, Usage{}, providerInvalid(err)
-		}
-	}
-	if err := m.Err(); err != nil {
+		u, err = decodeUsage(v, f)
+		return err
+	})
+	if err != nil {
 		return dst, Usage{}, providerInvalid(err)
 	}
 	return append(dst, body...), u, nil
