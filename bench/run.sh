@@ -764,6 +764,14 @@ if wanted gateway && wanted nginx && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]];
 		PROBLEMS+=("logcost: $(lastlines "$OUT/logcost.log")")
 fi
 
+# The LLM work in instructions and simulated cache misses (its own gateway
+# process under callgrind, after the load cases).
+if wanted gateway && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
+	log "counting the LLM work's instructions (callgrind)"
+	bash "$BENCH_DIR/llmcost.sh" "$BIN" "$GATEWAY" "$OUT/llmcost.md" "$TMP/llmcost" >"$OUT/llmcost.log" 2>&1 ||
+		PROBLEMS+=("llmcost: $(lastlines "$OUT/llmcost.log")")
+fi
+
 # ---------------------------------------------------------------- report
 
 first() { "$@" 2>&1 | head -n 1 || true; }
@@ -815,6 +823,7 @@ done
 "$BIN/report" -dir "$OUT" -out "$RESULTS" || die "rendering $RESULTS failed"
 [[ -s $OUT/mcp.md ]] && cat "$OUT/mcp.md" >>"$RESULTS"
 [[ -s $OUT/logcost.md ]] && cat "$OUT/logcost.md" >>"$RESULTS"
+[[ -s $OUT/llmcost.md ]] && cat "$OUT/llmcost.md" >>"$RESULTS"
 log "wrote $RESULTS (raw output in $OUT)"
 busiest=$(cat "$OUT"/wrk/*.load 2>/dev/null | sed -n 's/^other_cpu_pct=//p' | sort -n | tail -n 1)
 if ((${busiest:-0} > 10)); then

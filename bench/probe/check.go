@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,17 +10,32 @@ import (
 	"time"
 )
 
-// expectation is what a successful answer looks like.
+// expectation is what a successful answer looks like, and what request
+// asks for it (a GET, unless method says otherwise).
 type expectation struct {
 	status int
 	length int64 // -1: any length
+	method string
+	body   []byte      // sent when not nil
+	header http.Header // added to the request
 }
 
-// check performs one GET and compares the answer with e.
+// check performs one request and compares the answer with e.
 func (e expectation) check(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	method := e.method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if e.body != nil {
+		body = bytes.NewReader(e.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return err
+	}
+	for k, vs := range e.header {
+		req.Header[k] = vs
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,5 +103,39 @@ func TestPoll(t *testing.T) {
 				t.Fatalf("try called %d times, want %d", got, tc.wantCalls)
 			}
 		})
+	}
+}
+
+// TestExpectationSendsMethodBodyAndHeaders: a POST with a body and a header
+// arrives as asked; a GET sends no body.
+func TestExpectationSendsMethodBodyAndHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPost && string(body) == `{"a":1}` && r.Header.Get("Authorization") == "Bearer k" {
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		if r.Method == http.MethodGet && len(body) == 0 {
+			_, _ = w.Write([]byte("get"))
+			return
+		}
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	post := expectation{status: 200, length: 2, method: http.MethodPost, body: []byte(`{"a":1}`),
+		header: http.Header{"Authorization": {"Bearer k"}}}
+	if err := post.check(ctx, srv.Client(), srv.URL); err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	if err := (expectation{status: 200, length: 3}).check(ctx, srv.Client(), srv.URL); err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	var h headerFlags
+	if err := h.Set("Authorization: Bearer k"); err != nil || http.Header(h).Get("Authorization") != "Bearer k" {
+		t.Fatalf("-header: %v %v", err, h)
+	}
+	if err := h.Set("no colon"); err == nil {
+		t.Fatal(`-header "no colon" accepted`)
 	}
 }

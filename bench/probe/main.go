@@ -3,7 +3,8 @@
 // uses it to know a server is ready and that a proxy forwards correctly.
 // With -then N it sends N more requests once the URL answers, one after
 // another on one keep-alive connection, each checked the same way: a fixed
-// amount of work for bench/logcost.sh to count instructions over.
+// amount of work for bench/logcost.sh and bench/llmcost.sh to count
+// instructions over (-method, -body and -header make them POSTs).
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -23,15 +25,27 @@ func main() {
 	interval := flag.Duration("interval", 50*time.Millisecond, "delay between attempts")
 	pid := flag.Int("pid", 0, "give up as soon as this process has exited (0: do not watch)")
 	then := flag.Int("then", 0, "once ready, send this many more requests (each checked)")
+	method := flag.String("method", http.MethodGet, "request method")
+	bodyFile := flag.String("body", "", "send this file's content as the request body")
+	var headers headerFlags
+	flag.Var(&headers, "header", `add a request header, "Name: value" (repeatable)`)
 	flag.Parse()
 	if *url == "" {
 		fmt.Fprintln(os.Stderr, "probe: -url is required")
 		os.Exit(2)
 	}
+	want := expectation{status: *status, length: *length, method: *method, header: http.Header(headers)}
+	if *bodyFile != "" {
+		b, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "probe: -body: %v\n", err)
+			os.Exit(2)
+		}
+		want.body = b
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	want := expectation{status: *status, length: *length}
 	client := &http.Client{Timeout: 5 * time.Second}
 	try := func() error {
 		if *pid > 0 {
@@ -51,4 +65,21 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// headerFlags collects -header "Name: value" flags.
+type headerFlags http.Header
+
+func (h *headerFlags) String() string { return fmt.Sprint(http.Header(*h)) }
+
+func (h *headerFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("%q is not \"Name: value\"", v)
+	}
+	if *h == nil {
+		*h = headerFlags{}
+	}
+	http.Header(*h).Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	return nil
 }
