@@ -2,7 +2,6 @@ package llm
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -370,44 +369,14 @@ func FuzzNameIs(f *testing.F) {
 		if !m.Next() {
 			return
 		}
-		text, err := AppendUnquoted(nil, m.name)
+		text, err := AppendUnquoted(nil, m.Name())
 		want := err == nil && string(text) == name
 		if got := m.NameIs(name); got != want {
-			t.Fatalf("name %s: NameIs(%q) = %v, decoded %q", m.name, name, got, text)
+			t.Fatalf("name %s: NameIs(%q) = %v, decoded %q", m.Name(), name, got, text)
 		}
 		key := KeyText(nil, m.Name())
 		if (err == nil) != (key != nil) || string(key) != string(text) {
-			t.Fatalf("name %s: KeyText = %q, decoded %q (%v)", m.name, key, text, err)
-		}
-	})
-}
-
-// FuzzFindMembers: FindMembers accepts what a Members walk accepts and
-// finds the values of the members NameIs picks, in order.
-func FuzzFindMembers(f *testing.F) {
-	f.Add([]byte(`{"id":"x","usage":{"a":1},"us\u0061ge":null}`), "usage")
-	f.Add([]byte(` {} `), "usage")
-	f.Add([]byte(`{"usage":1,}`), "usage")
-	f.Add([]byte(`{"a":[1,{"usage":2}],"b":"\"usage\""}x`), "usage")
-	f.Fuzz(func(t *testing.T, obj []byte, name string) {
-		var want []string
-		var m Members
-		m.Reset(obj)
-		for m.Next() {
-			if m.NameIs(name) {
-				want = append(want, string(m.Value()))
-			}
-		}
-		var got []string
-		err := FindMembers(obj, name, func(v Raw) error {
-			got = append(got, string(v))
-			return nil
-		})
-		if (err != nil) != (m.Err() != nil) {
-			t.Fatalf("%q: FindMembers error %v, Members error %v", obj, err, m.Err())
-		}
-		if err == nil && !slices.Equal(got, want) {
-			t.Fatalf("%q: FindMembers found %q, Members %q", obj, got, want)
+			t.Fatalf("name %s: KeyText = %q, decoded %q (%v)", m.Name(), key, text, err)
 		}
 	})
 }

@@ -25,24 +25,18 @@ var ErrSyntax = errors.New("llm: invalid JSON object")
 //
 // Name and Value alias the object. The zero Members is at an end.
 type Members struct {
-	data         []byte
-	pos          int
-	start, end   int // span of the current member, from its name to the end of its value
-	name, value  []byte
-	err          error
-	done, opened bool
-	trusted      bool // ResetValid: values are skipped without being checked
+	data []byte
+	// The current member is data[start:end], its name's token
+	// data[start:nameEnd], its value data[valueStart:end]; the next one is
+	// looked for from end. Offsets, not slices: the walk stores four ints a
+	// member instead of two slice headers.
+	start, nameEnd, valueStart, end int
+	err                             error
+	done, opened                    bool
 }
 
 // Reset starts iterating obj.
 func (m *Members) Reset(obj []byte) { *m = Members{data: obj} }
-
-// ResetValid starts iterating obj, which the caller knows to be valid JSON
-// (ValidObject accepted it, or it was written from such text): member values
-// are skipped without being checked, strings by a vectorised search for
-// their closing quote. On text that is not valid the members read mean
-// nothing, but nothing is read out of bounds.
-func (m *Members) ResetValid(obj []byte) { *m = Members{data: obj, trusted: true} }
 
 // Next moves to the next member; it returns false at the end of the object
 // or on an error (see Err).
@@ -51,7 +45,7 @@ func (m *Members) Next() bool {
 		return false
 	}
 	d := m.data
-	i := skipSpace(d, m.pos)
+	i := skipSpace(d, m.end)
 	if !m.opened {
 		if i >= len(d) || d[i] != '{' {
 			return m.fail()
@@ -73,28 +67,21 @@ func (m *Members) Next() bool {
 		}
 		i = skipSpace(d, i+1)
 	}
-	m.start = i
+	start := i
 	j, ok := skipString(d, i)
 	if !ok {
 		return m.fail()
 	}
-	m.name = d[i:j]
+	nameEnd := j
 	i = skipSpace(d, j)
 	if i >= len(d) || d[i] != ':' {
 		return m.fail()
 	}
 	i = skipSpace(d, i+1)
-	if m.trusted {
-		j = ValidValueEnd(d, i)
-		ok = j >= 0
-	} else {
-		j, ok = skipValue(d, i, 0)
-	}
-	if !ok {
+	if j, ok = skipValue(d, i, 0); !ok {
 		return m.fail()
 	}
-	m.value = d[i:j]
-	m.end, m.pos = j, j
+	m.start, m.nameEnd, m.valueStart, m.end = start, nameEnd, i, j
 	return true
 }
 
@@ -111,67 +98,11 @@ func (m *Members) fail() bool {
 	return false
 }
 
-// FindMembers checks that obj is one JSON object, as a Members walk does,
-// and calls found with the value of each top-level member called name
-// (escapes decoded, as NameIs), in order. The walk keeps its
-// place in locals, not in a Members, which for an object of many short
-// members (a provider's answer) is most of the cost. The error is
-// ErrSyntax for text that is not one object, else found's.
-func FindMembers(obj []byte, name string, found func(Raw) error) error {
-	d := obj
-	i := skipSpace(d, 0)
-	if i >= len(d) || d[i] != '{' {
-		return ErrSyntax
-	}
-	i = skipSpace(d, i+1)
-	if i < len(d) && d[i] == '}' {
-		return endOfObject(d, i+1)
-	}
-	for {
-		j, ok := skipString(d, i)
-		if !ok {
-			return ErrSyntax
-		}
-		match := tokenIs(d[i:j], name)
-		if i = skipSpace(d, j); i >= len(d) || d[i] != ':' {
-			return ErrSyntax
-		}
-		i = skipSpace(d, i+1)
-		if j, ok = skipValue(d, i, 0); !ok {
-			return ErrSyntax
-		}
-		if match {
-			if err := found(d[i:j]); err != nil {
-				return err
-			}
-		}
-		if i = skipSpace(d, j); i >= len(d) {
-			return ErrSyntax
-		}
-		switch d[i] {
-		case ',':
-			i = skipSpace(d, i+1)
-		case '}':
-			return endOfObject(d, i+1)
-		default:
-			return ErrSyntax
-		}
-	}
-}
-
-// endOfObject is nil when only spaces follow the object's end.
-func endOfObject(d []byte, end int) error {
-	if skipSpace(d, end) != len(d) {
-		return ErrSyntax
-	}
-	return nil
-}
-
 // Name is the current member's name as a JSON string token.
-func (m *Members) Name() Raw { return m.name }
+func (m *Members) Name() Raw { return m.data[m.start:m.nameEnd] }
 
 // Value is the current member's value.
-func (m *Members) Value() Raw { return m.value }
+func (m *Members) Value() Raw { return m.data[m.valueStart:m.end] }
 
 // ValueEnd is where the current member's value ends in the object: the
 // value is obj[ValueEnd()-len(Value()):ValueEnd()].
@@ -179,27 +110,19 @@ func (m *Members) ValueEnd() int { return m.end }
 
 // NameIs reports whether the current member is called name (escapes in the
 // member's name are decoded before the comparison).
-func (m *Members) NameIs(name string) bool { return tokenIs(m.name, name) }
-
-// tokenIs reports whether the string token tok's text is name.
-func tokenIs(tok []byte, name string) bool {
-	in := tok[1 : len(tok)-1]
-	if len(in) <= len(name) {
+func (m *Members) NameIs(name string) bool {
+	tok := m.Name()
+	if len(tok)-2 <= len(name) {
 		// An escape is longer than the character it stands for (two bytes
 		// or six for one to three), so a raw name with one decodes shorter
 		// than name: only a raw name without escapes, equal byte for byte,
 		// matches. (Equal bytes with a backslash are an escape: `m\u006f`
 		// is "mo", not name.)
-		return string(in) == name && strings.IndexByte(name, '\\') < 0
+		return string(tok[1:len(tok)-1]) == name && strings.IndexByte(name, '\\') < 0
 	}
-	for _, c := range in {
-		if c == '\\' {
-			var buf [64]byte
-			text, err := AppendUnquoted(buf[:0], tok)
-			return err == nil && string(text) == name
-		}
-	}
-	return false
+	var buf [64]byte
+	text := KeyText(buf[:0], tok)
+	return text != nil && string(text) == name
 }
 
 // KeyText returns the text of a member name's string token: a view of

@@ -29,7 +29,7 @@ promptGuard:
 func requireMembers(t *testing.T, out []byte, members []Member) {
 	t.Helper()
 	var m llm.Members
-	m.ResetValid(out)
+	m.Reset(out)
 	i := 0
 	for ; m.Next(); i++ {
 		if i >= len(members) {

@@ -261,12 +261,18 @@ func passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 		name = "usageMetadata"
 	}
 	var u Usage
-	err := llm.FindMembers(body, name, func(v llm.Raw) error {
+	var m llm.Members
+	m.Reset(body)
+	for m.Next() {
+		if !m.NameIs(name) {
+			continue
+		}
 		var err error
-		u, err = decodeUsage(v, f)
-		return err
-	})
-	if err != nil {
+		if u, err = decodeUsage(m.Value(), f); err != nil {
+			return dst, Usage{}, providerInvalid(err)
+		}
+	}
+	if err := m.Err(); err != nil {
 		return dst, Usage{}, providerInvalid(err)
 	}
 	return append(dst, body...), u, nil
