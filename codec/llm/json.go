@@ -232,16 +232,9 @@ func skipPlain[T ~string | ~[]byte](s T, i int) int {
 }
 
 // plainWord reports whether none of the eight bytes of x needs a look
-// from appendEscaped: no control byte, '"', '\\' or non-ASCII byte. A byte
-// below n sets its high bit in (x - n·lows) &^ x (exact for "any byte": a
-// borrow only marks bytes above one that matched); a byte equal to c is a
-// zero byte of x ^ c·lows.
-func plainWord(x uint64) bool {
-	quote := x ^ '"'*lows
-	backslash := x ^ '\\'*lows
-	control := (x - 0x20*lows) &^ x
-	return (control|(quote-lows)&^quote|(backslash-lows)&^backslash|x)&highs == 0
-}
+// from appendEscaped: no byte skipString stops at (specialMask) and no
+// non-ASCII byte.
+func plainWord(x uint64) bool { return (specialMask(x)|x)&highs == 0 }
 
 // load64 reads s[i:i+8] as a little-endian word. For a byte slice the
 // conversion is free; a string's eight bytes are copied on the stack.
