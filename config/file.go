@@ -146,12 +146,15 @@ type Listener struct {
 	TCPRoutes Unsupported     `json:"tcpRoutes,omitzero"`
 }
 
-// ListenerPolicy is `listeners[].policies` (gateway-level policies in agentgateway).
+// ListenerPolicy is `listeners[].policies` (gateway-level policies in
+// agentgateway). They are the base of each of the listener's routes'
+// policies (a PolicySet): a route's own setting of a kind replaces the
+// listener's, and authorization rules of both apply.
 type ListenerPolicy struct {
 	CORS            *CORS       `json:"cors,omitempty"`
 	OIDC            Unsupported `json:"oidc,omitzero"`
-	JWTAuth         Unsupported `json:"jwtAuth,omitzero"`
-	Authorization   Unsupported `json:"authorization,omitzero"`
+	JWTAuth         *JWTAuth    `json:"jwtAuth,omitempty"`
+	Authorization   *CELRuleSet `json:"authorization,omitempty"`
 	ExtAuthz        Unsupported `json:"extAuthz,omitzero"`
 	ExtProc         Unsupported `json:"extProc,omitzero"`
 	Transformations Unsupported `json:"transformations,omitzero"`

@@ -88,7 +88,7 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 			auth = base.BackendAuth
 		}
 	}
-	shared := mergeAIPolicy(routeAI, backendAI)
+	shared := config.MergeAIPolicy(routeAI, backendAI)
 	var routes map[string]config.LLMRouteType
 	if shared != nil {
 		routes = shared.Routes
@@ -236,7 +236,7 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		}
 		out.passthrough, out.passthroughAt = true, loc
 	}
-	if merged := mergeAIPolicy(shared, own); merged != nil {
+	if merged := config.MergeAIPolicy(shared, own); merged != nil {
 		pol := policies[merged]
 		if pol == nil {
 			var err error
@@ -283,46 +283,6 @@ func prefixFieldError(path string, err error) error {
 		return &decode.FieldError{Path: p, Msg: fe.Msg}
 	}
 	return &decode.FieldError{Path: path, Msg: err.Error()}
-}
-
-// mergeAIPolicy merges two ai policies field by field; the fields over
-// sets win (the spec's order: route < backend < provider).
-func mergeAIPolicy(base, over *config.AIPolicy) *config.AIPolicy {
-	if base == nil {
-		return over
-	}
-	if over == nil {
-		return base
-	}
-	m := *base
-	if over.PromptGuard != nil {
-		m.PromptGuard = over.PromptGuard
-	}
-	if over.Defaults != nil {
-		m.Defaults = over.Defaults
-	}
-	if over.Overrides != nil {
-		m.Overrides = over.Overrides
-	}
-	if over.Transformations != nil {
-		m.Transformations = over.Transformations
-	}
-	if over.FinalTransformations != nil {
-		m.FinalTransformations = over.FinalTransformations
-	}
-	if over.Prompts != nil {
-		m.Prompts = over.Prompts
-	}
-	if over.ModelAliases != nil {
-		m.ModelAliases = over.ModelAliases
-	}
-	if over.PromptCaching != nil {
-		m.PromptCaching = over.PromptCaching
-	}
-	if over.Routes != nil {
-		m.Routes = over.Routes
-	}
-	return &m
 }
 
 // rateLimiter compiles a route's localRateLimit. Its buckets are kept

@@ -163,7 +163,9 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 			rp.LocalRateLimit = &config.LocalRateLimit{Buckets: p.LocalRateLimit}
 		}
 	}
-	cr, err := c.route("llm", port, listener, 0, &config.Route{Name: "llm", Policies: rp}, nil)
+	set := &config.PolicySet{}
+	set.Attach(config.LevelRoute, "llm.policies", rp)
+	cr, err := c.route("llm", port, listener, 0, &config.Route{Name: "llm", Policies: rp}, set)
 	if err != nil {
 		return nil, err
 	}

@@ -106,9 +106,11 @@ type compiler struct {
 	file     *config.File
 	defaults backend.PoolSettings
 	named    map[string]*config.NamedBackend
-	used     map[*backend.Upstream]bool
-	mcp      map[string]*mcpgw.Backend // MCP backends of the new snapshot
-	mcpNew   []*mcpgw.Backend          // the ones created for it, closed if it fails
+	// namedPath is each named backend's field path ("backends[2]").
+	namedPath map[string]string
+	used      map[*backend.Upstream]bool
+	mcp       map[string]*mcpgw.Backend // MCP backends of the new snapshot
+	mcpNew    []*mcpgw.Backend          // the ones created for it, closed if it fails
 	// kept is the runtime state the snapshot keeps by key (LLM provider
 	// health, rate limit buckets): what the previous snapshot kept under a
 	// key is reused, so it survives a reload that leaves its config alone.
@@ -125,8 +127,10 @@ type compiler struct {
 func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}, mcp: map[string]*mcpgw.Backend{}, kept: map[string]any{}}
 	c.defaults = poolDefaults(f)
+	c.namedPath = map[string]string{}
 	for i := range f.Backends {
 		c.named[f.Backends[i].Name] = &f.Backends[i]
+		c.namedPath[f.Backends[i].Name] = fmt.Sprintf("backends[%d]", i)
 	}
 	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used, mcp: c.mcp, kept: c.kept}
 	var errs config.Errors
@@ -159,7 +163,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			s.binds[bc.port] = bc
 		}
 	}
-	errs = appendNotServed(errs, notServedYet(f))
+	errs = appendNotServed(uniqueErrors(errs), notServedYet(f))
 	if len(errs) > 0 {
 		for _, b := range c.mcpNew {
 			b.Close()
@@ -176,19 +180,21 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*listenerConfig, error) {
 	lc := &listenerConfig{name: l.Name, hostname: strings.ToLower(strings.TrimSuffix(l.Hostname, "."))}
 	var errs config.Errors
-	var listenerCORS *policy.CORS
-	if l.Policies != nil && l.Policies.CORS != nil {
-		p, err := policy.NewCORS(l.Policies.CORS)
-		if err != nil {
-			errs = append(errs, fieldError(path, "policies.cors", err))
-		}
-		listenerCORS = p
+	// The listener's policies are the base of each route's set.
+	base := &config.PolicySet{}
+	base.Attach(config.LevelListener, path+".policies", l.Policies)
+	if len(l.Routes) == 0 {
+		// No route carries the listener's policies: check them alone.
+		rc := &routeCompile{route: &route{name: l.Name}, set: base, chain: policy.NewChainBuilder()}
+		errs = append(errs, c.compileRouteKinds(rc)...)
 	}
 	routes := make([]router.Route, 0, len(l.Routes))
 	for ri := range l.Routes {
 		r := &l.Routes[ri]
 		rpath := fmt.Sprintf("%s.routes[%d]", path, ri)
-		cr, err := c.route(rpath, *b.Port, l, ri, r, listenerCORS)
+		set := base.Clone()
+		set.Attach(config.LevelRoute, rpath+".policies", r.Policies)
+		cr, err := c.route(rpath, *b.Port, l, ri, r, set)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
@@ -263,154 +269,25 @@ func routeName(port int, l *config.Listener, index int, r *config.Route) string 
 	return ln + "/route" + strconv.Itoa(index)
 }
 
-func (c *compiler) route(path string, port int, l *config.Listener, index int, r *config.Route, listenerCORS *policy.CORS) (*route, error) {
+// route compiles one route; set is its policies merged across the levels
+// above its backends (listener < route).
+func (c *compiler) route(path string, port int, l *config.Listener, index int, r *config.Route, set *config.PolicySet) (*route, error) {
 	cr := &route{name: routeName(port, l, index, r)}
 	// Every policy's error is collected, so that a file's errors are all
 	// reported at once.
 	pe := &policyErrors{path: path}
-	p := r.Policies
-	if p == nil {
-		p = &config.RoutePolicies{}
-	}
-	// CORS on the route replaces the listener's.
-	cors := listenerCORS
-	if p.CORS != nil {
-		v, err := policy.NewCORS(p.CORS)
-		if pe.ok("policies.cors", err) {
-			cors = v
-		}
-	}
-	b := policy.NewChainBuilder()
-	if cors != nil {
-		b.Add(policy.KindCORS, cors)
-	}
-	if p.JWTAuth != nil && p.MCPAuthentication != nil {
-		pe.ok("policies.mcpAuthentication", errors.New("cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)"))
-	}
-	authOpts := jwtauth.Options{Logger: c.gw.log}
-	if p.JWTAuth != nil {
-		v, err := jwtauth.New(p.JWTAuth, authOpts)
-		if pe.ok("policies.jwtAuth", err) {
-			b.Add(policy.KindJWTAuth, v)
-		}
-	}
-	if p.MCPAuthentication != nil {
-		v, err := jwtauth.NewMCP(p.MCPAuthentication, authOpts)
-		if pe.ok("policies.mcpAuthentication", err) {
-			b.Add(policy.KindMCPAuthentication, v)
-		}
-	}
-	if p.BackendAuth != nil && p.BackendAuth.Passthrough != nil {
-		loc, err := jwtauth.NewLocation(p.BackendAuth.Passthrough.Location)
-		if pe.ok("policies.backendAuth.passthrough.location", err) {
-			cr.passthrough, cr.passthroughAt = true, loc
-		}
-	}
-	if p.CSRF != nil {
-		v, err := policy.NewCSRF(p.CSRF)
-		if pe.ok("policies.csrf", err) {
-			b.Add(policy.KindCSRF, v)
-		}
-	}
-	if p.DirectResponse != nil {
-		v, err := policy.NewDirectResponse(p.DirectResponse)
-		if pe.ok("policies.directResponse", err) {
-			b.Add(policy.KindDirectResponse, v)
-		}
-	}
-	if p.RequestRedirect != nil {
-		v, err := policy.NewRedirect(p.RequestRedirect)
-		if pe.ok("policies.requestRedirect", err) {
-			b.Add(policy.KindRedirect, v)
-			cr.needsPrefix = cr.needsPrefix || (p.RequestRedirect.Path != nil && p.RequestRedirect.Path.Prefix != nil)
-		}
-	}
-	if p.URLRewrite != nil {
-		v, err := policy.NewURLRewrite(p.URLRewrite)
-		if pe.ok("policies.urlRewrite", err) {
-			b.Add(policy.KindURLRewrite, v)
-			cr.needsPrefix = cr.needsPrefix || (p.URLRewrite.Path != nil && p.URLRewrite.Path.Prefix != nil)
-		}
-	}
-	if p.RequestHeaderModifier != nil {
-		v, err := policy.NewHeaderModifier(p.RequestHeaderModifier)
-		if pe.ok("policies.requestHeaderModifier", err) {
-			b.Add(policy.KindRequestHeaders, policy.RequestHeaders{HeaderModifier: v})
-		}
-	}
-	if p.ResponseHeaderModifier != nil {
-		v, err := policy.NewHeaderModifier(p.ResponseHeaderModifier)
-		if pe.ok("policies.responseHeaderModifier", err) {
-			b.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: v})
-		}
-	}
-	if p.Authorization != nil {
-		rules, err := celrules.Compile(p.Authorization)
-		if pe.ok("policies.authorization", err) {
-			b.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
-		}
-	}
-	if p.MCPAuthorization != nil {
-		rules, err := celrules.Compile(p.MCPAuthorization)
-		if pe.ok("policies.mcpAuthorization", err) {
-			cr.mcpAuthz = rules
-		}
-	}
-	cr.chain = b.Build()
-	if p.Timeout != nil {
-		if p.Timeout.RequestTimeout != nil {
-			cr.timeout = p.Timeout.RequestTimeout.Duration
-		}
-		if p.Timeout.BackendRequestTimeout != nil {
-			cr.backendTimeout = p.Timeout.BackendRequestTimeout.Duration
-		}
-	}
-	if p.Retry != nil {
-		rp := &retryPolicy{attempts: 1}
-		if p.Retry.Attempts != nil {
-			rp.attempts = *p.Retry.Attempts
-		}
-		if p.Retry.Backoff != nil {
-			rp.backoff = p.Retry.Backoff.Duration
-		}
-		for _, code := range p.Retry.Codes {
-			rp.codes[code] = true
-		}
-		cr.retry = rp
-	}
-	if p.LocalRateLimit != nil {
-		v, err := c.rateLimiter(cr.name, p.LocalRateLimit)
-		if pe.ok("policies.localRateLimit", err) {
-			cr.limiter = v
-		}
-	}
-	if p.RequestMirror != nil {
-		m, err := c.mirror(path+".policies.requestMirror", p.RequestMirror)
-		if pe.ok("", err) {
-			cr.mirror = m
-		}
-	}
+	rc := &routeCompile{route: cr, set: set, chain: policy.NewChainBuilder()}
+	pe.errs = c.compileRouteKinds(rc)
+	cr.chain = rc.chain.Build()
+	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
+	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	for bi := range r.Backends {
-		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], p)
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], routeAI, routeAuth)
 		if !pe.ok("", err) {
 			continue
 		}
-		// backendAuth of the backend: the route backend's, else the named
-		// backend's (mergeBackendPolicies predates it).
-		var ba *config.BackendAuth
-		if bp := r.Backends[bi].Policies; bp != nil && bp.BackendAuth != nil {
-			ba = bp.BackendAuth
-		} else if nb := c.named[r.Backends[bi].Backend]; r.Backends[bi].Kind == config.BackendRef && nb != nil && nb.Policies != nil {
-			ba = nb.Policies.BackendAuth
-		}
-		if ba != nil && ba.Passthrough != nil {
-			loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
-			if pe.ok(fmt.Sprintf("backends[%d].policies.backendAuth.passthrough.location", bi), err) {
-				rb.passthrough, rb.passthroughAt = true, loc
-			}
-		}
-		if _, ai := rb.target.(*llmTarget); !ai && p.AI != nil {
-			pe.ok("policies.ai", errors.New("applies to ai backends only, and backends["+strconv.Itoa(bi)+"] is not one"))
+		if _, ai := rb.target.(*llmTarget); !ai && routeAI != nil {
+			pe.errs = append(pe.errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -443,6 +320,20 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
+}
+
+// uniqueErrors drops repeated errors: a listener's policy is compiled
+// with each of its routes, and an error in it is found by each.
+func uniqueErrors(errs config.Errors) config.Errors {
+	seen := map[string]bool{}
+	out := errs[:0]
+	for _, e := range errs {
+		if k := e.Error(); !seen[k] {
+			seen[k] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // appendErrors appends err to errs, or the errors it holds when it is a
@@ -490,9 +381,23 @@ func fieldError(path, field string, err error) error {
 	return &decode.FieldError{Path: path + "." + field, Msg: err.Error()}
 }
 
-func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, rp *config.RoutePolicies) (*routeBackend, error) {
+// backendKinds are the policy kinds a backend applies, by field name under
+// its policies; each backend kind says which of them it honors.
+var backendKinds = map[string]bool{
+	"requestHeaderModifier":  true,
+	"responseHeaderModifier": true,
+	"requestRedirect":        true,
+	"http":                   true,
+	"tcp":                    true,
+	"backendAuth":            true,
+	"ai":                     true,
+}
+
+func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeAI *config.AIPolicy, routeAuth *config.BackendAuth) (*routeBackend, error) {
 	out := &routeBackend{}
-	policies := rb.Policies
+	// The backend's policies: a named backend's, with the route backend's
+	// merged over them field by field (the route's win).
+	set := &config.PolicySet{}
 	settings := c.defaults
 	switch rb.Kind {
 	case config.BackendHost:
@@ -504,10 +409,8 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			return nil, &decode.FieldError{Path: path + ".backend", Msg: fmt.Sprintf("no backend named %q in the top-level backends", rb.Backend)}
 		}
 		out.name = nb.Name
-		// The route's backend policies are merged over the named backend's,
-		// field by field; the route's win.
-		policies = mergeBackendPolicies(nb.Policies, rb.Policies)
-		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP, AI: nb.AI}
+		set.Attach(config.LevelBackend, c.namedPath[nb.Name]+".policies", nb.Policies)
+		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP, AI: nb.AI, Policies: rb.Policies}
 	case config.BackendDynamic:
 		out.name = "dynamic"
 	case config.BackendMCP:
@@ -516,6 +419,18 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		out.name = "ai"
 		if rb.AI != nil && rb.AI.Provider != nil {
 			out.name = rb.AI.Provider.Name
+		}
+	}
+	set.Attach(config.LevelBackend, path+".policies", rb.Policies)
+	var policies *config.BackendPolicies
+	if len(set.Kinds()) > 0 {
+		policies = &config.BackendPolicies{}
+		set.Fill(policies)
+	}
+	var errs config.Errors
+	for _, k := range set.Kinds() {
+		if !backendKinds[k] {
+			errs = append(errs, &decode.FieldError{Path: set.Path(k), Msg: "not applied at this level: remove it"})
 		}
 	}
 	if policies != nil {
@@ -528,25 +443,35 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		if policies.RequestHeaderModifier != nil {
 			v, err := policy.NewHeaderModifier(policies.RequestHeaderModifier)
 			if err != nil {
-				return nil, fieldError(path, "policies.requestHeaderModifier", err)
+				errs = append(errs, kindError(set.Path("requestHeaderModifier"), err))
 			}
 			out.requestHeaders = v
 		}
 		if policies.ResponseHeaderModifier != nil {
 			v, err := policy.NewHeaderModifier(policies.ResponseHeaderModifier)
 			if err != nil {
-				return nil, fieldError(path, "policies.responseHeaderModifier", err)
+				errs = append(errs, kindError(set.Path("responseHeaderModifier"), err))
 			}
 			out.responseHeaders = v
 		}
 		if policies.RequestRedirect != nil {
 			v, err := policy.NewRedirect(policies.RequestRedirect)
 			if err != nil {
-				return nil, fieldError(path, "policies.requestRedirect", err)
+				errs = append(errs, kindError(set.Path("requestRedirect"), err))
 			}
 			out.redirect = v
 			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil
 		}
+		if ba := policies.BackendAuth; ba != nil && ba.Passthrough != nil {
+			loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
+			if err != nil {
+				errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth") + ".passthrough.location", Msg: err.Error()})
+			}
+			out.passthrough, out.passthroughAt = true, loc
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	switch rb.Kind {
 	case config.BackendHost:
@@ -562,57 +487,20 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		}
 		out.target = &mcpRelay{mcp: m}
 	case config.BackendAI:
-		var routeAI *config.AIPolicy
-		var routeAuth *config.BackendAuth
-		if rp != nil {
-			routeAI, routeAuth = rp.AI, rp.BackendAuth
-		}
 		t, err := c.aiBackend(path, routeName, rb.AI, policies, routeAI, routeAuth, settings)
 		if err != nil {
 			return nil, err
 		}
 		out.target = t
 	}
-	if out.target != nil && policies != nil {
-		if err := refuseUnhonored(path, out.target, policies); err != nil {
+	if out.target != nil {
+		if err := refuseUnhonored(out.target, set); err != nil {
 			return nil, err
 		}
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
 	return out, nil
-}
-
-// mergeBackendPolicies merges two policy sets field by field; fields set in
-// over win.
-func mergeBackendPolicies(base, over *config.BackendPolicies) *config.BackendPolicies {
-	if base == nil {
-		return over
-	}
-	if over == nil {
-		return base
-	}
-	m := *base
-	if over.RequestHeaderModifier != nil {
-		m.RequestHeaderModifier = over.RequestHeaderModifier
-	}
-	if over.ResponseHeaderModifier != nil {
-		m.ResponseHeaderModifier = over.ResponseHeaderModifier
-	}
-	if over.RequestRedirect != nil {
-		m.RequestRedirect = over.RequestRedirect
-	}
-	if over.HTTP != nil {
-		m.HTTP = over.HTTP
-	}
-	if over.TCP != nil {
-		m.TCP = over.TCP
-	}
-	if over.BackendAuth != nil {
-		m.BackendAuth = over.BackendAuth
-	}
-	m.AI = mergeAIPolicy(base.AI, over.AI)
-	return &m
 }
 
 // sortListeners orders listeners so the most specific hostname is tried first.

@@ -33,7 +33,8 @@ func (t *httpUpstream) exchange(b *bind, rs *requestState, r *route, rb *routeBa
 	return b.forward(rs, r, rb, t)
 }
 
-func (t *httpUpstream) honors(string) bool { return true }
+// honors every backend policy but ai, which only an LLM provider applies.
+func (t *httpUpstream) honors(policy string) bool { return policy != "ai" }
 
 // mcpRelay relays to an MCP backend. It speaks to its targets with
 // requests of its own, so the client request's headers are not what
@@ -46,23 +47,16 @@ func (t *mcpRelay) exchange(b *bind, rs *requestState, r *route, rb *routeBacken
 	return b.serveMCP(rs, r, rb, t.mcp)
 }
 
-func (t *mcpRelay) honors(policy string) bool { return policy != "requestHeaderModifier" }
+func (t *mcpRelay) honors(policy string) bool {
+	return policy != "requestHeaderModifier" && policy != "ai"
+}
 
 // refuseUnhonored is the config error for a backend policy set on a
-// backend whose kind does not apply it.
-func refuseUnhonored(path string, t target, p *config.BackendPolicies) error {
-	for _, set := range []struct {
-		name string
-		on   bool
-	}{
-		{"requestHeaderModifier", p.RequestHeaderModifier != nil},
-		{"responseHeaderModifier", p.ResponseHeaderModifier != nil},
-		{"requestRedirect", p.RequestRedirect != nil},
-		{"http", p.HTTP != nil},
-		{"tcp", p.TCP != nil},
-	} {
-		if set.on && !t.honors(set.name) {
-			return &decode.FieldError{Path: path + ".policies." + set.name, Msg: "not applied to this kind of backend: remove it"}
+// backend whose kind does not apply it; it names the level that set it.
+func refuseUnhonored(t target, set *config.PolicySet) error {
+	for _, k := range set.Kinds() {
+		if !t.honors(k) {
+			return &decode.FieldError{Path: set.Path(k), Msg: "not applied to this kind of backend: remove it"}
 		}
 	}
 	return nil

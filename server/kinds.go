@@ -1,0 +1,211 @@
+package server
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/jwtauth"
+)
+
+// routeKind is one policy kind as a route compiles it from its merged
+// PolicySet (listener < route): its name is its field name under policies,
+// build turns its merged config into the route's chain or settings. A kind
+// set on a route that no routeKind names is a config error, so a route
+// never accepts a policy it does not apply.
+type routeKind struct {
+	name string
+	// build compiles v, the kind's merged config. A nil build marks a kind
+	// that the route's backends apply (ai), not the route itself.
+	build func(c *compiler, rc *routeCompile, v any) error
+}
+
+// routeCompile is what a route's kinds compile into.
+type routeCompile struct {
+	route *route
+	set   *config.PolicySet
+	chain *policy.ChainBuilder
+}
+
+// routeKinds are the kinds a route compiles, in the order they are
+// compiled (the chain's order is policy.Order, whatever this order).
+var routeKinds = []routeKind{
+	{"cors", chainKind(policy.KindCORS, policy.NewCORS)},
+	{"jwtAuth", func(c *compiler, rc *routeCompile, v any) error {
+		p, err := jwtauth.New(v.(*config.JWTAuth), jwtauth.Options{Logger: c.gw.log})
+		if err == nil {
+			rc.chain.Add(policy.KindJWTAuth, p)
+		}
+		return err
+	}},
+	{"mcpAuthentication", func(c *compiler, rc *routeCompile, v any) error {
+		if rc.set.Has("jwtAuth") {
+			return errors.New("cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)")
+		}
+		p, err := jwtauth.NewMCP(v.(*config.MCPAuthentication), jwtauth.Options{Logger: c.gw.log})
+		if err == nil {
+			rc.chain.Add(policy.KindMCPAuthentication, p)
+		}
+		return err
+	}},
+	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
+		rules, err := celrules.Compile(v.(*config.CELRuleSet))
+		if err == nil {
+			rc.chain.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
+		}
+		return err
+	}},
+	{"csrf", chainKind(policy.KindCSRF, policy.NewCSRF)},
+	{"directResponse", chainKind(policy.KindDirectResponse, policy.NewDirectResponse)},
+	{"requestRedirect", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.RequestRedirect)
+		p, err := policy.NewRedirect(cfg)
+		if err == nil {
+			rc.chain.Add(policy.KindRedirect, p)
+			rc.route.needsPrefix = rc.route.needsPrefix || cfg.Path != nil && cfg.Path.Prefix != nil
+		}
+		return err
+	}},
+	{"urlRewrite", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.URLRewrite)
+		p, err := policy.NewURLRewrite(cfg)
+		if err == nil {
+			rc.chain.Add(policy.KindURLRewrite, p)
+			rc.route.needsPrefix = rc.route.needsPrefix || cfg.Path != nil && cfg.Path.Prefix != nil
+		}
+		return err
+	}},
+	{"requestHeaderModifier", func(c *compiler, rc *routeCompile, v any) error {
+		p, err := policy.NewHeaderModifier(v.(*config.HeaderModifier))
+		if err == nil {
+			rc.chain.Add(policy.KindRequestHeaders, policy.RequestHeaders{HeaderModifier: p})
+		}
+		return err
+	}},
+	{"responseHeaderModifier", func(c *compiler, rc *routeCompile, v any) error {
+		p, err := policy.NewHeaderModifier(v.(*config.HeaderModifier))
+		if err == nil {
+			rc.chain.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: p})
+		}
+		return err
+	}},
+	{"mcpAuthorization", func(c *compiler, rc *routeCompile, v any) error {
+		rules, err := celrules.Compile(v.(*config.CELRuleSet))
+		rc.route.mcpAuthz = rules
+		return err
+	}},
+	{"backendAuth", func(c *compiler, rc *routeCompile, v any) error {
+		// The route's passthrough; the ai backends read the rest.
+		ba := v.(*config.BackendAuth)
+		if ba.Passthrough == nil {
+			return nil
+		}
+		loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
+		if err != nil {
+			return &policy.FieldError{Field: "passthrough.location", Msg: err.Error()}
+		}
+		rc.route.passthrough, rc.route.passthroughAt = true, loc
+		return nil
+	}},
+	{"timeout", func(c *compiler, rc *routeCompile, v any) error {
+		t := v.(*config.Timeout)
+		if t.RequestTimeout != nil {
+			rc.route.timeout = t.RequestTimeout.Duration
+		}
+		if t.BackendRequestTimeout != nil {
+			rc.route.backendTimeout = t.BackendRequestTimeout.Duration
+		}
+		return nil
+	}},
+	{"retry", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.Retry)
+		rp := &retryPolicy{attempts: 1}
+		if cfg.Attempts != nil {
+			rp.attempts = *cfg.Attempts
+		}
+		if cfg.Backoff != nil {
+			rp.backoff = cfg.Backoff.Duration
+		}
+		for _, code := range cfg.Codes {
+			rp.codes[code] = true
+		}
+		rc.route.retry = rp
+		return nil
+	}},
+	{"localRateLimit", func(c *compiler, rc *routeCompile, v any) error {
+		l, err := c.rateLimiter(rc.route.name, v.(*config.LocalRateLimit))
+		rc.route.limiter = l
+		return err
+	}},
+	{"requestMirror", func(c *compiler, rc *routeCompile, v any) error {
+		m, err := c.mirror(rc.set.Path("requestMirror"), v.(*config.RequestMirror))
+		if err != nil {
+			return pathedError{err}
+		}
+		rc.route.mirror = m
+		return nil
+	}},
+	{"ai", nil},
+}
+
+// chainKind is the build of a kind that is one chain policy made by its
+// constructor.
+func chainKind[C any, P any](k policy.Kind, newPolicy func(*C) (P, error)) func(*compiler, *routeCompile, any) error {
+	return func(_ *compiler, rc *routeCompile, v any) error {
+		p, err := newPolicy(v.(*C))
+		if err == nil {
+			rc.chain.Add(k, p)
+		}
+		return err
+	}
+}
+
+// pathedError is an error whose message already names its field path.
+type pathedError struct{ error }
+
+func (e pathedError) Unwrap() error { return e.error }
+
+// compileRouteKinds compiles every kind of set into rc, in routeKinds
+// order, and returns the errors, each naming the field of the level that
+// set the kind.
+func (c *compiler) compileRouteKinds(rc *routeCompile) config.Errors {
+	var errs config.Errors
+	known := map[string]bool{}
+	for _, k := range routeKinds {
+		known[k.name] = true
+		v := rc.set.Get(k.name)
+		if v == nil || k.build == nil {
+			continue
+		}
+		if err := k.build(c, rc, v); err != nil {
+			errs = append(errs, kindError(rc.set.Path(k.name), err))
+		}
+	}
+	for _, k := range rc.set.Kinds() {
+		if !known[k] {
+			errs = append(errs, &decode.FieldError{Path: rc.set.Path(k), Msg: "not applied at this level: remove it"})
+		}
+	}
+	return errs
+}
+
+// kindError names the exact field of a kind's error: path is the kind's
+// field path, and a *policy.FieldError names the field below it.
+func kindError(path string, err error) error {
+	var pe pathedError
+	if errors.As(err, &pe) {
+		return pe.error
+	}
+	var fe *policy.FieldError
+	if errors.As(err, &fe) && fe.Field != "" {
+		sep := "."
+		if strings.HasPrefix(fe.Field, "[") {
+			sep = ""
+		}
+		return &decode.FieldError{Path: path + sep + fe.Field, Msg: fe.Msg}
+	}
+	return &decode.FieldError{Path: path, Msg: err.Error()}
+}
