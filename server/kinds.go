@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/relaygate/gateway/policy/credential"
 	"strings"
 
 	"github.com/relaygate/gateway/config"
@@ -103,7 +104,7 @@ var routeKinds = []routeKind{
 		if ba.Passthrough == nil {
 			return nil
 		}
-		loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
+		loc, err := credential.NewLocation(ba.Passthrough.Location)
 		if err != nil {
 			return &policy.FieldError{Field: "passthrough.location", Msg: err.Error()}
 		}

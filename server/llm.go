@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/relaygate/gateway/policy/credential"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -26,7 +27,6 @@ import (
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
-	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -63,7 +63,7 @@ type llmProvider struct {
 	tokenize bool
 	// passthrough is the provider's backendAuth passthrough.
 	passthrough   bool
-	passthroughAt jwtauth.Location
+	passthroughAt credential.Location
 	// requestHeaders are the llm section model's requestHeaders, applied
 	// after the credentials as agentgateway does (before them when they
 	// sign the request); nil for none.

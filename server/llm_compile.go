@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/relaygate/gateway/policy/credential"
 	"sort"
 	"strings"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
-	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/ratelimit"
 )
 
@@ -230,7 +230,7 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		go tokens.Preload()
 	}
 	if auth != nil && auth.Passthrough != nil {
-		loc, err := jwtauth.NewLocation(auth.Passthrough.Location)
+		loc, err := credential.NewLocation(auth.Passthrough.Location)
 		if err != nil {
 			return nil, &decode.FieldError{Path: path + ".policies.backendAuth.passthrough.location", Msg: err.Error()}
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/relaygate/gateway/policy/credential"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,7 +16,6 @@ import (
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
-	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/router"
 	"github.com/relaygate/gateway/server/telemetry"
@@ -69,7 +69,7 @@ type route struct {
 	// passthrough (backendAuth passthrough on the route) re-adds the token
 	// authentication removed, at passthroughAt, on every backend request.
 	passthrough   bool
-	passthroughAt jwtauth.Location
+	passthroughAt credential.Location
 	// mcpAuthz is mcpAuthorization: which MCP items the request may see.
 	mcpAuthz *celrules.RuleSet
 	// limiter is localRateLimit (nil: none).
@@ -91,7 +91,7 @@ type routeBackend struct {
 	// passthrough is backendAuth passthrough of this backend; it wins over
 	// the route's.
 	passthrough   bool
-	passthroughAt jwtauth.Location
+	passthroughAt credential.Location
 }
 
 type retryPolicy struct {
@@ -463,7 +463,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil
 		}
 		if ba := policies.BackendAuth; ba != nil && ba.Passthrough != nil {
-			loc, err := jwtauth.NewLocation(ba.Passthrough.Location)
+			loc, err := credential.NewLocation(ba.Passthrough.Location)
 			if err != nil {
 				errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth") + ".passthrough.location", Msg: err.Error()})
 			}

@@ -1,6 +1,7 @@
 package jwtauth
 
 import (
+	"github.com/relaygate/gateway/policy/policytest"
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -42,7 +43,7 @@ func BenchmarkJWTAuthPolicy(b *testing.B) {
 		b.Fatal(err)
 	}
 	header := "Bearer " + iss.Sign(iss.Claims("alice"))
-	fctx := newReq("GET", "/")
+	fctx := policytest.NewRequest("GET", "/")
 	c := &policy.Ctx{}
 	b.ReportAllocs()
 	for b.Loop() {

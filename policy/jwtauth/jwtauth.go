@@ -19,6 +19,7 @@ package jwtauth
 
 import (
 	"fmt"
+	"github.com/relaygate/gateway/policy/credential"
 	"net/http"
 	"strings"
 	"time"
@@ -113,7 +114,7 @@ const (
 type authenticator struct {
 	v    *Validator
 	mode Mode
-	loc  Location
+	loc  credential.Location
 }
 
 // newAuthenticator compiles the mode and the token location (the field
@@ -125,7 +126,7 @@ func newAuthenticator(mode, locField string, loc *config.AuthLocation) (authenti
 	if err != nil {
 		return authenticator{}, err
 	}
-	l, err := NewLocation(loc)
+	l, err := credential.NewLocation(loc)
 	if err != nil {
 		return authenticator{}, prefixed(locField, err)
 	}
@@ -151,7 +152,7 @@ func (a *authenticator) Validator() *Validator { return a.v }
 // request may go on: with c.Claims and c.Token set and the credential
 // removed when a valid token came, untouched otherwise.
 func (a *authenticator) authenticate(c *policy.Ctx) Failure {
-	tok := a.loc.extract(c)
+	tok := a.loc.Extract(c)
 	if len(tok) == 0 {
 		if a.mode == Strict {
 			return FailMissing
@@ -167,7 +168,7 @@ func (a *authenticator) authenticate(c *policy.Ctx) Failure {
 	}
 	c.Claims = claims
 	c.Token = append(c.Token[:0], tok...)
-	a.loc.remove(c)
+	a.loc.Remove(c)
 	return OK
 }
 
@@ -209,7 +210,7 @@ func New(cfg *config.JWTAuth, o Options) (*JWTAuth, error) {
 		return nil, err
 	}
 	p := &JWTAuth{authenticator: a, status: http.StatusUnauthorized, challenge: headerWWWAuthenticate}
-	if p.loc.isProxyHeader() {
+	if p.loc.IsProxyHeader() {
 		p.status, p.challenge = http.StatusProxyAuthRequired, headerProxyAuthenticate
 	}
 	for f := Failure(1); f < numFailures; f++ {

@@ -1,26 +1,14 @@
 package jwtauth
 
 import (
-	"bytes"
+	"github.com/relaygate/gateway/policy/policytest"
 	"strings"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
-
-// ctxFor wraps a request as the server does: Path is the raw path.
-func ctxFor(fctx *fasthttp.RequestCtx) *policy.Ctx {
-	uri := fctx.Request.Header.RequestURI()
-	path := uri
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		path = uri[:i]
-	}
-	return &policy.Ctx{Fast: fctx, Path: path, Host: []byte("gw.test"), Scheme: []byte("http")}
-}
 
 func singleJWT(iss *jwttest.Issuer, mode string, loc *config.AuthLocation) *config.JWTAuth {
 	return &config.JWTAuth{Mode: mode, Location: loc, Single: true, Providers: []config.JWTProvider{{
@@ -72,7 +60,7 @@ func TestJWTAuthModes(t *testing.T) {
 				if r.token != "" {
 					h = []string{"Authorization", "Bearer " + r.token}
 				}
-				c := ctxFor(newReq("GET", "/", h...))
+				c := policytest.Ctx(policytest.NewRequest("GET", "/", h...))
 				res := p.OnRequest(c)
 				if res != r.want.result {
 					t.Fatalf("result %v, want %v", res, r.want.result)
@@ -120,14 +108,14 @@ func TestJWTAuthProxyAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := ctxFor(newReq("GET", "/"))
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
 	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 407 {
 		t.Fatalf("status %d", c.Fast.Response.StatusCode())
 	}
 	if got := string(c.Fast.Response.Header.Peek("Proxy-Authenticate")); got != `Bearer realm="gateway"` {
 		t.Fatalf("Proxy-Authenticate %q", got)
 	}
-	c = ctxFor(newReq("GET", "/", "Proxy-Authorization", "Bearer "+iss.Sign(iss.Claims("a"))))
+	c = policytest.Ctx(policytest.NewRequest("GET", "/", "Proxy-Authorization", "Bearer "+iss.Sign(iss.Claims("a"))))
 	if p.OnRequest(c) != policy.Continue || c.Claims == nil {
 		t.Fatal("valid proxy token refused")
 	}
@@ -141,7 +129,7 @@ func TestJWTAuthTokenReusesCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := iss.Sign(iss.Claims("a"))
-	c := ctxFor(newReq("GET", "/", "Authorization", "Bearer "+tok))
+	c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", "Bearer "+tok))
 	c.Token = make([]byte, 0, 4096)
 	buf := c.Token[:1]
 	if p.OnRequest(c) != policy.Continue {

@@ -2,6 +2,7 @@ package jwtauth
 
 import (
 	"encoding/json"
+	"github.com/relaygate/gateway/policy/policytest"
 	"io"
 	"net/http"
 	"strings"
@@ -98,7 +99,7 @@ func TestMCPDerivedKeySet(t *testing.T) {
 		iss := jwttest.NewIssuer(t, "ES256")
 		idp := newFakeIdP(t, iss)
 		p := mustMCP(t, mcpConfig(idp.url, prov, map[string]any{}))
-		c := ctxFor(newReq("POST", "/mcp", "Authorization", "Bearer "+iss.Sign(iss.Claims("u", "mcp-aud"))))
+		c := policytest.Ctx(policytest.NewRequest("POST", "/mcp", "Authorization", "Bearer "+iss.Sign(iss.Claims("u", "mcp-aud"))))
 		if r := p.OnRequest(c); r != policy.Continue {
 			t.Fatalf("provider %d: refused %d %s", prov, c.Fast.Response.StatusCode(), c.Fast.Response.Header.Peek("WWW-Authenticate"))
 		}
@@ -156,7 +157,7 @@ func TestMCPUnauthenticated(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := ctxFor(newReq("POST", tc.uri, tc.headers...))
+			c := policytest.Ctx(policytest.NewRequest("POST", tc.uri, tc.headers...))
 			if tc.p.OnRequest(c) != policy.Done {
 				t.Fatal("not refused")
 			}
@@ -173,7 +174,7 @@ func TestMCPUnauthenticated(t *testing.T) {
 		})
 	}
 	// Claims validated by another policy (whose token is gone) are refused.
-	c := ctxFor(newReq("POST", "/mcp"))
+	c := policytest.Ctx(policytest.NewRequest("POST", "/mcp"))
 	c.Claims = map[string]any{"sub": "x"}
 	if p.OnRequest(c) != policy.Done || !strings.Contains(string(c.Fast.Response.Header.Peek("WWW-Authenticate")), "already validated") {
 		t.Fatal("claims from another policy accepted")
@@ -216,7 +217,7 @@ func TestMCPProtectedResource(t *testing.T) {
 			cfg := mcpConfig(iss.Iss, tc.provider, tc.meta)
 			cfg.JWKS = &config.JWKSource{Kind: config.JWKSInline, Inline: string(iss.JWKS())}
 			p := mustMCP(t, cfg)
-			c := ctxFor(newReq("GET", tc.uri, tc.headers...))
+			c := policytest.Ctx(policytest.NewRequest("GET", tc.uri, tc.headers...))
 			if p.OnRequest(c) != policy.Done {
 				t.Fatal("not answered")
 			}
@@ -269,7 +270,7 @@ func TestMCPAuthorizationServer(t *testing.T) {
 			idp := newFakeIdP(t, iss)
 			p := mustMCP(t, mcpConfig(idp.url, tc.provider, map[string]any{}))
 			for i := range 3 {
-				c := ctxFor(newReq("GET", "/.well-known/oauth-authorization-server/mcp"))
+				c := policytest.Ctx(policytest.NewRequest("GET", "/.well-known/oauth-authorization-server/mcp"))
 				if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 200 {
 					t.Fatalf("request %d: %d %s", i, c.Fast.Response.StatusCode(), c.Fast.Response.Body())
 				}
@@ -290,7 +291,7 @@ func TestMCPAuthorizationServer(t *testing.T) {
 	idp.failMeta.Store(true)
 	p := mustMCP(t, mcpConfig(idp.url, config.MCPProviderKeycloak, map[string]any{}))
 	for range 3 {
-		c := ctxFor(newReq("GET", "/.well-known/oauth-authorization-server/mcp"))
+		c := policytest.Ctx(policytest.NewRequest("GET", "/.well-known/oauth-authorization-server/mcp"))
 		if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 500 {
 			t.Fatalf("status %d", c.Fast.Response.StatusCode())
 		}
@@ -311,9 +312,9 @@ func TestMCPClientRegistration(t *testing.T) {
 	id := "pre-registered"
 	cfg.ClientID = &id
 	p := mustMCP(t, cfg)
-	fctx := newReq("POST", "/.well-known/oauth-authorization-server/mcp/client-registration", "Content-Type", "application/json")
+	fctx := policytest.NewRequest("POST", "/.well-known/oauth-authorization-server/mcp/client-registration", "Content-Type", "application/json")
 	fctx.Request.SetBodyString(body)
-	c := ctxFor(fctx)
+	c := policytest.Ctx(fctx)
 	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 201 {
 		t.Fatalf("status %d", c.Fast.Response.StatusCode())
 	}
@@ -323,9 +324,9 @@ func TestMCPClientRegistration(t *testing.T) {
 	}
 
 	p = mustMCP(t, mcpConfig(idp.url, config.MCPProviderKeycloak, map[string]any{}))
-	fctx = newReq("POST", "/.well-known/oauth-authorization-server/mcp/client-registration", "Content-Type", "application/json")
+	fctx = policytest.NewRequest("POST", "/.well-known/oauth-authorization-server/mcp/client-registration", "Content-Type", "application/json")
 	fctx.Request.SetBodyString(body)
-	c = ctxFor(fctx)
+	c = policytest.Ctx(fctx)
 	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 201 {
 		t.Fatalf("proxied: status %d %s", c.Fast.Response.StatusCode(), c.Fast.Response.Body())
 	}
@@ -340,9 +341,9 @@ func TestMCPClientRegistration(t *testing.T) {
 	}
 
 	// Too large.
-	fctx = newReq("POST", "/.well-known/oauth-authorization-server/mcp/client-registration")
+	fctx = policytest.NewRequest("POST", "/.well-known/oauth-authorization-server/mcp/client-registration")
 	fctx.Request.SetBody(make([]byte, maxRegistrationBody+1))
-	c = ctxFor(fctx)
+	c = policytest.Ctx(fctx)
 	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 413 {
 		t.Fatalf("large body: status %d", c.Fast.Response.StatusCode())
 	}

@@ -3,6 +3,7 @@ package guardrail
 import (
 	"context"
 	"errors"
+	"github.com/relaygate/gateway/policy/credential"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -10,7 +11,6 @@ import (
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
-	"github.com/relaygate/gateway/policy/jwtauth"
 )
 
 // credentials put a guard's credentials on its calls: through an LLM
@@ -19,7 +19,7 @@ import (
 // file reloads), or the client's own token (passthrough).
 type credentials struct {
 	provider    *provider.Provider
-	passthrough *jwtauth.Location
+	passthrough *credential.Location
 }
 
 func (c *credentials) apply(ctx context.Context, req *fasthttp.Request, token []byte) error {
@@ -77,7 +77,7 @@ func compileCredentials(p config.AIProvider, pols *config.SimpleBackendPolicies,
 	}
 	switch {
 	case auth.Passthrough != nil:
-		loc, err := jwtauth.NewLocation(auth.Passthrough.Location)
+		loc, err := credential.NewLocation(auth.Passthrough.Location)
 		if err != nil {
 			return nil, policyFieldError(authPath+".passthrough.location", err)
 		}

@@ -1,12 +1,11 @@
-package jwtauth
+package credential
 
 import (
 	"bytes"
+	"github.com/relaygate/gateway/policy/policytest"
 	"net/url"
 	"strings"
 	"testing"
-
-	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 )
@@ -96,18 +95,6 @@ func FuzzQuery(f *testing.F) {
 	})
 }
 
-// newCtx builds a request context with headers as name/value pairs.
-func newReq(method, uri string, headers ...string) *fasthttp.RequestCtx {
-	var fctx fasthttp.RequestCtx
-	fctx.Request.Header.SetMethod(method)
-	fctx.Request.SetRequestURI(uri)
-	fctx.Request.Header.SetHost("gw.test")
-	for i := 0; i+1 < len(headers); i += 2 {
-		fctx.Request.Header.Add(headers[i], headers[i+1])
-	}
-	return &fctx
-}
-
 // FuzzHeaderLocation extracts a prefixed credential from any header value:
 // it never panics, and what it returns is the value minus the prefix.
 func FuzzHeaderLocation(f *testing.F) {
@@ -124,17 +111,17 @@ func FuzzHeaderLocation(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := ctxFor(newReq("GET", "/", "X-Token", value))
+		c := policytest.Ctx(policytest.NewRequest("GET", "/", "X-Token", value))
 		stored := string(c.Fast.Request.Header.Peek("X-Token"))
-		got := loc.extract(c)
+		got := loc.Extract(c)
 		if got == nil {
 			if len(stored) >= len(prefix) && strings.EqualFold(stored[:len(prefix)], prefix) && len(stored) > len(prefix) {
-				t.Fatalf("extract(%q, prefix %q) = nil", stored, prefix)
+				t.Fatalf("Extract(%q, prefix %q) = nil", stored, prefix)
 			}
 			return
 		}
 		if !strings.EqualFold(stored[:len(prefix)], prefix) || stored[len(prefix):] != string(got) {
-			t.Fatalf("extract(%q, prefix %q) = %q", stored, prefix, got)
+			t.Fatalf("Extract(%q, prefix %q) = %q", stored, prefix, got)
 		}
 	})
 }
@@ -210,12 +197,12 @@ func TestLocations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := ctxFor(newReq("GET", tc.uri, tc.headers...))
-			if got := loc.extract(c); string(got) != tc.want {
+			c := policytest.Ctx(policytest.NewRequest("GET", tc.uri, tc.headers...))
+			if got := loc.Extract(c); string(got) != tc.want {
 				t.Fatalf("extract = %q, want %q", got, tc.want)
 			}
 			if tc.want != "" {
-				loc.remove(c)
+				loc.Remove(c)
 			}
 			req := &c.Fast.Request
 			if got := string(req.Header.RequestURI()); got != tc.wantURI {

@@ -1,7 +1,12 @@
-package jwtauth
+// Package credential owns where a client credential travels in a request
+// (a header with an optional prefix, a query parameter, a cookie): reading
+// it, removing it before the request is forwarded and putting it back for
+// backendAuth passthrough. Every authentication kind reads through it.
+package credential
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -82,16 +87,16 @@ func (l *Location) String() string {
 	return "header " + string(l.name)
 }
 
-// isProxyHeader reports whether the credential is in Proxy-Authorization,
+// IsProxyHeader reports whether the credential is in Proxy-Authorization,
 // which is addressed to the proxy: failures answer 407 (RFC 9110 11.7.1).
-func (l *Location) isProxyHeader() bool {
+func (l *Location) IsProxyHeader() bool {
 	return l.kind == locHeader && bytes.EqualFold(l.name, headerProxyAuthorization)
 }
 
-// extract returns the credential, or nil when the request carries none (a
+// Extract returns the credential, or nil when the request carries none (a
 // header without the prefix carries none). The result aliases the request
 // or the context's scratch buffer: copy it before changing either.
-func (l *Location) extract(c *policy.Ctx) []byte {
+func (l *Location) Extract(c *policy.Ctx) []byte {
 	req := &c.Fast.Request
 	switch l.kind {
 	case locHeader:
@@ -117,8 +122,8 @@ func (l *Location) extract(c *policy.Ctx) []byte {
 	return nil
 }
 
-// remove deletes the credential from the request that will be forwarded.
-func (l *Location) remove(c *policy.Ctx) {
+// Remove deletes the credential from the request that will be forwarded.
+func (l *Location) Remove(c *policy.Ctx) {
 	req := &c.Fast.Request
 	switch l.kind {
 	case locHeader:
@@ -296,4 +301,9 @@ func unhex(c byte) byte {
 		return c - 'a' + 10
 	}
 	return c - 'A' + 10
+}
+
+// fieldErrorf builds a *policy.FieldError.
+func fieldErrorf(field, format string, args ...any) error {
+	return &policy.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
