@@ -92,14 +92,17 @@ var (
 )
 
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
-// `request` (method, path, host, scheme, uri, headers), `source` (address,
-// port) and `mcp` (tool, prompt or resource: name and target), each a map,
+// `basicAuth` (username), `apiKey` (the key's metadata), `request` (method,
+// path, host, scheme, uri, headers), `source` (address, port) and `mcp`
+// (tool, prompt or resource: name and target), each a map,
 // plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {
 	celEnvOnce.Do(func() {
 		m := cel.MapType(cel.StringType, cel.DynType)
 		opts := []cel.EnvOption{
 			cel.Variable("jwt", m),
+			cel.Variable("basicAuth", m),
+			cel.Variable("apiKey", m),
 			cel.Variable("request", m),
 			cel.Variable("source", m),
 			cel.Variable("mcp", m),

@@ -88,7 +88,12 @@ func ExpandEnv(text []byte, lookup func(string) (string, bool)) ([]byte, []error
 			if v, ok := lookup(name); ok {
 				out.WriteString(v)
 			} else {
-				errs = append(errs, envError(line, "environment variable "+name+" is not defined"))
+				msg := "environment variable " + name + " is not defined"
+				if j < len(s) && s[j] == '$' {
+					// "$apr1$salt$...": a password hash, not a variable.
+					msg += " (a $ inside a value such as a password hash is written $$)"
+				}
+				errs = append(errs, envError(line, msg))
 			}
 			i = j - 1
 		default:

@@ -158,8 +158,8 @@ type ListenerPolicy struct {
 	ExtAuthz        Unsupported `json:"extAuthz,omitzero"`
 	ExtProc         Unsupported `json:"extProc,omitzero"`
 	Transformations Unsupported `json:"transformations,omitzero"`
-	BasicAuth       Unsupported `json:"basicAuth,omitzero"`
-	APIKey          Unsupported `json:"apiKey,omitzero"`
+	BasicAuth       *BasicAuth  `json:"basicAuth,omitempty"`
+	APIKey          *APIKeyAuth `json:"apiKey,omitempty"`
 }
 
 // Route is one HTTP route of a listener.

@@ -408,8 +408,8 @@ type LLMPolicies struct {
 	ExtProc         Unsupported  `json:"extProc,omitzero"`
 	CORS            *CORS        `json:"cors,omitempty"`
 	Transformations Unsupported  `json:"transformations,omitzero"`
-	BasicAuth       Unsupported  `json:"basicAuth,omitzero"`
-	APIKey          Unsupported  `json:"apiKey,omitzero"`
+	BasicAuth       *BasicAuth   `json:"basicAuth,omitempty"`
+	APIKey          *APIKeyAuth  `json:"apiKey,omitempty"`
 	Guardrails      *PromptGuard `json:"guardrails,omitempty"`
 	// LocalRateLimit are buckets every request takes from.
 	LocalRateLimit  []RateLimitBucket `json:"localRateLimit,omitempty" cfg:"maxItems=16"`

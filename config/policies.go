@@ -33,8 +33,8 @@ type RoutePolicies struct {
 	RemoteRateLimit   Unsupported        `json:"remoteRateLimit,omitzero"`
 	JWTAuth           *JWTAuth           `json:"jwtAuth,omitempty"`
 	OIDC              Unsupported        `json:"oidc,omitzero"`
-	BasicAuth         Unsupported        `json:"basicAuth,omitzero"`
-	APIKey            Unsupported        `json:"apiKey,omitzero"`
+	BasicAuth         *BasicAuth         `json:"basicAuth,omitempty"`
+	APIKey            *APIKeyAuth        `json:"apiKey,omitempty"`
 	ExtAuthz          Unsupported        `json:"extAuthz,omitzero"`
 	ExtProc           Unsupported        `json:"extProc,omitzero"`
 	Transformations   Unsupported        `json:"transformations,omitzero"`

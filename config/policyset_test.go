@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -135,4 +136,27 @@ func TestPolicyFieldsAgreeAcrossLevels(t *testing.T) {
 	if len(types) < 15 {
 		t.Fatalf("only %d kinds found", len(types))
 	}
+}
+
+// FuzzParseAPIKeyFile reads any key file without panicking; what it
+// accepts is a non-empty list of entries each with exactly one of key and
+// keyHash.
+func FuzzParseAPIKeyFile(f *testing.F) {
+	f.Add([]byte("alice: k1\nbob: {key: k2, metadata: {group: eng}}\n"))
+	f.Add([]byte(`["k1", {"keyHash": "sha256:` + strings.Repeat("ab", 32) + `"}]`))
+	f.Add([]byte("- {key: {file: /x}}\n- k\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		keys, err := ParseAPIKeyFile(data)
+		if err != nil {
+			return
+		}
+		if len(keys) == 0 {
+			t.Fatal("accepted with no keys")
+		}
+		for i, k := range keys {
+			if (k.Key == nil) == (k.KeyHash == "") {
+				t.Fatalf("entry %d has key %v and keyHash %q", i, k.Key, k.KeyHash)
+			}
+		}
+	})
 }

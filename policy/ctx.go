@@ -48,6 +48,12 @@ type Ctx struct {
 	// mcpAuthentication; nil when the request carries no valid token.
 	// Authorization rules and the MCP gateway read them.
 	Claims map[string]any
+	// BasicAuthUser is the user basicAuth authenticated ("" when none).
+	BasicAuthUser string
+	// APIKey is what CEL sees as `apiKey` for the key apiKey authenticated:
+	// the key's metadata object, shared and never modified (nil when no key
+	// was authenticated).
+	APIKey map[string]any
 	// Token is the validated bearer token. Authentication removes the
 	// credential from the forwarded request; backendAuth passthrough and MCP
 	// targets re-add it from here.
@@ -67,6 +73,8 @@ func (c *Ctx) Reset() {
 	c.CORSOrigin = c.CORSOrigin[:0]
 	c.HostRewritten = false
 	c.Claims = nil
+	c.BasicAuthUser = ""
+	c.APIKey = nil
 	c.Token = c.Token[:0]
 	c.scratch = c.scratch[:0]
 }

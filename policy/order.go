@@ -15,6 +15,8 @@ const (
 
 	KindJWTAuth           Kind = "jwtAuth"
 	KindMCPAuthentication Kind = "mcpAuthentication"
+	KindBasicAuth         Kind = "basicAuth"
+	KindAPIKey            Kind = "apiKey"
 	KindAuthorization     Kind = "authorization"
 )
 
@@ -24,7 +26,7 @@ const (
 //
 //  1. cors — first, so preflights are answered before any authentication and
 //     CORS headers decorate every later rejection, letting browsers read it;
-//  2. authentication (jwtAuth, mcpAuthentication; oidc, basicAuth, apiKey
+//  2. authentication (jwtAuth, mcpAuthentication, basicAuth, apiKey; oidc
 //     to come), extAuthz, authorization, then localRateLimit and
 //     remoteRateLimit, in that order;
 //  3. csrf — after authentication in agentgateway, so an unauthenticated
@@ -41,7 +43,9 @@ var Order = []Kind{
 	KindCORS,
 	KindJWTAuth,
 	KindMCPAuthentication,
-	// basicAuth, apiKey, extAuthz: here.
+	KindBasicAuth,
+	KindAPIKey,
+	// extAuthz: here.
 	KindAuthorization,
 	// localRateLimit, remoteRateLimit: here.
 	KindCSRF,

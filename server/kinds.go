@@ -8,6 +8,8 @@ import (
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/apikey"
+	"github.com/relaygate/gateway/policy/basicauth"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/jwtauth"
 )
@@ -52,6 +54,8 @@ var routeKinds = []routeKind{
 		}
 		return err
 	}},
+	{"basicAuth", chainKind(policy.KindBasicAuth, basicauth.New)},
+	{"apiKey", chainKind(policy.KindAPIKey, apikey.New)},
 	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
 		if err == nil {

@@ -275,19 +275,19 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	cr := &route{name: routeName(port, l, index, r)}
 	// Every policy's error is collected, so that a file's errors are all
 	// reported at once.
-	pe := &policyErrors{path: path}
 	rc := &routeCompile{route: cr, set: set, chain: policy.NewChainBuilder()}
-	pe.errs = c.compileRouteKinds(rc)
+	errs := c.compileRouteKinds(rc)
 	cr.chain = rc.chain.Build()
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	for bi := range r.Backends {
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], routeAI, routeAuth)
-		if !pe.ok("", err) {
+		if err != nil {
+			errs = appendErrors(errs, err)
 			continue
 		}
 		if _, ai := rb.target.(*llmTarget); !ai && routeAI != nil {
-			pe.errs = append(pe.errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
+			errs = append(errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -315,8 +315,8 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
 	}
-	if len(pe.errs) > 0 {
-		return nil, pe.errs
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
@@ -343,24 +343,6 @@ func appendErrors(errs config.Errors, err error) config.Errors {
 		return append(errs, many...)
 	}
 	return append(errs, err)
-}
-
-// policyErrors collects the errors of one route's policies.
-type policyErrors struct {
-	path string // the route's
-	errs config.Errors
-}
-
-// ok records err, if any, and reports whether there was none. field is
-// the policy's path below the route ("policies.cors"); a policy's own
-// FieldError extends it to the exact field. An empty field takes err as
-// it is: its message already names its path.
-func (e *policyErrors) ok(field string, err error) bool {
-	if err == nil {
-		return true
-	}
-	e.errs = append(e.errs, fieldError(e.path, field, err))
-	return false
 }
 
 // fieldError names the exact field of a policy constructor's error: path is

@@ -155,10 +155,13 @@ type MCPItem struct {
 // Input is what rules see. Its values are copies: it may be used after the
 // request's buffers were reused.
 type Input struct {
-	Claims  map[string]any
-	Request map[string]any
-	Source  map[string]any
-	MCP     *MCPItem
+	Claims map[string]any
+	// BasicAuthUser and APIKey are policy.Ctx's.
+	BasicAuthUser string
+	APIKey        map[string]any
+	Request       map[string]any
+	Source        map[string]any
+	MCP           *MCPItem
 }
 
 // InputFromCtx copies the request's facts for rules. Header names are
@@ -174,7 +177,9 @@ func InputFromCtx(c *policy.Ctx) Input {
 		}
 	}
 	in := Input{
-		Claims: c.Claims,
+		Claims:        c.Claims,
+		BasicAuthUser: c.BasicAuthUser,
+		APIKey:        c.APIKey,
 		Request: map[string]any{
 			"method":  string(f.Method()),
 			"path":    string(c.Path),
@@ -213,9 +218,20 @@ type activation struct {
 var _ interpreter.Activation = (*activation)(nil)
 
 // ResolveName implements interpreter.Activation. `jwt` is absent without a
-// token, `mcp` without an item: rules reading them fail and count as false.
+// token, `basicAuth` and `apiKey` without their credential, `mcp` without
+// an item: rules reading them fail and count as false.
 func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
+	case "basicAuth":
+		if a.in.BasicAuthUser == "" {
+			return nil, false
+		}
+		return map[string]any{"username": a.in.BasicAuthUser}, true
+	case "apiKey":
+		if a.in.APIKey == nil {
+			return nil, false
+		}
+		return a.in.APIKey, true
 	case "jwt":
 		if a.in.Claims == nil {
 			return nil, false

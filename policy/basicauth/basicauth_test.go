@@ -1,0 +1,211 @@
+package basicauth
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/policytest"
+)
+
+// Hashes made by `openssl passwd` (a tool this project did not write).
+const opensslUsers = `# comment, then a blank line
+
+apr1:$apr1$saltsalt$5MCuaE4VxZK/CDugVarlJ.
+md5crypt:$1$saltsalt$gj6pO5.kc2.f03C2q5XDg/
+sha256:$5$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD
+sha512:$6$saltsalt$sJQ//Um8FaXxhPwlNM8HXPv/AOW4xO7O1OfRAAjjcXJ0llh.4e6XQKF9OnCI4ND3Dd6xNcUrwQ//rq6.Wp1HR/
+sha1:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=
+`
+
+func bcryptLine(t testing.TB, user, pass string) string {
+	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return user + ":" + string(h) + "\n"
+}
+
+func basic(user, pass string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
+}
+
+func newPolicy(t testing.TB, cfg config.BasicAuth) *BasicAuth {
+	t.Helper()
+	p, err := New(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBasicAuth(t *testing.T) {
+	users := opensslUsers + bcryptLine(t, "bcrypt", "secret6")
+	strict := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: users}})
+	optional := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: users}, Mode: config.AuthModeOptional})
+	realm := "Staff only"
+	realmed := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: users}, Realm: &realm})
+	tests := []struct {
+		desc      string
+		p         *BasicAuth
+		header    string
+		wantUser  string // "" with wantBody "": passes unauthenticated
+		wantBody  string // a refusal's body
+		challenge string
+	}{
+		{desc: "MD5 apr1", p: strict, header: basic("apr1", "secret1"), wantUser: "apr1"},
+		{desc: "MD5 crypt", p: strict, header: basic("md5crypt", "secret2"), wantUser: "md5crypt"},
+		{desc: "SHA-256 crypt", p: strict, header: basic("sha256", "secret3"), wantUser: "sha256"},
+		{desc: "SHA-512 crypt", p: strict, header: basic("sha512", "secret4"), wantUser: "sha512"},
+		{desc: "SHA-1", p: strict, header: basic("sha1", "secret5"), wantUser: "sha1"},
+		{desc: "bcrypt", p: strict, header: basic("bcrypt", "secret6"), wantUser: "bcrypt"},
+		{desc: "scheme in any case", p: strict, header: "bAsIc " + base64.StdEncoding.EncodeToString([]byte("sha1:secret5")), wantUser: "sha1"},
+		{desc: "password with a colon", p: strict, header: basic("sha1", "secret5:x"), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "wrong password", p: strict, header: basic("apr1", "secret2"), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "another user's password", p: strict, header: basic("sha1", "secret1"), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "unknown user", p: strict, header: basic("nobody", "secret1"), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "no colon", p: strict, header: "Basic " + base64.StdEncoding.EncodeToString([]byte("apr1")), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "not base64", p: strict, header: "Basic %%%", wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "oversized", p: strict, header: "Basic " + strings.Repeat("A", 5000), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "missing, strict", p: strict, wantBody: "authentication failure: no credentials\n"},
+		{desc: "another scheme is no credentials", p: strict, header: "Bearer abc", wantBody: "authentication failure: no credentials\n"},
+		{desc: "missing, optional", p: optional},
+		{desc: "invalid, optional", p: optional, header: basic("apr1", "nope"), wantBody: "authentication failure: invalid credentials\n"},
+		{desc: "valid, optional", p: optional, header: basic("apr1", "secret1"), wantUser: "apr1"},
+		{desc: "realm", p: realmed, wantBody: "authentication failure: no credentials\n", challenge: `Basic realm="Staff only", charset="UTF-8"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			// Twice: the second time the cache answers.
+			for round := range 2 {
+				var headers []string
+				if tc.header != "" {
+					headers = []string{"Authorization", tc.header}
+				}
+				c := policytest.Ctx(policytest.NewRequest("GET", "/", headers...))
+				res := tc.p.OnRequest(c)
+				if tc.wantBody != "" {
+					if res != policy.Done || c.Fast.Response.StatusCode() != 401 {
+						t.Fatalf("round %d: result %v status %d, want a 401", round, res, c.Fast.Response.StatusCode())
+					}
+					if got := string(c.Fast.Response.Body()); got != tc.wantBody {
+						t.Errorf("body %q, want %q", got, tc.wantBody)
+					}
+					want := tc.challenge
+					if want == "" {
+						want = `Basic realm="Restricted", charset="UTF-8"`
+					}
+					if got := string(c.Fast.Response.Header.Peek("WWW-Authenticate")); got != want {
+						t.Errorf("WWW-Authenticate %q, want %q", got, want)
+					}
+					continue
+				}
+				if res != policy.Continue {
+					t.Fatalf("round %d: refused (%d %s)", round, c.Fast.Response.StatusCode(), c.Fast.Response.Body())
+				}
+				if c.BasicAuthUser != tc.wantUser {
+					t.Errorf("round %d: user %q, want %q", round, c.BasicAuthUser, tc.wantUser)
+				}
+				if tc.header != "" && string(c.Fast.Request.Header.Peek("Authorization")) != tc.header {
+					t.Error("the credentials were not forwarded as sent")
+				}
+			}
+		})
+	}
+}
+
+func TestBasicAuthProxyAuthorization(t *testing.T) {
+	prefix := "Basic "
+	p := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: opensslUsers}, AuthorizationLocation: &config.AuthLocation{Header: &config.HeaderLocation{Name: "Proxy-Authorization", Prefix: &prefix}}})
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 407 || len(c.Fast.Response.Header.Peek("Proxy-Authenticate")) == 0 {
+		t.Fatalf("status %d, want 407 with Proxy-Authenticate", c.Fast.Response.StatusCode())
+	}
+	c = policytest.Ctx(policytest.NewRequest("GET", "/", "Proxy-Authorization", basic("sha1", "secret5")))
+	if p.OnRequest(c) != policy.Continue || c.BasicAuthUser != "sha1" {
+		t.Fatal("valid Proxy-Authorization refused")
+	}
+}
+
+func TestBasicAuthConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(file, []byte(opensslUsers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(&config.BasicAuth{Htpasswd: config.Secret{File: file}}); err != nil {
+		t.Fatalf("from a file: %v", err)
+	}
+	tests := []struct {
+		desc      string
+		cfg       config.BasicAuth
+		wantField string
+		wantMsg   string
+	}{
+		{"raw password", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice:hunter2"}}, "htpasswd", `line 1 (user "alice"): not a supported password hash`},
+		{"raw password is not echoed", config.BasicAuth{Htpasswd: config.Secret{Inline: "\n\nbob:$apr1$x"}}, "htpasswd", `line 3 (user "bob"): malformed MD5 hash`},
+		{"no colon", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice"}}, "htpasswd", "line 1: expected user:hash"},
+		{"twice", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\na:{SHA}CBdexjHDZ4kfVcYV+41xChABNis="}}, "htpasswd", `line 2: user "a" is listed twice`},
+		{"empty", config.BasicAuth{Htpasswd: config.Secret{Inline: "# nobody\n"}}, "htpasswd", "no users"},
+		{"missing file", config.BasicAuth{Htpasswd: config.Secret{File: filepath.Join(dir, "nope")}}, "htpasswd.file", "cannot read"},
+		{"mode", config.BasicAuth{Htpasswd: config.Secret{Inline: opensslUsers}, Mode: "permissive"}, "mode", "must be one of: strict, optional"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := New(&tc.cfg)
+			fe, ok := err.(*policy.FieldError)
+			if !ok {
+				t.Fatalf("err = %v, want a FieldError", err)
+			}
+			if fe.Field != tc.wantField || !strings.Contains(fe.Msg, tc.wantMsg) {
+				t.Errorf("got %s: %s, want %s: ...%s...", fe.Field, fe.Msg, tc.wantField, tc.wantMsg)
+			}
+			if strings.Contains(fe.Msg, "hunter2") || strings.Contains(fe.Msg, "$apr1$x") {
+				t.Errorf("the message quotes the password or hash: %s", fe.Msg)
+			}
+		})
+	}
+}
+
+// The cached check allocates nothing.
+func TestBasicAuthCachedAllocations(t *testing.T) {
+	p := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: bcryptLine(t, "u", "p")}})
+	c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", basic("u", "p")))
+	if p.OnRequest(c) != policy.Continue {
+		t.Fatal("refused")
+	}
+	if n := testing.AllocsPerRun(100, func() { p.OnRequest(c) }); n != 0 {
+		t.Errorf("%v allocations per cached check", n)
+	}
+}
+
+func BenchmarkBasicAuthCached(b *testing.B) {
+	p := newPolicy(b, config.BasicAuth{Htpasswd: config.Secret{Inline: bcryptLine(b, "u", "p")}})
+	c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", basic("u", "p")))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.OnRequest(c) != policy.Continue {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// FuzzParse reads any htpasswd text without panicking, and never names a
+// hash in its error.
+func FuzzParse(f *testing.F) {
+	f.Add(opensslUsers)
+	f.Add("a:$2y$05$abc")
+	f.Add("a:{SHA}!!\nb")
+	f.Fuzz(func(t *testing.T, text string) {
+		users, err := Parse(text)
+		if err == nil && len(users) == 0 {
+			t.Fatal("no error and no users")
+		}
+	})
+}
