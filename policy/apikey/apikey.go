@@ -203,7 +203,7 @@ func (p *APIKeyAuth) OnRequest(c *policy.Ctx) policy.Result {
 		return policy.Continue
 	}
 	meta, ok := p.keys[sha256.Sum256(key)]
-	if !ok {
+	if !ok || p.loc.Repeated(c) {
 		if p.mode == Permissive {
 			return policy.Continue
 		}

@@ -62,6 +62,8 @@ func TestAPIKey(t *testing.T) {
 		{desc: "wrong key", p: strict, headers: []string{"Authorization", "Bearer k-alph"}, wantBody: invalid},
 		{desc: "the hash itself is not a key", p: strict, headers: []string{"Authorization", "Bearer " + hashOf("k-hashed")}, wantBody: invalid},
 		{desc: "missing", p: strict, wantBody: missing},
+		{desc: "two keys", p: inHeader, headers: []string{"X-Api-Key", "k-hashed", "X-Api-Key", "k-alpha"}, wantBody: invalid, challenge: `APIKey realm="gateway"`},
+		{desc: "query parameter twice", p: inQuery, uri: "/x?key=k-hashed&key=other", wantBody: invalid, challenge: `APIKey realm="gateway"`},
 		{desc: "another scheme", p: strict, headers: []string{"Authorization", "Basic k-alpha"}, wantBody: missing},
 		{desc: "optional without key", p: optional},
 		{desc: "optional with a wrong key", p: optional, headers: []string{"Authorization", "Bearer nope"}, wantBody: invalid},

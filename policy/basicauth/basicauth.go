@@ -204,7 +204,7 @@ func (p *BasicAuth) OnRequest(c *policy.Ctx) policy.Result {
 		}
 		return p.refuse(c, bodyMissing)
 	}
-	if len(cred) > maxCredential {
+	if len(cred) > maxCredential || p.loc.Repeated(c) {
 		return p.refuse(c, bodyInvalid)
 	}
 	if user, ok := p.cache.lookup(cred); ok {

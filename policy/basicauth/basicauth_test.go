@@ -55,6 +55,7 @@ func TestBasicAuth(t *testing.T) {
 		desc      string
 		p         *BasicAuth
 		header    string
+		second    string // a second Authorization header
 		wantUser  string // "" with wantBody "": passes unauthenticated
 		wantBody  string // a refusal's body
 		challenge string
@@ -74,6 +75,7 @@ func TestBasicAuth(t *testing.T) {
 		{desc: "not base64", p: strict, header: "Basic %%%", wantBody: "authentication failure: invalid credentials\n"},
 		{desc: "oversized", p: strict, header: "Basic " + strings.Repeat("A", 5000), wantBody: "authentication failure: invalid credentials\n"},
 		{desc: "missing, strict", p: strict, wantBody: "authentication failure: no credentials\n"},
+		{desc: "two Authorization headers", p: strict, header: basic("apr1", "secret1"), second: basic("sha1", "secret5"), wantBody: "authentication failure: invalid credentials\n"},
 		{desc: "another scheme is no credentials", p: strict, header: "Bearer abc", wantBody: "authentication failure: no credentials\n"},
 		{desc: "missing, optional", p: optional},
 		{desc: "invalid, optional", p: optional, header: basic("apr1", "nope"), wantBody: "authentication failure: invalid credentials\n"},
@@ -87,6 +89,9 @@ func TestBasicAuth(t *testing.T) {
 				var headers []string
 				if tc.header != "" {
 					headers = []string{"Authorization", tc.header}
+				}
+				if tc.second != "" {
+					headers = append(headers, "Authorization", tc.second)
 				}
 				c := policytest.Ctx(policytest.NewRequest("GET", "/", headers...))
 				res := tc.p.OnRequest(c)

@@ -28,9 +28,10 @@ const (
 // case), a query parameter or a cookie. The zero value is not usable; see
 // DefaultLocation and NewLocation.
 type Location struct {
-	kind   locKind
-	name   []byte
-	prefix []byte
+	kind    locKind
+	name    []byte
+	nameStr string // name, for fasthttp's string-keyed lookups
+	prefix  []byte
 }
 
 var (
@@ -41,7 +42,7 @@ var (
 
 // DefaultLocation is `Authorization: Bearer <token>`.
 func DefaultLocation() Location {
-	return Location{kind: locHeader, name: headerAuthorization, prefix: bearerPrefix}
+	return Location{kind: locHeader, name: headerAuthorization, nameStr: string(headerAuthorization), prefix: bearerPrefix}
 }
 
 // NewLocation compiles a location; nil means DefaultLocation.
@@ -70,7 +71,7 @@ func namedLocation(kind locKind, field, name string) (Location, error) {
 	if name == "" {
 		return Location{}, fieldErrorf(field+".name", "required")
 	}
-	return Location{kind: kind, name: []byte(name)}, nil
+	return Location{kind: kind, name: []byte(name), nameStr: name}, nil
 }
 
 // String describes the location, for messages.
@@ -120,6 +121,42 @@ func (l *Location) Extract(c *policy.Ctx) []byte {
 		return req.Header.CookieBytes(l.name)
 	}
 	return nil
+}
+
+// Repeated reports whether the request carries more than one value at the
+// location (two Authorization headers, a query parameter or cookie given
+// twice). Authentication refuses such a request: which value a backend
+// would read is anybody's guess, so the one checked might not be the one
+// that counts.
+func (l *Location) Repeated(c *policy.Ctx) bool {
+	req := &c.Fast.Request
+	switch l.kind {
+	case locHeader:
+		return len(req.Header.PeekAll(l.nameStr)) > 1
+	case locQuery:
+		_, query, _ := splitTarget(req.Header.RequestURI())
+		n := 0
+		for len(query) > 0 {
+			var pair []byte
+			pair, query, _ = bytes.Cut(query, ampersand)
+			key, _, _ := bytes.Cut(pair, equals)
+			if len(pair) > 0 && decodedEqual(key, l.name) {
+				if n++; n > 1 {
+					return true
+				}
+			}
+		}
+	case locCookie:
+		n := 0
+		for k := range req.Header.Cookies() {
+			if bytes.Equal(k, l.name) {
+				if n++; n > 1 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Remove deletes the credential from the request that will be forwarded.

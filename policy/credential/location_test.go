@@ -251,3 +251,32 @@ func TestLocationString(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeated(t *testing.T) {
+	header := DefaultLocation()
+	query, _ := NewLocation(&config.AuthLocation{QueryParameter: &config.NamedLocation{Name: "k"}})
+	cookie, _ := NewLocation(&config.AuthLocation{Cookie: &config.NamedLocation{Name: "s"}})
+	tests := []struct {
+		desc    string
+		loc     Location
+		uri     string
+		headers []string
+		want    bool
+	}{
+		{"one header", header, "/", []string{"Authorization", "Bearer a"}, false},
+		{"two headers", header, "/", []string{"Authorization", "Bearer a", "authorization", "Bearer b"}, true},
+		{"none", header, "/", nil, false},
+		{"one parameter", query, "/?k=a&j=b", nil, false},
+		{"two parameters, one escaped", query, "/?k=a&%6b=b", nil, true},
+		{"one cookie", cookie, "/", []string{"Cookie", "s=a; t=b"}, false},
+		{"two cookies", cookie, "/", []string{"Cookie", "s=a; s=b"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := policytest.Ctx(policytest.NewRequest("GET", tc.uri, tc.headers...))
+			if got := tc.loc.Repeated(c); got != tc.want {
+				t.Errorf("Repeated = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -159,6 +159,12 @@ func (a *authenticator) authenticate(c *policy.Ctx) Failure {
 		}
 		return OK
 	}
+	if a.loc.Repeated(c) {
+		if a.mode == Permissive {
+			return OK
+		}
+		return FailMalformed
+	}
 	claims, f := a.v.Validate(tok)
 	if f != OK {
 		if a.mode == Permissive {

@@ -99,6 +99,24 @@ func TestJWTAuthModes(t *testing.T) {
 	}
 }
 
+// A second Authorization header, even beside a valid token, is refused as
+// malformed: a backend might read the other one.
+func TestJWTAuthRepeatedToken(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	valid := iss.Sign(iss.Claims("alice"))
+	p, err := New(singleJWT(iss, "", nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", "Bearer "+valid, "Authorization", "Bearer other"))
+	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 401 || c.Claims != nil {
+		t.Fatalf("status %d claims %v, want a 401", c.Fast.Response.StatusCode(), c.Claims)
+	}
+	if got := string(c.Fast.Response.Header.Peek("WWW-Authenticate")); !strings.Contains(got, `error="invalid_token"`) {
+		t.Errorf("WWW-Authenticate %q", got)
+	}
+}
+
 // TestJWTAuthProxyAuthorization answers 407 for a token in
 // Proxy-Authorization.
 func TestJWTAuthProxyAuthorization(t *testing.T) {
