@@ -175,6 +175,15 @@ func (p *Pools) Retain(keep map[*Upstream]bool) {
 	}
 }
 
+// NewUpstream returns a pool to addr with settings s, for callers that keep
+// pools themselves (the gateway keeps them in a pool.Usage, by address and
+// settings).
+func NewUpstream(addr string, s PoolSettings) *Upstream { return newUpstream(addr, s) }
+
+// Close closes the pool's idle connections; requests in flight finish on
+// theirs. The gateway closes a pool when no snapshot uses it any more.
+func (u *Upstream) Close() { u.client.CloseIdleConnections() }
+
 // Len reports how many pools exist.
 func (p *Pools) Len() int {
 	p.mu.Lock()

@@ -17,10 +17,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/relaygate/gateway/backend"
-	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/telemetry"
 )
 
@@ -51,18 +50,15 @@ type Gateway struct {
 	bindHost  string
 	listenAt  func(port int) string
 	metrics   *telemetry.Registry
-	pools     *backend.Pools
 
-	dynMu   sync.Mutex
-	dynamic map[backend.PoolSettings]*backend.Dynamic
+	// usage holds the runtime state snapshots lease (Snapshot.lease).
+	usage *pool.Usage
 
 	mirrorSlots chan struct{}
 
 	snap     atomic.Pointer[Snapshot]
 	mu       sync.Mutex // serialises Apply and Shutdown
 	binds    map[int]*bind
-	mcp      map[string]*mcpgw.Backend // MCP backends of the running snapshot
-	kept     map[string]any            // the running snapshot's kept state (compiler.kept)
 	ready    atomic.Bool
 	draining bool // StartDraining was called; a reload must not restore readiness
 	shutdown bool
@@ -89,8 +85,7 @@ func New(opts Options) *Gateway {
 		bindHost:    opts.BindHost,
 		listenAt:    opts.ListenAddr,
 		metrics:     opts.Metrics,
-		pools:       backend.NewPools(),
-		dynamic:     map[backend.PoolSettings]*backend.Dynamic{},
+		usage:       pool.NewUsage(),
 		mirrorSlots: make(chan struct{}, maxMirrorsInFlight),
 		binds:       map[int]*bind{},
 	}
@@ -119,11 +114,7 @@ func (g *Gateway) Apply(f *config.File) error {
 			for _, nb := range opened {
 				nb.stopAccepting()
 			}
-			for id, mb := range s.mcp {
-				if g.mcp[id] != mb {
-					mb.Close()
-				}
-			}
+			s.lease.Release()
 			return fmt.Errorf("binds: port %d: %w", port, err)
 		}
 		opened[port] = b
@@ -144,9 +135,14 @@ func (g *Gateway) Apply(f *config.File) error {
 		bc.frontend = s.frontend
 		b.current.Store(bc)
 	}
-	g.snap.Store(s)
-	g.swapMCP(s.mcp)
-	g.kept = s.kept
+	prev := g.snap.Swap(s)
+	s.lease.Start()
+	if prev != nil {
+		// What only the previous snapshot used is closed; in the
+		// background, as an MCP backend's stdio servers take a moment to
+		// stop.
+		go prev.lease.Release()
+	}
 	for port, b := range g.binds {
 		if _, keep := s.binds[port]; keep {
 			continue
@@ -163,7 +159,6 @@ func (g *Gateway) Apply(f *config.File) error {
 			g.log.Info("stopped listening", zap.Int("port", b.port))
 		}(b)
 	}
-	g.pools.Retain(s.upstream)
 	for port, b := range opened {
 		g.log.Info("listening", zap.Int("port", port), zap.String("address", b.acceptor.Addr().String()))
 	}
@@ -215,15 +210,9 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 		}(b)
 	}
 	wg.Wait()
-	g.dynMu.Lock()
-	for _, d := range g.dynamic {
-		d.Close()
+	if s := g.snap.Load(); s != nil {
+		s.lease.Release()
 	}
-	g.dynMu.Unlock()
-	g.pools.Retain(nil)
-	g.mu.Lock()
-	g.swapMCP(nil)
-	g.mu.Unlock()
 }
 
 // Addrs returns the listening address of every bind, by configured port.
@@ -259,17 +248,4 @@ func (g *Gateway) ConfigDump() ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	return json.MarshalIndent(s.file, "", "  ")
-}
-
-// dynamicPools returns the dynamic backend for pool settings s, shared by every
-// route using the same settings and kept across reloads.
-func (g *Gateway) dynamicPools(s backend.PoolSettings) *backend.Dynamic {
-	g.dynMu.Lock()
-	defer g.dynMu.Unlock()
-	d, ok := g.dynamic[s]
-	if !ok {
-		d = backend.NewDynamic(s)
-		g.dynamic[s] = d
-	}
-	return d
 }

@@ -38,7 +38,7 @@ type routeCompile struct {
 var routeKinds = []routeKind{
 	{"cors", chainKind(policy.KindCORS, policy.NewCORS)},
 	{"jwtAuth", func(c *compiler, rc *routeCompile, v any) error {
-		p, err := jwtauth.New(v.(*config.JWTAuth), jwtauth.Options{Logger: c.gw.log})
+		p, err := jwtauth.New(v.(*config.JWTAuth), jwtauth.Options{Logger: c.gw.log, Lease: c.lease})
 		if err == nil {
 			rc.chain.Add(policy.KindJWTAuth, p)
 		}
@@ -48,7 +48,7 @@ var routeKinds = []routeKind{
 		if rc.set.Has("jwtAuth") {
 			return errors.New("cannot be combined with jwtAuth on one route (jwtAuth validates and removes the token first)")
 		}
-		p, err := jwtauth.NewMCP(v.(*config.MCPAuthentication), jwtauth.Options{Logger: c.gw.log})
+		p, err := jwtauth.NewMCP(v.(*config.MCPAuthentication), jwtauth.Options{Logger: c.gw.log, Lease: c.lease})
 		if err == nil {
 			rc.chain.Add(policy.KindMCPAuthentication, p)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy/ratelimit"
+	"github.com/relaygate/gateway/pool"
 )
 
 // llmRoute maps a request path suffix to the kind of LLM request it
@@ -144,13 +145,9 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 	// The key holds everything the providers were compiled from (their
 	// pools are keyed by the same settings), so a kept set's members are
 	// equal to the new ones.
-	key := "llm\x00" + string(spec)
-	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok {
-		t.set = prev
-	} else {
-		t.set = balance.New(members, names, balance.Options{})
-	}
-	c.kept[key] = t.set
+	t.set, _ = pool.LoadOrNew(c.lease, "llm\x00"+string(spec), func() (*balance.Set[*llmProvider], error) {
+		return balance.New(members, names, balance.Options{}), nil
+	})
 	return t, nil
 }
 
@@ -255,8 +252,7 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 	}
 	addr, tls := p.Upstream()
 	settings.TLS = tls
-	out.up = c.gw.pools.Get(addr, settings)
-	c.used[out.up] = true
+	out.up = c.upstream(addr, settings)
 	out.host = []byte(addr)
 	if tls.Enabled {
 		out.host = []byte(strings.TrimSuffix(addr, ":443"))
@@ -295,17 +291,9 @@ func (c *compiler) rateLimiter(routeName string, cfg *config.LocalRateLimit) (*r
 	if err != nil {
 		return nil, err
 	}
-	key := "ratelimit\x00" + string(spec)
-	if l, ok := c.gw.kept[key].(*ratelimit.Limiter); ok {
-		c.kept[key] = l
-		return l, nil
-	}
-	l, err := ratelimit.New(cfg, nil)
-	if err != nil {
-		return nil, err
-	}
-	c.kept[key] = l
-	return l, nil
+	return pool.LoadOrNew(c.lease, "ratelimit\x00"+string(spec), func() (*ratelimit.Limiter, error) {
+		return ratelimit.New(cfg, nil)
+	})
 }
 
 // LLMProviders reports the health of every LLM provider of the running

@@ -34,8 +34,7 @@ func (c *compiler) guardrailOptions() guardrail.Options {
 			if tcp != nil {
 				s.Dialing = backendTCPDialing(tcp, s.Dialing)
 			}
-			up := c.gw.pools.Get(addr, s)
-			c.used[up] = true
+			up := c.upstream(addr, s)
 			return up
 		},
 		// A webhook's mask repeats the prompt: room for the largest body.

@@ -19,6 +19,7 @@ import (
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/router"
 )
 
@@ -406,13 +407,19 @@ func (c *compiler) llmFailover(path string, vm *config.LLMVirtualModel, v *llmVi
 		groupNames = append(groupNames, names[p])
 	}
 	t := &llmTarget{name: "llm/" + vm.Name, metrics: c.gw.metrics.LLM(), catalog: c.catalog, targetModel: targetModel, targetAuthz: targetAuthz}
+	// The members are the models' providers, themselves the previous
+	// snapshot's when their models are unchanged: the key names them by
+	// identity, so the set (and its health) is kept exactly when every
+	// member is.
 	key := "llm-virtual\x00" + vm.Name + "\x00" + fmt.Sprint(groupNames)
-	if prev, ok := c.gw.kept[key].(*balance.Set[*llmProvider]); ok && sameGroups(prev, groups) {
-		t.set = prev
-	} else {
-		t.set = balance.New(groups, groupNames, balance.Options{})
+	for _, g := range groups {
+		for _, p := range g {
+			key += fmt.Sprintf("\x00%p", p)
+		}
 	}
-	c.kept[key] = t.set
+	t.set, _ = pool.LoadOrNew(c.lease, key, func() (*balance.Set[*llmProvider], error) {
+		return balance.New(groups, groupNames, balance.Options{}), nil
+	})
 	c.llm = append(c.llm, t)
 	v.failover = t
 	return nil
@@ -423,30 +430,6 @@ func onlyProvider(t *llmTarget) *llmProvider {
 	it := t.set.Attempts(0)
 	p, _, _ := it.Next()
 	return p
-}
-
-// sameGroups reports whether a kept set holds exactly these providers (a
-// reload that changed a model compiles new providers: the set is new too).
-func sameGroups(s *balance.Set[*llmProvider], groups [][]*llmProvider) bool {
-	it := s.Attempts(0)
-	seen := map[*llmProvider]bool{}
-	for {
-		p, _, ok := it.Next()
-		if !ok {
-			break
-		}
-		seen[p] = true
-	}
-	n := 0
-	for _, g := range groups {
-		for _, p := range g {
-			if !seen[p] {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(seen)
 }
 
 // llmModel compiles a model of llm.models into an ai backend of one
@@ -551,8 +534,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 		// baseUrl names an HTTPS host of its own: the provider's requests go
 		// there, verified against the system roots.
 		settings.TLS = *baseTLS
-		p.up = c.gw.pools.Get(baseAddr, settings)
-		c.used[p.up] = true
+		p.up = c.upstream(baseAddr, settings)
 		p.host = []byte(strings.TrimSuffix(baseAddr, ":443"))
 	}
 	t.set = balance.New([][]*llmProvider{{p}}, [][]string{{name}}, balance.Options{})

@@ -19,7 +19,7 @@ func sectionModels(tb testing.TB, yaml string) *llmModels {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { gw.pools.Retain(nil) })
+	tb.Cleanup(s.lease.Release)
 	v, ok := s.binds[4000].listeners[0].table.Match(nil, nil, []byte("/"))
 	if !ok {
 		tb.Fatal("no llm route")

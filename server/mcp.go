@@ -11,6 +11,7 @@ import (
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/pool"
 )
 
 // mcpBackend returns the MCP backend for a route's `mcp:` config: the
@@ -39,29 +40,21 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
-	id := string(spec)
-	if b := c.mcp[id]; b != nil {
+	return pool.LoadOrNew(c.lease, "mcp\x00"+string(spec), func() (*mcpgw.Backend, error) {
+		b, err := mcpgw.New(mcpgw.Options{
+			Name:       routeName,
+			Scope:      scope,
+			Config:     cfg,
+			SessionTTL: ttl,
+			SessionKey: key,
+			Logger:     c.gw.log,
+			Metrics:    c.gw.metrics.MCP(routeName),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s.mcp: %w", path, err)
+		}
 		return b, nil
-	}
-	if b := c.gw.mcp[id]; b != nil {
-		c.mcp[id] = b
-		return b, nil
-	}
-	b, err := mcpgw.New(mcpgw.Options{
-		Name:       routeName,
-		Scope:      scope,
-		Config:     cfg,
-		SessionTTL: ttl,
-		SessionKey: key,
-		Logger:     c.gw.log,
-		Metrics:    c.gw.metrics.MCP(routeName),
 	})
-	if err != nil {
-		return nil, fmt.Errorf("%s.mcp: %w", path, err)
-	}
-	c.mcp[id] = b
-	c.mcpNew = append(c.mcpNew, b)
-	return b, nil
 }
 
 // routeScope names a route by its bind, listener and name: MCP session ids
@@ -79,17 +72,6 @@ func targetsInFull(cfg *config.MCPBackend) []any {
 		out = append(out, []any{t.URL, t.Stdio})
 	}
 	return out
-}
-
-// swapMCP closes the MCP backends the previous snapshot used and the new
-// one does not. Called with g.mu held, after the new snapshot is in place.
-func (g *Gateway) swapMCP(next map[string]*mcpgw.Backend) {
-	for id, b := range g.mcp {
-		if next[id] != b {
-			go b.Close()
-		}
-	}
-	g.mcp = next
 }
 
 // serveMCP answers a request whose backend is an MCP backend.

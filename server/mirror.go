@@ -42,8 +42,7 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 	if m.Percentage == nil {
 		return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
 	}
-	up := c.gw.pools.Get(addr, c.defaults)
-	c.used[up] = true
+	up := c.upstream(addr, c.defaults)
 	return &mirror{upstream: up, percentage: *m.Percentage}, nil
 }
 

@@ -11,12 +11,12 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/cost"
-	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/ratelimit"
+	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/router"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -28,10 +28,13 @@ type Snapshot struct {
 	file     *config.File
 	binds    map[int]*bindConfig
 	frontend frontendSettings
-	upstream map[*backend.Upstream]bool
-	mcp      map[string]*mcpgw.Backend // by their config, see compiler.mcpBackend
-	kept     map[string]any            // see compiler.kept
-	llm      []*llmTarget              // the ai backends, for LLMProviders
+	// lease holds the runtime state the snapshot uses (connection pools, MCP
+	// backends, provider health, rate limit buckets, key sets) in the
+	// gateway's pool.Usage: state whose key is unchanged is the previous
+	// snapshot's, and what no snapshot holds any more is closed when the
+	// last one holding it is released.
+	lease *pool.Lease
+	llm   []*llmTarget // the ai backends, for LLMProviders
 }
 
 // bindConfig is the compiled config of one port.
@@ -108,13 +111,10 @@ type compiler struct {
 	named    map[string]*config.NamedBackend
 	// namedPath is each named backend's field path ("backends[2]").
 	namedPath map[string]string
-	used      map[*backend.Upstream]bool
-	mcp       map[string]*mcpgw.Backend // MCP backends of the new snapshot
-	mcpNew    []*mcpgw.Backend          // the ones created for it, closed if it fails
-	// kept is the runtime state the snapshot keeps by key (LLM provider
-	// health, rate limit buckets): what the previous snapshot kept under a
-	// key is reused, so it survives a reload that leaves its config alone.
-	kept map[string]any
+	// lease takes the snapshot's runtime state from the gateway's
+	// pool.Usage (see Snapshot.lease); compiling creates no state of its
+	// own, so a reload that changes nothing builds nothing.
+	lease *pool.Lease
 	// llm are the ai backends compiled; catalog is config.modelCatalog,
 	// loaded by the first of them.
 	llm       []*llmTarget
@@ -125,14 +125,14 @@ type compiler struct {
 // compile turns a validated file into a snapshot. It fails only on problems
 // that field validation cannot see (every such error names its field path).
 func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
-	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, used: map[*backend.Upstream]bool{}, mcp: map[string]*mcpgw.Backend{}, kept: map[string]any{}}
+	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, lease: gw.usage.Lease()}
 	c.defaults = poolDefaults(f)
 	c.namedPath = map[string]string{}
 	for i := range f.Backends {
 		c.named[f.Backends[i].Name] = &f.Backends[i]
 		c.namedPath[f.Backends[i].Name] = fmt.Sprintf("backends[%d]", i)
 	}
-	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), upstream: c.used, mcp: c.mcp, kept: c.kept}
+	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), lease: c.lease}
 	var errs config.Errors
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
@@ -165,9 +165,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	}
 	errs = appendNotServed(uniqueErrors(errs), notServedYet(f))
 	if len(errs) > 0 {
-		for _, b := range c.mcpNew {
-			b.Close()
-		}
+		c.lease.Release()
 		for _, e := range errs {
 			f.Position(e)
 		}
@@ -457,11 +455,13 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	}
 	switch rb.Kind {
 	case config.BackendHost:
-		up := c.gw.pools.Get(rb.Host, settings)
-		c.used[up] = true
+		up := c.upstream(rb.Host, settings)
 		out.target = &httpUpstream{static: up}
 	case config.BackendDynamic:
-		out.target = &httpUpstream{dynamic: c.gw.dynamicPools(settings)}
+		d, _ := pool.LoadOrNew(c.lease, fmt.Sprintf("dynamic\x00%+v", settings), func() (*backend.Dynamic, error) {
+			return backend.NewDynamic(settings), nil
+		})
+		out.target = &httpUpstream{dynamic: d}
 	case config.BackendMCP:
 		m, err := c.mcpBackend(path, routeName, scope, rb.MCP)
 		if err != nil {
@@ -483,6 +483,15 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
 	return out, nil
+}
+
+// upstream returns the connection pool to addr with settings s, the
+// previous snapshot's when it had the same.
+func (c *compiler) upstream(addr string, s backend.PoolSettings) *backend.Upstream {
+	up, _ := pool.LoadOrNew(c.lease, fmt.Sprintf("upstream\x00%s\x00%+v", addr, s), func() (*backend.Upstream, error) {
+		return backend.NewUpstream(addr, s), nil
+	})
+	return up
 }
 
 // sortListeners orders listeners so the most specific hostname is tried first.
@@ -672,11 +681,10 @@ func Validate(f *config.File) error {
 	g := New(Options{})
 	s, err := compile(g, f)
 	if s != nil {
-		for _, b := range s.mcp {
-			b.Close()
-		}
+		// Never started: nothing was fetched or connected; what was built
+		// is closed.
+		s.lease.Release()
 	}
-	g.pools.Retain(nil)
 	return withoutNotServed(err)
 }
 

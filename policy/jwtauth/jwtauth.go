@@ -28,6 +28,7 @@ import (
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/pool"
 )
 
 // Defaults of Options and key sets.
@@ -58,6 +59,11 @@ type Options struct {
 	// RefetchInterval is the least time between fetches of one key set; 0
 	// is DefaultRefetchInterval.
 	RefetchInterval time.Duration
+	// Lease, when set, holds remote key sets: shared by the policies of a
+	// snapshot that name the same one, kept across reloads, and first
+	// fetched when the lease starts. Without it each policy fetches its own
+	// at once.
+	Lease *pool.Lease
 }
 
 var defaultClient = &http.Client{

@@ -14,6 +14,8 @@ import (
 
 	"github.com/MicahParks/jwkset"
 	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/pool"
 )
 
 // Key set limits.
@@ -276,14 +278,37 @@ type remoteSource struct {
 	fetches     atomic.Int64 // fetches started, for tests
 }
 
+// remoteKeySet is the key set fetched from url. With o.Lease it is the
+// lease's: one per URL and fetch settings, shared by every policy naming
+// it and kept across reloads, its first fetch starting when the lease
+// starts (a config that is only validated fetches nothing). Without a lease
+// it is the policy's own, its first fetch starting now.
+func remoteKeySet(url string, ttl time.Duration, o *Options) *keySet {
+	if o.Lease == nil {
+		ks := newRemoteKeySet(url, ttl, o)
+		ks.Start()
+		return ks
+	}
+	key := fmt.Sprintf("jwks\x00%s\x00%v\x00%v\x00%v\x00%p", url, ttl, o.FetchTimeout, o.RefetchInterval, o.HTTPClient)
+	ks, _ := pool.LoadOrNew(o.Lease, key, func() (*keySet, error) { return newRemoteKeySet(url, ttl, o), nil })
+	return ks
+}
+
 func newRemoteKeySet(url string, ttl time.Duration, o *Options) *keySet {
 	ks := &keySet{}
 	ks.remote = &remoteSource{
 		url: url, client: o.HTTPClient, ttl: ttl, minGap: o.RefetchInterval,
 		timeout: o.FetchTimeout, now: o.Now, log: o.Logger, set: ks,
 	}
-	ks.remote.start(o.Now(), false)
 	return ks
+}
+
+// Start begins the first fetch of a remote key set (pool.Starter); a
+// request that needs the keys before it fetches them itself.
+func (s *keySet) Start() {
+	if s.remote != nil {
+		s.remote.start(s.remote.now(), false)
+	}
 }
 
 // start begins a fetch unless one is running (it returns that one's

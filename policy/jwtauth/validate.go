@@ -180,7 +180,7 @@ func newProvider(cfg *config.JWTProvider, field string, o *Options) (*provider, 
 		if cfg.JWKS.CacheDuration != nil {
 			ttl = cfg.JWKS.CacheDuration.Duration
 		}
-		p.keys = newRemoteKeySet(cfg.JWKS.URL, ttl, o)
+		p.keys = remoteKeySet(cfg.JWKS.URL, ttl, o)
 	default:
 		return nil, fieldErrorf(jwksField, "required")
 	}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
+)
+
+// TestReloadKeepsRuntimeState checks that runtime state lives beside the
+// snapshot: a reload that changes nothing fetches nothing, two routes
+// naming one key set share it, validating a config fetches nothing, and
+// state only a removed route used is let go.
+func TestReloadKeepsRuntimeState(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "ES256")
+	keys := jwttest.ServeJWKS(t, iss.JWKS())
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	cfg := `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /a}}]
+      policies:
+        jwtAuth: {issuer: '${ISS}', jwks: {url: '${KEYS_URL}'}}
+        localRateLimit: [{maxTokens: 2, tokensPerFill: 1, fillInterval: 1h}]
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /b}}]
+      policies:
+        jwtAuth: {issuer: '${ISS}', jwks: {url: '${KEYS_URL}'}}
+      backends: [{host: '${UP}'}]
+`
+	vars := map[string]string{"ISS": iss.Iss, "KEYS_URL": keys.URL, "UP": up}
+
+	// Validating fetches nothing and leaves nothing running.
+	if err := Validate(parseConfig(t, cfg, vars)); err != nil {
+		t.Fatal(err)
+	}
+	if keys.Hits() != 0 {
+		t.Fatalf("validating fetched the key set %d times", keys.Hits())
+	}
+
+	tg := startGateway(t, cfg, vars)
+	eventually(t, 5*time.Second, "the first key set fetch", func() bool { return keys.Hits() >= 1 })
+	tok := iss.Sign(iss.Claims("alice"))
+	for _, path := range []string{"/a", "/b"} {
+		if resp, body := get(t, tg.url(3000)+path, "Authorization", "Bearer "+tok); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	if keys.Hits() != 1 {
+		t.Fatalf("two routes naming one key set fetched it %d times", keys.Hits())
+	}
+	held := tg.gw.usage.Len()
+
+	// The same config again: the same state, nothing fetched, the rate
+	// limit's bucket as it was (one of its two tokens spent above).
+	tg.apply(cfg, vars)
+	if resp, _ := get(t, tg.url(3000)+"/a", "Authorization", "Bearer "+tok); resp.StatusCode != 200 {
+		t.Fatalf("after reload: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, tg.url(3000)+"/a", "Authorization", "Bearer "+tok); resp.StatusCode != 429 {
+		t.Fatalf("the reload refilled the rate limit bucket: %d, want 429", resp.StatusCode)
+	}
+	if keys.Hits() != 1 {
+		t.Fatalf("a reload that changed nothing fetched the key set (%d fetches)", keys.Hits())
+	}
+	eventually(t, 5*time.Second, "the previous snapshot's release", func() bool { return tg.gw.usage.Len() == held })
+
+	// Route /a goes: its rate limit is let go; the key set, still named by
+	// /b, stays without a fetch.
+	tg.apply(`
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /b}}]
+      policies:
+        jwtAuth: {issuer: '${ISS}', jwks: {url: '${KEYS_URL}'}}
+      backends: [{host: '${UP}'}]
+`, vars)
+	eventually(t, 5*time.Second, "the removed route's state let go", func() bool { return tg.gw.usage.Len() == held-1 })
+	if resp, _ := get(t, tg.url(3000)+"/b", "Authorization", "Bearer "+tok); resp.StatusCode != 200 || keys.Hits() != 1 {
+		t.Fatalf("after removing /a: %d, %d fetches", resp.StatusCode, keys.Hits())
+	}
+}
