@@ -20,7 +20,10 @@ type bind struct {
 	port     int
 	gw       *Gateway
 	acceptor acceptor
-	srv      *fasthttp.Server
+	// srv serves the bind's connections; a reload that changes a setting
+	// fasthttp reads (maxBufferSize) swaps in a new one, which the next
+	// connections get (serve).
+	srv      atomic.Pointer[fasthttp.Server]
 	current  atomic.Pointer[bindConfig]
 	metrics  *telemetry.BindMetrics
 	unrouted *telemetry.RouteMetrics
@@ -66,6 +69,15 @@ func (b *bind) idleDeadline(c net.Conn) time.Time {
 	return deadlineAfter(idle)
 }
 
+// keepaliveIdle is http1IdleTimeout as the running snapshot says, for the
+// netpoll transport's TCP keepalive probes on each new connection.
+func (b *bind) keepaliveIdle() time.Duration {
+	if bc := b.current.Load(); bc != nil {
+		return bc.frontend.idleTimeout
+	}
+	return 0
+}
+
 // firstByte is how long a new connection may wait for its first byte: it is
 // idle until then, but no longer than a request head may take.
 func (b *bind) firstByte() time.Duration {
@@ -80,7 +92,19 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
-	b.srv = &fasthttp.Server{
+	b.srv.Store(b.newServer(fs))
+	startReclaimer()
+	a, err := listen(gw.transport, addr, b.keepaliveIdle, b.firstByte, b.serveConn)
+	if err != nil {
+		return nil, err
+	}
+	b.acceptor = a
+	return b, nil
+}
+
+// newServer is the bind's fasthttp server for frontend settings fs.
+func (b *bind) newServer(fs frontendSettings) *fasthttp.Server {
+	return &fasthttp.Server{
 		Handler:                      b.handle,
 		ExpectHandler:                b.expect,
 		ErrorHandler:                 b.handleParseError,
@@ -110,15 +134,19 @@ func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, er
 		LazyRequestTime:   true,
 		KeepHijackedConns: false,
 		CloseOnShutdown:   true,
-		Logger:            fasthttpLogger{gw.log},
+		Logger:            fasthttpLogger{b.gw.log},
 	}
-	startReclaimer()
-	a, err := listen(gw.transport, addr, fs.idleTimeout, b.firstByte, b.serveConn)
-	if err != nil {
-		return nil, err
+}
+
+// applyFrontend makes the bind follow frontend settings fs: what is read
+// per request (header count, idle and connection age limits) follows the
+// snapshot already; what fasthttp fixes per server (the size up to which a
+// body is read before the handler runs) takes a new server, which serves
+// the connections accepted from now on.
+func (b *bind) applyFrontend(fs frontendSettings) {
+	if srv := b.srv.Load(); srv.MaxRequestBodySize != fs.maxBufferSize {
+		b.srv.Store(b.newServer(fs))
 	}
-	b.acceptor = a
-	return b, nil
 }
 
 // requestHeadTimeout bounds how long a client may take to send a request
@@ -213,7 +241,7 @@ func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 
 // serve runs fasthttp's loop on c until c closes or parks.
 func (b *bind) serve(c net.Conn) {
-	_ = b.srv.ServeConn(c)
+	_ = b.srv.Load().ServeConn(c)
 	b.awaitTunnel(c)
 	if sc, ok := c.(*sock.Conn); ok && sc.Held() && b.park(sc) {
 		return

@@ -54,6 +54,9 @@ type Gateway struct {
 	// usage holds the runtime state snapshots lease (Snapshot.lease).
 	usage *pool.Usage
 
+	reloads    *telemetry.ReloadMetrics
+	lastReload atomic.Pointer[ReloadStatus]
+
 	mirrorSlots chan struct{}
 
 	snap     atomic.Pointer[Snapshot]
@@ -86,6 +89,7 @@ func New(opts Options) *Gateway {
 		listenAt:    opts.ListenAddr,
 		metrics:     opts.Metrics,
 		usage:       pool.NewUsage(),
+		reloads:     opts.Metrics.Reload(),
 		mirrorSlots: make(chan struct{}, maxMirrorsInFlight),
 		binds:       map[int]*bind{},
 	}
@@ -119,11 +123,6 @@ func (g *Gateway) Apply(f *config.File) error {
 		}
 		opened[port] = b
 	}
-	if prev := g.snap.Load(); prev != nil && prev.frontend.idleTimeout != s.frontend.idleTimeout && g.transport == TransportNetpoll {
-		// The idle deadline itself follows the new value at once
-		// (bind.trackConn); netpoll's TCP keepalive interval does not.
-		g.log.Warn("frontendPolicies.http.http1IdleTimeout changes the TCP keepalive interval of ports opened after this reload only; restart to apply it everywhere")
-	}
 	for port, b := range opened {
 		g.binds[port] = b
 	}
@@ -134,6 +133,7 @@ func (g *Gateway) Apply(f *config.File) error {
 		}
 		bc.frontend = s.frontend
 		b.current.Store(bc)
+		b.applyFrontend(s.frontend)
 	}
 	prev := g.snap.Swap(s)
 	s.lease.Start()
@@ -164,6 +164,35 @@ func (g *Gateway) Apply(f *config.File) error {
 	}
 	g.ready.Store(!g.draining)
 	return nil
+}
+
+// ReloadStatus is the outcome of a configuration reload.
+type ReloadStatus struct {
+	At     time.Time
+	Source string // the file, or how the config came
+	Err    string // why it failed; empty when it succeeded
+}
+
+// NoteReload records a reload of the running gateway's configuration (a
+// changed file): counted in agentgateway_config_reloads_total and the last
+// reload's gauges, and shown on the admin page until the next, so a failed
+// reload, which leaves the previous configuration running, is seen beyond
+// the log. err is the reload's error, parsing included.
+func (g *Gateway) NoteReload(source string, err error) {
+	st := &ReloadStatus{At: time.Now(), Source: source}
+	if err != nil {
+		st.Err = err.Error()
+	}
+	g.reloads.Record(st.At, err)
+	g.lastReload.Store(st)
+}
+
+// LastReload returns the last reload noted, if any.
+func (g *Gateway) LastReload() (ReloadStatus, bool) {
+	if st := g.lastReload.Load(); st != nil {
+		return *st, true
+	}
+	return ReloadStatus{}, false
 }
 
 // removedBindDrain bounds draining a bind removed by a reload.

@@ -35,7 +35,7 @@ type acceptor interface {
 // firstByte says how long a new connection may stay silent (serve applies it
 // itself; netpoll calls serve only once bytes arrive, so its acceptor closes
 // a connection that stays silent longer).
-func listen(t Transport, addr string, idle time.Duration, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
+func listen(t Transport, addr string, idle, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
 	if t == TransportStd {
 		return listenStd(addr, serve)
 	}
@@ -57,12 +57,20 @@ type netpollAcceptor struct {
 	done chan struct{}
 }
 
-func listenNetpoll(addr string, idle time.Duration, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
+func listenNetpoll(addr string, idle, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
 	ln, err := netpoll.CreateListener("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	onConnect := func(ctx context.Context, conn netpoll.Connection) context.Context {
+		if d := idle(); d > 0 {
+			// netpoll's idle timeout only turns on TCP keepalive probes at
+			// this interval (whole seconds): it does not close a connection
+			// that never sends a byte, which netpoll does not hand to serve
+			// until it does. Once a request arrives fasthttp's own idle
+			// timeout applies. Set per connection, it follows reloads.
+			_ = conn.SetIdleTimeout(d)
+		}
 		// netpoll hands a connection to onRequest only once it has bytes: a
 		// silent one is closed here when its first-byte time passes.
 		w := &silenceWatch{}
@@ -87,13 +95,6 @@ func listenNetpoll(addr string, idle time.Duration, firstByte func() time.Durati
 		return nil
 	}
 	opts := []netpoll.Option{netpoll.WithOnConnect(onConnect)}
-	if idle > 0 {
-		// netpoll's idle timeout only turns on TCP keepalive probes at this
-		// interval (whole seconds): it does not close a connection that never
-		// sends a byte, which netpoll does not hand to serve until it does.
-		// Once a request arrives fasthttp's own idle timeout applies.
-		opts = append(opts, netpoll.WithIdleTimeout(idle))
-	}
 	loop, err := netpoll.NewEventLoop(onRequest, opts...)
 	if err != nil {
 		ln.Close()

@@ -348,6 +348,13 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if code, body := httpGet(t, base+"/direct"); code != 200 || body != "v2" {
 		t.Fatalf("after invalid reload: %d %q", code, body)
 	}
+	// ... and the failure is seen beyond the log.
+	if code, body := httpGet(t, stats); code != 200 || !strings.Contains(body, `agentgateway_config_reloads_total{result="failure"} 1`) || !strings.Contains(body, "agentgateway_config_last_reload_successful 0") {
+		t.Fatalf("metrics after a failed reload %d:\n%s", code, body)
+	}
+	if code, body := httpGet(t, admin); code != 200 || !strings.Contains(body, "The last reload failed") || !strings.Contains(body, "binds[0].port") {
+		t.Fatalf("admin UI after a failed reload %d:\n%s", code, body)
+	}
 
 	// Graceful shutdown: an in-flight request finishes, then the process exits 0.
 	result := make(chan string, 1)

@@ -285,6 +285,7 @@ func (cw *configWatch) follow() {
 // reload applies the config read from the file, or logs why it cannot.
 func (p *process) reload(data []byte, err error) {
 	if err != nil {
+		p.gw.NoteReload(p.src.name(), err)
 		p.log.Error("config reload failed; keeping the running config", zap.Error(err))
 		return
 	}
@@ -292,6 +293,7 @@ func (p *process) reload(data []byte, err error) {
 	if err == nil {
 		err = p.gw.Apply(f)
 	}
+	p.gw.NoteReload(p.src.name(), err)
 	if err != nil {
 		p.log.Error("config reload failed; keeping the running config", zap.String("file", p.src.name()), zap.String("errors", err.Error()))
 		return

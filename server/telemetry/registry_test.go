@@ -207,6 +207,7 @@ func TestMetadata(t *testing.T) {
 	r.Backend("b").ConnectError()
 	r.Bind(1).ConnOpened()
 	r.MCP("r").ObserveMCP("tools/call", "t", "echo", true, time.Millisecond)
+	r.Reload().Record(time.Now(), nil)
 	fams := scrape(t, r)
 	for name, f := range families {
 		t.Run(name, func(t *testing.T) {
