@@ -98,6 +98,9 @@ func compileLLM(expr string, boolean bool) (cel.Program, error) {
 	if t := ast.OutputType(); boolean && t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
+	if err := checkCELCost(env, ast); err != nil {
+		return nil, err
+	}
 	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		return nil, fmt.Errorf("invalid CEL expression: %v", err)

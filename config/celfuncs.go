@@ -42,6 +42,12 @@ import (
 //   - ext.Encoders: base64.encode(bytes), base64.decode(string). Version 1:
 //     version 2 adds json.parse, which returns an optional that rules (no
 //     optional types) could not unwrap, and names agentgateway lacks;
+//   - ext.Lists: distinct, flatten, range, reverse, slice, sort, sortBy,
+//     first, last; ext.Sets: sets.contains, sets.equivalent,
+//     sets.intersects;
+//   - ext.Regex (with cel.OptionalTypes): regex.replace, regex.extract
+//     (an optional: .orValue("")), regex.extractAll;
+//   - ext.Bindings: cel.bind(name, value, expr);
 //   - ext.TwoVarComprehensions: the map insertion mapValues and filterKeys
 //     expand to (and two-variable all, exists, transformMap, ...).
 //
@@ -52,6 +58,11 @@ func celLibraries() []cel.EnvOption {
 		ext.Math(),
 		ext.Network(),
 		ext.Encoders(ext.EncodersVersion(1)),
+		ext.Lists(),
+		ext.Sets(),
+		cel.OptionalTypes(), // regex.extract answers an optional: .orValue("")
+		ext.Regex(),
+		ext.Bindings(),
 		ext.TwoVarComprehensions(),
 		cel.Lib(agentgatewayLib{}),
 	}

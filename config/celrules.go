@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	celcost "cel.dev/cel-go/common/cost"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -93,7 +94,7 @@ var (
 
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
 // `basicAuth` (username), `apiKey` (the key's metadata), `request` (method,
-// path, host, scheme, uri, headers), `source` (address, port) and `mcp`
+// path, host, scheme, uri, headers, query), `source` (address, port) and `mcp`
 // (tool, prompt or resource: name and target), each a map,
 // plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {
@@ -115,6 +116,38 @@ func CELEnv() (*cel.Env, error) {
 	return celEnv, celEnvErr
 }
 
+// MaxCELCost bounds the worst-case cost of an expression, as cel-go
+// estimates it at load (about one unit per operation) with every string,
+// list and map the request or a token brings counted at up to 65,536
+// elements. A rule over headers, claims or one list costs up to a few
+// hundred thousand; a loop nested in a loop over request data (billions)
+// is refused at load rather than left to run per request.
+const MaxCELCost = 10_000_000_000
+
+// celCostEstimator bounds the size of every value an expression reads or
+// makes (see MaxCELCost); calls keep cel-go's own estimates.
+type celCostEstimator struct{}
+
+func (celCostEstimator) EstimateSize(celcost.AstNode) *celcost.SizeEstimate {
+	return &celcost.SizeEstimate{Min: 0, Max: 1 << 16}
+}
+
+func (celCostEstimator) EstimateCallCost(string, string, *celcost.AstNode, []celcost.AstNode) *celcost.CallEstimate {
+	return nil
+}
+
+// checkCELCost refuses an expression whose worst case exceeds MaxCELCost.
+func checkCELCost(env *cel.Env, ast *cel.Ast) error {
+	c, err := env.EstimateCost(ast, celCostEstimator{})
+	if err != nil {
+		return nil // no estimate (an unusual call): nothing to refuse on
+	}
+	if c.Max > MaxCELCost {
+		return fmt.Errorf("invalid CEL expression: its worst case is too costly to run per request (a loop within a loop over request or token data?); use sets.intersects or sets.contains to compare two lists")
+	}
+	return nil
+}
+
 // CompileCEL checks and compiles one boolean expression.
 func CompileCEL(expr string) (cel.Program, error) {
 	p, _, err := CompileCELAst(expr)
@@ -134,6 +167,9 @@ func CompileCELAst(expr string) (cel.Program, *cel.Ast, error) {
 	}
 	if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 		return nil, nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
+	}
+	if err := checkCELCost(env, ast); err != nil {
+		return nil, nil, err
 	}
 	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {

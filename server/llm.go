@@ -283,7 +283,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		x.prov = prov
 		if rules := t.targetAuthz[prov]; rules != nil {
 			if in == nil {
-				v := celrules.InputFromCtx(&rs.pc)
+				v := celrules.LiveInput(&rs.pc)
 				in = &v
 			}
 			if !rules.Allowed(in) {
@@ -304,7 +304,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			cur, validated = lastBody, jsonBody
 		} else if prov.policy != nil {
 			if prov.policy.NeedsCEL() && in == nil {
-				v := celrules.InputFromCtx(&rs.pc)
+				v := celrules.LiveInput(&rs.pc)
 				in = &v
 			}
 			if jsonBody {

@@ -58,7 +58,7 @@ type lazyInput struct{ in *celrules.Input }
 
 func (l *lazyInput) get(pc *policy.Ctx) *celrules.Input {
 	if l.in == nil {
-		v := celrules.InputFromCtx(pc)
+		v := celrules.LiveInput(pc)
 		l.in = &v
 	}
 	return l.in

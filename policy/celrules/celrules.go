@@ -162,6 +162,9 @@ type Input struct {
 	Request       map[string]any
 	Source        map[string]any
 	MCP           *MCPItem
+	// live, when set, is the request `request` and `source` are read from
+	// as rules ask (LiveInput); Request and Source are not used then.
+	live *policy.Ctx
 }
 
 // InputFromCtx copies the request's facts for rules. Header names are
@@ -238,11 +241,17 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		}
 		return a.in.Claims, true
 	case "request":
+		if a.in.live != nil {
+			return liveMap{a.in.live, liveRequest}, true
+		}
 		if a.in.Request == nil {
 			return emptyMap, true
 		}
 		return a.in.Request, true
 	case "source":
+		if a.in.live != nil {
+			return liveMap{a.in.live, liveSource}, true
+		}
 		if a.in.Source == nil {
 			return emptyMap, true
 		}
@@ -327,7 +336,7 @@ type HTTP struct{ Rules *RuleSet }
 
 // OnRequest implements policy.Request.
 func (h HTTP) OnRequest(c *policy.Ctx) policy.Result {
-	in := InputFromCtx(c)
+	in := LiveInput(c)
 	if h.Rules.Allowed(&in) {
 		return policy.Continue
 	}

@@ -209,6 +209,15 @@ var funcCases = []struct {
 	{"sha256.encode", `sha256.encode("hello") == sha256.encode("hello!")`, F},
 	{"md5.encode", `md5.encode("hello") == "5d41402abc4b2a76b9719d911017c592"`, T},
 	{"md5.encode", `md5.encode("hello") == ""`, F},
+	// cel-go's lists, sets, regex and bindings extensions.
+	{"lists", `[3, 1, 2].sort() == [1, 2, 3] && jwt.roles.distinct().size() == 2 && [1, [2, 3]].flatten() == [1, 2, 3]`, T},
+	{"lists", `jwt.roles.sort()[0] == "dev"`, F},
+	{"sets", `sets.contains(jwt.roles, ["admin"]) && sets.intersects(jwt.roles, ["x", "dev"])`, T},
+	{"sets", `sets.equivalent(jwt.roles, ["admin"])`, F},
+	{"regex", `regex.extract(request.path, "[0-9]+").orValue("") == "1234" && regex.replace(request.path, "[0-9]+", "N") == "/id/N/data"`, T},
+	{"regex", `regex.extract(request.path, "z+").hasValue()`, F},
+	{"cel.bind", `cel.bind(p, request.path.split("/"), p.size() == 4 && p[2] == "1234")`, T},
+	{"cel.bind", `cel.bind(p, request.path, p == "/")`, F},
 }
 
 // TestAgentgatewayFunctions compiles each case as the config loader does

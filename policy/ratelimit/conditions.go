@@ -9,9 +9,9 @@ import (
 
 // applying returns the buckets that apply to c: the first entry whose
 // condition holds, or the one without a condition. Conditions see the
-// request as authorization rules do (celrules.InputFromCtx), copied once per
-// request and only when a condition is evaluated, so the list form costs
-// nothing here.
+// request as authorization rules do (celrules.LiveInput: each part read
+// from the request as a condition asks), so the list form costs nothing
+// here.
 func (l *Limiter) applying(c *policy.Ctx) []bucket {
 	var in *celrules.Input
 	for i := range l.entries {
@@ -24,7 +24,7 @@ func (l *Limiter) applying(c *policy.Ctx) []bucket {
 		}
 		if in == nil {
 			in = new(celrules.Input)
-			*in = celrules.InputFromCtx(c)
+			*in = celrules.LiveInput(c)
 		}
 		if holds(e.condition, in) {
 			return e.buckets

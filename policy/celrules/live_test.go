@@ -1,0 +1,115 @@
+package celrules
+
+import (
+	"strings"
+	"testing"
+
+	"cel.dev/cel-go/common/types"
+
+	"github.com/relaygate/gateway/config"
+)
+
+var boolTrue = types.True
+
+// liveExprs read every part of the request both ways: single lookups, and
+// what needs the whole map.
+var liveExprs = []string{
+	`request.method == "GET"`,
+	`request.path == "/a/b"`,
+	`request.host == "api.example.com"`,
+	`request.scheme == "http"`,
+	`request.uri == "/a/b?x=1&y=%20z&x=2"`,
+	`request.headers["x-role"] == "admin"`,
+	`request.headers["x-multi"] == "first"`,
+	`request.headers["x-empty"] == ""`,
+	`"x-empty" in request.headers`,
+	`"x-missing" in request.headers`,
+	`request.headers["x-missing"] == ""`,
+	`has(request.headers.x_role)`,
+	`request.headers.exists(k, k.startsWith("x-r"))`,
+	`request.headers.size() > 3`,
+	`toJson(request.headers).contains("admin")`,
+	`request.query["x"] == "1"`,
+	`request.query["y"] == " z"`,
+	`request.query.size() == 2`,
+	`source.address == "10.1.2.3" && source.port == 4567`,
+	`cidr("10.0.0.0/8").containsIP(source.address)`,
+	`request.size() == 7`,
+	`request == request`,
+	`json(toJson(request))["path"] == "/a/b"`,
+}
+
+// The live view answers every expression as the copied one does.
+func TestLiveInputMatchesCopy(t *testing.T) {
+	c := httpCtx("/a/b?x=1&y=%20z&x=2", "X-Role", "admin", "X-Multi", "first", "x-multi", "second", "X-Empty", "")
+	copied := InputFromCtx(c)
+	copied.Request["query"] = queryMap(c)
+	live := LiveInput(c)
+	for _, expr := range liveExprs {
+		t.Run(expr, func(t *testing.T) {
+			rs := compile(t, allow(expr))
+			p := rs.allowAny[0].prog
+			want, _, werr := p.Eval(&activation{in: &copied})
+			got, _, gerr := p.Eval(&activation{in: &live})
+			if (werr != nil) != (gerr != nil) || werr == nil && got.Equal(want) != boolTrue {
+				t.Fatalf("live %v (%v), copied %v (%v)", got, gerr, want, werr)
+			}
+		})
+	}
+}
+
+// FuzzLiveInput: whatever the request's target and headers, the live view
+// and the copied one agree, and neither panics.
+func FuzzLiveInput(f *testing.F) {
+	f.Add("/a/b?x=1&y=%20z", "X-Role", "admin")
+	f.Add("/?%zz=1&a", "x-a", "")
+	f.Add("/%E2%82%AC?q=%E2%82%AC", "Cookie", "a=b")
+	var progs []*RuleSet
+	for _, expr := range liveExprs {
+		rs, err := Compile(&config.CELRuleSet{Rules: []config.CELRule{{Expr: expr}}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		progs = append(progs, rs)
+	}
+	f.Fuzz(func(t *testing.T, target, name, value string) {
+		if !strings.HasPrefix(target, "/") || strings.ContainsAny(target+name+value, "\r\n\x00") || strings.ContainsAny(name, " :\t") {
+			return
+		}
+		c := httpCtx(target, name, value)
+		copied := InputFromCtx(c)
+		copied.Request["query"] = queryMap(c)
+		live := LiveInput(c)
+		for i, rs := range progs {
+			p := rs.allowAny[0].prog
+			want, _, werr := p.Eval(&activation{in: &copied})
+			got, _, gerr := p.Eval(&activation{in: &live})
+			if (werr != nil) != (gerr != nil) || werr == nil && got.Equal(want) != boolTrue {
+				t.Fatalf("%s: live %v (%v), copied %v (%v)", liveExprs[i], got, gerr, want, werr)
+			}
+		}
+	})
+}
+
+// Expressions whose worst case runs away are refused at load; the usual
+// shapes are not.
+func TestCostBound(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		ok   bool
+	}{
+		{`request.headers.exists(k, k.startsWith("x-") && request.headers[k] == "1")`, true},
+		{`"admin" in jwt.roles && request.path.matches("^/a/[0-9]+$")`, true},
+		{`sets.intersects(jwt.roles, jwt.groups)`, true},
+		{`jwt.roles.exists(r, jwt.groups.exists(g, g == r))`, false},
+		{`jwt.a.map(x, jwt.b.map(y, jwt.c.map(z, x + y + z))).size() > 0`, false},
+	} {
+		_, err := Compile(&config.CELRuleSet{Rules: []config.CELRule{{Expr: tc.expr}}})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tc.expr, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "too costly") {
+			t.Errorf("%s: %v", tc.expr, err)
+		}
+	}
+}
