@@ -330,6 +330,21 @@ func TestBinaryEndToEnd(t *testing.T) {
 	if code, body := httpGet(t, admin); code != 200 || !strings.Contains(body, "proxied") {
 		t.Fatalf("admin UI %d:\n%s", code, body)
 	}
+	// An operator tries a rule against a sample request.
+	for _, c := range []struct{ sample, want string }{
+		{`{"expression": "request.headers[\"x-role\"] == \"admin\"", "request": {"headers": {"X-Role": "admin"}}}`, `{"result":true}`},
+		{`{"expression": "request.path =="}`, `{"error":"invalid CEL expression`},
+	} {
+		resp, err := http.Post(strings.TrimSuffix(admin, "/ui/")+"/cel", "application/json", strings.NewReader(c.sample))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.HasPrefix(string(body), c.want) {
+			t.Fatalf("POST /cel %s: %d %s", c.sample, resp.StatusCode, body)
+		}
+	}
 	code, dump := httpGet(t, strings.TrimSuffix(admin, "/ui/")+"/config_dump")
 	var parsed map[string]any
 	if code != 200 || json.Unmarshal([]byte(dump), &parsed) != nil || parsed["binds"] == nil {

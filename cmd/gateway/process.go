@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/examples"
 	"github.com/relaygate/gateway/server"
 	"github.com/relaygate/gateway/server/admin"
@@ -128,6 +129,7 @@ func (p *process) start(f *config.File) error {
 		ConfigDump:    p.gw.ConfigDump,
 		LLMProviders:  p.gw.LLMProviders,
 		UIPage:        p.gw.UIPage,
+		EvalCEL:       celrules.EvalSample,
 		Metrics:       p.gw.Metrics().WritePrometheus,
 		Ready:         p.gw.Ready,
 		Cmdline:       redactArgs(os.Args),

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"encoding/json"
+	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -32,6 +35,9 @@ func adminHandler(opts Options) http.Handler {
 		mux.Handle("GET /llm/providers", bytesHandler("application/json", opts.LLMProviders))
 		links = append(links, "/llm/providers")
 	}
+	if opts.EvalCEL != nil {
+		mux.Handle("POST /cel", celHandler(opts.EvalCEL))
+	}
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.Handle("GET /debug/pprof/cmdline", cmdlineHandler(opts.Cmdline))
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -45,6 +51,30 @@ func adminHandler(opts Options) http.Handler {
 		writeBody(w, http.StatusOK, "text/html; charset=utf-8", index)
 	})
 	return mux
+}
+
+// maxCELSample bounds POST /cel's body.
+const maxCELSample = 64 << 10
+
+// celHandler evaluates an expression against a sample request: 200 with
+// {"result": value}, or 400 with {"error": why}.
+func celHandler(eval func([]byte) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxCELSample+1))
+		if err == nil && len(body) > maxCELSample {
+			err = fmt.Errorf("the sample is larger than %d bytes", maxCELSample)
+		}
+		var result any
+		if err == nil {
+			result, err = eval(body)
+		}
+		status, out := http.StatusOK, map[string]any{"result": result}
+		if err != nil {
+			status, out = http.StatusBadRequest, map[string]any{"error": err.Error()}
+		}
+		b, _ := json.Marshal(out)
+		writeBody(w, status, "application/json", append(b, '\n'))
+	})
 }
 
 // cmdlineHandler serves the command line as pprof's Cmdline does (the

@@ -20,8 +20,11 @@ type Options struct {
 	// LLMProviders is the health of the LLM providers as JSON, for
 	// /llm/providers.
 	LLMProviders func() ([]byte, error)
-	Metrics      func(w io.Writer) // writes Prometheus text for /metrics
-	Ready        func() bool       // readiness
+	// EvalCEL evaluates the expression of a JSON sample request, for
+	// POST /cel (operators trying a rule); nil leaves the endpoint out.
+	EvalCEL func(sample []byte) (any, error)
+	Metrics func(w io.Writer) // writes Prometheus text for /metrics
+	Ready   func() bool       // readiness
 
 	// Cmdline is what /debug/pprof/cmdline shows, one argument per item,
 	// in place of the process's whole command line (os.Args, which pprof's
