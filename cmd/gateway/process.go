@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
-	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/examples"
+	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/server"
 	"github.com/relaygate/gateway/server/admin"
 )

@@ -44,9 +44,6 @@ type liveMap struct {
 
 var _ traits.Mapper = liveMap{}
 
-// requestKeys are the entries of `request`.
-var requestKeys = []string{"method", "path", "host", "scheme", "uri", "headers", "query"}
-
 // Find implements traits.Mapper.
 func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 	k, ok := key.(types.String)
