@@ -93,7 +93,8 @@ var (
 )
 
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
-// `basicAuth` (username), `apiKey` (the key's metadata), `request` (method,
+// `basicAuth` (username), `apiKey` (the key's metadata), `extauthz` (what
+// the external authorization service answered), `request` (method,
 // path, host, scheme, uri, headers, query), `source` (address, port) and `mcp`
 // (tool, prompt or resource: name and target), each a map,
 // plus agentgateway's function library (celLibraries).
@@ -104,6 +105,7 @@ func CELEnv() (*cel.Env, error) {
 			cel.Variable("jwt", m),
 			cel.Variable("basicAuth", m),
 			cel.Variable("apiKey", m),
+			cel.Variable("extauthz", m),
 			cel.Variable("request", m),
 			cel.Variable("source", m),
 			cel.Variable("mcp", m),

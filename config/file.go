@@ -155,7 +155,7 @@ type ListenerPolicy struct {
 	OIDC            Unsupported `json:"oidc,omitzero"`
 	JWTAuth         *JWTAuth    `json:"jwtAuth,omitempty"`
 	Authorization   *CELRuleSet `json:"authorization,omitempty"`
-	ExtAuthz        Unsupported `json:"extAuthz,omitzero"`
+	ExtAuthz        *ExtAuthz   `json:"extAuthz,omitempty"`
 	ExtProc         Unsupported `json:"extProc,omitzero"`
 	Transformations Unsupported `json:"transformations,omitzero"`
 	BasicAuth       *BasicAuth  `json:"basicAuth,omitempty"`

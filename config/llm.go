@@ -404,7 +404,7 @@ type LLMPolicies struct {
 	OIDC            Unsupported  `json:"oidc,omitzero"`
 	JWTAuth         *JWTAuth     `json:"jwtAuth,omitempty"`
 	Authorization   *CELRuleSet  `json:"authorization,omitempty"`
-	ExtAuthz        Unsupported  `json:"extAuthz,omitzero"`
+	ExtAuthz        *ExtAuthz    `json:"extAuthz,omitempty"`
 	ExtProc         Unsupported  `json:"extProc,omitzero"`
 	CORS            *CORS        `json:"cors,omitempty"`
 	Transformations Unsupported  `json:"transformations,omitzero"`

@@ -35,7 +35,7 @@ type RoutePolicies struct {
 	OIDC              Unsupported        `json:"oidc,omitzero"`
 	BasicAuth         *BasicAuth         `json:"basicAuth,omitempty"`
 	APIKey            *APIKeyAuth        `json:"apiKey,omitempty"`
-	ExtAuthz          Unsupported        `json:"extAuthz,omitzero"`
+	ExtAuthz          *ExtAuthz          `json:"extAuthz,omitempty"`
 	ExtProc           Unsupported        `json:"extProc,omitzero"`
 	Transformations   Unsupported        `json:"transformations,omitzero"`
 	Buffer            Unsupported        `json:"buffer,omitzero"`

@@ -120,7 +120,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 		kind Kind
 		p    any
 	}{
-		{desc: "unknown kind", kind: Kind("extAuthz"), p: &recorder{}},
+		{desc: "unknown kind", kind: Kind("extProc"), p: &recorder{}},
 		{desc: "not a policy", kind: KindCSRF, p: "csrf"},
 	}
 	for _, tt := range tests {
@@ -136,7 +136,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 }
 
 func TestOrderHoldsEveryKindOnce(t *testing.T) {
-	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindAuthorization, KindCSRF, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindRedirect, KindDirectResponse}
+	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindCSRF, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindRedirect, KindDirectResponse}
 	if len(Order) != len(kinds) {
 		t.Fatalf("Order has %d kinds, want %d", len(Order), len(kinds))
 	}

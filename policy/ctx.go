@@ -54,6 +54,9 @@ type Ctx struct {
 	// the key's metadata object, shared and never modified (nil when no key
 	// was authenticated).
 	APIKey map[string]any
+	// ExtAuthz is the dynamic metadata the extAuthz service answered with,
+	// what CEL sees as `extauthz` (nil when none).
+	ExtAuthz map[string]any
 	// Token is the validated bearer token. Authentication removes the
 	// credential from the forwarded request; backendAuth passthrough and MCP
 	// targets re-add it from here.
@@ -75,6 +78,7 @@ func (c *Ctx) Reset() {
 	c.Claims = nil
 	c.BasicAuthUser = ""
 	c.APIKey = nil
+	c.ExtAuthz = nil
 	c.Token = c.Token[:0]
 	c.scratch = c.scratch[:0]
 }

@@ -17,6 +17,7 @@ const (
 	KindMCPAuthentication Kind = "mcpAuthentication"
 	KindBasicAuth         Kind = "basicAuth"
 	KindAPIKey            Kind = "apiKey"
+	KindExtAuthz          Kind = "extAuthz"
 	KindAuthorization     Kind = "authorization"
 )
 
@@ -27,7 +28,8 @@ const (
 //  1. cors — first, so preflights are answered before any authentication and
 //     CORS headers decorate every later rejection, letting browsers read it;
 //  2. authentication (jwtAuth, mcpAuthentication, basicAuth, apiKey; oidc
-//     to come), extAuthz, authorization, then localRateLimit and
+//     to come), extAuthz (which sees what they authenticated), authorization
+//     (which sees what extAuthz answered), then localRateLimit and
 //     remoteRateLimit, in that order;
 //  3. csrf — after authentication in agentgateway, so an unauthenticated
 //     cross-site request is answered 401 rather than 403;
@@ -45,7 +47,7 @@ var Order = []Kind{
 	KindMCPAuthentication,
 	KindBasicAuth,
 	KindAPIKey,
-	// extAuthz: here.
+	KindExtAuthz,
 	KindAuthorization,
 	// localRateLimit, remoteRateLimit: here.
 	KindCSRF,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"github.com/relaygate/gateway/policy/credential"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/relaygate/gateway/policy/apikey"
 	"github.com/relaygate/gateway/policy/basicauth"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/jwtauth"
 )
 
@@ -56,6 +58,22 @@ var routeKinds = []routeKind{
 	}},
 	{"basicAuth", chainKind(policy.KindBasicAuth, basicauth.New)},
 	{"apiKey", chainKind(policy.KindAPIKey, apikey.New)},
+	{"extAuthz", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.ExtAuthz)
+		addr := cfg.Host
+		if cfg.Backend != "" {
+			nb := c.named[cfg.Backend]
+			if nb == nil || nb.Kind != config.BackendHost {
+				return &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", cfg.Backend)}
+			}
+			addr = nb.Host
+		}
+		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
+		if err == nil {
+			rc.chain.Add(policy.KindExtAuthz, p)
+		}
+		return err
+	}},
 	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
 		if err == nil {

@@ -159,6 +159,7 @@ type Input struct {
 	// BasicAuthUser and APIKey are policy.Ctx's.
 	BasicAuthUser string
 	APIKey        map[string]any
+	ExtAuthz      map[string]any
 	Request       map[string]any
 	Source        map[string]any
 	MCP           *MCPItem
@@ -183,6 +184,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 		Claims:        c.Claims,
 		BasicAuthUser: c.BasicAuthUser,
 		APIKey:        c.APIKey,
+		ExtAuthz:      c.ExtAuthz,
 		Request: map[string]any{
 			"method":  string(f.Method()),
 			"path":    string(c.Path),
@@ -235,6 +237,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return nil, false
 		}
 		return a.in.APIKey, true
+	case "extauthz":
+		if a.in.ExtAuthz == nil {
+			return nil, false
+		}
+		return a.in.ExtAuthz, true
 	case "jwt":
 		if a.in.Claims == nil {
 			return nil, false

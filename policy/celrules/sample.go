@@ -33,6 +33,7 @@ type Sample struct {
 	} `json:"source"`
 	JWT       map[string]any `json:"jwt"`
 	APIKey    map[string]any `json:"apiKey"`
+	ExtAuthz  map[string]any `json:"extauthz"`
 	BasicAuth *struct {
 		Username string `json:"username"`
 	} `json:"basicAuth"`
@@ -101,8 +102,9 @@ func (s *Sample) input() Input {
 		query[k] = v
 	}
 	in := Input{
-		Claims: s.JWT,
-		APIKey: s.APIKey,
+		Claims:   s.JWT,
+		APIKey:   s.APIKey,
+		ExtAuthz: s.ExtAuthz,
 		Request: map[string]any{
 			"method": r.Method, "path": r.Path, "host": r.Host, "scheme": r.Scheme, "uri": r.URI,
 			"headers": headers, "query": query,

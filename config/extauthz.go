@@ -1,0 +1,157 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// ExtAuthz is `policies.extAuthz`: ask an external service whether a
+// request may pass (Envoy's ext_authz, over gRPC or HTTP). The service is
+// `host` ("host:port") or a named `backend` (a host backend).
+type ExtAuthz struct {
+	Host     string      `json:"host,omitempty"`
+	Backend  string      `json:"backend,omitempty"`
+	Service  Unsupported `json:"service,omitzero"`
+	Policies Unsupported `json:"policies,omitzero"`
+	// Protocol is gRPC (the default, Envoy's Authorization service) or
+	// HTTP.
+	Protocol *ExtAuthzProtocol `json:"protocol,omitempty"`
+	// FailureMode says what happens when the service cannot decide
+	// (unreachable, timed out, a malformed answer): deny (the default,
+	// 403), allow, or deny with a status of its own.
+	FailureMode ExtAuthzFailureMode `json:"failureMode,omitzero"`
+	// IncludeRequestHeaders names the headers (or pseudo-headers :method,
+	// :path, :authority, :scheme) sent to the service; unset, gRPC sends
+	// every header and HTTP sends Authorization.
+	IncludeRequestHeaders []string    `json:"includeRequestHeaders,omitempty" cfg:"maxItems=64"`
+	IncludeRequestBody    Unsupported `json:"includeRequestBody,omitzero"`
+	Cache                 Unsupported `json:"cache,omitzero"`
+	Conditional           Unsupported `json:"conditional,omitzero"`
+}
+
+// Validate enforces exactly one service and checks the header names.
+func (e *ExtAuthz) Validate(v *decode.Validation) {
+	e.Backend = backendRefName(e.Backend)
+	switch {
+	case e.Host == "" && e.Backend == "" && !e.Service.Set:
+		v.Errorf("", "exactly one of host, backend, service is required")
+	case e.Host != "" && e.Backend != "":
+		v.Errorf("", "only one of host, backend may be set")
+	case e.Host != "":
+		if err := checkHostPort(e.Host); err != nil {
+			v.Errorf("host", "%v", err)
+		}
+	}
+	for i, h := range e.IncludeRequestHeaders {
+		if !validPseudoOrHeader(h) {
+			v.Errorf(indexPath("includeRequestHeaders", i), "invalid header name %q", h)
+		}
+	}
+}
+
+// validPseudoOrHeader accepts a header name or :method, :path, :authority,
+// :scheme.
+func validPseudoOrHeader(h string) bool {
+	switch h {
+	case ":method", ":path", ":authority", ":scheme":
+		return true
+	}
+	return validHeaderName(h)
+}
+
+// ExtAuthzProtocol is exactly one of grpc and http.
+type ExtAuthzProtocol struct {
+	GRPC *ExtAuthzGRPC `json:"grpc,omitempty"`
+	HTTP *ExtAuthzHTTP `json:"http,omitempty"`
+}
+
+// DecodeNode decodes the union.
+func (p *ExtAuthzProtocol) DecodeNode(n *decode.Node) {
+	type plain ExtAuthzProtocol
+	decodeExactlyOne(n, (*plain)(p), "grpc", "http")
+}
+
+// ExtAuthzGRPC is the gRPC protocol's settings.
+type ExtAuthzGRPC struct {
+	// Context is sent as the check's context_extensions.
+	Context map[string]string `json:"context,omitempty" cfg:"maxItems=64"`
+	// Metadata is sent as metadata_context.filter_metadata, each value
+	// computed by CEL from the request.
+	Metadata map[string]CELExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
+}
+
+// ExtAuthzHTTP is the HTTP protocol's settings: the request goes to the
+// service with the client's method; a 2xx answer allows it.
+type ExtAuthzHTTP struct {
+	// Path is the check request's path and query, by CEL; unset, the
+	// client's.
+	Path *CELExpression `json:"path,omitempty"`
+	// Redirect is where a client refused with 401 or 403 is sent (302),
+	// by CEL.
+	Redirect *CELExpression `json:"redirect,omitempty"`
+	Body     Unsupported    `json:"body,omitzero"`
+	// IncludeResponseHeaders are copied from an allowing answer into the
+	// request forwarded to the backend.
+	IncludeResponseHeaders []string `json:"includeResponseHeaders,omitempty" cfg:"maxItems=64"`
+	// AddRequestHeaders are set on the check request, by CEL.
+	AddRequestHeaders map[string]CELExpression `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
+	Metadata          Unsupported              `json:"metadata,omitzero"`
+}
+
+// Validate checks the header names.
+func (h *ExtAuthzHTTP) Validate(v *decode.Validation) {
+	for i, name := range h.IncludeResponseHeaders {
+		if !validHeaderName(name) {
+			v.Errorf(indexPath("includeResponseHeaders", i), "invalid header name %q", name)
+		}
+	}
+	for name := range h.AddRequestHeaders {
+		if !validHeaderName(name) {
+			v.Errorf("addRequestHeaders."+name, "invalid header name %q", name)
+		}
+	}
+}
+
+// ExtAuthzFailureMode is "deny" (the default), "allow" or
+// {denyWithStatus: code}.
+type ExtAuthzFailureMode struct {
+	Allow bool
+	// DenyStatus is the refusal's status; 0 means 403.
+	DenyStatus int
+}
+
+// DecodeNode decodes the string-or-object union.
+func (f *ExtAuthzFailureMode) DecodeNode(n *decode.Node) {
+	if s, ok := n.String(); ok {
+		switch strings.TrimSpace(s) {
+		case "deny":
+		case "allow":
+			f.Allow = true
+		default:
+			n.Errorf("must be deny, allow or {denyWithStatus: code}")
+		}
+		return
+	}
+	var o struct {
+		DenyWithStatus int `json:"denyWithStatus" cfg:"required,min=200,max=599"`
+	}
+	if n.Decode(&o) {
+		f.DenyStatus = o.DenyWithStatus
+	}
+}
+
+// IsZero reports the default (deny with 403).
+func (f ExtAuthzFailureMode) IsZero() bool { return !f.Allow && f.DenyStatus == 0 }
+
+// MarshalJSON writes the file form.
+func (f ExtAuthzFailureMode) MarshalJSON() ([]byte, error) {
+	switch {
+	case f.Allow:
+		return []byte(`"allow"`), nil
+	case f.DenyStatus != 0:
+		return []byte(`{"denyWithStatus":` + strconv.Itoa(f.DenyStatus) + `}`), nil
+	}
+	return []byte(`"deny"`), nil
+}

@@ -1,0 +1,213 @@
+// Package extauthz owns the extAuthz policy: each request is checked by an
+// external authorization service before it goes on, over Envoy's ext_authz
+// v3 gRPC protocol (github.com/envoyproxy/go-control-plane and grpc-go) or
+// over HTTP. Connections to the service are runtime state kept across
+// reloads (pool.Lease).
+package extauthz
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/pool"
+)
+
+// DefaultTimeout bounds one check (agentgateway's default too).
+const DefaultTimeout = 2 * time.Second
+
+// maxAnswerBody bounds the body of an HTTP service's answer the client is
+// given.
+const maxAnswerBody = 64 << 10
+
+// Options are what New needs beyond the config.
+type Options struct {
+	// Addr is the service's "host:port" (the named backend resolved).
+	Addr string
+	// Lease holds the connections to the service; nil makes them the
+	// policy's own.
+	Lease   *pool.Lease
+	Logger  *zap.Logger
+	Timeout time.Duration // 0 is DefaultTimeout
+}
+
+// ExtAuthz is the compiled extAuthz policy; immutable and safe for
+// concurrent use.
+//
+// A request the service refuses gets the service's answer (gRPC: the
+// denied response's status, default 403, headers and body; HTTP: the
+// answer itself, or a 302 to `redirect` for 401 and 403). A service that
+// cannot decide (unreachable, too slow, a malformed answer) is handled by
+// failureMode: 403 `external authorization failed` by default.
+type ExtAuthz struct {
+	grpc *grpcCheck
+	http *httpCheck
+
+	include    []string // header names (lower-case) and pseudo-headers; nil: the protocol's default
+	failAllow  bool
+	failStatus int
+	timeout    time.Duration
+	log        *zap.Logger
+}
+
+var (
+	contentTypeText = []byte("text/plain; charset=utf-8")
+	bodyFailed      = []byte("external authorization failed\n")
+	bodyForbidden   = []byte("forbidden\n")
+)
+
+// New compiles an extAuthz policy. Errors are *policy.FieldError naming
+// the field below extAuthz.
+func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	p := &ExtAuthz{failAllow: cfg.FailureMode.Allow, failStatus: cfg.FailureMode.DenyStatus, timeout: o.Timeout, log: o.Logger}
+	if p.failStatus == 0 {
+		p.failStatus = http.StatusForbidden
+	}
+	for _, h := range cfg.IncludeRequestHeaders {
+		p.include = append(p.include, strings.ToLower(h))
+	}
+	proto := cfg.Protocol
+	if proto == nil || proto.GRPC != nil {
+		g := &config.ExtAuthzGRPC{}
+		if proto != nil {
+			g = proto.GRPC
+		}
+		check, err := newGRPCCheck(g, o)
+		if err != nil {
+			return nil, err
+		}
+		p.grpc = check
+		return p, nil
+	}
+	check, err := newHTTPCheck(proto.HTTP, o)
+	if err != nil {
+		return nil, err
+	}
+	p.http = check
+	if p.include == nil {
+		p.include = []string{"authorization"}
+	}
+	return p, nil
+}
+
+// OnRequest asks the service and lets the request go on, or answers it.
+func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	var err error
+	var done bool
+	if p.grpc != nil {
+		done, err = p.grpc.check(ctx, p, c)
+	} else {
+		done, err = p.http.check(ctx, p, c)
+	}
+	if err != nil {
+		if p.failAllow {
+			p.log.Warn("extAuthz: the authorization service could not decide; allowing (failureMode allow)", zap.Error(err))
+			return policy.Continue
+		}
+		p.log.Warn("extAuthz: the authorization service could not decide; denying", zap.Error(err))
+		resp := &c.Fast.Response
+		resp.Reset()
+		resp.SetStatusCode(p.failStatus)
+		resp.Header.SetContentTypeBytes(contentTypeText)
+		resp.SetBody(bodyFailed)
+		return policy.Done
+	}
+	if done {
+		return policy.Done
+	}
+	return policy.Continue
+}
+
+// requestHeaders lists the request's headers as the service sees them:
+// lower-case names, repeated ones joined with ",", and the pseudo-headers
+// :method, :path, :authority and :scheme; only those in include, unless
+// include is nil.
+func requestHeaders(c *policy.Ctx, include []string) map[string]string {
+	out := map[string]string{}
+	req := &c.Fast.Request
+	want := func(name string) bool {
+		if include == nil {
+			return true
+		}
+		for _, i := range include {
+			if i == name {
+				return true
+			}
+		}
+		return false
+	}
+	pseudo := [...][2]string{
+		{":method", string(req.Header.Method())},
+		{":path", string(req.Header.RequestURI())},
+		{":authority", string(req.Header.Host())},
+		{":scheme", string(c.Scheme)},
+	}
+	for _, ph := range pseudo {
+		if want(ph[0]) {
+			out[ph[0]] = ph[1]
+		}
+	}
+	for k, v := range req.Header.All() {
+		name := strings.ToLower(string(k))
+		if !want(name) {
+			continue
+		}
+		if prev, ok := out[name]; ok {
+			out[name] = prev + "," + string(v)
+		} else {
+			out[name] = string(v)
+		}
+	}
+	return out
+}
+
+// sourceAddr is the client's address and port.
+func sourceAddr(c *policy.Ctx) (string, uint32) {
+	if a, ok := c.Fast.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String(), uint32(a.Port)
+	}
+	return "", 0
+}
+
+// evalString evaluates a CEL expression against the live request; a value
+// that is not a string fails.
+func evalString(p cel.Program, c *policy.Ctx) (string, bool) {
+	in := celrules.LiveInput(c)
+	v, err := celrules.EvalLLM(p, &in, nil)
+	if err != nil {
+		return "", false
+	}
+	s, ok := v.Value().(string)
+	return s, ok
+}
+
+// hopByHop are the headers of an HTTP answer that are not passed on.
+var hopByHop = []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length", "Te", "Trailer", "Upgrade", "Proxy-Connection"}
+
+func isHopByHop(name []byte) bool {
+	for _, h := range hopByHop {
+		if bytes.EqualFold(name, []byte(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+var _ policy.Request = (*ExtAuthz)(nil)

@@ -1,0 +1,274 @@
+package extauthz
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
+	"github.com/relaygate/gateway/policy/policytest"
+)
+
+func header(k, v string, action corev3.HeaderValueOption_HeaderAppendAction) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v}, AppendAction: action}
+}
+
+func newPolicy(t *testing.T, cfg config.ExtAuthz, addr string) *ExtAuthz {
+	t.Helper()
+	p, err := New(&cfg, Options{Addr: addr, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestGRPCAllowEditsTheRequest(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse {
+		return extauthztest.Allow(&authv3.OkHttpResponse{
+			Headers: []*corev3.HeaderValueOption{
+				header("x-user", "alice", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+				{Header: &corev3.HeaderValue{Key: "x-multi", Value: "2"}, Append: wrapperspb.Bool(true)},
+				header("x-absent", "set", corev3.HeaderValueOption_ADD_IF_ABSENT),
+				header("x-kept", "not-set", corev3.HeaderValueOption_ADD_IF_ABSENT),
+				header("x-bad", "a\r\nb", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+			},
+			HeadersToRemove:         []string{"x-secret", "host", ":path"},
+			QueryParametersToSet:    []*corev3.QueryParameter{{Key: "tenant", Value: "t1"}},
+			QueryParametersToRemove: []string{"debug"},
+		}, map[string]any{"user": "alice", "groups": []any{"eng"}})
+	}}
+	addr := extauthztest.Start(t, s)
+	md := config.CELExpression(`{"path": request.path}`)
+	p := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{GRPC: &config.ExtAuthzGRPC{
+		Context:  map[string]string{"route": "r1"},
+		Metadata: map[string]config.CELExpression{"gw": md},
+	}}}, addr)
+	c := policytest.Ctx(policytest.NewRequest("GET", "/a/b?debug=1&x=2",
+		"Authorization", "Bearer t", "X-Secret", "s", "X-Multi", "1", "X-User", "mallory", "X-Kept", "k"))
+	if res := p.OnRequest(c); res != policy.Continue {
+		t.Fatalf("refused: %d %s", c.Fast.Response.StatusCode(), c.Fast.Response.Body())
+	}
+	req := &c.Fast.Request
+	for _, tc := range []struct{ name, want string }{
+		{"X-User", "alice"}, {"X-Absent", "set"}, {"X-Kept", "k"}, {"X-Secret", ""}, {"X-Bad", ""}, {"Host", "gw.test"},
+	} {
+		if got := string(req.Header.Peek(tc.name)); got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := req.Header.PeekAll("X-Multi"); len(got) != 2 {
+		t.Errorf("X-Multi = %q, want both values", got)
+	}
+	if got := string(req.Header.RequestURI()); got != "/a/b?x=2&tenant=t1" {
+		t.Errorf("forwarded target %q", got)
+	}
+	if c.ExtAuthz["user"] != "alice" {
+		t.Errorf("extauthz = %v", c.ExtAuthz)
+	}
+	// What the service saw.
+	check := s.Last(t)
+	h := check.GetAttributes().GetRequest().GetHttp()
+	if h.GetMethod() != "GET" || h.GetPath() != "/a/b?debug=1&x=2" || h.GetHost() != "gw.test" || h.GetHeaders()["authorization"] != "Bearer t" || h.GetHeaders()[":path"] != "/a/b?debug=1&x=2" {
+		t.Errorf("check request http = %v", h)
+	}
+	if got := check.GetAttributes().GetContextExtensions()["route"]; got != "r1" {
+		t.Errorf("context extensions %v", check.GetAttributes().GetContextExtensions())
+	}
+	if got := check.GetAttributes().GetMetadataContext().GetFilterMetadata()["gw"].AsMap()["path"]; got != "/a/b" {
+		t.Errorf("metadata %v", check.GetAttributes().GetMetadataContext())
+	}
+}
+
+func withDenied(r *authv3.CheckResponse, d *authv3.DeniedHttpResponse) *authv3.CheckResponse {
+	r.HttpResponse = &authv3.CheckResponse_DeniedResponse{DeniedResponse: d}
+	return r
+}
+
+func TestGRPCDeny(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		resp       *authv3.CheckResponse
+		wantStatus int
+		wantBody   string
+		wantHeader [2]string
+	}{
+		{
+			desc: "the denied response as the service wrote it",
+			resp: withDenied(extauthztest.Deny(codes.Unauthenticated), &authv3.DeniedHttpResponse{
+				Status:  &typev3.HttpStatus{Code: typev3.StatusCode_Unauthorized},
+				Headers: []*corev3.HeaderValueOption{header("www-authenticate", `Bearer realm="x"`, 0)},
+				Body:    "log in first",
+			}),
+			wantStatus: 401, wantBody: "log in first", wantHeader: [2]string{"WWW-Authenticate", `Bearer realm="x"`},
+		},
+		{
+			desc:       "a bare refusal is 403",
+			resp:       extauthztest.Deny(codes.PermissionDenied),
+			wantStatus: 403, wantBody: "forbidden\n",
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			addr := extauthztest.Start(t, &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return tc.resp }})
+			p := newPolicy(t, config.ExtAuthz{}, addr)
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			if p.OnRequest(c) != policy.Done {
+				t.Fatal("allowed")
+			}
+			resp := &c.Fast.Response
+			if resp.StatusCode() != tc.wantStatus || string(resp.Body()) != tc.wantBody {
+				t.Errorf("%d %q, want %d %q", resp.StatusCode(), resp.Body(), tc.wantStatus, tc.wantBody)
+			}
+			if tc.wantHeader[0] != "" && string(resp.Header.Peek(tc.wantHeader[0])) != tc.wantHeader[1] {
+				t.Errorf("%s = %q", tc.wantHeader[0], resp.Header.Peek(tc.wantHeader[0]))
+			}
+		})
+	}
+}
+
+func TestIncludeRequestHeaders(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
+	addr := extauthztest.Start(t, s)
+	p := newPolicy(t, config.ExtAuthz{IncludeRequestHeaders: []string{"X-Keep", ":method"}}, addr)
+	c := policytest.Ctx(policytest.NewRequest("POST", "/", "X-Keep", "1", "X-Drop", "2", "Authorization", "secret"))
+	if p.OnRequest(c) != policy.Continue {
+		t.Fatal("refused")
+	}
+	got := s.Last(t).GetAttributes().GetRequest().GetHttp().GetHeaders()
+	if len(got) != 2 || got["x-keep"] != "1" || got[":method"] != "POST" {
+		t.Errorf("headers sent: %v", got)
+	}
+}
+
+// A service that cannot decide is the failure mode's business.
+func TestFailureModes(t *testing.T) {
+	dead := func() string {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}()
+	slow := extauthztest.Start(t, &extauthztest.Server{Delay: 5 * time.Second, Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }})
+	for _, tc := range []struct {
+		desc, addr string
+		mode       config.ExtAuthzFailureMode
+		http       bool
+		wantStatus int // 0: allowed
+	}{
+		{"unreachable, deny", dead, config.ExtAuthzFailureMode{}, false, 403},
+		{"unreachable, allow", dead, config.ExtAuthzFailureMode{Allow: true}, false, 0},
+		{"unreachable, deny with status", dead, config.ExtAuthzFailureMode{DenyStatus: 503}, false, 503},
+		{"too slow, deny", slow, config.ExtAuthzFailureMode{}, false, 403},
+		{"unreachable over HTTP, deny", dead, config.ExtAuthzFailureMode{}, true, 403},
+		{"unreachable over HTTP, allow", dead, config.ExtAuthzFailureMode{Allow: true}, true, 0},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			cfg := config.ExtAuthz{FailureMode: tc.mode}
+			if tc.http {
+				cfg.Protocol = &config.ExtAuthzProtocol{HTTP: &config.ExtAuthzHTTP{}}
+			}
+			p := newPolicy(t, cfg, tc.addr)
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			start := time.Now()
+			res := p.OnRequest(c)
+			if time.Since(start) > 3*time.Second {
+				t.Errorf("the check took %v: the timeout did not hold", time.Since(start))
+			}
+			if tc.wantStatus == 0 {
+				if res != policy.Continue {
+					t.Fatalf("refused with %d", c.Fast.Response.StatusCode())
+				}
+				return
+			}
+			if res != policy.Done || c.Fast.Response.StatusCode() != tc.wantStatus || string(c.Fast.Response.Body()) != "external authorization failed\n" {
+				t.Fatalf("%v %d %q, want %d", res, c.Fast.Response.StatusCode(), c.Fast.Response.Body(), tc.wantStatus)
+			}
+		})
+	}
+}
+
+func TestHTTPProtocol(t *testing.T) {
+	var mu sync.Mutex
+	var seen *http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = r.Clone(context.Background())
+		mu.Unlock()
+		switch r.Header.Get("Authorization") {
+		case "Bearer good":
+			w.Header().Set("X-Auth-User", "alice")
+			w.Header().Set("X-Not-Copied", "1")
+			w.WriteHeader(200)
+		case "Bearer teapot":
+			w.WriteHeader(418)
+			io.WriteString(w, "no tea")
+		default:
+			w.Header().Set("WWW-Authenticate", "Basic")
+			w.WriteHeader(401)
+			io.WriteString(w, "who are you")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	path := config.CELExpression(`"/check" + request.path`)
+	redirect := config.CELExpression(`"https://login.example/?to=" + request.path`)
+	tenant := config.CELExpression(`"t-" + request.headers["x-tenant"]`)
+	base := config.ExtAuthzHTTP{Path: &path, IncludeResponseHeaders: []string{"X-Auth-User"}, AddRequestHeaders: map[string]config.CELExpression{"X-Tenant-Id": tenant}}
+	withRedirect := base
+	withRedirect.Redirect = &redirect
+	plain := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{HTTP: &base}}, addr)
+	redirecting := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{HTTP: &withRedirect}}, addr)
+
+	c := policytest.Ctx(policytest.NewRequest("POST", "/x?y=1", "Authorization", "Bearer good", "X-Tenant", "9", "X-Other", "o"))
+	if plain.OnRequest(c) != policy.Continue {
+		t.Fatalf("refused: %d", c.Fast.Response.StatusCode())
+	}
+	if got := string(c.Fast.Request.Header.Peek("X-Auth-User")); got != "alice" || c.Fast.Request.Header.Peek("X-Not-Copied") != nil {
+		t.Errorf("copied headers: x-auth-user %q, x-not-copied %q", got, c.Fast.Request.Header.Peek("X-Not-Copied"))
+	}
+	mu.Lock()
+	if seen.Method != "POST" || seen.URL.Path != "/check/x" || seen.Header.Get("X-Tenant-Id") != "t-9" || seen.Header.Get("X-Other") != "" {
+		t.Errorf("the service saw %s %s, headers %v", seen.Method, seen.URL, seen.Header)
+	}
+	mu.Unlock()
+
+	for _, tc := range []struct {
+		desc       string
+		p          *ExtAuthz
+		auth       string
+		wantStatus int
+		wantBody   string
+		wantHeader [2]string
+	}{
+		{"the service's refusal as it answered", plain, "Bearer bad", 401, "who are you", [2]string{"WWW-Authenticate", "Basic"}},
+		{"another status passes through", redirecting, "Bearer teapot", 418, "no tea", [2]string{}},
+		{"401 with redirect", redirecting, "Bearer bad", 302, "", [2]string{"Location", "https://login.example/?to=/x"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := policytest.Ctx(policytest.NewRequest("GET", "/x", "Authorization", tc.auth))
+			if tc.p.OnRequest(c) != policy.Done {
+				t.Fatal("allowed")
+			}
+			resp := &c.Fast.Response
+			if resp.StatusCode() != tc.wantStatus || string(resp.Body()) != tc.wantBody {
+				t.Errorf("%d %q, want %d %q", resp.StatusCode(), resp.Body(), tc.wantStatus, tc.wantBody)
+			}
+			if tc.wantHeader[0] != "" && string(resp.Header.Peek(tc.wantHeader[0])) != tc.wantHeader[1] {
+				t.Errorf("%s = %q", tc.wantHeader[0], resp.Header.Peek(tc.wantHeader[0]))
+			}
+		})
+	}
+}

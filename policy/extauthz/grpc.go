@@ -1,0 +1,270 @@
+package extauthz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"cel.dev/cel-go/cel"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/pool"
+)
+
+// grpcCheck asks Envoy's Authorization service (envoy.service.auth.v3).
+type grpcCheck struct {
+	conn     *grpcConn
+	context  map[string]string
+	metadata []metadataEntry // sorted by key
+}
+
+type metadataEntry struct {
+	key  string
+	prog cel.Program
+}
+
+// grpcConn is a client connection to one service, kept in the lease.
+type grpcConn struct {
+	cc     *grpc.ClientConn
+	client authv3.AuthorizationClient
+}
+
+// Close implements io.Closer for the lease.
+func (g *grpcConn) Close() error { return g.cc.Close() }
+
+func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
+	dial := func() (*grpcConn, error) {
+		// Plain HTTP/2 (h2c); connecting is lazy, so an unreachable service
+		// is the failure mode's business, per request.
+		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		return &grpcConn{cc: cc, client: authv3.NewAuthorizationClient(cc)}, nil
+	}
+	var conn *grpcConn
+	var err error
+	if o.Lease != nil {
+		conn, err = pool.LoadOrNew(o.Lease, "extauthz-grpc\x00"+o.Addr, dial)
+	} else {
+		conn, err = dial()
+	}
+	if err != nil {
+		return nil, &policy.FieldError{Msg: fmt.Sprintf("cannot set up a gRPC client for %s: %v", o.Addr, err)}
+	}
+	g := &grpcCheck{conn: conn, context: cfg.Context}
+	for key, expr := range cfg.Metadata {
+		p, err := config.CompileLLMExpression(string(expr))
+		if err != nil {
+			return nil, &policy.FieldError{Field: "protocol.grpc.metadata." + key, Msg: err.Error()}
+		}
+		g.metadata = append(g.metadata, metadataEntry{key: key, prog: p})
+	}
+	sort.Slice(g.metadata, func(i, j int) bool { return g.metadata[i].key < g.metadata[j].key })
+	return g, nil
+}
+
+// check asks the service; done reports that the request was answered (a
+// denial), err that the service could not decide.
+func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done bool, err error) {
+	req := &c.Fast.Request
+	addr, port := sourceAddr(c)
+	uri := req.URI()
+	check := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+			SocketAddress: &corev3.SocketAddress{Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},
+		}}},
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method:   string(req.Header.Method()),
+			Headers:  requestHeaders(c, p.include),
+			Path:     string(req.Header.RequestURI()),
+			Host:     string(req.Header.Host()),
+			Scheme:   string(c.Scheme),
+			Query:    string(uri.QueryString()),
+			Protocol: string(req.Header.Protocol()),
+			Size:     int64(req.Header.ContentLength()),
+		}},
+		ContextExtensions: g.context,
+	}}
+	if len(g.metadata) > 0 {
+		md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+		in := celrules.LiveInput(c)
+		for _, m := range g.metadata {
+			v, err := celrules.EvalLLM(m.prog, &in, nil)
+			if err != nil {
+				continue // a field that cannot be computed is left out
+			}
+			s, err := toStruct(v.ConvertToNative(reflect.TypeFor[*structpb.Struct]()))
+			if err == nil {
+				md.FilterMetadata[m.key] = s
+			}
+		}
+		check.Attributes.MetadataContext = md
+	}
+	resp, err := g.conn.client.Check(ctx, check)
+	if err != nil {
+		return false, err
+	}
+	if code := resp.GetStatus().GetCode(); code != int32(codes.OK) {
+		deny(c, resp.GetDeniedResponse())
+		return true, nil
+	}
+	if md := resp.GetDynamicMetadata(); md != nil {
+		c.ExtAuthz = md.AsMap()
+	}
+	if ok := resp.GetOkResponse(); ok != nil {
+		applyOK(c, ok)
+	}
+	return false, nil
+}
+
+func toStruct(v any, err error) (*structpb.Struct, error) {
+	if err != nil {
+		return nil, err
+	}
+	s, ok := v.(*structpb.Struct)
+	if !ok {
+		return nil, errors.New("not an object")
+	}
+	return s, nil
+}
+
+// deny answers the request as the service's denied response says
+// (status 403 unless it names one).
+func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
+	resp := &c.Fast.Response
+	resp.Reset()
+	status := 403
+	if code := int(d.GetStatus().GetCode()); code >= 200 && code <= 599 {
+		status = code
+	}
+	resp.SetStatusCode(status)
+	for _, h := range d.GetHeaders() {
+		setHeader(&resp.Header, h)
+	}
+	if body := d.GetBody(); body != "" {
+		resp.SetBodyString(body)
+	} else if d == nil {
+		resp.Header.SetContentTypeBytes(contentTypeText)
+		resp.SetBody(bodyForbidden)
+	}
+}
+
+// headerSetter is what setHeader changes: a request's or a response's
+// headers.
+type headerSetter interface {
+	Add(key, value string)
+	Set(key, value string)
+	Peek(key string) []byte
+}
+
+// setHeader applies one header option as Envoy does for ext_authz: append
+// when asked (the deprecated append flag or append_action), else overwrite.
+func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
+	hv := o.GetHeader()
+	if hv == nil || hv.GetKey() == "" {
+		return
+	}
+	key, value := hv.GetKey(), hv.GetValue()
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		value = string(raw)
+	}
+	if !validHeader(key, value) {
+		return // never forward a header that would break the request
+	}
+	action := corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	//lint:ignore SA1019 servers written before append_action still send append, and Envoy honours it
+	appendFlag := o.GetAppend()
+	switch {
+	case appendFlag != nil:
+		if appendFlag.GetValue() {
+			action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
+		}
+	case o.GetAppendAction() != corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+		action = o.GetAppendAction()
+	}
+	present := h.Peek(key) != nil
+	switch action {
+	case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+		h.Add(key, value)
+	case corev3.HeaderValueOption_ADD_IF_ABSENT:
+		if !present {
+			h.Set(key, value)
+		}
+	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+		if present {
+			h.Set(key, value)
+		}
+	default:
+		h.Set(key, value)
+	}
+}
+
+// validHeader refuses names and values that could not travel in HTTP/1.1.
+func validHeader(key, value string) bool {
+	for i := 0; i < len(key); i++ {
+		b := key[i]
+		if b <= ' ' || b >= 0x7f || b == ':' {
+			return false
+		}
+	}
+	for i := 0; i < len(value); i++ {
+		if b := value[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// applyOK edits the request the service allowed: headers set, added and
+// removed, query parameters set and removed.
+func applyOK(c *policy.Ctx, ok *authv3.OkHttpResponse) {
+	req := &c.Fast.Request
+	for _, h := range ok.GetHeaders() {
+		setHeader(&req.Header, h)
+	}
+	for _, name := range ok.GetHeadersToRemove() {
+		// Envoy refuses to remove pseudo-headers and Host.
+		if name == "" || name[0] == ':' || equalFold(name, "host") {
+			continue
+		}
+		req.Header.Del(name)
+	}
+	set, remove := ok.GetQueryParametersToSet(), ok.GetQueryParametersToRemove()
+	if len(set) == 0 && len(remove) == 0 {
+		return
+	}
+	args := req.URI().QueryArgs()
+	for _, name := range remove {
+		args.Del(name)
+	}
+	for _, q := range set {
+		if q.GetKey() != "" {
+			args.Set(q.GetKey(), q.GetValue())
+		}
+	}
+	req.SetRequestURIBytes(req.URI().RequestURI())
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc/codes"
+
+	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
+)
+
+// TestExtAuthzE2E drives a listener's extAuthz (a real gRPC Authorization
+// service) through the gateway: the service decides by the token, the
+// header it adds reaches the backend, its metadata feeds a route's
+// authorization rule, and an HTTP-protocol service on another route.
+func TestExtAuthzE2E(t *testing.T) {
+	var mu sync.Mutex
+	var seen http.Header
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = r.Header.Clone()
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	}))
+	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		switch r.GetAttributes().GetRequest().GetHttp().GetHeaders()["authorization"] {
+		case "Bearer eng":
+			return extauthztest.Allow(&authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
+				{Header: &corev3.HeaderValue{Key: "x-user", Value: "alice"}},
+			}}, map[string]any{"group": "eng"})
+		case "Bearer ops":
+			return extauthztest.Allow(nil, map[string]any{"group": "ops"})
+		}
+		return extauthztest.Deny(codes.PermissionDenied)
+	}}
+	addr := extauthztest.Start(t, authz)
+	httpAuthz := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer web" { // one the gRPC service refuses
+			w.WriteHeader(401)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - policies:
+      extAuthz:
+        host: '${AUTHZ}'
+        protocol: {grpc: {context: {listener: main}}}
+    routes:
+    - matches: [{path: {pathPrefix: /eng}}]
+      policies:
+        authorization: {rules: ['extauthz.group == "eng"']}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /http}}]
+      policies:
+        extAuthz:
+          host: '${HTTP_AUTHZ}'
+          protocol: {http: {redirect: '"/login?to=" + request.path'}}
+      backends: [{host: '${UP}'}]
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr, "HTTP_AUTHZ": strings.TrimPrefix(httpAuthz, "http://")})
+	for _, tc := range []struct {
+		desc, path, token string
+		wantStatus        int
+	}{
+		{"allowed", "/", "eng", 200},
+		{"refused by the service", "/", "nobody", 403},
+		{"metadata in a rule: allowed", "/eng", "eng", 200},
+		{"metadata in a rule: refused", "/eng", "ops", 403},
+		{"the route's own service replaces the listener's", "/http", "web", 200},
+		{"the HTTP service's refusal redirects", "/http/x", "ops", 302},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			resp, _ := get(t, tg.url(3000)+tc.path, "Authorization", "Bearer "+tc.token)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("%d, want %d", resp.StatusCode, tc.wantStatus)
+			}
+			if tc.wantStatus == 302 && resp.Header.Get("Location") != "/login?to=/http/x" {
+				t.Errorf("Location %q", resp.Header.Get("Location"))
+			}
+		})
+	}
+	resp, _ := get(t, tg.url(3000)+"/", "Authorization", "Bearer eng")
+	mu.Lock()
+	user := seen.Get("X-User")
+	mu.Unlock()
+	if resp.StatusCode != 200 || user != "alice" {
+		t.Errorf("the backend saw x-user %q", user)
+	}
+	if got := authz.Last(t).GetAttributes().GetContextExtensions()["listener"]; got != "main" {
+		t.Errorf("context extensions %v", authz.Last(t).GetAttributes().GetContextExtensions())
+	}
+}
