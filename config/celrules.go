@@ -94,7 +94,8 @@ var (
 
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
 // `basicAuth` (username), `apiKey` (the key's metadata), `extauthz` (what
-// the external authorization service answered), `request` (method,
+// the external authorization service answered), `response` (code,
+// headers; once there is one), `request` (method,
 // path, host, scheme, uri, headers, query), `source` (address, port) and `mcp`
 // (tool, prompt or resource: name and target), each a map,
 // plus agentgateway's function library (celLibraries).
@@ -106,6 +107,7 @@ func CELEnv() (*cel.Env, error) {
 			cel.Variable("basicAuth", m),
 			cel.Variable("apiKey", m),
 			cel.Variable("extauthz", m),
+			cel.Variable("response", m),
 			cel.Variable("request", m),
 			cel.Variable("source", m),
 			cel.Variable("mcp", m),

@@ -151,15 +151,15 @@ type Listener struct {
 // policies (a PolicySet): a route's own setting of a kind replaces the
 // listener's, and authorization rules of both apply.
 type ListenerPolicy struct {
-	CORS            *CORS       `json:"cors,omitempty"`
-	OIDC            Unsupported `json:"oidc,omitzero"`
-	JWTAuth         *JWTAuth    `json:"jwtAuth,omitempty"`
-	Authorization   *CELRuleSet `json:"authorization,omitempty"`
-	ExtAuthz        *ExtAuthz   `json:"extAuthz,omitempty"`
-	ExtProc         Unsupported `json:"extProc,omitzero"`
-	Transformations Unsupported `json:"transformations,omitzero"`
-	BasicAuth       *BasicAuth  `json:"basicAuth,omitempty"`
-	APIKey          *APIKeyAuth `json:"apiKey,omitempty"`
+	CORS            *CORS            `json:"cors,omitempty"`
+	OIDC            Unsupported      `json:"oidc,omitzero"`
+	JWTAuth         *JWTAuth         `json:"jwtAuth,omitempty"`
+	Authorization   *CELRuleSet      `json:"authorization,omitempty"`
+	ExtAuthz        *ExtAuthz        `json:"extAuthz,omitempty"`
+	ExtProc         Unsupported      `json:"extProc,omitzero"`
+	Transformations *Transformations `json:"transformations,omitempty"`
+	BasicAuth       *BasicAuth       `json:"basicAuth,omitempty"`
+	APIKey          *APIKeyAuth      `json:"apiKey,omitempty"`
 }
 
 // Route is one HTTP route of a listener.

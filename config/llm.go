@@ -401,16 +401,16 @@ func (d *LLMModelPolicies) Validate(v *decode.Validation) {
 // LLMPolicies is `llm.policies` (agentgateway's LocalLLMPolicy): policies
 // of every request to the llm section, before a model is chosen.
 type LLMPolicies struct {
-	OIDC            Unsupported  `json:"oidc,omitzero"`
-	JWTAuth         *JWTAuth     `json:"jwtAuth,omitempty"`
-	Authorization   *CELRuleSet  `json:"authorization,omitempty"`
-	ExtAuthz        *ExtAuthz    `json:"extAuthz,omitempty"`
-	ExtProc         Unsupported  `json:"extProc,omitzero"`
-	CORS            *CORS        `json:"cors,omitempty"`
-	Transformations Unsupported  `json:"transformations,omitzero"`
-	BasicAuth       *BasicAuth   `json:"basicAuth,omitempty"`
-	APIKey          *APIKeyAuth  `json:"apiKey,omitempty"`
-	Guardrails      *PromptGuard `json:"guardrails,omitempty"`
+	OIDC            Unsupported      `json:"oidc,omitzero"`
+	JWTAuth         *JWTAuth         `json:"jwtAuth,omitempty"`
+	Authorization   *CELRuleSet      `json:"authorization,omitempty"`
+	ExtAuthz        *ExtAuthz        `json:"extAuthz,omitempty"`
+	ExtProc         Unsupported      `json:"extProc,omitzero"`
+	CORS            *CORS            `json:"cors,omitempty"`
+	Transformations *Transformations `json:"transformations,omitempty"`
+	BasicAuth       *BasicAuth       `json:"basicAuth,omitempty"`
+	APIKey          *APIKeyAuth      `json:"apiKey,omitempty"`
+	Guardrails      *PromptGuard     `json:"guardrails,omitempty"`
 	// LocalRateLimit are buckets every request takes from.
 	LocalRateLimit  []RateLimitBucket `json:"localRateLimit,omitempty" cfg:"maxItems=16"`
 	RemoteRateLimit Unsupported       `json:"remoteRateLimit,omitzero"`

@@ -37,7 +37,7 @@ type RoutePolicies struct {
 	APIKey            *APIKeyAuth        `json:"apiKey,omitempty"`
 	ExtAuthz          *ExtAuthz          `json:"extAuthz,omitempty"`
 	ExtProc           Unsupported        `json:"extProc,omitzero"`
-	Transformations   Unsupported        `json:"transformations,omitzero"`
+	Transformations   *Transformations   `json:"transformations,omitempty"`
 	Buffer            Unsupported        `json:"buffer,omitzero"`
 	Delay             Unsupported        `json:"delay,omitzero"`
 }

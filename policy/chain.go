@@ -25,6 +25,7 @@ func (ch *Chain) RunRequest(c *Ctx) Result {
 // RunResponse runs every response policy, last registered first. It runs on
 // backend responses and on answers made by request policies alike.
 func (ch *Chain) RunResponse(c *Ctx) {
+	c.Responding = true
 	for i := len(ch.Response) - 1; i >= 0; i-- {
 		ch.Response[i].OnResponse(c)
 	}

@@ -54,6 +54,9 @@ type Ctx struct {
 	// the key's metadata object, shared and never modified (nil when no key
 	// was authenticated).
 	APIKey map[string]any
+	// Responding is set once the response policies run: CEL sees
+	// `response` from then on.
+	Responding bool
 	// ExtAuthz is the dynamic metadata the extAuthz service answered with,
 	// what CEL sees as `extauthz` (nil when none).
 	ExtAuthz map[string]any
@@ -79,6 +82,7 @@ func (c *Ctx) Reset() {
 	c.BasicAuthUser = ""
 	c.APIKey = nil
 	c.ExtAuthz = nil
+	c.Responding = false
 	c.Token = c.Token[:0]
 	c.scratch = c.scratch[:0]
 }

@@ -7,6 +7,7 @@ type Kind string
 const (
 	KindCORS            Kind = "cors"
 	KindCSRF            Kind = "csrf"
+	KindTransformations Kind = "transformations"
 	KindResponseHeaders Kind = "responseHeaderModifier"
 	KindRequestHeaders  Kind = "requestHeaderModifier"
 	KindURLRewrite      Kind = "urlRewrite"
@@ -33,12 +34,15 @@ const (
 //     remoteRateLimit, in that order;
 //  3. csrf — after authentication in agentgateway, so an unauthenticated
 //     cross-site request is answered 401 rather than 403;
-//  4. responseHeaderModifier — response only; placed after cors so that on
+//  4. transformations — after authentication and authorization, so its
+//     expressions see jwt, apiKey and extauthz; on the way back it runs
+//     after responseHeaderModifier;
+//  5. responseHeaderModifier — response only; placed after cors so that on
 //     the way back it runs before cors adds its headers;
-//  5. requestHeaderModifier, then urlRewrite — they prepare the forwarded
+//  6. requestHeaderModifier, then urlRewrite — they prepare the forwarded
 //     request, and a redirect after them sees their result, as in
 //     agentgateway;
-//  6. requestRedirect, then directResponse — they answer the request.
+//  7. requestRedirect, then directResponse — they answer the request.
 //
 // Response policies run in the reverse of this order.
 var Order = []Kind{
@@ -51,6 +55,7 @@ var Order = []Kind{
 	KindAuthorization,
 	// localRateLimit, remoteRateLimit: here.
 	KindCSRF,
+	KindTransformations,
 	KindResponseHeaders,
 	KindRequestHeaders,
 	KindURLRewrite,

@@ -14,6 +14,7 @@ import (
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/jwtauth"
+	"github.com/relaygate/gateway/policy/transform"
 )
 
 // routeKind is one policy kind as a route compiles it from its merged
@@ -82,6 +83,7 @@ var routeKinds = []routeKind{
 		return err
 	}},
 	{"csrf", chainKind(policy.KindCSRF, policy.NewCSRF)},
+	{"transformations", chainKind(policy.KindTransformations, transform.New)},
 	{"directResponse", chainKind(policy.KindDirectResponse, policy.NewDirectResponse)},
 	{"requestRedirect", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.RequestRedirect)

@@ -40,3 +40,21 @@ func TestEveryPolicyFieldIsAKind(t *testing.T) {
 		}
 	}
 }
+
+// Every setting of llm.policies reaches the section's route (llmBind):
+// each is copied there, or is guardrails, which the models read.
+func TestLLMPoliciesServed(t *testing.T) {
+	served := map[string]bool{"jwtAuth": true, "authorization": true, "cors": true, "basicAuth": true, "apiKey": true,
+		"extAuthz": true, "transformations": true, "localRateLimit": true, "guardrails": true}
+	lt := reflect.TypeOf(config.LLMPolicies{})
+	for i := range lt.NumField() {
+		f := lt.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type == reflect.TypeFor[config.Unsupported]() {
+			continue
+		}
+		if !served[name] {
+			t.Errorf("llm.policies.%s is decoded but llmBind does not pass it on", name)
+		}
+	}
+}

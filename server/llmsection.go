@@ -159,7 +159,11 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	listener := &config.Listener{Name: "llm"}
 	rp := &config.RoutePolicies{}
 	if p := l.Policies; p != nil {
+		// llm.policies are route policies of the section's one route
+		// (guardrails aside: the models read them). TestLLMPoliciesServed
+		// holds every field to this list.
 		rp.JWTAuth, rp.Authorization, rp.CORS = p.JWTAuth, p.Authorization, p.CORS
+		rp.BasicAuth, rp.APIKey, rp.ExtAuthz, rp.Transformations = p.BasicAuth, p.APIKey, p.ExtAuthz, p.Transformations
 		if len(p.LocalRateLimit) > 0 {
 			rp.LocalRateLimit = &config.LocalRateLimit{Buckets: p.LocalRateLimit}
 		}

@@ -255,6 +255,13 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return emptyMap, true
 		}
 		return a.in.Request, true
+	case "response":
+		// Only a live request has a response to show, once the response
+		// policies run.
+		if a.in.live == nil || !a.in.live.Responding {
+			return nil, false
+		}
+		return liveMap{a.in.live, liveResponse}, true
 	case "source":
 		if a.in.live != nil {
 			return liveMap{a.in.live, liveSource}, true

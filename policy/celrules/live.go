@@ -31,6 +31,8 @@ const (
 	liveHeaders
 	liveQuery
 	liveSource
+	liveResponse
+	liveResponseHeaders
 )
 
 // liveMap is a CEL map whose entries are read from the request on demand.
@@ -87,6 +89,24 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		if v, ok := credential.QueryValue(nil, q, []byte(k)); ok {
 			return types.String(v), true
 		}
+	case liveResponse:
+		switch k {
+		case "code":
+			return types.Int(f.Response.StatusCode()), true
+		case "headers":
+			return liveMap{m.c, liveResponseHeaders}, true
+		}
+	case liveResponseHeaders:
+		v := f.Response.Header.Peek(string(k))
+		if v == nil {
+			for name, value := range f.Response.Header.All() {
+				if bytes.EqualFold(name, []byte(k)) {
+					return types.String(value), true
+				}
+			}
+			return nil, false
+		}
+		return types.String(v), true
 	case liveSource:
 		a, ok := f.RemoteAddr().(*net.TCPAddr)
 		if !ok {
@@ -124,8 +144,25 @@ func (m liveMap) native() map[string]any {
 		return in.Request["headers"].(map[string]any)
 	case liveQuery:
 		return queryMap(m.c)
+	case liveResponse:
+		return map[string]any{"code": int64(m.c.Fast.Response.StatusCode()), "headers": responseHeaderMap(m.c)}
+	case liveResponseHeaders:
+		return responseHeaderMap(m.c)
 	}
 	return in.Source
+}
+
+// responseHeaderMap is the response's headers as rules see them:
+// lower-case names, the first value of a repeated one.
+func responseHeaderMap(c *policy.Ctx) map[string]any {
+	out := map[string]any{}
+	for k, v := range c.Fast.Response.Header.All() {
+		name := string(appendLower(nil, k))
+		if _, seen := out[name]; !seen {
+			out[name] = string(v)
+		}
+	}
+	return out
 }
 
 // queryMap is the request's query parameters, the first value of each.

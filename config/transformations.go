@@ -1,0 +1,69 @@
+package config
+
+import "github.com/relaygate/gateway/config/decode"
+
+// Transformations is `policies.transformations`: headers of the request
+// before it is forwarded, and of the response before it is returned,
+// computed by CEL.
+type Transformations struct {
+	Request     *Transform  `json:"request,omitempty"`
+	Response    *Transform  `json:"response,omitempty"`
+	Conditional Unsupported `json:"conditional,omitzero"`
+}
+
+// Transform is one direction's edits, applied in this order: replace,
+// then set, add and remove. A value that fails to evaluate leaves its
+// header alone.
+type Transform struct {
+	// Add appends a header per entry (a list result adds one per item).
+	Add map[string]CELExpression `json:"add,omitempty" cfg:"maxItems=64"`
+	// Set replaces the header's values. In a request, :method, :path and
+	// :authority set those; in a response, :status sets the status.
+	Set map[string]CELExpression `json:"set,omitempty" cfg:"maxItems=64"`
+	// Remove deletes headers by name.
+	Remove []string `json:"remove,omitempty" cfg:"maxItems=64"`
+	// Replace computes the whole header set: a map of names to a string or
+	// a list of strings. Pseudo-headers in it are ignored.
+	Replace  *CELExpression `json:"replace,omitempty"`
+	Body     Unsupported    `json:"body,omitzero"`
+	Metadata Unsupported    `json:"metadata,omitzero"`
+}
+
+// requestPseudo and responsePseudo are the pseudo-headers set may name.
+var (
+	requestPseudo  = map[string]bool{":method": true, ":path": true, ":authority": true}
+	responsePseudo = map[string]bool{":status": true}
+)
+
+// Validate checks header names; which pseudo-headers are allowed depends
+// on the direction (Transformations.Validate).
+func (t *Transform) Validate(v *decode.Validation) {
+	for name := range t.Add {
+		if !validHeaderName(name) {
+			v.Errorf("add."+name, "invalid header name %q", name)
+		}
+	}
+	for i, name := range t.Remove {
+		if !validHeaderName(name) {
+			v.Errorf(indexPath("remove", i), "invalid header name %q", name)
+		}
+	}
+}
+
+// Validate checks the pseudo-headers each direction's set names.
+func (t *Transformations) Validate(v *decode.Validation) {
+	for _, d := range []struct {
+		field  string
+		t      *Transform
+		pseudo map[string]bool
+	}{{"request", t.Request, requestPseudo}, {"response", t.Response, responsePseudo}} {
+		if d.t == nil {
+			continue
+		}
+		for name := range d.t.Set {
+			if !validHeaderName(name) && !d.pseudo[name] {
+				v.Errorf(d.field+".set."+name, "invalid header name %q", name)
+			}
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package transform
+
+import (
+	"reflect"
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/relaygate/gateway/policy"
+)
+
+var jsonValueType = reflect.TypeFor[*structpb.Value]()
+
+// requestHeaders edits the request being forwarded.
+type requestHeaders struct{ c *policy.Ctx }
+
+func (r requestHeaders) Set(k, v string) { r.c.Fast.Request.Header.Set(k, v) }
+func (r requestHeaders) Add(k, v string) { r.c.Fast.Request.Header.Add(k, v) }
+func (r requestHeaders) Del(k string)    { r.c.Fast.Request.Header.Del(k) }
+
+// reset removes every header but Host (the request's authority) and the
+// framing headers, which describe the body the gateway forwards.
+func (r requestHeaders) reset() {
+	h := &r.c.Fast.Request.Header
+	var names []string
+	for k := range h.All() {
+		switch string(k) {
+		case "Host", "Content-Length", "Transfer-Encoding", "Content-Type":
+			continue
+		}
+		names = append(names, string(k))
+	}
+	for _, n := range names {
+		h.Del(n)
+	}
+}
+
+func (r requestHeaders) pseudo(name, value string) bool {
+	h := &r.c.Fast.Request.Header
+	switch name {
+	case ":method":
+		if value == "" {
+			return false
+		}
+		h.SetMethod(value)
+	case ":path":
+		if value == "" || value[0] != '/' {
+			return false
+		}
+		h.SetRequestURI(value)
+	case ":authority":
+		if value == "" {
+			return false
+		}
+		h.SetHost(value)
+		r.c.HostRewritten = true
+	default:
+		return false
+	}
+	return true
+}
+
+// responseHeaders edits the response being returned.
+type responseHeaders struct{ c *policy.Ctx }
+
+func (r responseHeaders) Set(k, v string) { r.c.Fast.Response.Header.Set(k, v) }
+func (r responseHeaders) Add(k, v string) { r.c.Fast.Response.Header.Add(k, v) }
+func (r responseHeaders) Del(k string)    { r.c.Fast.Response.Header.Del(k) }
+
+func (r responseHeaders) reset() {
+	h := &r.c.Fast.Response.Header
+	var names []string
+	for k := range h.All() {
+		switch string(k) {
+		case "Content-Length", "Transfer-Encoding", "Content-Type":
+			continue
+		}
+		names = append(names, string(k))
+	}
+	for _, n := range names {
+		h.Del(n)
+	}
+}
+
+func (r responseHeaders) pseudo(name, value string) bool {
+	if name != ":status" {
+		return false
+	}
+	code, err := strconv.Atoi(value)
+	if err != nil || code < 100 || code > 599 {
+		return false
+	}
+	r.c.Fast.Response.SetStatusCode(code)
+	return true
+}
