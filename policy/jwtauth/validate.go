@@ -117,6 +117,8 @@ type Validator struct {
 	providers []*provider
 	parser    *jwt.Parser
 	keyfunc   jwt.Keyfunc
+	cache     *tokenCache // nil: every token is checked
+	now       func() time.Time
 }
 
 // Internal keyfunc refusals.
@@ -131,6 +133,8 @@ var (
 func newValidator(provs []config.JWTProvider, single bool, o *Options) (*Validator, error) {
 	v := &Validator{
 		parser: jwt.NewParser(jwt.WithValidMethods(Algorithms), jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
+		cache:  newTokenCache(),
+		now:    o.Now,
 	}
 	v.keyfunc = v.lookupKey
 	for i := range provs {
@@ -272,6 +276,19 @@ func (v *Validator) Validate(token []byte) (map[string]any, Failure) {
 	if len(token) > MaxTokenSize {
 		return nil, FailMalformed
 	}
+	var key [32]byte
+	var before [4]*keySnapshot // the providers' key sets before the check
+	cache := v.cache != nil && len(v.providers) <= len(before)
+	if cache {
+		var claims map[string]any
+		var hit bool
+		if claims, key, hit = v.cache.lookup(token, v.now()); hit {
+			return claims, OK
+		}
+		for i, p := range v.providers {
+			before[i] = p.keys.snap.Load()
+		}
+	}
 	claims := jwt.MapClaims{}
 	t, err := v.parser.ParseWithClaims(string(token), claims, v.keyfunc)
 	if err != nil {
@@ -288,6 +305,15 @@ func (v *Validator) Validate(token []byte) (map[string]any, Failure) {
 	}
 	if err := p.validator.Validate(claims); err != nil {
 		return nil, classifyClaims(err)
+	}
+	if cache {
+		for i, q := range v.providers {
+			// Remembered only when the key set that checked it is still
+			// the provider's (no fetch replaced it meanwhile).
+			if q == p && before[i] != nil && q.keys.snap.Load() == before[i] {
+				v.cache.store(key, claims, p, before[i], v.now())
+			}
+		}
 	}
 	return claims, OK
 }
