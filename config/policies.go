@@ -39,7 +39,7 @@ type RoutePolicies struct {
 	ExtProc           Unsupported        `json:"extProc,omitzero"`
 	Transformations   *Transformations   `json:"transformations,omitempty"`
 	Buffer            Unsupported        `json:"buffer,omitzero"`
-	Delay             Unsupported        `json:"delay,omitzero"`
+	Delay             *Delay             `json:"delay,omitempty"`
 }
 
 // BackendPolicies is `backends[].policies` (agentgateway's LocalBackendPolicies).
@@ -155,15 +155,35 @@ type DirectResponse struct {
 	Status         *int        `json:"status" cfg:"min=200,max=599"`
 	BodyExpression Unsupported `json:"bodyExpression,omitzero"`
 	Headers        Unsupported `json:"headers,omitzero"`
-	Conditional    Unsupported `json:"conditional,omitzero"`
+	// Conditional is the other form: the first entry whose condition holds
+	// (or that has none, the last) answers; when none does, the request
+	// goes on.
+	Conditional []ConditionalDirectResponse `json:"conditional,omitempty" cfg:"maxItems=64"`
 }
 
 // Validate requires a status, except in the conditional form (refused as
 // not supported yet on its own).
 func (d *DirectResponse) Validate(v *decode.Validation) {
-	if d.Status == nil && !d.Conditional.Set {
+	switch {
+	case d.Conditional != nil && (d.Status != nil || len(d.Body) > 0):
+		v.Errorf("conditional", "not allowed together with status and body (set them on each entry)")
+	case d.Conditional == nil && d.Status == nil:
 		v.Errorf("status", "required")
 	}
+	for i, c := range d.Conditional {
+		if c.Condition == "" && i != len(d.Conditional)-1 {
+			v.Errorf(indexPath("conditional", i)+".condition", "required: only the last entry may go without a condition")
+		}
+	}
+}
+
+// ConditionalDirectResponse is one entry of a conditional direct response.
+type ConditionalDirectResponse struct {
+	// Condition is a FaultCELEnv expression (random() allowed); unset,
+	// the entry always answers.
+	Condition FaultCondition `json:"condition,omitempty"`
+	Status    *int           `json:"status" cfg:"required,min=200,max=599"`
+	Body      Bytes          `json:"body,omitempty"`
 }
 
 // CORS answers preflight requests and decorates responses with CORS headers.

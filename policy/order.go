@@ -13,6 +13,7 @@ const (
 	KindURLRewrite      Kind = "urlRewrite"
 	KindRedirect        Kind = "requestRedirect"
 	KindDirectResponse  Kind = "directResponse"
+	KindDelay           Kind = "delay"
 
 	KindJWTAuth           Kind = "jwtAuth"
 	KindMCPAuthentication Kind = "mcpAuthentication"
@@ -42,7 +43,8 @@ const (
 //  6. requestHeaderModifier, then urlRewrite — they prepare the forwarded
 //     request, and a redirect after them sees their result, as in
 //     agentgateway;
-//  7. requestRedirect, then directResponse — they answer the request.
+//  7. delay — the injected latency, once the request is ready to go;
+//  8. requestRedirect, then directResponse — they answer the request.
 //
 // Response policies run in the reverse of this order.
 var Order = []Kind{
@@ -59,6 +61,7 @@ var Order = []Kind{
 	KindResponseHeaders,
 	KindRequestHeaders,
 	KindURLRewrite,
+	KindDelay,
 	KindRedirect,
 	KindDirectResponse,
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/relaygate/gateway/policy/basicauth"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/extauthz"
+	"github.com/relaygate/gateway/policy/fault"
 	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/transform"
 )
@@ -84,7 +85,8 @@ var routeKinds = []routeKind{
 	}},
 	{"csrf", chainKind(policy.KindCSRF, policy.NewCSRF)},
 	{"transformations", chainKind(policy.KindTransformations, transform.New)},
-	{"directResponse", chainKind(policy.KindDirectResponse, policy.NewDirectResponse)},
+	{"directResponse", chainKind(policy.KindDirectResponse, fault.NewDirectResponse)},
+	{"delay", chainKind(policy.KindDelay, fault.NewDelay)},
 	{"requestRedirect", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.RequestRedirect)
 		p, err := policy.NewRedirect(cfg)

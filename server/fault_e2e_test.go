@@ -1,0 +1,41 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestFaultInjectionE2E: an opted-in request waits, and a conditional
+// direct response answers the requests its condition picks while the
+// others reach the backend.
+func TestFaultInjectionE2E(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("backend")) }))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        delay: {duration: 'request.headers["x-chaos"] == "delay" ? 60 : 0'}
+        directResponse:
+          conditional:
+          - condition: 'request.headers["x-chaos"] == "abort"'
+            status: 503
+            body: injected fault
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	if resp, body := get(t, tg.url(3000)+"/", "X-Chaos", "abort"); resp.StatusCode != 503 || body != "injected fault" {
+		t.Fatalf("abort: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get(t, tg.url(3000)+"/"); resp.StatusCode != 200 || body != "backend" {
+		t.Fatalf("no fault: %d %q", resp.StatusCode, body)
+	}
+	start := time.Now()
+	if resp, body := get(t, tg.url(3000)+"/", "X-Chaos", "delay"); resp.StatusCode != 200 || body != "backend" {
+		t.Fatalf("delay: %d %q", resp.StatusCode, body)
+	}
+	if waited := time.Since(start); waited < 60*time.Millisecond {
+		t.Fatalf("answered after %v, want at least the 60ms delay", waited)
+	}
+}
