@@ -27,8 +27,10 @@ type ExtAuthz struct {
 	// every header and HTTP sends Authorization.
 	IncludeRequestHeaders []string    `json:"includeRequestHeaders,omitempty" cfg:"maxItems=64"`
 	IncludeRequestBody    Unsupported `json:"includeRequestBody,omitzero"`
-	Cache                 Unsupported `json:"cache,omitzero"`
-	Conditional           Unsupported `json:"conditional,omitzero"`
+	// Cache remembers decisions by a key computed from the request; its
+	// safety rests on the key naming everything the service decides on.
+	Cache       *ExtAuthzCache `json:"cache,omitempty"`
+	Conditional Unsupported    `json:"conditional,omitzero"`
 }
 
 // Validate enforces exactly one service and checks the header names.
@@ -61,6 +63,19 @@ func validPseudoOrHeader(h string) bool {
 	return validHeaderName(h)
 }
 
+// ExtAuthzCache is extAuthz's cache of decisions.
+type ExtAuthzCache struct {
+	// Key are expressions whose values together make the cache key; a
+	// request for which one fails is not cached, nor is any without keys.
+	Key []ValueExpression `json:"key" cfg:"required,maxItems=16"`
+	// TTL is how long a decision holds, evaluated once it is applied (so
+	// it may read extauthz): a duration, or a Unix time (a timestamp or a
+	// number of seconds).
+	TTL ValueExpression `json:"ttl" cfg:"required"`
+	// MaxEntries bounds the cache (default 10000; 0 turns it off).
+	MaxEntries *int `json:"maxEntries,omitempty" cfg:"min=0,max=10000000"`
+}
+
 // ExtAuthzProtocol is exactly one of grpc and http.
 type ExtAuthzProtocol struct {
 	GRPC *ExtAuthzGRPC `json:"grpc,omitempty"`
@@ -79,7 +94,7 @@ type ExtAuthzGRPC struct {
 	Context map[string]string `json:"context,omitempty" cfg:"maxItems=64"`
 	// Metadata is sent as metadata_context.filter_metadata, each value
 	// computed by CEL from the request.
-	Metadata map[string]CELExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
+	Metadata map[string]ValueExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
 }
 
 // ExtAuthzHTTP is the HTTP protocol's settings: the request goes to the
@@ -87,17 +102,23 @@ type ExtAuthzGRPC struct {
 type ExtAuthzHTTP struct {
 	// Path is the check request's path and query, by CEL; unset, the
 	// client's.
-	Path *CELExpression `json:"path,omitempty"`
+	Path *ValueExpression `json:"path,omitempty"`
 	// Redirect is where a client refused with 401 or 403 is sent (302),
 	// by CEL.
-	Redirect *CELExpression `json:"redirect,omitempty"`
-	Body     Unsupported    `json:"body,omitzero"`
+	Redirect *ValueExpression `json:"redirect,omitempty"`
+	// Body is the check request's body, by CEL (a string or bytes as they
+	// are, anything else as JSON); unset, none.
+	Body *ValueExpression `json:"body,omitempty"`
 	// IncludeResponseHeaders are copied from an allowing answer into the
 	// request forwarded to the backend.
 	IncludeResponseHeaders []string `json:"includeResponseHeaders,omitempty" cfg:"maxItems=64"`
-	// AddRequestHeaders are set on the check request, by CEL.
-	AddRequestHeaders map[string]CELExpression `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
-	Metadata          Unsupported              `json:"metadata,omitzero"`
+	// AddRequestHeaders are set on the check request, by CEL; :method and
+	// :path set the check request's method and path.
+	AddRequestHeaders map[string]ValueExpression `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
+	// Metadata becomes the extauthz variable of later expressions when the
+	// service allows, each value by CEL with `response` the service's
+	// answer (code, headers, body).
+	Metadata map[string]ValueExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
 }
 
 // Validate checks the header names.
@@ -108,7 +129,7 @@ func (h *ExtAuthzHTTP) Validate(v *decode.Validation) {
 		}
 	}
 	for name := range h.AddRequestHeaders {
-		if !validHeaderName(name) {
+		if !validHeaderName(name) && name != ":method" && name != ":path" {
 			v.Errorf("addRequestHeaders."+name, "invalid header name %q", name)
 		}
 	}

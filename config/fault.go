@@ -1,8 +1,12 @@
 package config
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,38 +18,90 @@ import (
 )
 
 var (
-	faultEnvOnce sync.Once
-	faultEnv     *cel.Env
-	faultEnvErr  error
+	valueEnvOnce sync.Once
+	valueEnv     *cel.Env
+	valueEnvErr  error
 )
 
-// FaultCELEnv is the environment of fault injection (delay, conditional
-// direct responses): LLMCELEnv's variables and functions plus random(), a
-// number in [0, 1) drawn anew on each evaluation, which rules must not use
-// (an authorization decision is never left to chance) but injected faults
-// are made of.
-func FaultCELEnv() (*cel.Env, error) {
-	faultEnvOnce.Do(func() {
+// ValueCELEnv is the environment of expressions that compute a value or
+// inject a fault rather than decide whether a request may pass (delay,
+// conditional direct responses, extAuthz's HTTP path, headers, body and
+// metadata): LLMCELEnv's variables and functions plus random(), a number in
+// [0, 1) drawn anew on each evaluation, and unvalidatedJwtPayload(token),
+// the claims of a JWT read without checking its signature. Rules must not
+// use either (an authorization decision is never left to chance, nor to
+// claims nobody verified), so they stay out of CELEnv.
+func ValueCELEnv() (*cel.Env, error) {
+	valueEnvOnce.Do(func() {
 		base, err := LLMCELEnv()
 		if err != nil {
-			faultEnvErr = err
+			valueEnvErr = err
 			return
 		}
-		faultEnv, faultEnvErr = base.Extend(cel.Function("random",
-			cel.Overload("random_double", nil, cel.DoubleType,
-				cel.FunctionBinding(func(...ref.Val) ref.Val { return types.Double(rand.Float64()) }))))
-		if faultEnvErr != nil {
-			faultEnvErr = fmt.Errorf("building the fault CEL environment: %w", faultEnvErr)
+		valueEnv, valueEnvErr = base.Extend(
+			cel.Function("random",
+				cel.Overload("random_double", nil, cel.DoubleType,
+					cel.FunctionBinding(func(...ref.Val) ref.Val { return types.Double(rand.Float64()) }))),
+			cel.Function("unvalidatedJwtPayload",
+				cel.Overload("unvalidated_jwt_payload_string", []*cel.Type{cel.StringType}, cel.MapType(cel.StringType, cel.DynType),
+					cel.UnaryBinding(unvalidatedJWTPayload))))
+		if valueEnvErr != nil {
+			valueEnvErr = fmt.Errorf("building the fault CEL environment: %w", valueEnvErr)
 		}
 	})
-	return faultEnv, faultEnvErr
+	return valueEnv, valueEnvErr
 }
 
-// CompileFaultExpression checks and compiles an expression of FaultCELEnv.
+// unvalidatedJWTPayload decodes a JWT's claims without checking anything:
+// the middle segment, base64url, as JSON.
+func unvalidatedJWTPayload(v ref.Val) ref.Val {
+	s, ok := v.Value().(string)
+	if !ok {
+		return types.NewErr("unvalidatedJwtPayload: not a string")
+	}
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if len(parts) != 3 {
+		return types.NewErr("unvalidatedJwtPayload: not a JWT")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return types.NewErr("unvalidatedJwtPayload: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // exp and iat are integers: int, not double, in CEL
+	var claims map[string]any
+	if err := dec.Decode(&claims); err != nil {
+		return types.NewErr("unvalidatedJwtPayload: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(jsonNumbers(claims))
+}
+
+// jsonNumbers turns json.Numbers into int64 when whole, else float64.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = jsonNumbers(e)
+		}
+	}
+	return v
+}
+
+// CompileValueExpression checks and compiles an expression of ValueCELEnv.
 // It is compiled without cel-go's plan-time optimisation, which would
 // evaluate random() once, at load.
-func CompileFaultExpression(expr string, boolean bool) (cel.Program, error) {
-	env, err := FaultCELEnv()
+func CompileValueExpression(expr string, boolean bool) (cel.Program, error) {
+	env, err := ValueCELEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +122,24 @@ func CompileFaultExpression(expr string, boolean bool) (cel.Program, error) {
 	return p, nil
 }
 
-// FaultCondition is a boolean expression of FaultCELEnv.
+// ValueExpression is an expression of ValueCELEnv with a result of any
+// type, compiled when the config is decoded.
+type ValueExpression string
+
+// DecodeNode decodes and compiles the expression.
+func (e *ValueExpression) DecodeNode(n *decode.Node) {
+	expr, ok := n.String()
+	if !ok || expr == "" || len(expr) > maxCELBytes {
+		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+		return
+	}
+	if _, err := CompileValueExpression(expr, false); err != nil {
+		n.Errorf("%v", err)
+	}
+	*e = ValueExpression(expr)
+}
+
+// FaultCondition is a boolean expression of ValueCELEnv.
 type FaultCondition string
 
 // DecodeNode decodes and compiles the condition.
@@ -76,7 +149,7 @@ func (e *FaultCondition) DecodeNode(n *decode.Node) {
 		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
 		return
 	}
-	if _, err := CompileFaultExpression(expr, true); err != nil {
+	if _, err := CompileValueExpression(expr, true); err != nil {
 		n.Errorf("%v", err)
 	}
 	*e = FaultCondition(expr)
@@ -91,7 +164,7 @@ type Delay struct {
 // MaxDelay bounds an injected delay.
 const MaxDelay = 5 * time.Minute
 
-// FaultDuration is a duration ("2s"), or a CEL expression of FaultCELEnv
+// FaultDuration is a duration ("2s"), or a CEL expression of ValueCELEnv
 // giving a duration or a number of milliseconds, evaluated per request.
 type FaultDuration struct {
 	Fixed time.Duration
@@ -121,7 +194,7 @@ func (d *FaultDuration) DecodeNode(n *decode.Node) {
 		n.Errorf("must be 1 to %d characters", maxCELBytes)
 		return
 	}
-	if _, err := CompileFaultExpression(s, false); err != nil {
+	if _, err := CompileValueExpression(s, false); err != nil {
 		n.Errorf("neither a duration nor a valid CEL expression: %v", err)
 		return
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -96,5 +98,73 @@ binds:
 	}
 	if got := authz.Last(t).GetAttributes().GetContextExtensions()["listener"]; got != "main" {
 		t.Errorf("context extensions %v", authz.Last(t).GetAttributes().GetContextExtensions())
+	}
+}
+
+// TestExtAuthzTokenExchangeE2E: the shape of agentgateway's token-exchange
+// example. The HTTP check is a POST of a form to a token endpoint; its
+// answer's token, read by metadata expressions (json(response.body),
+// unvalidatedJwtPayload), replaces the client's credential through a
+// transformation.
+func TestExtAuthzTokenExchangeE2E(t *testing.T) {
+	exchanged := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"svc","aud":"target-client","exp":4102444800}`)) + ".sig"
+	var mu sync.Mutex
+	var form, method, basic, seenAuth string
+	idp := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		form, method, basic = r.PostForm.Encode(), r.Method, r.Header.Get("Authorization")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"access_token":"`+exchanged+`","token_type":"Bearer"}`)
+	}))
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seenAuth = r.Header.Get("Authorization")
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+      policies:
+        extAuthz:
+          host: '${IDP}'
+          protocol:
+            http:
+              path: '"/realms/backend-oauth/protocol/openid-connect/token"'
+              addRequestHeaders:
+                content-type: '"application/x-www-form-urlencoded"'
+                authorization: '"Basic " + base64.encode("requester-client:requester-secret")'
+                :method: '"POST"'
+              body: |
+                form.encode({
+                  "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                  "subject_token": request.headers["authorization"].split(" ")[1],
+                  "audience": "target-client"
+                })
+              metadata:
+                token: json(response.body).access_token
+                subject: unvalidatedJwtPayload(json(response.body).access_token).sub
+        transformations:
+          request:
+            set:
+              authorization: '"Bearer " + extauthz.token'
+              x-subject: extauthz.subject
+`, map[string]string{"UP": up, "IDP": strings.TrimPrefix(idp, "http://")})
+	resp, body := get(t, tg.url(3000)+"/", "Authorization", "Bearer user-token")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if method != "POST" || !strings.Contains(form, "subject_token=user-token") || basic != "Basic cmVxdWVzdGVyLWNsaWVudDpyZXF1ZXN0ZXItc2VjcmV0" {
+		t.Errorf("the token endpoint got %s %q with %q", method, form, basic)
+	}
+	if seenAuth != "Bearer "+exchanged {
+		t.Errorf("the backend got authorization %q", seenAuth)
 	}
 }

@@ -163,6 +163,9 @@ type Input struct {
 	Request       map[string]any
 	Source        map[string]any
 	MCP           *MCPItem
+	// Response, when set, is what `response` shows (an external service's
+	// answer, for the expressions that read it); else the live response.
+	Response map[string]any
 	// live, when set, is the request `request` and `source` are read from
 	// as rules ask (LiveInput); Request and Source are not used then.
 	live *policy.Ctx
@@ -256,6 +259,9 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		}
 		return a.in.Request, true
 	case "response":
+		if a.in.Response != nil {
+			return a.in.Response, true
+		}
 		// Only a live request has a response to show, once the response
 		// policies run.
 		if a.in.live == nil || !a.in.live.Responding {

@@ -8,12 +8,14 @@ package extauthz
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
@@ -49,8 +51,9 @@ type Options struct {
 // cannot decide (unreachable, too slow, a malformed answer) is handled by
 // failureMode: 403 `external authorization failed` by default.
 type ExtAuthz struct {
-	grpc *grpcCheck
-	http *httpCheck
+	grpc  *grpcCheck
+	http  *httpCheck
+	cache *decisionCache // nil: none
 
 	include    []string // header names (lower-case) and pseudo-headers; nil: the protocol's default
 	failAllow  bool
@@ -81,6 +84,13 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	for _, h := range cfg.IncludeRequestHeaders {
 		p.include = append(p.include, strings.ToLower(h))
 	}
+	if cfg.Cache != nil {
+		c, err := newDecisionCache(cfg.Cache)
+		if err != nil {
+			return nil, err
+		}
+		p.cache = c
+	}
 	proto := cfg.Protocol
 	if proto == nil || proto.GRPC != nil {
 		g := &config.ExtAuthzGRPC{}
@@ -105,16 +115,26 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	return p, nil
 }
 
-// OnRequest asks the service and lets the request go on, or answers it.
+// OnRequest asks the service (or the cache) and lets the request go on,
+// or answers it.
 func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
+	var key [32]byte
+	cacheable := false
+	if p.cache != nil {
+		if key, cacheable = p.cache.key(c); cacheable {
+			if d := p.cache.get(key); d != nil {
+				return d.apply(c)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
+	var d *decision
 	var err error
-	var done bool
 	if p.grpc != nil {
-		done, err = p.grpc.check(ctx, p, c)
+		d, err = p.grpc.check(ctx, p, c)
 	} else {
-		done, err = p.http.check(ctx, p, c)
+		d, err = p.http.check(ctx, p, c)
 	}
 	if err != nil {
 		if p.failAllow {
@@ -129,8 +149,51 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 		resp.SetBody(bodyFailed)
 		return policy.Done
 	}
-	if done {
+	res := d.apply(c)
+	if cacheable {
+		p.cache.put(key, d, c)
+	}
+	return res
+}
+
+// decision is what the service decided about a request, kept as it can be
+// applied again to another (the cache).
+type decision struct {
+	deny     bool
+	metadata map[string]any // the extauthz variable
+
+	ok         *authv3.OkHttpResponse     // gRPC: the request's edits
+	denied     *authv3.DeniedHttpResponse // gRPC: the refusal
+	setHeaders [][2]string                // HTTP: copied from the answer
+	status     int                        // HTTP refusal: status, headers and body
+	headers    [][2]string
+	body       []byte
+}
+
+// apply makes the decision on c.
+func (d *decision) apply(c *policy.Ctx) policy.Result {
+	if d.metadata != nil {
+		c.ExtAuthz = d.metadata
+	}
+	if d.deny {
+		if d.denied != nil {
+			deny(c, d.denied)
+			return policy.Done
+		}
+		resp := &c.Fast.Response
+		resp.Reset()
+		resp.SetStatusCode(d.status)
+		for _, h := range d.headers {
+			resp.Header.Add(h[0], h[1])
+		}
+		resp.SetBody(d.body)
 		return policy.Done
+	}
+	if d.ok != nil {
+		applyOK(c, d.ok)
+	}
+	for _, h := range d.setHeaders {
+		c.Fast.Request.Header.Set(h[0], h[1])
 	}
 	return policy.Continue
 }
@@ -196,6 +259,27 @@ func evalString(p cel.Program, c *policy.Ctx) (string, bool) {
 	}
 	s, ok := v.Value().(string)
 	return s, ok
+}
+
+// wholeNumbers turns JSON numbers that are whole (as protobuf Structs and
+// JSON decoding give them, float64) into int64, recursively, so that CEL
+// arithmetic mixing them with integer literals works (extauthz.expires - 5).
+func wholeNumbers(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return int64(x)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = wholeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = wholeNumbers(e)
+		}
+	}
+	return v
 }
 
 // hopByHop are the headers of an HTTP answer that are not passed on.

@@ -52,10 +52,10 @@ func TestGRPCAllowEditsTheRequest(t *testing.T) {
 		}, map[string]any{"user": "alice", "groups": []any{"eng"}})
 	}}
 	addr := extauthztest.Start(t, s)
-	md := config.CELExpression(`{"path": request.path}`)
+	md := config.ValueExpression(`{"path": request.path}`)
 	p := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{GRPC: &config.ExtAuthzGRPC{
 		Context:  map[string]string{"route": "r1"},
-		Metadata: map[string]config.CELExpression{"gw": md},
+		Metadata: map[string]config.ValueExpression{"gw": md},
 	}}}, addr)
 	c := policytest.Ctx(policytest.NewRequest("GET", "/a/b?debug=1&x=2",
 		"Authorization", "Bearer t", "X-Secret", "s", "X-Multi", "1", "X-User", "mallory", "X-Kept", "k"))
@@ -223,10 +223,10 @@ func TestHTTPProtocol(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	path := config.CELExpression(`"/check" + request.path`)
-	redirect := config.CELExpression(`"https://login.example/?to=" + request.path`)
-	tenant := config.CELExpression(`"t-" + request.headers["x-tenant"]`)
-	base := config.ExtAuthzHTTP{Path: &path, IncludeResponseHeaders: []string{"X-Auth-User"}, AddRequestHeaders: map[string]config.CELExpression{"X-Tenant-Id": tenant}}
+	path := config.ValueExpression(`"/check" + request.path`)
+	redirect := config.ValueExpression(`"https://login.example/?to=" + request.path`)
+	tenant := config.ValueExpression(`"t-" + request.headers["x-tenant"]`)
+	base := config.ExtAuthzHTTP{Path: &path, IncludeResponseHeaders: []string{"X-Auth-User"}, AddRequestHeaders: map[string]config.ValueExpression{"X-Tenant-Id": tenant}}
 	withRedirect := base
 	withRedirect.Redirect = &redirect
 	plain := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{HTTP: &base}}, addr)
@@ -268,6 +268,67 @@ func TestHTTPProtocol(t *testing.T) {
 			}
 			if tc.wantHeader[0] != "" && string(resp.Header.Peek(tc.wantHeader[0])) != tc.wantHeader[1] {
 				t.Errorf("%s = %q", tc.wantHeader[0], resp.Header.Peek(tc.wantHeader[0]))
+			}
+		})
+	}
+}
+
+func TestDecisionCache(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		switch r.GetAttributes().GetRequest().GetHttp().GetHeaders()["authorization"] {
+		case "Bearer ok":
+			return extauthztest.Allow(&authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{header("x-user", "alice", 0)}},
+				map[string]any{"expires": float64(time.Now().Add(time.Hour).Unix())})
+		case "Bearer stale":
+			return extauthztest.Allow(nil, map[string]any{"expires": float64(time.Now().Add(-time.Hour).Unix())})
+		}
+		return extauthztest.Deny(codes.PermissionDenied)
+	}}
+	addr := extauthztest.Start(t, s)
+	key := config.ValueExpression(`request.headers["authorization"]`)
+	for _, tc := range []struct {
+		desc string
+		ttl  config.ValueExpression
+	}{{"a duration", `duration("1m")`}, {"a Unix time from the answer", `extauthz.expires - 5`}} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := newPolicy(t, config.ExtAuthz{Cache: &config.ExtAuthzCache{Key: []config.ValueExpression{key}, TTL: tc.ttl}}, addr)
+			now := time.Now()
+			p.cache.now = func() time.Time { return now }
+			before := len(s.Checks())
+			ask := func(token string) *policy.Ctx {
+				c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", "Bearer "+token))
+				p.OnRequest(c)
+				return c
+			}
+			for range 3 {
+				if c := ask("ok"); c.Fast.Response.StatusCode() != 200 || string(c.Fast.Request.Header.Peek("X-User")) != "alice" {
+					t.Fatalf("a cached allow did not edit the request: %s", c.Fast.Request.Header.Peek("X-User"))
+				}
+			}
+			if n := len(s.Checks()) - before; n != 1 {
+				t.Fatalf("%d checks for one token, want 1", n)
+			}
+			if tc.ttl == `duration("1m")` {
+				for range 2 {
+					if c := ask("bad"); c.Fast.Response.StatusCode() != 403 {
+						t.Fatalf("a cached denial: %d", c.Fast.Response.StatusCode())
+					}
+				}
+				if n := len(s.Checks()) - before; n != 2 {
+					t.Fatalf("%d checks after a refused token twice, want 2", n)
+				}
+				now = now.Add(2 * time.Minute)
+				ask("ok")
+				if n := len(s.Checks()) - before; n != 3 {
+					t.Fatalf("%d checks after the ttl, want 3", n)
+				}
+				return
+			}
+			// A ttl already past keeps nothing.
+			ask("stale")
+			ask("stale")
+			if n := len(s.Checks()) - before; n != 3 {
+				t.Fatalf("%d checks, want 3 (the stale answer is not cached)", n)
 			}
 		})
 	}

@@ -64,7 +64,7 @@ func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
 	}
 	g := &grpcCheck{conn: conn, context: cfg.Context}
 	for key, expr := range cfg.Metadata {
-		p, err := config.CompileLLMExpression(string(expr))
+		p, err := config.CompileValueExpression(string(expr), false)
 		if err != nil {
 			return nil, &policy.FieldError{Field: "protocol.grpc.metadata." + key, Msg: err.Error()}
 		}
@@ -76,7 +76,7 @@ func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
 
 // check asks the service; done reports that the request was answered (a
 // denial), err that the service could not decide.
-func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done bool, err error) {
+func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*decision, error) {
 	req := &c.Fast.Request
 	addr, port := sourceAddr(c)
 	uri := req.URI()
@@ -113,19 +113,21 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done
 	}
 	resp, err := g.conn.client.Check(ctx, check)
 	if err != nil {
-		return false, err
+		return nil, err
+	}
+	d := &decision{}
+	if md := resp.GetDynamicMetadata(); md != nil {
+		d.metadata = wholeNumbers(md.AsMap()).(map[string]any)
 	}
 	if code := resp.GetStatus().GetCode(); code != int32(codes.OK) {
-		deny(c, resp.GetDeniedResponse())
-		return true, nil
+		d.deny, d.denied = true, resp.GetDeniedResponse()
+		if d.denied == nil {
+			d.denied = &authv3.DeniedHttpResponse{}
+		}
+		return d, nil
 	}
-	if md := resp.GetDynamicMetadata(); md != nil {
-		c.ExtAuthz = md.AsMap()
-	}
-	if ok := resp.GetOkResponse(); ok != nil {
-		applyOK(c, ok)
-	}
-	return false, nil
+	d.ok = resp.GetOkResponse()
+	return d, nil
 }
 
 func toStruct(v any, err error) (*structpb.Struct, error) {
@@ -154,7 +156,7 @@ func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 	}
 	if body := d.GetBody(); body != "" {
 		resp.SetBodyString(body)
-	} else if d == nil {
+	} else if d.GetStatus() == nil && len(d.GetHeaders()) == 0 {
 		resp.Header.SetContentTypeBytes(contentTypeText)
 		resp.SetBody(bodyForbidden)
 	}

@@ -2,15 +2,21 @@ package extauthz
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types/ref"
 	"github.com/valyala/fasthttp"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/pool"
 )
 
@@ -20,8 +26,10 @@ type httpCheck struct {
 	client          *fasthttpClient
 	host            string
 	path, redirect  cel.Program
+	body            cel.Program
 	responseHeaders []string
-	addHeaders      []headerExpr // sorted by name
+	addHeaders      []headerExpr // sorted by name; :method and :path set those
+	metadata        []headerExpr // sorted by name
 }
 
 type headerExpr struct {
@@ -55,17 +63,30 @@ func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 	h := &httpCheck{client: client, host: o.Addr, responseHeaders: cfg.IncludeResponseHeaders}
 	var err error
 	if cfg.Path != nil {
-		if h.path, err = config.CompileLLMExpression(string(*cfg.Path)); err != nil {
+		if h.path, err = config.CompileValueExpression(string(*cfg.Path), false); err != nil {
 			return nil, &policy.FieldError{Field: "protocol.http.path", Msg: err.Error()}
 		}
 	}
 	if cfg.Redirect != nil {
-		if h.redirect, err = config.CompileLLMExpression(string(*cfg.Redirect)); err != nil {
+		if h.redirect, err = config.CompileValueExpression(string(*cfg.Redirect), false); err != nil {
 			return nil, &policy.FieldError{Field: "protocol.http.redirect", Msg: err.Error()}
 		}
 	}
+	if cfg.Body != nil {
+		if h.body, err = config.CompileValueExpression(string(*cfg.Body), false); err != nil {
+			return nil, &policy.FieldError{Field: "protocol.http.body", Msg: err.Error()}
+		}
+	}
+	for name, expr := range cfg.Metadata {
+		p, err := config.CompileValueExpression(string(expr), false)
+		if err != nil {
+			return nil, &policy.FieldError{Field: "protocol.http.metadata." + name, Msg: err.Error()}
+		}
+		h.metadata = append(h.metadata, headerExpr{name: name, prog: p})
+	}
+	sort.Slice(h.metadata, func(i, j int) bool { return h.metadata[i].name < h.metadata[j].name })
 	for name, expr := range cfg.AddRequestHeaders {
-		p, err := config.CompileLLMExpression(string(expr))
+		p, err := config.CompileValueExpression(string(expr), false)
 		if err != nil {
 			return nil, &policy.FieldError{Field: "protocol.http.addRequestHeaders." + name, Msg: err.Error()}
 		}
@@ -75,7 +96,7 @@ func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 	return h, nil
 }
 
-func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done bool, err error) {
+func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*decision, error) {
 	areq := fasthttp.AcquireRequest()
 	aresp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(areq)
@@ -85,7 +106,7 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done
 	if h.path != nil {
 		s, ok := evalString(h.path, c)
 		if !ok || len(s) == 0 || s[0] != '/' {
-			return false, fmt.Errorf("protocol.http.path did not give a path")
+			return nil, fmt.Errorf("protocol.http.path did not give a path")
 		}
 		target = s
 	}
@@ -99,41 +120,108 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (done
 		areq.Header.Set(name, value)
 	}
 	for _, a := range h.addHeaders {
-		if v, ok := evalString(a.prog, c); ok && validHeader(a.name, v) {
+		v, ok := evalString(a.prog, c)
+		switch {
+		case !ok:
+		case a.name == ":method":
+			if v != "" && validHeader("x", v) {
+				areq.Header.SetMethod(v)
+			}
+		case a.name == ":path":
+			if strings.HasPrefix(v, "/") && validHeader("x", v) {
+				areq.SetRequestURI(v)
+			}
+		case validHeader(a.name, v):
 			areq.Header.Set(a.name, v)
 		}
 	}
+	if h.body != nil {
+		in := celrules.LiveInput(c)
+		v, err := celrules.EvalLLM(h.body, &in, nil)
+		if err != nil {
+			return nil, fmt.Errorf("protocol.http.body: %v", err)
+		}
+		areq.SetBody(valueBytes(v))
+	}
 	deadline, _ := ctx.Deadline()
 	if err := h.client.DoDeadline(areq, aresp, deadline); err != nil {
-		return false, err
+		return nil, err
 	}
 	status := aresp.StatusCode()
+	d := &decision{}
 	if status >= 200 && status < 300 {
 		for _, name := range h.responseHeaders {
 			if v := aresp.Header.Peek(name); v != nil {
-				req.Header.SetBytesV(name, v)
+				d.setHeaders = append(d.setHeaders, [2]string{name, string(v)})
 			}
 		}
-		return false, nil
+		if len(h.metadata) > 0 {
+			d.metadata = h.evalMetadata(c, aresp)
+		}
+		return d, nil
 	}
-	resp := &c.Fast.Response
-	resp.Reset()
+	d.deny = true
 	if (status == 401 || status == 403) && h.redirect != nil {
 		to, ok := evalString(h.redirect, c)
 		if !ok || !validHeader("Location", to) {
-			return false, fmt.Errorf("protocol.http.redirect did not give a location")
+			return nil, fmt.Errorf("protocol.http.redirect did not give a location")
 		}
-		resp.SetStatusCode(fasthttp.StatusFound)
-		resp.Header.Set("Location", to)
-		return true, nil
+		d.status, d.headers = fasthttp.StatusFound, [][2]string{{"Location", to}}
+		return d, nil
 	}
 	// The service's refusal, as it answered.
-	resp.SetStatusCode(status)
+	d.status, d.body = status, append([]byte(nil), aresp.Body()...)
 	for k, v := range aresp.Header.All() {
 		if !isHopByHop(k) {
-			resp.Header.AddBytesKV(k, v)
+			d.headers = append(d.headers, [2]string{string(k), string(v)})
 		}
 	}
-	resp.SetBody(aresp.Body())
-	return true, nil
+	return d, nil
+}
+
+// evalMetadata computes metadata with `response` the service's answer; a
+// value that fails is left out.
+func (h *httpCheck) evalMetadata(c *policy.Ctx, aresp *fasthttp.Response) map[string]any {
+	headers := map[string]any{}
+	for k, v := range aresp.Header.All() {
+		name := strings.ToLower(string(k))
+		if _, seen := headers[name]; !seen {
+			headers[name] = string(v)
+		}
+	}
+	in := celrules.LiveInput(c)
+	in.Response = map[string]any{"code": int64(aresp.StatusCode()), "headers": headers, "body": string(aresp.Body())}
+	out := make(map[string]any, len(h.metadata))
+	for _, m := range h.metadata {
+		v, err := celrules.EvalLLM(m.prog, &in, nil)
+		if err != nil {
+			continue
+		}
+		if native := jsonValue(v); native != nil {
+			out[m.name] = wholeNumbers(native)
+		}
+	}
+	return out
+}
+
+// valueBytes is a body value: a string or bytes as they are, anything else
+// as JSON.
+func valueBytes(v ref.Val) []byte {
+	switch x := v.Value().(type) {
+	case string:
+		return []byte(x)
+	case []byte:
+		return x
+	}
+	b, _ := json.Marshal(jsonValue(v))
+	return b
+}
+
+// jsonValue is v as JSON would hold it (nil when it cannot be).
+func jsonValue(v ref.Val) any {
+	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	if err != nil {
+		return nil
+	}
+	return native.(*structpb.Value).AsInterface()
 }

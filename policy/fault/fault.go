@@ -26,7 +26,7 @@ type Delay struct {
 func NewDelay(cfg *config.Delay) (*Delay, error) {
 	d := &Delay{fixed: cfg.Duration.Fixed}
 	if cfg.Duration.Expr != "" {
-		p, err := config.CompileFaultExpression(cfg.Duration.Expr, false)
+		p, err := config.CompileValueExpression(cfg.Duration.Expr, false)
 		if err != nil {
 			return nil, &policy.FieldError{Field: "duration", Msg: err.Error()}
 		}
@@ -93,7 +93,7 @@ func NewDirectResponse(cfg *config.DirectResponse) (policy.Request, error) {
 			en.status = *e.Status
 		}
 		if e.Condition != "" {
-			p, err := config.CompileFaultExpression(string(e.Condition), true)
+			p, err := config.CompileValueExpression(string(e.Condition), true)
 			if err != nil {
 				return nil, &policy.FieldError{Field: "conditional[" + itoa(i) + "].condition", Msg: err.Error()}
 			}
