@@ -139,11 +139,12 @@ func (e *ValueExpression) DecodeNode(n *decode.Node) {
 	*e = ValueExpression(expr)
 }
 
-// FaultCondition is a boolean expression of ValueCELEnv.
-type FaultCondition string
+// ValueCondition is a boolean expression of ValueCELEnv (conditional
+// direct responses, the access log's filter).
+type ValueCondition string
 
 // DecodeNode decodes and compiles the condition.
-func (e *FaultCondition) DecodeNode(n *decode.Node) {
+func (e *ValueCondition) DecodeNode(n *decode.Node) {
 	expr, ok := n.String()
 	if !ok || expr == "" || len(expr) > maxCELBytes {
 		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
@@ -152,7 +153,7 @@ func (e *FaultCondition) DecodeNode(n *decode.Node) {
 	if _, err := CompileValueExpression(expr, true); err != nil {
 		n.Errorf("%v", err)
 	}
-	*e = FaultCondition(expr)
+	*e = ValueCondition(expr)
 }
 
 // Delay is `policies.delay`: latency injected before the request is
@@ -210,4 +211,40 @@ func (d FaultDuration) MarshalJSON() ([]byte, error) {
 		return jsonString(d.Expr), nil
 	}
 	return jsonString(d.Fixed.String()), nil
+}
+
+// AccessLogPolicy is `frontendPolicies.accessLog`: which requests are
+// logged and the fields added to their lines.
+type AccessLogPolicy struct {
+	// Filter logs a request only when it holds (a failing one logs it).
+	Filter *ValueCondition `json:"filter,omitempty"`
+	// Add adds a field per entry, its value by CEL (as text; JSON for
+	// what is not a string, number or bool); a value that fails to
+	// evaluate leaves its field out.
+	Add      map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
+	Remove   Unsupported                `json:"remove,omitzero"`
+	OTLP     Unsupported                `json:"otlp,omitzero"`
+	Database Unsupported                `json:"database,omitzero"`
+}
+
+// accessLogFields are the fields every access line may carry.
+var accessLogFields = map[string]bool{
+	"level": true, "ts": true, "logger": true, "msg": true,
+	"method": true, "path": true, "status": true, "duration": true, "route": true, "backend": true,
+	"bytes_in": true, "bytes_out": true, "src": true, "upstream_error": true,
+	"mcp.method": true, "mcp.target": true, "mcp.tool": true, "mcp.denied": true,
+	"llm.provider": true, "llm.request_model": true, "llm.model": true, "llm.input_tokens": true,
+	"llm.output_tokens": true, "llm.cached_input_tokens": true, "llm.cost": true, "llm.guard": true, "llm.error": true,
+}
+
+// Validate refuses added fields named like a built-in one, or empty.
+func (p *AccessLogPolicy) Validate(v *decode.Validation) {
+	for name := range p.Add {
+		switch {
+		case name == "" || len(name) > 128:
+			v.Errorf("add", "field names must be 1 to 128 characters")
+		case accessLogFields[name]:
+			v.Errorf("add."+name, "is a field every line has already")
+		}
+	}
 }

@@ -189,17 +189,17 @@ type ValueMatch struct {
 
 // FrontendPolicies is the top-level `frontendPolicies:` section.
 type FrontendPolicies struct {
-	HTTP                 *FrontendHTTP `json:"http,omitempty"`
-	TLS                  Unsupported   `json:"tls,omitzero"`
-	TCP                  Unsupported   `json:"tcp,omitzero"`
-	NetworkAuthorization Unsupported   `json:"networkAuthorization,omitzero"`
-	NetworkExtAuthz      Unsupported   `json:"networkExtAuthz,omitzero"`
-	Proxy                Unsupported   `json:"proxy,omitzero"`
-	ProxyProtocol        Unsupported   `json:"proxyProtocol,omitzero"`
-	Connect              Unsupported   `json:"connect,omitzero"`
-	AccessLog            Unsupported   `json:"accessLog,omitzero"`
-	Logging              Unsupported   `json:"logging,omitzero"`
-	Tracing              Unsupported   `json:"tracing,omitzero"`
+	HTTP                 *FrontendHTTP    `json:"http,omitempty"`
+	TLS                  Unsupported      `json:"tls,omitzero"`
+	TCP                  Unsupported      `json:"tcp,omitzero"`
+	NetworkAuthorization Unsupported      `json:"networkAuthorization,omitzero"`
+	NetworkExtAuthz      Unsupported      `json:"networkExtAuthz,omitzero"`
+	Proxy                Unsupported      `json:"proxy,omitzero"`
+	ProxyProtocol        Unsupported      `json:"proxyProtocol,omitzero"`
+	Connect              Unsupported      `json:"connect,omitzero"`
+	AccessLog            *AccessLogPolicy `json:"accessLog,omitempty"`
+	Logging              Unsupported      `json:"logging,omitzero"`
+	Tracing              Unsupported      `json:"tracing,omitzero"`
 }
 
 // FrontendHTTP tunes how incoming HTTP is handled.

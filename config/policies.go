@@ -179,9 +179,9 @@ func (d *DirectResponse) Validate(v *decode.Validation) {
 
 // ConditionalDirectResponse is one entry of a conditional direct response.
 type ConditionalDirectResponse struct {
-	// Condition is a FaultCELEnv expression (random() allowed); unset,
+	// Condition is a ValueCELEnv expression (random() allowed); unset,
 	// the entry always answers.
-	Condition FaultCondition `json:"condition,omitempty"`
+	Condition ValueCondition `json:"condition,omitempty"`
 	Status    *int           `json:"status" cfg:"required,min=200,max=599"`
 	Body      Bytes          `json:"body,omitempty"`
 }

@@ -41,6 +41,7 @@ type frontendSettings struct {
 	idleTimeout   time.Duration
 	maxConnLife   time.Duration
 	maxBufferSize int
+	accessLog     *accessLogPolicy // nil: every request, the built-in fields
 }
 
 // idle is how long a keep-alive connection may wait for its next request:

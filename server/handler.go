@@ -321,8 +321,17 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	if x := rs.llm; x != nil && x.prov != nil {
 		x.accessFields(&a.LLM)
 	}
-	b.gw.accessLog.Log(a)
-	*a = logline.Access{} // the pooled state keeps no request's bytes
+	logged := true
+	if rs.bind != nil && rs.bind.frontend.accessLog != nil && rs.pc.Fast != nil {
+		p := rs.bind.frontend.accessLog
+		logged = p.apply(&rs.pc, a)
+	}
+	if logged {
+		b.gw.accessLog.Log(a)
+	}
+	extra := a.Extra
+	clear(extra)
+	*a = logline.Access{Extra: extra[:0]} // the pooled state keeps no request's bytes
 }
 
 // connTooOld reports whether a connection has reached its maximum duration

@@ -601,6 +601,11 @@ func frontendFrom(f *config.File) frontendSettings {
 			fs.maxConnLife = h.MaxConnectionDuration.Duration
 		}
 	}
+	if f.FrontendPolicies != nil && f.FrontendPolicies.AccessLog != nil {
+		// Decoding compiled every expression already: an error here is
+		// not one the file can hold.
+		fs.accessLog, _ = newAccessLogPolicy(f.FrontendPolicies.AccessLog)
+	}
 	return fs
 }
 

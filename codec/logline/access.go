@@ -23,7 +23,12 @@ type Access struct {
 	UpstreamError     error     // nil: none
 	MCP               AccessMCP // Method "": not an MCP request
 	LLM               AccessLLM // Provider "": not an LLM request
+	// Extra are fields the configuration adds (accessLog.add), last.
+	Extra []AccessField
 }
+
+// AccessField is a field added to a line: a string value under a key.
+type AccessField struct{ Key, Value string }
 
 // AccessMCP is what an MCP request was.
 type AccessMCP struct {
@@ -131,6 +136,9 @@ func (z zapAccess) Log(a *Access) {
 			fields = append(fields, zap.String("llm.error", x.Error))
 		}
 	}
+	for _, f := range a.Extra {
+		fields = append(fields, zap.String(f.Key, f.Value))
+	}
 	// zap's cores encode the fields at once or copy the slice (its
 	// observer does), so the array is free again after Write.
 	ce.Write(fields...)
@@ -190,6 +198,7 @@ type accessKeys struct {
 	llmProvider, llmRequestModel, llmModel            string
 	llmInput, llmOutput, llmCached, llmCost, llmGuard string
 	llmError, end                                     string
+	sep, colon                                        string // around an added field's key
 }
 
 // keysOf builds a format's constant parts from its separators.
@@ -221,6 +230,8 @@ func keysOf(json bool, head, first, sep, colon, end string) accessKeys {
 		llmGuard:        k("llm.guard"),
 		llmError:        k("llm.error"),
 		end:             end,
+		sep:             sep,
+		colon:           colon,
 	}
 }
 
@@ -321,6 +332,12 @@ func (w *AccessWriter) appendLine(bs []byte, a *Access, t time.Time) []byte {
 			bs = append(bs, k.llmError...)
 			bs = appendQuoted(bs, x.Error)
 		}
+	}
+	for _, f := range a.Extra {
+		bs = append(bs, k.sep...)
+		bs = appendQuoted(bs, f.Key)
+		bs = append(bs, k.colon...)
+		bs = appendQuoted(bs, f.Value)
 	}
 	return append(bs, k.end...)
 }

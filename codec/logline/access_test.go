@@ -202,6 +202,9 @@ func FuzzAccessWriterMatchesZap(f *testing.F) {
 				Cost: math.Float64frombits(s.uint64()), Guard: s.string(), Error: s.string(),
 			}
 		}
+		for range s.byte() % 4 {
+			a.Extra = append(a.Extra, AccessField{Key: s.string(), Value: s.string()})
+		}
 		at := stamp.Add(time.Duration(int64(s.uint64())))
 		if loc := s.location(); loc != nil {
 			at = at.In(loc)

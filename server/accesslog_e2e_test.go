@@ -1,0 +1,49 @@
+package server
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestAccessLogPolicyE2E: frontendPolicies.accessLog leaves out the
+// requests its filter refuses and adds its fields, computed from the
+// request, its credentials and its response.
+func TestAccessLogPolicyE2E(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Served-By", "up-1")
+		w.Write([]byte("ok"))
+	}))
+	tg := startGateway(t, `
+frontendPolicies:
+  accessLog:
+    filter: '!request.path.startsWith("/healthz")'
+    add:
+      client.team: apiKey.team
+      upstream.server: response.headers["x-served-by"]
+      request.query: request.query
+      missing: jwt.sub
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        apiKey:
+          mode: optional
+          location: {header: {name: x-api-key}}
+          keys: [{key: k1, metadata: {team: blue}}]
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	get(t, tg.url(3000)+"/healthz")
+	get(t, tg.url(3000)+"/a?x=1", "X-Api-Key", "k1")
+	line := lastAccessLine(t, tg.logs, 1) // the health check is not logged
+	for k, want := range map[string]string{
+		"path": "/a", "client.team": "blue", "upstream.server": "up-1", "request.query": `{"x":"1"}`,
+	} {
+		if got, _ := line[k].(string); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if _, ok := line["missing"]; ok {
+		t.Error("a field whose expression failed is in the line")
+	}
+}
