@@ -413,7 +413,7 @@ type LLMPolicies struct {
 	Guardrails      *PromptGuard     `json:"guardrails,omitempty"`
 	// LocalRateLimit are buckets every request takes from.
 	LocalRateLimit  []RateLimitBucket `json:"localRateLimit,omitempty" cfg:"maxItems=16"`
-	RemoteRateLimit Unsupported       `json:"remoteRateLimit,omitzero"`
+	RemoteRateLimit *RemoteRateLimit  `json:"remoteRateLimit,omitempty"`
 }
 
 // LLMVirtualModel is a model name clients ask for that is served by one of

@@ -30,7 +30,7 @@ type RoutePolicies struct {
 	BackendTunnel     Unsupported        `json:"backendTunnel,omitzero"`
 	BackendAuth       *BackendAuth       `json:"backendAuth,omitempty"`
 	LocalRateLimit    *LocalRateLimit    `json:"localRateLimit,omitempty"`
-	RemoteRateLimit   Unsupported        `json:"remoteRateLimit,omitzero"`
+	RemoteRateLimit   *RemoteRateLimit   `json:"remoteRateLimit,omitempty"`
 	JWTAuth           *JWTAuth           `json:"jwtAuth,omitempty"`
 	OIDC              Unsupported        `json:"oidc,omitzero"`
 	BasicAuth         *BasicAuth         `json:"basicAuth,omitempty"`

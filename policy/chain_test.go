@@ -136,7 +136,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 }
 
 func TestOrderHoldsEveryKindOnce(t *testing.T) {
-	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
+	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindRemoteRateLimit, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
 	if len(Order) != len(kinds) {
 		t.Fatalf("Order has %d kinds, want %d", len(Order), len(kinds))
 	}

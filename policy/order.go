@@ -21,6 +21,7 @@ const (
 	KindAPIKey            Kind = "apiKey"
 	KindExtAuthz          Kind = "extAuthz"
 	KindAuthorization     Kind = "authorization"
+	KindRemoteRateLimit   Kind = "remoteRateLimit"
 )
 
 // Order is the fixed order in which a route's policies run, the one place a
@@ -55,7 +56,8 @@ var Order = []Kind{
 	KindAPIKey,
 	KindExtAuthz,
 	KindAuthorization,
-	// localRateLimit, remoteRateLimit: here.
+	// localRateLimit: here (the server applies it; see route.limiter).
+	KindRemoteRateLimit,
 	KindCSRF,
 	KindTransformations,
 	KindResponseHeaders,

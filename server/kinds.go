@@ -15,6 +15,7 @@ import (
 	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/fault"
 	"github.com/relaygate/gateway/policy/jwtauth"
+	"github.com/relaygate/gateway/policy/remoteratelimit"
 	"github.com/relaygate/gateway/policy/transform"
 )
 
@@ -116,6 +117,22 @@ var routeKinds = []routeKind{
 		p, err := policy.NewHeaderModifier(v.(*config.HeaderModifier))
 		if err == nil {
 			rc.chain.Add(policy.KindResponseHeaders, policy.ResponseHeaders{HeaderModifier: p})
+		}
+		return err
+	}},
+	{"remoteRateLimit", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.RemoteRateLimit)
+		addr := cfg.Host
+		if cfg.Backend != "" {
+			nb := c.named[cfg.Backend]
+			if nb == nil || nb.Kind != config.BackendHost {
+				return &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", cfg.Backend)}
+			}
+			addr = nb.Host
+		}
+		p, err := remoteratelimit.New(cfg, remoteratelimit.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
+		if err == nil {
+			rc.chain.Add(policy.KindRemoteRateLimit, p)
 		}
 		return err
 	}},

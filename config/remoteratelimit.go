@@ -1,0 +1,57 @@
+package config
+
+import "github.com/relaygate/gateway/config/decode"
+
+// RemoteRateLimit is `policies.remoteRateLimit`: limits kept by a rate limit
+// service speaking Envoy's envoy.service.ratelimit.v3 protocol (Lyft's and
+// Envoy's ratelimit, ...), so that they hold across gateway replicas.
+type RemoteRateLimit struct {
+	Host     string      `json:"host,omitempty"`
+	Backend  string      `json:"backend,omitempty"`
+	Service  Unsupported `json:"service,omitzero"`
+	Policies Unsupported `json:"policies,omitzero"`
+	// Domain is sent with every request to the service.
+	Domain      string                `json:"domain" cfg:"required,minLen=1"`
+	Descriptors []RateLimitDescriptor `json:"descriptors" cfg:"required,minItems=1,maxItems=16"`
+	// FailureMode is failClosed (the default: 500 when the service cannot
+	// answer) or failOpen; PascalCase is accepted too.
+	FailureMode string      `json:"failureMode,omitempty" cfg:"enum=failClosed|FailClosed|failOpen|FailOpen"`
+	Conditional Unsupported `json:"conditional,omitzero"`
+}
+
+// Validate enforces exactly one service.
+func (r *RemoteRateLimit) Validate(v *decode.Validation) {
+	r.Backend = backendRefName(r.Backend)
+	switch {
+	case r.Host == "" && r.Backend == "" && !r.Service.Set:
+		v.Errorf("", "exactly one of host, backend, service is required")
+	case r.Host != "" && r.Backend != "":
+		v.Errorf("", "only one of host, backend may be set")
+	case r.Host != "":
+		if err := checkHostPort(r.Host); err != nil {
+			v.Errorf("host", "%v", err)
+		}
+	}
+}
+
+// FailOpen reports whether requests pass when the service cannot answer.
+func (r *RemoteRateLimit) FailOpen() bool {
+	return r.FailureMode == "failOpen" || r.FailureMode == "FailOpen"
+}
+
+// RateLimitDescriptor is one descriptor: entries whose values CEL computes
+// from the request.
+type RateLimitDescriptor struct {
+	Entries []RateLimitEntry `json:"entries" cfg:"required,minItems=1,maxItems=16"`
+	// Type is requests (the default); tokens is not served yet.
+	Type string `json:"type,omitempty" cfg:"enum=requests,later=tokens"`
+	// Cost is how many hits the request counts for (default 1).
+	Cost          *ValueExpression `json:"cost,omitempty"`
+	LimitOverride Unsupported      `json:"limitOverride,omitzero"`
+}
+
+// RateLimitEntry is a descriptor entry: a key and its value by CEL.
+type RateLimitEntry struct {
+	Key   string          `json:"key" cfg:"required,minLen=1"`
+	Value ValueExpression `json:"value" cfg:"required"`
+}

@@ -1,0 +1,236 @@
+// Package remoteratelimit owns the remoteRateLimit policy: each request
+// asks a rate limit service speaking Envoy's envoy.service.ratelimit.v3
+// protocol whether its descriptors are over their limits, so a limit holds
+// across every gateway replica that asks the same service. The connection
+// is runtime state kept across reloads (pool.Lease).
+package remoteratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/pool"
+)
+
+// DefaultTimeout bounds one question to the service.
+const DefaultTimeout = 2 * time.Second
+
+// Options are what New needs beyond the config.
+type Options struct {
+	Addr    string // the service's "host:port"
+	Lease   *pool.Lease
+	Logger  *zap.Logger
+	Timeout time.Duration // 0 is DefaultTimeout
+}
+
+// RemoteRateLimit is the compiled policy; immutable and safe for
+// concurrent use. Over the limit: 429 `rate limit exceeded` with the
+// service's response headers. A service that cannot answer: 500 (failClosed,
+// the default) or the request passes (failOpen).
+type RemoteRateLimit struct {
+	conn        *conn
+	domain      string
+	descriptors []descriptor
+	failOpen    bool
+	timeout     time.Duration
+	log         *zap.Logger
+}
+
+type descriptor struct {
+	entries []entry
+	cost    cel.Program // nil: 1
+}
+
+type entry struct {
+	key  string
+	prog cel.Program
+}
+
+// conn is a client connection to one service, kept in the lease.
+type conn struct {
+	cc     *grpc.ClientConn
+	client rlsv3.RateLimitServiceClient
+}
+
+// Close implements io.Closer for the lease.
+func (c *conn) Close() error { return c.cc.Close() }
+
+var (
+	contentTypeText = []byte("text/plain; charset=utf-8")
+	bodyLimited     = []byte("rate limit exceeded\n")
+	bodyFailed      = []byte("rate limit service unavailable\n")
+)
+
+// New compiles the policy. Errors are *policy.FieldError naming the field
+// below remoteRateLimit.
+func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	p := &RemoteRateLimit{domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger}
+	for i, d := range cfg.Descriptors {
+		field := "descriptors[" + strconv.Itoa(i) + "]"
+		var cd descriptor
+		for j, e := range d.Entries {
+			prog, err := config.CompileValueExpression(string(e.Value), false)
+			if err != nil {
+				return nil, &policy.FieldError{Field: field + ".entries[" + strconv.Itoa(j) + "].value", Msg: err.Error()}
+			}
+			cd.entries = append(cd.entries, entry{key: e.Key, prog: prog})
+		}
+		if d.Cost != nil {
+			prog, err := config.CompileValueExpression(string(*d.Cost), false)
+			if err != nil {
+				return nil, &policy.FieldError{Field: field + ".cost", Msg: err.Error()}
+			}
+			cd.cost = prog
+		}
+		p.descriptors = append(p.descriptors, cd)
+	}
+	dial := func() (*conn, error) {
+		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		return &conn{cc: cc, client: rlsv3.NewRateLimitServiceClient(cc)}, nil
+	}
+	var err error
+	if o.Lease != nil {
+		p.conn, err = pool.LoadOrNew(o.Lease, "ratelimit-grpc\x00"+o.Addr, dial)
+	} else {
+		p.conn, err = dial()
+	}
+	if err != nil {
+		return nil, &policy.FieldError{Msg: fmt.Sprintf("cannot set up a gRPC client for %s: %v", o.Addr, err)}
+	}
+	return p, nil
+}
+
+// OnRequest asks the service and answers 429 when over the limit.
+func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
+	req := &rlsv3.RateLimitRequest{Domain: p.domain}
+	in := celrules.LiveInput(c)
+	for _, d := range p.descriptors {
+		if rd, ok := d.build(&in); ok {
+			req.Descriptors = append(req.Descriptors, rd)
+		}
+	}
+	if len(req.Descriptors) == 0 {
+		return policy.Continue // nothing to count this request under
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	resp, err := p.conn.client.ShouldRateLimit(ctx, req)
+	if err != nil {
+		if p.failOpen {
+			p.log.Warn("remoteRateLimit: the rate limit service did not answer; allowing (failOpen)", zap.Error(err))
+			return policy.Continue
+		}
+		p.log.Warn("remoteRateLimit: the rate limit service did not answer; refusing (failClosed)", zap.Error(err))
+		return answer(c, http.StatusInternalServerError, bodyFailed, nil)
+	}
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		return answer(c, http.StatusTooManyRequests, bodyLimited, resp)
+	}
+	for _, h := range resp.GetRequestHeadersToAdd() {
+		if validHeader(h.GetKey(), h.GetValue()) {
+			c.Fast.Request.Header.Set(h.GetKey(), h.GetValue())
+		}
+	}
+	return policy.Continue
+}
+
+// build evaluates a descriptor; one whose entry or cost fails is skipped.
+func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, bool) {
+	out := &rlcommon.RateLimitDescriptor{}
+	for _, e := range d.entries {
+		v, err := celrules.EvalLLM(e.prog, in, nil)
+		if err != nil {
+			return nil, false
+		}
+		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: text(v.Value())})
+	}
+	if d.cost != nil {
+		v, err := celrules.EvalLLM(d.cost, in, nil)
+		if err != nil {
+			return nil, false
+		}
+		var n int64
+		switch x := v.(type) {
+		case types.Int:
+			n = int64(x)
+		case types.Uint:
+			n = int64(x)
+		case types.Double:
+			n = int64(x)
+		default:
+			return nil, false
+		}
+		if n < 0 {
+			return nil, false
+		}
+		out.HitsAddend = wrapperspb.UInt64(uint64(n))
+	}
+	return out, true
+}
+
+func text(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return fmt.Sprint(v)
+}
+
+func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
+	r := &c.Fast.Response
+	r.Reset()
+	r.SetStatusCode(status)
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		if validHeader(h.GetKey(), h.GetValue()) {
+			r.Header.Set(h.GetKey(), h.GetValue())
+		}
+	}
+	r.Header.SetContentTypeBytes(contentTypeText)
+	r.SetBody(body)
+	return policy.Done
+}
+
+func validHeader(key, value string) bool {
+	if key == "" {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if b := key[i]; b <= ' ' || b >= 0x7f || b == ':' {
+			return false
+		}
+	}
+	for i := 0; i < len(value); i++ {
+		if b := value[i]; b < ' ' && b != '\t' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+var _ policy.Request = (*RemoteRateLimit)(nil)

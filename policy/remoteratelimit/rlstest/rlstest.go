@@ -1,0 +1,95 @@
+// Package rlstest runs a real rate limit service (gRPC,
+// envoy.service.ratelimit.v3) for tests: a fixed number of hits per
+// descriptor, counted across every client, as a shared service counts for
+// every gateway replica.
+package rlstest
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+)
+
+// Server allows Limit hits per distinct descriptor (its entries, in
+// order) of a domain, and keeps the requests it got.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	Limit uint64
+	Delay time.Duration
+
+	mu       sync.Mutex
+	hits     map[string]uint64
+	requests []*rlsv3.RateLimitRequest
+}
+
+// ShouldRateLimit implements the rate limit service.
+func (s *Server) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if s.Delay > 0 {
+		select {
+		case <-time.After(s.Delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hits == nil {
+		s.hits = map[string]uint64{}
+	}
+	s.requests = append(s.requests, r)
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	for _, d := range r.GetDescriptors() {
+		var key strings.Builder
+		key.WriteString(r.GetDomain())
+		for _, e := range d.GetEntries() {
+			key.WriteString("\x00" + e.GetKey() + "=" + e.GetValue())
+		}
+		add := uint64(1)
+		if h := d.GetHitsAddend(); h != nil {
+			add = h.GetValue()
+		} else if r.GetHitsAddend() > 0 {
+			add = uint64(r.GetHitsAddend())
+		}
+		s.hits[key.String()] += add
+		code := rlsv3.RateLimitResponse_OK
+		if s.hits[key.String()] > s.Limit {
+			code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = code
+		}
+		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: code})
+	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "limited"}}
+	} else {
+		resp.RequestHeadersToAdd = []*corev3.HeaderValue{{Key: "x-ratelimit-checked", Value: "yes"}}
+	}
+	return resp, nil
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []*rlsv3.RateLimitRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*rlsv3.RateLimitRequest(nil), s.requests...)
+}
+
+// Start serves s on 127.0.0.1 until the test ends and returns its address.
+func Start(t testing.TB, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, s)
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
+)
+
+// TestRemoteRateLimitAcrossReplicasE2E: two gateways asking one rate limit
+// service share its limit, per descriptor; the service's answer headers
+// reach the client and the backend; and the failure modes hold with the
+// service down.
+func TestRemoteRateLimitAcrossReplicasE2E(t *testing.T) {
+	var mu sync.Mutex
+	var checked string
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		checked = r.Header.Get("X-Ratelimit-Checked")
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	}))
+	rls := &rlstest.Server{Limit: 3}
+	addr := rlstest.Start(t, rls)
+	cfg := `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        remoteRateLimit:
+          domain: gateway
+          host: '${RLS}'
+          descriptors:
+          - entries:
+            - {key: tenant, value: 'request.headers["x-tenant"]'}
+            type: requests
+      backends: [{host: '${UP}'}]
+`
+	vars := map[string]string{"UP": up, "RLS": addr}
+	replicas := []*testGateway{startGateway(t, cfg, vars), startGateway(t, cfg, vars)}
+	statuses := []int{}
+	for i := range 4 {
+		resp, _ := get(t, replicas[i%2].url(3000)+"/", "X-Tenant", "a")
+		statuses = append(statuses, resp.StatusCode)
+		if resp.StatusCode == 429 && resp.Header.Get("X-Ratelimit-Limit") != "limited" {
+			t.Errorf("429 without the service's headers")
+		}
+	}
+	if statuses[0] != 200 || statuses[1] != 200 || statuses[2] != 200 || statuses[3] != 429 {
+		t.Fatalf("statuses across both replicas %v, want three 200s then 429", statuses)
+	}
+	mu.Lock()
+	if checked != "yes" {
+		t.Errorf("the backend did not get the service's request header: %q", checked)
+	}
+	mu.Unlock()
+	// Another tenant has a limit of its own; a request without the header
+	// makes no descriptor and is not counted.
+	if resp, _ := get(t, replicas[0].url(3000)+"/", "X-Tenant", "b"); resp.StatusCode != 200 {
+		t.Fatalf("tenant b: %d", resp.StatusCode)
+	}
+	before := len(rls.Requests())
+	if resp, _ := get(t, replicas[1].url(3000)+"/"); resp.StatusCode != 200 || len(rls.Requests()) != before {
+		t.Fatalf("no descriptor: %d, %d service calls", resp.StatusCode, len(rls.Requests())-before)
+	}
+	if got := rls.Requests()[0].GetDomain(); got != "gateway" {
+		t.Errorf("domain %q", got)
+	}
+
+	// The service down: failClosed answers 500, failOpen lets requests by.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	down := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /closed}}]
+      policies:
+        remoteRateLimit: {domain: d, host: '${RLS}', descriptors: [{entries: [{key: k, value: '"v"'}]}]}
+      backends: [{host: '${UP}'}]
+    - policies:
+        remoteRateLimit: {domain: d, host: '${RLS}', failureMode: failOpen, descriptors: [{entries: [{key: k, value: '"v"'}]}]}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "RLS": dead})
+	if resp, body := get(t, down.url(3000)+"/closed"); resp.StatusCode != 500 || body != "rate limit service unavailable\n" {
+		t.Errorf("failClosed: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, down.url(3000)+"/open"); resp.StatusCode != 200 {
+		t.Errorf("failOpen: %d", resp.StatusCode)
+	}
+}
