@@ -60,3 +60,11 @@ func equalFoldASCII[A, B string | []byte](a A, b B) bool {
 	}
 	return true
 }
+
+// ValidHeaderName reports whether name can be a header field name (a
+// token), for values computed per request.
+func ValidHeaderName(name string) bool { return validToken(name) }
+
+// ValidHeaderValue reports whether value can travel as a header field
+// value: visible ASCII, spaces and tabs.
+func ValidHeaderValue(value string) bool { return validFieldValue(value) }

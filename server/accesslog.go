@@ -1,14 +1,9 @@
 package server
 
 import (
-	"encoding/json"
-	"reflect"
 	"sort"
-	"strconv"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/common/types/ref"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
@@ -66,32 +61,7 @@ func (p *accessLogPolicy) apply(c *policy.Ctx, a *logline.Access) bool {
 		if err != nil {
 			continue
 		}
-		a.Extra = append(a.Extra, logline.AccessField{Key: f.key, Value: logText(v)})
+		a.Extra = append(a.Extra, logline.AccessField{Key: f.key, Value: celrules.Text(v)})
 	}
 	return true
-}
-
-// logText is a value as a log field shows it: strings as they are,
-// numbers and bools as text, anything else as JSON.
-func logText(v ref.Val) string {
-	switch x := v.Value().(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	case bool:
-		return strconv.FormatBool(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case uint64:
-		return strconv.FormatUint(x, 10)
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
-	if err != nil {
-		return ""
-	}
-	b, _ := json.Marshal(native.(*structpb.Value).AsInterface())
-	return string(b)
 }

@@ -63,13 +63,9 @@ var routeKinds = []routeKind{
 	{"apiKey", chainKind(policy.KindAPIKey, apikey.New)},
 	{"extAuthz", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.ExtAuthz)
-		addr := cfg.Host
-		if cfg.Backend != "" {
-			nb := c.named[cfg.Backend]
-			if nb == nil || nb.Kind != config.BackendHost {
-				return &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", cfg.Backend)}
-			}
-			addr = nb.Host
+		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+		if err != nil {
+			return err
 		}
 		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
 		if err == nil {
@@ -122,13 +118,9 @@ var routeKinds = []routeKind{
 	}},
 	{"remoteRateLimit", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.RemoteRateLimit)
-		addr := cfg.Host
-		if cfg.Backend != "" {
-			nb := c.named[cfg.Backend]
-			if nb == nil || nb.Kind != config.BackendHost {
-				return &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", cfg.Backend)}
-			}
-			addr = nb.Host
+		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+		if err != nil {
+			return err
 		}
 		p, err := remoteratelimit.New(cfg, remoteratelimit.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
 		if err == nil {
@@ -193,6 +185,19 @@ var routeKinds = []routeKind{
 		return nil
 	}},
 	{"ai", nil},
+}
+
+// serviceAddr is the address of a policy's external service: host, or
+// the named host backend.
+func (c *compiler) serviceAddr(host, backend string) (string, error) {
+	if backend == "" {
+		return host, nil
+	}
+	nb := c.named[backend]
+	if nb == nil || nb.Kind != config.BackendHost {
+		return "", &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", backend)}
+	}
+	return nb.Host, nil
 }
 
 // chainKind is the build of a kind that is one chain policy made by its

@@ -69,7 +69,7 @@ func (c *decisionCache) key(ctx *policy.Ctx) (k [sha256.Size]byte, ok bool) {
 		if err != nil {
 			return k, false
 		}
-		part := valueBytes(v)
+		part := []byte(celrules.Text(v))
 		h.Write([]byte(strconv.Itoa(len(part)) + ":")) // unambiguous joins
 		h.Write(part)
 	}

@@ -214,18 +214,7 @@ func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 
 // validHeader refuses names and values that could not travel in HTTP/1.1.
 func validHeader(key, value string) bool {
-	for i := 0; i < len(key); i++ {
-		b := key[i]
-		if b <= ' ' || b >= 0x7f || b == ':' {
-			return false
-		}
-	}
-	for i := 0; i < len(value); i++ {
-		if b := value[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return policy.ValidHeaderName(key) && policy.ValidHeaderValue(value)
 }
 
 // applyOK edits the request the service allowed: headers set, added and

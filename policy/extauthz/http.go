@@ -2,17 +2,13 @@ package extauthz
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/common/types/ref"
 	"github.com/valyala/fasthttp"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -141,7 +137,7 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		if err != nil {
 			return nil, fmt.Errorf("protocol.http.body: %v", err)
 		}
-		areq.SetBody(valueBytes(v))
+		areq.SetBody([]byte(celrules.Text(v)))
 	}
 	deadline, _ := ctx.Deadline()
 	if err := h.client.DoDeadline(areq, aresp, deadline); err != nil {
@@ -197,31 +193,9 @@ func (h *httpCheck) evalMetadata(c *policy.Ctx, aresp *fasthttp.Response) map[st
 		if err != nil {
 			continue
 		}
-		if native := jsonValue(v); native != nil {
+		if native := celrules.JSONValue(v); native != nil {
 			out[m.name] = wholeNumbers(native)
 		}
 	}
 	return out
-}
-
-// valueBytes is a body value: a string or bytes as they are, anything else
-// as JSON.
-func valueBytes(v ref.Val) []byte {
-	switch x := v.Value().(type) {
-	case string:
-		return []byte(x)
-	case []byte:
-		return x
-	}
-	b, _ := json.Marshal(jsonValue(v))
-	return b
-}
-
-// jsonValue is v as JSON would hold it (nil when it cannot be).
-func jsonValue(v ref.Val) any {
-	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
-	if err != nil {
-		return nil
-	}
-	return native.(*structpb.Value).AsInterface()
 }

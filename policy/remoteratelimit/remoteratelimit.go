@@ -166,7 +166,7 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		if err != nil {
 			return nil, false
 		}
-		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: text(v.Value())})
+		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: celrules.Text(v)})
 	}
 	if d.cost != nil {
 		v, err := celrules.EvalLLM(d.cost, in, nil)
@@ -192,16 +192,6 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 	return out, true
 }
 
-func text(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	}
-	return fmt.Sprint(v)
-}
-
 func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
 	r := &c.Fast.Response
 	r.Reset()
@@ -217,20 +207,7 @@ func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitRespons
 }
 
 func validHeader(key, value string) bool {
-	if key == "" {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if b := key[i]; b <= ' ' || b >= 0x7f || b == ':' {
-			return false
-		}
-	}
-	for i := 0; i < len(value); i++ {
-		if b := value[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return policy.ValidHeaderName(key) && policy.ValidHeaderValue(value)
 }
 
 var _ policy.Request = (*RemoteRateLimit)(nil)

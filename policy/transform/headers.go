@@ -1,15 +1,10 @@
 package transform
 
 import (
-	"reflect"
 	"strconv"
-
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/policy"
 )
-
-var jsonValueType = reflect.TypeFor[*structpb.Value]()
 
 // requestHeaders edits the request being forwarded.
 type requestHeaders struct{ c *policy.Ctx }

@@ -4,15 +4,11 @@
 package transform
 
 import (
-	"encoding/json"
-	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types/ref"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -131,11 +127,11 @@ func (e *edits) apply(in *celrules.Input, h headers) {
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			if strings.HasPrefix(name, ":") || !validName(name) {
+			if strings.HasPrefix(name, ":") || !policy.ValidHeaderName(name) {
 				continue
 			}
 			for _, value := range replaced[name] {
-				if validValue(value) {
+				if policy.ValidHeaderValue(value) {
 					h.Add(name, value)
 				}
 			}
@@ -174,60 +170,30 @@ func eval(p cel.Program, in *celrules.Input) ([]string, bool) {
 		return nil, false
 	}
 	var out []string
-	switch x := v.Value().(type) {
+	switch v.Value().(type) {
 	case string, []byte, bool, int64, uint64, float64:
-		out = append(out, text(x))
+		out = append(out, celrules.Text(v))
 	default:
-		native := jsonValue(v)
+		native := celrules.JSONValue(v)
 		if list, ok := native.([]any); ok {
 			for _, item := range list {
-				out = append(out, text(item))
+				out = append(out, celrules.NativeText(item, nil))
 			}
 		} else {
-			out = append(out, text(native))
+			out = append(out, celrules.NativeText(native, nil))
 		}
 	}
 	for _, s := range out {
-		if !validValue(s) {
+		if !policy.ValidHeaderValue(s) {
 			return nil, false
 		}
 	}
 	return out, true
 }
 
-func text(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	case bool:
-		return strconv.FormatBool(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case uint64:
-		return strconv.FormatUint(x, 10)
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	if b, err := json.Marshal(v); err == nil {
-		return string(b)
-	}
-	return fmt.Sprint(v)
-}
-
-// jsonValue is v as JSON would hold it (nil when it cannot be).
-func jsonValue(v ref.Val) any {
-	native, err := v.ConvertToNative(jsonValueType)
-	if err != nil {
-		return nil
-	}
-	return native.(*structpb.Value).AsInterface()
-}
-
 // toHeaderMap reads replace's result: names to a value or a list.
 func toHeaderMap(v ref.Val) (map[string][]string, bool) {
-	m, ok := jsonValue(v).(map[string]any)
+	m, ok := celrules.JSONValue(v).(map[string]any)
 	if !ok {
 		return nil, false
 	}
@@ -236,34 +202,13 @@ func toHeaderMap(v ref.Val) (map[string][]string, bool) {
 		switch x := val.(type) {
 		case []any:
 			for _, item := range x {
-				out[k] = append(out[k], text(item))
+				out[k] = append(out[k], celrules.NativeText(item, nil))
 			}
 		default:
-			out[k] = append(out[k], text(x))
+			out[k] = append(out[k], celrules.NativeText(x, nil))
 		}
 	}
 	return out, true
-}
-
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b <= ' ' || b >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", b) >= 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func validValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < ' ' && b != '\t' || b == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 var (
