@@ -25,8 +25,9 @@ type ExtAuthz struct {
 	// IncludeRequestHeaders names the headers (or pseudo-headers :method,
 	// :path, :authority, :scheme) sent to the service; unset, gRPC sends
 	// every header and HTTP sends Authorization.
-	IncludeRequestHeaders []string    `json:"includeRequestHeaders,omitempty" cfg:"maxItems=64"`
-	IncludeRequestBody    Unsupported `json:"includeRequestBody,omitzero"`
+	IncludeRequestHeaders []string `json:"includeRequestHeaders,omitempty" cfg:"maxItems=64"`
+	// IncludeRequestBody sends the request's body to the service.
+	IncludeRequestBody *ExtAuthzBody `json:"includeRequestBody,omitempty"`
 	// Cache remembers decisions by a key computed from the request; its
 	// safety rests on the key naming everything the service decides on.
 	Cache       *ExtAuthzCache `json:"cache,omitempty"`
@@ -61,6 +62,18 @@ func validPseudoOrHeader(h string) bool {
 		return true
 	}
 	return validHeaderName(h)
+}
+
+// ExtAuthzBody is how the request's body goes to the service.
+type ExtAuthzBody struct {
+	// MaxRequestBytes bounds the body sent (default 8192).
+	MaxRequestBytes *int `json:"maxRequestBytes,omitempty" cfg:"min=0,max=67108864"`
+	// AllowPartialMessage sends the first MaxRequestBytes of a larger body
+	// (marked x-envoy-auth-partial-body: true); without it such a request
+	// is refused with 413.
+	AllowPartialMessage bool `json:"allowPartialMessage,omitempty"`
+	// PackAsBytes sends the body as raw_body (gRPC) rather than as text.
+	PackAsBytes bool `json:"packAsBytes,omitempty"`
 }
 
 // ExtAuthzCache is extAuthz's cache of decisions.

@@ -168,3 +168,86 @@ binds:
 		t.Errorf("the backend got authorization %q", seenAuth)
 	}
 }
+
+// TestExtAuthzRequestBodyE2E: the service sees the body (whole, or its
+// first bytes marked partial), the backend still gets all of it, and a body
+// over the bound without partial messages is refused with 413.
+func TestExtAuthzRequestBodyE2E(t *testing.T) {
+	var mu sync.Mutex
+	var backendGot string
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		backendGot = string(b)
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	}))
+	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		if strings.HasPrefix(r.GetAttributes().GetRequest().GetHttp().GetBody(), "allow") {
+			return extauthztest.Allow(nil, nil)
+		}
+		return extauthztest.Deny(codes.PermissionDenied)
+	}}
+	addr := extauthztest.Start(t, authz)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /whole}}]
+      policies:
+        extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 16}}
+      backends: [{host: '${UP}'}]
+    - policies:
+        extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 16, allowPartialMessage: true}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr})
+	long := "allow" + strings.Repeat("x", 995)
+	post := func(path, body string, chunked bool) int {
+		t.Helper()
+		var r io.Reader = strings.NewReader(body)
+		if chunked {
+			r = io.MultiReader(strings.NewReader(body)) // no length: sent chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+path, r)
+		resp, _ := do(t, req)
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		desc, path, body string
+		chunked          bool
+		want             int
+		wantPartial      bool
+	}{
+		{"a short body, whole", "/whole", "allow-me", false, 200, false},
+		{"a short body refused by its content", "/whole", "deny-me", false, 403, false},
+		{"over the bound without partial messages", "/whole", long, false, 413, false},
+		{"over the bound, partial", "/p", long, false, 200, true},
+		{"chunked, partial", "/p", long, true, 200, true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			before := len(authz.Checks())
+			if got := post(tc.path, tc.body, tc.chunked); got != tc.want {
+				t.Fatalf("%d, want %d", got, tc.want)
+			}
+			if tc.want == 413 {
+				if len(authz.Checks()) != before {
+					t.Error("the service was asked about a body it could not see")
+				}
+				return
+			}
+			h := authz.Last(t).GetAttributes().GetRequest().GetHttp()
+			if tc.wantPartial != (h.GetHeaders()["x-envoy-auth-partial-body"] == "true") || len(h.GetBody()) > 16 {
+				t.Errorf("the service saw %d bytes, headers %v", len(h.GetBody()), h.GetHeaders())
+			}
+			if tc.want == 200 {
+				mu.Lock()
+				got := backendGot
+				mu.Unlock()
+				if got != tc.body {
+					t.Errorf("the backend got %d bytes, want %d", len(got), len(tc.body))
+				}
+			}
+		})
+	}
+}

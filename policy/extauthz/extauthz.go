@@ -8,6 +8,7 @@ package extauthz
 import (
 	"bytes"
 	"context"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -35,6 +36,9 @@ const maxAnswerBody = 64 << 10
 type Options struct {
 	// Addr is the service's "host:port" (the named backend resolved).
 	Addr string
+	// MaxBuffer bounds a request body read whole to send part of it
+	// (frontendPolicies.http.maxBufferSize); 0 is 2 MiB.
+	MaxBuffer int
 	// Lease holds the connections to the service; nil makes them the
 	// policy's own.
 	Lease   *pool.Lease
@@ -55,7 +59,8 @@ type ExtAuthz struct {
 	http  *httpCheck
 	cache *decisionCache // nil: none
 
-	include    []string // header names (lower-case) and pseudo-headers; nil: the protocol's default
+	include    []string     // header names (lower-case) and pseudo-headers; nil: the protocol's default
+	body       *bodyOptions // nil: the body is not sent
 	failAllow  bool
 	failStatus int
 	timeout    time.Duration
@@ -66,6 +71,7 @@ var (
 	contentTypeText = []byte("text/plain; charset=utf-8")
 	bodyFailed      = []byte("external authorization failed\n")
 	bodyForbidden   = []byte("forbidden\n")
+	bodyTooLarge    = []byte("request body too large for external authorization\n")
 )
 
 // New compiles an extAuthz policy. Errors are *policy.FieldError naming
@@ -83,6 +89,15 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	}
 	for _, h := range cfg.IncludeRequestHeaders {
 		p.include = append(p.include, strings.ToLower(h))
+	}
+	if b := cfg.IncludeRequestBody; b != nil {
+		p.body = &bodyOptions{max: 8192, partial: b.AllowPartialMessage, raw: b.PackAsBytes, buffer: o.MaxBuffer}
+		if b.MaxRequestBytes != nil {
+			p.body.max = *b.MaxRequestBytes
+		}
+		if p.body.buffer <= 0 {
+			p.body.buffer = 2 << 20
+		}
 	}
 	if cfg.Cache != nil {
 		c, err := newDecisionCache(cfg.Cache)
@@ -127,8 +142,22 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 			}
 		}
 	}
+	var body []byte
+	var partial bool
+	if p.body != nil {
+		var ok bool
+		if body, partial, ok = p.body.read(c); !ok {
+			resp := &c.Fast.Response
+			resp.Reset()
+			resp.SetStatusCode(http.StatusRequestEntityTooLarge)
+			resp.Header.SetContentTypeBytes(contentTypeText)
+			resp.SetBody(bodyTooLarge)
+			return policy.Done
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
+	ctx = withBody(ctx, body, partial)
 	var d *decision
 	var err error
 	if p.grpc != nil {
@@ -196,6 +225,67 @@ func (d *decision) apply(c *policy.Ctx) policy.Result {
 		c.Fast.Request.Header.Set(h[0], h[1])
 	}
 	return policy.Continue
+}
+
+// bodyOptions is includeRequestBody compiled.
+type bodyOptions struct {
+	max     int  // bytes sent at most
+	partial bool // a larger body sends its first max bytes
+	raw     bool // gRPC raw_body
+	buffer  int  // the most read whole to do so
+}
+
+// read returns the body to send: the whole body when it fits in max,
+// else its first max bytes when partial messages are allowed (partial
+// true); ok is false when the request must be refused (too large, or its
+// body broken). A streamed body is read whole (up to buffer) and kept, so
+// the backend still gets all of it.
+func (b *bodyOptions) read(c *policy.Ctx) (body []byte, partial, ok bool) {
+	req := &c.Fast.Request
+	if req.IsBodyStream() {
+		n := req.Header.ContentLength()
+		limit := b.buffer
+		if !b.partial {
+			limit = b.max
+		}
+		if n > limit {
+			return nil, false, false
+		}
+		buf, err := io.ReadAll(io.LimitReader(req.BodyStream(), int64(limit)+1))
+		if err != nil || len(buf) > limit || n >= 0 && len(buf) != n {
+			return nil, false, false
+		}
+		req.SetBody(buf)
+		req.Header.SetContentLength(len(buf))
+	}
+	body = req.Body()
+	if len(body) <= b.max {
+		return body, false, true
+	}
+	if !b.partial {
+		return nil, false, false
+	}
+	return body[:b.max], true, true
+}
+
+type bodyKey struct{}
+
+type bodyValue struct {
+	body    []byte
+	partial bool
+}
+
+// withBody carries the body to send to the protocol's check.
+func withBody(ctx context.Context, body []byte, partial bool) context.Context {
+	if body == nil && !partial {
+		return ctx
+	}
+	return context.WithValue(ctx, bodyKey{}, bodyValue{body, partial})
+}
+
+func bodyOf(ctx context.Context) (bodyValue, bool) {
+	v, ok := ctx.Value(bodyKey{}).(bodyValue)
+	return v, ok
 }
 
 // requestHeaders lists the request's headers as the service sees them:

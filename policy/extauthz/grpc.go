@@ -96,6 +96,17 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		}},
 		ContextExtensions: g.context,
 	}}
+	if b, ok := bodyOf(ctx); ok {
+		h := check.Attributes.Request.Http
+		if p.body.raw {
+			h.RawBody = b.body
+		} else {
+			h.Body = string(b.body)
+		}
+		if b.partial {
+			h.Headers["x-envoy-auth-partial-body"] = "true"
+		}
+	}
 	if len(g.metadata) > 0 {
 		md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
 		in := celrules.LiveInput(c)

@@ -131,6 +131,14 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			areq.Header.Set(a.name, v)
 		}
 	}
+	if b, ok := bodyOf(ctx); ok && h.body == nil {
+		areq.SetBody(b.body)
+		if b.partial {
+			areq.Header.Set("X-Envoy-Auth-Partial-Body", "true")
+		} else if p.body != nil {
+			areq.Header.Set("X-Envoy-Auth-Partial-Body", "false")
+		}
+	}
 	if h.body != nil {
 		in := celrules.LiveInput(c)
 		v, err := celrules.EvalLLM(h.body, &in, nil)
