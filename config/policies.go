@@ -209,11 +209,14 @@ type Timeout struct {
 
 // Retry retries failed upstream attempts.
 type Retry struct {
-	Attempts     *int        `json:"attempts,omitempty" cfg:"min=1,max=255"`
-	Backoff      *Duration   `json:"backoff,omitempty"`
-	Codes        []int       `json:"codes" cfg:"required"`
-	Precondition Unsupported `json:"precondition,omitzero"`
-	Condition    Unsupported `json:"condition,omitzero"`
+	Attempts *int      `json:"attempts,omitempty" cfg:"min=1,max=255"`
+	Backoff  *Duration `json:"backoff,omitempty"`
+	Codes    []int     `json:"codes,omitempty"`
+	// Precondition, false for a request, makes one attempt only (and
+	// spares buffering its body for a replay).
+	Precondition *ValueCondition `json:"precondition,omitempty"`
+	// Condition retries a response it holds for, beside those of Codes.
+	Condition *ValueCondition `json:"condition,omitempty"`
 }
 
 // Validate checks status codes.
@@ -221,6 +224,9 @@ type Retry struct {
 func (*Retry) FieldRules() {}
 
 func (r *Retry) Validate(v *decode.Validation) {
+	if len(r.Codes) == 0 && r.Condition == nil {
+		v.Errorf("codes", "required (or a condition)")
+	}
 	for i, c := range r.Codes {
 		if c < 100 || c > 999 {
 			v.Errorf(indexPath("codes", i), "must be an HTTP status code (100..999)")

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/relaygate/gateway/policy/credential"
 	"strings"
 
 	"github.com/relaygate/gateway/config"
@@ -12,6 +11,7 @@ import (
 	"github.com/relaygate/gateway/policy/apikey"
 	"github.com/relaygate/gateway/policy/basicauth"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/fault"
 	"github.com/relaygate/gateway/policy/jwtauth"
@@ -167,6 +167,17 @@ var routeKinds = []routeKind{
 		}
 		for _, code := range cfg.Codes {
 			rp.codes[code] = true
+		}
+		var err error
+		if cfg.Precondition != nil {
+			if rp.precondition, err = config.CompileValueExpression(string(*cfg.Precondition), true); err != nil {
+				return &policy.FieldError{Field: "precondition", Msg: err.Error()}
+			}
+		}
+		if cfg.Condition != nil {
+			if rp.condition, err = config.CompileValueExpression(string(*cfg.Condition), true); err != nil {
+				return &policy.FieldError{Field: "condition", Msg: err.Error()}
+			}
 		}
 		rc.route.retry = rp
 		return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/relaygate/gateway/policy/credential"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -27,6 +26,7 @@ import (
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )

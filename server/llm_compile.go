@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/relaygate/gateway/policy/credential"
 	"sort"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/pool"
 )

@@ -71,12 +71,13 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	}
 	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
 	mirrored := false
+	retries := r.retry.retries(&rs.pc)
 	if !upgrade {
 		if req.IsBodyStream() {
 			rs.body.wrap(req, fctx.Conn())
 		}
 		mirrored = r.mirror != nil && r.mirror.chosen()
-		if status, ok := b.bufferBody(rs, r, mirrored); !ok {
+		if status, ok := b.bufferBody(rs, r, retries, mirrored); !ok {
 			return status
 		}
 	}
@@ -91,7 +92,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
 	}
 	attempts := 1
-	if r.retry != nil {
+	if retries {
 		attempts = r.retry.attempts
 	}
 	// Whether the body streams, decided before the first attempt: writing a
@@ -118,7 +119,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
-		if failure == backend.FailureNone && !(r.retry != nil && r.retry.codes[status]) {
+		if failure == backend.FailureNone && !(retries && r.retry.retryStatus(&rs.pc, status)) {
 			finishResponse(&fctx.Response)
 			return status
 		}
@@ -146,7 +147,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 // (up to mirrorBodyLimit). A body too large, or of unknown length, stays a
 // stream: it is not retried once sent, and not mirrored. ok is false when
 // the client failed to send the body, with the status it was answered.
-func (b *bind) bufferBody(rs *requestState, r *route, mirrored bool) (status int, ok bool) {
+func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (status int, ok bool) {
 	if !rs.body.active() {
 		return 0, true
 	}
@@ -155,7 +156,7 @@ func (b *bind) bufferBody(rs *requestState, r *route, mirrored bool) (status int
 	if n < 0 {
 		return 0, true
 	}
-	if !(r.retry != nil && r.retry.attempts > 1 && n <= rs.bind.frontend.maxBufferSize) && !(mirrored && n <= mirrorBodyLimit) {
+	if !(retries && n <= rs.bind.frontend.maxBufferSize) && !(mirrored && n <= mirrorBodyLimit) {
 		return 0, true
 	}
 	if err := rs.body.readAll(req, n); err != nil {

@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/relaygate/gateway/policy/credential"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/cost"
@@ -15,6 +17,7 @@ import (
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
+	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/router"
@@ -98,9 +101,44 @@ type routeBackend struct {
 }
 
 type retryPolicy struct {
-	attempts int
-	backoff  time.Duration
-	codes    [1000]bool // by status: fasthttp reads exactly three digits
+	attempts     int
+	backoff      time.Duration
+	codes        [1000]bool  // by status: fasthttp reads exactly three digits
+	precondition cel.Program // nil: every request may be retried
+	condition    cel.Program // nil: codes alone
+}
+
+// retries reports whether the request may take more than one attempt
+// (its precondition holds; one that fails to evaluate does not).
+func (rp *retryPolicy) retries(c *policy.Ctx) bool {
+	if rp == nil || rp.attempts <= 1 {
+		return false
+	}
+	if rp.precondition == nil {
+		return true
+	}
+	in := celrules.LiveInput(c)
+	v, err := celrules.EvalLLM(rp.precondition, &in, nil)
+	return err == nil && v == types.True
+}
+
+// retryStatus reports whether an answer is one to retry: its status is in
+// codes, or the condition holds for it.
+func (rp *retryPolicy) retryStatus(c *policy.Ctx, status int) bool {
+	if rp == nil {
+		return false
+	}
+	if status >= 0 && status < len(rp.codes) && rp.codes[status] {
+		return true
+	}
+	if rp.condition == nil {
+		return false
+	}
+	c.Responding = true
+	defer func() { c.Responding = false }()
+	in := celrules.LiveInput(c)
+	v, err := celrules.EvalLLM(rp.condition, &in, nil)
+	return err == nil && v == types.True
 }
 
 // compiler carries what compiling one snapshot needs.

@@ -19,7 +19,6 @@ package jwtauth
 
 import (
 	"fmt"
-	"github.com/relaygate/gateway/policy/credential"
 	"net/http"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/pool"
 )
 

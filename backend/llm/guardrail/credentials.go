@@ -3,7 +3,6 @@ package guardrail
 import (
 	"context"
 	"errors"
-	"github.com/relaygate/gateway/policy/credential"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -11,6 +10,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // credentials put a guard's credentials on its calls: through an LLM
