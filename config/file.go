@@ -62,7 +62,7 @@ type Settings struct {
 	MCP                     *MCPSettings     `json:"mcp,omitempty"`
 	SensitiveHeaders        Unsupported      `json:"sensitiveHeaders,omitzero"`
 	CustomFunctions         Unsupported      `json:"customFunctions,omitzero"`
-	Tracing                 Unsupported      `json:"tracing,omitzero"`
+	Tracing                 *Tracing         `json:"tracing,omitempty"`
 	Metrics                 Unsupported      `json:"metrics,omitzero"`
 	HBONE                   Unsupported      `json:"hbone,omitzero"`
 }

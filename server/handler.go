@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
@@ -20,7 +21,9 @@ import (
 
 // requestState is the pooled per-request state of the HTTP path.
 type requestState struct {
-	pc      policy.Ctx
+	pc policy.Ctx
+	// span is the request's trace span (config.tracing), nil when none.
+	span    trace.Span
 	host    []byte
 	bind    *bindConfig
 	route   *route
@@ -69,6 +72,11 @@ func releaseState(rs *requestState) {
 		rs.llm = nil
 	}
 	rs.body.reset()
+	if rs.span != nil {
+		// Not ended by record (a request that never got there).
+		rs.span.End()
+		rs.span = nil
+	}
 	rs.http10 = false
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
@@ -181,6 +189,9 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 	}
 	pc.Host = rs.host
 	pc.Path = path
+	if bc.tracing != nil {
+		rs.span = bc.tracing.start(pc)
+	}
 	l := bc.listenerFor(rs.host)
 	if l == nil {
 		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
@@ -320,6 +331,10 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	}
 	if x := rs.llm; x != nil && x.prov != nil {
 		x.accessFields(&a.LLM)
+	}
+	if rs.span != nil {
+		endSpan(rs.span, a.Route, status)
+		rs.span = nil
 	}
 	logged := true
 	if rs.bind != nil && rs.bind.frontend.accessLog != nil && rs.pc.Fast != nil {

@@ -43,6 +43,7 @@ type Snapshot struct {
 // bindConfig is the compiled config of one port.
 type bindConfig struct {
 	port      int
+	tracing   *tracing // config.tracing; nil: no spans
 	frontend  frontendSettings
 	listeners []*listenerConfig // most specific hostname first
 	// rawPaths keeps request paths as received
@@ -199,6 +200,15 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			errs = appendErrors(errs, err)
 		} else {
 			s.binds[bc.port] = bc
+		}
+	}
+	if f.Config != nil && f.Config.Tracing != nil {
+		t, err := c.newTracing(f.Config.Tracing)
+		if err != nil {
+			errs = append(errs, kindError("config.tracing", err))
+		}
+		for _, bc := range s.binds {
+			bc.tracing = t
 		}
 	}
 	errs = appendNotServed(uniqueErrors(errs), notServedYet(f))
