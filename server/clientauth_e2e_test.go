@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -14,14 +13,7 @@ import (
 // setting of a kind replaces the listener's, authorization rules of both
 // levels apply, and kinds set at different levels all run.
 func TestClientAuthAndPrecedenceE2E(t *testing.T) {
-	var mu sync.Mutex
-	var seen http.Header
-	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = r.Header.Clone()
-		mu.Unlock()
-		w.Write([]byte("ok"))
-	}))
+	up, seenHeaders := headerRecorder(t, nil)
 	// Users made by `openssl passwd -apr1 -salt saltsalt secret1` ($ written
 	// $$ against environment expansion) and a
 	// SHA-1 of "secret5".
@@ -120,8 +112,7 @@ binds:
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		mu.Lock()
-		defer mu.Unlock()
+		seen := seenHeaders()
 		if seen.Get("X-Api-Key") != "" || seen.Get("Authorization") != basic("alice", "secret1") {
 			t.Errorf("upstream saw x-api-key %q, authorization %q", seen.Get("X-Api-Key"), seen.Get("Authorization"))
 		}
@@ -131,9 +122,7 @@ binds:
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if got := seen.Get("Authorization"); got != "Bearer eng-key" {
+		if got := seenHeaders().Get("Authorization"); got != "Bearer eng-key" {
 			t.Errorf("upstream saw authorization %q", got)
 		}
 	})

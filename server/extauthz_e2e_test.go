@@ -20,14 +20,7 @@ import (
 // header it adds reaches the backend, its metadata feeds a route's
 // authorization rule, and an HTTP-protocol service on another route.
 func TestExtAuthzE2E(t *testing.T) {
-	var mu sync.Mutex
-	var seen http.Header
-	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = r.Header.Clone()
-		mu.Unlock()
-		w.Write([]byte("ok"))
-	}))
+	up, seen := headerRecorder(t, nil)
 	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
 		switch r.GetAttributes().GetRequest().GetHttp().GetHeaders()["authorization"] {
 		case "Bearer eng":
@@ -90,9 +83,7 @@ binds:
 		})
 	}
 	resp, _ := get(t, tg.url(3000)+"/", "Authorization", "Bearer eng")
-	mu.Lock()
-	user := seen.Get("X-User")
-	mu.Unlock()
+	user := seen().Get("X-User")
 	if resp.StatusCode != 200 || user != "alice" {
 		t.Errorf("the backend saw x-user %q", user)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,4 +192,28 @@ func rawUpstream(t testing.TB, handle func(net.Conn)) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// headerRecorder is an upstream that answers with answer (200 "ok" when
+// nil) and keeps the headers of the last request it got; seen returns
+// them.
+func headerRecorder(t *testing.T, answer http.HandlerFunc) (addr string, seen func() http.Header) {
+	t.Helper()
+	var mu sync.Mutex
+	last := http.Header{}
+	addr = upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		last = r.Header.Clone()
+		mu.Unlock()
+		if answer != nil {
+			answer(w, r)
+			return
+		}
+		w.Write([]byte("ok")) //nolint:errcheck
+	}))
+	return addr, func() http.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 )
 
@@ -11,15 +10,10 @@ import (
 // answer reach the client; a route's transformations replace its
 // listener's.
 func TestTransformationsE2E(t *testing.T) {
-	var mu sync.Mutex
-	var seen http.Header
-	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		seen = r.Header.Clone()
-		mu.Unlock()
+	up, seen := headerRecorder(t, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Upstream", "u1")
 		w.WriteHeader(201)
-	}))
+	})
 	tg := startGateway(t, `
 binds:
 - port: 3000
@@ -44,9 +38,7 @@ binds:
     - backends: [{host: '${UP}'}]
 `, map[string]string{"UP": up})
 	resp, _ := get(t, tg.url(3000)+"/keyed/x", "X-Api-Key", "k1", "X-Drop", "d")
-	mu.Lock()
-	h := seen
-	mu.Unlock()
+	h := seen()
 	if resp.StatusCode != 201 || h.Get("X-Team") != "blue" || h.Get("X-Path") != "/keyed/x" || h.Get("X-Drop") != "" {
 		t.Errorf("%d; the backend saw x-team %q x-path %q x-drop %q", resp.StatusCode, h.Get("X-Team"), h.Get("X-Path"), h.Get("X-Drop"))
 	}
@@ -57,9 +49,7 @@ binds:
 		t.Errorf("x-was %q", got)
 	}
 	resp, _ = get(t, tg.url(3000)+"/other")
-	mu.Lock()
-	h = seen
-	mu.Unlock()
+	h = seen()
 	if resp.StatusCode != 201 || h.Get("X-Agentgateway-Req-Message") != "Hello from AgentGateway!" {
 		t.Errorf("the listener's transformations did not apply: %q", h.Get("X-Agentgateway-Req-Message"))
 	}
