@@ -14,7 +14,7 @@ type File struct {
 	Binds            []Bind            `json:"binds,omitempty"`
 	FrontendPolicies *FrontendPolicies `json:"frontendPolicies,omitempty"`
 	Backends         []NamedBackend    `json:"backends,omitempty"`
-	Policies         Unsupported       `json:"policies,omitzero"`
+	Policies         []TargetedPolicy  `json:"policies,omitempty" cfg:"maxItems=1024"`
 	Workloads        Unsupported       `json:"workloads,omitzero"`
 	Services         Unsupported       `json:"services,omitzero"`
 	RouteGroups      Unsupported       `json:"routeGroups,omitzero"`

@@ -150,6 +150,8 @@ type compiler struct {
 	named    map[string]*config.NamedBackend
 	// namedPath is each named backend's field path ("backends[2]").
 	namedPath map[string]string
+	// targetedUsed marks the top-level policies that matched a target.
+	targetedUsed []bool
 	// lease takes the snapshot's runtime state from the gateway's
 	// pool.Usage (see Snapshot.lease); compiling creates no state of its
 	// own, so a reload that changes nothing builds nothing.
@@ -164,7 +166,7 @@ type compiler struct {
 // compile turns a validated file into a snapshot. It fails only on problems
 // that field validation cannot see (every such error names its field path).
 func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
-	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, lease: gw.usage.Lease()}
+	c := &compiler{gw: gw, file: f, named: map[string]*config.NamedBackend{}, lease: gw.usage.Lease(), targetedUsed: make([]bool, len(f.Policies))}
 	c.defaults = poolDefaults(f)
 	c.namedPath = map[string]string{}
 	for i := range f.Backends {
@@ -211,6 +213,11 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			bc.tracing = t
 		}
 	}
+	for i := range f.Policies {
+		if !c.targetedUsed[i] {
+			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("policies[%d].target", i), Msg: "matches no listener, route or backend"})
+		}
+	}
 	errs = appendNotServed(uniqueErrors(errs), notServedYet(f))
 	if len(errs) > 0 {
 		c.lease.Release()
@@ -228,6 +235,16 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	var errs config.Errors
 	// The listener's policies are the base of each route's set.
 	base := &config.PolicySet{}
+	c.attachTargeted(base, func(t *config.PolicyTarget) (config.Level, bool) {
+		g := t.Gateway
+		if g == nil || g.ListenerName != nil && *g.ListenerName != l.Name || g.Port != nil && *g.Port != *b.Port {
+			return 0, false
+		}
+		if g.ListenerName == nil && g.Port == nil {
+			return config.LevelGateway, true
+		}
+		return config.LevelListener, true
+	})
 	base.Attach(config.LevelListener, path+".policies", l.Policies)
 	if len(l.Routes) == 0 {
 		// No route carries the listener's policies: check them alone.
@@ -239,7 +256,21 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		r := &l.Routes[ri]
 		rpath := fmt.Sprintf("%s.routes[%d]", path, ri)
 		set := base.Clone()
+		routeTarget := func(rule bool) func(t *config.PolicyTarget) (config.Level, bool) {
+			return func(t *config.PolicyTarget) (config.Level, bool) {
+				rt := t.Route
+				if rt == nil || rt.Name != r.Name || !sameNamespace(rt.Namespace, r.Namespace) || (rt.RuleName != nil) != rule {
+					return 0, false
+				}
+				if rule {
+					return config.LevelRule, *rt.RuleName == r.RuleName
+				}
+				return config.LevelRoute, true
+			}
+		}
+		c.attachTargeted(set, routeTarget(false))
 		set.Attach(config.LevelRoute, rpath+".policies", r.Policies)
+		c.attachTargeted(set, routeTarget(true))
 		cr, err := c.route(rpath, *b.Port, l, ri, r, set)
 		if err != nil {
 			errs = appendErrors(errs, err)
@@ -437,6 +468,10 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			return nil, &decode.FieldError{Path: path + ".backend", Msg: fmt.Sprintf("no backend named %q in the top-level backends", rb.Backend)}
 		}
 		out.name = nb.Name
+		c.attachTargeted(set, func(t *config.PolicyTarget) (config.Level, bool) {
+			bt := t.Backend
+			return config.LevelBackend, bt != nil && bt.Backend != nil && bt.Backend.Name == nb.Name
+		})
 		set.Attach(config.LevelBackend, c.namedPath[nb.Name]+".policies", nb.Policies)
 		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP, AI: nb.AI, Policies: rb.Policies}
 	case config.BackendDynamic:
@@ -531,6 +566,34 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
 	return out, nil
+}
+
+// attachTargeted attaches to set the top-level policies whose target
+// match says applies, at the level it says, in file order.
+func (c *compiler) attachTargeted(set *config.PolicySet, match func(*config.PolicyTarget) (config.Level, bool)) {
+	type matched struct {
+		i     int
+		level config.Level
+	}
+	var ms []matched
+	for i := range c.file.Policies {
+		if level, ok := match(&c.file.Policies[i].Target); ok {
+			ms = append(ms, matched{i, level})
+		}
+	}
+	// Lowest level first, so a listener's entry wins over the gateway's
+	// wherever the file put them.
+	sort.SliceStable(ms, func(a, b int) bool { return ms[a].level < ms[b].level })
+	for _, m := range ms {
+		set.Attach(m.level, fmt.Sprintf("policies[%d].policy", m.i), &c.file.Policies[m.i].Policy)
+		c.targetedUsed[m.i] = true
+	}
+}
+
+// sameNamespace reports whether a target's namespace names a route's: a
+// route without one is in "" and "default".
+func sameNamespace(target, route string) bool {
+	return target == route || route == "" && target == "default"
 }
 
 // upstream returns the connection pool to addr with settings s, the
