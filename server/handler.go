@@ -333,7 +333,7 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 		x.accessFields(&a.LLM)
 	}
 	if rs.span != nil {
-		endSpan(rs.span, a.Route, status)
+		endSpan(rs.span, method, a.Route, status)
 		rs.span = nil
 	}
 	logged := true

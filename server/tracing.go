@@ -201,11 +201,14 @@ func (t *tracing) start(c *policy.Ctx) trace.Span {
 	return span
 }
 
-// end finishes a span with what the request came to.
-func endSpan(span trace.Span, route string, status int) {
+// endSpan finishes a span with what the request came to. A routed
+// request's span is named by its method and route (the path, which named
+// it until then, would give a name per URL).
+func endSpan(span trace.Span, method []byte, route string, status int) {
 	span.SetAttributes(attribute.Int("http.response.status_code", status))
 	if route != "" {
 		span.SetAttributes(attribute.String("http.route", route))
+		span.SetName(string(method) + " " + route)
 	}
 	if status >= 500 {
 		span.SetAttributes(attribute.Bool("error", true))
