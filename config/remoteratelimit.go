@@ -43,11 +43,22 @@ func (r *RemoteRateLimit) FailOpen() bool {
 // from the request.
 type RateLimitDescriptor struct {
 	Entries []RateLimitEntry `json:"entries" cfg:"required,minItems=1,maxItems=16"`
-	// Type is requests (the default); tokens is not served yet.
-	Type string `json:"type,omitempty" cfg:"enum=requests,later=tokens"`
-	// Cost is how many hits the request counts for (default 1).
+	// Type is requests (the default: each request counts when it comes)
+	// or tokens (an LLM request's input and output tokens count once its
+	// answer is complete, and a request is refused while the limit is
+	// already spent).
+	Type string `json:"type,omitempty" cfg:"enum=requests|tokens"`
+	// Cost is how many hits a request counts for (type requests; default
+	// 1).
 	Cost          *ValueExpression `json:"cost,omitempty"`
 	LimitOverride Unsupported      `json:"limitOverride,omitzero"`
+}
+
+// Validate refuses a cost on token descriptors: their cost is the tokens.
+func (d *RateLimitDescriptor) Validate(v *decode.Validation) {
+	if d.Type == "tokens" && d.Cost != nil {
+		v.Errorf("cost", "not supported yet with type tokens (the cost is the request's tokens)")
+	}
 }
 
 // RateLimitEntry is a descriptor entry: a key and its value by CEL.

@@ -54,6 +54,9 @@ type Ctx struct {
 	// the key's metadata object, shared and never modified (nil when no key
 	// was authenticated).
 	APIKey map[string]any
+	// TokenCharges are called with the request's LLM token count once it
+	// is known (remoteRateLimit's token descriptors).
+	TokenCharges []func(tokens int64)
 	// Responding is set once the response policies run: CEL sees
 	// `response` from then on.
 	Responding bool
@@ -83,6 +86,8 @@ func (c *Ctx) Reset() {
 	c.APIKey = nil
 	c.ExtAuthz = nil
 	c.Responding = false
+	clear(c.TokenCharges)
+	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]
 	c.scratch = c.scratch[:0]
 }

@@ -156,6 +156,11 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 	if x.limited && x.hasUsage && rs.route != nil && rs.route.limiter != nil {
 		rs.route.limiter.Charge(&x.limit, x.usage.TotalTokens())
 	}
+	if x.hasUsage {
+		for _, charge := range rs.pc.TokenCharges {
+			charge(x.usage.TotalTokens())
+		}
+	}
 	if x.prov == nil {
 		return
 	}

@@ -3,9 +3,12 @@ package server
 import (
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
 )
 
@@ -92,5 +95,51 @@ binds:
 	}
 	if resp, _ := get(t, down.url(3000)+"/open"); resp.StatusCode != 200 {
 		t.Errorf("failOpen: %d", resp.StatusCode)
+	}
+}
+
+// TestRemoteRateLimitTokensE2E: an LLM route's token descriptor is asked
+// with no hits before the exchange and charged the answer's tokens after
+// it, so a budget the earlier answers spent refuses the next request.
+func TestRemoteRateLimitTokensE2E(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 60, OutputTokens: 40}})
+	rls := &rlstest.Server{Limit: 150}
+	addr := rlstest.Start(t, rls)
+	limits := `
+remoteRateLimit:
+  domain: llm
+  host: '` + addr + `'
+  descriptors:
+  - entries: [{key: route, value: '"llm"'}]
+    type: tokens
+`
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), nil)
+	post := func() int {
+		t.Helper()
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+		resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// 150 tokens: two exchanges of 100 are admitted (0, then 100 spent);
+	// the third finds 200 spent.
+	for i, want := range []int{200, 200, 429} {
+		if got := post(); got != want {
+			t.Fatalf("request %d: %d, want %d", i+1, got, want)
+		}
+		if want == 200 {
+			// The charge goes out after the answer: wait for it.
+			n := 2 * (i + 1)
+			eventually(t, 5*time.Second, "the token charge", func() bool { return len(rls.Requests()) >= n })
+		}
+	}
+	reqs := rls.Requests()
+	check, charge := reqs[0].GetDescriptors()[0], reqs[1].GetDescriptors()[0]
+	if check.GetHitsAddend().GetValue() != 0 || charge.GetHitsAddend().GetValue() != 100 {
+		t.Errorf("hits: check %v, charge %v; want 0 and 100", check.GetHitsAddend(), charge.GetHitsAddend())
 	}
 }

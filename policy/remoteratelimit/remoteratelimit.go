@@ -54,6 +54,7 @@ type RemoteRateLimit struct {
 type descriptor struct {
 	entries []entry
 	cost    cel.Program // nil: 1
+	tokens  bool        // counts LLM tokens, once known
 }
 
 type entry struct {
@@ -88,7 +89,7 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 	p := &RemoteRateLimit{domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger}
 	for i, d := range cfg.Descriptors {
 		field := "descriptors[" + strconv.Itoa(i) + "]"
-		var cd descriptor
+		cd := descriptor{tokens: d.Type == "tokens"}
 		for j, e := range d.Entries {
 			prog, err := config.CompileValueExpression(string(e.Value), false)
 			if err != nil {
@@ -128,10 +129,18 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	req := &rlsv3.RateLimitRequest{Domain: p.domain}
 	in := celrules.LiveInput(c)
+	var tokens []*rlcommon.RateLimitDescriptor
 	for _, d := range p.descriptors {
 		if rd, ok := d.build(&in); ok {
 			req.Descriptors = append(req.Descriptors, rd)
+			if d.tokens {
+				tokens = append(tokens, rd)
+			}
 		}
+	}
+	if len(tokens) > 0 {
+		// The tokens count once the answer is complete: charged then.
+		c.TokenCharges = append(c.TokenCharges, func(n int64) { go p.charge(tokens, n) })
 	}
 	if len(req.Descriptors) == 0 {
 		return policy.Continue // nothing to count this request under
@@ -158,7 +167,25 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
+// charge counts n tokens against the token descriptors a request was
+// admitted under (in the background: the answer has gone out).
+func (p *RemoteRateLimit) charge(descs []*rlcommon.RateLimitDescriptor, n int64) {
+	if n <= 0 {
+		return
+	}
+	req := &rlsv3.RateLimitRequest{Domain: p.domain}
+	for _, d := range descs {
+		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: d.Entries, HitsAddend: wrapperspb.UInt64(uint64(n))})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	if _, err := p.conn.client.ShouldRateLimit(ctx, req); err != nil {
+		p.log.Warn("remoteRateLimit: could not charge tokens to the rate limit service", zap.Error(err))
+	}
+}
+
 // build evaluates a descriptor; one whose entry or cost fails is skipped.
+// A token descriptor is asked with no hits: is its limit already spent?
 func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, bool) {
 	out := &rlcommon.RateLimitDescriptor{}
 	for _, e := range d.entries {
@@ -167,6 +194,10 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 			return nil, false
 		}
 		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: celrules.Text(v)})
+	}
+	if d.tokens {
+		out.HitsAddend = wrapperspb.UInt64(0)
+		return out, true
 	}
 	if d.cost != nil {
 		v, err := celrules.EvalLLM(d.cost, in, nil)
