@@ -533,7 +533,9 @@ func TestReloadFollowsTheResolvedFile(t *testing.T) {
 			port := freePort(t)
 			body := func(version string) string { return configWith(port, version, "127.0.0.1:1") }
 			dir := t.TempDir()
-			p := startProc(t, tc.setup(t, dir, body))
+			// No side servers: their OS-chosen ports could take the one
+			// freePort just released for the bind.
+			p := startProc(t, tc.setup(t, dir, body), "ADMIN_ADDR=off", "STATS_ADDR=off", "READINESS_ADDR=off")
 			p.waitLog(fmt.Sprintf(`listening.*"port": %d`, port))
 			url := fmt.Sprintf("http://127.0.0.1:%d/direct", port)
 			waitBody(t, url, "v1")
