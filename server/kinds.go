@@ -67,7 +67,7 @@ var routeKinds = []routeKind{
 		if err != nil {
 			return err
 		}
-		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: frontendFrom(c.file).maxBufferSize})
+		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
 		if err == nil {
 			rc.chain.Add(policy.KindExtAuthz, p)
 		}

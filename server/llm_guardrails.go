@@ -38,7 +38,7 @@ func (c *compiler) guardrailOptions() guardrail.Options {
 			return up
 		},
 		// A webhook's mask repeats the prompt: room for the largest body.
-		MaxAnswer:    max(guardrail.DefaultMaxAnswer, 2*frontendFrom(c.file).maxBufferSize),
+		MaxAnswer:    max(guardrail.DefaultMaxAnswer, 2*c.frontend.maxBufferSize),
 		HostOverride: guardrailHostOverride,
 	}
 }

@@ -148,6 +148,9 @@ type compiler struct {
 	file     *config.File
 	defaults backend.PoolSettings
 	named    map[string]*config.NamedBackend
+	// frontend is frontendPolicies compiled, once (its access log
+	// expressions included).
+	frontend frontendSettings
 	// namedPath is each named backend's field path ("backends[2]").
 	namedPath map[string]string
 	// targetedUsed marks the top-level policies that matched a target.
@@ -173,7 +176,8 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		c.named[f.Backends[i].Name] = &f.Backends[i]
 		c.namedPath[f.Backends[i].Name] = fmt.Sprintf("backends[%d]", i)
 	}
-	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: frontendFrom(f), lease: c.lease}
+	c.frontend = frontendFrom(f)
+	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: c.frontend, lease: c.lease}
 	var errs config.Errors
 	for bi := range f.Binds {
 		b := &f.Binds[bi]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -62,10 +63,9 @@ func (h *exporterHolder) Close() error {
 // samplers. The exporter connects lazily: a collector that is down loses
 // spans, never requests.
 func (c *compiler) newTracing(cfg *config.Tracing) (*tracing, error) {
-	key, err := json.Marshal(struct {
-		Cfg     *config.Tracing
-		Headers map[string]config.SecretString
-	}{cfg, cfg.Headers})
+	// The key holds the settings and the header values, which the
+	// settings' JSON redacts: the same exporter only for the same ones.
+	key, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -106,11 +106,14 @@ func (c *compiler) newTracing(cfg *config.Tracing) (*tracing, error) {
 	return t, nil
 }
 
+// headerValues lists the headers as name=value, sorted, so that the same
+// headers make the same key whatever the map's order.
 func headerValues(h map[string]string) []string {
 	out := make([]string, 0, len(h))
 	for k, v := range h {
 		out = append(out, k+"="+v)
 	}
+	sort.Strings(out)
 	return out
 }
 

@@ -132,3 +132,28 @@ func hexID(b []byte) string {
 	}
 	return string(out)
 }
+
+// A reload that leaves config.tracing alone keeps its exporter, however
+// many headers it sends (their order in the map is random).
+func TestTracingExporterKeptAcrossReloads(t *testing.T) {
+	cfg := `
+config:
+  tracing:
+    otlpEndpoint: http://127.0.0.1:1
+    otlpProtocol: http
+    headers: {a: "1", b: "2", c: "3", d: "4"}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: 127.0.0.1:1}]
+`
+	tg := startGateway(t, cfg, nil)
+	first := tg.gw.snap.Load().binds[3000].tracing.provider
+	for range 5 {
+		tg.apply(cfg, nil)
+		if got := tg.gw.snap.Load().binds[3000].tracing.provider; got != first {
+			t.Fatal("a reload that changed nothing built a new exporter")
+		}
+	}
+}
