@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // FieldError is a constructor's refusal of a configuration value. Field is the
 // path of the offending field relative to the policy, in the file's spelling
@@ -26,4 +29,27 @@ func fieldErrorf(field, format string, args ...any) error {
 // indexed returns "field[i]".
 func indexed(field string, i int) string {
 	return fmt.Sprintf("%s[%d]", field, i)
+}
+
+// PrefixField puts field before the field err names: a constructor's
+// error about a part it compiled with another constructor. An error that is
+// not a *FieldError becomes one about field.
+func PrefixField(field string, err error) error {
+	if fe, ok := err.(*FieldError); ok {
+		return &FieldError{Field: JoinField(field, fe.Field), Msg: fe.Msg}
+	}
+	return &FieldError{Field: field, Msg: err.Error()}
+}
+
+// JoinField joins field paths ("a" + "b" is "a.b", "a" + "[1]" is "a[1]").
+func JoinField(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	case strings.HasPrefix(b, "["):
+		return a + b
+	}
+	return a + "." + b
 }

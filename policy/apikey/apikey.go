@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -49,17 +48,13 @@ type APIKeyAuth struct {
 	mode Mode
 	loc  credential.Location
 
-	status    int
-	challenge []byte // the header's name
-	value     []byte
+	refusal credential.Refusal
+	value   []byte // the challenge
 }
 
 var (
-	headerWWWAuthenticate   = []byte("WWW-Authenticate")
-	headerProxyAuthenticate = []byte("Proxy-Authenticate")
-	contentTypeText         = []byte("text/plain; charset=utf-8")
-	bodyMissing             = []byte("authentication failure: no API key\n")
-	bodyInvalid             = []byte("authentication failure: invalid API key\n")
+	bodyMissing = []byte("authentication failure: no API key\n")
+	bodyInvalid = []byte("authentication failure: invalid API key\n")
 )
 
 // New compiles an apiKey policy; key files are read now. Errors are
@@ -81,7 +76,7 @@ func New(cfg *config.APIKeyAuth) (*APIKeyAuth, error) {
 			return nil, &policy.FieldError{Field: "keys.file", Msg: err.Error()}
 		}
 	}
-	p := &APIKeyAuth{status: http.StatusUnauthorized, challenge: headerWWWAuthenticate, keys: make(map[[sha256.Size]byte]map[string]any, len(entries))}
+	p := &APIKeyAuth{keys: make(map[[sha256.Size]byte]map[string]any, len(entries))}
 	switch cfg.Mode {
 	case "", config.AuthModeStrict:
 	case config.AuthModeOptional:
@@ -93,15 +88,10 @@ func New(cfg *config.APIKeyAuth) (*APIKeyAuth, error) {
 	}
 	l, err := credential.NewLocation(cfg.Location)
 	if err != nil {
-		if fe, ok := err.(*policy.FieldError); ok {
-			return nil, &policy.FieldError{Field: join("location", fe.Field), Msg: fe.Msg}
-		}
-		return nil, &policy.FieldError{Field: "location", Msg: err.Error()}
+		return nil, policy.PrefixField("location", err)
 	}
 	p.loc = l
-	if l.IsProxyHeader() {
-		p.status, p.challenge = http.StatusProxyAuthRequired, headerProxyAuthenticate
-	}
+	p.refusal = l.Refusal()
 	p.value = []byte(challengeScheme(cfg.Location) + ` realm="gateway"`)
 	for i := range entries {
 		e := &entries[i]
@@ -216,22 +206,10 @@ func (p *APIKeyAuth) OnRequest(c *policy.Ctx) policy.Result {
 }
 
 func (p *APIKeyAuth) refuse(c *policy.Ctx, body []byte) policy.Result {
-	resp := &c.Fast.Response
-	resp.SetStatusCode(p.status)
-	resp.Header.SetContentTypeBytes(contentTypeText)
-	resp.Header.SetBytesKV(p.challenge, p.value)
-	resp.SetBody(body)
-	return policy.Done
+	return p.refusal.Write(c, p.value, body)
 }
 
 // Len is the number of keys.
 func (p *APIKeyAuth) Len() int { return len(p.keys) }
-
-func join(a, b string) string {
-	if b == "" {
-		return a
-	}
-	return a + "." + b
-}
 
 var _ policy.Request = (*APIKeyAuth)(nil)

@@ -13,7 +13,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -49,19 +48,15 @@ type BasicAuth struct {
 	optional bool
 	loc      credential.Location
 
-	status    int
-	challenge []byte // the header's name
-	value     []byte // its value
-	cache     verified
+	refusal credential.Refusal
+	value   []byte // the challenge
+	cache   verified
 }
 
 var (
-	headerWWWAuthenticate   = []byte("WWW-Authenticate")
-	headerProxyAuthenticate = []byte("Proxy-Authenticate")
-	contentTypeText         = []byte("text/plain; charset=utf-8")
-	bodyMissing             = []byte("authentication failure: no credentials\n")
-	bodyInvalid             = []byte("authentication failure: invalid credentials\n")
-	basicPrefix             = "Basic "
+	bodyMissing = []byte("authentication failure: no credentials\n")
+	bodyInvalid = []byte("authentication failure: invalid credentials\n")
+	basicPrefix = "Basic "
 )
 
 // New compiles a basicAuth policy; an htpasswd file is read now. Errors are
@@ -70,7 +65,7 @@ func New(cfg *config.BasicAuth) (*BasicAuth, error) {
 	if cfg == nil {
 		return nil, &policy.FieldError{Msg: "no configuration"}
 	}
-	p := &BasicAuth{status: http.StatusUnauthorized, challenge: headerWWWAuthenticate}
+	p := &BasicAuth{}
 	switch cfg.Mode {
 	case "", config.AuthModeStrict:
 	case config.AuthModeOptional:
@@ -84,16 +79,10 @@ func New(cfg *config.BasicAuth) (*BasicAuth, error) {
 	}
 	l, err := credential.NewLocation(loc)
 	if err != nil {
-		var fe *policy.FieldError
-		if ok := asFieldError(err, &fe); ok {
-			return nil, &policy.FieldError{Field: join("authorizationLocation", fe.Field), Msg: fe.Msg}
-		}
-		return nil, &policy.FieldError{Field: "authorizationLocation", Msg: err.Error()}
+		return nil, policy.PrefixField("authorizationLocation", err)
 	}
 	p.loc = l
-	if l.IsProxyHeader() {
-		p.status, p.challenge = http.StatusProxyAuthRequired, headerProxyAuthenticate
-	}
+	p.refusal = l.Refusal()
 	realm := DefaultRealm
 	if cfg.Realm != nil {
 		realm = *cfg.Realm
@@ -244,12 +233,7 @@ func (p *BasicAuth) verify(cred []byte) (string, bool) {
 }
 
 func (p *BasicAuth) refuse(c *policy.Ctx, body []byte) policy.Result {
-	resp := &c.Fast.Response
-	resp.SetStatusCode(p.status)
-	resp.Header.SetContentTypeBytes(contentTypeText)
-	resp.Header.SetBytesKV(p.challenge, p.value)
-	resp.SetBody(body)
-	return policy.Done
+	return p.refusal.Write(c, p.value, body)
 }
 
 // cacheSlots is how many verified credentials are remembered.
@@ -297,21 +281,6 @@ func (v *verified) store(cred []byte, user string) string {
 	k := v.key(cred)
 	v.slots[binary.LittleEndian.Uint64(k[:8])%cacheSlots].Store(&verifiedEntry{key: k, user: user})
 	return user
-}
-
-func asFieldError(err error, target **policy.FieldError) bool {
-	fe, ok := err.(*policy.FieldError)
-	if ok {
-		*target = fe
-	}
-	return ok
-}
-
-func join(a, b string) string {
-	if b == "" {
-		return a
-	}
-	return a + "." + b
 }
 
 // String describes the policy for logs: its user count, never a hash.

@@ -20,7 +20,6 @@ package jwtauth
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -134,7 +133,7 @@ func newAuthenticator(mode, locField string, loc *config.AuthLocation) (authenti
 	}
 	l, err := credential.NewLocation(loc)
 	if err != nil {
-		return authenticator{}, prefixed(locField, err)
+		return authenticator{}, policy.PrefixField(locField, err)
 	}
 	return authenticator{mode: m, loc: l}, nil
 }
@@ -191,8 +190,7 @@ func (a *authenticator) authenticate(c *policy.Ctx) Failure {
 // with 407 and Proxy-Authenticate instead.
 type JWTAuth struct {
 	authenticator
-	status     int
-	challenge  []byte // header name
+	refusal    credential.Refusal
 	challenges [numFailures][]byte
 	bodies     [numFailures][]byte
 }
@@ -201,9 +199,8 @@ type JWTAuth struct {
 const Realm = "gateway"
 
 var (
-	headerWWWAuthenticate   = []byte("WWW-Authenticate")
-	headerProxyAuthenticate = []byte("Proxy-Authenticate")
-	contentTypeText         = []byte("text/plain; charset=utf-8")
+	headerWWWAuthenticate = []byte("WWW-Authenticate")
+	contentTypeText       = []byte("text/plain; charset=utf-8")
 )
 
 // New compiles a jwtAuth policy. Inline and file key sets are parsed here
@@ -221,10 +218,7 @@ func New(cfg *config.JWTAuth, o Options) (*JWTAuth, error) {
 	if a.v, err = newValidator(cfg.Providers, cfg.Single, &o); err != nil {
 		return nil, err
 	}
-	p := &JWTAuth{authenticator: a, status: http.StatusUnauthorized, challenge: headerWWWAuthenticate}
-	if p.loc.IsProxyHeader() {
-		p.status, p.challenge = http.StatusProxyAuthRequired, headerProxyAuthenticate
-	}
+	p := &JWTAuth{authenticator: a, refusal: a.loc.Refusal()}
 	for f := Failure(1); f < numFailures; f++ {
 		ch := `Bearer realm="` + Realm + `"`
 		if f != FailMissing {
@@ -242,12 +236,7 @@ func (p *JWTAuth) OnRequest(c *policy.Ctx) policy.Result {
 	if f == OK {
 		return policy.Continue
 	}
-	resp := &c.Fast.Response
-	resp.SetStatusCode(p.status)
-	resp.Header.SetContentTypeBytes(contentTypeText)
-	resp.Header.SetBytesKV(p.challenge, p.challenges[f])
-	resp.SetBody(p.bodies[f])
-	return policy.Done
+	return p.refusal.Write(c, p.challenges[f], p.bodies[f])
 }
 
 // fieldErrorf builds a *policy.FieldError.
@@ -257,27 +246,6 @@ func fieldErrorf(field, format string, args ...any) error {
 		e.Msg = fmt.Sprintf(format, args...)
 	}
 	return e
-}
-
-// prefixed puts field in front of a FieldError's field.
-func prefixed(field string, err error) error {
-	if fe, ok := err.(*policy.FieldError); ok {
-		return &policy.FieldError{Field: join(field, fe.Field), Msg: fe.Msg}
-	}
-	return &policy.FieldError{Field: field, Msg: err.Error()}
-}
-
-// join joins field paths.
-func join(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	case strings.HasPrefix(b, "["):
-		return a + b
-	}
-	return a + "." + b
 }
 
 func indexed(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }

@@ -12,6 +12,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
 )
 
 // Leeway is the clock skew allowed on exp and nbf: 60 seconds, the default
@@ -159,7 +160,7 @@ func newValidator(provs []config.JWTProvider, single bool, o *Options) (*Validat
 // single-issuer form, "providers[i]").
 func newProvider(cfg *config.JWTProvider, field string, o *Options) (*provider, error) {
 	p := &provider{issuer: cfg.Issuer, audiences: cfg.Audiences}
-	jwksField := join(field, "jwks")
+	jwksField := policy.JoinField(field, "jwks")
 	if cfg.JWKS == nil {
 		return nil, fieldErrorf(jwksField, "required")
 	}
@@ -195,7 +196,7 @@ func newProvider(cfg *config.JWTProvider, field string, o *Options) (*provider, 
 	p.kf = kf
 	for _, c := range cfg.JWTValidationOptions.Required() {
 		if _, ok := missingClaim[c]; !ok {
-			return nil, fieldErrorf(join(field, "jwtValidationOptions.requiredClaims"), "claim %q cannot be required", c)
+			return nil, fieldErrorf(policy.JoinField(field, "jwtValidationOptions.requiredClaims"), "claim %q cannot be required", c)
 		}
 		p.required = append(p.required, c)
 	}
