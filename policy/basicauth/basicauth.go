@@ -8,15 +8,11 @@ package basicauth
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	htpasswd "github.com/tg123/go-htpasswd"
 
@@ -50,7 +46,10 @@ type BasicAuth struct {
 
 	refusal credential.Refusal
 	value   []byte // the challenge
-	cache   verified
+	// verified remembers the users of credentials verified before: a
+	// client sending the same credential again (every request of a browser
+	// session) costs a SHA-256, not a bcrypt.
+	verified *credential.Memo[string]
 }
 
 var (
@@ -107,7 +106,7 @@ func New(cfg *config.BasicAuth) (*BasicAuth, error) {
 		p.decoy = h
 		break
 	}
-	if _, err := rand.Read(p.cache.salt[:]); err != nil {
+	if p.verified, err = credential.NewMemo[string](); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -196,7 +195,8 @@ func (p *BasicAuth) OnRequest(c *policy.Ctx) policy.Result {
 	if len(cred) > maxCredential || p.loc.Repeated(c) {
 		return p.refuse(c, bodyInvalid)
 	}
-	if user, ok := p.cache.lookup(cred); ok {
+	k := p.verified.Key(cred)
+	if user, ok := p.verified.Get(k); ok {
 		c.BasicAuthUser = user
 		return policy.Continue
 	}
@@ -204,7 +204,8 @@ func (p *BasicAuth) OnRequest(c *policy.Ctx) policy.Result {
 	if !ok {
 		return p.refuse(c, bodyInvalid)
 	}
-	c.BasicAuthUser = p.cache.store(cred, user)
+	p.verified.Put(k, user)
+	c.BasicAuthUser = user
 	return policy.Continue
 }
 
@@ -234,53 +235,6 @@ func (p *BasicAuth) verify(cred []byte) (string, bool) {
 
 func (p *BasicAuth) refuse(c *policy.Ctx, body []byte) policy.Result {
 	return p.refusal.Write(c, p.value, body)
-}
-
-// cacheSlots is how many verified credentials are remembered.
-const cacheSlots = 4096
-
-// verified remembers verified credentials: a direct-mapped table keyed by
-// a salted SHA-256 of the credential as sent, so that a credential seen
-// before is recognised without its hash scheme's cost (bcrypt takes tens of
-// milliseconds by design) and without keeping the password. Entries are
-// replaced, never changed, and read without locks.
-type verified struct {
-	salt  [16]byte
-	slots [cacheSlots]atomic.Pointer[verifiedEntry]
-}
-
-type verifiedEntry struct {
-	key  [sha256.Size]byte
-	user string
-}
-
-func (v *verified) key(cred []byte) [sha256.Size]byte {
-	if len(cred) <= 240 {
-		// The usual credential: a buffer that is cheap to clear.
-		var buf [256]byte
-		n := copy(buf[:], v.salt[:])
-		n += copy(buf[n:], cred)
-		return sha256.Sum256(buf[:n])
-	}
-	var buf [len(verified{}.salt) + maxCredential]byte
-	n := copy(buf[:], v.salt[:])
-	n += copy(buf[n:], cred)
-	return sha256.Sum256(buf[:n])
-}
-
-func (v *verified) lookup(cred []byte) (string, bool) {
-	k := v.key(cred)
-	e := v.slots[binary.LittleEndian.Uint64(k[:8])%cacheSlots].Load()
-	if e == nil || e.key != k {
-		return "", false
-	}
-	return e.user, true
-}
-
-func (v *verified) store(cred []byte, user string) string {
-	k := v.key(cred)
-	v.slots[binary.LittleEndian.Uint64(k[:8])%cacheSlots].Store(&verifiedEntry{key: k, user: user})
-	return user
 }
 
 // String describes the policy for logs: its user count, never a hash.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // Leeway is the clock skew allowed on exp and nbf: 60 seconds, the default
@@ -277,7 +278,7 @@ func (v *Validator) Validate(token []byte) (map[string]any, Failure) {
 	if len(token) > MaxTokenSize {
 		return nil, FailMalformed
 	}
-	var key [32]byte
+	var key credential.MemoKey
 	var before [4]*keySnapshot // the providers' key sets before the check
 	cache := v.cache != nil && len(v.providers) <= len(before)
 	if cache {
