@@ -172,16 +172,13 @@ func queryMap(c *policy.Ctx) map[string]any {
 	for len(q) > 0 {
 		var pair []byte
 		pair, q, _ = bytes.Cut(q, []byte{'&'})
-		name, _, _ := bytes.Cut(pair, []byte{'='})
+		name, value, _ := bytes.Cut(pair, []byte{'='})
 		if len(name) == 0 {
 			continue
 		}
-		key, _ := credential.QueryValue(nil, []byte("k="+string(name)), []byte("k"))
-		if _, seen := out[string(key)]; seen {
-			continue
-		}
-		if v, ok := credential.QueryValue(nil, pair, name); ok {
-			out[string(key)] = string(v)
+		key := string(credential.QueryUnescape(nil, name))
+		if _, seen := out[key]; !seen {
+			out[key] = string(credential.QueryUnescape(nil, value))
 		}
 	}
 	return out

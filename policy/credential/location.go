@@ -248,7 +248,7 @@ func QueryValue(dst, query, name []byte) (value []byte, ok bool) {
 		}
 		key, val, _ := bytes.Cut(pair, equals)
 		if decodedEqual(key, name) {
-			return appendUnescaped(dst[:0], val), true
+			return QueryUnescape(dst[:0], val), true
 		}
 	}
 	return dst[:0], false
@@ -288,8 +288,9 @@ func decodedEqual(raw, name []byte) bool {
 	return j == len(name)
 }
 
-// appendUnescaped appends the query-decoded form of raw.
-func appendUnescaped(dst, raw []byte) []byte {
+// QueryUnescape appends the query-decoded form of raw (a parameter's name
+// or value) to dst, as QueryValue decodes them.
+func QueryUnescape(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		var c byte
 		c, i = decodedAt(raw, i)

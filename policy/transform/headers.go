@@ -1,6 +1,8 @@
 package transform
 
 import (
+	"iter"
+	"slices"
 	"strconv"
 
 	"github.com/relaygate/gateway/policy"
@@ -17,17 +19,7 @@ func (r requestHeaders) Del(k string)    { r.c.Fast.Request.Header.Del(k) }
 // framing headers, which describe the body the gateway forwards.
 func (r requestHeaders) reset() {
 	h := &r.c.Fast.Request.Header
-	var names []string
-	for k := range h.All() {
-		switch string(k) {
-		case "Host", "Content-Length", "Transfer-Encoding", "Content-Type":
-			continue
-		}
-		names = append(names, string(k))
-	}
-	for _, n := range names {
-		h.Del(n)
-	}
+	deleteAllBut(h.All(), h.Del, "Host")
 }
 
 func (r requestHeaders) pseudo(name, value string) bool {
@@ -62,18 +54,27 @@ func (r responseHeaders) Set(k, v string) { r.c.Fast.Response.Header.Set(k, v) }
 func (r responseHeaders) Add(k, v string) { r.c.Fast.Response.Header.Add(k, v) }
 func (r responseHeaders) Del(k string)    { r.c.Fast.Response.Header.Del(k) }
 
+// reset removes every header but the framing ones.
 func (r responseHeaders) reset() {
 	h := &r.c.Fast.Response.Header
+	deleteAllBut(h.All(), h.Del)
+}
+
+// deleteAllBut deletes every header of all except the framing headers,
+// which describe the body the gateway sends, and those named in keep.
+func deleteAllBut(all iter.Seq2[[]byte, []byte], del func(string), keep ...string) {
 	var names []string
-	for k := range h.All() {
+	for k := range all {
 		switch string(k) {
 		case "Content-Length", "Transfer-Encoding", "Content-Type":
 			continue
 		}
-		names = append(names, string(k))
+		if !slices.Contains(keep, string(k)) {
+			names = append(names, string(k))
+		}
 	}
 	for _, n := range names {
-		h.Del(n)
+		del(n)
 	}
 }
 
