@@ -68,3 +68,7 @@ func ValidHeaderName(name string) bool { return validToken(name) }
 // ValidHeaderValue reports whether value can travel as a header field
 // value: visible ASCII, spaces and tabs.
 func ValidHeaderValue(value string) bool { return validFieldValue(value) }
+
+// ValidHeader reports whether a header field (name and value) can travel
+// as it is, for headers an external service or an expression supplies.
+func ValidHeader(name, value string) bool { return validToken(name) && validFieldValue(value) }

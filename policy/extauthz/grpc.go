@@ -192,7 +192,7 @@ func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 	if raw := hv.GetRawValue(); len(raw) > 0 {
 		value = string(raw)
 	}
-	if !validHeader(key, value) {
+	if !policy.ValidHeader(key, value) {
 		return // never forward a header that would break the request
 	}
 	action := corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
@@ -221,11 +221,6 @@ func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 	default:
 		h.Set(key, value)
 	}
-}
-
-// validHeader refuses names and values that could not travel in HTTP/1.1.
-func validHeader(key, value string) bool {
-	return policy.ValidHeaderName(key) && policy.ValidHeaderValue(value)
 }
 
 // applyOK edits the request the service allowed: headers set, added and

@@ -120,14 +120,14 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		switch {
 		case !ok:
 		case a.name == ":method":
-			if v != "" && validHeader("x", v) {
+			if v != "" && policy.ValidHeader("x", v) {
 				areq.Header.SetMethod(v)
 			}
 		case a.name == ":path":
-			if strings.HasPrefix(v, "/") && validHeader("x", v) {
+			if strings.HasPrefix(v, "/") && policy.ValidHeader("x", v) {
 				areq.SetRequestURI(v)
 			}
-		case validHeader(a.name, v):
+		case policy.ValidHeader(a.name, v):
 			areq.Header.Set(a.name, v)
 		}
 	}
@@ -167,7 +167,7 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	d.deny = true
 	if (status == 401 || status == 403) && h.redirect != nil {
 		to, ok := evalString(h.redirect, c)
-		if !ok || !validHeader("Location", to) {
+		if !ok || !policy.ValidHeader("Location", to) {
 			return nil, fmt.Errorf("protocol.http.redirect did not give a location")
 		}
 		d.status, d.headers = fasthttp.StatusFound, [][2]string{{"Location", to}}

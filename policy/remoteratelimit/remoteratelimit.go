@@ -160,7 +160,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 		return answer(c, http.StatusTooManyRequests, bodyLimited, resp)
 	}
 	for _, h := range resp.GetRequestHeadersToAdd() {
-		if validHeader(h.GetKey(), h.GetValue()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) {
 			c.Fast.Request.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}
@@ -228,17 +228,13 @@ func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitRespons
 	r.Reset()
 	r.SetStatusCode(status)
 	for _, h := range resp.GetResponseHeadersToAdd() {
-		if validHeader(h.GetKey(), h.GetValue()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) {
 			r.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}
 	r.Header.SetContentTypeBytes(contentTypeText)
 	r.SetBody(body)
 	return policy.Done
-}
-
-func validHeader(key, value string) bool {
-	return policy.ValidHeaderName(key) && policy.ValidHeaderValue(value)
 }
 
 var _ policy.Request = (*RemoteRateLimit)(nil)
