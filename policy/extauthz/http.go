@@ -120,11 +120,11 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		switch {
 		case !ok:
 		case a.name == ":method":
-			if v != "" && policy.ValidHeader("x", v) {
+			if v != "" && policy.ValidHeaderValue(v) {
 				areq.Header.SetMethod(v)
 			}
 		case a.name == ":path":
-			if strings.HasPrefix(v, "/") && policy.ValidHeader("x", v) {
+			if strings.HasPrefix(v, "/") && policy.ValidHeaderValue(v) {
 				areq.SetRequestURI(v)
 			}
 		case policy.ValidHeader(a.name, v):
