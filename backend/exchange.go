@@ -349,6 +349,8 @@ type streamBody[C any] struct {
 	chunked bool
 	src     eofReader
 	chunks  *bufio.Reader
+	// keepOnce makes the next Close do nothing (Detach).
+	keepOnce bool
 }
 
 // eofReader records whether its reader reached io.EOF.
@@ -460,20 +462,37 @@ type StreamObserver interface {
 var ErrStreamAbandoned = errors.New("response body abandoned before its end")
 
 // ObserveStream has o told when the streamed body Exchange left in resp is
-// closed. It reports false, telling o nothing, when resp holds no such body.
+// closed, looking through streams that wrap it (policy.Unwrapper). It
+// reports false, telling o nothing, when resp holds no such body.
 func ObserveStream(resp *fasthttp.Response, o StreamObserver) bool {
-	if s, ok := resp.BodyStream().(interface{ observe(StreamObserver) }); ok {
-		s.observe(o)
-		return true
+	r := resp.BodyStream()
+	for {
+		if s, ok := r.(interface{ observe(StreamObserver) }); ok {
+			s.observe(o)
+			return true
+		}
+		u, ok := r.(interface{ Unwrap() io.Reader })
+		if !ok {
+			return false
+		}
+		r = u.Unwrap()
 	}
-	return false
 }
+
+// Detach makes the next Close do nothing, so that a response policy can
+// take the stream off its response (policy.TakeBodyStream) and close it
+// itself.
+func (s *streamBody[C]) Detach() { s.keepOnce = true }
 
 func (s *streamBody[C]) observe(o StreamObserver) { s.obs = o }
 
 // Close returns the connection to the pool when the body was read to its
 // end, and closes it otherwise.
 func (s *streamBody[C]) Close() error {
+	if s.keepOnce {
+		s.keepOnce = false
+		return nil
+	}
 	_ = s.up.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.up)
 	s.hc.ReleaseReader(s.br)

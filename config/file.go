@@ -156,7 +156,7 @@ type ListenerPolicy struct {
 	JWTAuth         *JWTAuth         `json:"jwtAuth,omitempty"`
 	Authorization   *CELRuleSet      `json:"authorization,omitempty"`
 	ExtAuthz        *ExtAuthz        `json:"extAuthz,omitempty"`
-	ExtProc         Unsupported      `json:"extProc,omitzero"`
+	ExtProc         *ExtProc         `json:"extProc,omitempty"`
 	Transformations *Transformations `json:"transformations,omitempty"`
 	BasicAuth       *BasicAuth       `json:"basicAuth,omitempty"`
 	APIKey          *APIKeyAuth      `json:"apiKey,omitempty"`

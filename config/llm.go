@@ -405,7 +405,7 @@ type LLMPolicies struct {
 	JWTAuth         *JWTAuth         `json:"jwtAuth,omitempty"`
 	Authorization   *CELRuleSet      `json:"authorization,omitempty"`
 	ExtAuthz        *ExtAuthz        `json:"extAuthz,omitempty"`
-	ExtProc         Unsupported      `json:"extProc,omitzero"`
+	ExtProc         *ExtProc         `json:"extProc,omitempty"`
 	CORS            *CORS            `json:"cors,omitempty"`
 	Transformations *Transformations `json:"transformations,omitempty"`
 	BasicAuth       *BasicAuth       `json:"basicAuth,omitempty"`

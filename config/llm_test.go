@@ -318,7 +318,7 @@ func TestLLMRules(t *testing.T) {
 		{"llm and mcp port", "mcp: {port: 4100, targets: [{name: a, stdio: {cmd: x}}]}\n" + llmYAML("{port: 4100, models: []}"), "llm.port: port 4100 is already used by the top-level mcp section"},
 		{"llm and mcp on their ports", "mcp: {targets: [{name: a, stdio: {cmd: x}}]}\n" + llmYAML("{models: []}"), ""},
 		{"llm policies", llmYAML("{models: [], policies: {jwtAuth: {issuer: i, jwks: {file: f}}, authorization: {rules: ['true']}, cors: {allowOrigins: ['*']}, guardrails: {request: [{regex: {rules: [{builtin: ssn}]}}]}, localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1s}]}}"), ""},
-		{"llm policies later", llmYAML("{models: [], policies: {extProc: {}}}"), "llm.policies.extProc: not supported yet"},
+		{"llm policies later", llmYAML("{models: [], policies: {oidc: {}}}"), "llm.policies.oidc: not supported yet"},
 		{"llm rate limits", llmYAML("{models: [], policies: {localRateLimit: [" + seventeen + "]}}"), "llm.policies.localRateLimit: must have at most 16 items"},
 		{"llm guardrail webhook backend", llmYAML("{models: [{name: a, provider: openAI, guardrails: {request: [{webhook: {target: {backend: nope}}}]}}]}"), `llm.models[0].guardrails.request[0].webhook.target.backend: no backend named "nope" in the top-level backends`},
 	}

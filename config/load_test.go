@@ -92,7 +92,7 @@ func TestParse(t *testing.T) {
 		{desc: "mcp stdio needs cmd", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - {name: a, stdio: {args: [x]}}\n", wantErr: "targets[0].stdio.cmd: required"},
 		{desc: "mcp modes", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          prefixMode: sometimes\n          targets:\n          - {name: a, stdio: {cmd: x}}\n", wantErr: "mcp.prefixMode: must be one of"},
 		{desc: "session key", yaml: "config:\n  session: {key: abc}\n", wantErr: "config.session.key: must be 64 hex digits"},
-		{desc: "unsupported route policy", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        extProc: {}\n", wantErr: "binds[0].listeners[0].routes[0].policies.extProc: not supported yet"},
+		{desc: "unsupported route policy", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        buffer: {}\n", wantErr: "binds[0].listeners[0].routes[0].policies.buffer: not supported yet"},
 		{desc: "basicAuth needs htpasswd", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        basicAuth: {}\n", wantErr: "routes[0].policies.basicAuth.htpasswd: required"},
 		{desc: "basicAuth realm quoted", yaml: "binds:\n- port: 1\n  listeners:\n  - policies:\n      basicAuth: {htpasswd: 'a:{SHA}x', realm: 'a\"b'}\n", wantErr: "listeners[0].policies.basicAuth.realm: must not hold control characters, quotes or backslashes"},
 		{desc: "basicAuth mode", yaml: "binds:\n- port: 1\n  listeners:\n  - policies:\n      basicAuth: {htpasswd: 'a:{SHA}x', mode: permissive}\n", wantErr: "basicAuth.mode: must be one of"},

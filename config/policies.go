@@ -36,7 +36,7 @@ type RoutePolicies struct {
 	BasicAuth         *BasicAuth         `json:"basicAuth,omitempty"`
 	APIKey            *APIKeyAuth        `json:"apiKey,omitempty"`
 	ExtAuthz          *ExtAuthz          `json:"extAuthz,omitempty"`
-	ExtProc           Unsupported        `json:"extProc,omitzero"`
+	ExtProc           *ExtProc           `json:"extProc,omitempty"`
 	Transformations   *Transformations   `json:"transformations,omitempty"`
 	Buffer            Unsupported        `json:"buffer,omitzero"`
 	Delay             *Delay             `json:"delay,omitempty"`

@@ -120,7 +120,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 		kind Kind
 		p    any
 	}{
-		{desc: "unknown kind", kind: Kind("extProc"), p: &recorder{}},
+		{desc: "unknown kind", kind: Kind("buffer"), p: &recorder{}},
 		{desc: "not a policy", kind: KindCSRF, p: "csrf"},
 	}
 	for _, tt := range tests {
@@ -136,7 +136,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 }
 
 func TestOrderHoldsEveryKindOnce(t *testing.T) {
-	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindRemoteRateLimit, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
+	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindRemoteRateLimit, KindExtProc, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
 	if len(Order) != len(kinds) {
 		t.Fatalf("Order has %d kinds, want %d", len(Order), len(kinds))
 	}

@@ -4,6 +4,8 @@
 package policy
 
 import (
+	"io"
+
 	"github.com/valyala/fasthttp"
 )
 
@@ -67,6 +69,9 @@ type Ctx struct {
 	// credential from the forwarded request; backendAuth passthrough and MCP
 	// targets re-add it from here.
 	Token []byte
+	// ExtProc is the extProc policy's state for this request, carried from
+	// its request phase to its response phase; Reset closes it.
+	ExtProc io.Closer
 
 	scratch []byte
 }
@@ -89,6 +94,10 @@ func (c *Ctx) Reset() {
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]
+	if c.ExtProc != nil {
+		_ = c.ExtProc.Close()
+		c.ExtProc = nil
+	}
 	c.scratch = c.scratch[:0]
 }
 

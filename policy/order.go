@@ -22,6 +22,7 @@ const (
 	KindExtAuthz          Kind = "extAuthz"
 	KindAuthorization     Kind = "authorization"
 	KindRemoteRateLimit   Kind = "remoteRateLimit"
+	KindExtProc           Kind = "extProc"
 )
 
 // Order is the fixed order in which a route's policies run, the one place a
@@ -34,18 +35,21 @@ const (
 //     to come), extAuthz (which sees what they authenticated), authorization
 //     (which sees what extAuthz answered), then localRateLimit and
 //     remoteRateLimit, in that order;
-//  3. csrf — after authentication in agentgateway, so an unauthenticated
+//  3. extProc — the external processor sees the request once it is let
+//     in, before the gateway's own edits, and on the way back sees the
+//     response after them, as in agentgateway;
+//  4. csrf — after authentication in agentgateway, so an unauthenticated
 //     cross-site request is answered 401 rather than 403;
-//  4. transformations — after authentication and authorization, so its
+//  5. transformations — after authentication and authorization, so its
 //     expressions see jwt, apiKey and extauthz; on the way back it runs
 //     after responseHeaderModifier;
-//  5. responseHeaderModifier — response only; placed after cors so that on
+//  6. responseHeaderModifier — response only; placed after cors so that on
 //     the way back it runs before cors adds its headers;
-//  6. requestHeaderModifier, then urlRewrite — they prepare the forwarded
+//  7. requestHeaderModifier, then urlRewrite — they prepare the forwarded
 //     request, and a redirect after them sees their result, as in
 //     agentgateway;
-//  7. delay — the injected latency, once the request is ready to go;
-//  8. requestRedirect, then directResponse — they answer the request.
+//  8. delay — the injected latency, once the request is ready to go;
+//  9. requestRedirect, then directResponse — they answer the request.
 //
 // Response policies run in the reverse of this order.
 var Order = []Kind{
@@ -58,6 +62,7 @@ var Order = []Kind{
 	KindAuthorization,
 	// localRateLimit: here (the server applies it; see route.limiter).
 	KindRemoteRateLimit,
+	KindExtProc,
 	KindCSRF,
 	KindTransformations,
 	KindResponseHeaders,

@@ -284,7 +284,7 @@ func (b *bind) finish(rs *requestState, status int) {
 		if backend.ObserveStream(resp, rs) {
 			return
 		}
-		if ls, ok := resp.BodyStream().(*llmStream); ok {
+		if ls, ok := policy.Innermost(resp.BodyStream()).(*llmStream); ok {
 			ls.observe(b, rs, rs)
 			return
 		}

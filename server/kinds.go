@@ -13,6 +13,7 @@ import (
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/extauthz"
+	"github.com/relaygate/gateway/policy/extproc"
 	"github.com/relaygate/gateway/policy/fault"
 	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/remoteratelimit"
@@ -70,6 +71,18 @@ var routeKinds = []routeKind{
 		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
 		if err == nil {
 			rc.chain.Add(policy.KindExtAuthz, p)
+		}
+		return err
+	}},
+	{"extProc", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.ExtProc)
+		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+		if err != nil {
+			return err
+		}
+		p, err := extproc.New(cfg, extproc.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
+		if err == nil {
+			rc.chain.Add(policy.KindExtProc, p)
 		}
 		return err
 	}},

@@ -45,7 +45,7 @@ func TestEveryPolicyFieldIsAKind(t *testing.T) {
 // each is copied there, or is guardrails, which the models read.
 func TestLLMPoliciesServed(t *testing.T) {
 	served := map[string]bool{"jwtAuth": true, "authorization": true, "cors": true, "basicAuth": true, "apiKey": true,
-		"extAuthz": true, "transformations": true, "localRateLimit": true, "guardrails": true, "remoteRateLimit": true}
+		"extAuthz": true, "transformations": true, "localRateLimit": true, "guardrails": true, "remoteRateLimit": true, "extProc": true}
 	lt := reflect.TypeOf(config.LLMPolicies{})
 	for i := range lt.NumField() {
 		f := lt.Field(i)

@@ -229,6 +229,7 @@ type llmStream struct {
 	n        int
 	obs      backend.StreamObserver
 	observed bool
+	keepOnce bool // the next Close does nothing (Detach)
 }
 
 var llmStreams = sync.Pool{New: func() any { return &llmStream{in: make([]byte, 16<<10)} }}
@@ -312,7 +313,16 @@ func (ls *llmStream) step(dst []byte) []byte {
 
 // Close ends the exchange: the upstream body is closed (its connection
 // pooled when read to its end), the usage accounted, the request recorded.
+// Detach makes the next Close do nothing, so that a response policy can
+// take the stream off its response (policy.TakeBodyStream) and close it
+// itself.
+func (ls *llmStream) Detach() { ls.keepOnce = true }
+
 func (ls *llmStream) Close() error {
+	if ls.keepOnce {
+		ls.keepOnce = false
+		return nil
+	}
 	x := ls.x
 	_ = x.upResp.CloseBodyStream()
 	var err error

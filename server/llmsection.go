@@ -164,7 +164,7 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 		// holds every field to this list.
 		rp.JWTAuth, rp.Authorization, rp.CORS = p.JWTAuth, p.Authorization, p.CORS
 		rp.BasicAuth, rp.APIKey, rp.ExtAuthz, rp.Transformations = p.BasicAuth, p.APIKey, p.ExtAuthz, p.Transformations
-		rp.RemoteRateLimit = p.RemoteRateLimit
+		rp.RemoteRateLimit, rp.ExtProc = p.RemoteRateLimit, p.ExtProc
 		if len(p.LocalRateLimit) > 0 {
 			rp.LocalRateLimit = &config.LocalRateLimit{Buckets: p.LocalRateLimit}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/backend"
 	codec "github.com/relaygate/gateway/codec/jsonrpc"
 	"github.com/relaygate/gateway/codec/sse"
 )
@@ -487,7 +488,8 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 	out.Target, out.Tool = probe.Target, probe.Tool
 	fctx.Response.Header.SetContentType("text/event-stream")
 	fctx.Response.Header.Set("Cache-Control", "no-cache")
-	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	// Detachable: a response policy (extProc) may take the stream.
+	fctx.Response.SetBodyStream(backend.Detachable(fasthttp.NewStreamReader(func(w *bufio.Writer) {
 		defer cancel()
 		defer k.close()
 		if after != nil {
@@ -521,7 +523,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 				return
 			}
 		}
-	})
+	})), -1)
 	return true
 }
 
@@ -564,7 +566,8 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, kee
 	}
 	fctx.Response.Header.SetContentType("text/event-stream")
 	fctx.Response.Header.Set("Cache-Control", "no-cache")
-	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	// Detachable: a response policy (extProc) may take the stream.
+	fctx.Response.SetBodyStream(backend.Detachable(fasthttp.NewStreamReader(func(w *bufio.Writer) {
 		defer k.close()
 		if after != nil {
 			defer after()
@@ -593,7 +596,7 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, kee
 				return
 			}
 		}
-	})
+	})), -1)
 }
 
 // serveDelete ends a session. It answers at once: the targets' sessions and

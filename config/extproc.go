@@ -1,0 +1,108 @@
+package config
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// ExtProc is `policies.extProc`: an external processing service (Envoy's
+// ext_proc v3, over gRPC) sees the request's and the response's headers and
+// bodies, as the processing options say, and may change them or answer the
+// request itself. The service is `host` ("host:port") or a named `backend`.
+type ExtProc struct {
+	Host     string      `json:"host,omitempty"`
+	Backend  string      `json:"backend,omitempty"`
+	Service  Unsupported `json:"service,omitzero"`
+	Policies Unsupported `json:"policies,omitzero"`
+	// FailureMode is failClosed (the default: 500 when the service fails)
+	// or failOpen (the request goes on unprocessed, when nothing of it was
+	// handed to the service yet).
+	FailureMode string `json:"failureMode,omitempty" cfg:"enum=failClosed|failOpen"`
+	// MetadataContext is sent as metadata_context.filter_metadata: a
+	// namespace, then keys whose values CEL computes from the request.
+	MetadataContext map[string]map[string]ValueExpression `json:"metadataContext,omitempty" cfg:"maxItems=64"`
+	// RequestAttributes and ResponseAttributes are sent as the attributes
+	// of the first message of each direction, under the namespace
+	// "envoy.filters.http.ext_proc".
+	RequestAttributes  map[string]ValueExpression `json:"requestAttributes,omitempty" cfg:"maxItems=64"`
+	ResponseAttributes map[string]ValueExpression `json:"responseAttributes,omitempty" cfg:"maxItems=64"`
+	ProcessingOptions  *ExtProcOptions            `json:"processingOptions,omitempty"`
+	Conditional        Unsupported                `json:"conditional,omitzero"`
+}
+
+// Validate enforces exactly one service.
+func (e *ExtProc) Validate(v *decode.Validation) {
+	e.Backend = backendRefName(e.Backend)
+	switch {
+	case e.Host == "" && e.Backend == "" && !e.Service.Set:
+		v.Errorf("", "exactly one of host, backend, service is required")
+	case e.Host != "" && e.Backend != "":
+		v.Errorf("", "only one of host, backend may be set")
+	case e.Host != "":
+		if err := checkHostPort(e.Host); err != nil {
+			v.Errorf("host", "%v", err)
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(e.MetadataContext)) {
+		if len(e.MetadataContext[ns]) > 64 {
+			v.Errorf("metadataContext."+ns, "at most 64 keys")
+		}
+	}
+}
+
+// FailOpen reports whether a request goes on unprocessed when the service
+// fails.
+func (e *ExtProc) FailOpen() bool { return e.FailureMode == "failOpen" }
+
+// Options returns the processing options with their defaults filled in.
+func (e *ExtProc) Options() ExtProcOptions {
+	o := ExtProcOptions{}
+	if e.ProcessingOptions != nil {
+		o = *e.ProcessingOptions
+	}
+	for _, m := range []*string{&o.RequestBodyMode, &o.ResponseBodyMode} {
+		if *m == "" {
+			*m = ExtProcFullDuplex
+		}
+	}
+	for _, m := range []*string{&o.RequestHeaderMode, &o.ResponseHeaderMode, &o.RequestTrailerMode, &o.ResponseTrailerMode} {
+		if *m == "" {
+			*m = "send"
+		}
+	}
+	return o
+}
+
+// The body send modes.
+const (
+	ExtProcBodyNone        = "none"
+	ExtProcBuffered        = "buffered"
+	ExtProcBufferedPartial = "bufferedPartial"
+	ExtProcFullDuplex      = "fullDuplexStreamed"
+)
+
+// ExtProcOptions is extProc's processingOptions: which parts of the
+// exchange go to the service and how.
+type ExtProcOptions struct {
+	// RequestBodyMode and ResponseBodyMode: none, buffered (the whole
+	// body, up to frontendPolicies.http.maxBufferSize, in one message),
+	// bufferedPartial (at most that much; the rest passes unprocessed) or
+	// fullDuplexStreamed (the default: chunks as they come, the service
+	// answering with the chunks to send on).
+	RequestBodyMode  string `json:"requestBodyMode,omitempty" cfg:"enum=none|buffered|bufferedPartial|fullDuplexStreamed"`
+	ResponseBodyMode string `json:"responseBodyMode,omitempty" cfg:"enum=none|buffered|bufferedPartial|fullDuplexStreamed"`
+	// RequestHeaderMode and ResponseHeaderMode: send (the default) or
+	// skip.
+	RequestHeaderMode  string `json:"requestHeaderMode,omitempty" cfg:"enum=send|skip"`
+	ResponseHeaderMode string `json:"responseHeaderMode,omitempty" cfg:"enum=send|skip"`
+	// RequestTrailerMode and ResponseTrailerMode: send (the default) or
+	// skip. HTTP/1.1 trailers are not read by this gateway, so there is
+	// nothing to send yet either way.
+	RequestTrailerMode  string `json:"requestTrailerMode,omitempty" cfg:"enum=send|skip"`
+	ResponseTrailerMode string `json:"responseTrailerMode,omitempty" cfg:"enum=send|skip"`
+	// AllowModeOverride lets the service change the body and response
+	// header modes in its answer to a headers message.
+	AllowModeOverride bool `json:"allowModeOverride,omitempty"`
+}

@@ -1,0 +1,407 @@
+package extproc
+
+import (
+	"bytes"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/relaygate/gateway/policy"
+)
+
+// pumpChunk is the most one body message carries when streaming.
+const pumpChunk = 32 << 10
+
+// pump streams a body to the service (full-duplex mode), one message per
+// read, while the phase waits for the service's answers. Until the body's
+// first processed bytes go on, it keeps what it sent (up to the buffer
+// limit), so that a service failing early can be failed open with the body
+// whole.
+type pump struct {
+	s        *session
+	src      io.Reader
+	response bool
+	length   int // the body's declared length, -1 unknown
+	attrs    map[string]*structpb.Struct
+
+	done chan struct{} // closed when run returns
+	fail chan struct{} // closed when src failed; err says how
+	err  error
+	eof  bool
+	quit atomic.Bool
+
+	mu       sync.Mutex
+	tee      []byte
+	teeMax   int
+	overflow bool // tee dropped: more than teeMax, or no longer needed
+}
+
+func startPump(s *session, src io.Reader, response bool, length, max int, attrs map[string]*structpb.Struct) *pump {
+	p := &pump{s: s, src: src, response: response, length: length, attrs: attrs, teeMax: max,
+		done: make(chan struct{}), fail: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// stopped is closed when the body's source failed (nil for no pump).
+func (p *pump) stopped() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return p.fail
+}
+
+func (p *pump) run() {
+	defer close(p.done)
+	buf := make([]byte, pumpChunk)
+	for {
+		n, err := p.src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if !p.overflow {
+				if len(p.tee)+n <= p.teeMax {
+					p.tee = append(p.tee, buf[:n]...)
+				} else {
+					p.overflow, p.tee = true, nil
+				}
+			}
+			p.mu.Unlock()
+		}
+		if err != nil && err != io.EOF {
+			p.err = err
+			close(p.fail)
+			return
+		}
+		if p.quit.Load() {
+			p.eof = err == io.EOF
+			return
+		}
+		if n == 0 && err == nil {
+			continue
+		}
+		eos := err == io.EOF
+		body := &procv3.HttpBody{Body: buf[:n], EndOfStream: eos}
+		m := &procv3.ProcessingRequest{Attributes: p.attrs}
+		p.attrs = nil
+		if p.response {
+			m.Request = &procv3.ProcessingRequest_ResponseBody{ResponseBody: body}
+		} else {
+			m.Request = &procv3.ProcessingRequest_RequestBody{RequestBody: body}
+		}
+		// Send encodes the message before it returns, so buf is free again.
+		if p.s.send(m) != nil {
+			p.eof = eos
+			return
+		}
+		if eos {
+			p.eof = true
+			return
+		}
+	}
+}
+
+// stop makes the pump stop after its current read.
+func (p *pump) stop() { p.quit.Store(true) }
+
+// dropTee ends the keeping of what was sent: the body has begun to go on
+// processed, so it can no longer go on unprocessed.
+func (p *pump) dropTee() {
+	p.mu.Lock()
+	p.overflow, p.tee = true, nil
+	p.mu.Unlock()
+}
+
+// unsent stops the pump (its session ended) and returns the whole body
+// again: what it sent and what it had not read yet. ok is false when that
+// cannot be done (more was sent than kept, or the source failed).
+func (p *pump) unsent() (r io.Reader, whole []byte, ok bool) {
+	p.stop()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.overflow || p.err != nil {
+		return nil, nil, false
+	}
+	if p.eof {
+		return nil, p.tee, true
+	}
+	return io.MultiReader(bytes.NewReader(p.tee), p.src), nil, true
+}
+
+// replay puts the request's body back whole after a failure; false when it
+// cannot.
+func (p *pump) replay(req *fasthttp.Request) bool {
+	r, whole, ok := p.unsent()
+	switch {
+	case !ok:
+		return false
+	case r == nil:
+		req.SetBody(whole)
+	default:
+		req.SetBodyStream(r, p.length)
+	}
+	return true
+}
+
+// replayResponse puts the response's body back whole after a failure;
+// false when it cannot (the body is then closed).
+func (p *pump) replayResponse(resp *fasthttp.Response) bool {
+	r, whole, ok := p.unsent()
+	switch {
+	case !ok:
+		closeReader(p.src)
+		return false
+	case r == nil:
+		resp.SetBody(whole)
+		closeReader(p.src)
+	default:
+		resp.SetBodyStream(&joined{Reader: r, src: p.src}, p.length)
+	}
+	return true
+}
+
+// joined is a body put back together in front of the stream it came from,
+// which closing it closes; the stream's kind stays visible (Unwrap) so the
+// server can observe its end.
+type joined struct {
+	io.Reader
+	src io.Reader
+}
+
+func (j *joined) Close() error      { closeReader(j.src); return nil }
+func (j *joined) Unwrap() io.Reader { return j.src }
+
+// duplexBody is the body that goes on in full-duplex mode: what the service
+// answers, chunk by chunk, for the body the pump streams to it.
+type duplexBody struct {
+	s       *session
+	ch      chan *procv3.ProcessingResponse
+	pm      *pump
+	pending []byte
+	eos     bool
+	err     error
+	closed  bool
+}
+
+// newDuplexBody is the body that goes on for pm's. A response's holds a
+// reference to the session until it is closed; a request's needs none: the
+// request's own reference outlives its body.
+func newDuplexBody(s *session, ch chan *procv3.ProcessingResponse, pm *pump) *duplexBody {
+	if pm.response {
+		s.hold()
+	}
+	pm.dropTee()
+	return &duplexBody{s: s, ch: ch, pm: pm}
+}
+
+// take queues the body chunk an answer to the headers message carried.
+func (d *duplexBody) take(m *procv3.BodyMutation) {
+	if sr := m.GetStreamedResponse(); sr != nil {
+		d.pending = append(d.pending, sr.GetBody()...)
+		d.eos = sr.GetEndOfStream()
+	}
+}
+
+func (d *duplexBody) Read(p []byte) (int, error) {
+	for len(d.pending) == 0 {
+		if d.eos {
+			return 0, io.EOF
+		}
+		if d.err != nil {
+			return 0, d.err
+		}
+		ans, err := d.s.wait(d.ch, d.pm.fail)
+		if err != nil {
+			d.fail(err)
+			continue
+		}
+		var cr *procv3.CommonResponse
+		switch r := ans.Response.(type) {
+		case *procv3.ProcessingResponse_RequestBody:
+			if d.pm.response {
+				d.fail(errOutOfOrder("response body"))
+				continue
+			}
+			cr = r.RequestBody.GetResponse()
+		case *procv3.ProcessingResponse_ResponseBody:
+			if !d.pm.response {
+				d.fail(errOutOfOrder("request body"))
+				continue
+			}
+			cr = r.ResponseBody.GetResponse()
+		default:
+			d.fail(errOutOfOrder("body"))
+			continue
+		}
+		switch m := cr.GetBodyMutation().GetMutation().(type) {
+		case *procv3.BodyMutation_StreamedResponse:
+			d.pending = m.StreamedResponse.GetBody()
+			d.eos = m.StreamedResponse.GetEndOfStream()
+		case *procv3.BodyMutation_Body:
+			// A chunk replaced whole (streamed mode's way).
+			d.pending = m.Body
+		case *procv3.BodyMutation_ClearBody:
+			// This chunk is dropped.
+		default:
+			// No mutation: the service is done with the body (as
+			// agentgateway reads it).
+			d.eos = true
+		}
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	return n, nil
+}
+
+// fail ends the body with err: for a failure of the body's own source its
+// error (so a client's broken body stays the client's fault), else the
+// service's.
+func (d *duplexBody) fail(err error) {
+	switch err {
+	case errPumpStopped:
+		err = d.pm.err
+	case errImmediate:
+		err = &errService{"the external processing service answered the request while its body was streaming"}
+	}
+	d.s.p.log.Warn("extProc: a body being processed failed", zap.Bool("response", d.pm.response), zap.Error(err))
+	d.err = err
+	d.s.end()
+}
+
+// Close ends a response's body: the pump stops, the source is closed once
+// the pump is done with it, and the session loses this reference. It does
+// nothing for a request's (whose streams are re-wrapped, and closed, by
+// the server on their way upstream).
+func (d *duplexBody) Close() error {
+	if d.closed || !d.pm.response {
+		return nil
+	}
+	d.closed = true
+	if !d.eos {
+		d.s.end()
+	}
+	d.pm.stop()
+	select {
+	case <-d.pm.done:
+		closeReader(d.pm.src)
+	default:
+		go func() {
+			<-d.pm.done
+			closeReader(d.pm.src)
+		}()
+	}
+	return d.s.Close()
+}
+
+// Unwrap is the stream the body comes from (policy.Unwrapper), so that the
+// server observes a response's upstream body through it.
+func (d *duplexBody) Unwrap() io.Reader {
+	if d.pm.response {
+		return d.pm.src
+	}
+	return nil
+}
+
+// requestHasBody reports whether the request has a body, going by what the
+// client declared.
+func requestHasBody(req *fasthttp.Request) bool {
+	if req.IsBodyStream() {
+		return req.Header.ContentLength() != 0
+	}
+	return len(req.Body()) > 0
+}
+
+// requestBodyReader is the request's body as a stream.
+func requestBodyReader(req *fasthttp.Request) io.Reader {
+	if req.IsBodyStream() {
+		return req.BodyStream()
+	}
+	return bytes.NewReader(bytes.Clone(req.Body()))
+}
+
+// responseHasBody reports whether the response to c's request carries a
+// body.
+func responseHasBody(c *policy.Ctx) bool {
+	resp := &c.Fast.Response
+	code := resp.StatusCode()
+	if c.Fast.Request.Header.IsHead() || code < 200 || code == 204 || code == 304 {
+		return false
+	}
+	if resp.IsBodyStream() {
+		return resp.Header.ContentLength() != 0
+	}
+	return len(resp.Body()) > 0
+}
+
+// errTooLarge is a body larger than a buffered mode may read.
+var errTooLarge = &errService{"the body is larger than maxBufferSize, which buffered external processing needs whole"}
+
+// readBody reads a body for a buffered mode, from stream (or buffered when
+// stream is nil): whole when it is at most max bytes; else, when partial,
+// its first max bytes with rest the remainder (rest is nil when body is all
+// of it). It fails with errTooLarge for a larger body (not partial), or
+// with the source's error.
+func readBody(buffered []byte, stream io.Reader, declared, max int, partial bool) (body []byte, rest io.Reader, err error) {
+	if stream == nil {
+		body = bytes.Clone(buffered)
+		if len(body) <= max {
+			return body, nil, nil
+		}
+		if !partial {
+			return nil, nil, errTooLarge
+		}
+		return body[:max:max], bytes.NewReader(body[max:]), nil
+	}
+	if declared > max && !partial {
+		return nil, nil, errTooLarge
+	}
+	buf, err := io.ReadAll(io.LimitReader(stream, int64(max)+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(buf) <= max {
+		return buf, nil, nil
+	}
+	if !partial {
+		return nil, nil, errTooLarge
+	}
+	return buf[:max:max], io.MultiReader(bytes.NewReader(buf[max:]), stream), nil
+}
+
+// setRequestBody makes body, followed by rest when there is one, the
+// request's body.
+func setRequestBody(req *fasthttp.Request, body []byte, rest io.Reader) {
+	if rest == nil {
+		req.SetBody(body)
+		return
+	}
+	req.SetBodyStream(io.MultiReader(bytes.NewReader(body), rest), -1)
+}
+
+// setResponseBody makes body, followed by rest when there is one, the
+// response's body; src is the stream they were read from, closed with it.
+func setResponseBody(resp *fasthttp.Response, body []byte, rest, src io.Reader) {
+	if rest == nil {
+		resp.SetBody(body)
+		closeReader(src)
+		return
+	}
+	resp.SetBodyStream(&joined{Reader: io.MultiReader(bytes.NewReader(body), rest), src: src}, -1)
+}
+
+// takeResponseBody takes the response's body off it to be processed: a
+// stream the gateway can detach, or the bytes of a buffered body; ok is
+// false for a stream that cannot be taken.
+func takeResponseBody(resp *fasthttp.Response) (io.Reader, bool) {
+	if resp.IsBodyStream() {
+		return policy.TakeBodyStream(resp)
+	}
+	body := bytes.Clone(resp.Body())
+	resp.ResetBody()
+	return bytes.NewReader(body), true
+}

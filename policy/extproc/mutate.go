@@ -1,0 +1,235 @@
+package extproc
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/policy"
+)
+
+// requestHeaderMap is the request's header as the service sees it: the
+// pseudo-headers :method, :path, :authority and :scheme, then each field
+// with its name in lower case and its value as raw bytes (as Envoy sends
+// them).
+func requestHeaderMap(c *policy.Ctx) *corev3.HeaderMap {
+	req := &c.Fast.Request
+	h := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, req.Header.Len()+4)}
+	add := func(k string, v []byte) {
+		h.Headers = append(h.Headers, &corev3.HeaderValue{Key: k, RawValue: bytes.Clone(v)})
+	}
+	add(":method", req.Header.Method())
+	add(":path", req.Header.RequestURI())
+	add(":authority", req.Header.Host())
+	add(":scheme", c.Scheme)
+	for k, v := range req.Header.All() {
+		if bytes.EqualFold(k, []byte("Host")) {
+			continue // it is :authority
+		}
+		add(strings.ToLower(string(k)), v)
+	}
+	return h
+}
+
+// responseHeaderMap is the response's header: :status, then each field.
+func responseHeaderMap(resp *fasthttp.Response) *corev3.HeaderMap {
+	h := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, resp.Header.Len()+1)}
+	h.Headers = append(h.Headers, &corev3.HeaderValue{Key: ":status", RawValue: strconv.AppendInt(nil, int64(resp.StatusCode()), 10)})
+	for k, v := range resp.Header.All() {
+		h.Headers = append(h.Headers, &corev3.HeaderValue{Key: strings.ToLower(string(k)), RawValue: bytes.Clone(v)})
+	}
+	return h
+}
+
+// headerEdit is one set_headers entry, checked.
+type headerEdit struct {
+	name, value string
+	action      corev3.HeaderValueOption_HeaderAppendAction
+}
+
+// edits checks a mutation's set_headers: a name or value that is not valid
+// HTTP fails the whole mutation. The deprecated `append` flag is read as
+// Envoy reads it: unset or false overwrites, true appends.
+func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
+	out := make([]headerEdit, 0, len(m.GetSetHeaders()))
+	for _, o := range m.GetSetHeaders() {
+		h := o.GetHeader()
+		if h == nil {
+			continue
+		}
+		name := strings.ToLower(h.GetKey())
+		value := string(h.GetRawValue())
+		if len(h.GetRawValue()) == 0 {
+			value = h.GetValue()
+		}
+		if !strings.HasPrefix(name, ":") && !policy.ValidHeaderName(name) || !policy.ValidHeaderValue(value) {
+			return nil, &errService{"the external processing service set an invalid header " + strconv.Quote(h.GetKey())}
+		}
+		action := o.GetAppendAction()
+		if action == corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
+			action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+			//lint:ignore SA1019 ext_proc services still send the deprecated flag, and Envoy honours it
+			if o.GetAppend().GetValue() {
+				action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
+			}
+		}
+		out = append(out, headerEdit{name: name, value: value, action: action})
+	}
+	return out, nil
+}
+
+// framing are the fields the gateway writes from the body it sends; the
+// service cannot set or remove them.
+func framing(name string) bool {
+	return name == "content-length" || name == "transfer-encoding"
+}
+
+// fields is what an edit needs of a request or a response header.
+type fields interface {
+	Peek(key string) []byte
+	Set(key, value string)
+	Add(key, value string)
+	Del(key string)
+}
+
+func applyEdit(h fields, e headerEdit) {
+	switch e.action {
+	case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
+		h.Add(e.name, e.value)
+	case corev3.HeaderValueOption_ADD_IF_ABSENT:
+		if h.Peek(e.name) == nil {
+			h.Set(e.name, e.value)
+		}
+	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+		if h.Peek(e.name) != nil {
+			h.Set(e.name, e.value)
+		}
+	default:
+		h.Set(e.name, e.value)
+	}
+}
+
+// applyRequestMutation applies a header mutation to the request. The
+// pseudo-headers :path, :method and :authority (or host) change the
+// request line and host; removing a pseudo-header or host does nothing.
+func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
+	if m == nil {
+		return nil
+	}
+	es, err := edits(m)
+	if err != nil {
+		return err
+	}
+	req := &c.Fast.Request
+	for _, name := range m.GetRemoveHeaders() {
+		name = strings.ToLower(name)
+		if strings.HasPrefix(name, ":") || name == "host" || framing(name) {
+			continue
+		}
+		req.Header.Del(name)
+	}
+	for _, e := range es {
+		switch e.name {
+		case ":path":
+			if !strings.HasPrefix(e.value, "/") {
+				return &errService{"the external processing service set :path to a value that is not a path"}
+			}
+			req.Header.SetRequestURI(e.value)
+			path := e.value
+			if i := strings.IndexByte(path, '?'); i >= 0 {
+				path = path[:i]
+			}
+			c.Path = []byte(path)
+		case ":method":
+			if !policy.ValidHeaderName(e.value) {
+				return &errService{"the external processing service set an invalid :method"}
+			}
+			req.Header.SetMethod(e.value)
+		case ":authority", "host":
+			if e.value == "" {
+				return &errService{"the external processing service set an empty :authority"}
+			}
+			req.Header.SetHost(e.value)
+			c.HostRewritten = true
+		case ":scheme":
+			// The scheme is the connection's.
+		default:
+			if strings.HasPrefix(e.name, ":") {
+				return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
+			}
+			if framing(e.name) {
+				continue
+			}
+			applyEdit(&req.Header, e)
+		}
+	}
+	return nil
+}
+
+// applyResponseMutation applies a header mutation to the response;
+// :status changes its status.
+func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) error {
+	if m == nil {
+		return nil
+	}
+	es, err := edits(m)
+	if err != nil {
+		return err
+	}
+	for _, name := range m.GetRemoveHeaders() {
+		name = strings.ToLower(name)
+		if strings.HasPrefix(name, ":") || framing(name) {
+			continue
+		}
+		resp.Header.Del(name)
+	}
+	for _, e := range es {
+		switch {
+		case e.name == ":status":
+			code, err := strconv.Atoi(e.value)
+			if err != nil || code < 200 || code > 599 {
+				return &errService{"the external processing service set an invalid :status"}
+			}
+			resp.SetStatusCode(code)
+		case strings.HasPrefix(e.name, ":"):
+			return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
+		case framing(e.name):
+		default:
+			applyEdit(&resp.Header, e)
+		}
+	}
+	return nil
+}
+
+// respondImmediate answers the request with the service's immediate
+// response: its status (200 when unset; 500 for one outside 200..599), its
+// headers (invalid ones and framing left out), its body, and grpc-status
+// when it gave one.
+func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
+	resp := &c.Fast.Response
+	resp.Reset()
+	code := int(ir.GetStatus().GetCode())
+	switch {
+	case code == 0:
+		code = http.StatusOK
+	case code < 200 || code > 599:
+		code = http.StatusInternalServerError
+	}
+	resp.SetStatusCode(code)
+	if es, err := edits(ir.GetHeaders()); err == nil {
+		for _, e := range es {
+			if !strings.HasPrefix(e.name, ":") && !framing(e.name) {
+				applyEdit(&resp.Header, e)
+			}
+		}
+	}
+	if gs := ir.GetGrpcStatus(); gs != nil {
+		resp.Header.Set("grpc-status", strconv.FormatUint(uint64(gs.GetStatus()), 10))
+	}
+	resp.SetBody(ir.GetBody())
+}

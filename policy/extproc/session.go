@@ -1,0 +1,245 @@
+package extproc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/metadata"
+)
+
+// session is one request's stream to the service. The request phase opens
+// it; the response phase and the body streams use it after; its last user
+// closes it (reference-counted: the request's policy.Ctx holds one
+// reference, each body stream in flight another).
+type session struct {
+	p      *ExtProc
+	ctx    context.Context
+	cancel context.CancelFunc
+	stream procv3.ExternalProcessor_ProcessClient
+
+	sendMu   sync.Mutex
+	lastSend atomic.Int64 // monotonic-ish: UnixNano of the last message sent
+
+	// The receiving goroutine hands answers to the phase that waits for
+	// them: request-side answers on reqCh, response-side ones on respCh.
+	// An immediate response ends both; it is kept in immediate and imm is
+	// closed. dead is closed when the stream ends, err saying why.
+	reqCh, respCh chan *procv3.ProcessingResponse
+	imm           chan struct{}
+	immediate     *procv3.ImmediateResponse
+	dead          chan struct{}
+	err           error
+
+	refs   atomic.Int32
+	opened bool
+
+	// What is sent, as configured or as the service's mode override
+	// changed it.
+	reqBody, respBody bodyMode
+	respHeaders       bool
+
+	metadata    *corev3.Metadata
+	configSent  bool // the protocol configuration went with a message
+	reqAttrSent bool
+	skipResp    bool // the response side is not processed (failed open, answered)
+}
+
+// errService is a failure of the service or of its stream: the failure mode
+// decides what happens to the request.
+type errService struct{ msg string }
+
+func (e *errService) Error() string { return e.msg }
+
+var (
+	errTimeout    = &errService{"the external processing service did not answer in time"}
+	errStreamEnd  = &errService{"the external processing service ended the stream"}
+	errOpenFailed = &errService{"cannot open a stream to the external processing service"}
+	errEnded      = &errService{"the external processing stream was ended"}
+)
+
+func newSession(p *ExtProc) *session {
+	s := &session{p: p, reqBody: p.reqBody, respBody: p.respBody, respHeaders: p.respHeaders}
+	s.refs.Store(1)
+	return s
+}
+
+// open starts the stream, bounded by the policy's timeout.
+func (s *session) open(md metadata.MD) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	if len(md) > 0 {
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
+	s.ctx, s.cancel = ctx, cancel
+	s.reqCh = make(chan *procv3.ProcessingResponse, 4)
+	s.respCh = make(chan *procv3.ProcessingResponse, 4)
+	s.imm = make(chan struct{})
+	s.dead = make(chan struct{})
+	s.opened = true
+	// Opening a stream waits for a connection; the timer bounds that wait.
+	timer := time.AfterFunc(s.p.timeout, cancel)
+	stream, err := s.p.conn.client.Process(ctx)
+	if !timer.Stop() || err != nil {
+		cancel()
+		s.err = errOpenFailed
+		close(s.dead)
+		if err == nil {
+			err = errTimeout
+		}
+		return errors.Join(errOpenFailed, err)
+	}
+	s.stream = stream
+	s.lastSend.Store(time.Now().UnixNano())
+	go s.receive()
+	return nil
+}
+
+// receive hands the service's answers to their waiters until the stream
+// ends.
+func (s *session) receive() {
+	defer close(s.dead)
+	immediate := false
+	for {
+		m, err := s.stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				s.err = errStreamEnd
+			} else {
+				s.err = errors.Join(&errService{"the external processing stream failed"}, err)
+			}
+			return
+		}
+		var ch chan *procv3.ProcessingResponse
+		switch r := m.Response.(type) {
+		case *procv3.ProcessingResponse_RequestHeaders, *procv3.ProcessingResponse_RequestBody, *procv3.ProcessingResponse_RequestTrailers:
+			ch = s.reqCh
+		case *procv3.ProcessingResponse_ResponseHeaders, *procv3.ProcessingResponse_ResponseBody, *procv3.ProcessingResponse_ResponseTrailers:
+			ch = s.respCh
+		case *procv3.ProcessingResponse_ImmediateResponse:
+			if !immediate {
+				immediate = true
+				s.immediate = r.ImmediateResponse
+				close(s.imm)
+			}
+			continue
+		default:
+			s.err = &errService{"the external processing service sent an answer this gateway does not take"}
+			return
+		}
+		select {
+		case ch <- m:
+		case <-s.ctx.Done():
+			s.err = errEnded
+			return
+		}
+	}
+}
+
+// send sends m, safe for concurrent use (the request body's pump and the
+// phases share the stream).
+func (s *session) send(m *procv3.ProcessingRequest) error {
+	if m.MetadataContext == nil {
+		m.MetadataContext = s.metadata
+	}
+	s.sendMu.Lock()
+	if !s.configSent {
+		s.configSent = true
+		m.ProtocolConfig = &procv3.ProtocolConfiguration{
+			RequestBodyMode:  s.reqBody.proto(),
+			ResponseBodyMode: s.respBody.proto(),
+		}
+	}
+	err := s.stream.Send(m)
+	s.sendMu.Unlock()
+	s.lastSend.Store(time.Now().UnixNano())
+	if err != nil {
+		// When the stream has ended, its end says why (io.EOF from Send
+		// means "see Recv").
+		select {
+		case <-s.dead:
+			return s.err
+		default:
+			return errors.Join(&errService{"sending to the external processing service failed"}, err)
+		}
+	}
+	return nil
+}
+
+// errImmediate is returned by wait when the service answered the request
+// itself (session.immediate).
+var errImmediate = errors.New("immediate response")
+
+// wait returns the next answer on ch. It fails when the stream ends, when
+// stop is closed (a body pump failed), or when the service has been silent
+// for the policy's timeout since the last message was sent to it; it
+// returns errImmediate once the service answered with an immediate
+// response.
+func (s *session) wait(ch chan *procv3.ProcessingResponse, stop <-chan struct{}) (*procv3.ProcessingResponse, error) {
+	timer := time.NewTimer(s.p.timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.imm:
+			return nil, errImmediate
+		default:
+		}
+		select {
+		case m := <-ch:
+			return m, nil
+		case <-s.imm:
+			return nil, errImmediate
+		case <-s.dead:
+			select {
+			case m := <-ch:
+				return m, nil
+			default:
+			}
+			select {
+			case <-s.imm:
+				return nil, errImmediate
+			default:
+			}
+			return nil, s.err
+		case <-stop:
+			return nil, errPumpStopped
+		case <-timer.C:
+			idle := time.Duration(time.Now().UnixNano() - s.lastSend.Load())
+			if idle >= s.p.timeout {
+				return nil, errTimeout
+			}
+			timer.Reset(s.p.timeout - idle)
+		}
+	}
+}
+
+var errPumpStopped = errors.New("the body being processed failed")
+
+// hold takes a reference for a body stream.
+func (s *session) hold() { s.refs.Add(1) }
+
+// Close drops a reference; the last one ends the stream.
+func (s *session) Close() error {
+	if s.refs.Add(-1) == 0 {
+		s.end()
+	}
+	return nil
+}
+
+// end closes the stream now, whoever still holds it.
+func (s *session) end() {
+	if s.stream == nil {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		return
+	}
+	s.sendMu.Lock()
+	_ = s.stream.CloseSend()
+	s.sendMu.Unlock()
+	s.cancel()
+}

@@ -1,0 +1,379 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/relaygate/gateway/policy/extproc/extproctest"
+)
+
+// echoUpstream answers every request with "echo:" and its body, keeping
+// the last request it got. /stream answers n bytes of 'x' (query n),
+// chunked, without a declared length.
+type echoUpstream struct {
+	mu     sync.Mutex
+	calls  int
+	path   string
+	header http.Header
+	body   []byte
+	length int64
+}
+
+func (e *echoUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	e.mu.Lock()
+	e.calls++
+	e.path, e.header, e.body, e.length = r.URL.RequestURI(), r.Header.Clone(), body, r.ContentLength
+	e.mu.Unlock()
+	if err != nil {
+		w.WriteHeader(400)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/stream") {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		chunk := bytes.Repeat([]byte("x"), 4096)
+		for n > 0 {
+			k := min(n, len(chunk))
+			_, _ = w.Write(chunk[:k])
+			w.(http.Flusher).Flush()
+			n -= k
+		}
+		return
+	}
+	_, _ = w.Write(append([]byte("echo:"), body...))
+}
+
+func (e *echoUpstream) last() (calls int, path string, h http.Header, body []byte, length int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.calls, e.path, e.header, e.body, e.length
+}
+
+// upper answers a body message with its chunk upper-cased: whole
+// (buffered) or as a full-duplex chunk.
+func upper(st *extproctest.Stream, m *procv3.ProcessingRequest, duplex bool) *procv3.ProcessingResponse {
+	var b *procv3.HttpBody
+	switch r := m.Request.(type) {
+	case *procv3.ProcessingRequest_RequestBody:
+		b = r.RequestBody
+	case *procv3.ProcessingRequest_ResponseBody:
+		b = r.ResponseBody
+	default:
+		return extproctest.Reply(st, m, nil, nil)
+	}
+	out := bytes.ToUpper(b.GetBody())
+	if duplex {
+		return extproctest.Reply(st, m, nil, extproctest.Chunk(out, b.GetEndOfStream()))
+	}
+	return extproctest.Reply(st, m, nil, extproctest.Body(out))
+}
+
+// TestExtProcE2E drives extProc through the gateway against real gRPC
+// external processing services: header mutations both ways (pseudo-headers
+// included), attributes, metadata and gRPC metadata from CEL, buffered,
+// partial and full-duplex bodies both ways (a service that takes the whole
+// body before it answers the headers included), immediate responses, mode
+// overrides, an invalid mutation, a body too large, and both failure modes
+// with the service down.
+func TestExtProcE2E(t *testing.T) {
+	up := &echoUpstream{}
+	upAddr := upstream(t, up)
+
+	headers := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		switch m.Request.(type) {
+		case *procv3.ProcessingRequest_RequestHeaders:
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, extproctest.Set(map[string]string{
+				"x-processed": "yes", ":path": "/rewritten?q=1",
+			}, "x-secret"), nil)}
+		case *procv3.ProcessingRequest_ResponseHeaders:
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, extproctest.Set(map[string]string{
+				"x-resp": "1", ":status": "201",
+			}), nil)}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	buffered := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{upper(st, m, false)}
+	}}
+	// duplex holds its answer to the request headers until the whole
+	// request body is in, as a full-duplex service may.
+	duplex := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		switch r := m.Request.(type) {
+		case *procv3.ProcessingRequest_RequestHeaders:
+			if r.RequestHeaders.GetEndOfStream() {
+				return extproctest.Passthrough(st, m)
+			}
+			st.Held = append(st.Held, extproctest.Reply(st, m, extproctest.Set(map[string]string{"x-duplex": "held"}), nil))
+			return nil
+		case *procv3.ProcessingRequest_RequestBody:
+			out := append(st.Held, upper(st, m, true))
+			st.Held = nil
+			return out
+		}
+		return []*procv3.ProcessingResponse{upper(st, m, true)}
+	}}
+	immediate := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden},
+			Headers: extproctest.Set(map[string]string{"x-why": "policy"}),
+			Body:    []byte("denied by the processor"),
+		}}}}
+	}}
+	invalid := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{extproctest.Reply(st, m, extproctest.Set(map[string]string{"x-bad": "a\nb"}), nil)}
+	}}
+	partial := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		if _, ok := m.Request.(*procv3.ProcessingRequest_RequestBody); ok {
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, nil, extproctest.Body([]byte("P")))}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	override := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		switch m.Request.(type) {
+		case *procv3.ProcessingRequest_ResponseHeaders:
+			a := extproctest.Reply(st, m, nil, nil)
+			a.ModeOverride = &filterv3.ProcessingMode{ResponseBodyMode: filterv3.ProcessingMode_BUFFERED}
+			return []*procv3.ProcessingResponse{a}
+		case *procv3.ProcessingRequest_ResponseBody:
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, nil, extproctest.Body([]byte("overridden")))}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	vars := map[string]string{"UP": upAddr, "DOWN": closedAddr(t)}
+	for name, s := range map[string]*extproctest.Server{"HEADERS": headers, "BUFFERED": buffered, "DUPLEX": duplex,
+		"IMMEDIATE": immediate, "INVALID": invalid, "PARTIAL": partial, "OVERRIDE": override} {
+		vars[name] = extproctest.Start(t, s)
+	}
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {maxBufferSize: 65536}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /headers}}]
+      policies:
+        extProc:
+          host: '${HEADERS}'
+          processingOptions: {requestBodyMode: none, responseBodyMode: none}
+          requestAttributes: {path: 'request.path'}
+          responseAttributes: {code: 'response.code'}
+          metadataContext:
+            caller: {user: 'request.headers["x-user"]'}
+            agentgateway.dev.grpc_initial_metadata: {x-tenant: '"acme"'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /buffered}}]
+      policies:
+        extProc:
+          host: '${BUFFERED}'
+          processingOptions: {requestBodyMode: buffered, responseBodyMode: buffered}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /partial}}]
+      policies:
+        extProc:
+          host: '${PARTIAL}'
+          processingOptions: {requestBodyMode: bufferedPartial, responseBodyMode: none}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /duplex}}, {path: {pathPrefix: /stream}}]
+      policies:
+        extProc: {host: '${DUPLEX}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /immediate}}]
+      policies:
+        extProc: {host: '${IMMEDIATE}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /invalid}}]
+      policies:
+        extProc: {host: '${INVALID}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /override}}]
+      policies:
+        extProc:
+          host: '${OVERRIDE}'
+          processingOptions: {requestBodyMode: none, responseBodyMode: none, allowModeOverride: true}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /down-closed}}]
+      policies:
+        extProc: {host: '${DOWN}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /down-open}}]
+      policies:
+        extProc: {host: '${DOWN}', failureMode: failOpen}
+      backends: [{host: '${UP}'}]
+`, vars)
+	base := tg.url(3000)
+	post := func(t *testing.T, path string, body io.Reader, length int64) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		return do(t, req)
+	}
+
+	t.Run("header mutations, attributes and metadata", func(t *testing.T) {
+		resp, _ := get(t, base+"/headers/x", "X-Secret", "s3cret", "X-User", "alice")
+		if resp.StatusCode != 201 || resp.Header.Get("X-Resp") != "1" {
+			t.Fatalf("client got %d, x-resp %q; want 201 and the service's header", resp.StatusCode, resp.Header.Get("X-Resp"))
+		}
+		_, path, h, _, _ := up.last()
+		if path != "/rewritten?q=1" || h.Get("X-Processed") != "yes" || h.Get("X-Secret") != "" {
+			t.Fatalf("upstream got %s with x-processed %q, x-secret %q", path, h.Get("X-Processed"), h.Get("X-Secret"))
+		}
+		st := headers.Last(t)
+		if got := st.Metadata.Get("x-tenant"); len(got) != 1 || got[0] != "acme" {
+			t.Errorf("gRPC metadata x-tenant = %v", got)
+		}
+		msgs := st.Messages()
+		if len(msgs) != 2 {
+			t.Fatalf("the service got %d messages, want 2 (request and response headers)", len(msgs))
+		}
+		first := msgs[0]
+		rh := first.GetRequestHeaders()
+		if extproctest.Header(rh.GetHeaders(), ":path") != "/headers/x" || extproctest.Header(rh.GetHeaders(), ":method") != "GET" ||
+			extproctest.Header(rh.GetHeaders(), "x-user") != "alice" || !rh.GetEndOfStream() {
+			t.Errorf("request headers message: %v", rh)
+		}
+		if pc := first.GetProtocolConfig(); pc.GetRequestBodyMode() != filterv3.ProcessingMode_NONE || pc.GetResponseBodyMode() != filterv3.ProcessingMode_NONE {
+			t.Errorf("protocol config %v, want both body modes NONE", pc)
+		}
+		if msgs[1].GetProtocolConfig() != nil {
+			t.Error("the protocol config went with a later message too")
+		}
+		if v := first.GetAttributes()["envoy.filters.http.ext_proc"].GetFields()["path"].GetStringValue(); v != "/headers/x" {
+			t.Errorf("request attribute path = %q", v)
+		}
+		if v := first.GetMetadataContext().GetFilterMetadata()["caller"].GetFields()["user"].GetStringValue(); v != "alice" {
+			t.Errorf("metadata caller.user = %q", v)
+		}
+		if _, leaked := first.GetMetadataContext().GetFilterMetadata()["agentgateway.dev.grpc_initial_metadata"]; leaked {
+			t.Error("the gRPC metadata namespace was sent as metadata context too")
+		}
+		second := msgs[1]
+		if extproctest.Header(second.GetResponseHeaders().GetHeaders(), ":status") != "200" {
+			t.Errorf("response headers message: %v", second.GetResponseHeaders())
+		}
+		if v := second.GetAttributes()["envoy.filters.http.ext_proc"].GetFields()["code"].GetNumberValue(); v != 200 {
+			t.Errorf("response attribute code = %v", v)
+		}
+	})
+
+	t.Run("buffered bodies both ways", func(t *testing.T) {
+		resp, body := post(t, "/buffered", strings.NewReader("hello"), 5)
+		if resp.StatusCode != 200 || body != "ECHO:HELLO" {
+			t.Fatalf("client got %d %q, want 200 ECHO:HELLO", resp.StatusCode, body)
+		}
+		_, _, _, got, length := up.last()
+		if string(got) != "HELLO" || length != 5 {
+			t.Fatalf("upstream got %q (length %d)", got, length)
+		}
+	})
+
+	t.Run("a buffered body over maxBufferSize is refused", func(t *testing.T) {
+		calls, _, _, _, _ := up.last()
+		resp, body := post(t, "/buffered", bytes.NewReader(make([]byte, 100<<10)), 100<<10)
+		if resp.StatusCode != 413 || !strings.Contains(body, "too large") {
+			t.Fatalf("client got %d %q, want 413", resp.StatusCode, body)
+		}
+		if now, _, _, _, _ := up.last(); now != calls {
+			t.Fatal("the upstream was called")
+		}
+	})
+
+	t.Run("bufferedPartial processes the first maxBufferSize bytes", func(t *testing.T) {
+		in := append(bytes.Repeat([]byte("a"), 65536), bytes.Repeat([]byte("b"), 1000)...)
+		resp, _ := post(t, "/partial", bytes.NewReader(in), int64(len(in)))
+		if resp.StatusCode != 200 {
+			t.Fatalf("client got %d", resp.StatusCode)
+		}
+		_, _, _, got, _ := up.last()
+		if want := "P" + strings.Repeat("b", 1000); string(got) != want {
+			t.Fatalf("upstream got %d bytes starting %q, want the processed prefix then the rest", len(got), got[:min(len(got), 8)])
+		}
+		if n := len(partial.Last(t).Received()); n != 65536 {
+			t.Fatalf("the service got %d bytes, want 65536", n)
+		}
+	})
+
+	t.Run("full duplex request body, service answers headers after the body", func(t *testing.T) {
+		const size = 1 << 20 // far over maxBufferSize: streamed, never buffered
+		pr, pw := io.Pipe()
+		go func() {
+			chunk := bytes.Repeat([]byte("a"), 8192)
+			for i := 0; i < size/len(chunk); i++ {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		resp, body := post(t, "/duplex", pr, -1)
+		if resp.StatusCode != 200 || len(body) != size+5 || body[:5] != "ECHO:" || strings.Trim(body[5:], "A") != "" {
+			t.Fatalf("client got %d, %d bytes", resp.StatusCode, len(body))
+		}
+		_, _, h, got, _ := up.last()
+		if len(got) != size || len(bytes.Trim(got, "A")) != 0 || h.Get("X-Duplex") != "held" {
+			t.Fatalf("upstream got %d bytes, x-duplex %q", len(got), h.Get("X-Duplex"))
+		}
+	})
+
+	t.Run("full duplex response body from a streaming upstream", func(t *testing.T) {
+		resp, body := get(t, base+"/stream?n=300000")
+		if resp.StatusCode != 200 || len(body) != 300000 || strings.Trim(body, "X") != "" {
+			t.Fatalf("client got %d, %d bytes", resp.StatusCode, len(body))
+		}
+	})
+
+	t.Run("immediate response", func(t *testing.T) {
+		calls, _, _, _, _ := up.last()
+		resp, body := get(t, base+"/immediate")
+		if resp.StatusCode != 403 || body != "denied by the processor" || resp.Header.Get("X-Why") != "policy" {
+			t.Fatalf("client got %d %q x-why %q", resp.StatusCode, body, resp.Header.Get("X-Why"))
+		}
+		if now, _, _, _, _ := up.last(); now != calls {
+			t.Fatal("the upstream was called")
+		}
+	})
+
+	t.Run("an invalid header mutation fails the request", func(t *testing.T) {
+		resp, body := get(t, base+"/invalid")
+		if resp.StatusCode != 500 || body != "external processing failed\n" {
+			t.Fatalf("client got %d %q", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("mode override asks for the response body", func(t *testing.T) {
+		resp, body := get(t, base+"/override")
+		if resp.StatusCode != 200 || body != "overridden" {
+			t.Fatalf("client got %d %q", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("service down, failClosed", func(t *testing.T) {
+		calls, _, _, _, _ := up.last()
+		resp, body := post(t, "/down-closed", strings.NewReader("payload"), 7)
+		if resp.StatusCode != 500 || body != "external processing failed\n" {
+			t.Fatalf("client got %d %q", resp.StatusCode, body)
+		}
+		if now, _, _, _, _ := up.last(); now != calls {
+			t.Fatal("the upstream was called")
+		}
+	})
+
+	t.Run("service down, failOpen keeps the body whole", func(t *testing.T) {
+		resp, body := post(t, "/down-open", strings.NewReader("payload"), 7)
+		if resp.StatusCode != 200 || body != "echo:payload" {
+			t.Fatalf("client got %d %q", resp.StatusCode, body)
+		}
+	})
+}
