@@ -2,8 +2,10 @@
 # bench/run.sh: throughput, latency and memory of the gateway against nginx
 # (with and without response buffering), HAProxy, a bare fasthttp proxy (the
 # reference) and no proxy at all, access logs on for every target unless
-# BENCH_ACCESS_LOG=off, plus an LLM case against an emulated provider;
-# written to bench/RESULTS.md. See bench/README.md.
+# BENCH_ACCESS_LOG=off, plus the gateway's policy route (JWT, CEL
+# authorization, local rate limit) beside its plain route and an LLM case
+# against an emulated provider; written to bench/RESULTS.md. See
+# bench/README.md.
 set -euo pipefail
 
 usage() {
@@ -22,7 +24,8 @@ Environment knobs (defaults in brackets):
   BENCH_LOAD_CPU      CPU wrk and idleconns are pinned to [1]
   BENCH_UPSTREAM_CPU  CPU the upstream server is pinned to [BENCH_PROXY_CPU]
   BENCH_TARGETS       subset of "direct gateway nginx nginx-nobuf haproxy fasthttp" [all six]
-                      (the LLM case's gateway-plain, a route of the gateway, runs with gateway)
+                      (gateway-policy and the LLM case's gateway-plain, routes of the gateway,
+                      run with gateway)
   BENCH_ACCESS_LOG    on: every target writes an access log to a file; off: none [on]
   BENCH_LLM_RATE      request rate of the LLM case's constant-rate runs [5000] (per second)
   BENCH_GATEWAY_BIN   use this gateway binary instead of building ./cmd/gateway
@@ -212,7 +215,7 @@ fail() {
 lastlines() { tail -n 3 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
 
 log "building helpers into $BIN"
-(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench llmupstream llmload logsink; do
+(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench llmupstream llmload logsink jwtgen; do
 	go build -o "$BIN/$p" "./bench/$p"
 done) || die "building the bench helpers failed"
 
@@ -240,11 +243,13 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 15)
-((${#ports[@]} == 15)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 16)
+((${#ports[@]} == 16)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
+# gateway-policy is a third bind of the gateway process: the plain route's
+# upstream behind jwtAuth, authorization and localRateLimit (the policy case).
 declare -A PORT=([direct]=${ports[0]} [gateway]=${ports[1]} [nginx]=${ports[3]} [haproxy]=${ports[4]}
-	[fasthttp]=${ports[7]} [nginx-nobuf]=${ports[8]})
+	[fasthttp]=${ports[7]} [nginx-nobuf]=${ports[8]} [gateway-policy]=${ports[15]})
 GW_READY_PORT=${ports[2]}
 GW_MCP_PORT=${ports[5]}
 MCP_TARGET_PORT=${ports[6]}
@@ -258,6 +263,22 @@ LLM_TARGETS=(direct gateway gateway-plain nginx)
 LLM_BODY=$BENCH_DIR/llm/request.json
 LLM_KEY=bench-key # the emulator's; matches backendAuth in gateway.yaml
 HAPROXY_LOG_PORT=${ports[13]} # UDP: HAProxy's syslog target, bench/logsink
+
+# The policy case's credentials, made fresh for this run by bench/jwtgen into
+# the run's output directory (bench/.bin/last-run/policy/): an ES256 key pair
+# whose private half never leaves jwtgen, its public key set (given to the
+# gateway inline, GW_POLICY_JWKS), the token wrk sends (sub "bench") and one
+# the authorization rule must refuse (sub "not-bench"), both valid for 24 h.
+POLICY_DIR=$OUT/policy
+POLICY_TOKEN=
+POLICY_JWKS_JSON=
+if wanted gateway && [[ -n $GATEWAY ]]; then
+	mkdir -p "$POLICY_DIR"
+	"$BIN/jwtgen" -jwks "$POLICY_DIR/jwks.json" -token "$POLICY_DIR/token" -denied-token "$POLICY_DIR/denied-token" -ttl 24h ||
+		die "bench/jwtgen failed to make the policy case's key and tokens"
+	POLICY_JWKS_JSON=$(<"$POLICY_DIR/jwks.json")
+	POLICY_TOKEN=$(<"$POLICY_DIR/token")
+fi
 
 # render TEMPLATE DEST KEY=VALUE...: fill @KEY@ placeholders.
 render() {
@@ -360,6 +381,7 @@ start_gateway() {
 		GW_MCP_PORT=$GW_MCP_PORT MCP_TARGET_PORT=$MCP_TARGET_PORT \
 		GW_LLM_PORT=${LLM_PORT[gateway]} GW_LLM_PLAIN_PORT=${LLM_PORT[gateway-plain]} \
 		LLM_UPSTREAM_PORT=$LLM_UPSTREAM_PORT GW_LOG_LEVEL=$GW_LOG_LEVEL \
+		GW_POLICY_PORT=${PORT[gateway-policy]} GW_POLICY_JWKS=$POLICY_JWKS_JSON \
 		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"${LOG_OF[gateway]}" 2>&1 &
 	PID[gateway]=$!
 	STARTED+=("$!")
@@ -499,12 +521,12 @@ other_cpu_pct() {
 
 running() { [[ ${STATUS[$1]:-} == ok && -n ${PID[$1]:-} ]]; }
 
-# process_of TARGET: the target whose process serves TARGET. gateway-plain is
-# a route of the gateway process, not a process of its own: it runs, fails,
-# logs and spends CPU as the gateway does.
+# process_of TARGET: the target whose process serves TARGET. gateway-plain
+# and gateway-policy are routes of the gateway process, not processes of
+# their own: they run, fail, log and spend CPU as the gateway does.
 process_of() {
 	case $1 in
-	gateway-plain) echo gateway ;;
+	gateway-plain | gateway-policy) echo gateway ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -538,9 +560,10 @@ interruptible() {
 
 # The cases. IDs must match bench/report/results.go.
 CASES=(small-c50 1m-c10 small-c1)
+POLICY_CASES=(policy-c50)
 LLM_CASES=(llm-c1 llm-rate llm-c50)
-declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [llm-c1]=1 [llm-c50]=50)
-declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small)
+declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [policy-c50]=50 [llm-c1]=1 [llm-c50]=50)
+declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small [policy-c50]=/small)
 
 # llm_key TARGET: the key a client sends: its own, straight to the provider,
 # through nginx or through the gateway's plain route; none to the gateway's
@@ -563,7 +586,13 @@ load_command() {
 		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency -s "$BENCH_DIR/llm/chat.lua"
 			"$(llm_url "$t")" -- "$LLM_BODY" "$(llm_key "$t")") ;;
 	*)
-		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency "http://127.0.0.1:${PORT[$t]}${URL_PATH[$c]}") ;;
+		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency)
+		# The policy route's client carries the run's token; the plain
+		# route's sends the small case's request as it is.
+		if [[ $t == gateway-policy ]]; then
+			LOAD+=(-H "Authorization: Bearer $POLICY_TOKEN")
+		fi
+		LOAD+=("http://127.0.0.1:${PORT[$t]}${URL_PATH[$c]}") ;;
 	esac
 }
 
@@ -582,6 +611,10 @@ measure() {
 	running "$proc" || return 0 # failed earlier: already reported
 	if [[ $c == llm-* && -n ${LLM_FAILED[$t]:-} ]]; then
 		echo "${LLM_FAILED[$t]}" >"$base.err"
+		return 0
+	fi
+	if [[ $t == gateway-policy && -n $POLICY_FAILED ]]; then
+		echo "$POLICY_FAILED" >"$base.err"
 		return 0
 	fi
 	[[ $c == llm-* ]] && upstream=${PID[llm]}
@@ -627,13 +660,18 @@ measure() {
 # targets take turns round after round, direct first, then the proxies in an
 # order rotated from round to round, so neither the machine's drift nor
 # running right after direct favours one proxy; the report takes each
-# target's median round.
+# target's median round. The policy case compares two routes of one process
+# and has no direct: its two targets alternate, each first in every other
+# round.
 run_rounds() {
-	local c=$1 round t proc
+	local c=$1 round t proc lead=(direct)
 	shift
 	local order=("$@")
+	if [[ $c == policy-* ]]; then
+		lead=()
+	fi
 	for ((round = 1; round <= ROUNDS; round++)); do
-		for t in direct "${order[@]}"; do
+		for t in "${lead[@]}" "${order[@]}"; do
 			proc=$(process_of "$t")
 			wanted "$proc" || continue
 			[[ ${STATUS[$proc]} == skipped ]] && continue
@@ -645,6 +683,37 @@ run_rounds() {
 
 for c in "${CASES[@]}"; do
 	run_rounds "$c" gateway nginx nginx-nobuf haproxy fasthttp
+done
+
+# The policy case: first the policy route must enforce its policies, or its
+# numbers would say nothing about them: no token gets 401, a valid token
+# whose sub the authorization rule refuses gets 403, the run's token gets the
+# 100-byte body. If it does not, the run fails (a problem in RESULTS.md, exit
+# status 1) and the route is not measured; the plain route still is.
+POLICY_FAILED=
+# policy_check WHAT STATUS LEN [HEADER]: one request to the policy route
+# must answer STATUS (with LEN body bytes; -1: any), within 5 s.
+policy_check() {
+	local what=$1 status=$2 len=$3 header=()
+	[[ -z ${4:-} ]] || header=(-header "$4")
+	if ! "$BIN/probe" -pid "${PID[gateway]}" -url "http://127.0.0.1:${PORT[gateway-policy]}/small" \
+		-status "$status" -len "$len" -timeout 5s "${header[@]}" 2>"$OUT/probe.last"; then
+		cat "$OUT/probe.last" >>"$OUT/probe.log"
+		POLICY_FAILED="policy route check failed ($what): $(lastlines "$OUT/probe.last")"
+		return 1
+	fi
+}
+if wanted gateway && running gateway; then
+	if ! policy_check "no token must get 401" 401 -1 ||
+		! policy_check "sub not-bench must get 403" 403 -1 "Authorization: Bearer $(<"$POLICY_DIR/denied-token")" ||
+		! policy_check "the run's token must get the body" 200 100 "Authorization: Bearer $POLICY_TOKEN"; then
+		PROBLEMS+=("gateway-policy: $POLICY_FAILED")
+		log "ERROR: the policy route failed its check (does it enforce its policies?); it will not be measured"
+		log "ERROR: $POLICY_FAILED"
+	fi
+fi
+for c in "${POLICY_CASES[@]}"; do
+	run_rounds "$c" gateway gateway-policy
 done
 
 # The LLM case: first one request through each target, checked at the

@@ -86,7 +86,7 @@ func (r *results) evaluateGoals() []goal {
 			conns.status = metIf(info.rssConnsKiB.v < maxConnsRSSKiB)
 		}
 	}
-	goals = append(goals, conns)
+	goals = append(goals, conns, r.evaluatePolicyGoal())
 	return append(goals, r.evaluateLLMGoals()...)
 }
 

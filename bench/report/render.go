@@ -17,6 +17,8 @@ var targetLabels = map[string]string{
 	targetFastHTTP:   "bare fasthttp proxy (reference)",
 	// Beside "gateway (LLM route)" in the LLM tables (llmCells).
 	targetGatewayPlain: "gateway, plain route (no LLM work)",
+	// The policy case's route; its table names both routes (policyLabels).
+	targetGatewayPolicy: "gateway, policy route",
 }
 
 // render writes the RESULTS.md text.
@@ -89,6 +91,7 @@ func (r *results) render() string {
 	for _, c := range cases {
 		r.renderCase(&b, c)
 	}
+	r.renderPolicy(&b)
 	r.renderLLM(&b)
 	r.renderMemory(&b)
 	r.renderAccessLogs(&b)

@@ -90,6 +90,13 @@ func TestRenderGolden(t *testing.T) {
 				"| LLM req/s vs the gateway's plain-proxy req/s, small GET (50 conns) | 12,500 vs 27,500 (0.45×) | informational |",
 				"| LLM work's added p50 / p99: LLM route − plain route (1 conn) | +31 µs / +50 µs | informational |",
 				"| LLM work's added p50 / p99: LLM route − plain route (5,000 req/s) | +33 µs / +90 µs | informational |",
+				// The policy case: both routes, their ratio round by round,
+				// the policies' cost and its goal.
+				"| gateway, plain route | 27,500 (27,000–28,000) | 1.75 ms | 3.30 ms (3.21 ms–3.40 ms) | 22.0 µs | 0 | 2% |",
+				"| gateway, policy route (jwtAuth, authorization, localRateLimit) | 25,800 (25,000–26,500) | 1.88 ms |",
+				"policy route/plain route: req/s 0.94×, p99 1.09×, CPU per request 1.09× (req/s round by round: median 0.94×, 0.93×–0.95×).",
+				"The policies cost 6.2 % of the plain route's req/s (25,800 vs 27,500; round by round, median 6.2 %): the goal, under 10 %, is met.",
+				"| policy route (JWT, CEL, rate limit) req/s cost < 10 % of the plain route's (small, 50 conns) | 25,800 vs 27,500 (0.94×, cost 6.2 %) | met |",
 				// Access logs: lines against requests.
 				"| HAProxy | 701,200 | 712,000 | 0.985 |",
 				"| gateway | 812,345 | 812,340 | 1.000 |",
@@ -108,7 +115,7 @@ func TestRenderGolden(t *testing.T) {
 				// A run without the reference, as before it existed.
 				"| bare fasthttp proxy (reference) | not run |",
 			},
-			wantNotIn: []string{"gateway/bare fasthttp proxy", "bare fasthttp proxy/nginx"},
+			wantNotIn: []string{"gateway/bare fasthttp proxy", "bare fasthttp proxy/nginx", "### Policy route"},
 		},
 	}
 	for _, tc := range tests {
@@ -191,6 +198,27 @@ func TestProblemsGatewayPlain(t *testing.T) {
 				t.Fatalf("problems = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestProblemsGatewayPolicy: a policy route that failed run.sh's check (it
+// did not enforce) is listed under its own name while the gateway runs, and
+// its goal is not measured.
+func TestProblemsGatewayPolicy(t *testing.T) {
+	r := &results{
+		meta:    map[string]string{},
+		targets: map[string]targetInfo{targetGateway: {status: "ok"}},
+		runs: map[string]map[string]run{policyCase: {
+			targetGatewayPolicy: {err: "round 1: policy route check failed (no token must get 401): status 200, want 401"},
+		}},
+	}
+	got := r.problems()
+	want := "policy route, 50 conns, gateway, policy route: round 1: policy route check failed (no token must get 401): status 200, want 401"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("problems = %q, want just %q", got, want)
+	}
+	if g := r.evaluatePolicyGoal(); g.status != goalNotMeasured {
+		t.Fatalf("policy goal = %+v, want not measured", g)
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	// the LLM route without its LLM work. It is a route, not a process: it
 	// has no targets/NAME.txt of its own (see processOf).
 	targetGatewayPlain = "gateway-plain"
+	// targetGatewayPolicy is the policy case's route: a bind of the gateway
+	// process to the plain route's upstream behind jwtAuth, authorization
+	// and localRateLimit. A route, like targetGatewayPlain (see processOf).
+	targetGatewayPolicy = "gateway-policy"
 )
 
 var targets = []string{targetDirect, targetGateway, targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP}
@@ -72,21 +76,41 @@ var llmCases = []benchCase{
 
 var llmTargets = []string{targetDirect, targetGateway, targetGatewayPlain, targetNginx}
 
-// allCases are the plain cases, then the LLM ones.
-func allCases() []benchCase { return append(append([]benchCase(nil), cases...), llmCases...) }
+// The policy case: the small GET at 50 connections through the gateway's
+// plain route (targetGateway) and its policy route, alternating round by
+// round, no direct.
+const policyCase = "policy-c50"
+
+var policyCases = []benchCase{
+	{id: policyCase, title: "Policy route", short: "policy route, 50 conns", conns: 50},
+}
+
+var policyTargets = []string{targetGateway, targetGatewayPolicy}
+
+// allCases are the plain cases, the policy case, then the LLM ones.
+func allCases() []benchCase {
+	return slices.Concat(cases, policyCases, llmCases)
+}
 
 // caseTargets are the targets that may have a run in case c.
 func caseTargets(c benchCase) []string {
-	if slices.ContainsFunc(llmCases, func(l benchCase) bool { return l.id == c.id }) {
+	is := func(cs []benchCase) bool {
+		return slices.ContainsFunc(cs, func(l benchCase) bool { return l.id == c.id })
+	}
+	switch {
+	case is(llmCases):
 		return llmTargets
+	case is(policyCases):
+		return policyTargets
 	}
 	return targets
 }
 
 // processOf is the target whose process serves t, and whose targets/NAME.txt
-// (status, memory, access log) is t's: the gateway's for its plain route.
+// (status, memory, access log) is t's: the gateway's for its plain and
+// policy routes.
 func processOf(t string) string {
-	if t == targetGatewayPlain {
+	if t == targetGatewayPlain || t == targetGatewayPolicy {
 		return targetGateway
 	}
 	return t
