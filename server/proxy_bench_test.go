@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
 
 // fastUpstream is an in-process fasthttp server with a small fixed answer.
@@ -21,10 +23,15 @@ func fastUpstream(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
-func benchGET(b *testing.B, addr string) {
+// benchGET sends GET /bench to addr b.N times, with the given headers
+// (name, value pairs), each answered 200.
+func benchGET(b *testing.B, addr string, headers ...string) {
 	c := &fasthttp.HostClient{Addr: addr, MaxConns: 64}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	req.SetRequestURI("http://" + addr + "/bench")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -47,6 +54,49 @@ func BenchmarkProxyGET(b *testing.B) {
 			benchGET(b, tg)
 		})
 	}
+}
+
+// BenchmarkProxyPolicyRoute is BenchmarkProxyGET through a route with the
+// policies of bench/gateway.yaml's policy route: jwtAuth (strict, an inline
+// ES256 key set), a CEL authorization rule on a claim and a local rate
+// limit that never runs dry. Every request carries the same valid token, as
+// in the bench; the difference from BenchmarkProxyGET is the policies' cost.
+func BenchmarkProxyPolicyRoute(b *testing.B) {
+	iss := jwttest.NewIssuer(b, "ES256")
+	token := iss.Sign(iss.Claims("bench"))
+	for _, tr := range []Transport{TransportStd, TransportNetpoll} {
+		b.Run(string(tr), func(b *testing.B) {
+			up := fastUpstream(b)
+			tg := startGatewayBench(b, policyRoute(up, iss), tr)
+			// The route enforces: no token, no answer from the upstream.
+			if code, _, err := fasthttp.Get(nil, "http://"+tg+"/bench"); err != nil || code != fasthttp.StatusUnauthorized {
+				b.Fatalf("without a token: %d %v, want 401", code, err)
+			}
+			benchGET(b, tg, "Authorization", "Bearer "+token)
+		})
+	}
+}
+
+// policyRoute is oneRoute with bench/gateway.yaml's policy route policies,
+// trusting iss's key, given inline.
+func policyRoute(backend string, iss *jwttest.Issuer) string {
+	return `binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        jwtAuth:
+          mode: strict
+          providers:
+          - issuer: ` + iss.Iss + `
+            audiences: [` + jwttest.DefaultAudience + `]
+            jwks: '` + string(iss.JWKS()) + `'
+        authorization:
+          rules: ['jwt.sub == "bench"']
+        localRateLimit:
+        - { maxTokens: 1000000000, tokensPerFill: 1000000000, fillInterval: 1s }
+      backends:
+      - host: ` + backend + "\n"
 }
 
 func startGatewayBench(b *testing.B, yaml string, tr Transport) string {
