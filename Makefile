@@ -7,7 +7,7 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 export GOFLAGS := -buildvcs=false
 export GOTOOLCHAIN := local
 
-.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps
+.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps ratelimit-deps
 
 all: build
 
@@ -34,6 +34,29 @@ node-deps:
 	  cp $(NODE_DIR)/package-lock.json $(NODE_STAMP); \
 	fi
 
+# What the cross-replica remoteRateLimit test (cmd/gateway) runs: Debian's
+# redis-server, installed when missing (the test starts its own on a loopback
+# port; it never uses a system service), and Envoy's rate limit service,
+# built from the Go module proxy at the version that
+# policy/remoteratelimit/envoyrls/version.txt pins, into bin/ (kept there:
+# built again only for another version). It is built apart from go.mod, which
+# it would fill with its dependencies.
+RLS_VERSION := $(shell cat policy/remoteratelimit/envoyrls/version.txt)
+RLS_BIN := $(BIN)/envoy-ratelimit/$(RLS_VERSION)/service_cmd
+ratelimit-deps: $(RLS_BIN)
+	@if ! command -v redis-server >/dev/null; then \
+	  echo "ratelimit-deps: installing redis-server"; \
+	  sudo=; \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    command -v sudo >/dev/null || { echo "ratelimit-deps: redis-server is missing and installing it needs root or sudo: install Debian's redis-server" >&2; exit 1; }; \
+	    sudo=sudo; \
+	  fi; \
+	  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server; \
+	fi
+$(RLS_BIN):
+	@echo "ratelimit-deps: building github.com/envoyproxy/ratelimit@$(RLS_VERSION)"
+	GOBIN=$(abspath $(dir $(RLS_BIN))) $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(RLS_VERSION)
+
 build: deps
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
 	$(GO) build -o $(BIN)/demo-upstream ./cmd/demo-upstream
@@ -53,7 +76,7 @@ run: build
 
 # The race detector's instrumentation allocates, so the tests that hold hot
 # paths at zero allocations skip under -race; the second run checks them.
-test: deps node-deps fmt-check vet lint
+test: deps node-deps ratelimit-deps fmt-check vet lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -run 'Alloc' ./...
 
