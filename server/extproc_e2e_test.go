@@ -8,11 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/extproc/extproctest"
 )
 
@@ -376,4 +379,57 @@ binds:
 			t.Fatalf("client got %d %q", resp.StatusCode, body)
 		}
 	})
+}
+
+// TestExtProcLLMAndMCPStreams: extProc in its default full-duplex mode on
+// an LLM route and on an MCP route, with a service passing every chunk on.
+// The official SDKs' answers, streams included, come through whole, and
+// the LLM route's token accounting still sees its stream end (through the
+// processed body).
+func TestExtProcLLMAndMCPStreams(t *testing.T) {
+	proc := &extproctest.Server{}
+	procAddr := extproctest.Start(t, proc)
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "Paris.", Usage: llmtest.Usage{InputTokens: 7, OutputTokens: 3}})
+	mcpURL, calls := mcpTarget(t, "tools", "echo")
+	cfg := llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", "extProc: {host: '"+procAddr+"'}") + `
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        extProc: {host: '` + procAddr + `'}
+      backends:
+      - mcp:
+          targets:
+          - name: tools
+            mcp: {host: '` + mcpURL + `'}
+`
+	tg := startGateway(t, cfg, nil)
+	openaiChat(t, openaiVia(tg), "gpt-4o-mini", "Paris.")
+	eventually(t, 5*time.Second, "token usage from the processed streams", func() bool {
+		var m bytes.Buffer
+		tg.gw.metrics.WritePrometheus(&m)
+		for _, line := range strings.Split(m.String(), "\n") {
+			// Two answers (plain and streamed), 3 output tokens each.
+			if strings.HasPrefix(line, "agentgateway_gen_ai_client_token_usage_sum{") && strings.Contains(line, `gen_ai_token_type="output"`) && strings.HasSuffix(line, " 6") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(proc.Streams()) < 2 {
+		t.Fatalf("the service saw %d streams, want one per LLM request", len(proc.Streams()))
+	}
+
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(llmCtx(t), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+	if err != nil || res.IsError || calls.Load() != 1 {
+		t.Fatalf("tool call through extProc: %v %+v, %d calls", err, res, calls.Load())
+	}
+	if got := res.Content[0].(*sdk.TextContent).Text; got != "tools:echo" {
+		t.Fatalf("tool answered %q", got)
+	}
 }
