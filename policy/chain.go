@@ -9,6 +9,15 @@ type Chain struct {
 	// Response runs in reverse order of Request registration, so the policy
 	// that saw the request first sees the response last.
 	Response []Response
+	// ReadsBody is set when a request policy reads the request's body
+	// (BodyReader): the server runs the chain only once the body can be
+	// read (not while a client waits for 100 Continue).
+	ReadsBody bool
+}
+
+// BodyReader is a request policy that may read the request's body.
+type BodyReader interface {
+	ReadsRequestBody() bool
 }
 
 // RunRequest runs the request policies in order and stops at the first that
@@ -73,6 +82,9 @@ func (b *ChainBuilder) Build() Chain {
 			}
 			if r, ok := e.p.(Request); ok {
 				ch.Request = append(ch.Request, r)
+			}
+			if br, ok := e.p.(BodyReader); ok && br.ReadsRequestBody() {
+				ch.ReadsBody = true
 			}
 			if r, ok := e.p.(Response); ok {
 				ch.Response = append(ch.Response, r)

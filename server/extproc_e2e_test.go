@@ -11,11 +11,14 @@ import (
 	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
+	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
 	"github.com/relaygate/gateway/policy/extproc/extproctest"
 )
 
@@ -431,5 +434,113 @@ func TestExtProcLLMAndMCPStreams(t *testing.T) {
 	}
 	if got := res.Content[0].(*sdk.TextContent).Text; got != "tools:echo" {
 		t.Fatalf("tool answered %q", got)
+	}
+}
+
+// TestExtProcClientBodies: the client's body reaches the service through
+// the server's guard, as it reaches a backend. A chunked body the client
+// stops before its last chunk is never completed upstream (400), a whole
+// one goes through processed, and a client that waits for 100 Continue
+// gets its body processed too: the policies that read bodies run once the
+// body is there, never before it with none to see (extAuthz's
+// includeRequestBody the same).
+func TestExtProcClientBodies(t *testing.T) {
+	upper := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{upper(st, m, true)}
+	}}
+	procAddr := extproctest.Start(t, upper)
+	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		if r.GetAttributes().GetRequest().GetHttp().GetBody() == "let me in" {
+			return extauthztest.Allow(nil, nil)
+		}
+		return extauthztest.Deny(codes.PermissionDenied)
+	}}
+	authzAddr := extauthztest.Start(t, authz)
+	head := "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			addr, out := outcomeUpstream(t)
+			tg := startGatewayWith(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /p}}]
+      policies:
+        extProc: {host: '`+procAddr+`'}
+      backends: [{host: '`+addr+`'}]
+    - matches: [{path: {pathPrefix: /authz}}]
+      policies:
+        extAuthz: {host: '`+authzAddr+`', includeRequestBody: {}}
+      backends: [{host: '`+addr+`'}]
+`, nil, tr)
+			for _, tc := range []struct {
+				name, sent string
+				wantStatus int
+				wantBody   string // "": the upstream must not get a whole request
+			}{
+				{"half-closed after a chunk", head + "5\r\nhello\r\n", 400, ""},
+				{"half-closed inside a chunk", head + "5\r\nhello\r\n3\r\nabc", 400, ""},
+				{"complete, then half-closed", head + "5\r\nhello\r\n0\r\n\r\n", 200, "HELLO"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					sendAndHalfClose(t, c, tc.sent)
+					if tc.wantBody != "" {
+						o := nextOutcome(t, out)
+						if o.err != nil || string(o.req.body) != tc.wantBody {
+							t.Fatalf("the upstream got %q (error %v), want %q", o.req.body, o.err, tc.wantBody)
+						}
+					}
+					m, err := readReply(br, "POST")
+					if err != nil {
+						t.Fatalf("reading the answer: %v", err)
+					}
+					if m.status() != tc.wantStatus {
+						t.Fatalf("status %d (%q), want %d", m.status(), m.body, tc.wantStatus)
+					}
+					if tc.wantBody == "" {
+						select {
+						case o := <-out:
+							if o.err == nil {
+								t.Fatalf("the upstream received a whole request with body %q", o.req.body)
+							}
+						default: // never connected to: fine
+						}
+					}
+				})
+			}
+			for _, tc := range []struct {
+				name, path, body string
+				wantStatus       int
+				wantUpstream     string
+			}{
+				{"extProc sees a body sent after 100 Continue", "/p", "hello", 200, "HELLO"},
+				{"extAuthz sees a body sent after 100 Continue", "/authz", "let me in", 200, "let me in"},
+				{"extAuthz refuses on a body sent after 100 Continue", "/authz", "let me out", 403, ""},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					c, br := dialRaw(t, tg.addr(3000))
+					if _, err := io.WriteString(c, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: "+strconv.Itoa(len(tc.body))+"\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+						t.Fatal(err)
+					}
+					m, err := readReply(br, "POST")
+					if err != nil || m.status() != 100 {
+						t.Fatalf("want 100 Continue before the body, got %d (%v)", m.status(), err)
+					}
+					if _, err := io.WriteString(c, tc.body); err != nil {
+						t.Fatal(err)
+					}
+					if m, err = readReply(br, "POST"); err != nil || m.status() != tc.wantStatus {
+						t.Fatalf("status %d (%v), want %d", m.status(), err, tc.wantStatus)
+					}
+					if tc.wantUpstream != "" {
+						if o := nextOutcome(t, out); o.err != nil || string(o.req.body) != tc.wantUpstream {
+							t.Fatalf("the upstream got %q (error %v), want %q", o.req.body, o.err, tc.wantUpstream)
+						}
+					}
+				})
+			}
+		})
 	}
 }

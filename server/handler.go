@@ -22,6 +22,8 @@ import (
 // requestState is the pooled per-request state of the HTTP path.
 type requestState struct {
 	pc policy.Ctx
+	// chainPending: the request policies wait for the body (expect).
+	chainPending bool
 	// span is the request's trace span (config.tracing), nil when none.
 	span    trace.Span
 	host    []byte
@@ -77,7 +79,7 @@ func releaseState(rs *requestState) {
 		rs.span.End()
 		rs.span = nil
 	}
-	rs.http10 = false
+	rs.http10, rs.chainPending = false, false
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
@@ -95,11 +97,18 @@ func (b *bind) handle(fctx *fasthttp.RequestCtx) {
 	rs, _ := fctx.UserValue(expectStateKey).(*requestState)
 	if rs == nil {
 		var done bool
-		if rs, _, done = b.begin(fctx); done {
+		if rs, _, done = b.begin(fctx, false); done {
 			return
 		}
 	} else {
 		fctx.RemoveUserValue(expectStateKey)
+		if rs.chainPending {
+			// The route's policies read the body, which is here now.
+			rs.chainPending = false
+			if _, done := b.runChain(rs); done {
+				return
+			}
+		}
 	}
 	b.proceed(rs)
 }
@@ -115,8 +124,12 @@ const expectStateKey = "relaygate.expect"
 // sends the body (RFC 9110 10.1.1); fasthttp then closes the connection,
 // since the client may have started sending anyway. A request that goes on
 // gets 100, and handle takes it up where begin left it.
+//
+// A route whose request policies read the body (extAuthz with
+// includeRequestBody, extProc) runs them in handle instead, once the body
+// can be read: run before it, they would see none and pass it unexamined.
 func (b *bind) expect(fctx *fasthttp.RequestCtx) int {
-	rs, status, done := b.begin(fctx)
+	rs, status, done := b.begin(fctx, true)
 	if done {
 		return status
 	}
@@ -124,9 +137,11 @@ func (b *bind) expect(fctx *fasthttp.RequestCtx) int {
 	return fasthttp.StatusContinue
 }
 
-// begin takes a request up to its route's request policies. done reports
-// that it was answered (and finished); status is the status sent then.
-func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, done bool) {
+// begin takes a request through its route's request policies (up to them
+// when expecting, for a route whose policies read the body: chainPending).
+// done reports that it was answered (and finished); status is the status
+// sent then.
+func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestState, status int, done bool) {
 	bc := b.current.Load()
 	rs = acquireState() // finish releases it
 	rs.start = monoNow()
@@ -205,14 +220,37 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx) (rs *requestState, status int, d
 	if r.needsPrefix {
 		pc.MatchedPrefix = r.matchedPrefix(path)
 	}
-	if r.chain.RunRequest(pc) == policy.Done {
-		r.chain.RunResponse(pc)
-		return end(fctx.Response.StatusCode())
+	if expecting && r.chain.ReadsBody {
+		rs.chainPending = true
+		return rs, 0, false
 	}
-	if len(r.backends) == 0 {
-		return end(respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends"))
+	if status, done := b.runChain(rs); done {
+		return nil, status, true
 	}
 	return rs, 0, false
+}
+
+// runChain runs the route's request policies; done reports that the
+// request was answered (and finished), with status.
+func (b *bind) runChain(rs *requestState) (status int, done bool) {
+	pc, r, fctx := &rs.pc, rs.route, rs.pc.Fast
+	if r.chain.ReadsBody && fctx.Request.IsBodyStream() && !rs.body.active() {
+		// A policy reads the streamed body: through the guard that tells a
+		// cut-off body from a complete one, and counts it.
+		rs.body.wrap(&fctx.Request, fctx.Conn())
+	}
+	if r.chain.RunRequest(pc) == policy.Done {
+		r.chain.RunResponse(pc)
+		status = fctx.Response.StatusCode()
+		b.finish(rs, status)
+		return status, true
+	}
+	if len(r.backends) == 0 {
+		status = respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends")
+		b.finish(rs, status)
+		return status, true
+	}
+	return 0, false
 }
 
 // proceed takes a request begin let through to its backend.

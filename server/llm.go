@@ -663,13 +663,17 @@ func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
 	if n > max {
 		return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
 	}
-	rs.body.wrap(req, fctx.Conn())
+	if !rs.body.active() {
+		rs.body.wrap(req, fctx.Conn())
+	}
+	// The client's body, or what a policy (extProc) made of it.
+	src := req.BodyStream()
 	buf := x.client[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		m, err := rs.body.Read(buf[len(buf):cap(buf)])
+		m, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
 		if len(buf) > max {
 			x.client = buf[:0]
@@ -681,6 +685,10 @@ func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
 		if err != nil {
 			x.client = buf[:0]
 			rs.upstreamErr = err
+			if rs.body.err == nil {
+				// Not the client's failure: a policy's processing of the body.
+				return respondErrorClose(fctx, fasthttp.StatusInternalServerError, "request body processing failed"), false
+			}
 			return clientBodyStatus(fctx, err), false
 		}
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"time"
 
@@ -73,7 +74,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	mirrored := false
 	retries := r.retry.retries(&rs.pc)
 	if !upgrade {
-		if req.IsBodyStream() {
+		if req.IsBodyStream() && !rs.body.active() {
 			rs.body.wrap(req, fctx.Conn())
 		}
 		mirrored = r.mirror != nil && r.mirror.chosen()
@@ -148,10 +149,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 // stream: it is not retried once sent, and not mirrored. ok is false when
 // the client failed to send the body, with the status it was answered.
 func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (status int, ok bool) {
-	if !rs.body.active() {
+	req := &rs.pc.Fast.Request
+	if !rs.body.active() || req.BodyStream() != io.Reader(&rs.body) {
+		// Not the client's stream: none, or one a policy made of it.
 		return 0, true
 	}
-	req := &rs.pc.Fast.Request
 	n := req.Header.ContentLength()
 	if n < 0 {
 		return 0, true

@@ -130,6 +130,10 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	return p, nil
 }
 
+// ReadsRequestBody reports whether the service is sent the request's body
+// (policy.BodyReader).
+func (p *ExtAuthz) ReadsRequestBody() bool { return p.body != nil }
+
 // OnRequest asks the service (or the cache) and lets the request go on,
 // or answers it.
 func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {

@@ -28,6 +28,10 @@ type pump struct {
 	response bool
 	length   int // the body's declared length, -1 unknown
 	attrs    map[string]*structpb.Struct
+	// interrupt makes a read of src blocked on the client return (a
+	// request's pump: the client connection's read deadline); nil when
+	// there is nothing to interrupt.
+	interrupt func()
 
 	done chan struct{} // closed when run returns
 	fail chan struct{} // closed when src failed; err says how
@@ -107,6 +111,23 @@ func (p *pump) run() {
 
 // stop makes the pump stop after its current read.
 func (p *pump) stop() { p.quit.Store(true) }
+
+// halt stops the pump now, interrupting a read it is blocked in, and waits
+// for it: what it shares with the request (the server's count of the
+// client's body, its error) is settled once halt returns. A request whose
+// body was cut short this way must not keep its connection.
+func (p *pump) halt() {
+	p.stop()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if p.interrupt != nil {
+		p.interrupt()
+	}
+	<-p.done
+}
 
 // dropTee ends the keeping of what was sent: the body has begun to go on
 // processed, so it can no longer go on unprocessed.
@@ -210,6 +231,13 @@ func (d *duplexBody) take(m *procv3.BodyMutation) {
 func (d *duplexBody) Read(p []byte) (int, error) {
 	for len(d.pending) == 0 {
 		if d.eos {
+			if !d.pm.response {
+				// A request's pump is done once the service has the body's
+				// end (or is stopped, if the service ended the body first):
+				// halting it orders its last read of the client's body
+				// before whoever reads on.
+				d.pm.halt()
+			}
 			return 0, io.EOF
 		}
 		if d.err != nil {
@@ -271,6 +299,12 @@ func (d *duplexBody) fail(err error) {
 	d.s.p.log.Warn("extProc: a body being processed failed", zap.Bool("response", d.pm.response), zap.Error(err))
 	d.err = err
 	d.s.end()
+	if !d.pm.response {
+		// The request fails with err (the server answers for it); its
+		// response has no stream to be processed on.
+		d.s.skipResp = true
+		d.pm.halt()
+	}
 }
 
 // Close ends a response's body: the pump stops, the source is closed once

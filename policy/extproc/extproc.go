@@ -9,8 +9,10 @@
 package extproc
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"sort"
@@ -242,11 +244,10 @@ func compileAttributes(field string, exprs map[string]config.ValueExpression) ([
 	return out, nil
 }
 
-// ProcessesResponseBody reports whether the policy may read response
-// bodies (a body mode other than none, or a service allowed to ask for
-// one).
-func (p *ExtProc) ProcessesResponseBody() bool {
-	return p.respBody != bodyNone || p.allowOverride
+// ReadsRequestBody reports whether the policy may read request bodies
+// (policy.BodyReader).
+func (p *ExtProc) ReadsRequestBody() bool {
+	return p.reqBody != bodyNone || p.allowOverride
 }
 
 var (
@@ -254,6 +255,7 @@ var (
 	bodyFailed      = []byte("external processing failed\n")
 	bodyTooLarge    = []byte("request body too large for external processing\n")
 	bodyBroken      = []byte("malformed or incomplete request body\n")
+	bodyTimeout     = []byte("request body timeout\n")
 )
 
 // OnRequest sends the request's headers and body to the service as the
@@ -289,7 +291,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		if hasBody && s.reqBody == bodyDuplex {
 			// The service may take the whole body before it answers the
 			// headers: it streams from now on.
-			pump = startPump(s, requestBodyReader(req), false, req.Header.ContentLength(), p.maxBuffer, nil)
+			pump = s.startRequestPump(c, nil)
 		}
 		ans, err := s.wait(s.reqCh, pump.stopped())
 		if err != nil {
@@ -333,7 +335,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		if !s.reqAttrSent {
 			attrs, s.reqAttrSent = p.attributes(c, p.reqAttrs), true
 		}
-		pump = startPump(s, requestBodyReader(req), false, req.Header.ContentLength(), p.maxBuffer, attrs)
+		pump = s.startRequestPump(c, attrs)
 		d := newDuplexBody(s, s.reqCh, pump)
 		req.Header.Del("Content-Length")
 		req.SetBodyStream(d, -1)
@@ -359,10 +361,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 			resp.SetStatusCode(http.StatusRequestEntityTooLarge)
 			resp.SetBody(bodyTooLarge)
 		} else {
-			// The client's body broke off: its end was never found.
-			resp.SetStatusCode(http.StatusBadRequest)
-			resp.SetBody(bodyBroken)
-			c.Fast.SetConnectionClose()
+			respondBrokenBody(c, err)
 		}
 		return policy.Done
 	}
@@ -395,6 +394,23 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
+// startRequestPump streams the request's body to the service. A read of
+// the client's body it is blocked in can be interrupted (the connection
+// then closes after the response, its body unread to the end).
+func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Struct) *pump {
+	req := &c.Fast.Request
+	fc := c.Fast
+	pm := startPump(s, requestBodyReader(req), false, req.Header.ContentLength(), s.p.maxBuffer, attrs)
+	pm.interrupt = func() {
+		fc.SetConnectionClose()
+		if conn := fc.Conn(); conn != nil {
+			_ = conn.SetReadDeadline(time.Now())
+		}
+	}
+	s.reqPump = pm
+	return pm
+}
+
 // requestFailed handles a failure of the request phase: the failure mode
 // decides, but a body partly handed to the service and lost cannot go on.
 func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) policy.Result {
@@ -405,6 +421,14 @@ func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) 
 		}
 		respondImmediate(c, s.immediate)
 		s.end()
+		return policy.Done
+	}
+	if err == errPumpStopped {
+		// Not the service's failure: the client's body broke off.
+		s.end()
+		pm.halt()
+		s.skipResp = true
+		respondBrokenBody(c, pm.err)
 		return policy.Done
 	}
 	replayable := true
@@ -424,6 +448,24 @@ func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) 
 	return policy.Done
 }
 
+// respondBrokenBody answers a request whose body the client failed to
+// send: 408 when it stopped sending in time, 400 otherwise; the connection
+// closes, its body's end never found.
+func respondBrokenBody(c *policy.Ctx, err error) {
+	resp := &c.Fast.Response
+	resp.Reset()
+	resp.Header.SetContentTypeBytes(contentTypeText)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		resp.SetStatusCode(http.StatusRequestTimeout)
+		resp.SetBody(bodyTimeout)
+	} else {
+		resp.SetStatusCode(http.StatusBadRequest)
+		resp.SetBody(bodyBroken)
+	}
+	c.Fast.SetConnectionClose()
+}
+
 func respondFailed(resp *fasthttp.Response) {
 	resp.Reset()
 	resp.SetStatusCode(http.StatusInternalServerError)
@@ -437,7 +479,26 @@ func respondFailed(resp *fasthttp.Response) {
 // the request phase failed open.
 func (p *ExtProc) OnResponse(c *policy.Ctx) {
 	s, ok := c.ExtProc.(*session)
-	if !ok || s.p != p || s.skipResp {
+	if !ok || s.p != p {
+		return
+	}
+	if pm := s.reqPump; pm != nil {
+		select {
+		case <-pm.done:
+		default:
+			// The exchange is over with the request's body still streaming
+			// (the upstream answered, or failed, before taking all of it):
+			// the service is mid-body, so the response cannot be processed.
+			s.end()
+			pm.halt()
+			if !s.skipResp {
+				s.skipResp = true
+				p.responseFailed(c, s, &errService{"the exchange ended before the request body was processed"}, nil)
+			}
+			return
+		}
+	}
+	if s.skipResp {
 		return
 	}
 	resp := &c.Fast.Response

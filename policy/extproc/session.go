@@ -48,6 +48,7 @@ type session struct {
 	configSent  bool // the protocol configuration went with a message
 	reqAttrSent bool
 	skipResp    bool // the response side is not processed (failed open, answered)
+	reqPump     *pump
 }
 
 // errService is a failure of the service or of its stream: the failure mode
