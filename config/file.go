@@ -199,7 +199,7 @@ type FrontendPolicies struct {
 	Connect              Unsupported      `json:"connect,omitzero"`
 	AccessLog            *AccessLogPolicy `json:"accessLog,omitempty"`
 	Logging              Unsupported      `json:"logging,omitzero"`
-	Tracing              Unsupported      `json:"tracing,omitzero"`
+	Tracing              *FrontendTracing `json:"tracing,omitempty"`
 }
 
 // FrontendHTTP tunes how incoming HTTP is handled.

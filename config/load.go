@@ -168,6 +168,7 @@ func (f *File) crossCheck() Errors {
 		}
 	}
 	f.checkAI(v, names)
+	f.checkTelemetry(v, names)
 	return errs
 }
 

@@ -34,6 +34,8 @@ type requestState struct {
 	upstreamErr error
 	// mcp says what an MCP request was, for the access log.
 	mcp mcpgw.Outcome
+	// mcpSession is an MCP request's session id, kept for its span.
+	mcpSession []byte
 	// llm is the state of an LLM request (serveLLM), nil for others.
 	llm *llmExchange
 	// start is when the handler took the request (monoNow).
@@ -69,6 +71,7 @@ func releaseState(rs *requestState) {
 	rs.backend = nil
 	rs.upstreamErr = nil
 	rs.mcp = mcpgw.Outcome{}
+	rs.mcpSession = rs.mcpSession[:0]
 	if rs.llm != nil {
 		rs.llm.release()
 		rs.llm = nil
@@ -371,7 +374,7 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 		x.accessFields(&a.LLM)
 	}
 	if rs.span != nil {
-		endSpan(rs.span, method, a.Route, status)
+		rs.bind.tracing.end(rs, method, a.Route, status)
 		rs.span = nil
 	}
 	logged := true

@@ -268,6 +268,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	var lastPolicy *aipolicy.Policy
 	var lastBody []byte
 	denied := false // a provider was skipped: its model's authorization refused
+	sent := 0       // requests sent to providers
 	for attempt := 0; ; attempt++ {
 		prov, member, ok := it.Next()
 		if !ok {
@@ -482,7 +483,12 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if x.upResp == nil {
 			x.upResp = fasthttp.AcquireResponse()
 		}
+		sent++
+		span := rs.attempt(req, prov.up.Addr, sent)
 		err = prov.up.Exchange(req, x.upResp, attemptDeadline)
+		if span != nil {
+			endAttempt(span, x.upResp.StatusCode(), err)
+		}
 		failure := backend.Classify(err)
 		status := x.upResp.StatusCode()
 		outcome := balance.OutcomeOf(status, failure == backend.FailureConnect, failure == backend.FailureTimeout)

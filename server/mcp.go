@@ -103,6 +103,15 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.B
 		req.Token = append([]byte(nil), pc.Token...)
 	}
 	rs.mcp = m.Serve(&req)
+	if rs.span != nil {
+		// The session the request belongs to: the one it named, or the
+		// one an initialize opened.
+		id := fctx.Response.Header.Peek("Mcp-Session-Id")
+		if len(id) == 0 {
+			id = fctx.Request.Header.Peek("Mcp-Session-Id")
+		}
+		rs.mcpSession = append(rs.mcpSession[:0], id...)
+	}
 	status := fctx.Response.StatusCode()
 	if status == 0 {
 		status = fasthttp.StatusOK

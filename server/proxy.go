@@ -111,7 +111,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 				attemptDeadline = d
 			}
 		}
+		span := rs.attempt(req, up.Addr, attempt)
 		err := up.Exchange(req, &fctx.Response, attemptDeadline)
+		if span != nil {
+			endAttempt(span, fctx.Response.StatusCode(), err)
+		}
 		if rs.body.err != nil {
 			// The client's body failed: the upstream request was cut off,
 			// and no attempt can send it whole.

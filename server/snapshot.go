@@ -208,11 +208,9 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			s.binds[bc.port] = bc
 		}
 	}
-	if f.Config != nil && f.Config.Tracing != nil {
-		t, err := c.newTracing(f.Config.Tracing)
-		if err != nil {
-			errs = append(errs, kindError("config.tracing", err))
-		}
+	if t, err := c.compileTracing(f); err != nil {
+		errs = append(errs, err)
+	} else if t != nil {
 		for _, bc := range s.binds {
 			bc.tracing = t
 		}

@@ -1,41 +1,79 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"io"
+	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 )
 
-// otlpReceiver is an OTLP/HTTP trace collector: it keeps the spans it is
-// sent.
+// otlpReceiver is an OTLP/HTTP collector: it keeps the spans it is sent
+// (with their resource's attributes) and, at /v1/logs, the log records.
 type otlpReceiver struct {
-	mu    sync.Mutex
-	spans []*tracepb.Span
+	mu        sync.Mutex
+	spans     []*tracepb.Span
+	resources map[*tracepb.Span]map[string]string
+	logs      []*logspb.LogRecord
 }
 
 func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var req coltracepb.ExportTraceServiceRequest
-	if err := proto.Unmarshal(body, &req); err != nil {
-		http.Error(w, err.Error(), 400)
-		return
-	}
-	o.mu.Lock()
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			o.spans = append(o.spans, ss.GetSpans()...)
+	var resp proto.Message
+	if strings.HasSuffix(r.URL.Path, "/v1/logs") {
+		var req collogspb.ExportLogsServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
 		}
+		o.mu.Lock()
+		for _, rl := range req.GetResourceLogs() {
+			for _, sl := range rl.GetScopeLogs() {
+				o.logs = append(o.logs, sl.GetLogRecords()...)
+			}
+		}
+		o.mu.Unlock()
+		resp = &collogspb.ExportLogsServiceResponse{}
+	} else {
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		o.mu.Lock()
+		if o.resources == nil {
+			o.resources = map[*tracepb.Span]map[string]string{}
+		}
+		for _, rs := range req.GetResourceSpans() {
+			res := attrMap(rs.GetResource().GetAttributes())
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					o.resources[sp] = res
+				}
+				o.spans = append(o.spans, ss.GetSpans()...)
+			}
+		}
+		o.mu.Unlock()
+		resp = &coltracepb.ExportTraceServiceResponse{}
 	}
-	o.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-protobuf")
-	b, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	b, _ := proto.Marshal(resp)
 	w.Write(b)
 }
 
@@ -44,6 +82,52 @@ func (o *otlpReceiver) all() []*tracepb.Span {
 	defer o.mu.Unlock()
 	return append([]*tracepb.Span(nil), o.spans...)
 }
+
+func (o *otlpReceiver) resource(s *tracepb.Span) map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.resources[s]
+}
+
+// named returns the spans called name.
+func (o *otlpReceiver) named(name string) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, s := range o.all() {
+		if s.GetName() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// children returns the spans whose parent is s, in the order they started.
+func (o *otlpReceiver) children(s *tracepb.Span) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, c := range o.all() {
+		if bytes.Equal(c.GetParentSpanId(), s.GetSpanId()) && bytes.Equal(c.GetTraceId(), s.GetTraceId()) {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetStartTimeUnixNano() < out[j].GetStartTimeUnixNano() })
+	return out
+}
+
+// attrMap shows attributes as text: strings as they are, other values as
+// the protobuf's text of them ("int_value:201").
+func attrMap(kvs []*commonpb.KeyValue) map[string]string {
+	attrs := map[string]string{}
+	for _, a := range kvs {
+		v := a.GetValue()
+		if _, ok := v.GetValue().(*commonpb.AnyValue_StringValue); ok {
+			attrs[a.GetKey()] = v.GetStringValue()
+		} else {
+			attrs[a.GetKey()] = strings.Join(strings.Fields(v.String()), "")
+		}
+	}
+	return attrs
+}
+
+func spanAttrs(s *tracepb.Span) map[string]string { return attrMap(s.GetAttributes()) }
 
 // TestTracingE2E: a request carrying a W3C trace gets a server span in that
 // trace, exported over OTLP/HTTP, and the backend sees the trace continued
@@ -91,36 +175,42 @@ binds:
 	// had these two been sampled, they would be in it.
 	get(t, tg.url(3000)+"/skip", "Traceparent", parent, "X-Trace-Me", "no")
 	get(t, tg.url(3000)+"/no-trace")
-	eventually(t, 10*time.Second, "the span at the collector", func() bool { return len(recv.all()) >= 1 })
+	eventually(t, 10*time.Second, "the spans at the collector", func() bool { return len(recv.all()) >= 2 })
 	spans := recv.all()
-	var span *tracepb.Span
+	var span, attempt *tracepb.Span
 	for _, s := range spans {
-		if s.GetName() == "GET traced" && hexID(s.GetTraceId()) == traceID && span == nil {
-			span = s
-		} else {
+		switch {
+		case hexID(s.GetTraceId()) != traceID:
 			t.Errorf("a span %q in trace %x: only the first request was sampled", s.GetName(), s.GetTraceId())
+		case s.GetName() == "GET traced" && span == nil:
+			span = s
+		case s.GetName() == "GET" && attempt == nil:
+			attempt = s
+		default:
+			t.Errorf("a span %q more", s.GetName())
 		}
 	}
-	if span == nil {
-		t.Fatalf("no span named \"GET traced\" among %d", len(spans))
+	if span == nil || attempt == nil {
+		t.Fatalf("no span named \"GET traced\" and its attempt among %d", len(spans))
 	}
-	if hexID(span.GetTraceId()) != traceID || hexID(span.GetParentSpanId()) != "00f067aa0ba902b7" || span.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
-		t.Errorf("span trace %x parent %x kind %v", span.GetTraceId(), span.GetParentSpanId(), span.GetKind())
+	if hexID(span.GetParentSpanId()) != "00f067aa0ba902b7" || span.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("span parent %x kind %v", span.GetParentSpanId(), span.GetKind())
 	}
-	attrs := map[string]string{}
-	for _, a := range span.GetAttributes() {
-		v := a.GetValue()
-		if s := v.GetStringValue(); s != "" {
-			attrs[a.GetKey()] = s
-		} else {
-			attrs[a.GetKey()] = strings.TrimSpace(v.String())
-		}
-	}
-	if attrs["http.request.method"] != "GET" || attrs["url.path"] != "/a/b" || attrs["http.route"] != "traced" || !strings.Contains(attrs["http.response.status_code"], "201") {
+	attrs := spanAttrs(span)
+	if attrs["http.request.method"] != "GET" || attrs["url.path"] != "/a/b" || attrs["http.route"] != "traced" || attrs["http.response.status_code"] != "int_value:201" {
 		t.Errorf("span attributes %v", attrs)
 	}
-	if !strings.HasSuffix(got, hexID(span.GetSpanId())+"-01") {
-		t.Errorf("the backend's parent %q is not the gateway's span %x", got, span.GetSpanId())
+	// The attempt: a client span under the request's, the parent of what
+	// the backend got.
+	if !bytes.Equal(attempt.GetParentSpanId(), span.GetSpanId()) || attempt.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("attempt parent %x kind %v", attempt.GetParentSpanId(), attempt.GetKind())
+	}
+	host, port, _ := net.SplitHostPort(up)
+	if a := spanAttrs(attempt); a["http.request.method"] != "GET" || a["server.address"] != host || a["server.port"] != "int_value:"+port || a["http.response.status_code"] != "int_value:201" || a["error.type"] != "" {
+		t.Errorf("attempt attributes %v", a)
+	}
+	if !strings.HasSuffix(got, hexID(attempt.GetSpanId())+"-01") {
+		t.Errorf("the backend's parent %q is not the attempt's span %x", got, attempt.GetSpanId())
 	}
 }
 
@@ -154,6 +244,298 @@ binds:
 		tg.apply(cfg, nil)
 		if got := tg.gw.snap.Load().binds[3000].tracing.provider; got != first {
 			t.Fatal("a reload that changed nothing built a new exporter")
+		}
+	}
+}
+
+// waitSpan polls the collector for a span called name, and returns it.
+func waitSpan(t *testing.T, recv *otlpReceiver, name string) *tracepb.Span {
+	t.Helper()
+	var span *tracepb.Span
+	eventually(t, 10*time.Second, "a span "+name, func() bool {
+		if s := recv.named(name); len(s) > 0 {
+			span = s[0]
+			return true
+		}
+		return false
+	})
+	return span
+}
+
+// TestTracingAttemptSpans: each upstream attempt of a request is a client
+// span under the request's: a retried request has two, the first failed
+// with the status it got, the second counted as a resend; a request whose
+// backend refuses the connection has one, with error.type "connect".
+func TestTracingAttemptSpans(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	var parents []string
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		parents = append(parents, r.Header.Get("Traceparent"))
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: http
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: retried
+      matches: [{path: {pathPrefix: /retried}}]
+      policies: {retry: {attempts: 2, codes: [503]}}
+      backends: [{host: '${UP}'}]
+    - name: refused
+      backends: [{host: '${CLOSED}'}]
+`, map[string]string{"UP": up, "COLLECTOR": collector, "CLOSED": closedAddr(t)})
+	if resp, _ := get(t, tg.url(3000)+"/retried"); resp.StatusCode != 200 {
+		t.Fatalf("retried: status %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, tg.url(3000)+"/refused"); resp.StatusCode != 503 {
+		t.Fatalf("refused: status %d", resp.StatusCode)
+	}
+	retried := waitSpan(t, recv, "GET retried")
+	refused := waitSpan(t, recv, "GET refused")
+	var attempts []*tracepb.Span
+	eventually(t, 10*time.Second, "two attempt spans", func() bool {
+		attempts = recv.children(retried)
+		return len(attempts) == 2
+	})
+	first, second := spanAttrs(attempts[0]), spanAttrs(attempts[1])
+	if first["http.response.status_code"] != "int_value:503" || first["error.type"] != "503" || first["http.request.resend_count"] != "" {
+		t.Errorf("first attempt %v", first)
+	}
+	if attempts[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("first attempt status %v", attempts[0].GetStatus())
+	}
+	if second["http.response.status_code"] != "int_value:200" || second["error.type"] != "" || second["http.request.resend_count"] != "int_value:1" {
+		t.Errorf("second attempt %v", second)
+	}
+	for i, a := range attempts {
+		if a.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || spanAttrs(a)["http.request.method"] != "GET" {
+			t.Errorf("attempt %d: kind %v attributes %v", i, a.GetKind(), spanAttrs(a))
+		}
+	}
+	mu.Lock()
+	seen := append([]string(nil), parents...)
+	mu.Unlock()
+	if len(seen) != 2 || !strings.Contains(seen[0], hexID(attempts[0].GetSpanId())) || !strings.Contains(seen[1], hexID(attempts[1].GetSpanId())) {
+		t.Errorf("the backend saw traceparents %q: want each attempt's own", seen)
+	}
+	if got := spanAttrs(retried)["http.response.status_code"]; got != "int_value:200" {
+		t.Errorf("request span status %s", got)
+	}
+	var failed []*tracepb.Span
+	eventually(t, 10*time.Second, "the refused attempt's span", func() bool {
+		failed = recv.children(refused)
+		return len(failed) == 1
+	})
+	if a := spanAttrs(failed[0]); a["error.type"] != "connect" || a["http.response.status_code"] != "" {
+		t.Errorf("refused attempt %v", a)
+	}
+	if a := spanAttrs(refused); a["error.type"] != "503" || refused.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("refused request span %v %v", a, refused.GetStatus())
+	}
+}
+
+// TestTracingFrontendPolicy: frontendPolicies.tracing sends spans to its
+// collector with attributes computed by CEL (a failing one left out, a
+// flattened list spread, span.name naming the span), its resources, the
+// built-in attributes it removes left out, and the spans of requests its
+// filter refuses dropped, attempts included.
+func TestTracingFrontendPolicy(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+frontendPolicies:
+  tracing:
+    host: '${COLLECTOR}'
+    protocol: http
+    randomSampling: true
+    filter: 'request.path != "/drop"'
+    remove: [client.address]
+    attributes:
+      tenant: 'request.headers["x-tenant"]'
+      missing: 'request.headers["x-absent"]'
+      sum: '1 + 2'
+      tags: 'flatten(["a", "b"])'
+      nested: 'flattenRecursive({"k": ["x"]})'
+      span.name: '"edge " + request.path'
+    resources:
+      service.name: '"edge-gateway"'
+      deployment.environment: '"test"'
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: r
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "COLLECTOR": collector})
+	get(t, tg.url(3000)+"/drop")
+	get(t, tg.url(3000)+"/keep", "X-Tenant", "acme")
+	span := waitSpan(t, recv, "edge /keep")
+	a := spanAttrs(span)
+	for k, want := range map[string]string{"tenant": "acme", "sum": "int_value:3", "tags.0": "a", "tags.1": "b", "nested.k.0": "x", "http.route": "r", "url.path": "/keep"} {
+		if a[k] != want {
+			t.Errorf("attribute %s = %q, want %q (all: %v)", k, a[k], want, a)
+		}
+	}
+	for _, k := range []string{"missing", "client.address", "span.name", "tags"} {
+		if _, ok := a[k]; ok {
+			t.Errorf("attribute %s present: %v", k, a)
+		}
+	}
+	res := recv.resource(span)
+	if res["service.name"] != "edge-gateway" || res["deployment.environment"] != "test" {
+		t.Errorf("resource %v", res)
+	}
+	eventually(t, 10*time.Second, "the kept request's attempt", func() bool { return len(recv.children(span)) == 1 })
+	// The dropped request ended before the kept one: its spans, had they
+	// been exported, would have come in the same batch or an earlier one.
+	for _, s := range recv.all() {
+		if s.GetName() == "edge /drop" || !bytes.Equal(s.GetTraceId(), span.GetTraceId()) {
+			t.Errorf("span %q of another trace exported: the filter drops it", s.GetName())
+		}
+	}
+}
+
+// TestTracingLLMGenAIAttributes: an LLM request's span carries the GenAI
+// attributes (operation, provider, models, usage) and what config.tracing
+// fields add from `llm` (prompt and completion spread by
+// flattenRecursive), with a span per provider attempt under it: failover
+// from a failing provider makes two.
+func TestTracingLLMGenAIAttributes(t *testing.T) {
+	failing := llmtest.NewOpenAI(t)
+	failing.SetDefault(llmtest.Failure{Status: 500})
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "Paris.", Usage: llmtest.Usage{InputTokens: 20, OutputTokens: 5}})
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: http
+    randomSampling: true
+    fields:
+      add:
+        span.name: '"openai.chat"'
+        gen_ai.system: 'llm.provider'
+        gen_ai.prompt: 'flattenRecursive(llm.prompt)'
+        gen_ai.completion: 'flattenRecursive(llm.completion.map(c, {"role": "assistant", "content": c}))'
+        llm.is_streaming: 'llm.streaming'
+        llm.usage.total_tokens: 'llm.totalTokens'
+binds:
+- port: 8080
+  listeners:
+  - routes:
+    - name: llm
+      backends:
+      - ai:
+          groups:
+          - providers:
+            - {name: failing, hostOverride: "${FAILING}", provider: {openAI: {}}, policies: {backendAuth: {key: `+failing.APIKey+`}}}
+          - providers:
+            - {name: good, hostOverride: "${GOOD}", provider: {openAI: {}}, policies: {backendAuth: {key: `+o.APIKey+`}}}
+`, map[string]string{"COLLECTOR": collector, "FAILING": failing.Addr(), "GOOD": o.Addr()})
+	c := openaiVia(tg)
+	resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("gpt-4o-mini"))
+	if err != nil || resp.Choices[0].Message.Content != "Paris." {
+		t.Fatalf("chat: %v %v", resp, err)
+	}
+	span := waitSpan(t, recv, "openai.chat")
+	a := spanAttrs(span)
+	for k, want := range map[string]string{
+		"gen_ai.operation.name":       "chat",
+		"gen_ai.provider.name":        "openai",
+		"gen_ai.system":               "openai",
+		"gen_ai.request.model":        "gpt-4o-mini",
+		"gen_ai.response.model":       "gpt-4o-mini",
+		"gen_ai.usage.input_tokens":   "int_value:20",
+		"gen_ai.usage.output_tokens":  "int_value:5",
+		"gen_ai.prompt.0.role":        "system",
+		"gen_ai.prompt.0.content":     "Be brief.",
+		"gen_ai.prompt.1.role":        "user",
+		"gen_ai.prompt.1.content":     "What is the capital of France?",
+		"gen_ai.completion.0.role":    "assistant",
+		"gen_ai.completion.0.content": "Paris.",
+		"llm.is_streaming":            "bool_value:false",
+		"llm.usage.total_tokens":      "int_value:25",
+		"http.route":                  "llm",
+	} {
+		if a[k] != want {
+			t.Errorf("attribute %s = %q, want %q (all: %v)", k, a[k], want, a)
+		}
+	}
+	var attempts []*tracepb.Span
+	eventually(t, 10*time.Second, "two provider attempts", func() bool {
+		attempts = recv.children(span)
+		return len(attempts) == 2
+	})
+	for i, want := range []struct{ addr, status, errType string }{{failing.Addr(), "int_value:500", "500"}, {o.Addr(), "int_value:200", ""}} {
+		host, port, _ := net.SplitHostPort(want.addr)
+		got := spanAttrs(attempts[i])
+		if got["http.request.method"] != "POST" || got["server.address"] != host || got["server.port"] != "int_value:"+port || got["http.response.status_code"] != want.status || got["error.type"] != want.errType {
+			t.Errorf("attempt %d: %v", i, got)
+		}
+	}
+}
+
+// TestTracingMCPAttributes: an MCP tools/call's span is named by its
+// method and carries the MCP attributes (method, tool, session).
+func TestTracingMCPAttributes(t *testing.T) {
+	target, _ := mcpTarget(t, "b", "sum")
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+frontendPolicies:
+  tracing:
+    host: '${COLLECTOR}'
+    protocol: http
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: tools
+      backends:
+      - mcp:
+          targets:
+          - { name: b, mcp: { host: '${B}' } }
+`, map[string]string{"B": target, "COLLECTOR": collector})
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "sum"}); err != nil {
+		t.Fatal(err)
+	}
+	span := waitSpan(t, recv, "tools/call")
+	a := spanAttrs(span)
+	for k, want := range map[string]string{
+		"mcp.method.name":       "tools/call",
+		"gen_ai.tool.name":      "sum",
+		"gen_ai.operation.name": "execute_tool",
+		"mcp.target":            "b",
+		"mcp.session.id":        cs.ID(),
+		"http.route":            "tools",
+	} {
+		if a[k] != want || want == "" {
+			t.Errorf("attribute %s = %q, want %q (all: %v)", k, a[k], want, a)
 		}
 	}
 }
