@@ -223,7 +223,7 @@ type AccessLogPolicy struct {
 	// evaluate leaves its field out.
 	Add      map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
 	Remove   Unsupported                `json:"remove,omitzero"`
-	OTLP     Unsupported                `json:"otlp,omitzero"`
+	OTLP     *AccessLogOTLP             `json:"otlp,omitempty"`
 	Database Unsupported                `json:"database,omitzero"`
 }
 

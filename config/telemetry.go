@@ -236,6 +236,51 @@ func attributeNames(v *decode.Validation, field string, names []string) {
 	}
 }
 
+// AccessLogOTLP is `frontendPolicies.accessLog.otlp`: every access log
+// record also exported as an OpenTelemetry log record over OTLP, to the
+// collector at host (or the named host backend).
+type AccessLogOTLP struct {
+	Host     string             `json:"host,omitempty"`
+	Backend  string             `json:"backend,omitempty"`
+	Service  Unsupported        `json:"service,omitzero"`
+	Policies *CollectorPolicies `json:"policies,omitempty"`
+	// Filter exports a record only when it holds; unset, accessLog's
+	// filter decides.
+	Filter *ValueCondition `json:"filter,omitempty"`
+	// Fields replaces accessLog's added fields for the exported records
+	// (and may remove built-in ones from them).
+	Fields *AccessLogFields `json:"fields,omitempty"`
+	// Protocol is grpc (the default) or http (protobuf, to Path).
+	Protocol string `json:"protocol,omitempty" cfg:"enum=grpc|http"`
+	// Path is the HTTP protocol's path (default /v1/logs).
+	Path string `json:"path,omitempty"`
+}
+
+// Validate checks the collector.
+func (o *AccessLogOTLP) Validate(v *decode.Validation) {
+	validateCollector(v, o.Host, &o.Backend, o.Service.Set, o.Path)
+}
+
+// AccessLogFields are the fields of the records exported over OTLP.
+type AccessLogFields struct {
+	Add    map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
+	Remove []string                   `json:"remove,omitempty" cfg:"maxItems=64"`
+}
+
+// Validate checks the field names.
+func (f *AccessLogFields) Validate(v *decode.Validation) {
+	for name := range f.Add {
+		if name == "" || len(name) > 128 {
+			v.Errorf("add", "field names must be 1 to 128 characters")
+		}
+	}
+	for i, name := range f.Remove {
+		if name == "" {
+			v.Errorf(indexPath("remove", i), "must not be empty")
+		}
+	}
+}
+
 // checkTelemetry checks what spans the telemetry settings: config.tracing
 // and frontendPolicies.tracing are one setting in two places (agentgateway
 // turns the first into the second), so only one may be given; a named
@@ -255,5 +300,8 @@ func (f *File) checkTelemetry(c checker, names map[string]int) {
 	}
 	if fp.Tracing != nil {
 		backend("frontendPolicies.tracing.backend", fp.Tracing.Backend)
+	}
+	if fp.AccessLog != nil && fp.AccessLog.OTLP != nil {
+		backend("frontendPolicies.accessLog.otlp.backend", fp.AccessLog.OTLP.Backend)
 	}
 }

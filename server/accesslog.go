@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"cel.dev/cel-go/cel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
@@ -16,6 +17,7 @@ import (
 type accessLogPolicy struct {
 	filter cel.Program
 	add    []accessLogField // sorted by key
+	otlp   *otlpAccessLog   // accessLog.otlp; nil: none
 }
 
 type accessLogField struct {
@@ -43,25 +45,35 @@ func newAccessLogPolicy(cfg *config.AccessLogPolicy) (*accessLogPolicy, error) {
 	return p, nil
 }
 
-// apply decides whether the request is logged and adds the fields to a.
-// Expressions see the request and its response; a failing filter logs the
-// request, a failing field is left out.
-func (p *accessLogPolicy) apply(c *policy.Ctx, a *logline.Access) bool {
+// apply decides whether the request is logged and adds the fields to a,
+// and exports its record over OTLP when accessLog.otlp says so (sc is the
+// request's span, if it had one). Expressions see the request and its
+// response; a failing filter logs the request, a failing field is left
+// out.
+func (p *accessLogPolicy) apply(c *policy.Ctx, a *logline.Access, sc trace.SpanContext) bool {
 	c.Responding = true
 	in := celrules.LiveInput(c)
+	logged := true
 	if p.filter != nil {
 		if v, err := celrules.EvalLLM(p.filter, &in, nil); err == nil {
 			if b, ok := v.Value().(bool); ok && !b {
-				return false
+				logged = false
 			}
 		}
 	}
-	for _, f := range p.add {
-		v, err := celrules.EvalLLM(f.prog, &in, nil)
-		if err != nil {
-			continue
+	// The added fields go in the line, and in the OTLP record unless it
+	// has fields of its own.
+	if logged || p.otlp != nil && !p.otlp.own {
+		for _, f := range p.add {
+			v, err := celrules.EvalLLM(f.prog, &in, nil)
+			if err != nil {
+				continue
+			}
+			a.Extra = append(a.Extra, logline.AccessField{Key: f.key, Value: celrules.Text(v)})
 		}
-		a.Extra = append(a.Extra, logline.AccessField{Key: f.key, Value: celrules.Text(v)})
 	}
-	return true
+	if p.otlp != nil {
+		p.otlp.export(&in, a, logged, sc)
+	}
+	return logged
 }

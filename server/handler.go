@@ -373,14 +373,16 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	if x := rs.llm; x != nil && x.prov != nil {
 		x.accessFields(&a.LLM)
 	}
+	var sc trace.SpanContext
 	if rs.span != nil {
+		sc = rs.span.SpanContext()
 		rs.bind.tracing.end(rs, method, a.Route, status)
 		rs.span = nil
 	}
 	logged := true
 	if rs.bind != nil && rs.bind.frontend.accessLog != nil && rs.pc.Fast != nil {
 		p := rs.bind.frontend.accessLog
-		logged = p.apply(&rs.pc, a)
+		logged = p.apply(&rs.pc, a, sc)
 	}
 	if logged {
 		b.gw.accessLog.Log(a)

@@ -177,8 +177,12 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		c.namedPath[f.Backends[i].Name] = fmt.Sprintf("backends[%d]", i)
 	}
 	c.frontend = frontendFrom(f)
+	otlpErr := c.compileAccessLogOTLP(f, c.frontend.accessLog)
 	s := &Snapshot{file: f, binds: map[int]*bindConfig{}, frontend: c.frontend, lease: c.lease}
 	var errs config.Errors
+	if otlpErr != nil {
+		errs = append(errs, otlpErr)
+	}
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
 		if b.Port == nil {

@@ -17,6 +17,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,6 +89,12 @@ func (o *otlpReceiver) resource(s *tracepb.Span) map[string]string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.resources[s]
+}
+
+func (o *otlpReceiver) logRecords() []*logspb.LogRecord {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]*logspb.LogRecord(nil), o.logs...)
 }
 
 // named returns the spans called name.
@@ -496,7 +504,8 @@ binds:
 }
 
 // TestTracingMCPAttributes: an MCP tools/call's span is named by its
-// method and carries the MCP attributes (method, tool, session).
+// method and carries the MCP attributes (method, tool, session), and the
+// access log record, exported over OTLP (accessLog.otlp), names the span.
 func TestTracingMCPAttributes(t *testing.T) {
 	target, _ := mcpTarget(t, "b", "sum")
 	recv := &otlpReceiver{}
@@ -507,6 +516,13 @@ frontendPolicies:
     host: '${COLLECTOR}'
     protocol: http
     randomSampling: true
+  accessLog:
+    otlp:
+      host: '${COLLECTOR}'
+      protocol: http
+      fields:
+        add: {tenant: '"acme"'}
+        remove: [src]
 binds:
 - port: 3000
   listeners:
@@ -537,5 +553,104 @@ binds:
 		if a[k] != want || want == "" {
 			t.Errorf("attribute %s = %q, want %q (all: %v)", k, a[k], want, a)
 		}
+	}
+	var rec map[string]string
+	var recTrace []byte
+	eventually(t, 10*time.Second, "the tools/call access record over OTLP", func() bool {
+		for _, r := range recv.logRecords() {
+			if m := attrMap(r.GetAttributes()); m["mcp.method"] == "tools/call" {
+				rec, recTrace = m, r.GetTraceId()
+				return true
+			}
+		}
+		return false
+	})
+	if rec["mcp.tool"] != "sum" || rec["tenant"] != "acme" || rec["route"] != "tools" || rec["span.id"] != hexID(span.GetSpanId()) || !bytes.Equal(recTrace, span.GetTraceId()) {
+		t.Errorf("access record %v (trace %x, span's %x)", rec, recTrace, span.GetTraceId())
+	}
+	if _, ok := rec["src"]; ok {
+		t.Errorf("removed field src exported: %v", rec)
+	}
+}
+
+// grpcLogCollector is an OTLP/gRPC logs collector on 127.0.0.1.
+type grpcLogCollector struct {
+	collogspb.UnimplementedLogsServiceServer
+	mu      sync.Mutex
+	records []*logspb.LogRecord
+	auth    []string
+}
+
+func (c *grpcLogCollector) Export(ctx context.Context, req *collogspb.ExportLogsServiceRequest) (*collogspb.ExportLogsServiceResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.auth = append(c.auth, md.Get("authorization")...)
+	for _, rl := range req.GetResourceLogs() {
+		for _, sl := range rl.GetScopeLogs() {
+			c.records = append(c.records, sl.GetLogRecords()...)
+		}
+	}
+	return &collogspb.ExportLogsServiceResponse{}, nil
+}
+
+func (c *grpcLogCollector) paths() map[string]map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]map[string]string{}
+	for _, r := range c.records {
+		m := attrMap(r.GetAttributes())
+		out[m["path"]] = m
+	}
+	return out
+}
+
+// TestAccessLogOTLP: accessLog.otlp exports, over OTLP/gRPC by default,
+// the records accessLog's filter keeps, with its added fields and the
+// headers its requestHeaderModifier sets.
+func TestAccessLogOTLP(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := &grpcLogCollector{}
+	srv := grpc.NewServer()
+	collogspb.RegisterLogsServiceServer(srv, coll)
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(srv.Stop)
+	tg := startGateway(t, `
+frontendPolicies:
+  accessLog:
+    filter: 'request.path != "/quiet"'
+    add: {team: '"blue"'}
+    otlp:
+      host: '${COLLECTOR}'
+      policies: {requestHeaderModifier: {set: {authorization: 'Bearer k'}}}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: r
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "COLLECTOR": ln.Addr().String()})
+	get(t, tg.url(3000)+"/quiet")
+	get(t, tg.url(3000)+"/loud")
+	var rec map[string]string
+	eventually(t, 10*time.Second, "the /loud record", func() bool {
+		rec = coll.paths()["/loud"]
+		return rec != nil
+	})
+	if rec["team"] != "blue" || rec["status"] != "int_value:204" || rec["route"] != "r" || rec["method"] != "GET" {
+		t.Errorf("record %v", rec)
+	}
+	if _, ok := coll.paths()["/quiet"]; ok {
+		t.Error("the record accessLog's filter drops was exported")
+	}
+	coll.mu.Lock()
+	auth := append([]string(nil), coll.auth...)
+	coll.mu.Unlock()
+	if len(auth) == 0 || auth[0] != "Bearer k" {
+		t.Errorf("export authorization %q", auth)
 	}
 }
