@@ -30,12 +30,33 @@ type ExtAuthz struct {
 	IncludeRequestBody *ExtAuthzBody `json:"includeRequestBody,omitempty"`
 	// Cache remembers decisions by a key computed from the request; its
 	// safety rests on the key naming everything the service decides on.
-	Cache       *ExtAuthzCache `json:"cache,omitempty"`
-	Conditional Unsupported    `json:"conditional,omitzero"`
+	Cache       *ExtAuthzCache        `json:"cache,omitempty"`
+	Conditional []ConditionalExtAuthz `json:"conditional,omitempty" cfg:"maxItems=64"`
+}
+
+// DecodeNode decodes the kind or its conditional form.
+func (e *ExtAuthz) DecodeNode(n *decode.Node) {
+	type plain ExtAuthz
+	var cond struct {
+		Conditional []ConditionalExtAuthz `json:"conditional" cfg:"required,maxItems=64"`
+	}
+	decodeEitherForm(n, (*plain)(e), &cond)
+	if cond.Conditional != nil {
+		e.Conditional = cond.Conditional
+	}
 }
 
 // Validate enforces exactly one service and checks the header names.
 func (e *ExtAuthz) Validate(v *decode.Validation) {
+	if e.Conditional != nil {
+		conds := make([]ValueCondition, len(e.Conditional))
+		nested := make([]bool, len(e.Conditional))
+		for i, c := range e.Conditional {
+			conds[i], nested[i] = c.Condition, c.Conditional != nil
+		}
+		checkConditional(v, conds, nested)
+		return
+	}
 	e.Backend = backendRefName(e.Backend)
 	switch {
 	case e.Host == "" && e.Backend == "" && !e.Service.Set:

@@ -29,11 +29,32 @@ type ExtProc struct {
 	RequestAttributes  map[string]ValueExpression `json:"requestAttributes,omitempty" cfg:"maxItems=64"`
 	ResponseAttributes map[string]ValueExpression `json:"responseAttributes,omitempty" cfg:"maxItems=64"`
 	ProcessingOptions  *ExtProcOptions            `json:"processingOptions,omitempty"`
-	Conditional        Unsupported                `json:"conditional,omitzero"`
+	Conditional        []ConditionalExtProc       `json:"conditional,omitempty" cfg:"maxItems=64"`
+}
+
+// DecodeNode decodes the kind or its conditional form.
+func (e *ExtProc) DecodeNode(n *decode.Node) {
+	type plain ExtProc
+	var cond struct {
+		Conditional []ConditionalExtProc `json:"conditional" cfg:"required,maxItems=64"`
+	}
+	decodeEitherForm(n, (*plain)(e), &cond)
+	if cond.Conditional != nil {
+		e.Conditional = cond.Conditional
+	}
 }
 
 // Validate enforces exactly one service.
 func (e *ExtProc) Validate(v *decode.Validation) {
+	if e.Conditional != nil {
+		conds := make([]ValueCondition, len(e.Conditional))
+		nested := make([]bool, len(e.Conditional))
+		for i, c := range e.Conditional {
+			conds[i], nested[i] = c.Condition, c.Conditional != nil
+		}
+		checkConditional(v, conds, nested)
+		return
+	}
 	e.Backend = backendRefName(e.Backend)
 	switch {
 	case e.Host == "" && e.Backend == "" && !e.Service.Set:

@@ -15,12 +15,33 @@ type RemoteRateLimit struct {
 	Descriptors []RateLimitDescriptor `json:"descriptors" cfg:"required,minItems=1,maxItems=16"`
 	// FailureMode is failClosed (the default: 500 when the service cannot
 	// answer) or failOpen; PascalCase is accepted too.
-	FailureMode string      `json:"failureMode,omitempty" cfg:"enum=failClosed|FailClosed|failOpen|FailOpen"`
-	Conditional Unsupported `json:"conditional,omitzero"`
+	FailureMode string                       `json:"failureMode,omitempty" cfg:"enum=failClosed|FailClosed|failOpen|FailOpen"`
+	Conditional []ConditionalRemoteRateLimit `json:"conditional,omitempty" cfg:"maxItems=64"`
+}
+
+// DecodeNode decodes the kind or its conditional form.
+func (r *RemoteRateLimit) DecodeNode(n *decode.Node) {
+	type plain RemoteRateLimit
+	var cond struct {
+		Conditional []ConditionalRemoteRateLimit `json:"conditional" cfg:"required,maxItems=64"`
+	}
+	decodeEitherForm(n, (*plain)(r), &cond)
+	if cond.Conditional != nil {
+		r.Conditional = cond.Conditional
+	}
 }
 
 // Validate enforces exactly one service.
 func (r *RemoteRateLimit) Validate(v *decode.Validation) {
+	if r.Conditional != nil {
+		conds := make([]ValueCondition, len(r.Conditional))
+		nested := make([]bool, len(r.Conditional))
+		for i, c := range r.Conditional {
+			conds[i], nested[i] = c.Condition, c.Conditional != nil
+		}
+		checkConditional(v, conds, nested)
+		return
+	}
 	r.Backend = backendRefName(r.Backend)
 	switch {
 	case r.Host == "" && r.Backend == "" && !r.Service.Set:

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/relaygate/gateway/config"
@@ -64,27 +65,35 @@ var routeKinds = []routeKind{
 	{"apiKey", chainKind(policy.KindAPIKey, apikey.New)},
 	{"extAuthz", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.ExtAuthz)
-		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
-		if err != nil {
-			return err
+		one := func(cfg *config.ExtAuthz) (any, error) {
+			addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+			if err != nil {
+				return nil, err
+			}
+			return extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
 		}
-		p, err := extauthz.New(cfg, extauthz.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
-		if err == nil {
-			rc.chain.Add(policy.KindExtAuthz, p)
+		conds := make([]config.ValueCondition, len(cfg.Conditional))
+		entries := make([]*config.ExtAuthz, len(cfg.Conditional))
+		for i := range cfg.Conditional {
+			conds[i], entries[i] = cfg.Conditional[i].Condition, &cfg.Conditional[i].ExtAuthz
 		}
-		return err
+		return addKind(rc, policy.KindExtAuthz, cfg, conds, entries, one)
 	}},
 	{"extProc", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.ExtProc)
-		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
-		if err != nil {
-			return err
+		one := func(cfg *config.ExtProc) (any, error) {
+			addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+			if err != nil {
+				return nil, err
+			}
+			return extproc.New(cfg, extproc.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
 		}
-		p, err := extproc.New(cfg, extproc.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
-		if err == nil {
-			rc.chain.Add(policy.KindExtProc, p)
+		conds := make([]config.ValueCondition, len(cfg.Conditional))
+		entries := make([]*config.ExtProc, len(cfg.Conditional))
+		for i := range cfg.Conditional {
+			conds[i], entries[i] = cfg.Conditional[i].Condition, &cfg.Conditional[i].ExtProc
 		}
-		return err
+		return addKind(rc, policy.KindExtProc, cfg, conds, entries, one)
 	}},
 	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
@@ -131,15 +140,19 @@ var routeKinds = []routeKind{
 	}},
 	{"remoteRateLimit", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.RemoteRateLimit)
-		addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
-		if err != nil {
-			return err
+		one := func(cfg *config.RemoteRateLimit) (any, error) {
+			addr, err := c.serviceAddr(cfg.Host, cfg.Backend)
+			if err != nil {
+				return nil, err
+			}
+			return remoteratelimit.New(cfg, remoteratelimit.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
 		}
-		p, err := remoteratelimit.New(cfg, remoteratelimit.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log})
-		if err == nil {
-			rc.chain.Add(policy.KindRemoteRateLimit, p)
+		conds := make([]config.ValueCondition, len(cfg.Conditional))
+		entries := make([]*config.RemoteRateLimit, len(cfg.Conditional))
+		for i := range cfg.Conditional {
+			conds[i], entries[i] = cfg.Conditional[i].Condition, &cfg.Conditional[i].RemoteRateLimit
 		}
-		return err
+		return addKind(rc, policy.KindRemoteRateLimit, cfg, conds, entries, one)
 	}},
 	{"mcpAuthorization", func(c *compiler, rc *routeCompile, v any) error {
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
@@ -222,6 +235,32 @@ func (c *compiler) serviceAddr(host, backend string) (string, error) {
 		return "", &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", backend)}
 	}
 	return nb.Host, nil
+}
+
+// addKind compiles a kind that has a conditional form into the chain: cfg
+// itself when entries is empty, else each entry (with one) behind its
+// condition (celrules.Conditional). Errors about an entry name it.
+func addKind[C any](rc *routeCompile, k policy.Kind, cfg *C, conds []config.ValueCondition, entries []*C, one func(*C) (any, error)) error {
+	if len(entries) == 0 {
+		p, err := one(cfg)
+		if err == nil {
+			rc.chain.Add(k, p)
+		}
+		return err
+	}
+	compiled := make([]any, len(entries))
+	for i, e := range entries {
+		p, err := one(e)
+		if err != nil {
+			return policy.PrefixField("conditional["+strconv.Itoa(i)+"]", err)
+		}
+		compiled[i] = p
+	}
+	cp, err := celrules.NewConditional(conds, compiled)
+	if err == nil {
+		rc.chain.Add(k, cp)
+	}
+	return err
 }
 
 // chainKind is the build of a kind that is one chain policy made by its
