@@ -221,10 +221,12 @@ type AccessLogPolicy struct {
 	// Add adds a field per entry, its value by CEL (as text; JSON for
 	// what is not a string, number or bool); a value that fails to
 	// evaluate leaves its field out.
-	Add      map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
-	Remove   Unsupported                `json:"remove,omitzero"`
-	OTLP     *AccessLogOTLP             `json:"otlp,omitempty"`
-	Database Unsupported                `json:"database,omitzero"`
+	Add map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
+	// Remove are built-in fields the line leaves out (method, src,
+	// llm.cost, ...; not level, ts, logger or msg).
+	Remove   []string       `json:"remove,omitempty" cfg:"maxItems=32"`
+	OTLP     *AccessLogOTLP `json:"otlp,omitempty"`
+	Database Unsupported    `json:"database,omitzero"`
 }
 
 // accessLogFields are the fields every access line may carry.
@@ -237,8 +239,19 @@ var accessLogFields = map[string]bool{
 	"llm.output_tokens": true, "llm.cached_input_tokens": true, "llm.cost": true, "llm.guard": true, "llm.error": true,
 }
 
-// Validate refuses added fields named like a built-in one, or empty.
+// Validate refuses added fields named like a built-in one, or empty, and
+// removed ones that are not built-in fields.
 func (p *AccessLogPolicy) Validate(v *decode.Validation) {
+	for i, name := range p.Remove {
+		switch name {
+		case "level", "ts", "logger", "msg":
+			v.Errorf(indexPath("remove", i), "%q is on every line and cannot be removed", name)
+		default:
+			if !accessLogFields[name] {
+				v.Errorf(indexPath("remove", i), "%q is not a field of the access line", name)
+			}
+		}
+	}
 	for name := range p.Add {
 		switch {
 		case name == "" || len(name) > 128:

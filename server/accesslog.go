@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sort"
 
 	"cel.dev/cel-go/cel"
@@ -17,7 +18,8 @@ import (
 type accessLogPolicy struct {
 	filter cel.Program
 	add    []accessLogField // sorted by key
-	otlp   *otlpAccessLog   // accessLog.otlp; nil: none
+	omit   logline.AccessFields
+	otlp   *otlpAccessLog // accessLog.otlp; nil: none
 }
 
 type accessLogField struct {
@@ -42,6 +44,13 @@ func newAccessLogPolicy(cfg *config.AccessLogPolicy) (*accessLogPolicy, error) {
 		p.add = append(p.add, accessLogField{key: key, prog: prog})
 	}
 	sort.Slice(p.add, func(i, j int) bool { return p.add[i].key < p.add[j].key })
+	for _, name := range cfg.Remove {
+		f, ok := logline.AccessFieldNamed(name)
+		if !ok {
+			return nil, fmt.Errorf("remove: %q is not a field of the access line", name)
+		}
+		p.omit |= f
+	}
 	return p, nil
 }
 
@@ -52,6 +61,7 @@ func newAccessLogPolicy(cfg *config.AccessLogPolicy) (*accessLogPolicy, error) {
 // out.
 func (p *accessLogPolicy) apply(c *policy.Ctx, a *logline.Access, sc trace.SpanContext) bool {
 	c.Responding = true
+	a.Omit = p.omit
 	in := celrules.LiveInput(c)
 	logged := true
 	if p.filter != nil {

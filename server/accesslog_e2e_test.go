@@ -6,8 +6,9 @@ import (
 )
 
 // TestAccessLogPolicyE2E: frontendPolicies.accessLog leaves out the
-// requests its filter refuses and adds its fields, computed from the
-// request, its credentials and its response.
+// requests its filter refuses, adds its fields, computed from the request,
+// its credentials and its response, and removes the built-in fields it
+// names.
 func TestAccessLogPolicyE2E(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Served-By", "up-1")
@@ -22,6 +23,7 @@ frontendPolicies:
       upstream.server: response.headers["x-served-by"]
       request.query: request.query
       missing: jwt.sub
+    remove: [src, bytes_in]
 binds:
 - port: 3000
   listeners:
@@ -45,5 +47,13 @@ binds:
 	}
 	if _, ok := line["missing"]; ok {
 		t.Error("a field whose expression failed is in the line")
+	}
+	for _, removed := range []string{"src", "bytes_in"} {
+		if _, ok := line[removed]; ok {
+			t.Errorf("removed field %s is in the line", removed)
+		}
+	}
+	if _, ok := line["bytes_out"]; !ok {
+		t.Error("a field not removed is missing")
 	}
 }

@@ -114,7 +114,12 @@ func (o *otlpAccessLog) export(in *celrules.Input, a *logline.Access, logged boo
 	} else if !logged {
 		return
 	}
-	rec := accessRecord(a, o.remove)
+	var omit logline.AccessFields
+	if !o.own {
+		// Without fields of its own, the record has the line's.
+		omit = a.Omit
+	}
+	rec := accessRecord(a, o.remove, omit)
 	if o.own {
 		for _, f := range o.add {
 			v, err := celrules.EvalLLM(f.prog, in, nil)
@@ -139,7 +144,7 @@ func (o *otlpAccessLog) export(in *celrules.Input, a *logline.Access, logged boo
 
 // accessRecord is the log record of an access record: the fields of the
 // access line as attributes (but those removed), "request" as its body.
-func accessRecord(a *logline.Access, remove map[string]bool) *logspb.LogRecord {
+func accessRecord(a *logline.Access, remove map[string]bool, omit logline.AccessFields) *logspb.LogRecord {
 	now := uint64(time.Now().UnixNano())
 	rec := &logspb.LogRecord{
 		TimeUnixNano:         now,
@@ -149,9 +154,13 @@ func accessRecord(a *logline.Access, remove map[string]bool) *logspb.LogRecord {
 		Body:                 &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: logline.AccessMessage}},
 	}
 	add := func(kv *commonpb.KeyValue) {
-		if !remove[kv.Key] {
-			rec.Attributes = append(rec.Attributes, kv)
+		if remove[kv.Key] {
+			return
 		}
+		if f, ok := logline.AccessFieldNamed(kv.Key); ok && omit&f != 0 {
+			return
+		}
+		rec.Attributes = append(rec.Attributes, kv)
 	}
 	add(stringKV("method", logline.Method(a.Method)))
 	add(stringKV("path", string(a.Path)))

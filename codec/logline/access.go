@@ -25,7 +25,62 @@ type Access struct {
 	LLM               AccessLLM // Provider "": not an LLM request
 	// Extra are fields the configuration adds (accessLog.add), last.
 	Extra []AccessField
+	// Omit are the built-in fields the line leaves out (accessLog.remove).
+	Omit AccessFields
 }
+
+// AccessFields is a set of the access line's built-in fields.
+type AccessFields uint32
+
+// The access line's built-in fields, for Access.Omit.
+const (
+	FieldMethod AccessFields = 1 << iota
+	FieldPath
+	FieldStatus
+	FieldDuration
+	FieldRoute
+	FieldBackend
+	FieldBytesIn
+	FieldBytesOut
+	FieldSrc
+	FieldUpstreamError
+	FieldMCPMethod
+	FieldMCPTarget
+	FieldMCPTool
+	FieldMCPDenied
+	FieldLLMProvider
+	FieldLLMRequestModel
+	FieldLLMModel
+	FieldLLMInputTokens
+	FieldLLMOutputTokens
+	FieldLLMCachedInputTokens
+	FieldLLMCost
+	FieldLLMGuard
+	FieldLLMError
+)
+
+// accessFieldNames are the built-in fields' names on the line.
+var accessFieldNames = map[string]AccessFields{
+	"method": FieldMethod, "path": FieldPath, "status": FieldStatus, "duration": FieldDuration,
+	"route": FieldRoute, "backend": FieldBackend, "bytes_in": FieldBytesIn, "bytes_out": FieldBytesOut,
+	"src": FieldSrc, "upstream_error": FieldUpstreamError,
+	"mcp.method": FieldMCPMethod, "mcp.target": FieldMCPTarget, "mcp.tool": FieldMCPTool, "mcp.denied": FieldMCPDenied,
+	"llm.provider": FieldLLMProvider, "llm.request_model": FieldLLMRequestModel, "llm.model": FieldLLMModel,
+	"llm.input_tokens": FieldLLMInputTokens, "llm.output_tokens": FieldLLMOutputTokens,
+	"llm.cached_input_tokens": FieldLLMCachedInputTokens, "llm.cost": FieldLLMCost,
+	"llm.guard": FieldLLMGuard, "llm.error": FieldLLMError,
+}
+
+// AccessFieldNamed is the built-in field of the line named name; ok is
+// false for a name that is none (or one every line must have: level, ts,
+// logger, msg).
+func AccessFieldNamed(name string) (f AccessFields, ok bool) {
+	f, ok = accessFieldNames[name]
+	return f, ok
+}
+
+// has reports whether the line writes field f.
+func (a *Access) has(f AccessFields) bool { return a.Omit&f == 0 }
 
 // AccessField is a field added to a line: a string value under a key.
 type AccessField struct{ Key, Value string }
@@ -85,54 +140,67 @@ func (z zapAccess) Log(a *Access) {
 		return
 	}
 	arr := accessFieldArrays.Get().(*[maxAccessFields]zap.Field)
-	fields := append(arr[:0],
-		zap.String("method", Method(a.Method)),
-		zap.String("path", string(a.Path)),
-		zap.Int("status", a.Status),
-		zap.Duration("duration", a.Duration),
-		zap.String("route", a.Route),
-		zap.String("backend", a.Backend),
-		zap.Int("bytes_in", a.BytesIn),
-		zap.Int("bytes_out", a.BytesOut),
-		zap.Stringer("src", a.Src),
-	)
-	if a.UpstreamError != nil {
+	fields := arr[:0]
+	if a.Omit == 0 {
+		fields = append(fields,
+			zap.String("method", Method(a.Method)),
+			zap.String("path", string(a.Path)),
+			zap.Int("status", a.Status),
+			zap.Duration("duration", a.Duration),
+			zap.String("route", a.Route),
+			zap.String("backend", a.Backend),
+			zap.Int("bytes_in", a.BytesIn),
+			zap.Int("bytes_out", a.BytesOut),
+			zap.Stringer("src", a.Src),
+		)
+	} else {
+		fields = a.appendCommonZap(fields)
+	}
+	if a.UpstreamError != nil && a.has(FieldUpstreamError) {
 		fields = append(fields, zap.NamedError("upstream_error", a.UpstreamError))
 	}
 	if m := &a.MCP; m.Method != "" {
-		fields = append(fields, zap.String("mcp.method", m.Method))
-		if m.Target != "" {
+		if a.has(FieldMCPMethod) {
+			fields = append(fields, zap.String("mcp.method", m.Method))
+		}
+		if m.Target != "" && a.has(FieldMCPTarget) {
 			fields = append(fields, zap.String("mcp.target", m.Target))
 		}
-		if m.Tool != "" {
+		if m.Tool != "" && a.has(FieldMCPTool) {
 			fields = append(fields, zap.String("mcp.tool", m.Tool))
 		}
-		if m.Denied {
+		if m.Denied && a.has(FieldMCPDenied) {
 			fields = append(fields, zap.Bool("mcp.denied", true))
 		}
 	}
 	if x := &a.LLM; x.Provider != "" {
-		fields = append(fields,
-			zap.String("llm.provider", x.Provider),
-			zap.String("llm.request_model", string(x.RequestModel)),
-			zap.String("llm.model", string(x.Model)),
-		)
+		if a.has(FieldLLMProvider) {
+			fields = append(fields, zap.String("llm.provider", x.Provider))
+		}
+		if a.has(FieldLLMRequestModel) {
+			fields = append(fields, zap.String("llm.request_model", string(x.RequestModel)))
+		}
+		if a.has(FieldLLMModel) {
+			fields = append(fields, zap.String("llm.model", string(x.Model)))
+		}
 		if x.HasUsage {
-			fields = append(fields,
-				zap.Int64("llm.input_tokens", x.InputTokens),
-				zap.Int64("llm.output_tokens", x.OutputTokens),
-			)
-			if x.CachedInputTokens > 0 {
+			if a.has(FieldLLMInputTokens) {
+				fields = append(fields, zap.Int64("llm.input_tokens", x.InputTokens))
+			}
+			if a.has(FieldLLMOutputTokens) {
+				fields = append(fields, zap.Int64("llm.output_tokens", x.OutputTokens))
+			}
+			if x.CachedInputTokens > 0 && a.has(FieldLLMCachedInputTokens) {
 				fields = append(fields, zap.Int64("llm.cached_input_tokens", x.CachedInputTokens))
 			}
 		}
-		if x.CostKnown {
+		if x.CostKnown && a.has(FieldLLMCost) {
 			fields = append(fields, zap.Float64("llm.cost", x.Cost))
 		}
-		if x.Guard != "" {
+		if x.Guard != "" && a.has(FieldLLMGuard) {
 			fields = append(fields, zap.String("llm.guard", x.Guard))
 		}
-		if x.Error != "" {
+		if x.Error != "" && a.has(FieldLLMError) {
 			fields = append(fields, zap.String("llm.error", x.Error))
 		}
 	}
@@ -144,6 +212,38 @@ func (z zapAccess) Log(a *Access) {
 	ce.Write(fields...)
 	clear(arr[:])
 	accessFieldArrays.Put(arr)
+}
+
+// appendCommonZap appends the fields every line has, but those omitted.
+func (a *Access) appendCommonZap(fields []zap.Field) []zap.Field {
+	if a.has(FieldMethod) {
+		fields = append(fields, zap.String("method", Method(a.Method)))
+	}
+	if a.has(FieldPath) {
+		fields = append(fields, zap.String("path", string(a.Path)))
+	}
+	if a.has(FieldStatus) {
+		fields = append(fields, zap.Int("status", a.Status))
+	}
+	if a.has(FieldDuration) {
+		fields = append(fields, zap.Duration("duration", a.Duration))
+	}
+	if a.has(FieldRoute) {
+		fields = append(fields, zap.String("route", a.Route))
+	}
+	if a.has(FieldBackend) {
+		fields = append(fields, zap.String("backend", a.Backend))
+	}
+	if a.has(FieldBytesIn) {
+		fields = append(fields, zap.Int("bytes_in", a.BytesIn))
+	}
+	if a.has(FieldBytesOut) {
+		fields = append(fields, zap.Int("bytes_out", a.BytesOut))
+	}
+	if a.has(FieldSrc) {
+		fields = append(fields, zap.Stringer("src", a.Src))
+	}
+	return fields
 }
 
 // AccessWriter writes records as access lines: the bytes ZapAccess writes
@@ -262,6 +362,9 @@ func (w *AccessWriter) appendLine(bs []byte, a *Access, t time.Time) []byte {
 		bs = seconds.appendTime(bs, t, true)
 	}
 	bs = append(bs, k.head...)
+	if a.Omit != 0 {
+		return w.appendOmitting(bs, a)
+	}
 	bs = append(bs, k.method...)
 	bs = appendQuoted(bs, a.Method)
 	bs = append(bs, k.path...)
@@ -342,15 +445,118 @@ func (w *AccessWriter) appendLine(bs []byte, a *Access, t time.Time) []byte {
 	return append(bs, k.end...)
 }
 
+// appendOmitting appends a's fields after the line's head, leaving out
+// those a.Omit names: each key with the separator its place needs.
+func (w *AccessWriter) appendOmitting(bs []byte, a *Access) []byte {
+	k := w.keys
+	spaced := !k.json
+	key := func(f AccessFields, name string) bool {
+		if !a.has(f) {
+			return false
+		}
+		bs = appendKey(bs, name, spaced)
+		return true
+	}
+	if key(FieldMethod, "method") {
+		bs = appendQuoted(bs, a.Method)
+	}
+	if key(FieldPath, "path") {
+		bs = appendQuoted(bs, a.Path)
+	}
+	if key(FieldStatus, "status") {
+		bs = appendInt(bs, int64(a.Status))
+	}
+	if key(FieldDuration, "duration") {
+		bs = appendSeconds(bs, a.Duration)
+	}
+	if key(FieldRoute, "route") {
+		bs = appendQuoted(bs, a.Route)
+	}
+	if key(FieldBackend, "backend") {
+		bs = appendQuoted(bs, a.Backend)
+	}
+	if key(FieldBytesIn, "bytes_in") {
+		bs = appendInt(bs, int64(a.BytesIn))
+	}
+	if key(FieldBytesOut, "bytes_out") {
+		bs = appendInt(bs, int64(a.BytesOut))
+	}
+	if a.has(FieldSrc) {
+		if addr, ok := a.Src.(*net.TCPAddr); ok {
+			bs = appendKey(bs, "src", spaced)
+			bs = w.addrs.appendQuoted(bs, addr)
+		} else {
+			bs = w.addField(bs, zap.Stringer("src", a.Src))
+		}
+	}
+	if a.UpstreamError != nil && a.has(FieldUpstreamError) {
+		bs = w.addField(bs, zap.NamedError("upstream_error", a.UpstreamError))
+	}
+	if m := &a.MCP; m.Method != "" {
+		if key(FieldMCPMethod, "mcp.method") {
+			bs = appendQuoted(bs, m.Method)
+		}
+		if m.Target != "" && key(FieldMCPTarget, "mcp.target") {
+			bs = appendQuoted(bs, m.Target)
+		}
+		if m.Tool != "" && key(FieldMCPTool, "mcp.tool") {
+			bs = appendQuoted(bs, m.Tool)
+		}
+		if m.Denied && key(FieldMCPDenied, "mcp.denied") {
+			bs = append(bs, "true"...)
+		}
+	}
+	if x := &a.LLM; x.Provider != "" {
+		if key(FieldLLMProvider, "llm.provider") {
+			bs = appendQuoted(bs, x.Provider)
+		}
+		if key(FieldLLMRequestModel, "llm.request_model") {
+			bs = appendQuoted(bs, x.RequestModel)
+		}
+		if key(FieldLLMModel, "llm.model") {
+			bs = appendQuoted(bs, x.Model)
+		}
+		if x.HasUsage {
+			if key(FieldLLMInputTokens, "llm.input_tokens") {
+				bs = appendInt(bs, x.InputTokens)
+			}
+			if key(FieldLLMOutputTokens, "llm.output_tokens") {
+				bs = appendInt(bs, x.OutputTokens)
+			}
+			if x.CachedInputTokens > 0 && key(FieldLLMCachedInputTokens, "llm.cached_input_tokens") {
+				bs = appendInt(bs, x.CachedInputTokens)
+			}
+		}
+		if x.CostKnown && key(FieldLLMCost, "llm.cost") {
+			bs = appendFloat(bs, x.Cost, 64)
+		}
+		if x.Guard != "" && key(FieldLLMGuard, "llm.guard") {
+			bs = appendQuoted(bs, x.Guard)
+		}
+		if x.Error != "" && key(FieldLLMError, "llm.error") {
+			bs = appendQuoted(bs, x.Error)
+		}
+	}
+	for _, f := range a.Extra {
+		bs = appendKey(bs, f.Key, spaced)
+		bs = appendQuoted(bs, f.Value)
+	}
+	return append(bs, k.end...)
+}
+
 // addField appends a field of a kind the line writes rarely or that zap
 // writes in more than one way (an address that is no *net.TCPAddr, an
 // error), as the encoders write it. The field is written apart and
 // copied: a field's own code may take the writer (fieldWriter.addOther),
 // which would move the line's stack buffer to the heap.
 func (w *AccessWriter) addField(bs []byte, f zapcore.Field) []byte {
-	// The field writer decides its separator by the last byte written; a
-	// quote, as after any value, gets one.
-	fw := &fieldWriter{bs: append(make([]byte, 0, 128), '"'), spaced: !w.keys.json}
+	// The field writer decides its separator by the last byte written, so
+	// it starts from the line's.
+	last := byte('"')
+	if len(bs) > 0 {
+		last = bs[len(bs)-1]
+	}
+	fw := &fieldWriter{bs: append(make([]byte, 0, 128), last), spaced: !w.keys.json}
 	fw.addField(&f)
 	return append(bs, fw.bs[1:]...)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +206,9 @@ func FuzzAccessWriterMatchesZap(f *testing.F) {
 		for range s.byte() % 4 {
 			a.Extra = append(a.Extra, AccessField{Key: s.string(), Value: s.string()})
 		}
+		if s.bool() {
+			a.Omit = AccessFields(s.uint64()) & (FieldLLMError<<1 - 1)
+		}
 		at := stamp.Add(time.Duration(int64(s.uint64())))
 		if loc := s.location(); loc != nil {
 			at = at.In(loc)
@@ -253,3 +257,32 @@ func (l *lineRecorder) Write(p []byte) (int, error) {
 }
 
 func (l *lineRecorder) Sync() error { return nil }
+
+// TestAccessOmit: fields accessLog.remove names are left out of the line,
+// whichever they are (the first, the address, an LLM one), with the
+// separators right, as zap writes the same record.
+func TestAccessOmit(t *testing.T) {
+	base := Access{
+		Method: []byte("GET"), Path: []byte("/p"), Status: 200, Duration: time.Millisecond,
+		Route: "r", Backend: "b", BytesIn: 1, BytesOut: 2,
+		Src:           &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9},
+		UpstreamError: errors.New("boom"),
+		LLM:           AccessLLM{Provider: "openai", RequestModel: []byte("m"), Model: []byte("m"), HasUsage: true, InputTokens: 3, OutputTokens: 4},
+		Extra:         []AccessField{{Key: "team", Value: "eng"}},
+	}
+	for _, omit := range []AccessFields{FieldMethod, FieldMethod | FieldPath | FieldStatus | FieldDuration | FieldRoute | FieldBackend | FieldBytesIn | FieldBytesOut,
+		FieldSrc, FieldUpstreamError | FieldLLMProvider, FieldLLMError<<1 - 1} {
+		a := base
+		a.Omit = omit
+		requireAccessSameAsZap(t, &a, stamp)
+		var line lineRecorder
+		w := NewAccessWriter("json", &line, AccessWriterOptions{})
+		w.Log(&a)
+		if omit&FieldMethod != 0 && strings.Contains(string(line), `"method"`) || omit&FieldSrc != 0 && strings.Contains(string(line), `"src"`) {
+			t.Errorf("omit %b: %s", omit, line)
+		}
+		if !strings.Contains(string(line), `"team":"eng"`) {
+			t.Errorf("omit %b lost the added field: %s", omit, line)
+		}
+	}
+}
