@@ -12,19 +12,45 @@ import "github.com/relaygate/gateway/config/decode"
 type TargetedPolicy struct {
 	Name   ResourceName `json:"name" cfg:"required"`
 	Target PolicyTarget `json:"target" cfg:"required"`
-	// Phase is route (the default); gateway (before route selection) is
-	// not served yet.
-	Phase string `json:"phase,omitempty" cfg:"enum=route,later=gateway"`
+	// Phase is route (the default: after a route is selected) or gateway
+	// (before route selection, for policies that affect it: a gateway
+	// target only, and only the kinds GatewayPhaseKinds names). The phases
+	// do not merge: a listener's gateway-phase policies run, then its
+	// route's.
+	Phase string `json:"phase,omitempty" cfg:"enum=route|gateway"`
 	// Policy holds exactly one kind.
 	Policy RoutePolicies `json:"policy" cfg:"required"`
 }
 
 // Validate enforces one kind per entry, as agentgateway does.
 func (p *TargetedPolicy) Validate(v *decode.Validation) {
-	if n := len(p.Kinds()); n != 1 {
+	kinds := p.Kinds()
+	if n := len(kinds); n != 1 {
 		v.Errorf("policy", "must hold exactly one policy, not %d (write one entry per policy)", n)
+		return
+	}
+	if p.Phase != PhaseGateway {
+		return
+	}
+	if p.Target.Gateway == nil {
+		v.Errorf("phase", "gateway runs before a route is selected, so it needs a gateway target (the gateway, or a listener)")
+	}
+	if !GatewayPhaseKinds[kinds[0]] {
+		v.Errorf("policy."+kinds[0], "cannot run in the gateway phase (there: %s)", gatewayPhaseKindList)
 	}
 }
+
+// PhaseGateway is the phase of policies that run before route selection.
+const PhaseGateway = "gateway"
+
+// GatewayPhaseKinds are the kinds that may run in the gateway phase, as in
+// agentgateway (its gateway policies).
+var GatewayPhaseKinds = map[string]bool{
+	"cors": true, "jwtAuth": true, "basicAuth": true, "apiKey": true, "extAuthz": true,
+	"authorization": true, "extProc": true, "transformations": true,
+}
+
+const gatewayPhaseKindList = "cors, jwtAuth, basicAuth, apiKey, extAuthz, authorization, extProc, transformations"
 
 // Kinds lists the kinds the entry sets.
 func (p *TargetedPolicy) Kinds() []string {

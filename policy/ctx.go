@@ -69,9 +69,10 @@ type Ctx struct {
 	// credential from the forwarded request; backendAuth passthrough and MCP
 	// targets re-add it from here.
 	Token []byte
-	// ExtProc is the extProc policy's state for this request, carried from
-	// its request phase to its response phase; Reset closes it.
-	ExtProc io.Closer
+	// ExtProc is the state of each extProc policy that saw this request
+	// (the gateway phase's and the route's), carried from its request
+	// phase to its response phase; Reset closes them.
+	ExtProc []io.Closer
 
 	scratch []byte
 }
@@ -94,10 +95,11 @@ func (c *Ctx) Reset() {
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]
-	if c.ExtProc != nil {
-		_ = c.ExtProc.Close()
-		c.ExtProc = nil
+	for i, x := range c.ExtProc {
+		_ = x.Close()
+		c.ExtProc[i] = nil
 	}
+	c.ExtProc = c.ExtProc[:0]
 	c.scratch = c.scratch[:0]
 }
 

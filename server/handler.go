@@ -22,6 +22,8 @@ import (
 // requestState is the pooled per-request state of the HTTP path.
 type requestState struct {
 	pc policy.Ctx
+	// gateway is the listener's gateway-phase chain, when it has one.
+	gateway *policy.Chain
 	// chainPending: the request policies wait for the body (expect).
 	chainPending bool
 	// span is the request's trace span (config.tracing), nil when none.
@@ -83,6 +85,7 @@ func releaseState(rs *requestState) {
 		rs.span = nil
 	}
 	rs.http10, rs.chainPending = false, false
+	rs.gateway = nil
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
@@ -132,6 +135,10 @@ const expectStateKey = "relaygate.expect"
 // includeRequestBody, extProc) runs them in handle instead, once the body
 // can be read: run before it, they would see none and pass it unexamined.
 func (b *bind) expect(fctx *fasthttp.RequestCtx) int {
+	if b.current.Load().gatewayReadsBody {
+		// Policies before routing read the body: all of it waits.
+		return fasthttp.StatusContinue
+	}
 	rs, status, done := b.begin(fctx, true)
 	if done {
 		return status
@@ -214,9 +221,31 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	if l == nil {
 		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
 	}
+	if l.gateway != nil {
+		// The gateway phase: before a route is selected, so what it
+		// changes (the host, the path, headers) is what routes.
+		rs.gateway = l.gateway
+		if l.gateway.ReadsBody && fctx.Request.IsBodyStream() {
+			rs.body.wrap(&fctx.Request, fctx.Conn())
+		}
+		if l.gateway.RunRequest(pc) == policy.Done {
+			l.gateway.RunResponse(pc)
+			return end(fctx.Response.StatusCode())
+		}
+		rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
+		if !validHost {
+			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid Host header")
+			l.gateway.RunResponse(pc)
+			return end(status)
+		}
+		path = requestPath(fctx)
+		pc.Host, pc.Path = rs.host, path
+	}
 	v, ok := l.table.Match(&fctx.Request, rs.host, path)
 	if !ok {
-		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
+		status := respondError(fctx, fasthttp.StatusNotFound, "route not found")
+		rs.runResponse()
+		return end(status)
 	}
 	r := v.(*route)
 	rs.route = r
@@ -233,6 +262,17 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	return rs, 0, false
 }
 
+// runResponse runs the response policies: the route's (when one was
+// selected), then the gateway phase's (when the listener has them).
+func (rs *requestState) runResponse() {
+	if rs.route != nil {
+		rs.route.chain.RunResponse(&rs.pc)
+	}
+	if rs.gateway != nil {
+		rs.gateway.RunResponse(&rs.pc)
+	}
+}
+
 // runChain runs the route's request policies; done reports that the
 // request was answered (and finished), with status.
 func (b *bind) runChain(rs *requestState) (status int, done bool) {
@@ -243,13 +283,14 @@ func (b *bind) runChain(rs *requestState) (status int, done bool) {
 		rs.body.wrap(&fctx.Request, fctx.Conn())
 	}
 	if r.chain.RunRequest(pc) == policy.Done {
-		r.chain.RunResponse(pc)
+		rs.runResponse()
 		status = fctx.Response.StatusCode()
 		b.finish(rs, status)
 		return status, true
 	}
 	if len(r.backends) == 0 {
 		status = respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends")
+		rs.runResponse()
 		b.finish(rs, status)
 		return status, true
 	}
@@ -262,7 +303,7 @@ func (b *bind) proceed(rs *requestState) {
 	rb := r.pick()
 	rs.backend = rb
 	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
-		r.chain.RunResponse(pc)
+		rs.runResponse()
 		b.finish(rs, fctx.Response.StatusCode())
 		return
 	}
@@ -274,7 +315,7 @@ func (b *bind) proceed(rs *requestState) {
 			limit, limited = r.limiter.Admit(pc, 0), true
 			if !limit.Allowed {
 				status := limit.Reject(&fctx.Response)
-				r.chain.RunResponse(pc)
+				rs.runResponse()
 				b.finish(rs, status)
 				return
 			}
@@ -287,7 +328,7 @@ func (b *bind) proceed(rs *requestState) {
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
 	}
-	r.chain.RunResponse(pc)
+	rs.runResponse()
 	b.finish(rs, status)
 }
 

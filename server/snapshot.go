@@ -50,12 +50,19 @@ type bindConfig struct {
 	// (frontendPolicies.http.pathNormalization: raw); by default they are
 	// normalized before routing (pathnorm.go).
 	rawPaths bool
+	// gatewayReadsBody is set when a listener's gateway-phase policies
+	// read the request body: a client waiting for 100 Continue gets it
+	// before anything runs (expect).
+	gatewayReadsBody bool
 }
 
 type listenerConfig struct {
 	name     string
 	hostname string
 	table    *router.Table
+	// gateway is the chain of the listener's gateway-phase policies, run
+	// before route selection; nil when it has none.
+	gateway *policy.Chain
 }
 
 // route is one compiled route.
@@ -200,6 +207,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 				continue
 			}
 			bc.listeners = append(bc.listeners, lc)
+			bc.gatewayReadsBody = bc.gatewayReadsBody || lc.gateway != nil && lc.gateway.ReadsBody
 		}
 		sortListeners(bc.listeners)
 		s.binds[bc.port] = bc
@@ -241,7 +249,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	var errs config.Errors
 	// The listener's policies are the base of each route's set.
 	base := &config.PolicySet{}
-	c.attachTargeted(base, func(t *config.PolicyTarget) (config.Level, bool) {
+	listenerTarget := func(t *config.PolicyTarget) (config.Level, bool) {
 		g := t.Gateway
 		if g == nil || g.ListenerName != nil && *g.ListenerName != l.Name || g.Port != nil && *g.Port != *b.Port {
 			return 0, false
@@ -250,8 +258,21 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 			return config.LevelGateway, true
 		}
 		return config.LevelListener, true
-	})
+	}
+	c.attachTargeted(base, listenerTarget)
 	base.Attach(config.LevelListener, path+".policies", l.Policies)
+	// The gateway phase: policies that run before a route is selected.
+	gw := &config.PolicySet{}
+	c.attachTargetedPhase(gw, config.PhaseGateway, listenerTarget)
+	if len(gw.Kinds()) > 0 {
+		rc := &routeCompile{route: &route{name: l.Name}, set: gw, chain: policy.NewChainBuilder()}
+		if kerrs := c.compileRouteKinds(rc); len(kerrs) > 0 {
+			errs = append(errs, kerrs...)
+		} else {
+			ch := rc.chain.Build()
+			lc.gateway = &ch
+		}
+	}
 	if len(l.Routes) == 0 {
 		// No route carries the listener's policies: check them alone.
 		rc := &routeCompile{route: &route{name: l.Name}, set: base, chain: policy.NewChainBuilder()}
@@ -574,15 +595,31 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	return out, nil
 }
 
-// attachTargeted attaches to set the top-level policies whose target
-// match says applies, at the level it says, in file order.
+// attachTargeted attaches to set the top-level route-phase policies whose
+// target match says applies, at the level it says, in file order.
 func (c *compiler) attachTargeted(set *config.PolicySet, match func(*config.PolicyTarget) (config.Level, bool)) {
+	c.attachTargetedPhase(set, "", match)
+}
+
+// attachTargetedPhase is attachTargeted for the policies of one phase
+// ("" or "route": the route phase).
+func (c *compiler) attachTargetedPhase(set *config.PolicySet, phase string, match func(*config.PolicyTarget) (config.Level, bool)) {
+	if phase == "route" {
+		phase = ""
+	}
 	type matched struct {
 		i     int
 		level config.Level
 	}
 	var ms []matched
 	for i := range c.file.Policies {
+		p := c.file.Policies[i].Phase
+		if p == "route" {
+			p = ""
+		}
+		if p != phase {
+			continue
+		}
 		if level, ok := match(&c.file.Policies[i].Target); ok {
 			ms = append(ms, matched{i, level})
 		}

@@ -262,10 +262,7 @@ var (
 // processing options say and applies its answers.
 func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 	s := newSession(p)
-	if c.ExtProc != nil {
-		_ = c.ExtProc.Close()
-	}
-	c.ExtProc = s
+	c.ExtProc = append(c.ExtProc, s)
 	req := &c.Fast.Request
 	hasBody := requestHasBody(req)
 	if !p.reqHeaders && (!hasBody || s.reqBody == bodyNone) {
@@ -478,8 +475,8 @@ func respondFailed(resp *fasthttp.Response) {
 // answers. It does nothing for a response the policy made itself, or when
 // the request phase failed open.
 func (p *ExtProc) OnResponse(c *policy.Ctx) {
-	s, ok := c.ExtProc.(*session)
-	if !ok || s.p != p {
+	s := p.sessionOf(c)
+	if s == nil {
 		return
 	}
 	if pm := s.reqPump; pm != nil {
@@ -664,6 +661,16 @@ func (p *ExtProc) responseFailed(c *policy.Ctx, s *session, err error, pm *pump)
 	}
 	p.log.Warn("extProc: the external processing service failed; answering 500", zap.Error(err))
 	respondFailed(resp)
+}
+
+// sessionOf is the session p opened for c's request, nil when none.
+func (p *ExtProc) sessionOf(c *policy.Ctx) *session {
+	for _, x := range c.ExtProc {
+		if s, ok := x.(*session); ok && s.p == p {
+			return s
+		}
+	}
+	return nil
 }
 
 // override applies a mode override in an answer to a headers message, when
