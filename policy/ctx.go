@@ -73,6 +73,10 @@ type Ctx struct {
 	// (the gateway phase's and the route's), carried from its request
 	// phase to its response phase; Reset closes them.
 	ExtProc []io.Closer
+	// Trace is the request's span, the parent of the spans of the calls
+	// policies make to external services; the zero Trace when the request
+	// is not traced.
+	Trace Trace
 
 	scratch []byte
 }
@@ -100,6 +104,7 @@ func (c *Ctx) Reset() {
 		c.ExtProc[i] = nil
 	}
 	c.ExtProc = c.ExtProc[:0]
+	c.Trace = Trace{}
 	c.scratch = c.scratch[:0]
 }
 
