@@ -24,6 +24,7 @@ import (
 // grpcCheck asks Envoy's Authorization service (envoy.service.auth.v3).
 type grpcCheck struct {
 	conn     *grpcConn
+	addr     string // the service's host:port, for the calls' spans
 	context  map[string]string
 	metadata []metadataEntry // sorted by key
 }
@@ -62,7 +63,7 @@ func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
 	if err != nil {
 		return nil, &policy.FieldError{Msg: fmt.Sprintf("cannot set up a gRPC client for %s: %v", o.Addr, err)}
 	}
-	g := &grpcCheck{conn: conn, context: cfg.Context}
+	g := &grpcCheck{conn: conn, addr: o.Addr, context: cfg.Context}
 	for key, expr := range cfg.Metadata {
 		p, err := config.CompileValueExpression(string(expr), false)
 		if err != nil {
@@ -122,7 +123,9 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		}
 		check.Attributes.MetadataContext = md
 	}
+	ctx, call := c.Trace.StartGRPC(ctx, policy.KindExtAuthz, authv3.Authorization_Check_FullMethodName, g.addr)
 	resp, err := g.conn.client.Check(ctx, check)
+	call.EndGRPC(err)
 	if err != nil {
 		return nil, err
 	}

@@ -148,7 +148,10 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		areq.SetBody([]byte(celrules.Text(v)))
 	}
 	deadline, _ := ctx.Deadline()
-	if err := h.client.DoDeadline(areq, aresp, deadline); err != nil {
+	call := c.Trace.StartHTTP(policy.KindExtAuthz, areq, h.host)
+	err := h.client.DoDeadline(areq, aresp, deadline)
+	call.EndHTTP(aresp.StatusCode(), err)
+	if err != nil {
 		return nil, err
 	}
 	status := aresp.StatusCode()

@@ -298,6 +298,7 @@ func (d *duplexBody) fail(err error) {
 	}
 	d.s.p.log.Warn("extProc: a body being processed failed", zap.Bool("response", d.pm.response), zap.Error(err))
 	d.err = err
+	d.s.failed(err)
 	d.s.end()
 	if !d.pm.response {
 		// The request fails with err (the server answers for it); its

@@ -125,6 +125,7 @@ func bodyModeOf(m filterv3.ProcessingMode_BodySendMode) (bodyMode, bool) {
 // ends that body, whatever the mode.
 type ExtProc struct {
 	conn *grpcConn
+	addr string // the service's host:port, for the streams' spans
 
 	failOpen                bool
 	reqHeaders, respHeaders bool
@@ -178,6 +179,7 @@ func New(cfg *config.ExtProc, o Options) (*ExtProc, error) {
 		respBody:      parseBodyMode(opts.ResponseBodyMode),
 		allowOverride: opts.AllowModeOverride,
 		maxBuffer:     o.MaxBuffer,
+		addr:          o.Addr,
 		timeout:       o.Timeout,
 		log:           o.Logger,
 	}
@@ -268,7 +270,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 	if !p.reqHeaders && (!hasBody || s.reqBody == bodyNone) {
 		return policy.Continue // the response side may still be processed
 	}
-	if err := s.open(p.grpcMD(c)); err != nil {
+	if err := s.open(c.Trace, p.grpcMD(c)); err != nil {
 		return p.requestFailed(c, s, err, nil)
 	}
 	s.metadata = p.metadataContext(c)
@@ -411,6 +413,7 @@ func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Str
 // requestFailed handles a failure of the request phase: the failure mode
 // decides, but a body partly handed to the service and lost cannot go on.
 func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) policy.Result {
+	s.failed(err)
 	if err == errImmediate {
 		s.skipResp = true
 		if pm != nil {
@@ -509,7 +512,7 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 		return
 	}
 	if !s.opened {
-		if err := s.open(p.grpcMD(c)); err != nil {
+		if err := s.open(c.Trace, p.grpcMD(c)); err != nil {
 			p.responseFailed(c, s, err, nil)
 			return
 		}
@@ -639,6 +642,7 @@ var errNotDetachable = &errService{"this response's body is produced by the gate
 
 // responseFailed handles a failure of the response phase.
 func (p *ExtProc) responseFailed(c *policy.Ctx, s *session, err error, pm *pump) {
+	s.failed(err)
 	resp := &c.Fast.Response
 	if err == errImmediate {
 		if pm != nil {

@@ -10,7 +10,11 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/relaygate/gateway/policy"
 )
 
 // session is one request's stream to the service. The request phase opens
@@ -44,6 +48,19 @@ type session struct {
 	reqBody, respBody bodyMode
 	respHeaders       bool
 
+	// The stream's span (a traced request's): it ends once the stream has
+	// ended (receive returned) and the session is done with it (end), the
+	// later of the two, with the failure the policy met, if any.
+	call     policy.Call
+	callRefs atomic.Int32
+	ending   atomic.Bool // end was called
+	// recvErr is what ended receive (nil: it stopped on its own), and
+	// recvLate whether end had been called by then (a stream the gateway
+	// cancelled has not failed for it).
+	recvErr  error
+	recvLate bool
+	failure  atomic.Pointer[error] // the first failure of the stream
+
 	metadata    *corev3.Metadata
 	configSent  bool // the protocol configuration went with a message
 	reqAttrSent bool
@@ -70,12 +87,14 @@ func newSession(p *ExtProc) *session {
 	return s
 }
 
-// open starts the stream, bounded by the policy's timeout.
-func (s *session) open(md metadata.MD) error {
+// open starts the stream, bounded by the policy's timeout; tr is the
+// request's trace, the parent of the stream's span.
+func (s *session) open(tr policy.Trace, md metadata.MD) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	if len(md) > 0 {
 		ctx = metadata.NewOutgoingContext(ctx, md)
 	}
+	ctx, s.call = tr.StartGRPC(ctx, policy.KindExtProc, procv3.ExternalProcessor_Process_FullMethodName, s.p.addr)
 	s.ctx, s.cancel = ctx, cancel
 	s.reqCh = make(chan *procv3.ProcessingResponse, 4)
 	s.respCh = make(chan *procv3.ProcessingResponse, 4)
@@ -89,12 +108,18 @@ func (s *session) open(md metadata.MD) error {
 		cancel()
 		s.err = errOpenFailed
 		close(s.dead)
+		code := status.Code(err)
 		if err == nil {
-			err = errTimeout
+			err, code = errTimeout, codes.DeadlineExceeded
 		}
-		return errors.Join(errOpenFailed, err)
+		err = errors.Join(errOpenFailed, err)
+		s.call.EndGRPCStatus(code, err)
+		return err
 	}
 	s.stream = stream
+	if s.call.Recording() {
+		s.callRefs.Store(2) // receive's and end's
+	}
 	s.lastSend.Store(time.Now().UnixNano())
 	go s.receive()
 	return nil
@@ -103,11 +128,13 @@ func (s *session) open(md metadata.MD) error {
 // receive hands the service's answers to their waiters until the stream
 // ends.
 func (s *session) receive() {
+	defer s.callDone()
 	defer close(s.dead)
 	immediate := false
 	for {
 		m, err := s.stream.Recv()
 		if err != nil {
+			s.recvErr, s.recvLate = err, s.ending.Load()
 			if err == io.EOF {
 				s.err = errStreamEnd
 			} else {
@@ -130,6 +157,7 @@ func (s *session) receive() {
 			continue
 		default:
 			s.err = &errService{"the external processing service sent an answer this gateway does not take"}
+			s.failed(s.err)
 			return
 		}
 		select {
@@ -233,6 +261,7 @@ func (s *session) Close() error {
 
 // end closes the stream now, whoever still holds it.
 func (s *session) end() {
+	first := s.ending.CompareAndSwap(false, true)
 	if s.stream == nil {
 		if s.cancel != nil {
 			s.cancel()
@@ -243,4 +272,46 @@ func (s *session) end() {
 	_ = s.stream.CloseSend()
 	s.sendMu.Unlock()
 	s.cancel()
+	if first {
+		s.callDone()
+	}
+}
+
+// failed notes err as the stream's failure, for its span, when it is one
+// (not the client's body breaking off, nor a body or answer the gateway
+// cannot take to the service): the first one counts.
+func (s *session) failed(err error) {
+	if !s.call.Recording() || err == errTooLarge || err == errNotDetachable {
+		return
+	}
+	var es *errService
+	if errors.As(err, &es) {
+		s.failure.CompareAndSwap(nil, &err)
+	}
+}
+
+// callDone drops one of the two holds on the stream's span (receive's,
+// end's); the last ends it: with the status the stream ended with (OK when
+// the service closed it, CANCELLED when the gateway did), and the failure
+// the policy met, or else the stream's own failure.
+func (s *session) callDone() {
+	if !s.call.Recording() || s.callRefs.Add(-1) != 0 {
+		return
+	}
+	code := codes.OK
+	var failure error
+	switch err := s.recvErr; {
+	case err == nil:
+		code = codes.Canceled // receive stopped before the stream ended; end cancelled it
+	case err == io.EOF:
+	default:
+		code = status.Code(err)
+		if !s.recvLate {
+			failure = err
+		}
+	}
+	if f := s.failure.Load(); f != nil {
+		failure = *f
+	}
+	s.call.EndGRPCStatus(code, failure)
 }

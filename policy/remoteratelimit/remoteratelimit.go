@@ -16,6 +16,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,6 +45,7 @@ type Options struct {
 // the default) or the request passes (failOpen).
 type RemoteRateLimit struct {
 	conn        *conn
+	addr        string // the service's host:port, for the calls' spans
 	domain      string
 	descriptors []descriptor
 	failOpen    bool
@@ -86,7 +88,7 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	p := &RemoteRateLimit{domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger}
+	p := &RemoteRateLimit{addr: o.Addr, domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger}
 	for i, d := range cfg.Descriptors {
 		field := "descriptors[" + strconv.Itoa(i) + "]"
 		cd := descriptor{tokens: d.Type == "tokens"}
@@ -139,15 +141,19 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 		}
 	}
 	if len(tokens) > 0 {
-		// The tokens count once the answer is complete: charged then.
-		c.TokenCharges = append(c.TokenCharges, func(n int64) { go p.charge(tokens, n) })
+		// The tokens count once the answer is complete: charged then. (The
+		// trace is copied: the charge outlives the request's Ctx.)
+		tr := c.Trace
+		c.TokenCharges = append(c.TokenCharges, func(n int64) { p.startCharge(tr, tokens, n) })
 	}
 	if len(req.Descriptors) == 0 {
 		return policy.Continue // nothing to count this request under
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
+	ctx, call := c.Trace.StartGRPC(ctx, policy.KindRemoteRateLimit, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, p.addr)
 	resp, err := p.conn.client.ShouldRateLimit(ctx, req)
+	call.EndGRPC(err)
 	if err != nil {
 		if p.failOpen {
 			p.log.Warn("remoteRateLimit: the rate limit service did not answer; allowing (failOpen)", zap.Error(err))
@@ -167,19 +173,34 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
-// charge counts n tokens against the token descriptors a request was
-// admitted under (in the background: the answer has gone out).
-func (p *RemoteRateLimit) charge(descs []*rlcommon.RateLimitDescriptor, n int64) {
+// startCharge counts n tokens against the token descriptors a request was
+// admitted under, in the background (the answer has gone out). The call's
+// span begins now, while the request's is still open, and may end after
+// it.
+func (p *RemoteRateLimit) startCharge(tr policy.Trace, descs []*rlcommon.RateLimitDescriptor, n int64) {
 	if n <= 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	ctx, call := tr.StartGRPC(ctx, policy.KindRemoteRateLimit, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, p.addr)
+	if call.Recording() {
+		call.SetAttributes(attribute.Int64("gateway.ratelimit.tokens", n))
+	}
+	go func() {
+		defer cancel()
+		p.charge(ctx, call, descs, n)
+	}()
+}
+
+// charge asks the service to count n tokens; call is its span.
+func (p *RemoteRateLimit) charge(ctx context.Context, call policy.Call, descs []*rlcommon.RateLimitDescriptor, n int64) {
 	req := &rlsv3.RateLimitRequest{Domain: p.domain}
 	for _, d := range descs {
 		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: d.Entries, HitsAddend: wrapperspb.UInt64(uint64(n))})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-	defer cancel()
-	if _, err := p.conn.client.ShouldRateLimit(ctx, req); err != nil {
+	_, err := p.conn.client.ShouldRateLimit(ctx, req)
+	call.EndGRPC(err)
+	if err != nil {
 		p.log.Warn("remoteRateLimit: could not charge tokens to the rate limit service", zap.Error(err))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -23,14 +24,17 @@ type Server struct {
 	Decide func(*authv3.CheckRequest) *authv3.CheckResponse
 	Delay  time.Duration
 
-	mu     sync.Mutex
-	checks []*authv3.CheckRequest
+	mu       sync.Mutex
+	checks   []*authv3.CheckRequest
+	metadata []metadata.MD
 }
 
 // Check implements the Authorization service.
 func (s *Server) Check(ctx context.Context, r *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
 	s.mu.Lock()
 	s.checks = append(s.checks, r)
+	s.metadata = append(s.metadata, md)
 	s.mu.Unlock()
 	if s.Delay > 0 {
 		select {
@@ -47,6 +51,14 @@ func (s *Server) Checks() []*authv3.CheckRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*authv3.CheckRequest(nil), s.checks...)
+}
+
+// Metadata returns the gRPC metadata of each check received so far, in
+// the order of Checks.
+func (s *Server) Metadata() []metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]metadata.MD(nil), s.metadata...)
 }
 
 // Last returns the last check received; the test fails without one.

@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // Server allows Limit hits per distinct descriptor (its entries, in
@@ -27,6 +28,7 @@ type Server struct {
 	mu       sync.Mutex
 	hits     map[string]uint64
 	requests []*rlsv3.RateLimitRequest
+	metadata []metadata.MD
 }
 
 // ShouldRateLimit implements the rate limit service.
@@ -38,8 +40,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest)
 			return nil, ctx.Err()
 		}
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.metadata = append(s.metadata, md)
 	if s.hits == nil {
 		s.hits = map[string]uint64{}
 	}
@@ -78,6 +82,14 @@ func (s *Server) Requests() []*rlsv3.RateLimitRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*rlsv3.RateLimitRequest(nil), s.requests...)
+}
+
+// Metadata returns the gRPC metadata of each request received so far, in
+// the order of Requests.
+func (s *Server) Metadata() []metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]metadata.MD(nil), s.metadata...)
 }
 
 // Start serves s on 127.0.0.1 until the test ends and returns its address.
