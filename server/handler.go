@@ -215,7 +215,10 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	pc.Host = rs.host
 	pc.Path = path
 	if bc.tracing != nil {
-		rs.span = bc.tracing.start(pc)
+		if rs.span = bc.tracing.start(pc); rs.span != nil {
+			// The parent of the policies' calls to external services.
+			pc.Trace = policy.NewTrace(rs.span, bc.tracing.tracer, bc.tracing.remove)
+		}
 	}
 	l := bc.listenerFor(rs.host)
 	if l == nil {

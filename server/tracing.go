@@ -42,7 +42,8 @@ import (
 // A sampled request gets a server span, begun when the request is read
 // and ended when it is recorded, and a client span per upstream attempt
 // (retries and LLM failover make several), each the parent of what that
-// attempt sends upstream.
+// attempt sends upstream. The request's policies add a client span per call
+// to an external service (policy.Trace, set in the request's policy.Ctx).
 type tracing struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
@@ -613,8 +614,10 @@ func clientIP(c *policy.Ctx) string {
 
 // keepProcessor passes finished spans on to the exporter's processor,
 // except those of requests the tracing filter decides: a held request's
-// span and its children (the attempts, which end first) wait for the
-// request span's end, then go on together or are dropped together.
+// span and its children (the attempts and the policies' calls) wait for
+// the request span's end, then go on together or are dropped together. A
+// child begun before that end and ended after it (remoteRateLimit's token
+// charge) follows the decision when it ends.
 type keepProcessor struct {
 	next sdktrace.SpanProcessor
 	mu   sync.Mutex
@@ -623,6 +626,8 @@ type keepProcessor struct {
 
 type heldSpans struct {
 	keep     bool
+	decided  bool // the request's span ended
+	open     int  // children begun and not ended
 	children []sdktrace.ReadOnlySpan
 }
 
@@ -647,26 +652,52 @@ func (p *keepProcessor) decide(id trace.SpanID, keep bool) {
 }
 
 func (p *keepProcessor) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	p.mu.Lock()
+	if len(p.held) > 0 {
+		if h := p.held[s.Parent().SpanID()]; h != nil {
+			h.open++
+		}
+	}
+	p.mu.Unlock()
 	p.next.OnStart(ctx, s)
 }
 
 func (p *keepProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	p.mu.Lock()
 	if len(p.held) > 0 {
-		if h := p.held[s.SpanContext().SpanID()]; h != nil {
-			delete(p.held, s.SpanContext().SpanID())
+		id := s.SpanContext().SpanID()
+		if h := p.held[id]; h != nil && !h.decided {
+			// The request's span: its children so far go with it.
+			h.decided = true
+			children := h.children
+			h.children = nil
+			if h.open == 0 {
+				delete(p.held, id)
+			}
 			p.mu.Unlock()
 			if h.keep {
-				for _, c := range h.children {
+				for _, c := range children {
 					p.next.OnEnd(c)
 				}
 				p.next.OnEnd(s)
 			}
 			return
 		}
-		if h := p.held[s.Parent().SpanID()]; h != nil {
-			h.children = append(h.children, s)
+		parent := s.Parent().SpanID()
+		if h := p.held[parent]; h != nil {
+			h.open--
+			if !h.decided {
+				h.children = append(h.children, s)
+				p.mu.Unlock()
+				return
+			}
+			if h.open <= 0 {
+				delete(p.held, parent)
+			}
 			p.mu.Unlock()
+			if h.keep {
+				p.next.OnEnd(s)
+			}
 			return
 		}
 	}

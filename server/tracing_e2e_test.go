@@ -21,9 +21,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
+	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
+	"github.com/relaygate/gateway/policy/extproc/extproctest"
+	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
 )
 
 // otlpReceiver is an OTLP/HTTP collector: it keeps the spans it is sent
@@ -652,5 +656,261 @@ binds:
 	coll.mu.Unlock()
 	if len(auth) == 0 || auth[0] != "Bearer k" {
 		t.Errorf("export authorization %q", auth)
+	}
+}
+
+// policySpan finds among spans the one a policy's call made: its name,
+// and the policy kind it names.
+func policySpan(spans []*tracepb.Span, name, kind string) *tracepb.Span {
+	for _, s := range spans {
+		if s.GetName() == name && spanAttrs(s)["gateway.policy"] == kind {
+			return s
+		}
+	}
+	return nil
+}
+
+// traceparentOf is the W3C traceparent a span gives what it calls.
+func traceparentOf(s *tracepb.Span) string {
+	return "00-" + hexID(s.GetTraceId()) + "-" + hexID(s.GetSpanId()) + "-01"
+}
+
+// firstValue is the first value of a gRPC metadata key ("" when none).
+func firstValue(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+const (
+	checkSpan   = "envoy.service.auth.v3.Authorization/Check"
+	rlsSpan     = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+	processSpan = "envoy.service.ext_proc.v3.ExternalProcessor/Process"
+)
+
+// TestTracingPolicyCallSpans: each call a traced request's policies make to
+// an external service (an extAuthz check over gRPC and over HTTP, a
+// remoteRateLimit question, an extProc stream) is a client span under the
+// request's, named and described as OpenTelemetry's RPC and HTTP
+// conventions say, and the service gets the trace continued from it in
+// traceparent; a call to a service that is down has an error status.
+func TestTracingPolicyCallSpans(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	authz := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
+	authzAddr := extauthztest.Start(t, authz)
+	rls := &rlstest.Server{Limit: 1000}
+	rlsAddr := rlstest.Start(t, rls)
+	proc := &extproctest.Server{}
+	procAddr := extproctest.Start(t, proc)
+	var mu sync.Mutex
+	var httpParent string
+	httpAuthz := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		httpParent = r.Header.Get("Traceparent")
+		mu.Unlock()
+		w.WriteHeader(200)
+	}))
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: http
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: checked
+      matches: [{path: {pathPrefix: /checked}}]
+      policies:
+        extAuthz: {host: '${AUTHZ}'}
+        remoteRateLimit: {domain: d, host: '${RLS}', descriptors: [{entries: [{key: k, value: '"v"'}]}]}
+        extProc:
+          host: '${PROC}'
+          processingOptions: {requestBodyMode: none, responseBodyMode: none}
+      backends: [{host: '${UP}'}]
+    - name: http
+      matches: [{path: {pathPrefix: /http}}]
+      policies:
+        extAuthz: {host: '${HTTP_AUTHZ}', protocol: {http: {}}}
+      backends: [{host: '${UP}'}]
+    - name: dead
+      matches: [{path: {pathPrefix: /dead}}]
+      policies:
+        extAuthz: {host: '${DEAD}', failureMode: allow}
+        remoteRateLimit: {domain: d, host: '${DEAD}', failureMode: failOpen, descriptors: [{entries: [{key: k, value: '"v"'}]}]}
+        extProc:
+          host: '${DEAD}'
+          failureMode: failOpen
+          processingOptions: {requestBodyMode: none, responseBodyMode: none}
+      backends: [{host: '${UP}'}]
+    - name: deadhttp
+      matches: [{path: {pathPrefix: /deadhttp}}]
+      policies:
+        extAuthz: {host: '${DEAD}', protocol: {http: {}}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{
+		"UP": up, "COLLECTOR": collector, "AUTHZ": authzAddr, "RLS": rlsAddr, "PROC": procAddr,
+		"HTTP_AUTHZ": strings.TrimPrefix(httpAuthz, "http://"), "DEAD": closedAddr(t),
+	})
+	for path, want := range map[string]int{"/checked": 200, "/http": 200, "/dead": 200, "/deadhttp": 403} {
+		if resp, _ := get(t, tg.url(3000)+path); resp.StatusCode != want {
+			t.Fatalf("%s: status %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+
+	// Over gRPC: one span per call, each the parent of what the service got.
+	checked := waitSpan(t, recv, "GET checked")
+	var calls []*tracepb.Span
+	eventually(t, 10*time.Second, "the checked request's attempt and three policy calls", func() bool {
+		calls = recv.children(checked)
+		return len(calls) == 4
+	})
+	for _, c := range []struct {
+		name, kind, service, method, addr string
+		md                                func() metadata.MD
+	}{
+		{checkSpan, "extAuthz", "envoy.service.auth.v3.Authorization", "Check", authzAddr, func() metadata.MD { return authz.Metadata()[0] }},
+		{rlsSpan, "remoteRateLimit", "envoy.service.ratelimit.v3.RateLimitService", "ShouldRateLimit", rlsAddr, func() metadata.MD { return rls.Metadata()[0] }},
+		{processSpan, "extProc", "envoy.service.ext_proc.v3.ExternalProcessor", "Process", procAddr, func() metadata.MD { return proc.Last(t).Metadata }},
+	} {
+		s := policySpan(calls, c.name, c.kind)
+		if s == nil {
+			t.Errorf("no %s span (%s) under the request's", c.name, c.kind)
+			continue
+		}
+		host, port, _ := net.SplitHostPort(c.addr)
+		a := spanAttrs(s)
+		for k, want := range map[string]string{
+			"rpc.system": "grpc", "rpc.service": c.service, "rpc.method": c.method, "rpc.grpc.status_code": "int_value:0",
+			"server.address": host, "server.port": "int_value:" + port, "gateway.policy": c.kind,
+		} {
+			if c.kind == "extProc" && k == "rpc.grpc.status_code" && a[k] == "int_value:1" {
+				continue // the gateway ended the stream (CANCELLED) before the service did (OK)
+			}
+			if a[k] != want {
+				t.Errorf("%s: attribute %s = %q, want %q (all: %v)", c.name, k, a[k], want, a)
+			}
+		}
+		if _, ok := a["error.type"]; ok || s.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("%s: kind %v status %v attributes %v", c.name, s.GetKind(), s.GetStatus(), a)
+		}
+		if got := firstValue(c.md(), "traceparent"); got != traceparentOf(s) {
+			t.Errorf("%s: the service got traceparent %q, want %q", c.name, got, traceparentOf(s))
+		}
+	}
+
+	// Over HTTP: a span named by the method, the parent of what the
+	// service got.
+	httpReq := waitSpan(t, recv, "GET http")
+	eventually(t, 10*time.Second, "the HTTP check and the attempt", func() bool {
+		calls = recv.children(httpReq)
+		return len(calls) == 2
+	})
+	check := policySpan(calls, "GET", "extAuthz")
+	if check == nil {
+		t.Fatalf("no HTTP check span among %v", calls)
+	}
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(httpAuthz, "http://"))
+	if a := spanAttrs(check); a["http.request.method"] != "GET" || a["server.address"] != host || a["server.port"] != "int_value:"+port || a["http.response.status_code"] != "int_value:200" || check.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("HTTP check: kind %v attributes %v", check.GetKind(), a)
+	}
+	mu.Lock()
+	got := httpParent
+	mu.Unlock()
+	if got != traceparentOf(check) {
+		t.Errorf("the HTTP service got traceparent %q, want %q", got, traceparentOf(check))
+	}
+
+	// Services that are down: each call's span failed.
+	dead := waitSpan(t, recv, "GET dead")
+	eventually(t, 10*time.Second, "the dead services' calls", func() bool {
+		calls = recv.children(dead)
+		return len(calls) == 4
+	})
+	for _, c := range []struct{ name, kind string }{{checkSpan, "extAuthz"}, {rlsSpan, "remoteRateLimit"}, {processSpan, "extProc"}} {
+		s := policySpan(calls, c.name, c.kind)
+		if s == nil {
+			t.Errorf("no %s span for the dead service", c.name)
+			continue
+		}
+		if a := spanAttrs(s); a["rpc.grpc.status_code"] != "int_value:14" || a["error.type"] != "UNAVAILABLE" || s.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("%s to a dead service: status %v attributes %v", c.name, s.GetStatus(), a)
+		}
+	}
+	deadHTTP := waitSpan(t, recv, "GET deadhttp")
+	eventually(t, 10*time.Second, "the dead HTTP check", func() bool {
+		calls = recv.children(deadHTTP)
+		return len(calls) == 1
+	})
+	if a := spanAttrs(calls[0]); a["gateway.policy"] != "extAuthz" || a["error.type"] != "connect" || calls[0].GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("HTTP check to a dead service: status %v attributes %v", calls[0].GetStatus(), a)
+	}
+}
+
+// TestTracingTokenChargeSpan: remoteRateLimit's token charge, made after
+// an LLM answer completes, is a span under the request's like its check
+// (held with it by the tracing filter, which keeps this request), with the
+// tokens charged.
+func TestTracingTokenChargeSpan(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 60, OutputTokens: 40}})
+	rls := &rlstest.Server{Limit: 1000}
+	addr := rlstest.Start(t, rls)
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	limits := `
+remoteRateLimit:
+  domain: llm
+  host: '` + addr + `'
+  descriptors:
+  - entries: [{key: route, value: '"llm"'}]
+    type: tokens
+`
+	tg := startGateway(t, `
+frontendPolicies:
+  tracing:
+    host: '${COLLECTOR}'
+    protocol: http
+    randomSampling: true
+    filter: 'response.code == 200'
+`+llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), map[string]string{"COLLECTOR": collector})
+	c := openaiVia(tg)
+	if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest("gpt-4o-mini")); err != nil {
+		t.Fatal(err)
+	}
+	span := waitSpan(t, recv, "POST llm")
+	var calls []*tracepb.Span
+	eventually(t, 10*time.Second, "the attempt, the check and the charge", func() bool {
+		calls = recv.children(span)
+		return len(calls) == 3
+	})
+	var check, charge *tracepb.Span
+	for _, s := range calls {
+		if s.GetName() != rlsSpan {
+			continue
+		}
+		if spanAttrs(s)["gateway.ratelimit.tokens"] != "" {
+			charge = s
+		} else {
+			check = s
+		}
+	}
+	if check == nil || charge == nil {
+		t.Fatalf("want a check and a charge among %v", calls)
+	}
+	if a := spanAttrs(charge); a["gateway.ratelimit.tokens"] != "int_value:100" || a["gateway.policy"] != "remoteRateLimit" || a["rpc.grpc.status_code"] != "int_value:0" {
+		t.Errorf("charge attributes %v", a)
+	}
+	var mds []metadata.MD
+	eventually(t, 10*time.Second, "the service's two requests", func() bool {
+		mds = rls.Metadata()
+		return len(mds) == 2
+	})
+	if firstValue(mds[0], "traceparent") != traceparentOf(check) || firstValue(mds[1], "traceparent") != traceparentOf(charge) {
+		t.Errorf("the service got traceparents %q and %q, want %q and %q", firstValue(mds[0], "traceparent"), firstValue(mds[1], "traceparent"), traceparentOf(check), traceparentOf(charge))
 	}
 }
