@@ -261,13 +261,13 @@ func (s *session) Close() error {
 
 // end closes the stream now, whoever still holds it.
 func (s *session) end() {
-	first := s.ending.CompareAndSwap(false, true)
 	if s.stream == nil {
 		if s.cancel != nil {
 			s.cancel()
 		}
 		return
 	}
+	first := s.ending.CompareAndSwap(false, true)
 	s.sendMu.Lock()
 	_ = s.stream.CloseSend()
 	s.sendMu.Unlock()
