@@ -71,8 +71,13 @@ type RateLimitDescriptor struct {
 	Type string `json:"type,omitempty" cfg:"enum=requests|tokens"`
 	// Cost is how many hits a request counts for (type requests; default
 	// 1).
-	Cost          *ValueExpression `json:"cost,omitempty"`
-	LimitOverride Unsupported      `json:"limitOverride,omitzero"`
+	Cost *ValueExpression `json:"cost,omitempty"`
+	// LimitOverride tells the service the limit to apply: a map with
+	// `unit` (second, minute, hour, day, month or year) and
+	// `requestsPerUnit` (`{"unit": "minute", "requestsPerUnit":
+	// apiKey.quota}`). A descriptor whose override fails to evaluate, or is
+	// not such a map, is left out.
+	LimitOverride *ValueExpression `json:"limitOverride,omitempty"`
 }
 
 // Validate refuses a cost on token descriptors: their cost is the tokens.

@@ -8,14 +8,19 @@ package remoteratelimit
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -56,6 +61,7 @@ type RemoteRateLimit struct {
 type descriptor struct {
 	entries []entry
 	cost    cel.Program // nil: 1
+	limit   cel.Program // limitOverride; nil: the service's own limit
 	tokens  bool        // counts LLM tokens, once known
 }
 
@@ -105,6 +111,13 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 				return nil, &policy.FieldError{Field: field + ".cost", Msg: err.Error()}
 			}
 			cd.cost = prog
+		}
+		if d.LimitOverride != nil {
+			prog, err := config.CompileValueExpression(string(*d.LimitOverride), false)
+			if err != nil {
+				return nil, &policy.FieldError{Field: field + ".limitOverride", Msg: err.Error()}
+			}
+			cd.limit = prog
 		}
 		p.descriptors = append(p.descriptors, cd)
 	}
@@ -196,7 +209,7 @@ func (p *RemoteRateLimit) startCharge(tr policy.Trace, descs []*rlcommon.RateLim
 func (p *RemoteRateLimit) charge(ctx context.Context, call policy.Call, descs []*rlcommon.RateLimitDescriptor, n int64) {
 	req := &rlsv3.RateLimitRequest{Domain: p.domain}
 	for _, d := range descs {
-		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: d.Entries, HitsAddend: wrapperspb.UInt64(uint64(n))})
+		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: d.Entries, Limit: d.Limit, HitsAddend: wrapperspb.UInt64(uint64(n))})
 	}
 	_, err := p.conn.client.ShouldRateLimit(ctx, req)
 	call.EndGRPC(err)
@@ -215,6 +228,17 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 			return nil, false
 		}
 		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: celrules.Text(v)})
+	}
+	if d.limit != nil {
+		v, err := celrules.EvalLLM(d.limit, in, nil)
+		if err != nil {
+			return nil, false
+		}
+		o, ok := limitOverride(v)
+		if !ok {
+			return nil, false
+		}
+		out.Limit = o
 	}
 	if d.tokens {
 		out.HitsAddend = wrapperspb.UInt64(0)
@@ -242,6 +266,47 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		out.HitsAddend = wrapperspb.UInt64(uint64(n))
 	}
 	return out, true
+}
+
+// limitUnits are limitOverride's units.
+var limitUnits = map[string]typev3.RateLimitUnit{
+	"second": typev3.RateLimitUnit_SECOND, "minute": typev3.RateLimitUnit_MINUTE, "hour": typev3.RateLimitUnit_HOUR,
+	"day": typev3.RateLimitUnit_DAY, "month": typev3.RateLimitUnit_MONTH,
+	"year": typev3.RateLimitUnit_YEAR,
+}
+
+// limitOverride reads a limitOverride value: a map of unit (a name of
+// limitUnits, any case) and requestsPerUnit (a whole number that fits in
+// 32 bits).
+func limitOverride(v ref.Val) (*rlcommon.RateLimitDescriptor_RateLimitOverride, bool) {
+	native, err := v.ConvertToNative(reflect.TypeFor[map[string]any]())
+	if err != nil {
+		return nil, false
+	}
+	m := native.(map[string]any)
+	if len(m) != 2 {
+		return nil, false
+	}
+	unitName, _ := m["unit"].(string)
+	unit, ok := limitUnits[strings.ToLower(unitName)]
+	if !ok {
+		return nil, false
+	}
+	var n float64
+	switch x := m["requestsPerUnit"].(type) {
+	case int64:
+		n = float64(x)
+	case uint64:
+		n = float64(x)
+	case float64:
+		n = x
+	default:
+		return nil, false
+	}
+	if n < 0 || n > math.MaxUint32 || n != math.Trunc(n) {
+		return nil, false
+	}
+	return &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(n), Unit: unit}, true
 }
 
 func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
