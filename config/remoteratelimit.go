@@ -69,9 +69,12 @@ type RateLimitDescriptor struct {
 	// answer is complete, and a request is refused while the limit is
 	// already spent).
 	Type string `json:"type,omitempty" cfg:"enum=requests|tokens"`
-	// Cost is how many hits a request counts for (type requests; default
-	// 1).
-	Cost *ValueExpression `json:"cost,omitempty"`
+	// Cost is how many hits a request counts for: for type requests, by
+	// CEL over the request (default 1); for type tokens, evaluated once the
+	// answer is complete with `llm` too (default llm.totalTokens, so
+	// `llm.inputTokens + 4 * llm.outputTokens` weighs output). A cost that
+	// fails to evaluate, or is negative, leaves the descriptor out.
+	Cost *RateLimitCost `json:"cost,omitempty"`
 	// LimitOverride tells the service the limit to apply: a map with
 	// `unit` (second, minute, hour, day, month or year) and
 	// `requestsPerUnit` (`{"unit": "minute", "requestsPerUnit":
@@ -80,11 +83,34 @@ type RateLimitDescriptor struct {
 	LimitOverride *ValueExpression `json:"limitOverride,omitempty"`
 }
 
-// Validate refuses a cost on token descriptors: their cost is the tokens.
+// Validate compiles the cost in its type's environment.
 func (d *RateLimitDescriptor) Validate(v *decode.Validation) {
-	if d.Type == "tokens" && d.Cost != nil {
-		v.Errorf("cost", "not supported yet with type tokens (the cost is the request's tokens)")
+	if d.Cost == nil {
+		return
 	}
+	var err error
+	if d.Type == "tokens" {
+		_, err = CompileTelemetryExpression(string(*d.Cost), false)
+	} else {
+		_, err = CompileValueExpression(string(*d.Cost), false)
+	}
+	if err != nil {
+		v.Errorf("cost", "%v", err)
+	}
+}
+
+// RateLimitCost is a descriptor's cost expression, compiled by the
+// descriptor (Validate), whose type says which variables it may read.
+type RateLimitCost string
+
+// DecodeNode takes the expression's text.
+func (e *RateLimitCost) DecodeNode(n *decode.Node) {
+	expr, ok := n.String()
+	if !ok || expr == "" || len(expr) > maxCELBytes {
+		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+		return
+	}
+	*e = RateLimitCost(expr)
 }
 
 // RateLimitEntry is a descriptor entry: a key and its value by CEL.

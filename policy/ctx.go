@@ -58,7 +58,7 @@ type Ctx struct {
 	APIKey map[string]any
 	// TokenCharges are called with the request's LLM token count once it
 	// is known (remoteRateLimit's token descriptors).
-	TokenCharges []func(tokens int64)
+	TokenCharges []func(TokenUsage)
 	// Responding is set once the response policies run: CEL sees
 	// `response` from then on.
 	Responding bool
@@ -106,6 +106,15 @@ func (c *Ctx) Reset() {
 	c.ExtProc = c.ExtProc[:0]
 	c.Trace = Trace{}
 	c.scratch = c.scratch[:0]
+}
+
+// TokenUsage is what an LLM exchange came to, for TokenCharges.
+type TokenUsage struct {
+	// Total is the exchange's input and output tokens.
+	Total int64
+	// LLM returns the `llm` variable of CEL for the exchange (its token
+	// counts, provider and models), built when asked for.
+	LLM func() map[string]any
 }
 
 // Scratch returns a reusable buffer owned by the context, emptied.

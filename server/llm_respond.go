@@ -16,6 +16,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
 	"github.com/relaygate/gateway/codec/logline"
+	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -156,9 +157,15 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 	if x.limited && x.hasUsage && rs.route != nil && rs.route.limiter != nil {
 		rs.route.limiter.Charge(&x.limit, x.usage.TotalTokens())
 	}
-	if x.hasUsage {
+	if x.hasUsage && len(rs.pc.TokenCharges) > 0 {
+		u := policy.TokenUsage{Total: x.usage.TotalTokens(), LLM: func() map[string]any {
+			if x.prov == nil {
+				return map[string]any{"inputTokens": x.usage.InputTokens, "outputTokens": x.usage.OutputTokens, "totalTokens": x.usage.TotalTokens()}
+			}
+			return x.llmVariable(nil, false, false)
+		}}
 		for _, charge := range rs.pc.TokenCharges {
-			charge(x.usage.TotalTokens())
+			charge(u)
 		}
 	}
 	if x.prov == nil {

@@ -60,7 +60,7 @@ type RemoteRateLimit struct {
 
 type descriptor struct {
 	entries []entry
-	cost    cel.Program // nil: 1
+	cost    cel.Program // nil: 1 (requests), llm.totalTokens (tokens)
 	limit   cel.Program // limitOverride; nil: the service's own limit
 	tokens  bool        // counts LLM tokens, once known
 }
@@ -106,7 +106,16 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 			cd.entries = append(cd.entries, entry{key: e.Key, prog: prog})
 		}
 		if d.Cost != nil {
-			prog, err := config.CompileValueExpression(string(*d.Cost), false)
+			var prog cel.Program
+			var err error
+			if cd.tokens {
+				var tp *config.TelemetryProgram
+				if tp, err = config.CompileTelemetryExpression(string(*d.Cost), false); err == nil {
+					prog = tp.Program
+				}
+			} else {
+				prog, err = config.CompileValueExpression(string(*d.Cost), false)
+			}
 			if err != nil {
 				return nil, &policy.FieldError{Field: field + ".cost", Msg: err.Error()}
 			}
@@ -144,20 +153,22 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	req := &rlsv3.RateLimitRequest{Domain: p.domain}
 	in := celrules.LiveInput(c)
-	var tokens []*rlcommon.RateLimitDescriptor
-	for _, d := range p.descriptors {
+	var tokens []tokenDescriptor
+	for i := range p.descriptors {
+		d := &p.descriptors[i]
 		if rd, ok := d.build(&in); ok {
 			req.Descriptors = append(req.Descriptors, rd)
 			if d.tokens {
-				tokens = append(tokens, rd)
+				tokens = append(tokens, tokenDescriptor{rd, d.cost})
 			}
 		}
 	}
 	if len(tokens) > 0 {
-		// The tokens count once the answer is complete: charged then. (The
-		// trace is copied: the charge outlives the request's Ctx.)
+		// The tokens count once the answer is complete: charged then, the
+		// costs evaluated then (the request is still there; its trace is
+		// copied, the charge's call outliving it).
 		tr := c.Trace
-		c.TokenCharges = append(c.TokenCharges, func(n int64) { p.startCharge(tr, tokens, n) })
+		c.TokenCharges = append(c.TokenCharges, func(u policy.TokenUsage) { p.startCharge(c, tr, tokens, u) })
 	}
 	if len(req.Descriptors) == 0 {
 		return policy.Continue // nothing to count this request under
@@ -186,36 +197,77 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
-// startCharge counts n tokens against the token descriptors a request was
-// admitted under, in the background (the answer has gone out). The call's
-// span begins now, while the request's is still open, and may end after
-// it.
-func (p *RemoteRateLimit) startCharge(tr policy.Trace, descs []*rlcommon.RateLimitDescriptor, n int64) {
-	if n <= 0 {
+// tokenDescriptor is a token descriptor a request was admitted under, and
+// its cost (nil: the exchange's total tokens).
+type tokenDescriptor struct {
+	d    *rlcommon.RateLimitDescriptor
+	cost cel.Program
+}
+
+// startCharge counts an exchange's tokens against the token descriptors
+// its request was admitted under, in the background (the answer has gone
+// out): each the exchange's total, or its cost over the request and llm.
+// The call's span begins now, while the request's is still open, and may
+// end after it.
+func (p *RemoteRateLimit) startCharge(c *policy.Ctx, tr policy.Trace, descs []tokenDescriptor, u policy.TokenUsage) {
+	req := &rlsv3.RateLimitRequest{Domain: p.domain}
+	var total int64
+	var llm map[string]any
+	var in *celrules.Input
+	for _, t := range descs {
+		n := u.Total
+		if t.cost != nil {
+			if llm == nil {
+				llm = u.LLM()
+				v := celrules.LiveInput(c)
+				in = &v
+			}
+			var ok bool
+			if n, ok = hits(celrules.EvalTelemetry(t.cost, in, llm)); !ok {
+				continue
+			}
+		}
+		if n <= 0 {
+			continue
+		}
+		total += n
+		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: t.d.Entries, Limit: t.d.Limit, HitsAddend: wrapperspb.UInt64(uint64(n))})
+	}
+	if len(req.Descriptors) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	ctx, call := tr.StartGRPC(ctx, policy.KindRemoteRateLimit, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, p.addr)
 	if call.Recording() {
-		call.SetAttributes(attribute.Int64("gateway.ratelimit.tokens", n))
+		call.SetAttributes(attribute.Int64("gateway.ratelimit.tokens", total))
 	}
 	go func() {
 		defer cancel()
-		p.charge(ctx, call, descs, n)
+		_, err := p.conn.client.ShouldRateLimit(ctx, req)
+		call.EndGRPC(err)
+		if err != nil {
+			p.log.Warn("remoteRateLimit: could not charge tokens to the rate limit service", zap.Error(err))
+		}
 	}()
 }
 
-// charge asks the service to count n tokens; call is its span.
-func (p *RemoteRateLimit) charge(ctx context.Context, call policy.Call, descs []*rlcommon.RateLimitDescriptor, n int64) {
-	req := &rlsv3.RateLimitRequest{Domain: p.domain}
-	for _, d := range descs {
-		req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: d.Entries, Limit: d.Limit, HitsAddend: wrapperspb.UInt64(uint64(n))})
-	}
-	_, err := p.conn.client.ShouldRateLimit(ctx, req)
-	call.EndGRPC(err)
+// hits reads a cost's value: a whole, non-negative number of hits.
+func hits(v ref.Val, err error) (int64, bool) {
 	if err != nil {
-		p.log.Warn("remoteRateLimit: could not charge tokens to the rate limit service", zap.Error(err))
+		return 0, false
 	}
+	var n int64
+	switch x := v.(type) {
+	case types.Int:
+		n = int64(x)
+	case types.Uint:
+		n = int64(x)
+	case types.Double:
+		n = int64(x)
+	default:
+		return 0, false
+	}
+	return n, n >= 0
 }
 
 // build evaluates a descriptor; one whose entry or cost fails is skipped.
@@ -245,22 +297,8 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		return out, true
 	}
 	if d.cost != nil {
-		v, err := celrules.EvalLLM(d.cost, in, nil)
-		if err != nil {
-			return nil, false
-		}
-		var n int64
-		switch x := v.(type) {
-		case types.Int:
-			n = int64(x)
-		case types.Uint:
-			n = int64(x)
-		case types.Double:
-			n = int64(x)
-		default:
-			return nil, false
-		}
-		if n < 0 {
+		n, ok := hits(celrules.EvalLLM(d.cost, in, nil))
+		if !ok {
 			return nil, false
 		}
 		out.HitsAddend = wrapperspb.UInt64(uint64(n))

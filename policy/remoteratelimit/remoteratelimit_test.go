@@ -15,7 +15,7 @@ import (
 func TestDescriptorsAndCost(t *testing.T) {
 	rls := &rlstest.Server{Limit: 10}
 	addr := rlstest.Start(t, rls)
-	cost := config.ValueExpression(`int(request.headers["x-cost"])`)
+	cost := config.RateLimitCost(`int(request.headers["x-cost"])`)
 	p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: []config.RateLimitDescriptor{
 		{Entries: []config.RateLimitEntry{{Key: "path", Value: "request.path"}, {Key: "m", Value: "request.method"}}, Cost: &cost},
 		{Entries: []config.RateLimitEntry{{Key: "user", Value: "jwt.sub"}}}, // no token: skipped
@@ -94,5 +94,45 @@ func TestLimitOverride(t *testing.T) {
 		if l.GetUnit() != tc.want || l.GetRequestsPerUnit() != tc.perUnit {
 			t.Errorf("%s/%s: limit %v", tc.unit, tc.quota, l)
 		}
+	}
+}
+
+// TestTokenCost: a token descriptor's cost is evaluated once the answer is
+// complete, over the request and llm; without one the charge is the total;
+// one that fails leaves its descriptor out of the charge.
+func TestTokenCost(t *testing.T) {
+	rls := &rlstest.Server{Limit: 1000}
+	addr := rlstest.Start(t, rls)
+	weighted := config.RateLimitCost(`llm.inputTokens + 4 * llm.outputTokens + int(request.headers["x-extra"])`)
+	failing := config.RateLimitCost(`llm.nope`)
+	p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: []config.RateLimitDescriptor{
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"weighted"`}}, Type: "tokens", Cost: &weighted},
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"total"`}}, Type: "tokens"},
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"failing"`}}, Type: "tokens", Cost: &failing},
+	}}, Options{Addr: addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policytest.Ctx(policytest.NewRequest("POST", "/", "X-Extra", "5"))
+	if p.OnRequest(c) != policy.Continue || len(c.TokenCharges) != 1 {
+		t.Fatalf("admission: %d charges", len(c.TokenCharges))
+	}
+	c.TokenCharges[0](policy.TokenUsage{Total: 13, LLM: func() map[string]any {
+		return map[string]any{"inputTokens": int64(10), "outputTokens": int64(3), "totalTokens": int64(13)}
+	}})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rls.Requests()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no charge")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	charge := rls.Requests()[1].GetDescriptors()
+	got := map[string]uint64{}
+	for _, d := range charge {
+		got[d.GetEntries()[0].GetValue()] = d.GetHitsAddend().GetValue()
+	}
+	if len(got) != 2 || got["weighted"] != 10+4*3+5 || got["total"] != 13 {
+		t.Fatalf("charged %v, want weighted 27 and total 13 (failing left out)", got)
 	}
 }
