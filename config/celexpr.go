@@ -86,26 +86,38 @@ func CompileLLMCondition(expr string) (cel.Program, error) {
 	return compileLLM(expr, true)
 }
 
+// CompileLLMExpressionAst is CompileLLMExpression that also returns the
+// checked syntax tree, for callers that analyse the expression (which
+// variables it reads).
+func CompileLLMExpressionAst(expr string) (cel.Program, *cel.Ast, error) {
+	return compileLLMAst(expr, false)
+}
+
 func compileLLM(expr string, boolean bool) (cel.Program, error) {
+	p, _, err := compileLLMAst(expr, boolean)
+	return p, err
+}
+
+func compileLLMAst(expr string, boolean bool) (cel.Program, *cel.Ast, error) {
 	env, err := LLMCELEnv()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, fmt.Errorf("invalid CEL expression: %s", llmUnsupportedHint(iss.Err().Error()))
+		return nil, nil, fmt.Errorf("invalid CEL expression: %s", llmUnsupportedHint(iss.Err().Error()))
 	}
 	if t := ast.OutputType(); boolean && t != cel.BoolType && t != cel.DynType {
-		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
+		return nil, nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
 	if err := checkCELCost(env, ast); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
-		return nil, fmt.Errorf("invalid CEL expression: %v", err)
+		return nil, nil, fmt.Errorf("invalid CEL expression: %v", err)
 	}
-	return p, nil
+	return p, ast, nil
 }
 
 // llmUnsupportedHint adds, to an undeclared-reference error about a

@@ -2,9 +2,9 @@ package config
 
 import "github.com/relaygate/gateway/config/decode"
 
-// Transformations is `policies.transformations`: headers of the request
-// before it is forwarded, and of the response before it is returned,
-// computed by CEL.
+// Transformations is `policies.transformations`: headers and body of the
+// request before it is forwarded, and of the response before it is
+// returned, computed by CEL.
 type Transformations struct {
 	Request     *Transform  `json:"request,omitempty"`
 	Response    *Transform  `json:"response,omitempty"`
@@ -12,8 +12,8 @@ type Transformations struct {
 }
 
 // Transform is one direction's edits, applied in this order: replace,
-// then set, add and remove. A value that fails to evaluate leaves its
-// header alone.
+// then set, add and remove, then body. A value that fails to evaluate
+// leaves its header alone.
 type Transform struct {
 	// Add appends a header per entry (a list result adds one per item).
 	Add map[string]CELExpression `json:"add,omitempty" cfg:"maxItems=64"`
@@ -24,8 +24,11 @@ type Transform struct {
 	Remove []string `json:"remove,omitempty" cfg:"maxItems=64"`
 	// Replace computes the whole header set: a map of names to a string or
 	// a list of strings. Pseudo-headers in it are ignored.
-	Replace  *CELExpression `json:"replace,omitempty"`
-	Body     Unsupported    `json:"body,omitzero"`
+	Replace *CELExpression `json:"replace,omitempty"`
+	// Body computes the message's new body: a string or bytes as they
+	// are, any other value as JSON. One that fails to evaluate empties
+	// the body (agentgateway's rule).
+	Body     *CELExpression `json:"body,omitempty"`
 	Metadata Unsupported    `json:"metadata,omitzero"`
 }
 

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"errors"
 	"io"
+	"net"
 
 	"github.com/valyala/fasthttp"
 )
@@ -46,4 +48,153 @@ func Innermost(r io.Reader) io.Reader {
 		}
 		r = u.Unwrap()
 	}
+}
+
+// ErrBodyTooLarge is a body larger than a policy may read whole
+// (frontendPolicies.http.maxBufferSize).
+var ErrBodyTooLarge = errors.New("the body is larger than maxBufferSize")
+
+// ClientBodyError is the error of a request body the client failed to send
+// (cut short, too slow): the client's fault, not the gateway's. The
+// server's guard of the client's stream returns one.
+type ClientBodyError interface {
+	error
+	ClientBody()
+}
+
+// ReadRequestBody reads the request's body whole, up to max bytes, and
+// keeps it as the request's body, so the backend still gets all of it. CEL
+// shows it as request.body from then on (c.RequestBodyRead). A body read
+// before (by this or another policy) is not read again. The error is
+// ErrBodyTooLarge beyond max, before anything is read when the declared
+// length says so; else the stream's, a ClientBodyError when the client
+// failed to send it.
+func ReadRequestBody(c *Ctx, max int) ([]byte, error) {
+	req := &c.Fast.Request
+	if !req.IsBodyStream() {
+		body := req.Body()
+		if len(body) > max {
+			return nil, ErrBodyTooLarge
+		}
+		c.RequestBodyRead = true
+		return body, nil
+	}
+	n := req.Header.ContentLength()
+	if n > max {
+		return nil, ErrBodyTooLarge
+	}
+	body, err := readWhole(req.BodyStream(), n, max)
+	if err != nil {
+		return nil, err
+	}
+	// Raw: the stream's own buffer stays the server's, which drains what
+	// the stream left (nothing, here) after the handler.
+	req.SetBodyRaw(body)
+	req.Header.SetContentLength(len(body))
+	c.RequestBodyRead = true
+	return body, nil
+}
+
+// ReadResponseBody is ReadRequestBody for the response: a streamed body is
+// read to its end (its upstream connection goes back to its pool) and
+// kept as the response's body; c.ResponseBodyRead is set. On an error the
+// stream stays on the response, read in part: resetting the response
+// closes it (and its connection).
+func ReadResponseBody(c *Ctx, max int) ([]byte, error) {
+	resp := &c.Fast.Response
+	if !resp.IsBodyStream() {
+		body := resp.Body()
+		if len(body) > max {
+			return nil, ErrBodyTooLarge
+		}
+		c.ResponseBodyRead = true
+		return body, nil
+	}
+	n := resp.Header.ContentLength()
+	if n > max {
+		return nil, ErrBodyTooLarge
+	}
+	body, err := readWhole(resp.BodyStream(), n, max)
+	if err != nil {
+		return nil, err
+	}
+	resp.SetBodyRaw(body)
+	resp.Header.SetContentLength(len(body))
+	c.ResponseBodyRead = true
+	return body, nil
+}
+
+// errLongerThanDeclared is a body stream that goes on past its declared
+// length.
+var errLongerThanDeclared = errors.New("the body is longer than its Content-Length")
+
+// readWhole reads r to its end: n bytes when n >= 0 (the declared length,
+// at most max), else up to max (ErrBodyTooLarge beyond).
+func readWhole(r io.Reader, n, max int) ([]byte, error) {
+	if n >= 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		// The stream's end, so that it knows it was read whole.
+		var one [1]byte
+		for {
+			m, err := r.Read(one[:])
+			if m > 0 {
+				return nil, errLongerThanDeclared
+			}
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	buf, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(buf) > max {
+		return nil, ErrBodyTooLarge
+	}
+	return buf, nil
+}
+
+var (
+	bodyTooLarge = []byte("request body too large\n")
+	bodyTimeout  = []byte("request body timeout\n")
+	bodyBroken   = []byte("malformed or incomplete request body\n")
+	bodyFailed   = []byte("request body processing failed\n")
+)
+
+// RespondRequestBodyError answers a request whose body ReadRequestBody
+// could not read: 413 beyond max, 408 or 400 when the client failed to
+// send it (too slow, or cut short), 500 when another policy's processing
+// of it failed. The connection closes after the answer, the body unread
+// to its end.
+func RespondRequestBodyError(c *Ctx, err error) {
+	resp := &c.Fast.Response
+	resp.Reset()
+	resp.Header.SetContentTypeBytes(contentTypeText)
+	var ce ClientBodyError
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrBodyTooLarge):
+		resp.SetStatusCode(fasthttp.StatusRequestEntityTooLarge)
+		resp.SetBody(bodyTooLarge)
+	case errors.As(err, &ce) && errors.As(err, &ne) && ne.Timeout():
+		resp.SetStatusCode(fasthttp.StatusRequestTimeout)
+		resp.SetBody(bodyTimeout)
+	case errors.As(err, &ce), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, errLongerThanDeclared):
+		resp.SetStatusCode(fasthttp.StatusBadRequest)
+		resp.SetBody(bodyBroken)
+	default:
+		resp.SetStatusCode(fasthttp.StatusInternalServerError)
+		resp.SetBody(bodyFailed)
+	}
+	c.Fast.SetConnectionClose()
 }

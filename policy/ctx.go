@@ -77,6 +77,11 @@ type Ctx struct {
 	// policies make to external services; the zero Trace when the request
 	// is not traced.
 	Trace Trace
+	// RequestBodyRead is set once a policy read the request's body whole
+	// (ReadRequestBody): Fast.Request holds it, not a stream, and CEL
+	// shows it as request.body. ResponseBodyRead is the same for the
+	// response (ReadResponseBody, response.body).
+	RequestBodyRead, ResponseBodyRead bool
 
 	scratch []byte
 }
@@ -96,6 +101,7 @@ func (c *Ctx) Reset() {
 	c.APIKey = nil
 	c.ExtAuthz = nil
 	c.Responding = false
+	c.RequestBodyRead, c.ResponseBodyRead = false, false
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]

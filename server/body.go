@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/policy"
 )
 
 // requestBody is a client's streamed request body as the upstream request
@@ -45,6 +46,11 @@ type clientBodyError struct{ err error }
 
 func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
 func (e *clientBodyError) Unwrap() error { return e.err }
+
+// ClientBody marks the failure as the client's (policy.ClientBodyError).
+func (e *clientBodyError) ClientBody() {}
+
+var _ policy.ClientBodyError = (*clientBodyError)(nil)
 
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {

@@ -98,12 +98,18 @@ var routeKinds = []routeKind{
 	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
 		if err == nil {
-			rc.chain.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules})
+			rc.chain.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules, MaxBuffer: c.frontend.maxBufferSize})
 		}
 		return err
 	}},
 	{"csrf", chainKind(policy.KindCSRF, policy.NewCSRF)},
-	{"transformations", chainKind(policy.KindTransformations, transform.New)},
+	{"transformations", func(c *compiler, rc *routeCompile, v any) error {
+		p, err := transform.NewWith(v.(*config.Transformations), transform.Options{MaxBuffer: c.frontend.maxBufferSize, Logger: c.gw.log})
+		if err == nil {
+			rc.chain.Add(policy.KindTransformations, p)
+		}
+		return err
+	}},
 	{"directResponse", chainKind(policy.KindDirectResponse, fault.NewDirectResponse)},
 	{"delay", chainKind(policy.KindDelay, fault.NewDelay)},
 	{"requestRedirect", func(c *compiler, rc *routeCompile, v any) error {

@@ -5,12 +5,14 @@
 package celrules
 
 import (
+	"bytes"
 	"net"
 	"strconv"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
 	"github.com/valyala/fasthttp"
 
@@ -31,6 +33,8 @@ type RuleSet struct {
 	allowAny, denyAny []rule // rules naming no single item
 	require           []rule
 	hasAllow          bool
+	// readsBody: a rule reads request.body (ReadsBody).
+	readsBody bool
 }
 
 // rule is a compiled expression and its place in the file.
@@ -58,6 +62,9 @@ func Compile(rs *config.CELRuleSet) (*RuleSet, error) {
 			return nil, &policy.FieldError{Field: "rules[" + strconv.Itoa(i) + "]", Msg: err.Error()}
 		}
 		cr := rule{prog: p, idx: i}
+		if ReadsBody(ast, "request") {
+			out.readsBody = true
+		}
 		key, indexed := indexKey(ast.NativeRep().Expr())
 		switch r.Kind {
 		case config.RuleDeny:
@@ -197,6 +204,9 @@ func InputFromCtx(c *policy.Ctx) Input {
 			"headers": headers,
 		},
 		Source: map[string]any{},
+	}
+	if b, ok := requestBody(c); ok {
+		in.Request["body"] = bytes.Clone(b.(types.Bytes))
 	}
 	if a, ok := f.RemoteAddr().(*net.TCPAddr); ok {
 		in.Source["address"] = a.IP.String()
@@ -351,11 +361,34 @@ func (rs *RuleSet) Allowed(in *Input) bool {
 	return false
 }
 
-// HTTP is the `authorization` route policy: 403 unless the rules allow.
-type HTTP struct{ Rules *RuleSet }
+// ReadsBody reports whether a rule reads request.body.
+func (rs *RuleSet) ReadsBody() bool { return rs != nil && rs.readsBody }
 
-// OnRequest implements policy.Request.
+// HTTP is the `authorization` route policy: 403 unless the rules allow.
+type HTTP struct {
+	Rules *RuleSet
+	// MaxBuffer bounds the body read whole for rules that read
+	// request.body (frontendPolicies.http.maxBufferSize); 0 is 2 MiB.
+	MaxBuffer int
+}
+
+// ReadsRequestBody reports whether a rule reads request.body
+// (policy.BodyReader).
+func (h HTTP) ReadsRequestBody() bool { return h.Rules.ReadsBody() }
+
+// OnRequest implements policy.Request. When a rule reads request.body the
+// body is read whole first: one larger than MaxBuffer is answered 413.
 func (h HTTP) OnRequest(c *policy.Ctx) policy.Result {
+	if h.Rules.ReadsBody() {
+		max := h.MaxBuffer
+		if max <= 0 {
+			max = 2 << 20
+		}
+		if _, err := policy.ReadRequestBody(c, max); err != nil {
+			policy.RespondRequestBodyError(c, err)
+			return policy.Done
+		}
+	}
 	in := LiveInput(c)
 	if h.Rules.Allowed(&in) {
 		return policy.Continue

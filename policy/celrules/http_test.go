@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -177,5 +178,42 @@ func BenchmarkAllowedHTTP(b *testing.B) {
 		if h.OnRequest(c) != policy.Continue {
 			b.Fatal("denied")
 		}
+	}
+}
+
+// TestHTTPPolicyBody: a rule reading request.body has the body read whole
+// first (kept for the backend); one over MaxBuffer is answered 413; rules
+// that do not name the body leave it streaming.
+func TestHTTPPolicyBody(t *testing.T) {
+	h := HTTP{Rules: compile(t, allow(`json(request.body).user == "alice"`)), MaxBuffer: 32}
+	if !h.ReadsRequestBody() {
+		t.Fatal("a rule reading request.body does not read the body")
+	}
+	for _, tc := range []struct {
+		body   string
+		status int // 0: let through
+	}{
+		{`{"user": "alice"}`, 0},
+		{`{"user": "bob"}`, 403},
+		{`{"user": "alice", "padding": "............"}`, 413},
+	} {
+		c := httpCtx("/")
+		c.Fast.Request.SetBodyStream(strings.NewReader(tc.body), -1)
+		res := h.OnRequest(c)
+		switch {
+		case tc.status == 0 && (res != policy.Continue || string(c.Fast.Request.Body()) != tc.body):
+			t.Errorf("%s: %v, the backend would get %q", tc.body, res, c.Fast.Request.Body())
+		case tc.status != 0 && (res != policy.Done || c.Fast.Response.StatusCode() != tc.status):
+			t.Errorf("%s: %v %d, want %d", tc.body, res, c.Fast.Response.StatusCode(), tc.status)
+		}
+	}
+	plain := HTTP{Rules: compile(t, allow(`request.path == "/"`))}
+	if plain.ReadsRequestBody() {
+		t.Error("a rule not naming the body reads it")
+	}
+	c := httpCtx("/")
+	c.Fast.Request.SetBodyStream(strings.NewReader("streaming"), -1)
+	if plain.OnRequest(c) != policy.Continue || !c.Fast.Request.IsBodyStream() {
+		t.Error("the body was read")
 	}
 }

@@ -70,6 +70,8 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 			return liveMap{m.c, liveHeaders}, true
 		case "query":
 			return liveMap{m.c, liveQuery}, true
+		case "body":
+			return requestBody(m.c)
 		}
 	case liveHeaders:
 		// Header names are matched without regard to case; a repeated
@@ -95,6 +97,8 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 			return types.Int(f.Response.StatusCode()), true
 		case "headers":
 			return liveMap{m.c, liveResponseHeaders}, true
+		case "body":
+			return responseBody(m.c)
 		}
 	case liveResponseHeaders:
 		v := f.Response.Header.Peek(string(k))
@@ -145,11 +149,36 @@ func (m liveMap) native() map[string]any {
 	case liveQuery:
 		return queryMap(m.c)
 	case liveResponse:
-		return map[string]any{"code": int64(m.c.Fast.Response.StatusCode()), "headers": responseHeaderMap(m.c)}
+		out := map[string]any{"code": int64(m.c.Fast.Response.StatusCode()), "headers": responseHeaderMap(m.c)}
+		if b, ok := responseBody(m.c); ok {
+			out["body"] = []byte(b.(types.Bytes))
+		}
+		return out
 	case liveResponseHeaders:
 		return responseHeaderMap(m.c)
 	}
 	return in.Source
+}
+
+// requestBody is request.body: the request's body once a policy read it
+// whole (policy.ReadRequestBody), as bytes (agentgateway's type); absent
+// before, so that an expression reading it fails rather than see a body
+// that is still streaming.
+func requestBody(c *policy.Ctx) (ref.Val, bool) {
+	req := &c.Fast.Request
+	if !c.RequestBodyRead || req.IsBodyStream() {
+		return nil, false
+	}
+	return types.Bytes(req.Body()), true
+}
+
+// responseBody is response.body, as requestBody.
+func responseBody(c *policy.Ctx) (ref.Val, bool) {
+	resp := &c.Fast.Response
+	if !c.ResponseBodyRead || resp.IsBodyStream() {
+		return nil, false
+	}
+	return types.Bytes(resp.Body()), true
 }
 
 // responseHeaderMap is the response's headers as rules see them:

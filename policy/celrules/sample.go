@@ -26,6 +26,9 @@ type Sample struct {
 		URI     string            `json:"uri"`
 		Headers map[string]string `json:"headers"`
 		Query   map[string]string `json:"query"`
+		// Body is request.body (bytes, as a request's); absent when
+		// left out.
+		Body *string `json:"body"`
 	} `json:"request"`
 	Source struct {
 		Address string `json:"address"`
@@ -110,6 +113,9 @@ func (s *Sample) input() Input {
 			"headers": headers, "query": query,
 		},
 		Source: map[string]any{"address": s.Source.Address, "port": s.Source.Port},
+	}
+	if r.Body != nil {
+		in.Request["body"] = []byte(*r.Body)
 	}
 	if s.BasicAuth != nil {
 		in.BasicAuthUser = s.BasicAuth.Username

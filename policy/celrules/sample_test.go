@@ -16,6 +16,8 @@ func TestEvalSample(t *testing.T) {
 		{"a value", `{"expression": "request.path.split(\"/\")", "request": {"path": "/a/b"}}`, []any{"", "a", "b"}, ""},
 		{"a map", `{"expression": "{\"n\": source.port + 1, \"who\": basicAuth.username}", "source": {"port": 1}, "basicAuth": {"username": "alice"}}`, map[string]any{"n": float64(2), "who": "alice"}, ""},
 		{"mcp and llmRequest", `{"expression": "mcp.tool.name == \"echo\" && llmRequest.model == \"m\"", "mcp": {"tool": {"name": "echo"}}, "llmRequest": {"model": "m"}}`, true, ""},
+		{"a body", `{"expression": "json(request.body).name + string(size(request.body))", "request": {"body": "{\"name\": \"n\"}"}}`, "n13", ""},
+		{"no body", `{"expression": "request.body"}`, nil, "evaluation failed"},
 		{"apiKey", `{"expression": "apiKey.group", "apiKey": {"group": "eng"}}`, "eng", ""},
 		{"a missing claim", `{"expression": "jwt.sub == \"x\""}`, nil, "evaluation failed"},
 		{"a bad expression", `{"expression": "request.path =="}`, nil, "invalid CEL expression"},

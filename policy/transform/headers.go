@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -47,6 +49,16 @@ func (r requestHeaders) pseudo(name, value string) bool {
 	return true
 }
 
+// setBody replaces the request's body: the client's stream, unread, is
+// left to the server to drain. Expressions evaluated later (the
+// response's, the access log's) see the new body as request.body.
+func (r requestHeaders) setBody(b []byte) {
+	req := &r.c.Fast.Request
+	req.SetBodyRaw(b)
+	req.Header.SetContentLength(len(b))
+	r.c.RequestBodyRead = true
+}
+
 // responseHeaders edits the response being returned.
 type responseHeaders struct{ c *policy.Ctx }
 
@@ -76,6 +88,20 @@ func deleteAllBut(all iter.Seq2[[]byte, []byte], del func(string), keep ...strin
 	for _, n := range names {
 		del(n)
 	}
+}
+
+// setBody replaces the response's body, unless the response has none to
+// replace (an answer to HEAD, 1xx, 204, 304). A stream not read is closed
+// (its upstream connection with it).
+func (r responseHeaders) setBody(b []byte) {
+	resp := &r.c.Fast.Response
+	code := resp.StatusCode()
+	if r.c.Fast.Request.Header.IsHead() || code < 200 || code == fasthttp.StatusNoContent || code == fasthttp.StatusNotModified {
+		return
+	}
+	resp.SetBodyRaw(b)
+	resp.Header.SetContentLength(len(b))
+	r.c.ResponseBodyRead = true
 }
 
 func (r responseHeaders) pseudo(name, value string) bool {

@@ -1,24 +1,46 @@
-// Package transform owns the transformations policy: request headers set,
-// added, removed or replaced by CEL before the request is forwarded, and
-// response headers (and status) after the answer comes back.
+// Package transform owns the transformations policy: request headers and
+// body set, added, removed or replaced by CEL before the request is
+// forwarded, and response headers, status and body after the answer comes
+// back.
 package transform
 
 import (
+	"bytes"
+	"encoding/json"
+	"reflect"
 	"sort"
 	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types/ref"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 )
 
+// Options are what the policy takes from the server.
+type Options struct {
+	// MaxBuffer bounds a body read whole for request.body or
+	// response.body (frontendPolicies.http.maxBufferSize); 0 is 2 MiB.
+	MaxBuffer int
+	// Logger tells of responses answered 502 because their body could
+	// not be read; nil logs nothing.
+	Logger *zap.Logger
+}
+
 // Transformations is the compiled policy; immutable and safe for
 // concurrent use.
 type Transformations struct {
 	request, response *edits
+	maxBuffer         int
+	log               *zap.Logger
+	// readsRequest: an expression (of either direction) reads
+	// request.body, so the request's body is read whole before the
+	// request's edits.
+	readsRequest bool
 }
 
 // edits is one direction's compiled Transform.
@@ -26,6 +48,10 @@ type edits struct {
 	replace  cel.Program
 	set, add []headerExpr // sorted by name
 	remove   []string
+	body     cel.Program // nil: the body is left alone
+	// readsResponse: an expression of the response's edits reads
+	// response.body, so the response's body is read whole first.
+	readsResponse bool
 }
 
 type headerExpr struct {
@@ -33,29 +59,59 @@ type headerExpr struct {
 	prog cel.Program
 }
 
-// New compiles the policy. Errors are *policy.FieldError naming the field
-// below transformations.
+// New compiles the policy with default Options.
 func New(cfg *config.Transformations) (*Transformations, error) {
-	out := &Transformations{}
+	return NewWith(cfg, Options{})
+}
+
+// NewWith compiles the policy. Errors are *policy.FieldError naming the
+// field below transformations.
+func NewWith(cfg *config.Transformations, o Options) (*Transformations, error) {
+	if o.MaxBuffer <= 0 {
+		o.MaxBuffer = 2 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	out := &Transformations{maxBuffer: o.MaxBuffer, log: o.Logger}
 	var err error
-	if out.request, err = compile("request", cfg.Request); err != nil {
+	if out.request, err = out.compile("request", cfg.Request); err != nil {
 		return nil, err
 	}
-	if out.response, err = compile("response", cfg.Response); err != nil {
+	if out.response, err = out.compile("response", cfg.Response); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func compile(field string, t *config.Transform) (*edits, error) {
+func (out *Transformations) compile(field string, t *config.Transform) (*edits, error) {
 	if t == nil {
 		return nil, nil
 	}
 	e := &edits{remove: t.Remove}
+	// prog compiles one expression and notes which bodies it reads.
+	prog := func(name string, expr config.CELExpression) (cel.Program, error) {
+		p, ast, err := config.CompileLLMExpressionAst(string(expr))
+		if err != nil {
+			return nil, &policy.FieldError{Field: field + "." + name, Msg: err.Error()}
+		}
+		if celrules.ReadsBody(ast, "request") {
+			out.readsRequest = true
+		}
+		if field == "response" && celrules.ReadsBody(ast, "response") {
+			e.readsResponse = true
+		}
+		return p, nil
+	}
 	var err error
 	if t.Replace != nil {
-		if e.replace, err = config.CompileLLMExpression(string(*t.Replace)); err != nil {
-			return nil, &policy.FieldError{Field: field + ".replace", Msg: err.Error()}
+		if e.replace, err = prog("replace", *t.Replace); err != nil {
+			return nil, err
+		}
+	}
+	if t.Body != nil {
+		if e.body, err = prog("body", *t.Body); err != nil {
+			return nil, err
 		}
 	}
 	for _, m := range []struct {
@@ -64,9 +120,9 @@ func compile(field string, t *config.Transform) (*edits, error) {
 		dst  *[]headerExpr
 	}{{"set", t.Set, &e.set}, {"add", t.Add, &e.add}} {
 		for name, expr := range m.src {
-			p, err := config.CompileLLMExpression(string(expr))
+			p, err := prog(m.name+"."+name, expr)
 			if err != nil {
-				return nil, &policy.FieldError{Field: field + "." + m.name + "." + name, Msg: err.Error()}
+				return nil, err
 			}
 			*m.dst = append(*m.dst, headerExpr{name: strings.ToLower(name), prog: p})
 		}
@@ -75,18 +131,37 @@ func compile(field string, t *config.Transform) (*edits, error) {
 	return e, nil
 }
 
+// ReadsRequestBody reports whether the policy reads the request's body
+// (policy.BodyReader): an expression reads request.body, or the request's
+// body is replaced. Either way the policy must run once the body is
+// there (after 100 Continue), so that the client's body does not arrive
+// after it and take the replacement's place.
+func (t *Transformations) ReadsRequestBody() bool {
+	return t.readsRequest || t.request != nil && t.request.body != nil
+}
+
 // headers is what an edit changes: a request's or a response's headers,
-// and their pseudo-headers.
+// their pseudo-headers, and its body.
 type headers interface {
 	Set(key, value string)
 	Add(key, value string)
 	Del(key string)
 	reset()
 	pseudo(name, value string) bool
+	// setBody replaces the body (and its Content-Length).
+	setBody(b []byte)
 }
 
-// OnRequest edits the request's headers.
+// OnRequest reads the request's body when an expression reads it, then
+// edits the request's headers and body. A body larger than maxBufferSize
+// is answered 413 (one the client failed to send, 400 or 408).
 func (t *Transformations) OnRequest(c *policy.Ctx) policy.Result {
+	if t.readsRequest {
+		if _, err := policy.ReadRequestBody(c, t.maxBuffer); err != nil {
+			policy.RespondRequestBodyError(c, err)
+			return policy.Done
+		}
+	}
 	if t.request != nil {
 		in := celrules.LiveInput(c)
 		t.request.apply(&in, requestHeaders{c})
@@ -94,17 +169,48 @@ func (t *Transformations) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
-// OnResponse edits the response's headers and status.
+var (
+	contentTypeText  = []byte("text/plain; charset=utf-8")
+	bodyUnreadable   = []byte("response body could not be read for transformation\n")
+	bodyTooLargeResp = []byte("response body too large for transformation\n")
+)
+
+// OnResponse reads the response's body when an expression reads it, then
+// edits the response's headers, status and body. A body that cannot be
+// read whole (larger than maxBufferSize, or cut off by the upstream) is
+// answered 502, untransformed: passing it on unchanged could pass what
+// the transformation is there to rewrite.
 func (t *Transformations) OnResponse(c *policy.Ctx) {
-	if t.response != nil {
-		in := celrules.LiveInput(c)
-		t.response.apply(&in, responseHeaders{c})
+	e := t.response
+	if e == nil {
+		return
 	}
+	if e.readsResponse {
+		if _, err := policy.ReadResponseBody(c, t.maxBuffer); err != nil {
+			t.log.Warn("transformations: the response body could not be read whole; answering 502", zap.Error(err))
+			resp := &c.Fast.Response
+			resp.Reset() // closes the stream read in part, and its connection
+			resp.SetStatusCode(502)
+			resp.Header.SetContentTypeBytes(contentTypeText)
+			if err == policy.ErrBodyTooLarge {
+				resp.SetBody(bodyTooLargeResp)
+			} else {
+				resp.SetBody(bodyUnreadable)
+			}
+			return
+		}
+	}
+	in := celrules.LiveInput(c)
+	e.apply(&in, responseHeaders{c})
 }
 
 func (e *edits) apply(in *celrules.Input, h headers) {
 	// Every expression sees the message as it came: all are evaluated
 	// before any edit.
+	var body []byte
+	if e.body != nil {
+		body = evalBody(e.body, in)
+	}
 	var replaced map[string][]string
 	if e.replace != nil {
 		if v, err := celrules.EvalLLM(e.replace, in, nil); err == nil {
@@ -159,6 +265,36 @@ func (e *edits) apply(in *celrules.Input, h headers) {
 	for _, name := range e.remove {
 		h.Del(name)
 	}
+	if e.body != nil {
+		h.setBody(body)
+	}
+}
+
+// evalBody evaluates a body: a string or bytes as they are, anything else
+// as JSON (agentgateway's value_as_byte_or_json). A failing expression,
+// or a value with no JSON form, gives an empty body, as in agentgateway.
+// The result is the policy's own (never a buffer of the message it may
+// have been read from).
+func evalBody(p cel.Program, in *celrules.Input) []byte {
+	v, err := celrules.EvalLLM(p, in, nil)
+	if err != nil {
+		return []byte{}
+	}
+	switch x := v.Value().(type) {
+	case string:
+		return []byte(x)
+	case []byte:
+		return bytes.Clone(x)
+	}
+	native, err := v.ConvertToNative(reflect.TypeFor[*structpb.Value]())
+	if err != nil {
+		return []byte{}
+	}
+	out, err := json.Marshal(native.(*structpb.Value).AsInterface())
+	if err != nil {
+		return []byte{}
+	}
+	return out
 }
 
 // eval evaluates a header value: a string, a number or a bool as text, a

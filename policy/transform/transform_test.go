@@ -106,3 +106,146 @@ func TestCompileErrors(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBody: a body computed from the request's JSON body replaces it, with
+// its Content-Length; other values are JSON; a failing expression empties
+// the body (agentgateway's rule).
+func TestBody(t *testing.T) {
+	for _, tc := range []struct {
+		expr, want string
+	}{
+		{`json(request.body).name`, "n1"},
+		{`request.body`, `{"name": "n1", "n": 2}`},
+		{`b"\x00\x01"`, "\x00\x01"},
+		{`json(request.body).n + 1`, "3"},
+		{`{"got": json(request.body).name, "list": [1, true, null]}`, `{"got":"n1","list":[1,true,null]}`},
+		{`json(request.body).missing`, ""},
+		{`"x-" + request.headers["x-id"]`, "x-7"},
+	} {
+		p, err := NewWith(&config.Transformations{Request: &config.Transform{Body: ptr(expr(tc.expr))}}, Options{MaxBuffer: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.ReadsRequestBody() {
+			t.Errorf("%s: a body transformation must wait for the body", tc.expr)
+		}
+		fctx := policytest.NewRequest("POST", "/", "X-Id", "7")
+		fctx.Request.SetBodyStream(strings.NewReader(`{"name": "n1", "n": 2}`), -1)
+		c := policytest.Ctx(fctx)
+		if p.OnRequest(c) != policy.Continue {
+			t.Fatalf("%s: answered %d", tc.expr, fctx.Response.StatusCode())
+		}
+		req := &fctx.Request
+		if req.IsBodyStream() || string(req.Body()) != tc.want || req.Header.ContentLength() != len(tc.want) {
+			t.Errorf("%s: body %q (length %d), want %q", tc.expr, req.Body(), req.Header.ContentLength(), tc.want)
+		}
+	}
+}
+
+// TestBodyBuffering: only an expression naming the body has it read; one
+// larger than MaxBuffer is answered 413 before any of it is read when its
+// length says so, or once MaxBuffer is passed.
+func TestBodyBuffering(t *testing.T) {
+	headersOnly, err := NewWith(&config.Transformations{
+		Request:  &config.Transform{Set: map[string]config.CELExpression{"x-a": expr(`request.path`)}},
+		Response: &config.Transform{Set: map[string]config.CELExpression{"x-b": expr(`string(response.code)`)}},
+	}, Options{MaxBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if headersOnly.ReadsRequestBody() {
+		t.Error("header expressions that do not name the body read it")
+	}
+	fctx := policytest.NewRequest("POST", "/")
+	fctx.Request.SetBodyStream(strings.NewReader("a body longer than 4"), -1)
+	c := policytest.Ctx(fctx)
+	if headersOnly.OnRequest(c) != policy.Continue || !fctx.Request.IsBodyStream() || c.RequestBodyRead {
+		t.Error("a transformation that does not read the body buffered it")
+	}
+
+	reads, err := NewWith(&config.Transformations{Response: &config.Transform{
+		Set: map[string]config.CELExpression{"x-sent": expr(`string(request.body)`)},
+	}}, Options{MaxBuffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reads.ReadsRequestBody() {
+		t.Error("a response expression reading request.body must have the request's body read")
+	}
+	for _, tc := range []struct {
+		name   string
+		body   string
+		length int
+		status int
+	}{
+		{"declared too large", "12345", 5, 413},
+		{"chunked too large", "12345", -1, 413},
+		{"cut short", "12", 3, 400},
+		{"fits", "1234", -1, 0},
+	} {
+		fctx := policytest.NewRequest("POST", "/")
+		fctx.Request.SetBodyStream(strings.NewReader(tc.body), tc.length)
+		c := policytest.Ctx(fctx)
+		res := reads.OnRequest(c)
+		if tc.status == 0 {
+			if res != policy.Continue || string(fctx.Request.Body()) != tc.body {
+				t.Errorf("%s: %v, body %q", tc.name, res, fctx.Request.Body())
+			}
+			fctx.Response.SetStatusCode(200)
+			var ch policy.Chain
+			ch.Response = append(ch.Response, reads)
+			ch.RunResponse(c)
+			if got := string(fctx.Response.Header.Peek("X-Sent")); got != tc.body {
+				t.Errorf("%s: x-sent %q", tc.name, got)
+			}
+			continue
+		}
+		if res != policy.Done || fctx.Response.StatusCode() != tc.status || !fctx.Response.ConnectionClose() {
+			t.Errorf("%s: %v %d, want %d (connection closing)", tc.name, res, fctx.Response.StatusCode(), tc.status)
+		}
+	}
+}
+
+// TestResponseBody: the response's body rewritten from itself; a body too
+// large to read is answered 502; a response without a body keeps none.
+func TestResponseBody(t *testing.T) {
+	p, err := NewWith(&config.Transformations{Response: &config.Transform{
+		Set:  map[string]config.CELExpression{"x-len": expr(`string(size(response.body))`)},
+		Body: ptr(expr(`{"wrapped": json(response.body), "code": response.code}`)),
+	}}, Options{MaxBuffer: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ReadsRequestBody() {
+		t.Error("a response transformation reads the request's body")
+	}
+	run := func(method string, code int, body string, length int) *policy.Ctx {
+		fctx := policytest.NewRequest(method, "/")
+		c := policytest.Ctx(fctx)
+		fctx.Response.SetStatusCode(code)
+		fctx.Response.SetBodyStream(strings.NewReader(body), length)
+		var ch policy.Chain
+		ch.Response = append(ch.Response, p)
+		ch.RunResponse(c)
+		return c
+	}
+	c := run("GET", 200, `{"a": 1}`, -1)
+	resp := &c.Fast.Response
+	if resp.StatusCode() != 200 || string(resp.Body()) != `{"code":200,"wrapped":{"a":1}}` || resp.Header.ContentLength() != len(resp.Body()) || string(resp.Header.Peek("X-Len")) != "8" {
+		t.Errorf("%d %q (length %d, x-len %q)", resp.StatusCode(), resp.Body(), resp.Header.ContentLength(), resp.Header.Peek("X-Len"))
+	}
+	for _, length := range []int{-1, 20} {
+		c = run("GET", 200, "a body of twenty...", length)
+		if resp := &c.Fast.Response; resp.StatusCode() != 502 || resp.Header.Peek("X-Len") != nil {
+			t.Errorf("too large (length %d): %d %q", length, resp.StatusCode(), resp.Body())
+		}
+	}
+	c = run("GET", 200, "short", 10)
+	if c.Fast.Response.StatusCode() != 502 {
+		t.Errorf("cut short: %d", c.Fast.Response.StatusCode())
+	}
+	c = run("HEAD", 200, "", 0)
+	if resp := &c.Fast.Response; len(resp.Body()) != 0 {
+		t.Errorf("HEAD: body %q", resp.Body())
+	}
+}
