@@ -64,3 +64,45 @@ binds:
 		t.Fatalf("error %q lacks %q", err, want)
 	}
 }
+
+// TestAuthorizationRequestBody: a rule reading request.body sees the body
+// the client sent (read whole, then forwarded whole); one over
+// maxBufferSize is answered 413.
+func TestAuthorizationRequestBody(t *testing.T) {
+	up, last := bodyRecorder(t, nil)
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {maxBufferSize: 64}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        authorization:
+          rules: ['json(request.body).user == "alice"']
+      backends: [{ host: '${UP}' }]
+`, map[string]string{"UP": up})
+	for _, tc := range []struct {
+		body    string
+		chunked bool
+		want    int
+	}{
+		{`{"user": "alice"}`, false, http.StatusOK},
+		{`{"user": "alice", "n": 1}`, true, http.StatusOK},
+		{`{"user": "bob"}`, false, http.StatusForbidden},
+		{`{"user": "alice", "padding": "` + strings.Repeat(".", 64) + `"}`, false, http.StatusRequestEntityTooLarge},
+	} {
+		_, before := last()
+		resp, _ := postBody(t, tg.url(3000)+"/", tc.body, tc.chunked)
+		seen, now := last()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.body, resp.StatusCode, tc.want)
+		}
+		if tc.want == http.StatusOK && (now != before+1 || string(seen.body) != tc.body) {
+			t.Errorf("%s: the upstream got %q", tc.body, seen.body)
+		}
+		if tc.want != http.StatusOK && now != before {
+			t.Errorf("%s: the upstream was called", tc.body)
+		}
+	}
+}

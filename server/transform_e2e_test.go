@@ -1,8 +1,15 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestTransformationsE2E: request headers computed from the request and
@@ -52,5 +59,302 @@ binds:
 	h = seen()
 	if resp.StatusCode != 201 || h.Get("X-Agentgateway-Req-Message") != "Hello from AgentGateway!" {
 		t.Errorf("the listener's transformations did not apply: %q", h.Get("X-Agentgateway-Req-Message"))
+	}
+}
+
+// seenRequest is what a bodyRecorder upstream got.
+type seenRequest struct {
+	header           http.Header
+	body             []byte
+	length           int64    // Content-Length, -1 for a chunked body
+	transferEncoding []string // as net/http read it
+}
+
+// bodyRecorder is an upstream that reads each request's body whole, keeps
+// the last request, and answers with answer (200 "ok" when nil); last
+// returns the last request and the number of requests so far.
+func bodyRecorder(t *testing.T, answer http.HandlerFunc) (addr string, last func() (seenRequest, int)) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen seenRequest
+	calls := 0
+	addr = upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(599)
+			return
+		}
+		mu.Lock()
+		seen = seenRequest{header: r.Header.Clone(), body: body, length: r.ContentLength, transferEncoding: r.TransferEncoding}
+		calls++
+		mu.Unlock()
+		if answer != nil {
+			answer(w, r)
+			return
+		}
+		w.Write([]byte("ok")) //nolint:errcheck
+	}))
+	return addr, func() (seenRequest, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen, calls
+	}
+}
+
+// postBody sends a POST with body; chunked hides its length, so that it
+// goes chunked.
+func postBody(t *testing.T, url, body string, chunked bool) (*http.Response, string) {
+	t.Helper()
+	var r io.Reader = strings.NewReader(body)
+	if chunked {
+		r = io.MultiReader(r)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, req)
+}
+
+// bodyTransformConfig is the gateway of the body transformation tests:
+// maxBufferSize 4096, and access log fields that read the bodies.
+const bodyTransformConfig = `
+frontendPolicies:
+  http: {maxBufferSize: 4096}
+  accessLog:
+    add:
+      sent.greeting: 'json(request.body).greeting'
+      answer: 'string(response.body)'
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /rewrite}}]
+      policies:
+        transformations:
+          request:
+            set: {x-name: 'json(request.body).name'}
+            body: '{"greeting": "hello " + json(request.body).name}'
+          response:
+            set: {x-upstream-length: 'string(size(response.body))'}
+            body: 'json(response.body).with(b, {"code": b.user_code, "verify": "https://gw.test/verify?code=" + b.user_code})'
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /fixed}}]
+      policies:
+        transformations:
+          request: {body: '"fixed"'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /sent}}]
+      policies:
+        transformations:
+          request: {body: '"sent:" + string(request.body)'}
+          response: {body: 'b"done:" + request.body'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /failing}}]
+      policies:
+        transformations:
+          request: {body: 'json(request.body).missing'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /big}}]
+      policies:
+        transformations:
+          response: {body: 'string(size(response.body))'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /stream}}]
+      policies:
+        transformations:
+          request: {set: {x-path: request.path}}
+          response:
+            set: {x-code: 'string(response.code)'}
+            body: '"replaced"'
+      backends: [{host: '${UP}'}]
+`
+
+// bodyAnswer is the upstream of the body transformation tests: JSON with a
+// user code (in chunks for /rewrite/chunked), 8 KiB for /big, else "ok".
+func bodyAnswer(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/rewrite/json":
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"user_code": "ABC-123", "interval": 5}`)) //nolint:errcheck
+	case "/rewrite/chunked":
+		w.Write([]byte(`{"user_code": `)) //nolint:errcheck
+		w.(http.Flusher).Flush()
+		w.Write([]byte(`"XYZ"}`)) //nolint:errcheck
+	case "/big":
+		w.Write(bytes.Repeat([]byte("b"), 8192)) //nolint:errcheck
+	default:
+		w.Write([]byte("ok")) //nolint:errcheck
+	}
+}
+
+// TestTransformationsBodyE2E: request and response bodies rewritten from
+// their JSON fields reach the upstream and the client with their
+// Content-Length; a body replaced without being read; a failing body
+// expression empties the body; a request body over maxBufferSize on a
+// route that reads it is answered 413 without reaching the upstream, and
+// a response body over it 502; the access log's fields see the bodies as
+// they were sent.
+func TestTransformationsBodyE2E(t *testing.T) {
+	up, last := bodyRecorder(t, bodyAnswer)
+	tg := startGateway(t, bodyTransformConfig, map[string]string{"UP": up})
+	base := tg.url(3000)
+
+	for _, chunked := range []bool{false, true} {
+		resp, body := postBody(t, base+"/rewrite/json", `{"name": "alice", "other": 1}`, chunked)
+		want := `{"code":"ABC-123","verify":"https://gw.test/verify?code=ABC-123"}`
+		if resp.StatusCode != 200 || body != want || resp.ContentLength != int64(len(want)) {
+			t.Fatalf("chunked %v: client got %d %q (length %d), want %q", chunked, resp.StatusCode, body, resp.ContentLength, want)
+		}
+		if got := resp.Header.Get("X-Upstream-Length"); got != "39" {
+			t.Errorf("x-upstream-length %q, want the upstream's body's 39", got)
+		}
+		seen, _ := last()
+		wantUp := `{"greeting":"hello alice"}`
+		if string(seen.body) != wantUp || seen.length != int64(len(wantUp)) || len(seen.transferEncoding) != 0 || seen.header.Get("X-Name") != "alice" {
+			t.Errorf("chunked %v: the upstream got %q (length %d, transfer-encoding %q, x-name %q), want %q",
+				chunked, seen.body, seen.length, seen.transferEncoding, seen.header.Get("X-Name"), wantUp)
+		}
+	}
+	line := lastAccessLine(t, tg.logs, 2)
+	if line["sent.greeting"] != "hello alice" || line["answer"] != `{"code":"ABC-123","verify":"https://gw.test/verify?code=ABC-123"}` {
+		t.Errorf("access log fields: sent.greeting %q, answer %q", line["sent.greeting"], line["answer"])
+	}
+
+	t.Run("a response that streamed in chunks", func(t *testing.T) {
+		resp, body := postBody(t, base+"/rewrite/chunked", `{"name": "bob"}`, false)
+		if resp.StatusCode != 200 || body != `{"code":"XYZ","verify":"https://gw.test/verify?code=XYZ"}` {
+			t.Fatalf("client got %d %q", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("a body replaced without being read", func(t *testing.T) {
+		resp, body := postBody(t, base+"/fixed", "whatever the client sent", true)
+		if seen, _ := last(); resp.StatusCode != 200 || body != "ok" || string(seen.body) != "fixed" {
+			t.Fatalf("client got %d %q; the upstream got %q", resp.StatusCode, body, seen.body)
+		}
+	})
+
+	t.Run("the response sees the request body as forwarded", func(t *testing.T) {
+		resp, body := postBody(t, base+"/sent", "abc", false)
+		if seen, _ := last(); resp.StatusCode != 200 || body != "done:sent:abc" || string(seen.body) != "sent:abc" {
+			t.Fatalf("client got %d %q; the upstream got %q", resp.StatusCode, body, seen.body)
+		}
+	})
+
+	t.Run("a failing body expression empties the body", func(t *testing.T) {
+		resp, _ := postBody(t, base+"/failing", `{"name": "x"}`, false)
+		if seen, _ := last(); resp.StatusCode != 200 || len(seen.body) != 0 || seen.length != 0 {
+			t.Fatalf("%d; the upstream got %q (length %d)", resp.StatusCode, seen.body, seen.length)
+		}
+	})
+
+	t.Run("a request body over maxBufferSize is refused", func(t *testing.T) {
+		big := `{"name": "` + strings.Repeat("n", 5000) + `"}`
+		for _, chunked := range []bool{false, true} {
+			_, before := last()
+			resp, body := postBody(t, base+"/rewrite/json", big, chunked)
+			if resp.StatusCode != 413 || !strings.Contains(body, "too large") {
+				t.Errorf("chunked %v: %d %q, want 413", chunked, resp.StatusCode, body)
+			}
+			if _, now := last(); now != before {
+				t.Errorf("chunked %v: the upstream was called", chunked)
+			}
+		}
+	})
+
+	t.Run("a response body over maxBufferSize is answered 502", func(t *testing.T) {
+		resp, body := get(t, base+"/big")
+		if resp.StatusCode != 502 || !strings.Contains(body, "too large") {
+			t.Fatalf("%d %q, want 502", resp.StatusCode, body)
+		}
+	})
+}
+
+// TestTransformationsBodyStreamsUntouched: on a route whose
+// transformations do not name the request's body, a chunked body far over
+// maxBufferSize streams through: the upstream reads its start before the
+// client sends the rest (a buffered body would wait for its end), and all
+// of it arrives.
+func TestTransformationsBodyStreamsUntouched(t *testing.T) {
+	const first, total = 32 << 10, 256 << 10
+	firstSeen := make(chan struct{})
+	var once sync.Once
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		head := make([]byte, first)
+		n, _ := io.ReadFull(r.Body, head)
+		once.Do(func() { close(firstSeen) })
+		rest, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Got", strconv.Itoa(n+int(rest)))
+		w.Header().Set("X-Path-Seen", r.Header.Get("X-Path"))
+		w.Write([]byte("streamed")) //nolint:errcheck
+	}))
+	tg := startGateway(t, bodyTransformConfig, map[string]string{"UP": up})
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := payload(total, 7)
+		if _, err := pw.Write(chunk[:first]); err != nil {
+			return
+		}
+		select {
+		case <-firstSeen:
+		case <-time.After(10 * time.Second):
+			pw.CloseWithError(errors.New("the upstream got nothing before the body's end: the body was buffered"))
+			return
+		}
+		if _, err := pw.Write(chunk[first:]); err != nil {
+			return
+		}
+		pw.Close()
+	}()
+	req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/stream/up", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := do(t, req)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Got") != strconv.Itoa(total) || resp.Header.Get("X-Path-Seen") != "/stream/up" {
+		t.Fatalf("%d: the upstream got %s bytes (x-path %q), want %d", resp.StatusCode, resp.Header.Get("X-Got"), resp.Header.Get("X-Path-Seen"), total)
+	}
+	if body != "replaced" || resp.Header.Get("X-Code") != "200" {
+		t.Errorf("client got %q (x-code %q)", body, resp.Header.Get("X-Code"))
+	}
+}
+
+// TestTransformationsBodyExpectContinue: a client that waits for 100
+// Continue gets it, and its body, sent after it, is what the
+// transformation reads and rewrites; a body replaced without being read
+// replaces the one sent after 100 Continue too.
+func TestTransformationsBodyExpectContinue(t *testing.T) {
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			up, last := bodyRecorder(t, bodyAnswer)
+			tg := startGatewayWith(t, bodyTransformConfig, map[string]string{"UP": up}, tr)
+			for _, tc := range []struct {
+				path, body, wantUp, wantClient string
+			}{
+				{"/rewrite/json", `{"name": "carol"}`, `{"greeting":"hello carol"}`, `{"code":"ABC-123","verify":"https://gw.test/verify?code=ABC-123"}`},
+				{"/fixed", "sent after 100", "fixed", "ok"},
+				{"/sent", "after 100", "sent:after 100", "done:sent:after 100"},
+			} {
+				c, br := dialRaw(t, tg.addr(3000))
+				if _, err := io.WriteString(c, "POST "+tc.path+" HTTP/1.1\r\nHost: x\r\nContent-Length: "+strconv.Itoa(len(tc.body))+"\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				m, err := readReply(br, "POST")
+				if err != nil || m.status() != 100 {
+					t.Fatalf("%s: want 100 Continue before the body, got %d (%v)", tc.path, m.status(), err)
+				}
+				if _, err := io.WriteString(c, tc.body); err != nil {
+					t.Fatal(err)
+				}
+				if m, err = readReply(br, "POST"); err != nil || m.status() != 200 || string(m.body) != tc.wantClient {
+					t.Fatalf("%s: %d %q (%v), want 200 %q", tc.path, m.status(), m.body, err, tc.wantClient)
+				}
+				if seen, _ := last(); string(seen.body) != tc.wantUp {
+					t.Fatalf("%s: the upstream got %q, want %q", tc.path, seen.body, tc.wantUp)
+				}
+			}
+		})
 	}
 }

@@ -185,6 +185,13 @@ func (t *Transformations) OnResponse(c *policy.Ctx) {
 	if e == nil {
 		return
 	}
+	if t.readsRequest && !c.RequestBodyRead {
+		// The request never got through the request phase (its body was
+		// refused, here or by a policy before): its answer is the
+		// gateway's, left alone, as agentgateway leaves the answers to
+		// requests refused before their transformation.
+		return
+	}
 	if e.readsResponse {
 		if _, err := policy.ReadResponseBody(c, t.maxBuffer); err != nil {
 			t.log.Warn("transformations: the response body could not be read whole; answering 502", zap.Error(err))

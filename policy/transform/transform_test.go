@@ -203,6 +203,13 @@ func TestBodyBuffering(t *testing.T) {
 		if res != policy.Done || fctx.Response.StatusCode() != tc.status || !fctx.Response.ConnectionClose() {
 			t.Errorf("%s: %v %d, want %d (connection closing)", tc.name, res, fctx.Response.StatusCode(), tc.status)
 		}
+		// The refusal is the gateway's: the response edits leave it alone.
+		var ch policy.Chain
+		ch.Response = append(ch.Response, reads)
+		ch.RunResponse(c)
+		if fctx.Response.StatusCode() != tc.status || fctx.Response.Header.Peek("X-Sent") != nil {
+			t.Errorf("%s: the response edits changed the refusal: %d %s", tc.name, fctx.Response.StatusCode(), fctx.Response.Header.String())
+		}
 	}
 }
 
