@@ -95,8 +95,9 @@ var (
 // CELEnv is the environment rules compile in: `jwt` (the token's claims),
 // `basicAuth` (username), `apiKey` (the key's metadata), `extauthz` (what
 // the external authorization service answered), `response` (code,
-// headers; once there is one), `request` (method,
-// path, host, scheme, uri, headers, query), `source` (address, port) and `mcp`
+// headers; once there is one; body once a policy read it), `request`
+// (method, path, host, scheme, uri, headers, query; body, bytes, once a
+// policy read it: see celrules.ReadsBody), `source` (address, port) and `mcp`
 // (tool, prompt or resource: name and target), each a map,
 // plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {

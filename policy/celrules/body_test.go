@@ -101,3 +101,52 @@ func TestLiveBody(t *testing.T) {
 		t.Errorf("whole maps: %v (%v)", v, err)
 	}
 }
+
+// FuzzReadsBody: an expression ReadsBody says does not read a body gives
+// the same result whether or not the body is there to read. (The other
+// way round is allowed: the analysis errs on the side of reading.)
+func FuzzReadsBody(f *testing.F) {
+	for _, s := range []string{
+		`request.path`, `request.body`, `request["bo" + "dy"]`, `request.with(r, r.body)`,
+		`toJson(request)`, `"body" in request`, `request.headers.size()`, `response.body`,
+		`has(request.body) ? 1 : 2`, `request.?body.orValue(b"")`, `[request].map(r, r.body)`,
+		`request.with(r, [r][0].body)`, `response.with(x, x.code)`, `json(request.body).name`,
+	} {
+		f.Add(s)
+	}
+	eval := func(expr string, withBody bool) (string, bool) {
+		p, err := config.CompileLLMExpression(expr)
+		if err != nil {
+			return "", false
+		}
+		fctx := policytest.NewRequest("POST", "/p?q=1", "X-A", "1")
+		fctx.Request.SetBodyString(`{"name": "n"}`)
+		fctx.Response.SetStatusCode(201)
+		fctx.Response.SetBodyString(`answer`)
+		c := policytest.Ctx(fctx)
+		c.Responding = true
+		c.RequestBodyRead, c.ResponseBodyRead = withBody, withBody
+		in := LiveInput(c)
+		v, err := EvalLLM(p, &in, nil)
+		if err != nil {
+			return "error", true
+		}
+		return Text(v), true
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		if len(expr) > 512 {
+			return
+		}
+		_, ast, err := config.CompileLLMExpressionAst(expr)
+		if err != nil || ReadsBody(ast, "request") || ReadsBody(ast, "response") {
+			return
+		}
+		without, ok := eval(expr, false)
+		if !ok {
+			return
+		}
+		if with, _ := eval(expr, true); with != without {
+			t.Fatalf("%s reads no body, by ReadsBody, but gives %q with the bodies and %q without", expr, with, without)
+		}
+	})
+}
