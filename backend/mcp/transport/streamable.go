@@ -607,37 +607,45 @@ func (c *streamable) readPostStream(body io.Reader, call *jsonrpc.Request) {
 // deliver queues m for Read, blocking while the queue is full; false once
 // the connection closed. It notes an initialize result on the way.
 func (c *streamable) deliver(m jsonrpc.Message) bool {
+	initialized := false
 	if r, ok := m.(*jsonrpc.Response); ok {
-		c.observe(r)
+		initialized = c.observe(r)
 	}
 	select {
 	case c.incoming <- m:
+		if initialized {
+			// Only now: what the standalone stream brings must come after
+			// the initialize result, not overtake it.
+			c.mu.Lock()
+			c.startListeningLocked()
+			c.mu.Unlock()
+		}
 		return true
 	case <-c.done:
 		return false
 	}
 }
 
-// observe notes the protocol version of an initialize result and opens the
-// standalone stream.
-func (c *streamable) observe(r *jsonrpc.Response) {
+// observe notes the protocol version of an initialize result; true when
+// it was one (the standalone stream is to open once it is delivered).
+func (c *streamable) observe(r *jsonrpc.Response) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.inits[r.ID]; !ok {
-		return
+		return false
 	}
 	delete(c.inits, r.ID)
 	if r.Error != nil {
-		return
+		return false
 	}
 	var res struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	if json.Unmarshal(r.Result, &res) != nil || res.ProtocolVersion == "" {
-		return
+		return false
 	}
 	c.version = res.ProtocolVersion
-	c.startListeningLocked()
+	return true
 }
 
 // startListeningLocked opens the standalone GET stream once.
