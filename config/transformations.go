@@ -6,9 +6,41 @@ import "github.com/relaygate/gateway/config/decode"
 // request before it is forwarded, and of the response before it is
 // returned, computed by CEL.
 type Transformations struct {
-	Request     *Transform  `json:"request,omitempty"`
-	Response    *Transform  `json:"response,omitempty"`
-	Conditional Unsupported `json:"conditional,omitzero"`
+	Request     *Transform                   `json:"request,omitempty"`
+	Response    *Transform                   `json:"response,omitempty"`
+	Conditional []ConditionalTransformations `json:"conditional,omitempty" cfg:"maxItems=64"`
+}
+
+// ConditionalTransformations is one entry of transformations' conditional
+// form: the entry chosen for a request is the one whose response side
+// runs on its response.
+type ConditionalTransformations struct {
+	Condition ValueCondition `json:"condition,omitempty"`
+	Transformations
+}
+
+// DecodeNode decodes the entry: its condition and the kind's fields.
+func (c *ConditionalTransformations) DecodeNode(n *decode.Node) {
+	type plain Transformations
+	var f struct {
+		Condition ValueCondition `json:"condition,omitempty"`
+		plain
+	}
+	if n.Decode(&f) {
+		c.Condition, c.Transformations = f.Condition, Transformations(f.plain)
+	}
+}
+
+// DecodeNode decodes the kind or its conditional form.
+func (t *Transformations) DecodeNode(n *decode.Node) {
+	type plain Transformations
+	var cond struct {
+		Conditional []ConditionalTransformations `json:"conditional" cfg:"required,maxItems=64"`
+	}
+	decodeEitherForm(n, (*plain)(t), &cond)
+	if cond.Conditional != nil {
+		t.Conditional = cond.Conditional
+	}
 }
 
 // Transform is one direction's edits, applied in this order: replace,
@@ -55,6 +87,15 @@ func (t *Transform) Validate(v *decode.Validation) {
 
 // Validate checks the pseudo-headers each direction's set names.
 func (t *Transformations) Validate(v *decode.Validation) {
+	if t.Conditional != nil {
+		conds := make([]ValueCondition, len(t.Conditional))
+		nested := make([]bool, len(t.Conditional))
+		for i, c := range t.Conditional {
+			conds[i], nested[i] = c.Condition, c.Conditional != nil
+		}
+		checkConditional(v, conds, nested)
+		return
+	}
 	for _, d := range []struct {
 		field  string
 		t      *Transform

@@ -83,7 +83,25 @@ type Ctx struct {
 	// response (ReadResponseBody, response.body).
 	RequestBodyRead, ResponseBodyRead bool
 
+	// ran are the policies of a conditional form that ran for this
+	// request (MarkRan), whose response side runs then.
+	ran []any
+
 	scratch []byte
+}
+
+// MarkRan notes that p ran for this request (a conditional form's chosen
+// entry).
+func (c *Ctx) MarkRan(p any) { c.ran = append(c.ran, p) }
+
+// Ran reports whether MarkRan noted p for this request.
+func (c *Ctx) Ran(p any) bool {
+	for _, r := range c.ran {
+		if r == p {
+			return true
+		}
+	}
+	return false
 }
 
 // Reset clears the context for reuse.
@@ -111,6 +129,8 @@ func (c *Ctx) Reset() {
 	}
 	c.ExtProc = c.ExtProc[:0]
 	c.Trace = Trace{}
+	clear(c.ran)
+	c.ran = c.ran[:0]
 	c.scratch = c.scratch[:0]
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
 )
 
-// TestConditionalPolicyForms: extAuthz, extProc and remoteRateLimit in
-// their conditional form. The first entry whose condition holds is the one
+// TestConditionalPolicyForms: extAuthz, extProc, transformations and
+// remoteRateLimit in their conditional form. The first entry whose condition holds is the one
 // that runs (its own service, its own settings), the fallback runs when
 // none does, and with no fallback a request no condition holds for is left
 // alone by the kind.
@@ -55,6 +55,16 @@ binds:
             host: '${PB}'
             processingOptions: {requestBodyMode: none, responseBodyMode: none}
       backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /tr}}]
+      policies:
+        transformations:
+          conditional:
+          - condition: 'request.headers["x-v"] == "1"'
+            request: {set: {x-t: '"one"'}}
+            response: {set: {x-r: '"one"'}}
+          - request: {set: {x-t: '"other"'}}
+            response: {set: {x-r: '"other"'}}
+      backends: [{host: '${UP}'}]
     - matches: [{path: {pathPrefix: /limited}}]
       policies:
         remoteRateLimit:
@@ -94,6 +104,14 @@ binds:
 	}
 	if n := len(procA.Last(t).Messages()); n != 2 {
 		t.Errorf("service a got %d messages, want request and response headers", n)
+	}
+
+	// The entry chosen for the request is the one whose response side runs.
+	for _, tc := range []struct{ v, want string }{{"1", "one"}, {"2", "other"}} {
+		code, h := status("/tr", "X-V", tc.v)
+		if code != 200 || seen().Get("X-T") != tc.want || h.Get("X-R") != tc.want {
+			t.Errorf("x-v %s: %d, upstream x-t %q, client x-r %q; want %q", tc.v, code, seen().Get("X-T"), h.Get("X-R"), tc.want)
+		}
 	}
 
 	for i, want := range []int{200, 429} {

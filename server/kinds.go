@@ -104,11 +104,16 @@ var routeKinds = []routeKind{
 	}},
 	{"csrf", chainKind(policy.KindCSRF, policy.NewCSRF)},
 	{"transformations", func(c *compiler, rc *routeCompile, v any) error {
-		p, err := transform.NewWith(v.(*config.Transformations), transform.Options{MaxBuffer: c.frontend.maxBufferSize, Logger: c.gw.log})
-		if err == nil {
-			rc.chain.Add(policy.KindTransformations, p)
+		cfg := v.(*config.Transformations)
+		one := func(cfg *config.Transformations) (any, error) {
+			return transform.NewWith(cfg, transform.Options{MaxBuffer: c.frontend.maxBufferSize, Logger: c.gw.log})
 		}
-		return err
+		conds := make([]config.ValueCondition, len(cfg.Conditional))
+		entries := make([]*config.Transformations, len(cfg.Conditional))
+		for i := range cfg.Conditional {
+			conds[i], entries[i] = cfg.Conditional[i].Condition, &cfg.Conditional[i].Transformations
+		}
+		return addKind(rc, policy.KindTransformations, cfg, conds, entries, one)
 	}},
 	{"directResponse", chainKind(policy.KindDirectResponse, fault.NewDirectResponse)},
 	{"delay", chainKind(policy.KindDelay, fault.NewDelay)},

@@ -15,18 +15,18 @@ import (
 // condition always does); when none holds, the kind does nothing for the
 // request. A condition that fails to evaluate does not hold.
 //
-// On the way back every entry that is a policy.Response is called: such a
-// policy must act only on requests it handled itself (extProc finds its own
-// session in policy.Ctx and leaves others alone).
+// On the way back, the response side of the entry that ran for the
+// request runs (policy.Ctx.MarkRan), if it has one.
 type Conditional struct {
 	entries   []conditionalEntry
-	responses []policy.Response
 	readsBody bool
 }
 
 type conditionalEntry struct {
 	cond cel.Program // nil: always
+	p    any
 	req  policy.Request
+	resp policy.Response
 }
 
 // NewConditional compiles the conditions; policies[i] is entry i's
@@ -43,10 +43,9 @@ func NewConditional(conditions []config.ValueCondition, policies []any) (*Condit
 			}
 			e.cond = prog
 		}
+		e.p = p
 		e.req, _ = p.(policy.Request)
-		if r, ok := p.(policy.Response); ok {
-			c.responses = append(c.responses, r)
-		}
+		e.resp, _ = p.(policy.Response)
 		if br, ok := p.(policy.BodyReader); ok && br.ReadsRequestBody() {
 			c.readsBody = true
 		}
@@ -69,6 +68,9 @@ func (c *Conditional) OnRequest(ctx *policy.Ctx) policy.Result {
 				continue
 			}
 		}
+		if e.resp != nil {
+			ctx.MarkRan(e.p)
+		}
 		if e.req == nil {
 			return policy.Continue
 		}
@@ -77,10 +79,13 @@ func (c *Conditional) OnRequest(ctx *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
-// OnResponse calls every entry's response side (see Conditional).
+// OnResponse runs the response side of the entry that ran for the request.
 func (c *Conditional) OnResponse(ctx *policy.Ctx) {
-	for _, r := range c.responses {
-		r.OnResponse(ctx)
+	for _, e := range c.entries {
+		if e.resp != nil && ctx.Ran(e.p) {
+			e.resp.OnResponse(ctx)
+			return
+		}
 	}
 }
 
