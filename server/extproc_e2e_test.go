@@ -560,3 +560,25 @@ binds:
 		})
 	}
 }
+
+// TestLLMAnswerReadWholeStillCounts: a response policy that reads an LLM
+// answer whole (a transformation of response.body, here on a streamed
+// answer) takes the stream off before the server observes it; the
+// exchange's tokens still reach the metrics.
+func TestLLMAnswerReadWholeStillCounts(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "Paris.", Usage: llmtest.Usage{InputTokens: 7, OutputTokens: 3}})
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "",
+		`transformations: {response: {set: {x-body-bytes: 'string(size(response.body))'}}}`), nil)
+	openaiChat(t, openaiVia(tg), "gpt-4o-mini", "Paris.")
+	eventually(t, 5*time.Second, "token usage of the answers read whole", func() bool {
+		var m bytes.Buffer
+		tg.gw.metrics.WritePrometheus(&m)
+		for _, line := range strings.Split(m.String(), "\n") {
+			if strings.HasPrefix(line, "agentgateway_gen_ai_client_token_usage_sum{") && strings.Contains(line, `gen_ai_token_type="output"`) && strings.HasSuffix(line, " 6") {
+				return true
+			}
+		}
+		return false
+	})
+}

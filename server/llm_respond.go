@@ -44,7 +44,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		// provider's answer as it is.
 		if up.IsBodyStream() {
 			h.SetContentLength(-1)
-			resp.SetBodyStream(acquireLLMStream(x, nil, up.BodyStream()), -1)
+			ls := acquireLLMStream(x, nil, up.BodyStream())
+			ls.b, ls.rs = b, rs
+			resp.SetBodyStream(ls, -1)
 			finishResponse(resp)
 			return status
 		}
@@ -57,6 +59,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	if status >= 200 && status < 300 && x.info.Stream && isEventStream(up.Header.ContentType()) && up.IsBodyStream() {
 		s := convert.AcquireStream(x.info)
 		ls := acquireLLMStream(x, s, up.BodyStream())
+		ls.b, ls.rs = b, rs
 		if pol := x.prov.guardPolicy(); pol != nil && pol.GuardsStreams() && pol.HasRemoteResponseGuards() {
 			var in *celrules.Input
 			ctx, cancel := guardContext(requestDeadline(rs))
@@ -354,9 +357,15 @@ func (ls *llmStream) Close() error {
 	in, out := ls.in, ls.out[:0]
 	*ls = llmStream{in: in, out: out}
 	llmStreams.Put(ls)
-	if observed {
+	switch {
+	case observed:
 		b.llmComplete(rs, x)
 		obs.StreamClosed(n, err)
+	case b != nil:
+		// Closed before the server observed it: a response policy read the
+		// answer whole (or replaced it) while the request is still being
+		// handled. Its tokens still count.
+		b.llmComplete(rs, x)
 	}
 	return nil
 }
