@@ -84,18 +84,38 @@ func decodeEitherForm(n *decode.Node, plain, cond any) {
 	n.Decode(plain)
 }
 
-// checkConditional checks the entries of a conditional form: at least one,
-// none conditional itself, and a fallback (no condition) only last.
-func checkConditional(v *decode.Validation, conditions []ValueCondition, nested []bool) {
-	if len(conditions) == 0 {
+// checkConditional checks the entries of a conditional form: at least
+// one, none conditional itself, and a fallback (no condition) only last.
+// of reads an entry's condition and whether it has a conditional form of
+// its own.
+func checkConditional[E any](v *decode.Validation, entries []E, of func(*E) (ValueCondition, bool)) {
+	if len(entries) == 0 {
 		v.Errorf("conditional", "must have at least 1 item")
 	}
-	for i := range conditions {
-		if nested[i] {
+	for i := range entries {
+		cond, nested := of(&entries[i])
+		if nested {
 			v.Errorf(indexPath("conditional", i)+".conditional", "entries cannot be conditional themselves")
 		}
-		if conditions[i] == "" && i != len(conditions)-1 {
+		if cond == "" && i != len(entries)-1 {
 			v.Errorf(indexPath("conditional", i)+".condition", "required: only the last entry may go without a condition (the fallback)")
+		}
+	}
+}
+
+// checkService checks a policy's external service: exactly one of host
+// ("host:port"), backend (a named backend, its leading "/" dropped) and
+// service.
+func checkService(v *decode.Validation, host string, backend *string, service bool) {
+	*backend = backendRefName(*backend)
+	switch {
+	case host == "" && *backend == "" && !service:
+		v.Errorf("", "exactly one of host, backend, service is required")
+	case host != "" && *backend != "":
+		v.Errorf("", "only one of host, backend may be set")
+	case host != "":
+		if err := checkHostPort(host); err != nil {
+			v.Errorf("host", "%v", err)
 		}
 	}
 }

@@ -49,25 +49,10 @@ func (e *ExtAuthz) DecodeNode(n *decode.Node) {
 // Validate enforces exactly one service and checks the header names.
 func (e *ExtAuthz) Validate(v *decode.Validation) {
 	if e.Conditional != nil {
-		conds := make([]ValueCondition, len(e.Conditional))
-		nested := make([]bool, len(e.Conditional))
-		for i, c := range e.Conditional {
-			conds[i], nested[i] = c.Condition, c.Conditional != nil
-		}
-		checkConditional(v, conds, nested)
+		checkConditional(v, e.Conditional, func(c *ConditionalExtAuthz) (ValueCondition, bool) { return c.Condition, c.Conditional != nil })
 		return
 	}
-	e.Backend = backendRefName(e.Backend)
-	switch {
-	case e.Host == "" && e.Backend == "" && !e.Service.Set:
-		v.Errorf("", "exactly one of host, backend, service is required")
-	case e.Host != "" && e.Backend != "":
-		v.Errorf("", "only one of host, backend may be set")
-	case e.Host != "":
-		if err := checkHostPort(e.Host); err != nil {
-			v.Errorf("host", "%v", err)
-		}
-	}
+	checkService(v, e.Host, &e.Backend, e.Service.Set)
 	for i, h := range e.IncludeRequestHeaders {
 		if !validPseudoOrHeader(h) {
 			v.Errorf(indexPath("includeRequestHeaders", i), "invalid header name %q", h)

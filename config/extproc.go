@@ -47,25 +47,10 @@ func (e *ExtProc) DecodeNode(n *decode.Node) {
 // Validate enforces exactly one service.
 func (e *ExtProc) Validate(v *decode.Validation) {
 	if e.Conditional != nil {
-		conds := make([]ValueCondition, len(e.Conditional))
-		nested := make([]bool, len(e.Conditional))
-		for i, c := range e.Conditional {
-			conds[i], nested[i] = c.Condition, c.Conditional != nil
-		}
-		checkConditional(v, conds, nested)
+		checkConditional(v, e.Conditional, func(c *ConditionalExtProc) (ValueCondition, bool) { return c.Condition, c.Conditional != nil })
 		return
 	}
-	e.Backend = backendRefName(e.Backend)
-	switch {
-	case e.Host == "" && e.Backend == "" && !e.Service.Set:
-		v.Errorf("", "exactly one of host, backend, service is required")
-	case e.Host != "" && e.Backend != "":
-		v.Errorf("", "only one of host, backend may be set")
-	case e.Host != "":
-		if err := checkHostPort(e.Host); err != nil {
-			v.Errorf("host", "%v", err)
-		}
-	}
+	checkService(v, e.Host, &e.Backend, e.Service.Set)
 	for _, ns := range slices.Sorted(maps.Keys(e.MetadataContext)) {
 		if len(e.MetadataContext[ns]) > 64 {
 			v.Errorf("metadataContext."+ns, "at most 64 keys")

@@ -34,25 +34,10 @@ func (r *RemoteRateLimit) DecodeNode(n *decode.Node) {
 // Validate enforces exactly one service.
 func (r *RemoteRateLimit) Validate(v *decode.Validation) {
 	if r.Conditional != nil {
-		conds := make([]ValueCondition, len(r.Conditional))
-		nested := make([]bool, len(r.Conditional))
-		for i, c := range r.Conditional {
-			conds[i], nested[i] = c.Condition, c.Conditional != nil
-		}
-		checkConditional(v, conds, nested)
+		checkConditional(v, r.Conditional, func(c *ConditionalRemoteRateLimit) (ValueCondition, bool) { return c.Condition, c.Conditional != nil })
 		return
 	}
-	r.Backend = backendRefName(r.Backend)
-	switch {
-	case r.Host == "" && r.Backend == "" && !r.Service.Set:
-		v.Errorf("", "exactly one of host, backend, service is required")
-	case r.Host != "" && r.Backend != "":
-		v.Errorf("", "only one of host, backend may be set")
-	case r.Host != "":
-		if err := checkHostPort(r.Host); err != nil {
-			v.Errorf("host", "%v", err)
-		}
-	}
+	checkService(v, r.Host, &r.Backend, r.Service.Set)
 }
 
 // FailOpen reports whether requests pass when the service cannot answer.

@@ -88,12 +88,7 @@ func (t *Transform) Validate(v *decode.Validation) {
 // Validate checks the pseudo-headers each direction's set names.
 func (t *Transformations) Validate(v *decode.Validation) {
 	if t.Conditional != nil {
-		conds := make([]ValueCondition, len(t.Conditional))
-		nested := make([]bool, len(t.Conditional))
-		for i, c := range t.Conditional {
-			conds[i], nested[i] = c.Condition, c.Conditional != nil
-		}
-		checkConditional(v, conds, nested)
+		checkConditional(v, t.Conditional, func(c *ConditionalTransformations) (ValueCondition, bool) { return c.Condition, c.Conditional != nil })
 		return
 	}
 	for _, d := range []struct {

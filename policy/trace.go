@@ -104,7 +104,7 @@ func (t Trace) StartHTTP(k Kind, req *fasthttp.Request, addr string) Call {
 	attrs = append(attrs, attribute.String("gateway.policy", string(k)))
 	ctx, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), t.parent), method,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.keep(attrs)...))
-	propagator.Inject(ctx, headerCarrier{&req.Header})
+	propagator.Inject(ctx, HeaderCarrier{&req.Header})
 	return Call{span: span, remove: t.remove}
 }
 
@@ -257,14 +257,20 @@ func (m mdCarrier) Keys() []string {
 	return out
 }
 
-// headerCarrier writes trace context into a fasthttp request's headers.
-type headerCarrier struct{ h *fasthttp.RequestHeader }
+// HeaderCarrier reads and writes trace context in a fasthttp request's
+// headers, for OpenTelemetry's propagators.
+type HeaderCarrier struct{ H *fasthttp.RequestHeader }
 
-func (c headerCarrier) Get(key string) string { return string(c.h.Peek(key)) }
-func (c headerCarrier) Set(key, value string) { c.h.Set(key, value) }
-func (c headerCarrier) Keys() []string {
+// Get returns the header's value ("" when none).
+func (c HeaderCarrier) Get(key string) string { return string(c.H.Peek(key)) }
+
+// Set sets the header.
+func (c HeaderCarrier) Set(key, value string) { c.H.Set(key, value) }
+
+// Keys lists the header names.
+func (c HeaderCarrier) Keys() []string {
 	var out []string
-	for k := range c.h.All() {
+	for k := range c.H.All() {
 		out = append(out, string(k))
 	}
 	return out

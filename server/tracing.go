@@ -334,27 +334,13 @@ func (s *sampling) sampled(c *policy.Ctx) bool {
 	return p >= 1 || p > 0 && rand.Float64() < p
 }
 
-// headerCarrier reads and writes a fasthttp request's headers for the
-// propagator.
-type headerCarrier struct{ h *fasthttp.RequestHeader }
-
-func (c headerCarrier) Get(key string) string { return string(c.h.Peek(key)) }
-func (c headerCarrier) Set(key, value string) { c.h.Set(key, value) }
-func (c headerCarrier) Keys() []string {
-	var out []string
-	for k := range c.h.All() {
-		out = append(out, string(k))
-	}
-	return out
-}
-
 // start begins the request's span when the request is sampled: a child of
 // the client's trace when it sent one (clientSampling), else a new trace
 // (randomSampling). The span's context replaces traceparent in the request
 // (each upstream attempt replaces it again with its own).
 func (t *tracing) start(c *policy.Ctx) trace.Span {
 	h := &c.Fast.Request.Header
-	parent := propagator.Extract(context.Background(), headerCarrier{h})
+	parent := propagator.Extract(context.Background(), policy.HeaderCarrier{H: h})
 	s := &t.random
 	if trace.SpanContextFromContext(parent).IsValid() {
 		s = &t.client
@@ -374,7 +360,7 @@ func (t *tracing) start(c *policy.Ctx) trace.Span {
 	if t.filter != nil {
 		t.held.hold(span.SpanContext().SpanID())
 	}
-	propagator.Inject(ctx, headerCarrier{h})
+	propagator.Inject(ctx, policy.HeaderCarrier{H: h})
 	return span
 }
 
@@ -425,7 +411,7 @@ func (t *tracing) startAttempt(parent trace.Span, req *fasthttp.Request, addr st
 		attrs = append(attrs, attribute.Int("http.request.resend_count", n-1))
 	}
 	ctx, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), parent), method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.keep(attrs)...))
-	propagator.Inject(ctx, headerCarrier{&req.Header})
+	propagator.Inject(ctx, policy.HeaderCarrier{H: &req.Header})
 	return span
 }
 
