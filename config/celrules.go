@@ -97,8 +97,10 @@ var (
 // the external authorization service answered), `response` (code,
 // headers; once there is one; body once a policy read it), `request`
 // (method, path, host, scheme, uri, headers, query; body, bytes, once a
-// policy read it: see celrules.ReadsBody), `source` (address, port) and `mcp`
-// (tool, prompt or resource: name and target), each a map,
+// policy read it: see celrules.ReadsBody), `source` (address, port), `mcp`
+// (tool, prompt or resource: name and target), `metadata` (what
+// transformations' metadata set) and `extproc` (the dynamic metadata of
+// the external processor's answers), each a map,
 // plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {
 	celEnvOnce.Do(func() {
@@ -112,6 +114,8 @@ func CELEnv() (*cel.Env, error) {
 			cel.Variable("request", m),
 			cel.Variable("source", m),
 			cel.Variable("mcp", m),
+			cel.Variable("metadata", m),
+			cel.Variable("extproc", m),
 		}
 		celEnv, celEnvErr = cel.NewEnv(append(opts, celLibraries()...)...)
 		if celEnvErr != nil {

@@ -60,8 +60,12 @@ type Transform struct {
 	// Body computes the message's new body: a string or bytes as they
 	// are, any other value as JSON. One that fails to evaluate empties
 	// the body (agentgateway's rule).
-	Body     *CELExpression `json:"body,omitempty"`
-	Metadata Unsupported    `json:"metadata,omitzero"`
+	Body *CELExpression `json:"body,omitempty"`
+	// Metadata sets values by CEL, evaluated before the other fields: CEL
+	// shows them as `metadata` to this transformation's other expressions
+	// and every later one (the response's, the access log's). One that
+	// fails to evaluate is left out.
+	Metadata map[string]CELExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
 }
 
 // requestPseudo and responsePseudo are the pseudo-headers set may name.

@@ -77,6 +77,12 @@ type Ctx struct {
 	// policies make to external services; the zero Trace when the request
 	// is not traced.
 	Trace Trace
+	// Metadata is what transformations' `metadata` set for this request
+	// (CEL's `metadata`); nil until one does.
+	Metadata map[string]any
+	// ExtProcMetadata is the dynamic metadata the external processor
+	// answered with (CEL's `extproc`); nil when none.
+	ExtProcMetadata map[string]any
 	// RequestBodyRead is set once a policy read the request's body whole
 	// (ReadRequestBody): Fast.Request holds it, not a stream, and CEL
 	// shows it as request.body. ResponseBodyRead is the same for the
@@ -120,6 +126,7 @@ func (c *Ctx) Reset() {
 	c.ExtAuthz = nil
 	c.Responding = false
 	c.RequestBodyRead, c.ResponseBodyRead = false, false
+	c.Metadata, c.ExtProcMetadata = nil, nil
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]

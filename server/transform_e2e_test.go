@@ -10,6 +10,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/relaygate/gateway/policy/extproc/extproctest"
 )
 
 // TestTransformationsE2E: request headers computed from the request and
@@ -356,5 +361,51 @@ func TestTransformationsBodyExpectContinue(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMetadataVariables: transformations' metadata is what CEL's
+// `metadata` shows to the same transformation's edits, to the response's
+// and to the access log; the external processor's dynamic metadata is
+// `extproc`.
+func TestMetadataVariables(t *testing.T) {
+	up, seen := headerRecorder(t, nil)
+	proc := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		a := extproctest.Reply(st, m, nil, nil)
+		if m.GetRequestHeaders() != nil {
+			a.DynamicMetadata, _ = structpb.NewStruct(map[string]any{"tier": "gold"})
+		}
+		return []*procv3.ProcessingResponse{a}
+	}}
+	tg := startGateway(t, `
+frontendPolicies:
+  accessLog:
+    add: {user: metadata.user}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        extProc:
+          host: '${PROC}'
+          processingOptions: {requestBodyMode: none, responseBodyMode: none, responseHeaderMode: skip}
+        transformations:
+          request:
+            metadata: {user: 'request.headers["x-user"]', missing: 'jwt.sub'}
+            set: {x-meta: 'metadata.user', x-tier: 'extproc.tier', x-has-missing: 'string(has(metadata.missing))'}
+          response:
+            set: {x-meta-back: 'metadata.user'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "PROC": extproctest.Start(t, proc)})
+	resp, _ := get(t, tg.url(3000)+"/", "X-User", "alice")
+	h := seen()
+	if h.Get("X-Meta") != "alice" || h.Get("X-Tier") != "gold" || h.Get("X-Has-Missing") != "false" {
+		t.Errorf("upstream got x-meta %q, x-tier %q, x-has-missing %q", h.Get("X-Meta"), h.Get("X-Tier"), h.Get("X-Has-Missing"))
+	}
+	if resp.Header.Get("X-Meta-Back") != "alice" {
+		t.Errorf("the response side saw metadata.user %q", resp.Header.Get("X-Meta-Back"))
+	}
+	if line := lastAccessLine(t, tg.logs, 1); line["user"] != "alice" {
+		t.Errorf("access log user = %v", line["user"])
 	}
 }

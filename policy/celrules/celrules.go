@@ -167,6 +167,8 @@ type Input struct {
 	BasicAuthUser string
 	APIKey        map[string]any
 	ExtAuthz      map[string]any
+	Metadata      map[string]any // transformations' metadata
+	ExtProc       map[string]any // the external processor's dynamic metadata
 	Request       map[string]any
 	Source        map[string]any
 	MCP           *MCPItem
@@ -195,6 +197,8 @@ func InputFromCtx(c *policy.Ctx) Input {
 		BasicAuthUser: c.BasicAuthUser,
 		APIKey:        c.APIKey,
 		ExtAuthz:      c.ExtAuthz,
+		Metadata:      c.Metadata,
+		ExtProc:       c.ExtProcMetadata,
 		Request: map[string]any{
 			"method":  string(f.Method()),
 			"path":    string(c.Path),
@@ -255,6 +259,16 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return nil, false
 		}
 		return a.in.ExtAuthz, true
+	case "metadata":
+		if a.in.Metadata == nil {
+			return nil, false
+		}
+		return a.in.Metadata, true
+	case "extproc":
+		if a.in.ExtProc == nil {
+			return nil, false
+		}
+		return a.in.ExtProc, true
 	case "jwt":
 		if a.in.Claims == nil {
 			return nil, false

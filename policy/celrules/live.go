@@ -20,7 +20,8 @@ import (
 // while the request is served (its buffers are the request's); use
 // InputFromCtx for rules evaluated later.
 func LiveInput(c *policy.Ctx) Input {
-	return Input{Claims: c.Claims, BasicAuthUser: c.BasicAuthUser, APIKey: c.APIKey, ExtAuthz: c.ExtAuthz, live: c}
+	return Input{Claims: c.Claims, BasicAuthUser: c.BasicAuthUser, APIKey: c.APIKey, ExtAuthz: c.ExtAuthz,
+		Metadata: c.Metadata, ExtProc: c.ExtProcMetadata, live: c}
 }
 
 // liveKind says which part of the request a liveMap is.

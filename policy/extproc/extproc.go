@@ -300,6 +300,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		if !ok {
 			return p.requestFailed(c, s, errOutOfOrder("request headers"), pump)
 		}
+		takeMetadata(c, ans)
 		if pump == nil {
 			s.override(ans, true)
 		}
@@ -384,6 +385,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		restore()
 		return p.requestFailed(c, s, errOutOfOrder("request body"), nil)
 	}
+	takeMetadata(c, ans)
 	cr := br.RequestBody.GetResponse()
 	if err := applyRequestMutation(c, cr.GetHeaderMutation()); err != nil {
 		restore()
@@ -551,6 +553,7 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 			p.responseFailed(c, s, errOutOfOrder("response headers"), pm)
 			return
 		}
+		takeMetadata(c, ans)
 		if pm == nil {
 			s.override(ans, false)
 			if hasBody {
@@ -628,6 +631,7 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 		p.responseFailed(c, s, errOutOfOrder("response body"), nil)
 		return
 	}
+	takeMetadata(c, ans)
 	cr := br.ResponseBody.GetResponse()
 	if err := applyResponseMutation(resp, cr.GetHeaderMutation()); err != nil {
 		restore()
@@ -675,6 +679,22 @@ func (p *ExtProc) sessionOf(c *policy.Ctx) *session {
 		}
 	}
 	return nil
+}
+
+// takeMetadata merges an answer's dynamic metadata into what CEL shows as
+// `extproc`. (Answers to streamed body chunks come while the body is sent
+// on, after the policies that could read it: their metadata is not read.)
+func takeMetadata(c *policy.Ctx, ans *procv3.ProcessingResponse) {
+	md := ans.GetDynamicMetadata()
+	if md == nil || len(md.GetFields()) == 0 {
+		return
+	}
+	if c.ExtProcMetadata == nil {
+		c.ExtProcMetadata = make(map[string]any, len(md.GetFields()))
+	}
+	for k, v := range md.AsMap() {
+		c.ExtProcMetadata[k] = v
+	}
 }
 
 // override applies a mode override in an answer to a headers message, when

@@ -48,7 +48,8 @@ type edits struct {
 	replace  cel.Program
 	set, add []headerExpr // sorted by name
 	remove   []string
-	body     cel.Program // nil: the body is left alone
+	body     cel.Program  // nil: the body is left alone
+	metadata []headerExpr // sorted by name: values for CEL's metadata
 	// readsResponse: an expression of the response's edits reads
 	// response.body, so the response's body is read whole first.
 	readsResponse bool
@@ -118,13 +119,17 @@ func (out *Transformations) compile(field string, t *config.Transform) (*edits, 
 		name string
 		src  map[string]config.CELExpression
 		dst  *[]headerExpr
-	}{{"set", t.Set, &e.set}, {"add", t.Add, &e.add}} {
+	}{{"set", t.Set, &e.set}, {"add", t.Add, &e.add}, {"metadata", t.Metadata, &e.metadata}} {
 		for name, expr := range m.src {
 			p, err := prog(m.name+"."+name, expr)
 			if err != nil {
 				return nil, err
 			}
-			*m.dst = append(*m.dst, headerExpr{name: strings.ToLower(name), prog: p})
+			key := name
+			if m.name != "metadata" {
+				key = strings.ToLower(name)
+			}
+			*m.dst = append(*m.dst, headerExpr{name: key, prog: p})
 		}
 		sort.Slice(*m.dst, func(i, j int) bool { return (*m.dst)[i].name < (*m.dst)[j].name })
 	}
@@ -164,7 +169,7 @@ func (t *Transformations) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	if t.request != nil {
 		in := celrules.LiveInput(c)
-		t.request.apply(&in, requestHeaders{c})
+		t.request.apply(c, &in, requestHeaders{c})
 	}
 	return policy.Continue
 }
@@ -208,10 +213,23 @@ func (t *Transformations) OnResponse(c *policy.Ctx) {
 		}
 	}
 	in := celrules.LiveInput(c)
-	e.apply(&in, responseHeaders{c})
+	e.apply(c, &in, responseHeaders{c})
 }
 
-func (e *edits) apply(in *celrules.Input, h headers) {
+func (e *edits) apply(c *policy.Ctx, in *celrules.Input, h headers) {
+	// Metadata first, so the edits' expressions (and every later one)
+	// see it as `metadata`; a value that fails to evaluate is left out.
+	for _, m := range e.metadata {
+		v, err := celrules.EvalLLM(m.prog, in, nil)
+		if err != nil {
+			continue
+		}
+		if c.Metadata == nil {
+			c.Metadata = make(map[string]any, len(e.metadata))
+		}
+		c.Metadata[m.name] = celrules.JSONValue(v)
+		in.Metadata = c.Metadata
+	}
 	// Every expression sees the message as it came: all are evaluated
 	// before any edit.
 	var body []byte
