@@ -99,8 +99,9 @@ var (
 // (method, path, host, scheme, uri, headers, query; body, bytes, once a
 // policy read it: see celrules.ReadsBody), `source` (address, port), `mcp`
 // (tool, prompt or resource: name and target), `metadata` (what
-// transformations' metadata set) and `extproc` (the dynamic metadata of
-// the external processor's answers), each a map,
+// transformations' metadata set), `extproc` (the dynamic metadata of
+// the external processor's answers) and `backend` (the picked backend:
+// name, type, protocol), each a map,
 // plus agentgateway's function library (celLibraries).
 func CELEnv() (*cel.Env, error) {
 	celEnvOnce.Do(func() {
@@ -116,6 +117,7 @@ func CELEnv() (*cel.Env, error) {
 			cel.Variable("mcp", m),
 			cel.Variable("metadata", m),
 			cel.Variable("extproc", m),
+			cel.Variable("backend", m),
 		}
 		celEnv, celEnvErr = cel.NewEnv(append(opts, celLibraries()...)...)
 		if celEnvErr != nil {

@@ -77,6 +77,9 @@ type Ctx struct {
 	// policies make to external services; the zero Trace when the request
 	// is not traced.
 	Trace Trace
+	// Backend is CEL's `backend` once the request's backend is picked
+	// (name, type, protocol): shared, never modified; nil before.
+	Backend map[string]any
 	// Metadata is what transformations' `metadata` set for this request
 	// (CEL's `metadata`); nil until one does.
 	Metadata map[string]any
@@ -126,7 +129,7 @@ func (c *Ctx) Reset() {
 	c.ExtAuthz = nil
 	c.Responding = false
 	c.RequestBodyRead, c.ResponseBodyRead = false, false
-	c.Metadata, c.ExtProcMetadata = nil, nil
+	c.Metadata, c.ExtProcMetadata, c.Backend = nil, nil, nil
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]

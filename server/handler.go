@@ -305,6 +305,7 @@ func (b *bind) proceed(rs *requestState) {
 	fctx, pc, r := rs.pc.Fast, &rs.pc, rs.route
 	rb := r.pick()
 	rs.backend = rb
+	pc.Backend = rb.cel
 	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
 		rs.runResponse()
 		b.finish(rs, fctx.Response.StatusCode())

@@ -183,6 +183,7 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 		return nil, err
 	}
 	rb.target = m
+	rb.cel = backendVariable(rb.name, m)
 	cr.backends, cr.weights, cr.total = []*routeBackend{rb}, []int{1}, 1
 	table, err := router.New([]router.Route{{Value: cr}})
 	if err != nil {

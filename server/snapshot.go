@@ -106,6 +106,8 @@ type routeBackend struct {
 	// the route's.
 	passthrough   bool
 	passthroughAt credential.Location
+	// cel is what CEL shows as `backend` once this backend is picked.
+	cel map[string]any
 }
 
 type retryPolicy struct {
@@ -592,7 +594,28 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)
 	out.connectErrors = c.gw.metrics.Backend(out.name)
+	out.cel = backendVariable(out.name, out.target)
 	return out, nil
+}
+
+// backendVariable is CEL's `backend` for a route backend: its name, type
+// (static, dynamic, mcp, ai) and protocol (http, mcp, llm), as
+// agentgateway names them. It is shared by every request and never
+// modified.
+func backendVariable(name string, t target) map[string]any {
+	typ, proto := "unknown", "http"
+	switch t := t.(type) {
+	case *httpUpstream:
+		typ = "static"
+		if t.dynamic != nil {
+			typ = "dynamic"
+		}
+	case *mcpRelay:
+		typ, proto = "mcp", "mcp"
+	case *llmTarget, *llmModels:
+		typ, proto = "ai", "llm"
+	}
+	return map[string]any{"name": name, "type": typ, "protocol": proto}
 }
 
 // attachTargeted attaches to set the top-level route-phase policies whose

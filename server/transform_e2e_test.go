@@ -367,7 +367,7 @@ func TestTransformationsBodyExpectContinue(t *testing.T) {
 // TestMetadataVariables: transformations' metadata is what CEL's
 // `metadata` shows to the same transformation's edits, to the response's
 // and to the access log; the external processor's dynamic metadata is
-// `extproc`.
+// `extproc`; the picked backend is `backend`.
 func TestMetadataVariables(t *testing.T) {
 	up, seen := headerRecorder(t, nil)
 	proc := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
@@ -394,7 +394,7 @@ binds:
             metadata: {user: 'request.headers["x-user"]', missing: 'jwt.sub'}
             set: {x-meta: 'metadata.user', x-tier: 'extproc.tier', x-has-missing: 'string(has(metadata.missing))'}
           response:
-            set: {x-meta-back: 'metadata.user'}
+            set: {x-meta-back: 'metadata.user', x-backend: 'backend.type + "/" + backend.protocol + "/" + string(backend.name == "${UP}")'}
       backends: [{host: '${UP}'}]
 `, map[string]string{"UP": up, "PROC": extproctest.Start(t, proc)})
 	resp, _ := get(t, tg.url(3000)+"/", "X-User", "alice")
@@ -404,6 +404,9 @@ binds:
 	}
 	if resp.Header.Get("X-Meta-Back") != "alice" {
 		t.Errorf("the response side saw metadata.user %q", resp.Header.Get("X-Meta-Back"))
+	}
+	if got := resp.Header.Get("X-Backend"); got != "static/http/true" {
+		t.Errorf("the response side saw backend %q", got)
 	}
 	if line := lastAccessLine(t, tg.logs, 1); line["user"] != "alice" {
 		t.Errorf("access log user = %v", line["user"])

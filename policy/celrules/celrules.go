@@ -169,6 +169,7 @@ type Input struct {
 	ExtAuthz      map[string]any
 	Metadata      map[string]any // transformations' metadata
 	ExtProc       map[string]any // the external processor's dynamic metadata
+	Backend       map[string]any // the picked backend
 	Request       map[string]any
 	Source        map[string]any
 	MCP           *MCPItem
@@ -199,6 +200,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 		ExtAuthz:      c.ExtAuthz,
 		Metadata:      c.Metadata,
 		ExtProc:       c.ExtProcMetadata,
+		Backend:       c.Backend,
 		Request: map[string]any{
 			"method":  string(f.Method()),
 			"path":    string(c.Path),
@@ -269,6 +271,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return nil, false
 		}
 		return a.in.ExtProc, true
+	case "backend":
+		if a.in.Backend == nil {
+			return nil, false
+		}
+		return a.in.Backend, true
 	case "jwt":
 		if a.in.Claims == nil {
 			return nil, false

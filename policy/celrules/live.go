@@ -21,7 +21,7 @@ import (
 // InputFromCtx for rules evaluated later.
 func LiveInput(c *policy.Ctx) Input {
 	return Input{Claims: c.Claims, BasicAuthUser: c.BasicAuthUser, APIKey: c.APIKey, ExtAuthz: c.ExtAuthz,
-		Metadata: c.Metadata, ExtProc: c.ExtProcMetadata, live: c}
+		Metadata: c.Metadata, ExtProc: c.ExtProcMetadata, Backend: c.Backend, live: c}
 }
 
 // liveKind says which part of the request a liveMap is.
