@@ -72,3 +72,41 @@ func ValidHeaderValue(value string) bool { return validFieldValue(value) }
 // ValidHeader reports whether a header field (name and value) can travel
 // as it is, for headers an external service or an expression supplies.
 func ValidHeader(name, value string) bool { return validToken(name) && validFieldValue(value) }
+
+// ValidOriginForm reports whether target can be a request's target in
+// origin form, as a policy or a service computes it: "/" then visible
+// ASCII without space or "#" (a fragment is never sent), so that it cannot
+// break the request line it is written into.
+func ValidOriginForm(target string) bool {
+	if target == "" || target[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c >= 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAuthority reports whether a can be a request's Host: a host name,
+// an IPv4 address or a bracketed IPv6 address, with an optional port; the
+// characters of RFC 3986's authority without userinfo.
+func ValidAuthority(a string) bool {
+	if a == "" {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		default:
+			switch c {
+			case '-', '.', '_', '~', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '[', ']', '%':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -410,5 +412,48 @@ binds:
 	}
 	if line := lastAccessLine(t, tg.logs, 1); line["user"] != "alice" {
 		t.Errorf("access log user = %v", line["user"])
+	}
+}
+
+// TestTransformPseudoHeadersFromClientInput: request-line parts computed
+// from what a client sent are set only when they are valid there: a path
+// with a space, or an authority with a slash, would break the line or the
+// Host field upstream, and is left out.
+func TestTransformPseudoHeadersFromClientInput(t *testing.T) {
+	got := make(chan string, 4)
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		m, err := readRequest(bufio.NewReader(c))
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- m.line + " host=" + m.fields.get("Host")
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        transformations:
+          request:
+            set: {':path': 'request.headers["x-path"]', ':authority': 'request.headers["x-host"]'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	for _, tc := range []struct{ path, host, want string }{
+		{"/ok?x=1", "svc.internal:81", "GET /ok?x=1 HTTP/1.1 host=svc.internal:81"},
+		// (the client's Host goes on: the backend is an address)
+		{"/a b HTTP/1.1", "evil/x", "GET /orig HTTP/1.1 host=" + strings.TrimPrefix(tg.url(3000), "http://")},
+	} {
+		resp, _ := get(t, tg.url(3000)+"/orig", "X-Path", tc.path, "X-Host", tc.host)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%q: status %d", tc.path, resp.StatusCode)
+		}
+		line := <-got
+		if line != tc.want {
+			t.Errorf("upstream got %q, want %q", line, tc.want)
+		}
 	}
 }

@@ -101,7 +101,7 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	target := string(req.Header.RequestURI())
 	if h.path != nil {
 		s, ok := evalString(h.path, c)
-		if !ok || len(s) == 0 || s[0] != '/' {
+		if !ok || !policy.ValidOriginForm(s) {
 			return nil, fmt.Errorf("protocol.http.path did not give a path")
 		}
 		target = s
@@ -120,11 +120,11 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		switch {
 		case !ok:
 		case a.name == ":method":
-			if v != "" && policy.ValidHeaderValue(v) {
+			if policy.ValidHeaderName(v) { // a method is a token
 				areq.Header.SetMethod(v)
 			}
 		case a.name == ":path":
-			if strings.HasPrefix(v, "/") && policy.ValidHeaderValue(v) {
+			if policy.ValidOriginForm(v) {
 				areq.SetRequestURI(v)
 			}
 		case policy.ValidHeader(a.name, v):

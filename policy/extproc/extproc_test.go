@@ -114,6 +114,7 @@ func TestSessionsEndWithTheirRequests(t *testing.T) {
 func FuzzHeaderMutation(f *testing.F) {
 	f.Add("x-a", "1", ":path", "/p?q", "x-b", int32(2))
 	f.Add(":authority", "h:1", ":method", "PUT", "content-length", int32(0))
+	f.Add(":path", "/a b", ":authority", "a/b", "", int32(2))
 	f.Add("bad name", "v\r\nx: y", ":status", "999", "", int32(7))
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, remove string, action int32) {
 		hm := &procv3.HeaderMutation{RemoveHeaders: []string{remove}}
@@ -130,8 +131,11 @@ func FuzzHeaderMutation(f *testing.F) {
 					t.Fatalf("accepted mutation left header %q: %q", k, v)
 				}
 			}
-			if p := c.Fast.Request.Header.RequestURI(); len(p) == 0 || p[0] != '/' {
+			if p := c.Fast.Request.Header.RequestURI(); !policy.ValidOriginForm(string(p)) {
 				t.Fatalf("request target %q", p)
+			}
+			if h := c.Fast.Request.Header.Host(); !policy.ValidAuthority(string(h)) {
+				t.Fatalf("host %q", h)
 			}
 		}
 		resp := &fasthttp.Response{}

@@ -136,7 +136,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 	for _, e := range es {
 		switch e.name {
 		case ":path":
-			if !strings.HasPrefix(e.value, "/") {
+			if !policy.ValidOriginForm(e.value) {
 				return &errService{"the external processing service set :path to a value that is not a path"}
 			}
 			req.Header.SetRequestURI(e.value)
@@ -151,8 +151,8 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 			}
 			req.Header.SetMethod(e.value)
 		case ":authority", "host":
-			if e.value == "" {
-				return &errService{"the external processing service set an empty :authority"}
+			if !policy.ValidAuthority(e.value) {
+				return &errService{"the external processing service set an invalid :authority"}
 			}
 			req.Header.SetHost(e.value)
 			c.HostRewritten = true

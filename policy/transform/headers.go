@@ -28,17 +28,17 @@ func (r requestHeaders) pseudo(name, value string) bool {
 	h := &r.c.Fast.Request.Header
 	switch name {
 	case ":method":
-		if value == "" {
+		if !policy.ValidHeaderName(value) { // a method is a token
 			return false
 		}
 		h.SetMethod(value)
 	case ":path":
-		if value == "" || value[0] != '/' {
+		if !policy.ValidOriginForm(value) {
 			return false
 		}
 		h.SetRequestURI(value)
 	case ":authority":
-		if value == "" {
+		if !policy.ValidAuthority(value) {
 			return false
 		}
 		h.SetHost(value)

@@ -1,0 +1,31 @@
+package policy
+
+import "testing"
+
+// Computed request targets and authorities never break the request line
+// or the Host field they are written into.
+func TestValidOriginFormAndAuthority(t *testing.T) {
+	for _, tc := range []struct {
+		target string
+		ok     bool
+	}{
+		{"/", true}, {"/a/b?c=d&e=%20", true}, {"/a:b@c!$'()*+,;=~", true},
+		{"", false}, {"a/b", false}, {"/a b", false}, {"/a\tb", false}, {"/a\r\nHost: x", false},
+		{"/a#frag", false}, {"/\x7f", false}, {"/é", false}, {"* ", false},
+	} {
+		if got := ValidOriginForm(tc.target); got != tc.ok {
+			t.Errorf("ValidOriginForm(%q) = %v", tc.target, got)
+		}
+	}
+	for _, tc := range []struct {
+		authority string
+		ok        bool
+	}{
+		{"example.com", true}, {"example.com:8080", true}, {"10.0.0.1:80", true}, {"[::1]:443", true}, {"a_b-c.d", true},
+		{"", false}, {"a b", false}, {"a/b", false}, {"user@host", false}, {"a?b", false}, {"a#b", false}, {"a\r\nX: y", false}, {"é.com", false},
+	} {
+		if got := ValidAuthority(tc.authority); got != tc.ok {
+			t.Errorf("ValidAuthority(%q) = %v", tc.authority, got)
+		}
+	}
+}
