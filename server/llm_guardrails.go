@@ -69,7 +69,7 @@ func remoteInput(rs *requestState, in **celrules.Input, header guardrail.Headers
 		v := celrules.InputFromCtx(&rs.pc)
 		*in = &v
 	}
-	return &aipolicy.RemoteInput{Ctx: ctx, Input: guardrail.Input{Header: header, Request: *in, Token: rs.pc.Token}}
+	return &aipolicy.RemoteInput{Ctx: ctx, Input: guardrail.Input{Header: header, Request: *in, Token: rs.pc.Token, Trace: rs.pc.Trace}}
 }
 
 // noteGuard records the remote guards' outcome for the access log.

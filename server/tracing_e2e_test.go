@@ -24,6 +24,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/relaygate/gateway/backend/llm/guardrail/guardrailtest"
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
 	"github.com/relaygate/gateway/policy/extproc/extproctest"
@@ -912,5 +913,61 @@ frontendPolicies:
 	})
 	if firstValue(mds[0], "traceparent") != traceparentOf(check) || firstValue(mds[1], "traceparent") != traceparentOf(charge) {
 		t.Errorf("the service got traceparents %q and %q, want %q and %q", firstValue(mds[0], "traceparent"), firstValue(mds[1], "traceparent"), traceparentOf(check), traceparentOf(charge))
+	}
+}
+
+// TestTracingGuardrailCallSpans: each call to a guard service (here a
+// webhook, as a request and as a response guard) is a client span under
+// the request's, and the service gets that span's traceparent.
+func TestTracingGuardrailCallSpans(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 1}})
+	wh := guardrailtest.NewWebhook(t)
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	policies := `
+promptGuard:
+  request:
+  - webhook: {target: {host: ` + wh.Addr() + `}}
+  response:
+  - webhook: {target: {host: ` + wh.Addr() + `}}
+`
+	tg := startGateway(t, `
+frontendPolicies:
+  tracing:
+    host: '${COLLECTOR}'
+    protocol: http
+    randomSampling: true
+`+llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, policies), map[string]string{"COLLECTOR": collector})
+	c := openaiVia(tg)
+	if _, err := c.Chat.Completions.New(llmCtx(t), chatRequest("gpt-4o-mini")); err != nil {
+		t.Fatal(err)
+	}
+	span := waitSpan(t, recv, "POST llm")
+	var guards []*tracepb.Span
+	eventually(t, 10*time.Second, "the two guard calls", func() bool {
+		guards = guards[:0]
+		for _, s := range recv.children(span) {
+			if spanAttrs(s)["gateway.policy"] == "guardrails" {
+				guards = append(guards, s)
+			}
+		}
+		return len(guards) == 2
+	})
+	reqs := wh.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the webhook got %d calls", len(reqs))
+	}
+	for i, g := range guards {
+		a := spanAttrs(g)
+		if g.GetName() != "POST" || g.GetKind() != tracepb.Span_SPAN_KIND_CLIENT || a["http.response.status_code"] != "int_value:200" {
+			t.Errorf("guard span %d: %s %v %v", i, g.GetName(), g.GetKind(), a)
+		}
+	}
+	sent := map[string]bool{reqs[0].Header.Get("Traceparent"): true, reqs[1].Header.Get("Traceparent"): true}
+	for _, g := range guards {
+		if !sent[traceparentOf(g)] {
+			t.Errorf("the webhook got traceparents %v, none of them span %s's", sent, traceparentOf(g))
+		}
 	}
 }

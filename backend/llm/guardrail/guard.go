@@ -111,6 +111,9 @@ type Input struct {
 	// jwtAuth validated and removed), inserted for a guard whose
 	// backendAuth is passthrough.
 	Token []byte
+	// Trace is the request's span: each call to a guard service is a
+	// child span (zero: the request is not traced).
+	Trace policy.Trace
 }
 
 // Unit says which texts of an exchange a guard judges.

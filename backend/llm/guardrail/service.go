@@ -192,19 +192,25 @@ func (s *service) send(ctx context.Context, c *call, in *Input) ([]byte, error) 
 		s.headers.ApplyRequest(&c.req.Header)
 	}
 	c.req.SetBodyRaw(c.body)
+	// The call's span, its traceparent on the request before a signature
+	// covers it.
+	span := in.Trace.StartHTTP(KindGuardrails, c.req, s.up.Addr)
 	if s.creds != nil {
 		// Last: a signature covers the final request.
 		actx, cancel := context.WithDeadline(ctx, deadline)
 		err := s.creds.apply(actx, c.req, in.Token)
 		cancel()
 		if err != nil {
+			span.EndHTTP(0, err)
 			return nil, err
 		}
 	}
 	if err := s.up.Exchange(c.req, c.resp, deadline); err != nil {
+		span.EndHTTP(0, err)
 		return nil, callError(err)
 	}
 	body, err := c.readAnswer(s.maxAnswer)
+	span.EndHTTP(c.resp.StatusCode(), err)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +219,10 @@ func (s *service) send(ctx context.Context, c *call, in *Input) ([]byte, error) 
 	}
 	return body, nil
 }
+
+// KindGuardrails names guard services' calls in their spans
+// (gateway.policy).
+const KindGuardrails policy.Kind = "guardrails"
 
 // callError says what failed without the pool's wrapping.
 func callError(err error) error {
