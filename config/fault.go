@@ -122,15 +122,25 @@ func CompileValueExpression(expr string, boolean bool) (cel.Program, error) {
 	return p, nil
 }
 
+// celText is the text of an expression field, 1 to maxCELBytes long; ok is
+// false, the reason recorded at n, for anything else.
+func celText(n *decode.Node) (expr string, ok bool) {
+	expr, ok = n.String()
+	if !ok || expr == "" || len(expr) > maxCELBytes {
+		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+		return "", false
+	}
+	return expr, true
+}
+
 // ValueExpression is an expression of ValueCELEnv with a result of any
 // type, compiled when the config is decoded.
 type ValueExpression string
 
 // DecodeNode decodes and compiles the expression.
 func (e *ValueExpression) DecodeNode(n *decode.Node) {
-	expr, ok := n.String()
-	if !ok || expr == "" || len(expr) > maxCELBytes {
-		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+	expr, ok := celText(n)
+	if !ok {
 		return
 	}
 	if _, err := CompileValueExpression(expr, false); err != nil {
@@ -145,9 +155,8 @@ type ValueCondition string
 
 // DecodeNode decodes and compiles the condition.
 func (e *ValueCondition) DecodeNode(n *decode.Node) {
-	expr, ok := n.String()
-	if !ok || expr == "" || len(expr) > maxCELBytes {
-		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+	expr, ok := celText(n)
+	if !ok {
 		return
 	}
 	if _, err := CompileValueExpression(expr, true); err != nil {

@@ -90,12 +90,9 @@ type RateLimitCost string
 
 // DecodeNode takes the expression's text.
 func (e *RateLimitCost) DecodeNode(n *decode.Node) {
-	expr, ok := n.String()
-	if !ok || expr == "" || len(expr) > maxCELBytes {
-		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
-		return
+	if expr, ok := celText(n); ok {
+		*e = RateLimitCost(expr)
 	}
-	*e = RateLimitCost(expr)
 }
 
 // RateLimitEntry is a descriptor entry: a key and its value by CEL.

@@ -160,9 +160,8 @@ func (e *TelemetryCondition) DecodeNode(n *decode.Node) {
 }
 
 func decodeTelemetry(n *decode.Node, boolean bool) string {
-	expr, ok := n.String()
-	if !ok || expr == "" || len(expr) > maxCELBytes {
-		n.Errorf("expected a CEL expression of 1 to %d characters", maxCELBytes)
+	expr, ok := celText(n)
+	if !ok {
 		return ""
 	}
 	if _, err := CompileTelemetryExpression(expr, boolean); err != nil {
@@ -210,17 +209,7 @@ func (p *CollectorPolicies) Headers() map[string]string {
 // validateCollector checks a collector reference: exactly one of host,
 // backend and service (not served), a host:port host, an absolute path.
 func validateCollector(v *decode.Validation, host string, backend *string, service bool, path string) {
-	*backend = backendRefName(*backend)
-	switch {
-	case host == "" && *backend == "" && !service:
-		v.Errorf("", "exactly one of host, backend, service is required")
-	case host != "" && *backend != "":
-		v.Errorf("", "only one of host, backend may be set")
-	case host != "":
-		if err := checkHostPort(host); err != nil {
-			v.Errorf("host", "%v", err)
-		}
-	}
+	checkService(v, host, backend, service)
 	if path != "" && !strings.HasPrefix(path, "/") {
 		v.Errorf("path", "must start with /")
 	}
