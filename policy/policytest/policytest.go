@@ -1,11 +1,15 @@
 // Package policytest builds requests and policy contexts for the tests of
-// policy kinds, as the server would hand them over.
+// policy kinds, as the server would hand them over, and serves the gRPC
+// services their tests stand up.
 package policytest
 
 import (
 	"bytes"
+	"net"
+	"testing"
 
 	"github.com/valyala/fasthttp"
+	"google.golang.org/grpc"
 
 	"github.com/relaygate/gateway/policy"
 )
@@ -30,4 +34,20 @@ func Ctx(fctx *fasthttp.RequestCtx) *policy.Ctx {
 		path = uri[:i]
 	}
 	return &policy.Ctx{Fast: fctx, Path: path, Host: []byte("gw.test"), Scheme: []byte("http")}
+}
+
+// ServeGRPC serves a gRPC server on 127.0.0.1 (an OS-chosen port) until
+// the test ends, with the services register puts on it, and returns its
+// "host:port": the external services of the policies' tests.
+func ServeGRPC(t testing.TB, register func(*grpc.Server)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
 }

@@ -4,7 +4,6 @@ package extauthztest
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/relaygate/gateway/policy/policytest"
 )
 
 // Server answers each check with what Decide returns (after Delay) and
@@ -74,15 +75,7 @@ func (s *Server) Last(t testing.TB) *authv3.CheckRequest {
 // Start serves s on 127.0.0.1 until the test ends and returns its address.
 func Start(t testing.TB, s *Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, s)
-	go srv.Serve(ln) //nolint:errcheck
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return policytest.ServeGRPC(t, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, s) })
 }
 
 // Allow is an allowing answer with ok (may be nil) and dynamic metadata

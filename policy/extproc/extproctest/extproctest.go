@@ -8,7 +8,6 @@ package extproctest
 import (
 	"bytes"
 	"io"
-	"net"
 	"sync"
 	"testing"
 
@@ -16,6 +15,8 @@ import (
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/relaygate/gateway/policy/policytest"
 )
 
 // Server is an external processing service.
@@ -112,15 +113,7 @@ func (s *Server) Last(t testing.TB) *Stream {
 // returns its "host:port".
 func Start(t testing.TB, s *Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	procv3.RegisterExternalProcessorServer(srv, s)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return policytest.ServeGRPC(t, func(srv *grpc.Server) { procv3.RegisterExternalProcessorServer(srv, s) })
 }
 
 // Passthrough answers m changing nothing: an empty answer of its kind, and

@@ -6,7 +6,6 @@ package rlstest
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/relaygate/gateway/policy/policytest"
 )
 
 // Server allows Limit hits per distinct descriptor (its entries, in
@@ -95,13 +96,5 @@ func (s *Server) Metadata() []metadata.MD {
 // Start serves s on 127.0.0.1 until the test ends and returns its address.
 func Start(t testing.TB, s *Server) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	rlsv3.RegisterRateLimitServiceServer(srv, s)
-	go srv.Serve(ln) //nolint:errcheck
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
+	return policytest.ServeGRPC(t, func(srv *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(srv, s) })
 }
