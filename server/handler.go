@@ -228,17 +228,17 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		// The gateway phase: before a route is selected, so what it
 		// changes (the host, the path, headers) is what routes.
 		rs.gateway = l.gateway
-		if l.gateway.ReadsBody && fctx.Request.IsBodyStream() {
-			rs.body.wrap(&fctx.Request, fctx.Conn())
+		if l.gateway.ReadsBody {
+			rs.guardBody()
 		}
 		if l.gateway.RunRequest(pc) == policy.Done {
-			l.gateway.RunResponse(pc)
+			rs.runResponse()
 			return end(fctx.Response.StatusCode())
 		}
 		rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
 		if !validHost {
 			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid Host header")
-			l.gateway.RunResponse(pc)
+			rs.runResponse()
 			return end(status)
 		}
 		path = requestPath(fctx)
@@ -276,14 +276,22 @@ func (rs *requestState) runResponse() {
 	}
 }
 
+// guardBody puts the server's guard (server/body.go) in front of a
+// streamed request body before a policy reads it, so that a cut-off body
+// is not taken for a whole one and what is read is counted; once.
+func (rs *requestState) guardBody() {
+	req := &rs.pc.Fast.Request
+	if req.IsBodyStream() && !rs.body.active() {
+		rs.body.wrap(req, rs.pc.Fast.Conn())
+	}
+}
+
 // runChain runs the route's request policies; done reports that the
 // request was answered (and finished), with status.
 func (b *bind) runChain(rs *requestState) (status int, done bool) {
 	pc, r, fctx := &rs.pc, rs.route, rs.pc.Fast
-	if r.chain.ReadsBody && fctx.Request.IsBodyStream() && !rs.body.active() {
-		// A policy reads the streamed body: through the guard that tells a
-		// cut-off body from a complete one, and counts it.
-		rs.body.wrap(&fctx.Request, fctx.Conn())
+	if r.chain.ReadsBody {
+		rs.guardBody()
 	}
 	if r.chain.RunRequest(pc) == policy.Done {
 		rs.runResponse()

@@ -669,9 +669,7 @@ func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
 	if n > max {
 		return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
 	}
-	if !rs.body.active() {
-		rs.body.wrap(req, fctx.Conn())
-	}
+	rs.guardBody()
 	// The client's body, or what a policy (extProc) made of it.
 	src := req.BodyStream()
 	buf := x.client[:0]

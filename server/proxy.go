@@ -74,9 +74,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	mirrored := false
 	retries := r.retry.retries(&rs.pc)
 	if !upgrade {
-		if req.IsBodyStream() && !rs.body.active() {
-			rs.body.wrap(req, fctx.Conn())
-		}
+		rs.guardBody()
 		mirrored = r.mirror != nil && r.mirror.chosen()
 		if status, ok := b.bufferBody(rs, r, retries, mirrored); !ok {
 			return status
