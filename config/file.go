@@ -142,8 +142,8 @@ type Listener struct {
 	Protocol  string          `json:"protocol,omitempty" cfg:"enum=HTTP|HTTPS|TLS|TCP|HBONE"`
 	Routes    []Route         `json:"routes,omitempty"`
 	Policies  *ListenerPolicy `json:"policies,omitempty"`
-	TLS       Unsupported     `json:"tls,omitzero"`
-	TCPRoutes Unsupported     `json:"tcpRoutes,omitzero"`
+	TLS       *ListenerTLS    `json:"tls,omitempty"`
+	TCPRoutes []TCPRoute      `json:"tcpRoutes,omitempty"`
 }
 
 // ListenerPolicy is `listeners[].policies` (gateway-level policies in
@@ -190,8 +190,8 @@ type ValueMatch struct {
 // FrontendPolicies is the top-level `frontendPolicies:` section.
 type FrontendPolicies struct {
 	HTTP                 *FrontendHTTP    `json:"http,omitempty"`
-	TLS                  Unsupported      `json:"tls,omitzero"`
-	TCP                  Unsupported      `json:"tcp,omitzero"`
+	TLS                  *FrontendTLS     `json:"tls,omitempty"`
+	TCP                  *FrontendTCP     `json:"tcp,omitempty"`
 	NetworkAuthorization Unsupported      `json:"networkAuthorization,omitzero"`
 	NetworkExtAuthz      Unsupported      `json:"networkExtAuthz,omitzero"`
 	Proxy                Unsupported      `json:"proxy,omitzero"`

@@ -115,6 +115,7 @@ func (f *File) crossCheck() Errors {
 		names[b.Name] = i
 	}
 	for bi, b := range f.Binds {
+		checkBindProtocols(v, indexPath("binds", bi), b.Listeners)
 		listenerNames := map[string]int{}
 		for li, l := range b.Listeners {
 			lpath := indexPath("binds", bi) + "." + indexPath("listeners", li)
@@ -124,11 +125,7 @@ func (f *File) crossCheck() Errors {
 				}
 				listenerNames[l.Name] = li
 			}
-			switch l.Protocol {
-			case "", "HTTP":
-			case "HTTPS", "TLS", "TCP", "HBONE":
-				v.Errorf(lpath+".protocol", "%s listeners are not supported yet", l.Protocol)
-			}
+			checkListenerProtocol(v, lpath, &l, names)
 			if l.Hostname != "" {
 				if err := CheckHostname(l.Hostname); err != nil {
 					v.Errorf(lpath+".hostname", "invalid hostname %q: %v", l.Hostname, err)

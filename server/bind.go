@@ -89,11 +89,14 @@ func (b *bind) firstByte() time.Duration {
 	return min(idle, requestHeadTimeout())
 }
 
-func newBind(gw *Gateway, port int, addr string, fs frontendSettings) (*bind, error) {
+// newBind opens port with its first configuration bc, which serves from
+// the first connection on.
+func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) {
 	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
-	b.srv.Store(b.newServer(fs))
+	b.srv.Store(b.newServer(bc.frontend))
+	b.current.Store(bc)
 	startReclaimer()
 	a, err := listen(gw.transport, addr, b.keepaliveIdle, b.firstByte, b.serveConn)
 	if err != nil {
@@ -209,7 +212,18 @@ func (b *bind) serveConn(conn net.Conn) {
 	}
 	setConnOpened(c, monoNow())
 	b.trackConn(c, fasthttp.StateNew)
-	_ = c.SetReadDeadline(deadlineAfter(b.firstByte()))
+	bc := b.current.Load()
+	if bc.tcp != nil {
+		// A TCP listener's protocol may have the server speak first: the
+		// connection is forwarded at once.
+		b.dispatch(c)
+		return
+	}
+	first := b.firstByte()
+	if len(bc.tlsListeners) > 0 && len(bc.listeners) == 0 {
+		first = min(first, bc.handshakeTimeout)
+	}
+	_ = c.SetReadDeadline(deadlineAfter(first))
 	if sc, ok := c.(*sock.Conn); ok {
 		after := time.Duration(parkIdleAfter.Load())
 		sc.EnableParking(after)
@@ -217,7 +231,7 @@ func (b *bind) serveConn(conn net.Conn) {
 			return
 		}
 	}
-	b.serve(c)
+	b.dispatch(c)
 }
 
 // awaitFirstByte waits up to after for a new connection's first byte, and
@@ -297,7 +311,12 @@ func (p parking) Wake(c *sock.Conn) {
 	go func() {
 		p.b.trackConn(c, fasthttp.StateNew)
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
-		p.b.serve(c)
+		if c.ServerClassified {
+			p.b.serve(c)
+		} else {
+			// Parked before its first byte (awaitFirstByte).
+			p.b.dispatch(c)
+		}
 	}()
 }
 

@@ -113,7 +113,9 @@ func (g *Gateway) Apply(f *config.File) error {
 		if _, ok := g.binds[port]; ok {
 			continue
 		}
-		b, err := newBind(g, port, g.listenAddr(port), s.frontend)
+		bc := s.binds[port]
+		bc.frontend = s.frontend
+		b, err := newBind(g, port, g.listenAddr(port), bc)
 		if err != nil {
 			for _, nb := range opened {
 				nb.stopAccepting()

@@ -92,8 +92,9 @@ func releaseState(rs *requestState) {
 }
 
 var (
-	schemeHTTP = []byte("http")
-	slash      = []byte("/")
+	schemeHTTP  = []byte("http")
+	schemeHTTPS = []byte("https")
+	slash       = []byte("/")
 )
 
 // handle is the HTTP request path: select listener and route, run request
@@ -159,6 +160,10 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
+	tc, overTLS := fctx.Conn().(*tlsConn)
+	if overTLS {
+		pc.Scheme = schemeHTTPS
+	}
 	rs.http10 = !fctx.Request.Header.IsHTTP11()
 	end := func(status int) (*requestState, int, bool) {
 		b.finish(rs, status)
@@ -220,7 +225,13 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 			pc.Trace = policy.NewTrace(rs.span, bc.tracing.tracer, bc.tracing.remove)
 		}
 	}
-	l := bc.listenerFor(rs.host)
+	var l *listenerConfig
+	if overTLS {
+		// The connection's listener is the one its server name chose.
+		l = bc.httpsListenerFor(tc.sni)
+	} else {
+		l = bc.listenerFor(rs.host)
+	}
 	if l == nil {
 		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))
 	}

@@ -12,7 +12,8 @@ import (
 // TestReadmeExamplesValidate: every YAML config in the README parses and
 // compiles (`--validate-only`), so a reader copying one gets a working file.
 func TestReadmeExamplesValidate(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	t.Chdir("..") // the examples name files from the repository's root
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

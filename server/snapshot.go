@@ -1,8 +1,10 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,12 +56,29 @@ type bindConfig struct {
 	// read the request body: a client waiting for 100 Continue gets it
 	// before anything runs (expect).
 	gatewayReadsBody bool
+	// tlsListeners are the HTTPS and TLS listeners, chosen by SNI, most
+	// specific hostname first; listeners are the plain HTTP ones, chosen
+	// by Host. tcp is the port's TCP listener (alone on its port).
+	tlsListeners []*listenerConfig
+	tcp          *listenerConfig
+	// handshakeTimeout bounds a TLS connection's ClientHello and handshake.
+	handshakeTimeout time.Duration
+	// keepalive is frontendPolicies.tcp's: TCP keepalive on client
+	// connections (nil: the listener's defaults).
+	keepalive *net.KeepAliveConfig
 }
 
 type listenerConfig struct {
 	name     string
 	hostname string
-	table    *router.Table
+	// protocol is HTTP, HTTPS, TLS or TCP.
+	protocol string
+	// tls terminates the listener's connections (HTTPS, and TLS with a tls
+	// block); nil for plain ones and TLS passthrough.
+	tls *tls.Config
+	// tcpRoutes are a TCP or TLS listener's routes, most specific first.
+	tcpRoutes []*tcpRoute
+	table     *router.Table
 	// gateway is the chain of the listener's gateway-phase policies, run
 	// before route selection; nil when it has none.
 	gateway *policy.Chain
@@ -199,19 +218,27 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("binds[%d].port", bi), Msg: "required"})
 			continue
 		}
-		bc := &bindConfig{port: *b.Port, rawPaths: rawPaths(f)}
+		bc := &bindConfig{port: *b.Port, rawPaths: rawPaths(f), handshakeTimeout: handshakeTimeout(f), keepalive: clientKeepalive(f)}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
 			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
-			lc, err := c.listener(path, b, l)
+			lc, err := c.anyListener(path, b, l)
 			if err != nil {
 				errs = appendErrors(errs, err)
 				continue
 			}
-			bc.listeners = append(bc.listeners, lc)
+			switch lc.protocol {
+			case "HTTP":
+				bc.listeners = append(bc.listeners, lc)
+			case "HTTPS", "TLS":
+				bc.tlsListeners = append(bc.tlsListeners, lc)
+			case "TCP":
+				bc.tcp = lc
+			}
 			bc.gatewayReadsBody = bc.gatewayReadsBody || lc.gateway != nil && lc.gateway.ReadsBody
 		}
 		sortListeners(bc.listeners)
+		sortListeners(bc.tlsListeners)
 		s.binds[bc.port] = bc
 	}
 	if f.LLM != nil {

@@ -76,6 +76,9 @@ type Server struct {
 	// ServerOpened is when the server began serving the connection, on a
 	// clock of its choosing.
 	ServerOpened time.Duration
+	// ServerClassified is set once the server has decided how to serve
+	// the connection (which protocol, which listener).
+	ServerClassified bool
 }
 
 // ServerFields returns the server's fields of a data-path connection, or
@@ -86,6 +89,9 @@ func ServerFields(c net.Conn) *Server {
 		return &t.Server
 	case *PromptConn:
 		return &t.Server
+	case interface{ ServerFields() *Server }:
+		// A connection layered on a data-path one (terminated TLS).
+		return t.ServerFields()
 	}
 	return nil
 }

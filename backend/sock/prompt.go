@@ -25,6 +25,7 @@ type PromptConn struct {
 	head HeadWatch
 
 	readEnds      int
+	peeked        []byte // read by Peek, handed out first by Read
 	closed        atomic.Bool
 	writeDeadline atomic.Int64 // UnixNano, 0 for none
 }
@@ -128,6 +129,12 @@ func (c *PromptConn) recordWriteDeadline(t time.Time) {
 
 // Read reads from the connection, noting when the stream ends or fails.
 func (c *PromptConn) Read(p []byte) (int, error) {
+	if len(c.peeked) > 0 {
+		n := copy(p, c.peeked)
+		c.peeked = c.peeked[n:]
+		c.head.saw(p[:n])
+		return n, nil
+	}
 	if c.head.stuck(p) {
 		return 0, ErrBareLFHead
 	}

@@ -152,7 +152,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
 		runtime.GOMAXPROCS(f.Config.WorkerThreads.N)
 	}
-	p := &process{log: log, src: src, loaded: contentState(data), gw: server.New(server.Options{
+	p := &process{log: log, src: src, files: f.FilesRead(), loaded: contentState(data, f.FilesRead()), gw: server.New(server.Options{
 		Logger:    log,
 		AccessLog: accessLog,
 		Transport: server.Transport(o.transport),

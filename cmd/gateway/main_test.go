@@ -73,7 +73,7 @@ func TestFlags(t *testing.T) {
 		{desc: "validate valid", args: []string{"-f", valid, "--validate-only"}, want: []string{"configuration is valid"}},
 		{desc: "validate valid long flag", args: []string{"--file", valid, "--validate-only"}, want: []string{"configuration is valid"}},
 		{desc: "validate invalid reports every error", args: []string{"-f", invalid, "--validate-only"}, wantCode: 1, want: []string{
-			"binds[0].port: must be >= 1", `unknown field "extra"`, "binds[0].listeners[0].routes[0].backends[0].host: must be host:port", "TCP listeners are not supported yet"}},
+			"binds[0].port: must be >= 1", `unknown field "extra"`, "binds[0].listeners[0].routes[0].backends[0].host: must be host:port", "binds[0].listeners[0].routes: a TCP listener forwards connections: use tcpRoutes"}},
 		{desc: "validate compiles: an unreadable key set", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies:\n        jwtAuth: {issuer: i, jwks: {file: " + filepath.Join(dir, "missing.json") + "}}\n      backends: [{host: 127.0.0.1:1}]\n", "--validate-only"}, wantCode: 1, want: []string{
 			"binds[0].listeners[0].routes[0].policies.jwtAuth.jwks.file: cannot load key set"}},
 		{desc: "validate compiles: every policy error, each at its exact path and line", args: []string{"-c", "binds:\n- port: 3000\n  listeners:\n  - policies:\n      cors: {allowHeaders: ['bad h']}\n    routes:\n    - policies:\n        cors: {allowHeaders: ['bad header']}\n        csrf: {additionalOrigins: [nope]}\n      backends:\n      - host: 127.0.0.1:1\n        policies:\n          requestHeaderModifier: {set: {x-b: \"a\\x01b\"}}\n    - policies:\n        responseHeaderModifier: {add: {x-a: \"a\\x01b\"}}\n", "--validate-only"}, wantCode: 1, want: []string{

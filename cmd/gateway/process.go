@@ -69,15 +69,25 @@ type process struct {
 	gw    *server.Gateway
 	side  *admin.Servers
 	first *config.File
-	// loaded identifies what the config file held when last read: its
-	// SHA-256, or the read error. Only the watch uses it after start.
+	// loaded identifies what the config file held when last read, with
+	// the files it reads (certificates, keys): their SHA-256, or the read
+	// error. Only the watch uses it after start.
 	loaded string
+	// files are the files the running config reads (config.File.FilesRead).
+	files []string
 }
 
-// contentState is the process's loaded value for data read from the config.
-func contentState(data []byte) string {
-	sum := sha256.Sum256(data)
-	return string(sum[:])
+// contentState is the process's loaded value for data read from the config
+// and the files it reads.
+func contentState(data []byte, files []string) string {
+	h := sha256.New()
+	h.Write(data)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		fmt.Fprintf(h, "\x00%s\x00%d\x00%v\x00", f, len(b), err)
+		h.Write(b)
+	}
+	return string(h.Sum(nil))
 }
 
 // sideAddrs are the admin, stats and readiness servers' addresses.
@@ -247,13 +257,16 @@ func (cw *configWatch) check(direct bool) {
 	data, err := cw.p.src.read()
 	state := "error: " + fmt.Sprint(err)
 	if err == nil {
-		state = contentState(data)
+		state = contentState(data, cw.p.files)
 	}
 	if !direct && state == cw.p.loaded {
 		return
 	}
 	cw.p.loaded = state
-	cw.p.reload(data, err)
+	if cw.p.reload(data, err) {
+		// The new config may read other files.
+		cw.p.loaded = contentState(data, cw.p.files)
+	}
 }
 
 // follow watches the directory of the file the path now resolves to, and
@@ -269,8 +282,22 @@ func (cw *configWatch) follow() {
 	}
 	cw.target = target
 	want := filepath.Dir(target)
+	// The directories of the files the config reads are watched too.
+	keep := map[string]bool{own: true, want: true}
+	for _, f := range cw.p.files {
+		if abs, err := filepath.Abs(f); err == nil {
+			keep[filepath.Dir(abs)] = true
+		}
+	}
+	for d := range keep {
+		if !cw.dirs[d] && d != want {
+			if err := cw.w.Add(d); err == nil {
+				cw.dirs[d] = true
+			}
+		}
+	}
 	for d := range cw.dirs {
-		if d != own && d != want {
+		if !keep[d] {
 			_ = cw.w.Remove(d) // it may be gone already: Kubernetes deletes old versions
 			delete(cw.dirs, d)
 		}
@@ -284,12 +311,13 @@ func (cw *configWatch) follow() {
 	}
 }
 
-// reload applies the config read from the file, or logs why it cannot.
-func (p *process) reload(data []byte, err error) {
+// reload applies the config read from the file, or logs why it cannot,
+// and reports whether it applied it.
+func (p *process) reload(data []byte, err error) bool {
 	if err != nil {
 		p.gw.NoteReload(p.src.name(), err)
 		p.log.Error("config reload failed; keeping the running config", zap.Error(err))
-		return
+		return false
 	}
 	f, err := config.Parse(data, os.LookupEnv)
 	if err == nil {
@@ -298,9 +326,11 @@ func (p *process) reload(data []byte, err error) {
 	p.gw.NoteReload(p.src.name(), err)
 	if err != nil {
 		p.log.Error("config reload failed; keeping the running config", zap.String("file", p.src.name()), zap.String("errors", err.Error()))
-		return
+		return false
 	}
+	p.files = f.FilesRead()
 	p.log.Info("config reloaded", zap.String("file", p.src.name()))
+	return true
 }
 
 // shutdown drains: readiness fails at once, listeners keep accepting for the

@@ -218,6 +218,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 		in.Source["address"] = a.IP.String()
 		in.Source["port"] = int64(a.Port)
 	}
+	addClientIdentity(in.Source, f.Conn())
 	return in
 }
 

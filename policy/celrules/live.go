@@ -123,6 +123,13 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		case "port":
 			return types.Int(a.Port), true
 		}
+		// The client certificate's identity (peer.go), on a connection
+		// that has one.
+		src := map[string]any{}
+		addClientIdentity(src, f.Conn())
+		if v, ok := src[string(k)]; ok {
+			return types.DefaultTypeAdapter.NativeToValue(v), true
+		}
 	}
 	return nil, false
 }

@@ -1,0 +1,379 @@
+package config
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// ListenerTLS is `listeners[].tls` (agentgateway's LocalTLSServerConfig):
+// the certificate an HTTPS listener, or a TLS listener that terminates,
+// presents, and how it checks clients.
+type ListenerTLS struct {
+	// Mode is static (cert/key are the leaf) or dynamicCa (cert/key are a
+	// CA that signs a leaf for each server name asked for).
+	Mode string `json:"mode,omitempty" cfg:"enum=static|dynamicCa"`
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+	// Root is a PEM file of the CAs client certificates must chain to;
+	// set, every client must present one (mTLS).
+	Root         string      `json:"root,omitempty"`
+	Spiffe       Unsupported `json:"spiffe,omitzero"`
+	CipherSuites []string    `json:"cipherSuites,omitempty" cfg:"maxItems=16"`
+	// Both spellings of agentgateway's schema are accepted; only one of
+	// each pair may be set.
+	MinTLSVersion     string   `json:"minTLSVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	MinTlsVersion     string   `json:"minTlsVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	MaxTLSVersion     string   `json:"maxTLSVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	MaxTlsVersion     string   `json:"maxTlsVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	KeyExchangeGroups []string `json:"keyExchangeGroups,omitempty" cfg:"maxItems=16"`
+}
+
+// Validate checks the certificate source and the version and suite names.
+func (t *ListenerTLS) Validate(v *decode.Validation) {
+	if t.Cert == "" {
+		v.Errorf("cert", "required")
+	}
+	if t.Key == "" {
+		v.Errorf("key", "required")
+	}
+	if t.MinTLSVersion != "" && t.MinTlsVersion != "" {
+		v.Errorf("minTlsVersion", "only one of minTLSVersion and minTlsVersion may be set")
+	}
+	if t.MaxTLSVersion != "" && t.MaxTlsVersion != "" {
+		v.Errorf("maxTlsVersion", "only one of maxTLSVersion and maxTlsVersion may be set")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"minTLSVersion", t.MinTLSVersion}, {"minTlsVersion", t.MinTlsVersion},
+		{"maxTLSVersion", t.MaxTLSVersion}, {"maxTlsVersion", t.MaxTlsVersion},
+	} {
+		if f.value == "TLS_V1_0" || f.value == "TLS_V1_1" {
+			v.Errorf(f.name, "%s is not allowed: only TLS 1.2 and 1.3 are supported", f.value)
+		}
+	}
+	if lo, hi := t.MinVersion(), t.MaxVersion(); lo != "" && hi != "" && lo > hi {
+		v.Errorf("maxTLSVersion", "%s is below the minimum %s", hi, lo)
+	}
+	checkCipherSuites(v, "cipherSuites", t.CipherSuites)
+	checkKeyExchangeGroups(v, "keyExchangeGroups", t.KeyExchangeGroups)
+}
+
+// MinVersion is the minimum version set by either spelling ("" when unset).
+func (t *ListenerTLS) MinVersion() string { return t.MinTLSVersion + t.MinTlsVersion }
+
+// MaxVersion is the maximum version set by either spelling ("" when unset).
+func (t *ListenerTLS) MaxVersion() string { return t.MaxTLSVersion + t.MaxTlsVersion }
+
+// CipherSuiteNames are the cipher suites a TLS listener may be limited to
+// (the spec's CipherSuite): the first three are TLS 1.3's.
+var CipherSuiteNames = []string{
+	"TLS13_AES_256_GCM_SHA384",
+	"TLS13_AES_128_GCM_SHA256",
+	"TLS13_CHACHA20_POLY1305_SHA256",
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+	"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+}
+
+// KeyExchangeGroupNames are the key exchange groups TLS may be limited to.
+var KeyExchangeGroupNames = []string{"X25519", "P-256", "P-384", "X25519_MLKEM768"}
+
+func checkCipherSuites(v *decode.Validation, path string, suites []string) {
+	seen := map[string]bool{}
+	for i, s := range suites {
+		p := indexPath(path, i)
+		switch {
+		case !contains(CipherSuiteNames, s):
+			v.Errorf(p, "unknown cipher suite %q: must be one of: %s", s, strings.Join(CipherSuiteNames, ", "))
+		case seen[s]:
+			v.Errorf(p, "cipher suite %q is listed twice", s)
+		}
+		seen[s] = true
+	}
+}
+
+func checkKeyExchangeGroups(v *decode.Validation, path string, groups []string) {
+	seen := map[string]bool{}
+	for i, g := range groups {
+		p := indexPath(path, i)
+		switch {
+		case !contains(KeyExchangeGroupNames, g):
+			v.Errorf(p, "unknown key exchange group %q: must be one of: %s", g, strings.Join(KeyExchangeGroupNames, ", "))
+		case seen[g]:
+			v.Errorf(p, "key exchange group %q is listed twice", g)
+		}
+		seen[g] = true
+	}
+}
+
+// FrontendTLS is `frontendPolicies.tls`: how every TLS listener handshakes.
+type FrontendTLS struct {
+	// HandshakeTimeout bounds reading the ClientHello and completing the
+	// handshake (default 15s).
+	HandshakeTimeout *Duration `json:"handshakeTimeout,omitempty"`
+	// ALPN is the protocols offered to clients, in preference order. Each
+	// item is a string or, as agentgateway's schema writes it, a list of
+	// byte values.
+	ALPN              []ALPNProtocol `json:"alpn,omitempty" cfg:"minItems=1,maxItems=16"`
+	MinVersion        string         `json:"minVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	MaxVersion        string         `json:"maxVersion,omitempty" cfg:"enum=TLS_V1_0|TLS_V1_1|TLS_V1_2|TLS_V1_3"`
+	CipherSuites      []string       `json:"cipherSuites,omitempty" cfg:"maxItems=16"`
+	KeyExchangeGroups []string       `json:"keyExchangeGroups,omitempty" cfg:"maxItems=16"`
+}
+
+// Validate checks versions, suites and groups.
+func (t *FrontendTLS) Validate(v *decode.Validation) {
+	for _, f := range []struct{ name, value string }{{"minVersion", t.MinVersion}, {"maxVersion", t.MaxVersion}} {
+		if f.value == "TLS_V1_0" || f.value == "TLS_V1_1" {
+			v.Errorf(f.name, "%s is not allowed: only TLS 1.2 and 1.3 are supported", f.value)
+		}
+	}
+	if t.MinVersion != "" && t.MaxVersion != "" && t.MinVersion > t.MaxVersion {
+		v.Errorf("maxVersion", "%s is below the minimum %s", t.MaxVersion, t.MinVersion)
+	}
+	checkCipherSuites(v, "cipherSuites", t.CipherSuites)
+	checkKeyExchangeGroups(v, "keyExchangeGroups", t.KeyExchangeGroups)
+	for i, p := range t.ALPN {
+		if p == "" {
+			v.Errorf(indexPath("alpn", i), "must not be empty")
+		} else if len(p) > 64 {
+			v.Errorf(indexPath("alpn", i), "must be at most 64 bytes")
+		}
+	}
+}
+
+// ALPNProtocol is one ALPN protocol name: a string ("h2") or a list of its
+// byte values ([104, 50]).
+type ALPNProtocol string
+
+// DecodeNode takes either form.
+func (p *ALPNProtocol) DecodeNode(n *decode.Node) {
+	if s, ok := n.String(); ok {
+		*p = ALPNProtocol(s)
+		return
+	}
+	if !n.Expect(decode.String, decode.List) {
+		return
+	}
+	var bs []int
+	n.Decode(&bs)
+	b := make([]byte, 0, len(bs))
+	for i, c := range bs {
+		if c < 0 || c > 255 {
+			n.ErrorfAt(indexPath("", i), "must be a byte (0..255)")
+			return
+		}
+		b = append(b, byte(c))
+	}
+	*p = ALPNProtocol(b)
+}
+
+// FrontendTCP is `frontendPolicies.tcp`: TCP keepalive on client connections.
+type FrontendTCP struct {
+	Keepalives *Keepalive `json:"keepalives" cfg:"required"`
+}
+
+// TCPRoute is one route of a TCP or TLS listener (agentgateway's
+// LocalTCPRoute): the backends its connections are forwarded to, chosen by
+// SNI on a TLS listener.
+type TCPRoute struct {
+	Name      string            `json:"name,omitempty"`
+	Namespace string            `json:"namespace,omitempty"`
+	RuleName  string            `json:"ruleName,omitempty"`
+	Hostnames []string          `json:"hostnames,omitempty"`
+	Policies  *TCPRoutePolicies `json:"policies,omitempty"`
+	Backends  []TCPRouteBackend `json:"backends" cfg:"required,minItems=1"`
+}
+
+// TCPRoutePolicies is `tcpRoutes[].policies`.
+type TCPRoutePolicies struct {
+	BackendTLS Unsupported `json:"backendTLS,omitzero"`
+}
+
+// TCPBackendPolicies is `tcpRoutes[].backends[].policies`.
+type TCPBackendPolicies struct {
+	BackendTLS    Unsupported `json:"backendTLS,omitzero"`
+	BackendTunnel Unsupported `json:"backendTunnel,omitzero"`
+}
+
+// TCPRouteBackend is one backend of a TCP route: a host, a named top-level
+// backend (a host backend), or dynamic (the destination is the SNI's host
+// on the listener's port).
+type TCPRouteBackend struct {
+	Kind     BackendKind
+	Host     string
+	Backend  string
+	Weight   int
+	Policies *TCPBackendPolicies
+}
+
+var tcpRouteBackendKinds = []string{"host", "backend", "dynamic", "service"}
+
+// DecodeNode decodes the union.
+func (b *TCPRouteBackend) DecodeNode(n *decode.Node) {
+	b.Weight = 1
+	decodeBackendUnion(n, tcpRouteBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
+		switch key {
+		case "weight":
+			v.Decode(&b.Weight)
+			if b.Weight < 0 {
+				v.Errorf("must be >= 0")
+			}
+		case "policies":
+			v.Decode(&b.Policies)
+		case "host":
+			b.Kind = BackendHost
+			decodeHostPort(v, &b.Host)
+		case "backend":
+			b.Kind = BackendRef
+			v.Decode(&b.Backend)
+			b.Backend = backendRefName(b.Backend)
+			if b.Backend == "" {
+				v.Errorf("must not be empty")
+			}
+		case "dynamic":
+			b.Kind = BackendDynamic
+			var d DynamicBackend
+			v.Decode(&d)
+		default:
+			v.Errorf("backend kind %q is not supported yet", key)
+		}
+	})
+}
+
+// MarshalJSON writes the backend back in file form, for /config_dump.
+func (b TCPRouteBackend) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"weight": b.Weight}
+	addBackendKind(m, b.Kind, b.Host, b.Backend)
+	if b.Policies != nil {
+		m["policies"] = b.Policies
+	}
+	return json.Marshal(m)
+}
+
+// ListenerProtocol is a listener's protocol with its default (HTTP).
+func (l *Listener) ListenerProtocol() string {
+	if l.Protocol == "" {
+		return "HTTP"
+	}
+	return l.Protocol
+}
+
+// checkListenerProtocol checks what a listener of its protocol may hold:
+// HTTP routes on HTTP and HTTPS, TCP routes on TCP and TLS, a tls block on
+// HTTPS (required) and TLS (termination).
+func checkListenerProtocol(v checker, lpath string, l *Listener, backends map[string]int) {
+	proto := l.ListenerProtocol()
+	switch proto {
+	case "HBONE":
+		v.Errorf(lpath+".protocol", "HBONE listeners are not supported yet")
+		return
+	case "HTTPS":
+		if l.TLS == nil {
+			v.Errorf(lpath+".tls", "required: an HTTPS listener needs a certificate (tls.cert and tls.key)")
+		}
+	case "HTTP", "TCP":
+		if l.TLS != nil {
+			v.Errorf(lpath+".tls", "a %s listener has no TLS: use protocol HTTPS (or TLS) to terminate TLS", proto)
+		}
+	}
+	switch proto {
+	case "HTTP", "HTTPS":
+		if len(l.TCPRoutes) > 0 {
+			v.Errorf(lpath+".tcpRoutes", "an %s listener takes routes, not tcpRoutes (tcpRoutes need protocol TCP or TLS)", proto)
+		}
+	case "TCP", "TLS":
+		if len(l.Routes) > 0 {
+			v.Errorf(lpath+".routes", "a %s listener forwards connections: use tcpRoutes (routes need protocol HTTP or HTTPS)", proto)
+		}
+	}
+	for ri, r := range l.TCPRoutes {
+		rpath := lpath + "." + indexPath("tcpRoutes", ri)
+		for hi, h := range r.Hostnames {
+			if proto == "TCP" {
+				v.Errorf(rpath+".hostnames", "a TCP listener sees no server name: hostnames need protocol TLS")
+				break
+			}
+			if err := CheckHostname(h); err != nil {
+				v.Errorf(rpath+"."+indexPath("hostnames", hi), "invalid hostname %q: %v", h, err)
+			}
+		}
+		for bi, b := range r.Backends {
+			bpath := rpath + "." + indexPath("backends", bi)
+			switch b.Kind {
+			case BackendRef:
+				if _, ok := backends[b.Backend]; !ok {
+					v.Errorf(bpath+".backend", "no backend named %q in the top-level backends", b.Backend)
+				}
+			case BackendDynamic:
+				if proto != "TLS" {
+					v.Errorf(bpath+".dynamic", "a dynamic TCP backend takes its destination from TLS SNI: it needs a TLS listener")
+				}
+			}
+		}
+	}
+}
+
+// checkBindProtocols checks that a bind's listeners can be told apart: a
+// connection to a TCP listener carries nothing to choose by, so a TCP
+// listener is alone on its port; TLS listeners are chosen by SNI, so no two
+// share a hostname. Plain HTTP and TLS listeners may share a port: each
+// connection's first byte says which it is.
+func checkBindProtocols(v checker, bpath string, ls []Listener) {
+	tcp, other := -1, -1
+	tlsHosts := map[string]int{}
+	for i, l := range ls {
+		lpath := bpath + "." + indexPath("listeners", i)
+		switch l.ListenerProtocol() {
+		case "TCP":
+			if tcp >= 0 {
+				v.Errorf(lpath+".protocol", "listeners[%d] is already a TCP listener on this port: TCP connections carry no name to choose a listener by", tcp)
+				continue
+			}
+			tcp = i
+		case "HTTPS", "TLS":
+			h := l.Hostname
+			if h == "" {
+				h = "*"
+			}
+			if prev, dup := tlsHosts[h]; dup {
+				v.Errorf(lpath+".hostname", "listeners[%d] already serves TLS for %q on this port", prev, h)
+			}
+			tlsHosts[h] = i
+			other = i
+		default:
+			other = i
+		}
+	}
+	if tcp >= 0 && other >= 0 {
+		v.Errorf(bpath+"."+indexPath("listeners", tcp)+".protocol", "a TCP listener must be alone on its port (listeners[%d] shares it)", other)
+	}
+}
+
+// FilesRead lists the files the configuration reads besides itself
+// (certificates, keys, CA bundles), in file order without repeats: the
+// running gateway reloads when one of them changes.
+func (f *File) FilesRead() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(names ...string) {
+		for _, n := range names {
+			if n != "" && !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	for _, b := range f.Binds {
+		for _, l := range b.Listeners {
+			if l.TLS != nil {
+				add(l.TLS.Cert, l.TLS.Key, l.TLS.Root)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,315 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/codec/tlshello"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server/router"
+)
+
+// anyListener compiles a listener of any protocol: HTTP routes for HTTP and
+// HTTPS, TCP routes for TCP and TLS, and the TLS configuration of those
+// that terminate.
+func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) (*listenerConfig, error) {
+	proto := l.ListenerProtocol()
+	var lc *listenerConfig
+	var errs config.Errors
+	switch proto {
+	case "HTTP", "HTTPS":
+		var err error
+		if lc, err = c.listener(path, b, l); err != nil {
+			errs = appendErrors(errs, err)
+		}
+	default:
+		lc = &listenerConfig{name: l.Name, hostname: strings.ToLower(strings.TrimSuffix(l.Hostname, "."))}
+		routes, rerrs := c.tcpRoutes(path, *b.Port, l)
+		errs = append(errs, rerrs...)
+		lc.tcpRoutes = routes
+	}
+	if l.TLS != nil {
+		var alpn []string
+		if proto == "HTTPS" {
+			alpn = []string{"http/1.1"}
+		}
+		var ft *config.FrontendTLS
+		if c.file.FrontendPolicies != nil {
+			ft = c.file.FrontendPolicies.TLS
+		}
+		cfg, err := serverTLS(path+".tls", l.TLS, ft, alpn)
+		if err != nil {
+			errs = appendErrors(errs, err)
+		} else if lc != nil {
+			lc.tls = cfg
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	lc.protocol = proto
+	return lc, nil
+}
+
+// clientKeepalive is frontendPolicies.tcp.keepalives as the socket takes
+// it: what the file leaves out takes the spec's defaults (probes after 180 s
+// idle, every 180 s, 9 of them).
+func clientKeepalive(f *config.File) *net.KeepAliveConfig {
+	fp := f.FrontendPolicies
+	if fp == nil || fp.TCP == nil || fp.TCP.Keepalives == nil {
+		return nil
+	}
+	k := fp.TCP.Keepalives
+	d := backend.DefaultKeepalive
+	cfg := &net.KeepAliveConfig{Enable: d.Enabled, Idle: d.Time, Interval: d.Interval, Count: d.Retries}
+	if k.Enabled != nil {
+		cfg.Enable = *k.Enabled
+	}
+	if k.Time != nil {
+		cfg.Idle = k.Time.Duration
+	}
+	if k.Interval != nil {
+		cfg.Interval = k.Interval.Duration
+	}
+	if k.Retries != nil {
+		cfg.Count = *k.Retries
+	}
+	return cfg
+}
+
+// tlsListenerFor returns the TLS or HTTPS listener for server name sni
+// ("" when the client sent none), or nil.
+func (bc *bindConfig) tlsListenerFor(sni string) *listenerConfig {
+	for _, l := range bc.tlsListeners {
+		if l.hostname == "" || l.hostname == "*" || sni != "" && router.MatchHostname(l.hostname, []byte(sni)) {
+			return l
+		}
+	}
+	return nil
+}
+
+// httpsListenerFor returns the HTTPS listener for server name sni, or nil
+// (a reload may have taken it away from a connection it served).
+func (bc *bindConfig) httpsListenerFor(sni string) *listenerConfig {
+	if l := bc.tlsListenerFor(sni); l != nil && l.protocol == "HTTPS" {
+		return l
+	}
+	return nil
+}
+
+// dispatch serves a new connection by what its port's listeners are: plain
+// HTTP at once; a TCP listener's connections are forwarded; on a port with
+// TLS listeners the ClientHello's server name picks the listener (a plain
+// HTTP request there, told apart by its first byte, goes to the HTTP
+// listeners).
+func (b *bind) dispatch(c net.Conn) {
+	bc := b.current.Load()
+	if f := sock.ServerFields(c); f != nil {
+		f.ServerClassified = true
+	}
+	if bc.keepalive != nil {
+		if sc, ok := c.(*sock.Conn); ok {
+			_ = sc.SetKeepAliveConfig(*bc.keepalive)
+		}
+	}
+	switch {
+	case bc.tcp != nil:
+		b.serveTCP(c, bc)
+	case len(bc.tlsListeners) > 0:
+		b.serveTLS(c, bc)
+	default:
+		b.serve(c)
+	}
+}
+
+// helloBufs hold the bytes of a ClientHello being peeked at.
+var helloBufs = sync.Pool{New: func() any { b := make([]byte, tlshello.MaxInput); return &b }}
+
+// peeker is a connection that can show what arrived without consuming it
+// (sock.Conn, sock.PromptConn).
+type peeker interface {
+	Peek(buf []byte, enough func([]byte) bool) (int, error)
+}
+
+// serveTCP forwards a TCP listener's connection.
+func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
+	r := bc.tcp.tcpRouteFor("")
+	if r == nil {
+		b.closeUnserved(c)
+		return
+	}
+	b.l4Active(c)
+	b.forwardTCP(c, r, "")
+	b.connClosed(c)
+}
+
+// serveTLS reads the ClientHello (without consuming it), picks the
+// listener by its server name, and passes the connection through, or
+// terminates TLS and serves HTTP or forwards the decrypted bytes.
+func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
+	p, ok := c.(peeker)
+	if !ok {
+		b.closeUnserved(c)
+		return
+	}
+	deadline := time.Now().Add(bc.handshakeTimeout)
+	_ = c.SetReadDeadline(deadline)
+	sni, kind := b.readHello(c, p)
+	switch kind {
+	case helloPlain:
+		if len(bc.listeners) > 0 {
+			// Plain HTTP on a port that also has TLS listeners.
+			_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+			b.serve(c)
+			return
+		}
+		b.closeUnserved(c)
+		return
+	case helloBad:
+		b.closeUnserved(c)
+		return
+	}
+	l := bc.tlsListenerFor(sni)
+	if l == nil {
+		b.gw.log.Debug("tls: no listener for the server name", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()))
+		b.closeUnserved(c)
+		return
+	}
+	if l.tls == nil {
+		// Passthrough: the ClientHello is still in the socket and goes
+		// upstream with the rest.
+		r := l.tcpRouteFor(sni)
+		if r == nil {
+			b.closeUnserved(c)
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		b.l4Active(c)
+		b.forwardTCP(c, r, sni)
+		b.connClosed(c)
+		return
+	}
+	tc := tls.Server(c, l.tls)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		b.gw.log.Debug("tls: handshake failed", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+		b.closeUnserved(c)
+		return
+	}
+	if l.protocol == "TLS" {
+		r := l.tcpRouteFor(sni)
+		if r == nil {
+			tc.Close()
+			b.connClosed(c)
+			return
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		b.l4Active(c)
+		b.forwardTCP(tc, r, sni)
+		b.connClosed(c)
+		return
+	}
+	hc := &tlsConn{Conn: tc, raw: c, sni: sni}
+	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+	// From here the bind tracks the TLS connection, not the socket under it
+	// (they share the state word).
+	b.mu.Lock()
+	delete(b.conns, c)
+	b.mu.Unlock()
+	b.trackConn(hc, fasthttp.StateNew)
+	b.serve(hc)
+}
+
+// What a connection's first bytes were.
+const (
+	helloTLS   = iota // a ClientHello
+	helloPlain        // not TLS
+	helloBad          // a broken, oversized or unfinished hello, or nothing
+)
+
+// readHello looks at a connection's first bytes without consuming them:
+// the server name of its ClientHello (lower case, "" for none), or that it
+// is not TLS at all.
+func (b *bind) readHello(c net.Conn, p peeker) (sni string, kind int) {
+	bp := helloBufs.Get().(*[]byte)
+	defer helloBufs.Put(bp)
+	buf := *bp
+	if n, _ := p.Peek(buf[:1], func(b []byte) bool { return len(b) >= 1 }); n == 0 {
+		return "", helloBad
+	}
+	if !tlshello.LooksLikeTLS(buf[0]) {
+		return "", helloPlain
+	}
+	var hello tlshello.Hello
+	n, err := p.Peek(buf, func(b []byte) bool {
+		return !errors.Is(hello.Parse(b), tlshello.ErrNeedMore)
+	})
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.gw.log.Debug("tls: no ClientHello", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+		return "", helloBad
+	}
+	if err = hello.Parse(buf[:n]); err != nil {
+		b.gw.log.Debug("tls: bad ClientHello", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
+		return "", helloBad
+	}
+	return string(hello.AppendLowerServerName(nil)), helloTLS
+}
+
+// closeUnserved closes a connection no listener took.
+func (b *bind) closeUnserved(c net.Conn) {
+	c.Close()
+	b.connClosed(c)
+}
+
+// l4Active records a forwarded connection as in service, so that drain
+// waits for it (and cuts it when its time is up).
+func (b *bind) l4Active(c net.Conn) {
+	b.trackConn(c, fasthttp.StateActive)
+}
+
+// tlsConn is a terminated TLS connection served as HTTP. The server's
+// per-connection words stay in the socket underneath; what sock does on
+// the raw socket (parking, the bare-LF head watch) does not apply to bytes
+// that arrive encrypted.
+type tlsConn struct {
+	*tls.Conn
+	raw      net.Conn
+	sni      string
+	readEnds int
+}
+
+// Read counts the reads that found the stream's end or failed, as
+// sock.Conn does (server/body.go tells a cut-short body by them).
+func (c *tlsConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && !sock.IsTimeout(err) {
+		c.readEnds++
+	}
+	return n, err
+}
+
+// ReadEnds is sock.Conn.ReadEnds for the decrypted stream.
+func (c *tlsConn) ReadEnds() int { return c.readEnds }
+
+// ServerFields are the raw socket's (sock.ServerFields).
+func (c *tlsConn) ServerFields() *sock.Server { return sock.ServerFields(c.raw) }
+
+// PeerCertificates is the client's verified certificate chain, for CEL's
+// source identity (celrules).
+func (c *tlsConn) PeerCertificates() []*x509.Certificate {
+	return c.ConnectionState().PeerCertificates
+}

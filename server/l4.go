@@ -1,0 +1,198 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/server/router"
+)
+
+// tcpRoute is one compiled tcpRoutes entry of a TCP or TLS listener.
+type tcpRoute struct {
+	name string
+	// hostnames are matched against the SNI (lower case, "*." wildcards);
+	// none matches every connection.
+	hostnames []string
+	backends  []*tcpBackend
+	weights   []int // cumulative
+	total     int
+}
+
+// tcpBackend is where a TCP route's connections go.
+type tcpBackend struct {
+	name string
+	// addr is host:port; empty for a dynamic backend, whose destination is
+	// the connection's SNI on the listener's port.
+	addr    string
+	dialing backend.Dialing
+}
+
+// tcpIdleTimeout closes a forwarded connection on which no byte moved
+// either way for this long (Envoy's tcp_proxy default).
+const tcpIdleTimeout = time.Hour
+
+// tcpRoutes compiles a listener's tcpRoutes, most specific hostname first.
+func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpRoute, config.Errors) {
+	var errs config.Errors
+	var out []*tcpRoute
+	for ri := range l.TCPRoutes {
+		r := &l.TCPRoutes[ri]
+		rpath := fmt.Sprintf("%s.tcpRoutes[%d]", path, ri)
+		tr := &tcpRoute{name: r.Name}
+		if tr.name == "" {
+			tr.name = fmt.Sprintf("%s/tcp%d", l.Name, ri)
+		}
+		for _, h := range r.Hostnames {
+			tr.hostnames = append(tr.hostnames, strings.ToLower(strings.TrimSuffix(h, ".")))
+		}
+		for bi := range r.Backends {
+			rb := &r.Backends[bi]
+			bpath := fmt.Sprintf("%s.backends[%d]", rpath, bi)
+			tb := &tcpBackend{dialing: c.defaults.Dialing}
+			switch rb.Kind {
+			case config.BackendHost:
+				tb.addr, tb.name = rb.Host, rb.Host
+			case config.BackendDynamic:
+				tb.name = "dynamic"
+			case config.BackendRef:
+				nb := c.named[rb.Backend]
+				if nb == nil {
+					errs = append(errs, &decode.FieldError{Path: bpath + ".backend", Msg: fmt.Sprintf("no backend named %q in the top-level backends", rb.Backend)})
+					continue
+				}
+				if nb.Kind != config.BackendHost {
+					errs = append(errs, &decode.FieldError{Path: bpath + ".backend", Msg: fmt.Sprintf("backend %q is not a host backend: a TCP route forwards bytes to a host:port", rb.Backend)})
+					continue
+				}
+				tb.addr, tb.name = nb.Host, nb.Name
+				if nb.Policies != nil && nb.Policies.TCP != nil {
+					tb.dialing = backendTCPDialing(nb.Policies.TCP, tb.dialing)
+				}
+			}
+			if rb.Weight == 0 {
+				continue
+			}
+			tr.backends = append(tr.backends, tb)
+			tr.total += rb.Weight
+			tr.weights = append(tr.weights, tr.total)
+		}
+		out = append(out, tr)
+	}
+	// Most specific first: an exact name over a wildcard over none.
+	sortBy(out, func(r *tcpRoute) int {
+		best := 0
+		for _, h := range r.hostnames {
+			best = max(best, hostnameRank(h))
+		}
+		return best
+	})
+	_ = port
+	return out, errs
+}
+
+// sortBy orders s by rank, highest first, keeping file order for ties.
+func sortBy[T any](s []T, rank func(T) int) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && rank(s[j]) > rank(s[j-1]); j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// tcpRouteFor returns the route for a connection with server name sni ("":
+// none, or a TCP listener), or nil.
+func (lc *listenerConfig) tcpRouteFor(sni string) *tcpRoute {
+	for _, r := range lc.tcpRoutes {
+		if len(r.hostnames) == 0 {
+			return r
+		}
+		for _, h := range r.hostnames {
+			if sni != "" && (h == "*" || router.MatchHostname(h, []byte(sni))) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// pick chooses a backend by weight.
+func (r *tcpRoute) pick() *tcpBackend {
+	switch len(r.backends) {
+	case 0:
+		return nil
+	case 1:
+		return r.backends[0]
+	}
+	n := rand.IntN(r.total)
+	for i, w := range r.weights {
+		if n < w {
+			return r.backends[i]
+		}
+	}
+	return r.backends[len(r.backends)-1]
+}
+
+// forwardTCP connects a client connection to the route's backend and
+// moves bytes both ways until both directions end. sni is the connection's
+// server name (a dynamic backend's destination); port is the bind's.
+func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string) {
+	be := r.pick()
+	if be == nil {
+		client.Close()
+		return
+	}
+	addr := be.addr
+	if addr == "" {
+		if sni == "" {
+			b.gw.log.Debug("tcp: dynamic backend without a server name", zap.Stringer("client", client.RemoteAddr()))
+			client.Close()
+			return
+		}
+		addr = net.JoinHostPort(sni, strconv.Itoa(b.port))
+	}
+	up, err := be.dialing.Dial(addr)
+	if err != nil {
+		b.gw.log.Info("tcp: cannot connect to the backend", zap.String("route", r.name), zap.String("backend", addr), zap.Error(err))
+		client.Close()
+		return
+	}
+	pipeConns(client, up, tcpIdleTimeout)
+}
+
+// pipeConns copies bytes both ways between a and b, passing each side's
+// end of stream on as a half-close, and closes both when both directions
+// are done or either fails.
+func pipeConns(a, b net.Conn, idle time.Duration) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src net.Conn) {
+		_, err := io.Copy(dst, src)
+		if err == nil {
+			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			} else {
+				dst.Close()
+			}
+		} else {
+			a.Close()
+			b.Close()
+		}
+		done <- struct{}{}
+	}
+	_ = idle
+	go cp(b, a)
+	cp(a, b)
+	<-done
+	<-done
+	a.Close()
+	b.Close()
+}

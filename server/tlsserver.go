@@ -1,0 +1,217 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// defaultHandshakeTimeout is frontendPolicies.tls.handshakeTimeout's
+// default: the ClientHello and the handshake must be done within it.
+const defaultHandshakeTimeout = 15 * time.Second
+
+// handshakeTimeout is the bind's TLS handshake bound.
+func handshakeTimeout(f *config.File) time.Duration {
+	if fp := f.FrontendPolicies; fp != nil && fp.TLS != nil && fp.TLS.HandshakeTimeout != nil && fp.TLS.HandshakeTimeout.Duration > 0 {
+		return fp.TLS.HandshakeTimeout.Duration
+	}
+	return defaultHandshakeTimeout
+}
+
+// tlsVersions maps the file's version names to crypto/tls's.
+var tlsVersions = map[string]uint16{"TLS_V1_2": tls.VersionTLS12, "TLS_V1_3": tls.VersionTLS13}
+
+// tls12Suites maps the spec's TLS 1.2 suite names to crypto/tls's; the
+// three TLS 1.3 suites are not selectable in crypto/tls (serverTLS).
+var tls12Suites = map[string]uint16{
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384":       tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256":       tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384":         tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256":         tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256":   tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+var tls13Suites = map[string]uint16{
+	"TLS13_AES_256_GCM_SHA384":       tls.TLS_AES_256_GCM_SHA384,
+	"TLS13_AES_128_GCM_SHA256":       tls.TLS_AES_128_GCM_SHA256,
+	"TLS13_CHACHA20_POLY1305_SHA256": tls.TLS_CHACHA20_POLY1305_SHA256,
+}
+
+var keyExchangeGroups = map[string]tls.CurveID{
+	"X25519":          tls.X25519,
+	"P-256":           tls.CurveP256,
+	"P-384":           tls.CurveP384,
+	"X25519_MLKEM768": tls.X25519MLKEM768,
+}
+
+// serverTLS compiles a terminating listener's tls block, under
+// frontendPolicies.tls, into the configuration its handshakes use. alpn is
+// what the listener offers when frontendPolicies.tls.alpn does not say.
+// Files are read now: an unreadable or mismatched pair, or a root file
+// without a certificate, is an error naming the field.
+func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn []string) (*tls.Config, error) {
+	if ft == nil {
+		ft = &config.FrontendTLS{}
+	}
+	var errs config.Errors
+	fieldErr := func(field, format string, args ...any) {
+		errs = append(errs, &decode.FieldError{Path: path + "." + field, Msg: fmt.Sprintf(format, args...)})
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS13}
+	switch lt.Mode {
+	case "", "static":
+		cert, err := loadKeyPair(lt.Cert, lt.Key)
+		if err != nil {
+			fieldErr(err.field, "%v", err.err)
+		} else {
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+	case "dynamicCa":
+		ca, err := newDynamicCA(lt.Cert, lt.Key)
+		if err != nil {
+			fieldErr(err.field, "%v", err.err)
+		} else {
+			cfg.GetCertificate = ca.certificate
+		}
+	}
+	if lt.Root != "" {
+		pool, err := readRoots(lt.Root)
+		if err != nil {
+			fieldErr("root", "%v", err)
+		} else {
+			cfg.ClientCAs = pool
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	// The listener's own settings win over frontendPolicies.tls.
+	minName, maxName := firstNonEmpty(lt.MinVersion(), ft.MinVersion), firstNonEmpty(lt.MaxVersion(), ft.MaxVersion)
+	if v, ok := tlsVersions[minName]; ok {
+		cfg.MinVersion = v
+	}
+	if v, ok := tlsVersions[maxName]; ok {
+		cfg.MaxVersion = v
+	}
+	suites, suitesPath := lt.CipherSuites, path+".cipherSuites"
+	if len(suites) == 0 && len(ft.CipherSuites) > 0 {
+		suites, suitesPath = ft.CipherSuites, "frontendPolicies.tls.cipherSuites"
+	}
+	suitesErr := func(format string, args ...any) {
+		errs = append(errs, &decode.FieldError{Path: suitesPath, Msg: fmt.Sprintf(format, args...)})
+	}
+	if len(suites) > 0 {
+		var tls13 []uint16
+		for _, s := range suites {
+			if id, ok := tls12Suites[s]; ok {
+				cfg.CipherSuites = append(cfg.CipherSuites, id)
+			} else if id, ok := tls13Suites[s]; ok {
+				tls13 = append(tls13, id)
+			}
+		}
+		// crypto/tls negotiates TLS 1.3 suites by itself: a list without
+		// any keeps TLS 1.3 off, a list with some refuses a handshake
+		// that settled on another (VerifyConnection).
+		if len(tls13) == 0 {
+			if maxName == "TLS_V1_3" {
+				suitesErr("lists no TLS 1.3 suite, but the maximum version is TLS_V1_3")
+			}
+			cfg.MaxVersion = tls.VersionTLS12
+		} else if len(tls13) < len(tls13Suites) {
+			cfg.VerifyConnection = allowTLS13Suites(tls13, cfg.VerifyConnection)
+		}
+		if len(cfg.CipherSuites) == 0 {
+			if minName == "TLS_V1_2" {
+				suitesErr("lists no TLS 1.2 suite, but the minimum version is TLS_V1_2")
+			}
+			cfg.MinVersion = tls.VersionTLS13
+		}
+		if cfg.MinVersion > cfg.MaxVersion {
+			suitesErr("leaves no TLS version between the minimum and the maximum")
+		}
+	}
+	groups := lt.KeyExchangeGroups
+	if len(groups) == 0 {
+		groups = ft.KeyExchangeGroups
+	}
+	for _, g := range groups {
+		cfg.CurvePreferences = append(cfg.CurvePreferences, keyExchangeGroups[g])
+	}
+	cfg.NextProtos = alpn
+	if len(ft.ALPN) > 0 {
+		cfg.NextProtos = nil
+		for _, p := range ft.ALPN {
+			cfg.NextProtos = append(cfg.NextProtos, string(p))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return cfg, nil
+}
+
+// allowTLS13Suites refuses a TLS 1.3 handshake whose suite is not listed.
+func allowTLS13Suites(allowed []uint16, next func(tls.ConnectionState) error) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if cs.Version == tls.VersionTLS13 && !slices.Contains(allowed, cs.CipherSuite) {
+			return fmt.Errorf("cipher suite %s is not allowed", tls.CipherSuiteName(cs.CipherSuite))
+		}
+		if next != nil {
+			return next(cs)
+		}
+		return nil
+	}
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// keyPairError says which of cert and key a failure is about.
+type keyPairError struct {
+	field string
+	err   error
+}
+
+// loadKeyPair reads a certificate chain and its private key.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, &keyPairError{"cert", fmt.Errorf("cannot read the certificate: %w", err)}
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("cannot read the private key: %w", err)}
+	}
+	if !strings.Contains(string(certPEM), "CERTIFICATE") {
+		return tls.Certificate{}, &keyPairError{"cert", fmt.Errorf("%s holds no PEM certificate", certFile)}
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("does not go with the certificate in %s: %w", certFile, err)}
+	}
+	return cert, nil
+}
+
+// readRoots reads a PEM file of CA certificates.
+func readRoots(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the CA certificates: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New(file + " holds no PEM certificate")
+	}
+	return pool, nil
+}
