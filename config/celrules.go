@@ -97,7 +97,9 @@ var (
 // the external authorization service answered), `response` (code,
 // headers; once there is one; body once a policy read it), `request`
 // (method, path, host, scheme, uri, headers, query; body, bytes, once a
-// policy read it: see celrules.ReadsBody), `source` (address, port), `mcp`
+// policy read it: see celrules.ReadsBody), `source` (address, port, the
+// client certificate's identity), `destination` (networkAuthorization's
+// address, port and hostname of where a connection or tunnel goes), `mcp`
 // (tool, prompt or resource: name and target), `metadata` (what
 // transformations' metadata set), `extproc` (the dynamic metadata of
 // the external processor's answers) and `backend` (the picked backend:
@@ -114,6 +116,7 @@ func CELEnv() (*cel.Env, error) {
 			cel.Variable("response", m),
 			cel.Variable("request", m),
 			cel.Variable("source", m),
+			cel.Variable("destination", m),
 			cel.Variable("mcp", m),
 			cel.Variable("metadata", m),
 			cel.Variable("extproc", m),

@@ -118,12 +118,17 @@ type Keepalive struct {
 
 // Bind is one port the gateway listens on.
 type Bind struct {
-	// Port is required; agentgateway's internal binds (mode: internal)
-	// have none, and are not built yet.
-	Port           *int       `json:"port,omitempty" cfg:"min=1,max=65535"`
-	Listeners      []Listener `json:"listeners" cfg:"required"`
-	TunnelProtocol string     `json:"tunnelProtocol,omitempty" cfg:"enum=direct,later=hboneWaypoint|hboneGateway|proxy|connect"`
-	Mode           string     `json:"mode,omitempty" cfg:"enum=standard,later=internal"`
+	// Port is required, except on an internal bind (mode: internal), where
+	// none makes it the bind of every port no other bind has.
+	Port      *int       `json:"port,omitempty" cfg:"min=1,max=65535"`
+	Listeners []Listener `json:"listeners" cfg:"required"`
+	// TunnelProtocol connect makes the bind an HTTP CONNECT proxy: each
+	// tunnel is served by the bind of its destination port (connect.go).
+	TunnelProtocol string `json:"tunnelProtocol,omitempty" cfg:"enum=direct|connect,later=hboneWaypoint|hboneGateway|proxy"`
+	// Mode internal: the bind opens no socket and is reached only through
+	// CONNECT tunnels; without a port it serves tunnels to any port that
+	// no other bind has.
+	Mode string `json:"mode,omitempty" cfg:"enum=standard|internal"`
 }
 
 // Validate requires a port, except on an internal bind (refused for its
@@ -192,7 +197,7 @@ type FrontendPolicies struct {
 	HTTP                 *FrontendHTTP    `json:"http,omitempty"`
 	TLS                  *FrontendTLS     `json:"tls,omitempty"`
 	TCP                  *FrontendTCP     `json:"tcp,omitempty"`
-	NetworkAuthorization Unsupported      `json:"networkAuthorization,omitzero"`
+	NetworkAuthorization *CELRuleSet      `json:"networkAuthorization,omitempty"`
 	NetworkExtAuthz      Unsupported      `json:"networkExtAuthz,omitzero"`
 	Proxy                Unsupported      `json:"proxy,omitzero"`
 	ProxyProtocol        Unsupported      `json:"proxyProtocol,omitzero"`

@@ -377,3 +377,23 @@ func (f *File) FilesRead() []string {
 	}
 	return out
 }
+
+// checkConnectBind checks a CONNECT bind (tunnelProtocol: connect): its
+// connections are CONNECT requests, in the clear or inside TLS its HTTPS
+// listeners terminate; what a tunnel carries is served by the bind of its
+// destination port.
+func checkConnectBind(v checker, bpath string, b *Bind) {
+	if b.TunnelProtocol != "connect" {
+		return
+	}
+	for i, l := range b.Listeners {
+		lpath := bpath + "." + indexPath("listeners", i)
+		if l.ListenerProtocol() != "HTTPS" {
+			v.Errorf(lpath+".protocol", "a CONNECT bind (tunnelProtocol: connect) serves CONNECT requests only: its listeners may only be HTTPS ones terminating TLS around them")
+			continue
+		}
+		if len(l.Routes) > 0 {
+			v.Errorf(lpath+".routes", "a CONNECT bind has no routes: tunnels go to the bind of their destination port")
+		}
+	}
+}

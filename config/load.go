@@ -114,8 +114,16 @@ func (f *File) crossCheck() Errors {
 		}
 		names[b.Name] = i
 	}
+	wildcard := -1
 	for bi, b := range f.Binds {
+		if b.Mode == "internal" && b.Port == nil {
+			if wildcard >= 0 {
+				v.Errorf(indexPath("binds", bi)+".port", "binds[%d] is already the internal bind of every port: only one may have no port", wildcard)
+			}
+			wildcard = bi
+		}
 		checkBindProtocols(v, indexPath("binds", bi), b.Listeners)
+		checkConnectBind(v, indexPath("binds", bi), &b)
 		listenerNames := map[string]int{}
 		for li, l := range b.Listeners {
 			lpath := indexPath("binds", bi) + "." + indexPath("listeners", li)

@@ -19,7 +19,8 @@ import (
 type bind struct {
 	port     int
 	gw       *Gateway
-	acceptor acceptor
+	acceptor acceptor // nil for an internal bind
+	internal bool
 	// srv serves the bind's connections; a reload that changes a setting
 	// fasthttp reads (maxBufferSize) swaps in a new one, which the next
 	// connections get (serve).
@@ -98,6 +99,11 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 	b.srv.Store(b.newServer(bc.frontend))
 	b.current.Store(bc)
 	startReclaimer()
+	if bc.internal {
+		// Reached through CONNECT tunnels only.
+		b.internal = true
+		return b, nil
+	}
 	a, err := listen(gw.transport, addr, b.keepaliveIdle, b.firstByte, b.serveConn)
 	if err != nil {
 		return nil, err
@@ -424,6 +430,9 @@ func connState(c net.Conn, mapped fasthttp.ConnState) fasthttp.ConnState {
 
 // stopAccepting closes the listening socket.
 func (b *bind) stopAccepting() {
+	if b.acceptor == nil {
+		return
+	}
 	if err := b.acceptor.Close(); err != nil {
 		b.gw.log.Warn("closing listener", zap.Int("port", b.port), zap.Error(err))
 	}

@@ -36,7 +36,7 @@ func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) 
 		}
 	default:
 		lc = &listenerConfig{name: l.Name, hostname: strings.ToLower(strings.TrimSuffix(l.Hostname, "."))}
-		routes, rerrs := c.tcpRoutes(path, *b.Port, l)
+		routes, rerrs := c.tcpRoutes(path, bindPort(b), l)
 		errs = append(errs, rerrs...)
 		lc.tcpRoutes = routes
 	}
@@ -130,8 +130,20 @@ func (b *bind) dispatch(c net.Conn) {
 	case len(bc.tlsListeners) > 0:
 		b.serveTLS(c, bc)
 	default:
+		if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c)) {
+			b.closeUnserved(c)
+			return
+		}
 		b.serve(c)
 	}
+}
+
+// tunnelHost is the host a CONNECT tunnel's stream was going to, or "".
+func tunnelHost(c net.Conn) string {
+	if tc, ok := c.(*tunnelConn); ok {
+		return tc.host
+	}
+	return ""
 }
 
 // helloBufs hold the bytes of a ClientHello being peeked at.
@@ -150,8 +162,12 @@ func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
 		b.closeUnserved(c)
 		return
 	}
+	if !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c)) {
+		b.closeUnserved(c)
+		return
+	}
 	b.l4Active(c)
-	b.forwardTCP(c, r, "")
+	b.forwardTCP(c, r, "", b.destPort(c))
 	b.connClosed(c)
 }
 
@@ -181,6 +197,10 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.closeUnserved(c)
 		return
 	}
+	if !bc.connect && !b.netAllowed(bc, c, firstNonEmpty(sni, tunnelHost(c)), b.destPort(c)) {
+		b.closeUnserved(c)
+		return
+	}
 	l := bc.tlsListenerFor(sni)
 	if l == nil {
 		b.gw.log.Debug("tls: no listener for the server name", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()))
@@ -197,7 +217,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		b.l4Active(c)
-		b.forwardTCP(c, r, sni)
+		b.forwardTCP(c, r, sni, b.destPort(c))
 		b.connClosed(c)
 		return
 	}
@@ -219,7 +239,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		b.l4Active(c)
-		b.forwardTCP(tc, r, sni)
+		b.forwardTCP(tc, r, sni, b.destPort(c))
 		b.connClosed(c)
 		return
 	}

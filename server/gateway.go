@@ -59,12 +59,15 @@ type Gateway struct {
 
 	mirrorSlots chan struct{}
 
-	snap     atomic.Pointer[Snapshot]
-	mu       sync.Mutex // serialises Apply and Shutdown
-	binds    map[int]*bind
-	ready    atomic.Bool
-	draining bool // StartDraining was called; a reload must not restore readiness
-	shutdown bool
+	snap  atomic.Pointer[Snapshot]
+	mu    sync.Mutex // serialises Apply and Shutdown
+	binds map[int]*bind
+	// tunnelBinds is binds for CONNECT tunnels to look up without the
+	// lock (port 0: the internal bind of every port).
+	tunnelBinds atomic.Pointer[map[int]*bind]
+	ready       atomic.Bool
+	draining    bool // StartDraining was called; a reload must not restore readiness
+	shutdown    bool
 }
 
 // New returns a gateway with no binds; Apply starts serving a config.
@@ -109,9 +112,15 @@ func (g *Gateway) Apply(f *config.File) error {
 		return err
 	}
 	opened := map[int]*bind{}
-	for port := range s.binds {
-		if _, ok := g.binds[port]; ok {
-			continue
+	var replaced []*bind
+	for port, bc := range s.binds {
+		if old, ok := g.binds[port]; ok {
+			if old.internal == bc.internal {
+				continue
+			}
+			// A bind becoming internal closes its socket; one leaving
+			// internal opens one: a new bind either way.
+			replaced = append(replaced, old)
 		}
 		bc := s.binds[port]
 		bc.frontend = s.frontend
@@ -124,6 +133,15 @@ func (g *Gateway) Apply(f *config.File) error {
 			return fmt.Errorf("binds: port %d: %w", port, err)
 		}
 		opened[port] = b
+	}
+	for _, old := range replaced {
+		old.draining.Store(true)
+		old.stopAccepting()
+		go func(b *bind) {
+			ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
+			defer cancel()
+			b.drain(ctx)
+		}(old)
 	}
 	for port, b := range opened {
 		g.binds[port] = b
@@ -161,8 +179,15 @@ func (g *Gateway) Apply(f *config.File) error {
 			g.log.Info("stopped listening", zap.Int("port", b.port))
 		}(b)
 	}
+	tunnels := make(map[int]*bind, len(g.binds))
+	for port, b := range g.binds {
+		tunnels[port] = b
+	}
+	g.tunnelBinds.Store(&tunnels)
 	for port, b := range opened {
-		g.log.Info("listening", zap.Int("port", port), zap.String("address", b.acceptor.Addr().String()))
+		if b.acceptor != nil {
+			g.log.Info("listening", zap.Int("port", port), zap.String("address", b.acceptor.Addr().String()))
+		}
 	}
 	g.ready.Store(!g.draining)
 	return nil
@@ -252,7 +277,9 @@ func (g *Gateway) Addrs() map[int]net.Addr {
 	defer g.mu.Unlock()
 	out := make(map[int]net.Addr, len(g.binds))
 	for port, b := range g.binds {
-		out[port] = b.acceptor.Addr()
+		if b.acceptor != nil {
+			out[port] = b.acceptor.Addr()
+		}
 	}
 	return out
 }

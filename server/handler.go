@@ -179,6 +179,10 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		status := respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		return end(status)
 	}
+	if bc.connect {
+		// A CONNECT bind: tunnels, not routes (connect.go).
+		return end(b.connect(rs))
+	}
 	if uri := fctx.Request.Header.RequestURI(); bytes.IndexByte(uri, '#') >= 0 {
 		// No form of request target holds a fragment (RFC 9112 3.2).
 		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "fragment in request target")

@@ -144,8 +144,9 @@ func (r *tcpRoute) pick() *tcpBackend {
 
 // forwardTCP connects a client connection to the route's backend and
 // moves bytes both ways until both directions end. sni is the connection's
-// server name (a dynamic backend's destination); port is the bind's.
-func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string) {
+// server name and port its destination port (a dynamic backend's
+// destination).
+func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string, port int) {
 	be := r.pick()
 	if be == nil {
 		client.Close()
@@ -158,7 +159,7 @@ func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string) {
 			client.Close()
 			return
 		}
-		addr = net.JoinHostPort(sni, strconv.Itoa(b.port))
+		addr = net.JoinHostPort(sni, strconv.Itoa(port))
 	}
 	up, err := be.dialing.Dial(addr)
 	if err != nil {

@@ -66,6 +66,11 @@ type bindConfig struct {
 	// keepalive is frontendPolicies.tcp's: TCP keepalive on client
 	// connections (nil: the listener's defaults).
 	keepalive *net.KeepAliveConfig
+	// connect makes the bind a CONNECT proxy (tunnelProtocol: connect);
+	// internal binds open no socket (mode: internal).
+	connect, internal bool
+	// netAuthz is frontendPolicies.networkAuthorization (nil: none).
+	netAuthz *celrules.RuleSet
 }
 
 type listenerConfig struct {
@@ -211,14 +216,26 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	if otlpErr != nil {
 		errs = append(errs, otlpErr)
 	}
+	var netAuthz *celrules.RuleSet
+	if fp := f.FrontendPolicies; fp != nil && fp.NetworkAuthorization != nil {
+		rs, err := celrules.Compile(fp.NetworkAuthorization)
+		if err != nil {
+			errs = append(errs, kindError("frontendPolicies.networkAuthorization", err))
+		}
+		netAuthz = rs
+	}
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
-		if b.Port == nil {
+		port := 0 // the internal bind of every port
+		if b.Port != nil {
+			port = *b.Port
+		} else if b.Mode != "internal" {
 			// Parse refuses this; a File built in code may still hold it.
 			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("binds[%d].port", bi), Msg: "required"})
 			continue
 		}
-		bc := &bindConfig{port: *b.Port, rawPaths: rawPaths(f), handshakeTimeout: handshakeTimeout(f), keepalive: clientKeepalive(f)}
+		bc := &bindConfig{port: port, rawPaths: rawPaths(f), handshakeTimeout: handshakeTimeout(f), keepalive: clientKeepalive(f),
+			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
 			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
@@ -280,7 +297,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	base := &config.PolicySet{}
 	listenerTarget := func(t *config.PolicyTarget) (config.Level, bool) {
 		g := t.Gateway
-		if g == nil || g.ListenerName != nil && *g.ListenerName != l.Name || g.Port != nil && *g.Port != *b.Port {
+		if g == nil || g.ListenerName != nil && *g.ListenerName != l.Name || g.Port != nil && (b.Port == nil || *g.Port != *b.Port) {
 			return 0, false
 		}
 		if g.ListenerName == nil && g.Port == nil {
@@ -327,7 +344,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		c.attachTargeted(set, routeTarget(false))
 		set.Attach(config.LevelRoute, rpath+".policies", r.Policies)
 		c.attachTargeted(set, routeTarget(true))
-		cr, err := c.route(rpath, *b.Port, l, ri, r, set)
+		cr, err := c.route(rpath, bindPort(b), l, ri, r, set)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
@@ -696,6 +713,14 @@ func (c *compiler) upstream(addr string, s backend.PoolSettings) *backend.Upstre
 		return backend.NewUpstream(addr, s), nil
 	})
 	return up
+}
+
+// bindPort is a bind's port, 0 for the internal bind of every port.
+func bindPort(b *config.Bind) int {
+	if b.Port == nil {
+		return 0
+	}
+	return *b.Port
 }
 
 // sortListeners orders listeners so the most specific hostname is tried first.

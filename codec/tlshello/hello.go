@@ -1,5 +1,7 @@
 package tlshello
 
+import "slices"
+
 // Extension types (IANA TLS ExtensionType values) Parse looks at.
 const (
 	extServerName        = 0
@@ -60,8 +62,7 @@ func (c *cursor) vec16() (cursor, bool) {
 
 // parseMessage parses the body of a ClientHello handshake message (RFC 8446
 // 4.1.2) into h.
-func (h *Hello) parseMessage(body cursor) error {
-	s := body
+func (h *Hello) parseMessage(s cursor) error {
 	v, ok := s.u16()
 	if !ok {
 		return errTruncated
@@ -80,7 +81,10 @@ func (h *Hello) parseMessage(body cursor) error {
 	if !ok {
 		return errTruncated
 	}
-	if len(suites) == 0 || len(suites)%2 != 0 {
+	if len(suites) == 0 {
+		return errNoCipherSuites
+	}
+	if len(suites)%2 != 0 {
 		return errCipherSuites
 	}
 	compression, ok := s.vec8()
@@ -101,17 +105,21 @@ func (h *Hello) parseMessage(body cursor) error {
 	if len(s) != 0 {
 		return errTrailing
 	}
-	if err := checkDuplicates(exts); err != nil {
-		return err
-	}
-	for len(exts) > 0 {
-		typ, ok := exts.u16()
-		if !ok {
+	var seen extSet
+	for i := 0; i < len(exts); {
+		if len(exts)-i < 4 {
 			return errTruncated
 		}
-		data, ok := exts.vec16()
-		if !ok {
+		typ := uint16(exts[i])<<8 | uint16(exts[i+1])
+		n := int(exts[i+2])<<8 | int(exts[i+3])
+		i += 4
+		if n > len(exts)-i {
 			return errTruncated
+		}
+		data := exts[i : i+n : i+n]
+		i += n
+		if seen.add(typ, exts) {
+			return errDuplicate
 		}
 		var err error
 		switch typ {
@@ -122,7 +130,7 @@ func (h *Hello) parseMessage(body cursor) error {
 		case extSupportedVersions:
 			err = h.supportedVersions(data)
 		case extPreSharedKey:
-			if len(exts) != 0 {
+			if i != len(exts) {
 				err = errPSKNotLast
 			}
 		case extECH:
@@ -143,11 +151,14 @@ func (h *Hello) serverName(data cursor) error {
 		return errExtLength
 	}
 	typ, ok := list.u8()
-	if !ok || typ != 0 {
+	if !ok {
 		return errSNIEntries
 	}
 	name, ok := list.vec16()
-	if !ok || len(list) != 0 {
+	if !ok {
+		return errExtLength
+	}
+	if typ != 0 || len(list) != 0 {
 		return errSNIEntries
 	}
 	ip, err := hostName(name)
@@ -235,52 +246,49 @@ func (h *Hello) supportedVersions(data cursor) error {
 	return nil
 }
 
-// smallExtensions is how many extensions checkDuplicates compares pairwise;
-// real hellos carry about 20.
-const smallExtensions = 64
-
-// checkDuplicates refuses an extension list that holds a type twice (RFC
-// 8446 4.2). It stops at the first framing error, which the caller reports.
-func checkDuplicates(exts cursor) error {
-	var seen [smallExtensions]uint16
-	all := exts
-	for n := 0; len(exts) > 0; n++ {
-		typ, ok := exts.u16()
-		if !ok {
-			return nil
-		}
-		if _, ok := exts.vec16(); !ok {
-			return nil
-		}
-		if n == len(seen) {
-			return checkManyDuplicates(all)
-		}
-		for _, t := range seen[:n] {
-			if t == uint16(typ) {
-				return errDuplicate
-			}
-		}
-		seen[n] = uint16(typ)
-	}
-	return nil
+// extSet is the set of the extension types seen so far in a hello, which
+// must not repeat one (RFC 8446 4.2). It compares the first 64 one by one
+// (real hellos carry about 20) when a hash of the type was seen before; past
+// them it checks the whole list at once with a bit per type.
+type extSet struct {
+	n      int
+	types  [64]uint16
+	filter [4]uint64 // a bit per hash of the types: most adds skip the comparisons
 }
 
-// checkManyDuplicates is checkDuplicates for a long list: one bit per type.
-func checkManyDuplicates(exts cursor) error {
+// add adds typ, the type of an extension of the list exts, and reports
+// whether it is there already, or, for the 65th extension, whether exts
+// repeats a type anywhere.
+func (s *extSet) add(typ uint16, exts []byte) (dup bool) {
+	switch {
+	case s.n < len(s.types):
+		h := uint8(uint32(typ) * 0x9e3779b1 >> 24)
+		w, bit := h/64, uint64(1)<<(h%64)
+		if s.filter[w]&bit != 0 && slices.Contains(s.types[:s.n], typ) {
+			return true
+		}
+		s.filter[w] |= bit
+		s.types[s.n] = typ
+		s.n++
+	case s.n == len(s.types):
+		s.n++
+		return repeatsType(exts)
+	}
+	return false
+}
+
+// repeatsType reports whether the extension list exts holds a type twice.
+// It stops at the first framing error, which the caller reports.
+func repeatsType(exts []byte) bool {
 	var seen [(1 << 16) / 64]uint64
-	for len(exts) > 0 {
-		typ, ok := exts.u16()
-		if !ok {
-			return nil
-		}
-		if _, ok := exts.vec16(); !ok {
-			return nil
-		}
+	for i := 0; len(exts)-i >= 4; {
+		typ := int(exts[i])<<8 | int(exts[i+1])
+		i += 4 + (int(exts[i+2])<<8 | int(exts[i+3]))
 		w, bit := typ/64, uint64(1)<<(typ%64)
 		if seen[w]&bit != 0 {
-			return errDuplicate
+			return true
 		}
 		seen[w] |= bit
 	}
-	return nil
+	return false
 }

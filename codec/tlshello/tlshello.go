@@ -28,9 +28,10 @@
 //     (crypto/tls: 64 KiB), a legacy_session_id over 32 bytes and empty
 //     cipher_suites or compression_methods (RFC 8446 4.1.2 bounds), and a
 //     server_name extension other than exactly one host_name entry of 1 to
-//     253 letters, digits, '-', '_' and '.', without a trailing dot (as
-//     OpenSSL does; crypto/tls skips entries of other name types and takes
-//     any bytes as the name).
+//     253 letters, digits, '-', '_' and '.' (and ':' in an IPv6 literal),
+//     without a trailing dot (OpenSSL too takes only one host_name;
+//     crypto/tls skips entries of other name types and takes any bytes as
+//     the name).
 //   - More lenient. Parse does not look inside the other extensions (key
 //     shares, signature algorithms, encrypted_client_hello, ...), whose
 //     malformations crypto/tls refuses. They cannot change where the
@@ -46,6 +47,7 @@ package tlshello
 import (
 	"errors"
 	"iter"
+	"slices"
 )
 
 const (
@@ -98,7 +100,8 @@ const (
 	errAfterHello       = malformed("handshake bytes after the ClientHello in its last record")
 	errTruncated        = malformed("length runs past the end of the ClientHello")
 	errSessionID        = malformed("legacy_session_id longer than 32 bytes")
-	errCipherSuites     = malformed("cipher_suites empty or of odd length")
+	errNoCipherSuites   = malformed("cipher_suites empty")
+	errCipherSuites     = malformed("cipher_suites of odd length")
 	errCompression      = malformed("legacy_compression_methods empty")
 	errTrailing         = malformed("bytes after the extensions")
 	errDuplicate        = malformed("duplicate extension")
@@ -162,7 +165,7 @@ func (h *Hello) Parse(b []byte) error {
 	}
 	msg := b[recordHeaderLen : recordHeaderLen+msgLen]
 	if nrec > 1 {
-		msg = h.buf[:0]
+		msg = slices.Grow(h.buf[:0], msgLen)
 		for p := 0; len(msg) < msgLen; {
 			n := int(b[p+3])<<8 | int(b[p+4])
 			msg = append(msg, b[p+recordHeaderLen:p+recordHeaderLen+n]...)
@@ -179,9 +182,10 @@ func (h *Hello) Parse(b []byte) error {
 
 // Need returns the number of bytes of b that the ClientHello's records take
 // when b holds them all. When it does not, Need returns a lower bound for
-// that number, greater than len(b): read at least the difference before
-// calling Parse again. It returns 0 when the records are already wrong (Parse
-// says why).
+// that number, greater than len(b) and at most MaxInput: read at least the
+// difference before calling Parse again. It returns 0 when the records are
+// already wrong (Parse says why). Need(b) > len(b) exactly when Parse(b)
+// returns ErrNeedMore.
 func Need(b []byte) int {
 	_, _, end, err := records(b)
 	if err != nil && err != ErrNeedMore {
@@ -220,7 +224,7 @@ func records(b []byte) (msgLen, nrec, end int, err error) {
 			if msgLen >= 0 {
 				rest = msgLen - got
 			}
-			return 0, 0, p + recordHeaderLen + rest, ErrNeedMore
+			return needMore(p + recordHeaderLen + rest)
 		}
 		n := int(r[3])<<8 | int(r[4])
 		switch {
@@ -256,7 +260,7 @@ func records(b []byte) (msgLen, nrec, end int, err error) {
 			if rest > 0 { // in further records
 				end += recordHeaderLen + rest
 			}
-			return 0, 0, end, ErrNeedMore
+			return needMore(end)
 		}
 		got += n
 		if got == msgLen {
@@ -264,6 +268,15 @@ func records(b []byte) (msgLen, nrec, end int, err error) {
 		}
 		p = end
 	}
+}
+
+// needMore is records' answer for input that ends before the hello's
+// records, which take at least end bytes.
+func needMore(end int) (int, int, int, error) {
+	if end > MaxInput {
+		return 0, 0, 0, ErrTooLarge
+	}
+	return 0, 0, end, ErrNeedMore
 }
 
 // ALPN returns the protocols of the client's ALPN extension, in its order,

@@ -172,7 +172,10 @@ type Input struct {
 	Backend       map[string]any // the picked backend
 	Request       map[string]any
 	Source        map[string]any
-	MCP           *MCPItem
+	// Destination is where a connection goes (networkAuthorization):
+	// address, port, hostname.
+	Destination map[string]any
+	MCP         *MCPItem
 	// Response, when set, is what `response` shows (an external service's
 	// answer, for the expressions that read it); else the live response.
 	Response map[string]any
@@ -308,6 +311,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return emptyMap, true
 		}
 		return a.in.Source, true
+	case "destination":
+		if a.in.Destination == nil {
+			return nil, false
+		}
+		return a.in.Destination, true
 	case "mcp":
 		m := a.in.MCP
 		if m == nil || int(m.Kind) >= len(kindNames) {

@@ -72,3 +72,17 @@ func istioIdentity(id string) (map[string]any, bool) {
 	}
 	return map[string]any{"trustDomain": parts[0], "namespace": parts[2], "serviceAccount": parts[4]}, true
 }
+
+// NetworkInput is what networkAuthorization's rules see of a connection:
+// `source` (the client's address and port, and its certificate's identity
+// on a connection that has one) and `destination` (where the connection
+// goes: address, port, hostname, as the caller knows them).
+func NetworkInput(c net.Conn, destination map[string]any) Input {
+	in := Input{Source: map[string]any{}, Destination: destination}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		in.Source["address"] = a.IP.String()
+		in.Source["port"] = int64(a.Port)
+	}
+	addClientIdentity(in.Source, c)
+	return in
+}

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/celrules"
+)
+
+// A CONNECT bind (tunnelProtocol: connect) is an HTTP proxy for tunnels:
+// each `CONNECT host:port` request, once allowed, is answered 200 and its
+// connection becomes a stream served by the bind of the destination port
+// (a listening bind, an internal one, or the internal bind without a port),
+// as if it had been accepted there: TLS is sniffed for SNI, routes apply,
+// and dynamic backends go to the SNI's or Host's name on that port.
+
+// parseConnectTarget reads a CONNECT request's authority-form target
+// (RFC 9110 9.3.6): host:port with a port, the host a DNS name, an IPv4
+// address or a bracketed IPv6 address; nothing else (no userinfo, path or
+// query). The host is returned lower-cased, without brackets.
+func parseConnectTarget(target []byte) (host string, port int, err error) {
+	i := bytes.LastIndexByte(target, ':')
+	if i <= 0 || i == len(target)-1 {
+		return "", 0, errors.New("the target must be host:port")
+	}
+	h, p := target[:i], target[i+1:]
+	port = 0
+	for _, c := range p {
+		if c < '0' || c > '9' || port > 65535 {
+			return "", 0, errors.New("invalid port")
+		}
+		port = port*10 + int(c-'0')
+	}
+	if port < 1 || port > 65535 || len(p) > 5 {
+		return "", 0, errors.New("invalid port")
+	}
+	if h[0] == '[' {
+		if h[len(h)-1] != ']' {
+			return "", 0, errors.New("invalid IPv6 address")
+		}
+		a, err := netip.ParseAddr(string(h[1 : len(h)-1]))
+		if err != nil || !a.Is6() || a.Zone() != "" {
+			return "", 0, errors.New("invalid IPv6 address")
+		}
+		return a.String(), port, nil
+	}
+	if a, err := netip.ParseAddr(string(h)); err == nil {
+		if !a.Is4() {
+			return "", 0, errors.New("an IPv6 address must be in brackets")
+		}
+		return a.String(), port, nil
+	}
+	lower := bytes.ToLower(h)
+	if err := config.CheckHostname(string(lower)); err != nil || bytes.IndexByte(lower, '*') >= 0 {
+		return "", 0, errors.New("invalid host")
+	}
+	return string(bytes.TrimSuffix(lower, []byte("."))), port, nil
+}
+
+// destination is networkAuthorization's `destination` for a host and port.
+func destination(host string, port int) map[string]any {
+	d := map[string]any{"port": int64(port)}
+	if a, err := netip.ParseAddr(host); err == nil {
+		d["address"] = a.String()
+	} else if host != "" {
+		d["hostname"] = host
+	}
+	return d
+}
+
+// netAllowed applies frontendPolicies.networkAuthorization to a connection
+// (or tunnel) going to host:port, before anything is opened for it.
+func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int) bool {
+	if bc.netAuthz == nil {
+		return true
+	}
+	if host == "" {
+		// A direct connection goes to the address it arrived on.
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+			host = a.IP.String()
+		}
+	}
+	in := celrules.NetworkInput(c, destination(host, port))
+	if bc.netAuthz.Allowed(&in) {
+		return true
+	}
+	b.gw.log.Info("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
+	return false
+}
+
+// localPort is the port a connection arrived on (0 if unknown).
+func localPort(c net.Conn) int {
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
+}
+
+// connectStatusLine answers an accepted CONNECT; no header follows (a 2xx
+// answer to CONNECT has no body, and its framing headers mean nothing).
+var connectStatusLine = []byte("HTTP/1.1 200 OK\r\n\r\n")
+
+// connect serves a request on a CONNECT bind and returns its status.
+func (b *bind) connect(rs *requestState) int {
+	fctx := rs.pc.Fast
+	if !fctx.IsConnect() {
+		respondError(fctx, fasthttp.StatusMethodNotAllowed, "only CONNECT is served on this port")
+		fctx.Response.Header.Set("Allow", "CONNECT")
+		return fasthttp.StatusMethodNotAllowed
+	}
+	host, port, err := parseConnectTarget(fctx.Request.Header.RequestURI())
+	if err != nil {
+		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid CONNECT target: "+err.Error())
+	}
+	target := b.gw.tunnelBind(port)
+	if target == nil {
+		return respondError(fctx, fasthttp.StatusNotFound, "no listener for port "+strconv.Itoa(port))
+	}
+	if !b.netAllowed(rs.bind, fctx.Conn(), host, port) {
+		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
+	}
+	done := b.startTunnel(fctx.Conn(), nil)
+	fctx.HijackSetNoResponse(true)
+	fctx.Hijack(func(client net.Conn) {
+		defer close(done)
+		if _, err := client.Write(connectStatusLine); err != nil {
+			return
+		}
+		target.serveTunnel(client, host, port)
+	})
+	return fasthttp.StatusOK
+}
+
+// tunnelConn is a CONNECT tunnel's stream as the bind of its destination
+// serves it: what the client sends after the CONNECT head (peekable, as
+// classification needs), with where the tunnel was going.
+type tunnelConn struct {
+	sock.PromptConn
+	host string
+	port int
+}
+
+// serveTunnel serves a CONNECT tunnel's stream on this bind, as a
+// connection accepted here, until it ends.
+func (b *bind) serveTunnel(c net.Conn, host string, port int) {
+	tc := &tunnelConn{PromptConn: sock.PromptConn{Conn: c}, host: host, port: port}
+	b.metrics.ConnOpened()
+	if b.draining.Load() {
+		b.closeUnserved(tc)
+		return
+	}
+	setConnOpened(tc, monoNow())
+	b.trackConn(tc, fasthttp.StateNew)
+	_ = tc.SetReadDeadline(deadlineAfter(b.firstByte()))
+	b.dispatch(tc)
+}
+
+// destPort is the port a dynamic backend reaches for a connection: a
+// tunnel's destination port, else the port the connection arrived on
+// (the bind's own, unless the bind is the internal one of every port).
+func (b *bind) destPort(c net.Conn) int {
+	if tc, ok := c.(*tunnelConn); ok {
+		return tc.port
+	}
+	if b.port != 0 {
+		return b.port
+	}
+	return localPort(c)
+}
+
+// ServerFields are the stream's own (sock.ServerFields).
+func (c *tunnelConn) ServerFields() *sock.Server { return &c.PromptConn.Server }
+
+// tunnelBind is the bind serving CONNECT tunnels to port: the bind of that
+// port (listening or internal), else the internal bind of every port, else
+// nil.
+func (g *Gateway) tunnelBind(port int) *bind {
+	m := g.tunnelBinds.Load()
+	if m == nil {
+		return nil
+	}
+	if b := (*m)[port]; b != nil {
+		return b
+	}
+	return (*m)[0]
+}

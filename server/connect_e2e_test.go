@@ -1,0 +1,175 @@
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// connectRaw sends a CONNECT for target on a new connection to addr and
+// returns the connection and the status of the answer.
+func connectRaw(t *testing.T, addr, target string) (net.Conn, *bufio.Reader, int) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	return c, br, resp.StatusCode
+}
+
+// TestConnectEgressBySNI: agentgateway's egress shape. A CONNECT bind hands
+// each tunnel to the internal bind of its port, which reads the SNI and
+// passes allowed names through to the name itself (dynamic); the client is
+// Go's own HTTP client configured with the gateway as its proxy.
+func TestConnectEgressBySNI(t *testing.T) {
+	pki := newTestPKI(t, "egress")
+	up := tlsUpstream(t, pki.Server("localhost", "localhost").TLS, "through the tunnel")
+	_, upPort, _ := net.SplitHostPort(up)
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - deny: 'destination.hostname == "blocked.test"'
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- port: ${PORT}
+  mode: internal
+  listeners:
+  - protocol: TLS
+    tcpRoutes:
+    - hostnames: [localhost]
+      backends: [{dynamic: {}}]
+`, map[string]string{"PORT": upPort})
+	proxy, _ := url.Parse(tg.url(1))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy:           http.ProxyURL(proxy),
+		TLSClientConfig: &tls.Config{RootCAs: pki.Pool},
+	}}
+	resp, err := client.Get("https://localhost:" + upPort + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "through the tunnel" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	// The upstream's own certificate reached the client (nothing was
+	// terminated): the client verified it against the test CA.
+	if resp.TLS == nil || resp.TLS.PeerCertificates[0].Subject.CommonName != "localhost" {
+		t.Fatalf("certificate %+v", resp.TLS)
+	}
+
+	t.Run("a denied destination never gets a tunnel", func(t *testing.T) {
+		if _, _, status := connectRaw(t, tg.addr(1), "blocked.test:"+upPort); status != 403 {
+			t.Fatalf("status %d; want 403", status)
+		}
+	})
+	t.Run("an SNI no route names is closed", func(t *testing.T) {
+		c, br, status := connectRaw(t, tg.addr(1), "localhost:"+upPort)
+		if status != 200 {
+			t.Fatalf("status %d", status)
+		}
+		tc := tls.Client(&bufferedConn{c, br}, &tls.Config{ServerName: "evil.test", InsecureSkipVerify: true})
+		if err := tc.Handshake(); err == nil {
+			t.Fatal("handshake through an unlisted name succeeded")
+		}
+	})
+	t.Run("no bind for the port", func(t *testing.T) {
+		if _, _, status := connectRaw(t, tg.addr(1), "localhost:9"); status != 404 {
+			t.Fatalf("status %d; want 404", status)
+		}
+	})
+	t.Run("only CONNECT", func(t *testing.T) {
+		resp, _ := get(t, tg.url(1)+"/")
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != "CONNECT" {
+			t.Fatalf("%d %q", resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	})
+	t.Run("malformed targets", func(t *testing.T) {
+		for _, target := range []string{"localhost", "localhost:", "localhost:0", "localhost:65536", "user@localhost:443", "localhost:443/path", "[::1:443", "::1:443", "*.test:443", "bad host:443"} {
+			c, err := net.Dial("tcp", tg.addr(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+			c.Close()
+			if err != nil || resp.StatusCode != 400 {
+				status := 0
+				if resp != nil {
+					status = resp.StatusCode
+				}
+				t.Errorf("CONNECT %q: %d, %v; want 400", target, status, err)
+			}
+		}
+	})
+}
+
+// bufferedConn reads what a bufio.Reader holds before its connection.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// TestConnectIntoHTTPWildcardBind: the internal bind without a port takes
+// tunnels to any port; its HTTP listener routes the tunnelled requests.
+func TestConnectIntoHTTPWildcardBind(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "plain "+r.Host)
+	}))
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - 'destination.address == "127.0.0.1"'
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - routes:
+    - policies: {responseHeaderModifier: {set: {x-via: internal}}}
+      backends: [{dynamic: {}}]
+`, nil)
+	// Go's client sends plain http:// requests to a proxy without CONNECT:
+	// dial the tunnel by hand, then speak HTTP inside it.
+	c, br, status := connectRaw(t, tg.addr(1), up)
+	if status != 200 {
+		t.Fatalf("CONNECT %s: %d", up, status)
+	}
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "plain "+up || resp.Header.Get("x-via") != "internal" {
+		t.Fatalf("%d %q %q", resp.StatusCode, body, resp.Header.Get("x-via"))
+	}
+	// A hostname is not 127.0.0.1: refused before any connection.
+	_, port, _ := net.SplitHostPort(up)
+	if _, _, status := connectRaw(t, tg.addr(1), "localhost:"+port); status != 403 {
+		t.Fatalf("CONNECT by name: %d; want 403", status)
+	}
+}
