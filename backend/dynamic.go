@@ -11,9 +11,12 @@ import (
 // can reach, so it must sit behind access controls.
 type Dynamic struct {
 	settings PoolSettings
-	max      int
-	mu       sync.RWMutex
-	byAddr   map[string]*Upstream
+	// files is what the TLS settings' files held when the backend was
+	// made, for every destination's pool (nil without TLS).
+	files  *loadedTLS
+	max    int
+	mu     sync.RWMutex
+	byAddr map[string]*Upstream
 }
 
 // DefaultDynamicPools bounds how many destinations a dynamic backend keeps
@@ -22,7 +25,20 @@ const DefaultDynamicPools = 1024
 
 // NewDynamic returns a dynamic backend that opens pools with settings s.
 func NewDynamic(s PoolSettings) *Dynamic {
-	return &Dynamic{settings: s, max: DefaultDynamicPools, byAddr: map[string]*Upstream{}}
+	d := &Dynamic{settings: s, max: DefaultDynamicPools, byAddr: map[string]*Upstream{}}
+	if s.TLS.Enabled {
+		d.files = s.TLS.load()
+	}
+	return d
+}
+
+// DefaultPort is the port of a destination named without one: 443 when
+// the pools speak TLS, else 80.
+func (d *Dynamic) DefaultPort() string {
+	if d.settings.TLS.Enabled {
+		return "443"
+	}
+	return "80"
 }
 
 // ErrNoDestination is returned when the request names no usable destination.
@@ -61,7 +77,7 @@ func (d *Dynamic) For(authority []byte, defaultPort string) (*Upstream, error) {
 			break
 		}
 	}
-	u = newUpstream(addr, d.settings)
+	u = newUpstreamTLS(addr, d.settings, d.files)
 	d.byAddr[key] = u
 	return u, nil
 }

@@ -21,7 +21,7 @@ type PoolSettings struct {
 	IdleTimeout time.Duration
 	// MaxConns caps connections per address; 0 means fasthttp's default.
 	MaxConns int
-	// TLS makes the pool's connections TLS (LLM providers, later backendTLS).
+	// TLS makes the pool's connections TLS (LLM providers, backendTLS).
 	TLS UpstreamTLS
 }
 
@@ -71,20 +71,26 @@ func (u *Upstream) dial(nd *net.Dialer, network, addr string, dataPath bool) (ne
 	if u.tls == nil {
 		return c, nil
 	}
-	return handshake(c, u.tls, u.dialing)
+	return handshake(c, addr, u.tls, u.dialing)
 }
 
 // ResponseStreamThreshold is the response body size above which bodies stream
 // through instead of being read whole.
 const ResponseStreamThreshold = 8 << 10
 
-func newUpstream(addr string, s PoolSettings) *Upstream {
+func newUpstream(addr string, s PoolSettings) *Upstream { return newUpstreamTLS(addr, s, nil) }
+
+// newUpstreamTLS is newUpstream with s.TLS's files read already, or nil.
+func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 	host, _, _ := net.SplitHostPort(addr)
 	u := &Upstream{Addr: addr, dialing: s.Dialing, TLS: s.TLS.Enabled}
 	defaultPort := ":80"
 	if s.TLS.Enabled {
 		defaultPort = ":443"
-		if u.tls, u.tlsErr = s.TLS.Config(host); u.tlsErr != nil {
+		if files == nil {
+			files = s.TLS.load()
+		}
+		if u.tls, u.tlsErr = s.TLS.config(files, host); u.tlsErr != nil {
 			u.tlsErr = errTLSConfig{u.tlsErr}
 		}
 	}
