@@ -26,7 +26,7 @@ type RoutePolicies struct {
 	MCPAuthentication *MCPAuthentication `json:"mcpAuthentication,omitempty"`
 	A2A               Unsupported        `json:"a2a,omitzero"`
 	AI                *AIPolicy          `json:"ai,omitempty"`
-	BackendTLS        Unsupported        `json:"backendTLS,omitzero"`
+	BackendTLS        *BackendTLS        `json:"backendTLS,omitempty"`
 	BackendTunnel     Unsupported        `json:"backendTunnel,omitzero"`
 	BackendAuth       *BackendAuth       `json:"backendAuth,omitempty"`
 	LocalRateLimit    *LocalRateLimit    `json:"localRateLimit,omitempty"`
@@ -51,7 +51,7 @@ type BackendPolicies struct {
 	TCP                    *BackendTCP      `json:"tcp,omitempty"`
 
 	Transformations  Unsupported  `json:"transformations,omitzero"`
-	BackendTLS       Unsupported  `json:"backendTLS,omitzero"`
+	BackendTLS       *BackendTLS  `json:"backendTLS,omitempty"`
 	BackendAuth      *BackendAuth `json:"backendAuth,omitempty"`
 	BackendTunnel    Unsupported  `json:"backendTunnel,omitzero"`
 	Health           Unsupported  `json:"health,omitzero"`

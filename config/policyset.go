@@ -114,6 +114,20 @@ func (s *PolicySet) set(kind string, level Level, path string, value any) {
 	s.kinds[kind] = &attachedPolicy{value: merged, from: from}
 }
 
+// Inherit attaches kind as from holds it, merged value and origins, to s,
+// which holds nothing of it yet: a kind a route holds for its backends
+// (backendTLS), inherited before the backend's own levels attach over it.
+// A nil from or a kind from does not hold attaches nothing.
+func (s *PolicySet) Inherit(from *PolicySet, kind string) {
+	if from == nil || from.kinds[kind] == nil {
+		return
+	}
+	if s.kinds == nil {
+		s.kinds = map[string]*attachedPolicy{}
+	}
+	s.kinds[kind] = from.kinds[kind] // attachedPolicy values are never modified
+}
+
 // Fill sets each field of the policies struct dst points to from the
 // merged value of its kind (the inverse of Attach), for code that reads a
 // level's struct type; kinds dst has no field for are left out.

@@ -233,6 +233,7 @@ var routeKinds = []routeKind{
 		return nil
 	}},
 	{"ai", nil},
+	{"backendTLS", nil},
 }
 
 // serviceAddr is the address of a policy's external service: host, or
@@ -244,6 +245,10 @@ func (c *compiler) serviceAddr(host, backend string) (string, error) {
 	nb := c.named[backend]
 	if nb == nil || nb.Kind != config.BackendHost {
 		return "", &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("no host backend named %q in the top-level backends", backend)}
+	}
+	if nb.Policies != nil && nb.Policies.BackendTLS != nil {
+		// Its connection would go without the TLS the backend asks for.
+		return "", &policy.FieldError{Field: "backend", Msg: fmt.Sprintf("backend %q has backendTLS, which this policy's connection does not apply yet", backend)}
 	}
 	return nb.Host, nil
 }

@@ -56,7 +56,8 @@ type llmTarget struct {
 type llmProvider struct {
 	p        *provider.Provider
 	up       *backend.Upstream
-	host     []byte // the Host header it gets
+	upTLS    backend.UpstreamTLS // up's TLS, for the ai backend's key (its files' digest)
+	host     []byte              // the Host header it gets
 	policy   *aipolicy.Policy
 	mask     *guard.Guard        // the response guard, nil for none
 	cache    *promptcache.Policy // promptCaching, nil for none
@@ -498,7 +499,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		member.Report(outcome, retryAfter(x.upResp, failure))
 		t.reportHealth(prov, outcome)
 		if failure == backend.FailureConnect {
-			rb.connectErrors.ConnectError()
+			rb.connectFailed(b.gw.log, err)
 		}
 		if failure != backend.FailureNone {
 			rs.upstreamErr = err

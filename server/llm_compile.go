@@ -130,15 +130,24 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 			names[gi] = append(names[gi], n.cfg.Name)
 		}
 	}
-	// Health survives a reload that keeps the backend as it was.
+	// Health survives a reload that keeps the backend as it was. The
+	// providers' TLS holds what Cfg does not: the digest of the files of
+	// their own backendTLS.
+	providerTLS := make([][]backend.UpstreamTLS, len(members))
+	for gi, g := range members {
+		for _, p := range g {
+			providerTLS[gi] = append(providerTLS[gi], p.upTLS)
+		}
+	}
 	spec, err := json.Marshal(struct {
-		Route    string
-		Cfg      *config.AIBackend
-		Shared   *config.AIPolicy
-		Auth     *config.BackendAuth
-		Secrets  []string
-		Settings backend.PoolSettings
-	}{routeName, cfg, shared, auth, aiSecrets(cfg, auth), settings})
+		Route       string
+		Cfg         *config.AIBackend
+		Shared      *config.AIPolicy
+		Auth        *config.BackendAuth
+		Secrets     []string
+		Settings    backend.PoolSettings
+		ProviderTLS [][]backend.UpstreamTLS
+	}{routeName, cfg, shared, auth, aiSecrets(cfg, auth), settings, providerTLS})
 	if err != nil {
 		return nil, fmt.Errorf("%s.ai: %w", path, err)
 	}
@@ -202,6 +211,14 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		if pp.TCP != nil {
 			settings.Dialing = backendTCPDialing(pp.TCP, settings.Dialing)
 		}
+		if pp.BackendTLS != nil {
+			// The provider's own replaces the backend's whole.
+			t, err := compileBackendTLS(pp.BackendTLS)
+			if err != nil {
+				return nil, kindError(path+".policies.backendTLS", err)
+			}
+			settings.TLS = t
+		}
 		for _, f := range []struct {
 			name string
 			set  bool
@@ -251,10 +268,20 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		}
 	}
 	addr, tls := p.Upstream()
-	settings.TLS = tls
-	out.up = c.upstream(addr, settings)
+	if settings.TLS.Enabled {
+		// backendTLS (settings.TLS: the provider's, else its backend's or
+		// route's) replaces the provider's TLS, to its address (a
+		// hostOverride's too); the provider's host stays the default
+		// server name.
+		if settings.TLS.ServerName == "" {
+			settings.TLS.ServerName = tls.ServerName
+		}
+	} else {
+		settings.TLS = tls
+	}
+	out.up, out.upTLS = c.upstream(addr, settings), settings.TLS
 	out.host = []byte(addr)
-	if tls.Enabled {
+	if settings.TLS.Enabled {
 		out.host = []byte(strings.TrimSuffix(addr, ":443"))
 	}
 	return out, nil

@@ -28,6 +28,7 @@ const maxMirrorsInFlight = 256
 
 func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error) {
 	addr := m.Backend.Host
+	settings := c.defaults
 	if m.Backend.Backend != "" {
 		nb := c.named[m.Backend.Backend]
 		if nb == nil {
@@ -38,11 +39,19 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 			return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: "mirroring to this backend kind is not supported yet"}
 		}
 		addr = nb.Host
+		if nb.Policies != nil && nb.Policies.BackendTLS != nil {
+			// A copy goes as securely as the backend's own requests.
+			t, err := compileBackendTLS(nb.Policies.BackendTLS)
+			if err != nil {
+				return nil, kindError(c.namedPath[nb.Name]+".policies.backendTLS", err)
+			}
+			settings.TLS = t
+		}
 	}
 	if m.Percentage == nil {
 		return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
 	}
-	up := c.upstream(addr, c.defaults)
+	up := c.upstream(addr, settings)
 	return &mirror{upstream: up, percentage: *m.Percentage}, nil
 }
 

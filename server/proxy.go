@@ -54,7 +54,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	up := t.static
 	if up == nil {
 		var err error
-		up, err = t.dynamic.For(req.Header.Host(), "80")
+		up, err = t.dynamic.For(req.Header.Host(), t.dynamic.DefaultPort())
 		if err != nil {
 			rs.upstreamErr = err
 			return respondError(fctx, fasthttp.StatusBadRequest, "request names no destination")
@@ -133,12 +133,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			}
 			rs.upstreamErr = err
 			if failure == backend.FailureConnect {
-				rb.connectErrors.ConnectError()
+				rb.connectFailed(b.gw.log, err)
 			}
 			return respondError(fctx, failure.Status(), failureMessage(failure))
 		}
 		if failure == backend.FailureConnect {
-			rb.connectErrors.ConnectError()
+			rb.connectFailed(b.gw.log, err)
 		}
 		// Discard the response being retried (this releases its connection).
 		fctx.Response.Reset()

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -132,6 +133,9 @@ type routeBackend struct {
 	passthroughAt credential.Location
 	// cel is what CEL shows as `backend` once this backend is picked.
 	cel map[string]any
+	// tlsLogNext is when a failed TLS handshake may be logged again
+	// (monoNow; connectFailed).
+	tlsLogNext atomic.Int64
 }
 
 type retryPolicy struct {
@@ -431,7 +435,7 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	for bi := range r.Backends {
-		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], routeAI, routeAuth)
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
@@ -522,14 +526,20 @@ var backendKinds = map[string]bool{
 	"http":                   true,
 	"tcp":                    true,
 	"backendAuth":            true,
+	"backendTLS":             true,
 	"ai":                     true,
 }
 
-func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeAI *config.AIPolicy, routeAuth *config.BackendAuth) (*routeBackend, error) {
+// routeBackend compiles one backend of a route; routeSet is the route's
+// merged policies, of which the backend inherits the kinds it applies
+// (routeKinds without a build) below its own.
+func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeSet *config.PolicySet, routeAI *config.AIPolicy, routeAuth *config.BackendAuth) (*routeBackend, error) {
 	out := &routeBackend{}
-	// The backend's policies: a named backend's, with the route backend's
-	// merged over them field by field (the route's win).
+	// The backend's policies: the route's backendTLS, then a named
+	// backend's, with the route backend's merged over them field by field
+	// (the route backend's win).
 	set := &config.PolicySet{}
+	set.Inherit(routeSet, "backendTLS")
 	settings := c.defaults
 	switch rb.Kind {
 	case config.BackendHost:
@@ -597,6 +607,13 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			}
 			out.redirect = v
 			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil
+		}
+		if policies.BackendTLS != nil {
+			t, err := compileBackendTLS(policies.BackendTLS)
+			if err != nil {
+				errs = append(errs, kindError(set.Path("backendTLS"), err))
+			}
+			settings.TLS = t
 		}
 		if ba := policies.BackendAuth; ba != nil && ba.Passthrough != nil {
 			loc, err := credential.NewLocation(ba.Passthrough.Location)

@@ -48,7 +48,8 @@ func (t *mcpRelay) exchange(b *bind, rs *requestState, r *route, rb *routeBacken
 }
 
 func (t *mcpRelay) honors(policy string) bool {
-	return policy != "requestHeaderModifier" && policy != "ai"
+	// backendTLS: its targets' client does not apply it yet.
+	return policy != "requestHeaderModifier" && policy != "ai" && policy != "backendTLS"
 }
 
 // refuseUnhonored is the config error for a backend policy set on a

@@ -26,7 +26,7 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 	conn, err := up.Dial()
 	if err != nil {
 		rs.upstreamErr = err
-		rs.backend.connectErrors.ConnectError()
+		rs.backend.connectFailed(b.gw.log, err)
 		return respondError(fctx, fasthttp.StatusServiceUnavailable, "upstream unavailable")
 	}
 	_ = conn.SetDeadline(time.Now().Add(upgradeHandshakeTimeout))

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"net"
+	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
+)
+
+// BackendTLS is the backendTLS policy (agentgateway's LocalBackendTLS): the
+// gateway speaks TLS to the backend, verifying it against the system roots
+// and the destination host unless told otherwise. Its files are read when
+// the config is compiled (server), where an unreadable file, bad PEM or a
+// key that does not match its certificate is an error naming the field.
+//
+//	backendTLS: {root: ca.pem, hostname: api.internal, cert: client.pem, key: client.key}
+type BackendTLS struct {
+	// Cert and Key are PEM files of a client certificate (with its chain)
+	// and its key, for backends that require one (mutual TLS); both or
+	// neither.
+	Cert string `json:"cert,omitempty" cfg:"minLen=1"`
+	Key  string `json:"key,omitempty" cfg:"minLen=1"`
+	// Root is a PEM file of the CAs that verify the backend, instead of
+	// the system's.
+	Root string `json:"root,omitempty" cfg:"minLen=1"`
+	// Hostname is sent as SNI and verified against the certificate;
+	// default: the destination host.
+	Hostname string `json:"hostname,omitempty" cfg:"minLen=1,maxLen=253"`
+	// Insecure skips every verification (the spec's insecureSkipVerify:
+	// All).
+	Insecure bool `json:"insecure,omitempty"`
+	// InsecureHost verifies the chain but not the name (insecureSkipVerify:
+	// Hostname).
+	InsecureHost bool `json:"insecureHost,omitempty"`
+	// ALPN are the protocols offered; default http/1.1, the protocol the
+	// gateway speaks to backends, which the list must hold.
+	ALPN []string `json:"alpn,omitempty" cfg:"minItems=1,maxItems=16"`
+	// SubjectAltNames are the names of which the certificate must carry
+	// one, instead of matching the hostname: DNS names, IP addresses or
+	// URIs (spiffe://...), each compared exactly.
+	SubjectAltNames []string `json:"subjectAltNames,omitempty" cfg:"minItems=1,maxItems=16"`
+	// KeyExchangeGroups are the key exchange groups offered
+	// (BackendTLSKeyExchangeGroups); default: Go's.
+	KeyExchangeGroups []string    `json:"keyExchangeGroups,omitempty" cfg:"minItems=1,maxItems=4"`
+	SPIFFE            Unsupported `json:"spiffe,omitzero"`
+}
+
+// BackendTLSKeyExchangeGroups are the names keyExchangeGroups takes.
+var BackendTLSKeyExchangeGroups = []string{"X25519", "P-256", "P-384", "X25519_MLKEM768"}
+
+// The spec's string limits of the lists' items.
+const (
+	tinyString  = 64  // an ALPN protocol
+	shortString = 256 // a subject alternative name
+)
+
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*BackendTLS) FieldRules() {}
+
+// Validate checks the fields that go together, the hostname and the
+// lists' items.
+func (b *BackendTLS) Validate(v *decode.Validation) {
+	switch {
+	case b.Cert != "" && b.Key == "":
+		v.Errorf("key", "required with cert")
+	case b.Key != "" && b.Cert == "":
+		v.Errorf("cert", "required with key")
+	}
+	// The spec: at most one of verifySubjectAltNames and
+	// insecureSkipVerify (All or Hostname).
+	switch {
+	case b.Insecure && b.InsecureHost:
+		v.Errorf("insecureHost", "not allowed together with insecure (which skips every verification)")
+	case b.Insecure && len(b.SubjectAltNames) > 0:
+		v.Errorf("subjectAltNames", "not allowed together with insecure (which skips every verification)")
+	case b.InsecureHost && len(b.SubjectAltNames) > 0:
+		v.Errorf("subjectAltNames", "not allowed together with insecureHost (subjectAltNames replaces the name check)")
+	}
+	if b.Hostname != "" && net.ParseIP(b.Hostname) == nil {
+		if err := checkDNSName(strings.TrimSuffix(b.Hostname, ".")); err != nil {
+			v.Errorf("hostname", "must be a DNS name or an IP address: %v", err)
+		}
+	}
+	seen := map[string]int{}
+	http11 := false
+	for i, p := range b.ALPN {
+		at := indexPath("alpn", i)
+		switch {
+		case p == "" || len(p) > tinyString:
+			v.Errorf(at, "must be 1 to %d characters", tinyString)
+		case hasControl(p):
+			v.Errorf(at, "must not hold control characters or spaces")
+		case p == "h2" || p == "h2c" || p == "h3":
+			v.Errorf(at, "%s is not supported yet: the gateway speaks http/1.1 to backends", p)
+		}
+		if j, dup := seen[p]; dup {
+			v.Errorf(at, "%q is already listed at alpn[%d]", p, j)
+		}
+		seen[p] = i
+		http11 = http11 || p == "http/1.1"
+	}
+	if len(b.ALPN) > 0 && !http11 {
+		v.Errorf("alpn", "must include http/1.1: the gateway speaks http/1.1 to backends")
+	}
+	for i, n := range b.SubjectAltNames {
+		at := indexPath("subjectAltNames", i)
+		switch {
+		case n == "" || len(n) > shortString:
+			v.Errorf(at, "must be 1 to %d characters", shortString)
+		case hasControl(n):
+			v.Errorf(at, "must not hold control characters or spaces")
+		}
+	}
+	groups := map[string]int{}
+	for i, g := range b.KeyExchangeGroups {
+		at := indexPath("keyExchangeGroups", i)
+		if !contains(BackendTLSKeyExchangeGroups, g) {
+			v.Errorf(at, "must be one of: %s", joinOr(BackendTLSKeyExchangeGroups))
+			continue
+		}
+		if j, dup := groups[g]; dup {
+			v.Errorf(at, "%q is already listed at keyExchangeGroups[%d]", g, j)
+		}
+		groups[g] = i
+	}
+}
+
+// hasControl reports whether s holds a control character or a space.
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
+)
+
+// This file compiles the backendTLS policy into the TLS settings of an
+// upstream pool, and reports the handshakes that fail.
+//
+// backendTLS is a kind a route holds for its backends (routeKinds lists it
+// without a build): routeBackend inherits the route's setting into the
+// backend's PolicySet below the backend's own levels, so that the backend
+// level replaces the route's whole, as for every kind. The merged value
+// becomes PoolSettings.TLS, part of the pool key, for host and dynamic
+// backends and every provider of an ai backend (a provider's own
+// backendTLS replacing it).
+
+// compileBackendTLS turns a backendTLS policy into pool settings, reading
+// its files now: one that cannot be used is an error naming its field
+// (cert, key or root), so a file that loads never fails a dial for it.
+func compileBackendTLS(cfg *config.BackendTLS) (backend.UpstreamTLS, error) {
+	t := backend.UpstreamTLS{
+		Enabled:           true,
+		ServerName:        cfg.Hostname,
+		RootsFile:         cfg.Root,
+		CertFile:          cfg.Cert,
+		KeyFile:           cfg.Key,
+		Insecure:          cfg.Insecure,
+		InsecureHost:      cfg.InsecureHost,
+		SubjectAltNames:   backend.JoinList(cfg.SubjectAltNames),
+		ALPN:              backend.JoinList(cfg.ALPN),
+		KeyExchangeGroups: backend.JoinList(cfg.KeyExchangeGroups),
+	}
+	loaded, err := t.Load()
+	if err != nil {
+		var fe *backend.TLSFileError
+		if errors.As(err, &fe) {
+			return t, &policy.FieldError{Field: fe.Role, Msg: strconv.Quote(fe.Path) + ": " + fe.Msg}
+		}
+		return t, err
+	}
+	return loaded, nil
+}
+
+// tlsLogEvery bounds the log lines about one backend's failed handshakes:
+// each failed request is in the access log already.
+const tlsLogEvery = 10 * time.Second
+
+// connectFailed counts a connect failure of the backend and, when it was
+// a TLS handshake (a certificate that does not verify, a backend that
+// refuses the client certificate), says so in the log, naming the backend,
+// the address and the reason, at most once per tlsLogEvery.
+func (rb *routeBackend) connectFailed(log *zap.Logger, err error) {
+	rb.connectErrors.ConnectError()
+	var he *backend.HandshakeError
+	if !errors.As(err, &he) {
+		return
+	}
+	now := int64(monoNow())
+	next := rb.tlsLogNext.Load()
+	if now < next || !rb.tlsLogNext.CompareAndSwap(next, now+int64(tlsLogEvery)) {
+		return
+	}
+	log.Warn("upstream TLS handshake failed",
+		zap.String("backend", rb.name), zap.String("address", he.Addr),
+		zap.String("server_name", he.ServerName), zap.NamedError("reason", he.Err))
+}
