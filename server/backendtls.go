@@ -20,8 +20,8 @@ import (
 // backend's PolicySet below the backend's own levels, so that the backend
 // level replaces the route's whole, as for every kind. The merged value
 // becomes PoolSettings.TLS, part of the pool key, for host and dynamic
-// backends and every provider of an ai backend (a provider's own
-// backendTLS replacing it).
+// backends, the HTTP targets of an MCP backend and every provider of an ai
+// backend (a provider's own backendTLS replacing it).
 
 // compileBackendTLS turns a backendTLS policy into pool settings, reading
 // its files now: one that cannot be used is an error naming its field

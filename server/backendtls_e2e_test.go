@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"slices"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 	"github.com/relaygate/gateway/backend/tlstest"
 )
 
@@ -365,6 +369,48 @@ binds:
 	}
 }
 
+// TestBackendTLSMCP: an MCP backend's backendTLS reaches its HTTP targets
+// with TLS on their address (an http:// target URL included).
+func TestBackendTLSMCP(t *testing.T) {
+	pki := newBackendTLSPKI(t)
+	srv := sdk.NewServer(&sdk.Implementation{Name: "secure", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "secure"}}}, nil
+	})
+	up := tlstest.NewServer(t, tlstest.ServerOptions{Cert: pki.leaf, Handler: sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /mcp}}]
+      backends:
+      - mcp:
+          targets:
+          - {name: secure, mcp: {host: '127.0.0.1', port: ${PORT}}}
+        policies: {backendTLS: {root: '${ROOT}'}}
+    - matches: [{path: {exact: /plain}}]
+      backends:
+      - mcp:
+          targets:
+          - {name: secure, mcp: {host: '127.0.0.1', port: ${PORT}}}
+`, pki.with("PORT", strings.TrimPrefix(up.Addr, "127.0.0.1:")))
+	if _, err := mcpConnect(t, tg.url(3000)+"/plain", ""); err == nil {
+		t.Fatal("a target served over TLS answered plain HTTP")
+	}
+	cs, err := mcpConnect(t, tg.url(3000)+"/mcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"echo"}) {
+		t.Fatalf("tools %v", got)
+	}
+	seen := requestsTo(up, "/mcp")
+	if len(seen) == 0 || seen[0].Protocol != "http/1.1" {
+		t.Fatalf("upstream saw %+v", seen)
+	}
+}
+
 // TestBackendTLSLoadErrors: a file backendTLS names that cannot be used,
 // or a backendTLS where it cannot apply, is a load error naming the field
 // of the level that set it.
@@ -407,7 +453,7 @@ binds:
     - backends:
       - ai: {name: p, hostOverride: 127.0.0.1:1, provider: {openAI: {}}, policies: {backendTLS: {root: '${TEXT}'}}}
 `, route + `backends[0].ai.policies.backendTLS.root: "` + vars["TEXT"] + `": no PEM certificate`},
-		{"MCP backend", `
+		{"MCP backend of stdio targets", `
 binds:
 - port: 3000
   listeners:
@@ -415,7 +461,7 @@ binds:
     - backends:
       - mcp: {targets: [{name: s, stdio: {cmd: /bin/true}}]}
         policies: {backendTLS: {}}
-`, route + `backends[0].policies.backendTLS: not applied to this kind of backend: remove it`},
+`, route + `backends[0].policies.backendTLS: applies to the HTTP targets of an MCP backend, and this one has none`},
 		{"a service backend with backendTLS", `
 backends:
 - {name: authz, host: 127.0.0.1:1, policies: {backendTLS: {}}}

@@ -1,15 +1,19 @@
 package server
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/pool"
 )
@@ -18,7 +22,14 @@ import (
 // running one when the config is unchanged since the last snapshot (its
 // sessions carry on), else a new one. Backends the new snapshot no longer
 // uses are closed by Apply once it is in place.
-func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBackend) (*mcpgw.Backend, error) {
+//
+// upTLS, when enabled, is the backend's backendTLS (tlsPath its field): the
+// HTTP targets are reached with TLS on their address, an http:// URL
+// included.
+func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBackend, upTLS backend.UpstreamTLS, tlsPath string) (*mcpgw.Backend, error) {
+	if upTLS.Enabled && !slices.ContainsFunc(cfg.Targets, func(t config.MCPTarget) bool { return t.Kind != config.MCPTargetStdio }) {
+		return nil, &decode.FieldError{Path: tlsPath, Msg: "applies to the HTTP targets of an MCP backend, and this one has none"}
+	}
 	var ttl time.Duration
 	var key []byte
 	if s := c.file.Config; s != nil {
@@ -36,12 +47,24 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 		TTL    time.Duration
 		Key    []byte
 		Full   []any
-	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg)})
+		TLS    backend.UpstreamTLS
+	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
 	return pool.LoadOrNew(c.lease, "mcp\x00"+string(spec), func() (*mcpgw.Backend, error) {
+		var tlsConfig *tls.Config
+		if upTLS.Enabled {
+			// No host: net/http names each target's (SNI, and the name
+			// verified unless backendTLS says another).
+			tc, err := upTLS.Config("")
+			if err != nil {
+				return nil, &decode.FieldError{Path: tlsPath, Msg: err.Error()}
+			}
+			tlsConfig = tc
+		}
 		b, err := mcpgw.New(mcpgw.Options{
+			TLS:        tlsConfig,
 			Name:       routeName,
 			Scope:      scope,
 			Config:     cfg,

@@ -636,7 +636,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		})
 		out.target = &httpUpstream{dynamic: d}
 	case config.BackendMCP:
-		m, err := c.mcpBackend(path, routeName, scope, rb.MCP)
+		m, err := c.mcpBackend(path, routeName, scope, rb.MCP, settings.TLS, set.Path("backendTLS"))
 		if err != nil {
 			return nil, err
 		}

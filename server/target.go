@@ -48,8 +48,7 @@ func (t *mcpRelay) exchange(b *bind, rs *requestState, r *route, rb *routeBacken
 }
 
 func (t *mcpRelay) honors(policy string) bool {
-	// backendTLS: its targets' client does not apply it yet.
-	return policy != "requestHeaderModifier" && policy != "ai" && policy != "backendTLS"
+	return policy != "requestHeaderModifier" && policy != "ai"
 }
 
 // refuseUnhonored is the config error for a backend policy set on a

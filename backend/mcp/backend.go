@@ -9,8 +9,10 @@ package mcp
 
 import (
 	"crypto/cipher"
+	"crypto/tls"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -37,6 +39,10 @@ type Options struct {
 	// CallTimeout bounds one call to a target when the route sets no timeout
 	// (default 10m).
 	CallTimeout time.Duration
+	// TLS, when set, is how the HTTP targets are reached: with TLS on
+	// their address, an http:// URL included (backendTLS). Without, an
+	// https:// URL is verified as net/http does.
+	TLS *tls.Config
 	// StdioIdle stops a session's stdio process once it has been idle this
 	// long while the client has no stream open (default 1m, at most the
 	// session TTL); the next call starts it again. Clients that never end
@@ -63,6 +69,7 @@ type Backend struct {
 	opts      Options
 	log       *zap.Logger
 	targets   []*config.MCPTarget
+	urls      []string // of the HTTP targets, by index: https with Options.TLS
 	byName    map[string]int
 	prefix    bool // names are prefixed with the target name
 	never     bool // prefixMode never with several targets: route by lookup
@@ -123,6 +130,11 @@ func New(o Options) (*Backend, error) {
 	for i := range c.Targets {
 		b.targets = append(b.targets, &c.Targets[i])
 		b.byName[c.Targets[i].Name] = i
+		u := c.Targets[i].URL
+		if o.TLS != nil {
+			u = httpsURL(u)
+		}
+		b.urls = append(b.urls, u)
 	}
 	switch c.PrefixMode {
 	case "always":
@@ -142,6 +154,7 @@ func New(o Options) (*Backend, error) {
 	}
 	b.aead = aead
 	b.client = &http.Client{Transport: &http.Transport{
+		TLSClientConfig:       o.TLS,
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost:   64,
@@ -350,4 +363,19 @@ func (b *Backend) observe(method, target, tool string, failed bool, start time.T
 	if b.opts.Metrics != nil {
 		b.opts.Metrics.ObserveMCP(method, target, tool, failed, time.Since(start))
 	}
+}
+
+// httpsURL is an http:// target URL with TLS on the same address: the
+// scheme becomes https and the port stays (80 when it was left out).
+// Other URLs are returned as they are.
+func httpsURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return raw
+	}
+	if u.Port() == "" {
+		u.Host = net.JoinHostPort(u.Hostname(), "80")
+	}
+	u.Scheme = "https"
+	return u.String()
 }

@@ -221,11 +221,11 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 	switch t.Kind {
 	case config.MCPTargetStreamable:
 		return transport.DialStreamable(ctx, transport.StreamableOptions{
-			URL: t.URL, Client: s.b.client, Header: o.header,
+			URL: s.b.urls[i], Client: s.b.client, Header: o.header,
 			SessionID: o.resume[t.Name], ProtocolVersion: o.version, Logger: log,
 		})
 	case config.MCPTargetSSE:
-		return transport.DialSSE(ctx, transport.SSEOptions{URL: t.URL, Client: s.b.client, Header: o.header})
+		return transport.DialSSE(ctx, transport.SSEOptions{URL: s.b.urls[i], Client: s.b.client, Header: o.header})
 	case config.MCPTargetStdio:
 		return transport.StartStdio(ctx, transport.StdioOptions{
 			Cmd: t.Stdio.Cmd, Args: t.Stdio.Args, Env: t.Stdio.Env, ClearEnv: t.Stdio.ClearEnv,
