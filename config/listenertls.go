@@ -2,6 +2,9 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -191,12 +194,14 @@ type TCPRoute struct {
 
 // TCPRoutePolicies is `tcpRoutes[].policies`.
 type TCPRoutePolicies struct {
-	BackendTLS Unsupported `json:"backendTLS,omitzero"`
+	// BackendTLS originates TLS to the route's backends (a backend's own
+	// replaces it whole).
+	BackendTLS *BackendTLS `json:"backendTLS,omitempty"`
 }
 
 // TCPBackendPolicies is `tcpRoutes[].backends[].policies`.
 type TCPBackendPolicies struct {
-	BackendTLS    Unsupported `json:"backendTLS,omitzero"`
+	BackendTLS    *BackendTLS `json:"backendTLS,omitempty"`
 	BackendTunnel Unsupported `json:"backendTunnel,omitzero"`
 }
 
@@ -355,8 +360,9 @@ func checkBindProtocols(v checker, bpath string, ls []Listener) {
 }
 
 // FilesRead lists the files the configuration reads besides itself
-// (certificates, keys, CA bundles), in file order without repeats: the
-// running gateway reloads when one of them changes.
+// (certificates, keys, CA bundles of listeners and of backendTLS, wherever
+// they are), in file order without repeats: the running gateway reloads
+// when one of them changes.
 func (f *File) FilesRead() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -368,14 +374,49 @@ func (f *File) FilesRead() []string {
 			}
 		}
 	}
-	for _, b := range f.Binds {
-		for _, l := range b.Listeners {
-			if l.TLS != nil {
-				add(l.TLS.Cert, l.TLS.Key, l.TLS.Root)
+	walkValues(reflect.ValueOf(f), func(v reflect.Value) {
+		switch t := v.Interface().(type) {
+		case *ListenerTLS:
+			add(t.Cert, t.Key, t.Root)
+		case *BackendTLS:
+			add(t.Cert, t.Key, t.Root)
+		}
+	})
+	return out
+}
+
+// walkValues calls visit for every non-nil pointer reachable from v
+// through struct fields, pointers, slices and maps (map values in key
+// order).
+func walkValues(v reflect.Value, visit func(reflect.Value)) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		visit(v)
+		walkValues(v.Elem(), visit)
+	case reflect.Interface:
+		if !v.IsNil() {
+			walkValues(v.Elem(), visit)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				walkValues(v.Field(i), visit)
 			}
 		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			walkValues(v.Index(i), visit)
+		}
+	case reflect.Map:
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j]) })
+		for _, k := range keys {
+			walkValues(v.MapIndex(k), visit)
+		}
 	}
-	return out
 }
 
 // checkConnectBind checks a CONNECT bind (tunnelProtocol: connect): its

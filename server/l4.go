@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -35,6 +37,9 @@ type tcpBackend struct {
 	// the connection's SNI on the listener's port.
 	addr    string
 	dialing backend.Dialing
+	// tls originates TLS to the backend (backendTLS); nil: the bytes go
+	// as they came.
+	tls *backend.UpstreamTLS
 }
 
 // tcpIdleTimeout closes a forwarded connection on which no byte moved
@@ -78,6 +83,22 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 				if nb.Policies != nil && nb.Policies.TCP != nil {
 					tb.dialing = backendTCPDialing(nb.Policies.TCP, tb.dialing)
 				}
+			}
+			// backendTLS: the backend's own replaces the route's whole.
+			btls, tlsPath := (*config.BackendTLS)(nil), ""
+			if r.Policies != nil && r.Policies.BackendTLS != nil {
+				btls, tlsPath = r.Policies.BackendTLS, rpath+".policies.backendTLS"
+			}
+			if rb.Policies != nil && rb.Policies.BackendTLS != nil {
+				btls, tlsPath = rb.Policies.BackendTLS, bpath+".policies.backendTLS"
+			}
+			if btls != nil {
+				t, err := compileBackendTLS(btls)
+				if err != nil {
+					errs = append(errs, kindError(tlsPath, err))
+					continue
+				}
+				tb.tls = &t
 			}
 			if rb.Weight == 0 {
 				continue
@@ -162,6 +183,9 @@ func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string, port int) {
 		addr = net.JoinHostPort(sni, strconv.Itoa(port))
 	}
 	up, err := be.dialing.Dial(addr)
+	if err == nil && be.tls != nil {
+		up, err = originateTLS(up, addr, be)
+	}
 	if err != nil {
 		b.gw.log.Info("tcp: cannot connect to the backend", zap.String("route", r.name), zap.String("backend", addr), zap.Error(err))
 		client.Close()
@@ -196,4 +220,31 @@ func pipeConns(a, b net.Conn, idle time.Duration) {
 	<-done
 	a.Close()
 	b.Close()
+}
+
+// originateTLS runs the client side of TLS on a TCP route's upstream
+// connection, within the connect timeout. ALPN is offered only when
+// backendTLS lists it: the bytes carried are not HTTP/1.1.
+func originateTLS(up net.Conn, addr string, be *tcpBackend) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	cfg, err := be.tls.Config(host)
+	if err != nil {
+		up.Close()
+		return nil, err
+	}
+	if be.tls.ALPN == "" {
+		cfg.NextProtos = nil
+	}
+	timeout := be.dialing.ConnectTimeout
+	if timeout <= 0 {
+		timeout = backend.DefaultConnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tc := tls.Client(up, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		up.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }

@@ -261,3 +261,66 @@ binds:
 		t.Fatal("the upstream never saw the client's end")
 	}
 }
+
+// TestTCPRouteOriginatesTLS: a TCP route's backendTLS speaks TLS to the
+// backend, verified as configured; a backend that does not verify gets no
+// bytes, and the client's connection closes.
+func TestTCPRouteOriginatesTLS(t *testing.T) {
+	pki := newTestPKI(t, "tcptls")
+	srv := pki.Server("db.internal", "db.internal")
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{srv.TLS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	tg := startGateway(t, `
+binds:
+- port: 1
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - policies: {backendTLS: {root: ${CA}, hostname: db.internal}}
+      backends: [{host: ${UP}}]
+- port: 2
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - policies: {backendTLS: {root: ${CA}}}
+      backends: [{host: ${UP}, policies: {backendTLS: {root: ${CA}, hostname: wrong.internal}}}]
+`, map[string]string{"UP": ln.Addr().String(), "CA": pki.CAFile})
+	c, err := net.Dial("tcp", tg.addr(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "over TLS upstream")
+	buf := make([]byte, len("over TLS upstream"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "over TLS upstream" {
+		t.Fatalf("echo %q, %v", buf, err)
+	}
+	// The backend's own setting replaced the route's: its name does not
+	// verify.
+	c2, err := net.Dial("tcp", tg.addr(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c2, "hello")
+	if n, err := c2.Read(make([]byte, 16)); n != 0 || err == nil {
+		t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+	}
+}
