@@ -87,13 +87,21 @@ func (f *File) eachAIPolicy(fn func(path string, p *AIPolicy)) {
 	})
 }
 
-// eachRoute calls fn with every route of the binds and its path.
+// eachRoute calls fn with every route of the binds and its path, once for
+// a route attached to several listeners.
 func (f *File) eachRoute(fn func(path string, r *Route)) {
+	seen := map[string]bool{}
 	for bi := range f.Binds {
-		for li := range f.Binds[bi].Listeners {
-			l := &f.Binds[bi].Listeners[li]
+		b := &f.Binds[bi]
+		for li := range b.Listeners {
+			l := &b.Listeners[li]
+			lpath := b.listenerPath(bi, li)
 			for ri := range l.Routes {
-				fn(fmt.Sprintf("binds[%d].listeners[%d].routes[%d]", bi, li, ri), &l.Routes[ri])
+				path := l.Routes[ri].SourcePath(lpath + "." + indexPath("routes", ri))
+				if !seen[path] {
+					seen[path] = true
+					fn(path, &l.Routes[ri])
+				}
 			}
 		}
 	}
@@ -118,10 +126,10 @@ func (b *AIBackend) providerPaths() []aiProviderPath {
 	return out
 }
 
-// checkLLMPort refuses an llm section on the port of a bind or of the
-// top-level mcp section (checked before the mcp section becomes a bind).
+// checkLLMPort refuses an llm section with a port of its own on the port
+// of a bind, of a gateway or of the top-level mcp section.
 func (f *File) checkLLMPort() Errors {
-	if f.LLM == nil {
+	if f.LLM == nil || f.LLM.attached {
 		return nil
 	}
 	port := f.LLM.PortOrDefault()
@@ -132,11 +140,11 @@ func (f *File) checkLLMPort() Errors {
 	var errs Errors
 	c := checker{errs: &errs}
 	for i, b := range f.Binds {
-		if b.Port != nil && *b.Port == port {
-			c.Errorf("llm.port", "%s is already used by binds[%d]", what, i)
+		if b.Port != nil && *b.Port == port && b.origin != "mcp" {
+			c.Errorf("llm.port", "%s is already used by %s", what, b.path(i))
 		}
 	}
-	if f.MCP != nil {
+	if f.MCP != nil && !f.MCP.attached {
 		mcpPort := defaultMCPPort
 		if f.MCP.Port != nil {
 			mcpPort = *f.MCP.Port

@@ -18,6 +18,10 @@ const (
 	BackendDynamic             // dynamic: {} — destination from the request's Host
 	BackendMCP                 // mcp: MCP targets multiplexed behind the route
 	BackendAI                  // ai: LLM providers
+	// BackendLLMModels is the llm section's models, the backend of the
+	// route Parse adds to each gateway listener the section attaches to
+	// (llm.gateways). A file cannot write it.
+	BackendLLMModels
 )
 
 // RouteBackend is one entry of `routes[].backends`: exactly one of the backend

@@ -18,12 +18,14 @@ type File struct {
 	Workloads        Unsupported       `json:"workloads,omitzero"`
 	Services         Unsupported       `json:"services,omitzero"`
 	RouteGroups      Unsupported       `json:"routeGroups,omitzero"`
-	Gateways         Unsupported       `json:"gateways,omitzero"`
-	Routes           Unsupported       `json:"routes,omitzero"`
-	TCPRoutes        Unsupported       `json:"tcpRoutes,omitzero"`
-	LLM              *LLMConfig        `json:"llm,omitempty"`
-	MCP              *SimpleMCP        `json:"mcp,omitempty"`
-	UI               Unsupported       `json:"ui,omitzero"`
+	// Gateways, Routes and TCPRoutes are agentgateway's newer shapes:
+	// Parse makes binds of them (gateways.go).
+	Gateways  Gateways           `json:"gateways,omitempty"`
+	Routes    []AttachedRoute    `json:"routes,omitempty"`
+	TCPRoutes []AttachedTCPRoute `json:"tcpRoutes,omitempty"`
+	LLM       *LLMConfig         `json:"llm,omitempty"`
+	MCP       *SimpleMCP         `json:"mcp,omitempty"`
+	UI        Unsupported        `json:"ui,omitzero"`
 }
 
 // Settings is the top-level `config:` section: process-wide settings applied at start.
@@ -129,6 +131,11 @@ type Bind struct {
 	// CONNECT tunnels; without a port it serves tunnels to any port that
 	// no other bind has.
 	Mode string `json:"mode,omitempty" cfg:"enum=standard|internal"`
+
+	// origin is the path of what Parse made the bind of ("gateways.web",
+	// "mcp"); "" for a bind of the file's binds. The dump leaves such
+	// binds out (File.MarshalJSON).
+	origin string
 }
 
 // Validate requires a port, except on an internal bind (refused for its
@@ -149,6 +156,11 @@ type Listener struct {
 	Policies  *ListenerPolicy `json:"policies,omitempty"`
 	TLS       *ListenerTLS    `json:"tls,omitempty"`
 	TCPRoutes []TCPRoute      `json:"tcpRoutes,omitempty"`
+
+	// at and policiesAt are the paths of the gateway (listener) Parse made
+	// the listener of and of its policies (SourcePath, PoliciesPath); ""
+	// for a listener of the binds.
+	at, policiesAt string
 }
 
 // ListenerPolicy is `listeners[].policies` (gateway-level policies in
@@ -176,6 +188,11 @@ type Route struct {
 	Matches   []RouteMatch   `json:"matches,omitempty"`
 	Policies  *RoutePolicies `json:"policies,omitempty"`
 	Backends  []RouteBackend `json:"backends,omitempty"`
+
+	// at is the path of the route Parse attached to the listener (a
+	// top-level route, the llm or mcp section: SourcePath); "" for a route
+	// written under its listener.
+	at string
 }
 
 // RouteMatch selects requests; all fields of one match must hold.

@@ -190,6 +190,10 @@ type TCPRoute struct {
 	Hostnames []string          `json:"hostnames,omitempty"`
 	Policies  *TCPRoutePolicies `json:"policies,omitempty"`
 	Backends  []TCPRouteBackend `json:"backends" cfg:"required,minItems=1"`
+
+	// at is the path of the top-level tcpRoute Parse attached to the
+	// listener (SourcePath); "" for one written under its listener.
+	at string
 }
 
 // TCPRoutePolicies is `tcpRoutes[].policies`.
@@ -297,7 +301,7 @@ func checkListenerProtocol(v checker, lpath string, l *Listener, backends map[st
 		}
 	}
 	for ri, r := range l.TCPRoutes {
-		rpath := lpath + "." + indexPath("tcpRoutes", ri)
+		rpath := r.SourcePath(lpath + "." + indexPath("tcpRoutes", ri))
 		for hi, h := range r.Hostnames {
 			if proto == "TCP" {
 				v.Errorf(rpath+".hostnames", "a TCP listener sees no server name: hostnames need protocol TLS")
@@ -328,11 +332,11 @@ func checkListenerProtocol(v checker, lpath string, l *Listener, backends map[st
 // listener is alone on its port; TLS listeners are chosen by SNI, so no two
 // share a hostname. Plain HTTP and TLS listeners may share a port: each
 // connection's first byte says which it is.
-func checkBindProtocols(v checker, bpath string, ls []Listener) {
+func checkBindProtocols(v checker, ls []Listener, lpaths func(int) string) {
 	tcp, other := -1, -1
 	tlsHosts := map[string]int{}
 	for i, l := range ls {
-		lpath := bpath + "." + indexPath("listeners", i)
+		lpath := lpaths(i)
 		switch l.ListenerProtocol() {
 		case "TCP":
 			if tcp >= 0 {
@@ -355,7 +359,7 @@ func checkBindProtocols(v checker, bpath string, ls []Listener) {
 		}
 	}
 	if tcp >= 0 && other >= 0 {
-		v.Errorf(bpath+"."+indexPath("listeners", tcp)+".protocol", "a TCP listener must be alone on its port (listeners[%d] shares it)", other)
+		v.Errorf(lpaths(tcp)+".protocol", "a TCP listener must be alone on its port (listeners[%d] shares it)", other)
 	}
 }
 
@@ -423,12 +427,12 @@ func walkValues(v reflect.Value, visit func(reflect.Value)) {
 // connections are CONNECT requests, in the clear or inside TLS its HTTPS
 // listeners terminate; what a tunnel carries is served by the bind of its
 // destination port.
-func checkConnectBind(v checker, bpath string, b *Bind) {
+func checkConnectBind(v checker, b *Bind, lpaths func(int) string) {
 	if b.TunnelProtocol != "connect" {
 		return
 	}
 	for i, l := range b.Listeners {
-		lpath := bpath + "." + indexPath("listeners", i)
+		lpath := lpaths(i)
 		if l.ListenerProtocol() != "HTTPS" {
 			v.Errorf(lpath+".protocol", "a CONNECT bind (tunnelProtocol: connect) serves CONNECT requests only: its listeners may only be HTTPS ones terminating TLS around them")
 			continue

@@ -17,7 +17,11 @@ import (
 // `model` selects the first model whose name matches, the most specific
 // name first; a virtual model picks one of the models per request.
 type LLMConfig struct {
-	Gateways Unsupported `json:"gateways,omitzero"`
+	// Gateways are the gateways (or gateway listeners) whose listeners
+	// serve the section's routes instead of a port of its own; by default
+	// the gateway named "default" when there is one with an HTTP listener
+	// and no port is set.
+	Gateways GatewayRefs `json:"gateways,omitzero"`
 	// Port is the port to serve on (default 4000).
 	Port          *int              `json:"port,omitempty" cfg:"min=1,max=65535"`
 	TLS           Unsupported       `json:"tls,omitzero"`
@@ -25,6 +29,35 @@ type LLMConfig struct {
 	Models        []LLMModel        `json:"models" cfg:"required"`
 	VirtualModels []LLMVirtualModel `json:"virtualModels,omitempty"`
 	Policies      *LLMPolicies      `json:"policies,omitempty"`
+
+	// attached: Parse gave the section's route to gateway listeners
+	// (Attached).
+	attached bool
+}
+
+// Attached reports whether the section is served on gateway listeners
+// (llm.gateways, or the gateway named "default") rather than on a port of
+// its own: Parse added a route to each, whose backend is BackendLLMModels.
+func (l *LLMConfig) Attached() bool { return l.attached }
+
+// LLMRouteName is the name of the route serving the llm section.
+const LLMRouteName = "llm"
+
+// RoutePolicies are llm.policies as the policies of the section's route
+// (guardrails aside: the models read them); nil for none.
+func (p *LLMPolicies) RoutePolicies() *RoutePolicies {
+	if p == nil {
+		return nil
+	}
+	rp := &RoutePolicies{
+		JWTAuth: p.JWTAuth, Authorization: p.Authorization, CORS: p.CORS,
+		BasicAuth: p.BasicAuth, APIKey: p.APIKey, ExtAuthz: p.ExtAuthz, Transformations: p.Transformations,
+		RemoteRateLimit: p.RemoteRateLimit, ExtProc: p.ExtProc,
+	}
+	if len(p.LocalRateLimit) > 0 {
+		rp.LocalRateLimit = &LocalRateLimit{Buckets: p.LocalRateLimit}
+	}
+	return rp
 }
 
 // DefaultLLMPort is agentgateway's port for the top-level llm section.

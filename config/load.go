@@ -59,11 +59,11 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 		return nil, out // nothing decoded: a syntax error
 	}
 	f.pos = pos
-	// Before the mcp section becomes a bind.
+	// The gateways become binds, and the top-level routes, the llm section
+	// and the mcp section attach to their listeners (or have a port of
+	// their own), before the checks that see them.
+	out = append(out, f.normalizeGateways(out)...)
 	out = append(out, f.checkLLMPort()...)
-	if len(out) == 0 {
-		out = append(out, f.desugarMCP()...)
-	}
 	// Cross-field rules run even when some fields failed, so one pass reports
 	// everything; they only look at values that decoded. A rule that a
 	// struct's Validate also checks is reported once, with the position the
@@ -102,7 +102,7 @@ func (f *File) crossCheck() Errors {
 	for i, b := range f.Binds {
 		if b.Port != nil {
 			if prev, dup := ports[*b.Port]; dup {
-				v.Errorf(indexPath("binds", i)+".port", "port %d is already used by binds[%d]", *b.Port, prev)
+				v.Errorf(b.path(i)+".port", "port %d is already used by %s", *b.Port, f.Binds[prev].path(prev))
 			}
 			ports[*b.Port] = i
 		}
@@ -115,6 +115,10 @@ func (f *File) crossCheck() Errors {
 		names[b.Name] = i
 	}
 	wildcard := -1
+	// A route attached to several listeners is checked once (the checks
+	// that depend on the listener report each error once: parse drops
+	// repeats).
+	routeSeen := map[string]bool{}
 	for bi, b := range f.Binds {
 		if b.Mode == "internal" && b.Port == nil {
 			if wildcard >= 0 {
@@ -122,12 +126,14 @@ func (f *File) crossCheck() Errors {
 			}
 			wildcard = bi
 		}
-		checkBindProtocols(v, indexPath("binds", bi), b.Listeners)
-		checkConnectBind(v, indexPath("binds", bi), &b)
+		checkBindProtocols(v, b.Listeners, func(li int) string { return b.listenerPath(bi, li) })
+		checkConnectBind(v, &b, func(li int) string { return b.listenerPath(bi, li) })
 		listenerNames := map[string]int{}
 		for li, l := range b.Listeners {
-			lpath := indexPath("binds", bi) + "." + indexPath("listeners", li)
-			if l.Name != "" {
+			lpath := b.listenerPath(bi, li)
+			// The gateways' listener names are checked as Parse makes
+			// them (gatewayBind).
+			if l.Name != "" && b.origin == "" {
 				if prev, dup := listenerNames[l.Name]; dup {
 					v.Errorf(lpath+".name", "listener %q is already defined by listeners[%d]", l.Name, prev)
 				}
@@ -140,7 +146,11 @@ func (f *File) crossCheck() Errors {
 				}
 			}
 			for ri, r := range l.Routes {
-				rpath := lpath + "." + indexPath("routes", ri)
+				rpath := r.SourcePath(lpath + "." + indexPath("routes", ri))
+				if routeSeen[rpath] {
+					continue
+				}
+				routeSeen[rpath] = true
 				for hi, h := range r.Hostnames {
 					if err := CheckHostname(h); err != nil {
 						v.Errorf(rpath+"."+indexPath("hostnames", hi), "invalid hostname %q: %v", h, err)

@@ -333,7 +333,7 @@ func TestTopLevelMCPSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.MCP != nil || len(f.Binds) != 1 || *f.Binds[0].Port != 3000 {
+	if len(f.Binds) != 1 || *f.Binds[0].Port != 3000 || f.Binds[0].origin != "mcp" {
 		t.Fatalf("not desugared into a bind on 3000: %+v", f)
 	}
 	r := f.Binds[0].Listeners[0].Routes[0]
@@ -343,7 +343,9 @@ func TestTopLevelMCPSection(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"binds:\n- port: 3000\n  listeners: []\nmcp:\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.port: port 3000 is already used by binds[0]"},
 		{"mcp:\n  targets:\n  - {name: a, stdio: {cmd: x}}\n  - {name: a, stdio: {cmd: y}}\n", `mcp.targets[1].name: target "a" is already defined by targets[0]`},
-		{"mcp:\n  gateways: [default]\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.gateways: not supported yet"},
+		{"mcp:\n  gateways: [default]\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", `mcp.gateways[0]: no gateway named "default"`},
+		{"gateways: {web: {port: 3000}}\nmcp:\n  port: 3000\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.port: port 3000 is already used by gateways.web; attach the mcp section to it with mcp.gateways instead"},
+		{"gateways: {web: {port: 80}}\nmcp:\n  port: 3000\n  gateways: web\n  targets:\n  - {name: a, stdio: {cmd: x}}\n", "mcp.gateways: not allowed together with mcp.port"},
 		{"mcp: {}\n", "mcp.targets: required"},
 	} {
 		_, err := Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })

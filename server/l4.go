@@ -52,7 +52,7 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 	var out []*tcpRoute
 	for ri := range l.TCPRoutes {
 		r := &l.TCPRoutes[ri]
-		rpath := fmt.Sprintf("%s.tcpRoutes[%d]", path, ri)
+		rpath := r.SourcePath(fmt.Sprintf("%s.tcpRoutes[%d]", path, ri))
 		tr := &tcpRoute{name: r.Name}
 		if tr.name == "" {
 			tr.name = fmt.Sprintf("%s/tcp%d", l.Name, ri)

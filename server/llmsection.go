@@ -157,39 +157,54 @@ func (b *bind) serveLLMModels(rs *requestState, r *route, rb *routeBackend, m *l
 func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	port := l.PortOrDefault()
 	listener := &config.Listener{Name: "llm"}
-	rp := &config.RoutePolicies{}
-	if p := l.Policies; p != nil {
-		// llm.policies are route policies of the section's one route
-		// (guardrails aside: the models read them). TestLLMPoliciesServed
-		// holds every field to this list.
-		rp.JWTAuth, rp.Authorization, rp.CORS = p.JWTAuth, p.Authorization, p.CORS
-		rp.BasicAuth, rp.APIKey, rp.ExtAuthz, rp.Transformations = p.BasicAuth, p.APIKey, p.ExtAuthz, p.Transformations
-		rp.RemoteRateLimit, rp.ExtProc = p.RemoteRateLimit, p.ExtProc
-		if len(p.LocalRateLimit) > 0 {
-			rp.LocalRateLimit = &config.LocalRateLimit{Buckets: p.LocalRateLimit}
-		}
-	}
+	// llm.policies are route policies of the section's one route
+	// (guardrails aside: the models read them). TestLLMPoliciesServed holds
+	// every field to config.LLMPolicies.RoutePolicies.
+	rp := l.Policies.RoutePolicies()
 	set := &config.PolicySet{}
 	set.Attach(config.LevelRoute, "llm.policies", rp)
-	cr, err := c.route("llm", port, listener, 0, &config.Route{Name: "llm", Policies: rp}, set)
+	cr, err := c.route("llm", port, listener, 0, &config.Route{Name: config.LLMRouteName, Policies: rp}, set)
 	if err != nil {
 		return nil, err
 	}
-	rb := &routeBackend{name: "llm"}
-	rb.metrics = c.gw.metrics.Route(cr.name, rb.name)
-	rb.connectErrors = c.gw.metrics.Backend(rb.name)
-	m, err := c.llmModels(l, rb)
+	rb, err := c.llmSection(cr.name)
 	if err != nil {
 		return nil, err
 	}
-	rb.target = m
-	rb.cel = backendVariable(rb.name, m)
 	cr.backends, cr.weights, cr.total = []*routeBackend{rb}, []int{1}, 1
 	table, err := router.New([]router.Route{{Value: cr}})
 	if err != nil {
 		return nil, err
 	}
 	return &bindConfig{port: port, rawPaths: rawPaths(c.file), listeners: []*listenerConfig{{name: "llm", table: table}}}, nil
+}
+
+// llmSection is the llm section's backend, its models compiled once for
+// the snapshot and shared by every route serving the section: the one of
+// its own bind, or those Parse added to the gateway listeners it attaches
+// to (config.BackendLLMModels). routeName names the routes in metrics.
+func (c *compiler) llmSection(routeName string) (*routeBackend, error) {
+	if c.section == nil {
+		rb := &routeBackend{name: "llm"}
+		rb.metrics = c.gw.metrics.Route(routeName, rb.name)
+		rb.connectErrors = c.gw.metrics.Backend(rb.name)
+		m, err := c.llmModels(c.file.LLM, rb)
+		if err == nil {
+			rb.target = m
+			rb.cel = backendVariable(rb.name, m)
+		}
+		c.section = &llmSectionResult{rb, err}
+	}
+	if c.section.err != nil {
+		return nil, c.section.err
+	}
+	return c.section.rb, nil
+}
+
+// llmSectionResult is the llm section's backend compiled, or why not.
+type llmSectionResult struct {
+	rb  *routeBackend
+	err error
 }
 
 // llmModels compiles llm.models and llm.virtualModels; section is the

@@ -201,6 +201,8 @@ type compiler struct {
 	llm       []*llmTarget
 	catalog   *cost.Catalog
 	catalogOK bool
+	// section is the llm section's backend, once compiled (llmSection).
+	section *llmSectionResult
 }
 
 // compile turns a validated file into a snapshot. It fails only on problems
@@ -242,7 +244,9 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
-			path := fmt.Sprintf("binds[%d].listeners[%d]", bi, li)
+			// A listener Parse made of a gateway is named by the
+			// gateway's path, as its routes are by theirs.
+			path := l.SourcePath(fmt.Sprintf("binds[%d].listeners[%d]", bi, li))
 			lc, err := c.anyListener(path, b, l)
 			if err != nil {
 				errs = appendErrors(errs, err)
@@ -262,7 +266,8 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		sortListeners(bc.tlsListeners)
 		s.binds[bc.port] = bc
 	}
-	if f.LLM != nil {
+	if f.LLM != nil && !f.LLM.Attached() {
+		// An attached section is served by routes of gateway listeners.
 		bc, err := c.llmBind(f.LLM)
 		if err != nil {
 			errs = appendErrors(errs, err)
@@ -310,7 +315,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		return config.LevelListener, true
 	}
 	c.attachTargeted(base, listenerTarget)
-	base.Attach(config.LevelListener, path+".policies", l.Policies)
+	base.Attach(config.LevelListener, l.PoliciesPath(path), l.Policies)
 	// The gateway phase: policies that run before a route is selected.
 	gw := &config.PolicySet{}
 	c.attachTargetedPhase(gw, config.PhaseGateway, listenerTarget)
@@ -331,7 +336,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	routes := make([]router.Route, 0, len(l.Routes))
 	for ri := range l.Routes {
 		r := &l.Routes[ri]
-		rpath := fmt.Sprintf("%s.routes[%d]", path, ri)
+		rpath := r.SourcePath(fmt.Sprintf("%s.routes[%d]", path, ri))
 		set := base.Clone()
 		routeTarget := func(rule bool) func(t *config.PolicyTarget) (config.Level, bool) {
 			return func(t *config.PolicyTarget) (config.Level, bool) {
@@ -366,7 +371,8 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	if err != nil {
 		var re *router.RouteError
 		if errors.As(err, &re) {
-			return nil, &decode.FieldError{Path: fmt.Sprintf("%s.routes[%d].%s[%d]", path, re.Route, re.Field, re.Index), Msg: re.Err.Error()}
+			rpath := l.Routes[re.Route].SourcePath(fmt.Sprintf("%s.routes[%d]", path, re.Route))
+			return nil, &decode.FieldError{Path: fmt.Sprintf("%s.%s[%d]", rpath, re.Field, re.Index), Msg: re.Err.Error()}
 		}
 		return nil, fmt.Errorf("%s.routes: %w", path, err)
 	}
@@ -534,6 +540,10 @@ var backendKinds = map[string]bool{
 // merged policies, of which the backend inherits the kinds it applies
 // (routeKinds without a build) below its own.
 func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeSet *config.PolicySet, routeAI *config.AIPolicy, routeAuth *config.BackendAuth) (*routeBackend, error) {
+	if rb.Kind == config.BackendLLMModels {
+		// The llm section attached to a gateway listener.
+		return c.llmSection(routeName)
+	}
 	out := &routeBackend{}
 	// The backend's policies: the route's backendTLS, then a named
 	// backend's, with the route backend's merged over them field by field
@@ -864,15 +874,16 @@ func rawPaths(f *config.File) bool {
 // ValidatePartial compiles what decoded of a file that has errors (known)
 // and returns the errors only compiling finds, leaving out those that could
 // be cascades of the known ones: any in a route or listener that already
-// has an error, and all of them when a known error lies outside the binds
-// (a named backend, a frontend policy) that routes may depend on. A panic
+// has an error, and all of them when a known error lies outside the binds,
+// gateways and routes (a named backend, a frontend policy) that routes may
+// depend on. A panic
 // on a half-decoded value only ends the check.
 func ValidatePartial(f *config.File, known error) (extra config.Errors) {
 	var paths []string
 	if many, ok := known.(config.Errors); ok {
 		for _, e := range many {
 			var fe *decode.FieldError
-			if !errors.As(e, &fe) || !strings.HasPrefix(fe.Path, "binds[") {
+			if !errors.As(e, &fe) || !listenerOrRoutePath(fe.Path) {
 				return nil
 			}
 			paths = append(paths, objectPath(fe.Path))
@@ -908,8 +919,20 @@ func ValidatePartial(f *config.File, known error) (extra config.Errors) {
 	return extra
 }
 
+// listenerOrRoutePath reports whether path lies in a bind, a gateway or a
+// top-level route: what objectPath can cut to a route or listener.
+func listenerOrRoutePath(path string) bool {
+	for _, p := range []string{"binds[", "gateways.", "gateways[", "routes[", "tcpRoutes["} {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // objectPath cuts a path to the route it lies in ("binds[0].listeners[1]
-// .routes[2]"), or to its listener or bind when it lies in no route.
+// .routes[2]", "routes[3]"), or to its listener, gateway or bind when it
+// lies in no route.
 func objectPath(path string) string {
 	for _, list := range []string{".routes[", ".listeners["} {
 		if i := strings.Index(path, list); i >= 0 {
@@ -917,6 +940,13 @@ func objectPath(path string) string {
 				return path[:i+j+1]
 			}
 		}
+	}
+	if rest, ok := strings.CutPrefix(path, "gateways."); ok {
+		// A gateway of one listener: the gateway.
+		if i := strings.IndexAny(rest, ".["); i >= 0 {
+			return path[:len("gateways.")+i]
+		}
+		return path
 	}
 	if j := strings.IndexByte(path, ']'); j >= 0 {
 		return path[:j+1]
