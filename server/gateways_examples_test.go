@@ -1,0 +1,109 @@
+package server
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// TestGatewaysAgentgatewayExamples: agentgateway's example files that use
+// the gateways shapes, and examples/mcp-tls, copied unchanged from
+// agentgateway's repository at commit
+// 75b4e6ce6e0e1ac7959d5548ebe8dbeaede4f180 into testdata/agentgateway
+// (their certificate paths, relative to that repository's root, resolve
+// there). Each validates as `--validate-only` would, but for the features
+// not built yet that it uses, which are refused with their paths: the file
+// without them validates.
+func TestGatewaysAgentgatewayExamples(t *testing.T) {
+	t.Chdir("testdata/agentgateway")
+	env := func(k string) (string, bool) { return "placeholder-" + k, true }
+	tests := []struct {
+		file string
+		// refused are the errors of features not built yet (CONNECT
+		// tunnels, the UI), and without the top-level section using them.
+		refused []string
+		without string
+		check   func(t *testing.T, f *config.File)
+	}{
+		{file: "examples/mcp-tls/config.yaml"},
+		{
+			file:    "examples/traffic-egress-proxy/config.yaml",
+			refused: []string{`binds[0].tunnelProtocol: "connect" is not supported yet`},
+			without: "binds",
+		},
+		{
+			file:    "examples/traffic-egress-proxy/config-conditional.yaml",
+			refused: []string{`binds[0].tunnelProtocol: "connect" is not supported yet`},
+			without: "binds",
+			check: func(t *testing.T, f *config.File) {
+				if len(f.Binds) != 1 || !f.LLM.Attached() {
+					t.Errorf("binds %d, llm attached %v: want the llm routes on gateway secure", len(f.Binds), f.LLM.Attached())
+				}
+			},
+		},
+		{
+			file:    "examples/traffic-unified-gateway/config.yaml",
+			refused: []string{"ui: not supported yet"},
+			without: "ui",
+			check: func(t *testing.T, f *config.File) {
+				// llm and mcp attach to the gateway named default.
+				if len(f.Binds) != 1 || *f.Binds[0].Port != 3000 || !f.LLM.Attached() {
+					t.Errorf("binds %d, llm attached %v: want the llm and mcp routes on gateway default", len(f.Binds), f.LLM.Attached())
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := config.Parse(data, env)
+			if len(tc.refused) > 0 {
+				var got []string
+				if err != nil {
+					for _, e := range err.(config.Errors) {
+						got = append(got, e.Error())
+					}
+				}
+				if len(got) != len(tc.refused) {
+					t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.refused, "\n"))
+				}
+				for i := range got {
+					if !strings.HasPrefix(got[i], tc.refused[i]) {
+						t.Errorf("error %s, want %s", got[i], tc.refused[i])
+					}
+				}
+				f, err = config.Parse([]byte(withoutSection(string(data), tc.without)), env)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Validate(f); err != nil {
+				t.Fatal(err)
+			}
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+		})
+	}
+}
+
+// withoutSection removes a top-level key and its value from a YAML file
+// written in block style.
+func withoutSection(yaml, key string) string {
+	var out []string
+	skip := false
+	for _, l := range strings.Split(yaml, "\n") {
+		if l != "" && l[0] != ' ' && l[0] != '-' && l[0] != '#' {
+			skip = strings.HasPrefix(l, key+":")
+		}
+		if !skip {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
