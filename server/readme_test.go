@@ -21,7 +21,8 @@ func TestReadmeExamplesValidate(t *testing.T) {
 	checked := 0
 	for _, b := range blocks {
 		yaml := dedent(b[1])
-		if !strings.HasPrefix(yaml, "binds:") && !strings.HasPrefix(yaml, "llm:") || strings.Contains(yaml, "...") {
+		whole := strings.HasPrefix(yaml, "binds:") || strings.HasPrefix(yaml, "llm:") || strings.HasPrefix(yaml, "gateways:")
+		if !whole || strings.Contains(yaml, "...") {
 			continue // a fragment
 		}
 		env := func(k string) (string, bool) { return "placeholder-" + k, true }
