@@ -173,3 +173,67 @@ binds:
 		t.Fatalf("CONNECT by name: %d; want 403", status)
 	}
 }
+
+// TestConnectEgressTerminatedWithDynamicCA: agentgateway's dynamic-TLS
+// egress example. A tunnel to an internal HTTPS bind is terminated with a
+// certificate made for the name asked for, HTTP policies apply to what is
+// inside, and the request goes on over TLS to that name.
+func TestConnectEgressTerminatedWithDynamicCA(t *testing.T) {
+	egressCA := newTestPKI(t, "egress-ca")
+	upstreamCA := newTestPKI(t, "upstream-ca")
+	seen := make(chan string, 1)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{upstreamCA.Server("localhost", "localhost").TLS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("x-req-message")
+		io.WriteString(w, "origin")
+	})}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { srv.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- port: ${PORT}
+  mode: internal
+  listeners:
+  - protocol: HTTPS
+    tls: {mode: dynamicCa, cert: ${CA}, key: ${CAKEY}}
+    routes:
+    - backends:
+      - dynamic: {}
+        policies:
+          backendTLS: {root: ${UPCA}}
+      policies:
+        transformations:
+          request:
+            set: {x-req-message: "'hello from the gateway'"}
+          response:
+            set: {x-resp-message: "'and back'"}
+`, map[string]string{"PORT": port, "CA": egressCA.CAFile, "CAKEY": egressCA.KeyFile(), "UPCA": upstreamCA.CAFile})
+	proxy, _ := url.Parse(tg.url(1))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		Proxy:           http.ProxyURL(proxy),
+		TLSClientConfig: &tls.Config{RootCAs: egressCA.Pool}, // the client trusts the egress CA only
+	}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://localhost:" + port + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "origin" || resp.Header.Get("x-resp-message") != "and back" {
+		t.Fatalf("%d %q %q", resp.StatusCode, body, resp.Header.Get("x-resp-message"))
+	}
+	if got := <-seen; got != "hello from the gateway" {
+		t.Fatalf("the origin saw x-req-message %q", got)
+	}
+	if issuer := resp.TLS.PeerCertificates[0].Issuer.CommonName; issuer != "egress-ca" {
+		t.Fatalf("the client saw a certificate from %q; want the egress CA's", issuer)
+	}
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // TestGatewaysAgentgatewayExamples: agentgateway's example files that use
-// the gateways shapes, and examples/mcp-tls, copied unchanged from
+// the gateways shapes, examples/mcp-tls and the three traffic-egress-proxy
+// files, copied unchanged from
 // agentgateway's repository at commit
 // 75b4e6ce6e0e1ac7959d5548ebe8dbeaede4f180 into testdata/agentgateway
 // (their certificate paths, relative to that repository's root, resolve
@@ -29,17 +30,26 @@ func TestGatewaysAgentgatewayExamples(t *testing.T) {
 	}{
 		{file: "examples/mcp-tls/config.yaml"},
 		{
-			file:    "examples/traffic-egress-proxy/config.yaml",
-			refused: []string{`binds[0].tunnelProtocol: "connect" is not supported yet`},
-			without: "binds",
+			file: "examples/traffic-egress-proxy/config.yaml",
+			check: func(t *testing.T, f *config.File) {
+				if len(f.Binds) != 2 || f.Binds[0].TunnelProtocol != "connect" {
+					t.Errorf("binds %d: want the CONNECT bind and gateway secure's", len(f.Binds))
+				}
+			},
 		},
 		{
-			file:    "examples/traffic-egress-proxy/config-conditional.yaml",
-			refused: []string{`binds[0].tunnelProtocol: "connect" is not supported yet`},
-			without: "binds",
+			file: "examples/traffic-egress-proxy/config-conditional.yaml",
 			check: func(t *testing.T, f *config.File) {
-				if len(f.Binds) != 1 || !f.LLM.Attached() {
+				if len(f.Binds) != 2 || !f.LLM.Attached() {
 					t.Errorf("binds %d, llm attached %v: want the llm routes on gateway secure", len(f.Binds), f.LLM.Attached())
+				}
+			},
+		},
+		{
+			file: "examples/traffic-egress-proxy/config-dynamic-tls.yaml",
+			check: func(t *testing.T, f *config.File) {
+				if len(f.Binds) != 2 || f.Binds[1].Mode != "internal" || f.Binds[1].Listeners[0].TLS.Mode != "dynamicCa" {
+					t.Errorf("binds %+v: want the CONNECT bind and the internal dynamicCa one", f.Binds)
 				}
 			},
 		},
