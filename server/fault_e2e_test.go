@@ -27,6 +27,9 @@ binds:
 `, map[string]string{"UP": up})
 	if resp, body := get(t, tg.url(3000)+"/", "X-Chaos", "abort"); resp.StatusCode != 503 || body != "injected fault" {
 		t.Fatalf("abort: %d %q", resp.StatusCode, body)
+	} else if ct := resp.Header.Values("Content-Type"); len(ct) != 0 {
+		// As the plain form: the body goes as configured, no type added.
+		t.Fatalf("abort: Content-Type %q added", ct)
 	}
 	if resp, body := get(t, tg.url(3000)+"/"); resp.StatusCode != 200 || body != "backend" {
 		t.Fatalf("no fault: %d %q", resp.StatusCode, body)

@@ -69,65 +69,25 @@ func (d *Delay) OnRequest(c *policy.Ctx) policy.Result {
 	return policy.Continue
 }
 
-// ConditionalResponse is the conditional form of directResponse.
-type ConditionalResponse struct {
-	entries []entry
-}
-
-type entry struct {
-	cond   cel.Program // nil: always
-	status int
-	body   []byte
-}
-
 // NewDirectResponse compiles a directResponse: the plain form as
-// policy.NewDirectResponse does, the conditional one here.
+// policy.NewDirectResponse does; the conditional one as a
+// celrules.Conditional whose entries are plain direct responses, so both
+// forms answer alike (no Content-Type added) and an entry's status is
+// checked as the plain form's.
 func NewDirectResponse(cfg *config.DirectResponse) (policy.Request, error) {
 	if cfg.Conditional == nil {
 		return policy.NewDirectResponse(cfg)
 	}
-	out := &ConditionalResponse{}
+	conds := make([]config.ValueCondition, len(cfg.Conditional))
+	entries := make([]any, len(cfg.Conditional))
 	for i, e := range cfg.Conditional {
-		en := entry{body: append([]byte(nil), e.Body...)}
-		if e.Status != nil {
-			en.status = *e.Status
+		p, err := policy.NewDirectResponse(&config.DirectResponse{Status: e.Status, Body: e.Body})
+		if err != nil {
+			return nil, policy.PrefixField("conditional["+itoa(i)+"]", err)
 		}
-		if e.Condition != "" {
-			p, err := config.CompileValueExpression(string(e.Condition), true)
-			if err != nil {
-				return nil, &policy.FieldError{Field: "conditional[" + itoa(i) + "].condition", Msg: err.Error()}
-			}
-			en.cond = p
-		}
-		out.entries = append(out.entries, en)
+		conds[i], entries[i] = e.Condition, p
 	}
-	return out, nil
-}
-
-// OnRequest answers with the first entry whose condition holds; with none,
-// the request goes on. A condition that fails to evaluate does not hold.
-func (r *ConditionalResponse) OnRequest(c *policy.Ctx) policy.Result {
-	var in *celrules.Input
-	for _, e := range r.entries {
-		if e.cond != nil {
-			if in == nil {
-				v := celrules.LiveInput(c)
-				in = &v
-			}
-			v, err := celrules.EvalLLM(e.cond, in, nil)
-			if err != nil || v != types.True {
-				continue
-			}
-		}
-		resp := &c.Fast.Response
-		resp.Reset()
-		resp.SetStatusCode(e.status)
-		if len(e.body) > 0 {
-			resp.SetBody(e.body)
-		}
-		return policy.Done
-	}
-	return policy.Continue
+	return celrules.NewConditional(conds, entries)
 }
 
 func itoa(i int) string {
@@ -139,5 +99,4 @@ func itoa(i int) string {
 
 var (
 	_ policy.Request = (*Delay)(nil)
-	_ policy.Request = (*ConditionalResponse)(nil)
 )
