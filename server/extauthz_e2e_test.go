@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"encoding/base64"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -240,5 +243,28 @@ binds:
 				}
 			}
 		})
+	}
+	// A body the client cuts short is the client's fault (400), not a body
+	// too large, and the service is not asked about it.
+	for _, path := range []string{"/whole", "/p"} {
+		before := len(authz.Checks())
+		c, err := net.Dial("tcp", tg.addr(3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		sendAndHalfClose(t, c, "POST "+path+" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nallow\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil || resp.StatusCode != 400 {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			t.Errorf("%s, body cut short: %d, %v; want 400", path, status, err)
+		}
+		if len(authz.Checks()) != before {
+			t.Errorf("%s: the service was asked about a body cut short", path)
+		}
 	}
 }

@@ -8,7 +8,6 @@ package extauthz
 import (
 	"bytes"
 	"context"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -71,7 +70,6 @@ var (
 	contentTypeText = []byte("text/plain; charset=utf-8")
 	bodyFailed      = []byte("external authorization failed\n")
 	bodyForbidden   = []byte("forbidden\n")
-	bodyTooLarge    = []byte("request body too large for external authorization\n")
 )
 
 // New compiles an extAuthz policy. Errors are *policy.FieldError naming
@@ -149,13 +147,9 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 	var body []byte
 	var partial bool
 	if p.body != nil {
-		var ok bool
-		if body, partial, ok = p.body.read(c); !ok {
-			resp := &c.Fast.Response
-			resp.Reset()
-			resp.SetStatusCode(http.StatusRequestEntityTooLarge)
-			resp.Header.SetContentTypeBytes(contentTypeText)
-			resp.SetBody(bodyTooLarge)
+		var err error
+		if body, partial, err = p.body.read(c); err != nil {
+			policy.RespondRequestBodyError(c, err)
 			return policy.Done
 		}
 	}
@@ -241,35 +235,22 @@ type bodyOptions struct {
 
 // read returns the body to send: the whole body when it fits in max,
 // else its first max bytes when partial messages are allowed (partial
-// true); ok is false when the request must be refused (too large, or its
-// body broken). A streamed body is read whole (up to buffer) and kept, so
-// the backend still gets all of it.
-func (b *bodyOptions) read(c *policy.Ctx) (body []byte, partial, ok bool) {
-	req := &c.Fast.Request
-	if req.IsBodyStream() {
-		n := req.Header.ContentLength()
-		limit := b.buffer
-		if !b.partial {
-			limit = b.max
-		}
-		if n > limit {
-			return nil, false, false
-		}
-		buf, err := io.ReadAll(io.LimitReader(req.BodyStream(), int64(limit)+1))
-		if err != nil || len(buf) > limit || n >= 0 && len(buf) != n {
-			return nil, false, false
-		}
-		req.SetBody(buf)
-		req.Header.SetContentLength(len(buf))
+// true). The body is read whole (up to buffer when partial, else max) by
+// policy.ReadRequestBody and kept, so the backend still gets all of it; an
+// error (too large, or the client's body broken or too slow) is for
+// policy.RespondRequestBodyError.
+func (b *bodyOptions) read(c *policy.Ctx) (body []byte, partial bool, err error) {
+	limit := b.max
+	if b.partial {
+		limit = b.buffer
 	}
-	body = req.Body()
+	if body, err = policy.ReadRequestBody(c, limit); err != nil {
+		return nil, false, err
+	}
 	if len(body) <= b.max {
-		return body, false, true
+		return body, false, nil
 	}
-	if !b.partial {
-		return nil, false, false
-	}
-	return body[:b.max], true, true
+	return body[:b.max], true, nil
 }
 
 type bodyKey struct{}
