@@ -226,17 +226,28 @@ type FrontendPolicies struct {
 
 // FrontendHTTP tunes how incoming HTTP is handled.
 type FrontendHTTP struct {
-	MaxBufferSize             *int        `json:"maxBufferSize,omitempty" cfg:"min=1"`
-	HTTP1MaxHeaders           *int        `json:"http1MaxHeaders,omitempty" cfg:"min=1,max=4096"`
-	HTTP1IdleTimeout          *Duration   `json:"http1IdleTimeout,omitempty"`
-	HTTP1HeaderCase           Unsupported `json:"http1HeaderCase,omitzero"`
-	MaxConnectionDuration     *Duration   `json:"maxConnectionDuration,omitempty"`
-	HTTP2WindowSize           Unsupported `json:"http2WindowSize,omitzero"`
-	HTTP2ConnectionWindowSize Unsupported `json:"http2ConnectionWindowSize,omitzero"`
-	HTTP2FrameSize            Unsupported `json:"http2FrameSize,omitzero"`
-	HTTP2MaxHeaderSize        Unsupported `json:"http2MaxHeaderSize,omitzero"`
-	HTTP2KeepaliveInterval    Unsupported `json:"http2KeepaliveInterval,omitzero"`
-	HTTP2KeepaliveTimeout     Unsupported `json:"http2KeepaliveTimeout,omitzero"`
+	MaxBufferSize         *int        `json:"maxBufferSize,omitempty" cfg:"min=1"`
+	HTTP1MaxHeaders       *int        `json:"http1MaxHeaders,omitempty" cfg:"min=1,max=4096"`
+	HTTP1IdleTimeout      *Duration   `json:"http1IdleTimeout,omitempty"`
+	HTTP1HeaderCase       Unsupported `json:"http1HeaderCase,omitzero"`
+	MaxConnectionDuration *Duration   `json:"maxConnectionDuration,omitempty"`
+	// HTTP2WindowSize is the initial flow-control window of each HTTP/2
+	// stream a client opens (the request body the gateway takes before the
+	// client must wait); HTTP2ConnectionWindowSize the connection's.
+	HTTP2WindowSize           *int `json:"http2WindowSize,omitempty" cfg:"min=1,max=2147483647"`
+	HTTP2ConnectionWindowSize *int `json:"http2ConnectionWindowSize,omitempty" cfg:"min=1,max=2147483647"`
+	// HTTP2FrameSize is the largest frame a client may send. The maximum
+	// is the spec's as declared (1677215, where HTTP/2's own is 16777215):
+	// a file valid here stays valid there.
+	HTTP2FrameSize *int `json:"http2FrameSize,omitempty" cfg:"min=16384,max=1677215"`
+	// HTTP2MaxHeaderSize bounds a request's header list (names, values and
+	// 32 bytes per field, as HTTP/2 counts it; SETTINGS_MAX_HEADER_LIST_SIZE).
+	HTTP2MaxHeaderSize *int `json:"http2MaxHeaderSize,omitempty" cfg:"min=1"`
+	// HTTP2KeepaliveInterval pings a client connection that sent nothing for
+	// that long; HTTP2KeepaliveTimeout closes it when the ping goes
+	// unanswered that long (default 15s).
+	HTTP2KeepaliveInterval *Duration `json:"http2KeepaliveInterval,omitempty"`
+	HTTP2KeepaliveTimeout  *Duration `json:"http2KeepaliveTimeout,omitempty"`
 	// PathNormalization is our extension (agentgateway has no such field):
 	// "normalize" (the default) matches, rewrites and forwards the request
 	// path in normal form (dot segments removed, slashes merged, unreserved
@@ -244,4 +255,19 @@ type FrontendHTTP struct {
 	// "\", a literal "\" and a malformed escape with 400; "raw" keeps the
 	// path as received, for upstreams that need its exact bytes.
 	PathNormalization string `json:"pathNormalization,omitempty" cfg:"enum=normalize|raw"`
+}
+
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*FrontendHTTP) FieldRules() {}
+
+// Validate refuses an HTTP/2 connection window below the one every
+// connection starts with (RFC 9113 6.9.2: 65,535 bytes), which a server can
+// only enlarge: a smaller value would be a setting that does nothing.
+func (h *FrontendHTTP) Validate(v *decode.Validation) {
+	if h.HTTP2ConnectionWindowSize != nil && *h.HTTP2ConnectionWindowSize < 65535 {
+		v.Errorf("http2ConnectionWindowSize", "must be at least 65535: an HTTP/2 connection's window starts at 65,535 bytes and cannot be made smaller")
+	}
+	if h.HTTP2KeepaliveTimeout != nil && h.HTTP2KeepaliveInterval == nil {
+		v.Errorf("http2KeepaliveTimeout", "needs http2KeepaliveInterval: without it no ping is sent")
+	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,10 @@ type bind struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]fasthttp.ConnState
 	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
+	h2conns  map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
+
+	h2logOnce sync.Once
+	h2log     *log.Logger
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -43,6 +48,7 @@ type frontendSettings struct {
 	maxConnLife   time.Duration
 	maxBufferSize int
 	accessLog     *accessLogPolicy // nil: every request, the built-in fields
+	h2            h2Settings
 }
 
 // idle is how long a keep-alive connection may wait for its next request:
@@ -93,7 +99,7 @@ func (b *bind) firstByte() time.Duration {
 // newBind opens port with its first configuration bc, which serves from
 // the first connection on.
 func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) {
-	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}}
+	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}, h2conns: map[*h2Conn]struct{}{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
 	b.srv.Store(b.newServer(bc.frontend))
@@ -443,6 +449,9 @@ func (b *bind) stopAccepting() {
 func (b *bind) drain(ctx context.Context) {
 	b.draining.Store(true)
 	b.stopAccepting()
+	// HTTP/2 connections are told to go away (GOAWAY) and close once their
+	// streams are done; drain waits for that as for requests in flight.
+	b.goAwayH2()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {

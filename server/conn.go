@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/http2"
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/sock"
@@ -43,7 +44,10 @@ func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) 
 	if l.TLS != nil {
 		var alpn []string
 		if proto == "HTTPS" {
-			alpn = []string{"http/1.1"}
+			// HTTP/2 first, as agentgateway offers them (the spec's
+			// alpnProtocols default); frontendPolicies.tls.alpnProtocols
+			// replaces the list.
+			alpn = []string{"h2", "http/1.1"}
 		}
 		var ft *config.FrontendTLS
 		if c.file.FrontendPolicies != nil {
@@ -134,7 +138,7 @@ func (b *bind) dispatch(c net.Conn) {
 			b.closeUnserved(c)
 			return
 		}
-		b.serve(c)
+		b.servePlain(c)
 	}
 }
 
@@ -188,7 +192,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		if len(bc.listeners) > 0 {
 			// Plain HTTP on a port that also has TLS listeners.
 			_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
-			b.serve(c)
+			b.servePlain(c)
 			return
 		}
 		b.closeUnserved(c)
@@ -251,6 +255,11 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	delete(b.conns, c)
 	b.mu.Unlock()
 	b.trackConn(hc, fasthttp.StateNew)
+	if tc.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
+		b.serveH2(hc, hc, nil, nil)
+		b.connClosed(hc)
+		return
+	}
 	b.serve(hc)
 }
 

@@ -47,6 +47,8 @@ type requestState struct {
 	// http10 says the client spoke HTTP/1.0 (the upstream request is
 	// HTTP/1.1 whatever the client spoke).
 	http10 bool
+	// h2 is the stream of a client speaking HTTP/2, nil for HTTP/1.x.
+	h2 *h2Stream
 
 	// What the record of the request needs once the request itself may be
 	// gone (finish, record).
@@ -85,6 +87,7 @@ func releaseState(rs *requestState) {
 		rs.span = nil
 	}
 	rs.http10, rs.chainPending = false, false
+	rs.h2 = nil
 	rs.gateway = nil
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
@@ -160,7 +163,14 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	pc := &rs.pc
 	pc.Fast = fctx
 	pc.Scheme = schemeHTTP
-	tc, overTLS := fctx.Conn().(*tlsConn)
+	var tc *tlsConn
+	switch c := fctx.Conn().(type) {
+	case *tlsConn:
+		tc = c
+	case *h2Stream:
+		rs.h2, tc = c, c.hc.tls
+	}
+	overTLS := tc != nil
 	if overTLS {
 		pc.Scheme = schemeHTTPS
 	}
@@ -175,9 +185,13 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		status := respondErrorClose(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
 		return end(status)
 	}
-	if fctx.Request.Header.Len() > bc.frontend.maxHeaders {
+	if n, upgrade := headerCount(&fctx.Request.Header); n > bc.frontend.maxHeaders {
 		status := respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		return end(status)
+	} else if upgrade && !overTLS && rs.h2 == nil && !expecting && b.upgradeH2C(fctx) {
+		// Served from here on in HTTP/2, this request on its stream 1.
+		releaseState(rs)
+		return nil, fasthttp.StatusSwitchingProtocols, true
 	}
 	if bc.connect {
 		// A CONNECT bind: tunnels, not routes (connect.go).
@@ -278,6 +292,18 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		return nil, status, true
 	}
 	return rs, 0, false
+}
+
+// headerCount counts a request's header fields, as RequestHeader.Len does,
+// and reports whether one of them is Upgrade, in the same pass.
+func headerCount(h *fasthttp.RequestHeader) (n int, upgrade bool) {
+	for k := range h.All() {
+		n++
+		if len(k) == len(headerUpgrade) && bytes.EqualFold(k, headerUpgrade) {
+			upgrade = true
+		}
+	}
+	return n, upgrade
 }
 
 // runResponse runs the response policies: the route's (when one was

@@ -483,8 +483,16 @@ func appendIPv4(dst []byte, ip net.IP) []byte {
 	return dst
 }
 
+// isUpgrade reports whether a request asks to switch protocols upstream.
+// An upgrade to h2c is this hop's alone (upgradeH2C); one not taken (over
+// TLS, with a body) leaves an HTTP/1.1 request whose Upgrade and
+// HTTP2-Settings go as any hop-by-hop field.
 func isUpgrade(h *fasthttp.RequestHeader) bool {
-	return h.ConnectionUpgrade() && len(h.Peek("Upgrade")) > 0
+	if !h.ConnectionUpgrade() {
+		return false
+	}
+	u := h.Peek("Upgrade")
+	return len(u) > 0 && !bytes.EqualFold(u, tokenH2C)
 }
 
 // onlyContinueExpected reports whether every Expect line of the request

@@ -856,6 +856,7 @@ func frontendFrom(f *config.File) frontendSettings {
 		if h.MaxConnectionDuration != nil {
 			fs.maxConnLife = h.MaxConnectionDuration.Duration
 		}
+		fs.h2 = h2SettingsFrom(h)
 	}
 	if f.FrontendPolicies != nil && f.FrontendPolicies.AccessLog != nil {
 		// Decoding compiled every expression already: an error here is
