@@ -72,7 +72,7 @@ func (d *Dynamic) For(authority []byte, defaultPort string) (*Upstream, error) {
 	}
 	if len(d.byAddr) >= d.max {
 		for k, old := range d.byAddr {
-			old.client.CloseIdleConnections()
+			old.Close()
 			delete(d.byAddr, k)
 			break
 		}
@@ -87,7 +87,7 @@ func (d *Dynamic) Close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for k, u := range d.byAddr {
-		u.client.CloseIdleConnections()
+		u.Close()
 		delete(d.byAddr, k)
 	}
 }

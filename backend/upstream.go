@@ -43,6 +43,9 @@ type Upstream struct {
 	dialing Dialing
 	tls     *tls.Config // nil: plain TCP
 	tlsErr  error       // the TLS settings failed: every dial fails
+	idle    time.Duration
+	// h2 is the pool's HTTP/2 side (ExchangeH2), made on first use.
+	h2 h2Pool
 }
 
 // Dial opens a raw connection to the upstream, for tunnels (WebSocket
@@ -107,6 +110,7 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 	if idle <= 0 {
 		idle = DefaultPoolIdleTimeout
 	}
+	u.idle = idle
 	u.client = &fasthttp.HostClient{
 		Addr: addr,
 		Dial: func(a string) (net.Conn, error) {
@@ -175,7 +179,7 @@ func (p *Pools) Retain(keep map[*Upstream]bool) {
 	defer p.mu.Unlock()
 	for k, u := range p.pools {
 		if !keep[u] {
-			u.client.CloseIdleConnections()
+			u.Close()
 			delete(p.pools, k)
 		}
 	}
@@ -188,7 +192,10 @@ func NewUpstream(addr string, s PoolSettings) *Upstream { return newUpstream(add
 
 // Close closes the pool's idle connections; requests in flight finish on
 // theirs. The gateway closes a pool when no snapshot uses it any more.
-func (u *Upstream) Close() { u.client.CloseIdleConnections() }
+func (u *Upstream) Close() {
+	u.client.CloseIdleConnections()
+	u.closeH2()
+}
 
 // Len reports how many pools exist.
 func (p *Pools) Len() int {

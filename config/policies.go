@@ -243,14 +243,28 @@ type BackendHTTP struct {
 	RequestTimeout *Duration `json:"requestTimeout,omitempty"`
 }
 
-// Validate accepts HTTP/1.1, the only version the upstream path speaks yet.
+// HTTP2 reports whether the backend is to be spoken to in HTTP/2; set
+// reports whether the version was given at all (unset, the request
+// decides: server/h2upstream.go).
+func (h *BackendHTTP) HTTP2() (h2, set bool) {
+	switch h.Version {
+	case "HTTP2", "HTTP/2.0":
+		return true, true
+	case "":
+		return false, false
+	}
+	return false, true
+}
+
 // FieldRules marks Validate's rules as each about one field (decode.FieldRules).
 func (*BackendHTTP) FieldRules() {}
 
+// Validate accepts HTTP/1.1 and HTTP/2, the versions the upstream path
+// speaks.
 func (h *BackendHTTP) Validate(v *decode.Validation) {
 	switch h.Version {
-	case "", "HTTP1", "HTTP/1.1":
-	case "HTTP2", "HTTP/2.0", "HTTP/1.0", "HTTP/0.9", "HTTP/3.0":
+	case "", "HTTP1", "HTTP/1.1", "HTTP2", "HTTP/2.0":
+	case "HTTP/1.0", "HTTP/0.9", "HTTP/3.0":
 		v.Errorf("version", "%s is not supported yet", h.Version)
 	default:
 		v.Errorf("version", "must be one of: HTTP/1.1, HTTP/2.0, HTTP/1.0, HTTP/0.9, HTTP/3.0, HTTP1, HTTP2")

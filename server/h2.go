@@ -362,6 +362,11 @@ func (x *h2Exchange) request(r *http.Request) {
 	}
 	x.body = h2RequestBody{r: r, req: req}
 	req.SetBodyStream(&x.body, int(r.ContentLength))
+	// The trailer fields the client announced (x/net keeps them out of
+	// the header): their values come at the body's end.
+	for k := range r.Trailer {
+		_ = h.AddTrailer(k)
+	}
 }
 
 // h2RequestBody is a stream's request body; at its end, the trailer fields

@@ -616,7 +616,10 @@ binds:
     - matches: [{path: {exact: /slow}}]
       policies: {delay: {duration: 2s}}
       backends: [{host: `+up+`}]
-    - backends: [{host: `+up+`}]
+    # HTTP/1.1 upstream: a reset stream does not end its exchange, so
+    # handlers pile up as in the attack (an HTTP/2 exchange ends with its
+    # stream, which takes the attack's point away).
+    - backends: [{host: `+up+`, policies: {http: {version: HTTP1}}}]
 `, nil)
 	addr := tg.addr(3000)
 	// healthy checks that a well-behaved client is served meanwhile.

@@ -49,6 +49,17 @@ type requestState struct {
 	http10 bool
 	// h2 is the stream of a client speaking HTTP/2, nil for HTTP/1.x.
 	h2 *h2Stream
+	// grpc says the request is gRPC (isGRPC): answers the gateway makes
+	// itself go as gRPC statuses (grpcLocalReply), and the upstream is
+	// spoken to in HTTP/2 unless the backend says otherwise.
+	grpc bool
+	// upstreamAnswered says the response is the upstream's, not one the
+	// gateway made.
+	upstreamAnswered bool
+	// bodyAsync says an HTTP/2 exchange may still be reading the request
+	// body while its response streams: the body's count waits for the
+	// stream's end (StreamClosed).
+	bodyAsync bool
 
 	// What the record of the request needs once the request itself may be
 	// gone (finish, record).
@@ -87,7 +98,7 @@ func releaseState(rs *requestState) {
 		rs.span = nil
 	}
 	rs.http10, rs.chainPending = false, false
-	rs.h2 = nil
+	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync = nil, false, false, false
 	rs.gateway = nil
 	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
@@ -175,6 +186,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		pc.Scheme = schemeHTTPS
 	}
 	rs.http10 = !fctx.Request.Header.IsHTTP11()
+	rs.grpc = isGRPC(fctx.Request.Header.ContentType())
 	end := func(status int) (*requestState, int, bool) {
 		b.finish(rs, status)
 		return nil, status, true
@@ -398,6 +410,10 @@ func (b *bind) finish(rs *requestState, status int) {
 		fctx.SetConnectionClose()
 	}
 	resp := &fctx.Response
+	if rs.grpc && !rs.upstreamAnswered && status != fasthttp.StatusOK {
+		// An answer of the gateway's own, in the form a gRPC client reads.
+		status = grpcLocalReply(resp, status, backend.Classify(rs.upstreamErr) == backend.FailureTimeout)
+	}
 	if rs.http10 && resp.Header.ContentLength() == -1 {
 		// HTTP/1.0 has no chunked framing (RFC 9112 6.1): a body of unknown
 		// length goes close-delimited; a response without one (HEAD) loses
@@ -409,7 +425,10 @@ func (b *bind) finish(rs *requestState, status int) {
 			resp.Header.SetContentLength(-2)
 		}
 	}
-	rs.srv, rs.status, rs.bytesIn = b, status, rs.requestBytes()
+	rs.srv, rs.status = b, status
+	if !rs.bodyAsync {
+		rs.bytesIn = rs.requestBytes()
+	}
 	if resp.IsBodyStream() {
 		// The request may be gone by the time the stream closes (a hijacked
 		// connection's is reset first): keep what the record needs.
@@ -424,6 +443,11 @@ func (b *bind) finish(rs *requestState, status int) {
 			return
 		}
 	}
+	if rs.bodyAsync {
+		// The exchange's stream is no longer the response's: it was
+		// closed, and the body is no longer read.
+		rs.bytesIn = rs.requestBytes()
+	}
 	b.record(rs, fctx.Method(), rs.pc.Path, fctx.RemoteAddr(), responseBytes(resp))
 	releaseState(rs)
 }
@@ -433,6 +457,10 @@ func (b *bind) finish(rs *requestState, status int) {
 func (rs *requestState) StreamClosed(n int, err error) {
 	if err != nil && rs.upstreamErr == nil {
 		rs.upstreamErr = err
+	}
+	if rs.bodyAsync {
+		// The stream's close stopped the request body's reading.
+		rs.bytesIn = rs.requestBytes()
 	}
 	rs.srv.record(rs, rs.method, rs.path, rs.remote, n)
 	releaseState(rs)

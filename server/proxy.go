@@ -90,6 +90,16 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		// requestTimeout counts from when the handler took the request.
 		deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
 	}
+	if rs.grpc {
+		// The client's deadline bounds the exchange too (the header goes
+		// on, for the upstream to keep it as well).
+		if d, ok := grpcTimeout(&req.Header); ok {
+			if dl := time.Now().Add(d - (monoNow() - rs.start)); deadline.IsZero() || dl.Before(deadline) {
+				deadline = dl
+			}
+		}
+	}
+	h2 := rs.upstreamH2(rb)
 	attempts := 1
 	if retries {
 		attempts = r.retry.attempts
@@ -110,11 +120,19 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			}
 		}
 		span := rs.attempt(req, up.Addr, attempt)
-		err := up.Exchange(req, &fctx.Response, attemptDeadline)
+		var err error
+		if h2 {
+			err = b.exchangeH2(rs, up, attemptDeadline)
+		} else {
+			err = up.Exchange(req, &fctx.Response, attemptDeadline)
+		}
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)
 		}
-		if rs.body.err != nil {
+		// (An HTTP/2 exchange that got its answer may still be reading
+		// the body: its failure then ends the upstream stream, and so the
+		// response's.)
+		if !rs.bodyAsync && rs.body.err != nil {
 			// The client's body failed: the upstream request was cut off,
 			// and no attempt can send it whole.
 			rs.upstreamErr = rs.body.err
@@ -124,11 +142,13 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		status := fctx.Response.StatusCode()
 		if failure == backend.FailureNone && !(retries && r.retry.retryStatus(&rs.pc, status)) {
 			finishResponse(&fctx.Response)
+			rs.upstreamAnswered = true
 			return status
 		}
 		if attempt >= attempts || !retryable(req, streamed, failure) || !waitBackoff(r.retry, deadline) {
 			if failure == backend.FailureNone {
 				finishResponse(&fctx.Response)
+				rs.upstreamAnswered = true
 				return status
 			}
 			rs.upstreamErr = err
@@ -142,6 +162,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		}
 		// Discard the response being retried (this releases its connection).
 		fctx.Response.Reset()
+		rs.bodyAsync = false
 	}
 }
 

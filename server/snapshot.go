@@ -125,8 +125,11 @@ type routeBackend struct {
 	// redirectUsesPrefix: the redirect replaces the matched path prefix.
 	redirectUsesPrefix bool
 	requestTimeout     time.Duration
-	metrics            *telemetry.RouteMetrics
-	connectErrors      *telemetry.BackendMetrics
+	// version is the HTTP version spoken to the backend (versionAuto: as
+	// the request has it, upstreamH2).
+	version       int
+	metrics       *telemetry.RouteMetrics
+	connectErrors *telemetry.BackendMetrics
 	// passthrough is backendAuth passthrough of this backend; it wins over
 	// the route's.
 	passthrough   bool
@@ -596,6 +599,14 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		if policies.HTTP != nil && policies.HTTP.RequestTimeout != nil {
 			out.requestTimeout = policies.HTTP.RequestTimeout.Duration
 		}
+		if policies.HTTP != nil {
+			if h2, set := policies.HTTP.HTTP2(); set {
+				out.version = versionHTTP1
+				if h2 {
+					out.version = versionHTTP2
+				}
+			}
+		}
 		if policies.RequestHeaderModifier != nil {
 			v, err := policy.NewHeaderModifier(policies.RequestHeaderModifier)
 			if err != nil {
@@ -661,6 +672,10 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	if out.target != nil {
 		if err := refuseUnhonored(out.target, set); err != nil {
 			return nil, err
+		}
+		if _, http := out.target.(*httpUpstream); !http && out.version == versionHTTP2 {
+			// MCP and LLM backends speak to their targets in HTTP/1.1.
+			return nil, &decode.FieldError{Path: set.Path("http") + ".version", Msg: "HTTP2 applies to host and dynamic backends: this kind speaks HTTP/1.1"}
 		}
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)

@@ -1,0 +1,447 @@
+package backend
+
+//lint:file-ignore SA1019 x/net's http2.Transport is the client that speaks HTTP/2 in cleartext with prior knowledge over connections it is handed (DialTLSContext); x/net deprecates it for net/http's Transport, whose h2c support is not per-pool (on Go 1.27 the same type wraps net/http's implementation).
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2"
+)
+
+// HTTP/2 to upstreams (backends' http.version: HTTP2, and gRPC by
+// default): x/net's http2.Transport over connections the pool dials, in
+// cleartext with prior knowledge (h2c) or over TLS with ALPN h2. Each
+// Upstream has one transport, made on first use, which multiplexes the
+// requests to its address over as few connections as their streams allow.
+// The exchange reads and writes the same fasthttp request and response as
+// the HTTP/1.1 one (Exchange), so the request path around it is shared.
+
+// h2Pool is an upstream's HTTP/2 side.
+type h2Pool struct {
+	once sync.Once
+	mu   sync.Mutex
+	t    *http2.Transport
+}
+
+// h2Ping is how long an upstream HTTP/2 connection may be silent before it
+// is pinged, and how long the ping's answer may take: a dead connection is
+// found before a request waits on it.
+const (
+	h2PingAfter   = 30 * time.Second
+	h2PingTimeout = 15 * time.Second
+)
+
+// errNotH2 is the failure of a TLS upstream that did not agree to HTTP/2.
+var errNotH2 = errors.New("the upstream did not negotiate HTTP/2 (ALPN h2)")
+
+// h2Transport returns the upstream's HTTP/2 transport, made on first use.
+func (u *Upstream) h2Transport() *http2.Transport {
+	u.h2.once.Do(func() {
+		nd := u.dialing.netDialer()
+		network := u.dialing.network()
+		t := &http2.Transport{
+			AllowHTTP: u.tls == nil,
+			// A proxy passes bodies as they are: no Accept-Encoding of its
+			// own, no decompression.
+			DisableCompression: true,
+			IdleConnTimeout:    u.idle,
+			ReadIdleTimeout:    h2PingAfter,
+			PingTimeout:        h2PingTimeout,
+			DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+				return u.dialH2(ctx, nd, network)
+			},
+		}
+		u.h2.mu.Lock()
+		u.h2.t = t
+		u.h2.mu.Unlock()
+	})
+	return u.h2.t
+}
+
+// dialH2 opens an HTTP/2 connection to the upstream: TCP, then TLS with
+// ALPN h2 when the pool speaks TLS. A failure is a connect failure: nothing
+// was sent.
+func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (net.Conn, error) {
+	if u.tlsErr != nil {
+		return nil, u.tlsErr
+	}
+	c, err := nd.DialContext(ctx, network, u.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
+	}
+	if u.tls == nil {
+		return c, nil
+	}
+	cfg := u.tls.Clone()
+	cfg.NextProtos = []string{http2.NextProtoTLS}
+	tc, err := handshake(c, cfg, u.dialing)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
+	}
+	if tc.(*tls.Conn).ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+		tc.Close()
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, errNotH2)
+	}
+	return tc, nil
+}
+
+// closeH2 closes the idle connections of the upstream's HTTP/2 transport,
+// if it has one.
+func (u *Upstream) closeH2() {
+	u.h2.mu.Lock()
+	t := u.h2.t
+	u.h2.mu.Unlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
+}
+
+// BodyInterrupter ends a read of a client's request body in progress (and
+// makes later ones fail): the exchange reading it is over. An HTTP/2
+// exchange reads the body on a goroutine of its own, while the response
+// is already on its way (gRPC's streams go both ways at once).
+type BodyInterrupter interface {
+	InterruptBody()
+}
+
+// ExchangeH2 sends req to the upstream in HTTP/2 and fills resp, as
+// Exchange does in HTTP/1.1: the response body streams (its Close gives the
+// stream up and tells the StreamObserver), and trailer fields reach resp's
+// trailer section at its end. The request body is read while the response
+// comes; intr ends a read of it that outlives the exchange. ctx ends the
+// exchange when the client goes away; deadline, when not zero, bounds the
+// whole response. te asks for trailers (TE: trailers, which gRPC servers
+// expect).
+func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, intr BodyInterrupter, te bool) error {
+	t := u.h2Transport()
+	var cancel context.CancelFunc
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	hr := u.h2Request(ctx, req, te)
+	var body *upBody
+	if n := req.Header.ContentLength(); req.IsBodyStream() || len(req.Body()) > 0 {
+		var src io.Reader
+		if req.IsBodyStream() {
+			src = req.BodyStream()
+		} else {
+			src = bytes.NewReader(req.Body())
+			n = len(req.Body())
+		}
+		body = &upBody{src: src, intr: intr, req: req, hr: hr}
+		hr.Body = body
+		hr.ContentLength = int64(max(n, -1))
+		for k := range req.Header.Trailers() {
+			if hr.Trailer == nil {
+				hr.Trailer = http.Header{}
+			}
+			hr.Trailer[string(k)] = nil
+		}
+	}
+	hresp, err := t.RoundTrip(hr)
+	if err != nil {
+		body.detach()
+		// Past the deadline, whatever ended the exchange (the upstream
+		// holding the same deadline may have reset the stream first) is
+		// the deadline's doing.
+		timedOut := ctx.Err() == context.DeadlineExceeded || !deadline.IsZero() && !time.Now().Before(deadline)
+		if cancel != nil {
+			cancel()
+		}
+		if timedOut {
+			return fasthttp.ErrTimeout
+		}
+		return err
+	}
+	resp.Reset()
+	resp.Header.SetNoDefaultContentType(true)
+	resp.SetStatusCode(hresp.StatusCode)
+	for k, vv := range hresp.Header {
+		if k == "Content-Length" {
+			continue
+		}
+		for _, v := range vv {
+			resp.Header.Add(k, v)
+		}
+	}
+	for k := range hresp.Trailer {
+		_ = resp.Header.AddTrailer(k)
+	}
+	s := &h2Body{r: hresp.Body, hresp: hresp, dst: &resp.Header, body: body, cancel: cancel}
+	status := hresp.StatusCode
+	if req.Header.IsHead() || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || hresp.ContentLength == 0 {
+		// No body: the head is the whole answer (a gRPC answer of a status
+		// alone comes so: "trailers-only"), or trailers follow at once.
+		resp.SkipBody = req.Header.IsHead()
+		if hresp.ContentLength >= 0 && resp.SkipBody {
+			resp.Header.SetContentLength(int(hresp.ContentLength))
+		}
+		_, err := io.Copy(io.Discard, s)
+		s.release()
+		return err
+	}
+	n := int(hresp.ContentLength)
+	if len(hresp.Trailer) > 0 {
+		// Trailers announced: an HTTP/1.1 client gets them after a
+		// chunked body, which is the framing that has room for them.
+		n = -1
+	}
+	resp.SetBodyStream(s, n)
+	return nil
+}
+
+// h2Request is req as x/net's transport takes it: the target as the
+// request holds it (origin form: the path and query of an absolute-form
+// target), the Host field as :authority, the other fields but those HTTP/2
+// does not carry (RFC 9113 8.2.2) and the framing.
+func (u *Upstream) h2Request(ctx context.Context, req *fasthttp.Request, te bool) *http.Request {
+	scheme := "http"
+	if u.tls != nil {
+		scheme = "https"
+	}
+	target := req.Header.RequestURI()
+	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
+		if i := bytes.Index(target, schemeSep); i >= 0 {
+			rest := target[i+len(schemeSep):]
+			if j := bytes.IndexAny(rest, "/?"); j >= 0 {
+				target = rest[j:]
+			} else {
+				target = nil
+			}
+		}
+	}
+	path, query := target, []byte(nil)
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		path, query = target[:i], target[i+1:]
+	}
+	if len(path) == 0 {
+		path = slash
+	}
+	hr := (&http.Request{
+		Method:     string(req.Header.Method()),
+		URL:        &url.URL{Scheme: scheme, Host: u.Addr, Opaque: string(path), RawQuery: string(query)},
+		Proto:      "HTTP/2.0",
+		ProtoMajor: 2,
+		Host:       string(req.Header.Host()),
+		Header:     make(http.Header, 8),
+	}).WithContext(ctx)
+	if hr.Host == "" {
+		hr.Host = u.Addr
+	}
+	for k, v := range req.Header.All() {
+		if notOnH2(k) {
+			continue
+		}
+		key := string(k)
+		hr.Header[key] = append(hr.Header[key], string(v))
+	}
+	if te {
+		hr.Header["Te"] = teTrailers
+	}
+	return hr
+}
+
+var (
+	schemeSep  = []byte("://")
+	slash      = []byte("/")
+	teTrailers = []string{"trailers"}
+	// notH2 are the fields an HTTP/2 request does not carry: the
+	// connection-specific ones (RFC 9113 8.2.2), and those the transport
+	// makes itself (Host as :authority, Content-Length, Trailer).
+	notH2 = [][]byte{
+		[]byte("Host"), []byte("Content-Length"), []byte("Transfer-Encoding"), []byte("Connection"),
+		[]byte("Keep-Alive"), []byte("Proxy-Connection"), []byte("Upgrade"), []byte("Te"), []byte("Trailer"),
+	}
+)
+
+func notOnH2(k []byte) bool {
+	for _, n := range notH2 {
+		if len(k) == len(n) && bytes.EqualFold(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// upBody is a request body as an HTTP/2 exchange reads it, on the
+// transport's goroutine. detach ends that: a read in progress is
+// interrupted and waited for, and later reads fail, so that nothing reads
+// the client's body (pooled by the server) once the exchange is over.
+type upBody struct {
+	mu       sync.Mutex
+	src      io.Reader
+	intr     BodyInterrupter
+	reading  bool
+	detached bool
+	wait     chan struct{}
+	// req's trailer fields go to hr's at the end of the body.
+	req *fasthttp.Request
+	hr  *http.Request
+}
+
+// errBodyDetached is what a read of a detached body gets.
+var errBodyDetached = errors.New("request body no longer read: the exchange is over")
+
+func (b *upBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.detached {
+		b.mu.Unlock()
+		return 0, errBodyDetached
+	}
+	b.reading = true
+	b.mu.Unlock()
+	n, err := b.src.Read(p)
+	if err == io.EOF && b.hr.Trailer != nil {
+		for k := range b.hr.Trailer {
+			if v := b.req.Header.Peek(k); v != nil {
+				b.hr.Trailer[k] = []string{string(v)}
+			}
+		}
+	}
+	b.mu.Lock()
+	b.reading = false
+	if b.wait != nil {
+		close(b.wait)
+		b.wait = nil
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+// Close does nothing: the transport closes the body whenever it is done
+// with it, possibly while a read is in progress; detach is the end.
+func (b *upBody) Close() error { return nil }
+
+// detachPoll is how often a read that outlives the exchange is interrupted
+// again while it is waited for (an interruption may land just before the
+// read sets a deadline of its own).
+const detachPoll = 50 * time.Millisecond
+
+func (b *upBody) detach() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.detached = true
+	if !b.reading {
+		b.mu.Unlock()
+		return
+	}
+	w := make(chan struct{})
+	b.wait = w
+	b.mu.Unlock()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-w:
+			return
+		case <-t.C:
+			if b.intr != nil {
+				b.intr.InterruptBody()
+			}
+			t.Reset(detachPoll)
+		}
+	}
+}
+
+// h2Body is a response body streaming from an upstream HTTP/2 stream.
+type h2Body struct {
+	r      io.ReadCloser
+	hresp  *http.Response
+	dst    *fasthttp.ResponseHeader // takes the trailer fields at the end
+	body   *upBody
+	cancel context.CancelFunc
+	got    int
+	eof    bool
+	err    error
+	obs    StreamObserver
+	// keepOnce makes the next Close do nothing (Detach).
+	keepOnce bool
+	released bool
+}
+
+func (s *h2Body) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.got += n
+	switch {
+	case err == io.EOF:
+		if !s.eof {
+			s.eof = true
+			s.copyTrailer()
+		}
+	case err != nil && s.err == nil:
+		s.err = err
+		if errors.Is(err, context.DeadlineExceeded) {
+			s.err = fasthttp.ErrTimeout
+		}
+	}
+	return n, err
+}
+
+// copyTrailer gives the response the trailer fields that came after the
+// body; the server writes them after it. Fields the upstream did not
+// announce go on too, except those no trailer may hold.
+func (s *h2Body) copyTrailer() {
+	for k, vv := range s.hresp.Trailer {
+		if len(vv) == 0 {
+			continue
+		}
+		if !announced(s.dst, []byte(k)) && s.dst.AddTrailer(k) != nil {
+			continue
+		}
+		for _, v := range vv {
+			s.dst.Add(k, v)
+		}
+	}
+}
+
+// Detach makes the next Close do nothing (policy.TakeBodyStream).
+func (s *h2Body) Detach() { s.keepOnce = true }
+
+func (s *h2Body) observe(o StreamObserver) { s.obs = o }
+
+// Close ends the stream (resetting it upstream if its body was not read to
+// the end), stops reading the request body, and tells the observer.
+func (s *h2Body) Close() error {
+	if s.keepOnce {
+		s.keepOnce = false
+		return nil
+	}
+	if s.released {
+		return nil
+	}
+	s.release()
+	obs, got, err := s.obs, s.got, s.err
+	if !s.eof && err == nil {
+		err = ErrStreamAbandoned
+	} else if s.eof {
+		err = nil
+	}
+	if obs != nil {
+		obs.StreamClosed(got, err)
+	}
+	return nil
+}
+
+// release gives the exchange up: the upstream stream, the request body,
+// the deadline.
+func (s *h2Body) release() {
+	s.released = true
+	_ = s.r.Close()
+	s.body.detach()
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
