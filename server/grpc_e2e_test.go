@@ -343,3 +343,24 @@ func TestTrailersBothWays(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTP2VersionWhereServed: http.version HTTP2 on a backend kind that
+// speaks HTTP/1.1 to its targets is a config error, not a setting ignored.
+func TestHTTP2VersionWhereServed(t *testing.T) {
+	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+	t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+	err := gw.Apply(parseConfig(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          targets:
+          - { name: a, mcp: { host: 'http://127.0.0.1:1/mcp' } }
+        policies: {http: {version: HTTP2}}
+`, nil))
+	if err == nil || !strings.Contains(err.Error(), "http.version: HTTP2 applies to host and dynamic backends") {
+		t.Fatalf("%v", err)
+	}
+}

@@ -445,28 +445,7 @@ func (hc *h2Conn) respond(x *h2Exchange) (abort bool) {
 		status = fasthttp.StatusBadGateway
 	}
 	hdr := w.Header()
-	// One backing array for the values: a field's value is a slice of it
-	// (capped, so that a second value of the name gets one of its own).
-	vals := make([]string, 0, 8)
-	for k, v := range resp.Header.All() {
-		if skipOnH2(k) {
-			continue
-		}
-		key, ok := h2Names[string(k)]
-		if !ok {
-			key = string(k)
-		}
-		if prior, ok := hdr[key]; ok {
-			hdr[key] = append(prior, string(v))
-			continue
-		}
-		vals = append(vals, string(v))
-		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	if _, ok := hdr["Content-Type"]; !ok {
-		// No Content-Type is invented: x/net would sniff one.
-		hdr["Content-Type"] = nil
-	}
+	fillH2Header(hdr, resp)
 	head := r.Method == http.MethodHead
 	stream := resp.BodyStream()
 	if stream == nil {
@@ -498,6 +477,33 @@ func (hc *h2Conn) respond(x *h2Exchange) (abort bool) {
 	// the request (backend.ObserveStream).
 	_ = resp.CloseBodyStream()
 	return err != nil && err != errClientGone
+}
+
+// fillH2Header puts a response's fields in a stream's header map, but
+// those HTTP/2 does not carry.
+func fillH2Header(hdr http.Header, resp *fasthttp.Response) {
+	// One backing array for the values: a field's value is a slice of it
+	// (capped, so that a second value of the name gets one of its own).
+	vals := make([]string, 0, 8)
+	for k, v := range resp.Header.All() {
+		if skipOnH2(k) {
+			continue
+		}
+		key, ok := h2Names[string(k)]
+		if !ok {
+			key = string(k)
+		}
+		if prior, ok := hdr[key]; ok {
+			hdr[key] = append(prior, string(v))
+			continue
+		}
+		vals = append(vals, string(v))
+		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	if _, ok := hdr["Content-Type"]; !ok {
+		// No Content-Type is invented: x/net would sniff one.
+		hdr["Content-Type"] = nil
+	}
 }
 
 // errClientGone is a write to a stream the client reset or left.

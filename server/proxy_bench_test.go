@@ -34,11 +34,13 @@ func benchGET(b *testing.B, addr string, headers ...string) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
 	for i := 0; i < b.N; i++ {
 		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 			b.Fatalf("%v %d", err, resp.StatusCode())
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkDirectGET is the baseline: client and upstream only.
