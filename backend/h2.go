@@ -85,7 +85,7 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 	}
 	cfg := u.tls.Clone()
 	cfg.NextProtos = []string{http2.NextProtoTLS}
-	tc, err := handshake(c, cfg, u.dialing)
+	tc, err := handshake(c, u.Addr, cfg, u.dialing)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 	}
