@@ -303,7 +303,10 @@ func (t UpstreamTLS) config(files *loadedTLS, host string) (*tls.Config, error) 
 				return err
 			}
 		}
-		if p := cs.NegotiatedProtocol; p != "" && p != ALPNHTTP11 {
+		// The list may offer protocols the gateway does not speak; the
+		// backend must pick one it does (h2 is offered only on an HTTP/2
+		// pool's own copy of the configuration).
+		if p := cs.NegotiatedProtocol; p != "" && p != ALPNHTTP11 && p != "h2" {
 			return fmt.Errorf("the backend chose ALPN protocol %q: the gateway speaks %s to backends", p, ALPNHTTP11)
 		}
 		return nil
