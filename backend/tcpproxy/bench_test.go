@@ -18,7 +18,7 @@ import (
 // of its own (GOMAXPROCS=1) and reports its CPU alone.
 //
 //	go test -run '^$' -bench 'Pipe' -benchtime 1024x ./backend/tcpproxy   # 1 GiB
-var benchKinds = []string{"copy", "splice", "netpoll", "direct"}
+var benchKinds = []string{"copy", "splice", "hybrid", "netpoll", "direct"}
 
 // benchTarget stands up kind's proxy in front of the server handle (or
 // nothing, for direct) and returns the address clients dial.

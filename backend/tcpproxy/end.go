@@ -48,6 +48,9 @@ type end struct {
 
 func (e *end) init(c net.Conn, s Side) {
 	e.side, e.conn, e.io, e.fd = s, c, c, -1
+	if h := sock.HeadWatchOf(c); h != nil {
+		h.Stop() // what it reads is not HTTP
+	}
 	if pc, ok := c.(*sock.PromptConn); ok {
 		e.io = pc.Conn
 	}

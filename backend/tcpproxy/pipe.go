@@ -8,12 +8,14 @@
 // metrics.
 //
 // How the bytes move depends on what the two connections are (Method): two
-// TCP sockets of Go's net package (sock.Conn included) are spliced, with
-// splice(2) through a pipe, without the bytes entering user space; two
-// netpoll connections are forwarded through netpoll's linked buffers without
-// copies; anything else (terminated TLS, a netpoll connection facing a Go
-// one) is copied through a pooled buffer. docs/ARCHITECTURE.md, "TCP
-// forwarding", has the measurements behind the choice.
+// TCP sockets of Go's net package (sock.Conn included) are copied through a
+// small buffer while the reads are small and spliced, with splice(2) through
+// a pipe, without the bytes entering user space, while a stream comes in
+// bulk (Hybrid); two netpoll connections are forwarded through netpoll's
+// nocopy reader and writer; anything else (terminated TLS, a netpoll
+// connection facing a Go one) is copied through a pooled buffer.
+// docs/ARCHITECTURE.md, "TCP forwarding", has the measurements behind the
+// choice.
 package tcpproxy
 
 import (
@@ -33,7 +35,7 @@ type Method uint8
 // Methods. A method that the two connections cannot use falls back to Copy,
 // which every pair can; Result.Method says which ran.
 const (
-	// Auto picks by what the two connections are: Splice for two TCP
+	// Auto picks by what the two connections are: Hybrid for two TCP
 	// sockets, Netpoll for two netpoll connections, Copy otherwise.
 	Auto Method = iota
 	// Copy reads into a pooled buffer and writes it out, through the
@@ -43,13 +45,17 @@ const (
 	// (net.TCPConn.ReadFrom between two TCP sockets). Both connections must
 	// be TCP sockets of Go's net package: *net.TCPConn or *sock.Conn.
 	Splice
-	// Netpoll forwards through netpoll's own buffers without copies (Reader
-	// Slice, Writer Append and Flush). Both connections must be
+	// Netpoll forwards through netpoll's nocopy API (Reader Next, Writer
+	// WriteBinary and Flush). Both connections must be
 	// netpoll.Connections.
 	Netpoll
+	// Hybrid copies through a small buffer while reads are small and
+	// splices while a read fills it. Both connections must be what Splice
+	// needs.
+	Hybrid
 )
 
-var methodNames = [...]string{Auto: "auto", Copy: "copy", Splice: "splice", Netpoll: "netpoll"}
+var methodNames = [...]string{Auto: "auto", Copy: "copy", Splice: "splice", Netpoll: "netpoll", Hybrid: "hybrid"}
 
 func (m Method) String() string {
 	if int(m) < len(methodNames) {
@@ -211,9 +217,9 @@ func choose(m Method, a, b *end) Method {
 	spliceable := a.tcp != nil && b.tcp != nil && a.tls == nil && b.tls == nil && a.np == nil && b.np == nil
 	netpolled := a.np != nil && b.np != nil && a.tls == nil && b.tls == nil
 	switch m {
-	case Splice:
+	case Splice, Hybrid:
 		if spliceable {
-			return Splice
+			return m
 		}
 	case Netpoll:
 		if netpolled {
@@ -222,7 +228,7 @@ func choose(m Method, a, b *end) Method {
 	case Auto:
 		switch {
 		case spliceable:
-			return Splice
+			return Hybrid
 		case netpolled:
 			return Netpoll
 		}
@@ -258,6 +264,8 @@ func (d *dir) run(m Method) {
 	switch m {
 	case Splice:
 		d.splice()
+	case Hybrid:
+		d.hybrid()
 	case Netpoll:
 		d.netpoll()
 	default:

@@ -14,7 +14,9 @@
 // client talking to the server without a proxy.
 //
 //	go run ./bench/tcpfwd                      # 1 GiB, 3 rounds
-//	go run ./bench/tcpfwd -rounds 5 -methods splice,copy
+//	go run ./bench/tcpfwd -rounds 5 -methods direct,copy,splice,hybrid,netpoll,netpoll-copy
+//
+// docs/ARCHITECTURE.md, "TCP forwarding", has its numbers.
 package main
 
 import (
@@ -40,7 +42,7 @@ import (
 func main() {
 	proxyKind := flag.String("proxy", "", "internal: run as the proxy of this kind (tcpproxytest.Kinds)")
 	upstreams := flag.String("upstreams", "", "internal: the proxy's upstream addresses, comma-separated")
-	methods := flag.String("methods", "direct,copy,splice,netpoll", "kinds to measure (tcpproxytest.Kinds names, and direct)")
+	methods := flag.String("methods", "direct,copy,splice,hybrid,netpoll", "kinds to measure (tcpproxytest.Kinds names, and direct)")
 	size := flag.Int64("size", 1<<30, "bytes per bulk and echo run")
 	rounds := flag.Int("rounds", 3, "rounds per case")
 	conns := flag.Int("conns", 50, "ping-pong connections")
@@ -65,7 +67,8 @@ func main() {
 
 // serveProxy is the proxy process: one listener per upstream, its
 // addresses on stdout, and on every line read from stdin its CPU time (ns),
-// peak RSS (KiB), current RSS (KiB) and open descriptors.
+// peak RSS (KiB), current RSS (KiB) and open descriptors (after garbage
+// collection if the line is "gc").
 func serveProxy(kind string, upstreams []string) error {
 	k, ok := tcpproxytest.KindByName(kind)
 	if !ok {
@@ -86,6 +89,12 @@ func serveProxy(kind string, upstreams []string) error {
 	fmt.Println(strings.Join(addrs, ","))
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		if sc.Text() == "gc" {
+			// Two collections empty the sync.Pools, Go's pool of splice
+			// pipes among them (their descriptors close with them).
+			runtime.GC()
+			runtime.GC()
+		}
 		rss, fds := currentRSS(), openFDs()
 		fmt.Printf("%d %d %d %d\n", tcpproxytest.CPU().Nanoseconds(), tcpproxytest.MaxRSS(), rss, fds)
 	}
@@ -156,11 +165,14 @@ func startProxy(kind string, upstreams []string) (*proxyProc, error) {
 	return p, nil
 }
 
-func (p *proxyProc) sample() (sample, error) {
+func (p *proxyProc) sample() (sample, error) { return p.ask("") }
+
+// ask asks the proxy for a sample; "gc" collects garbage first.
+func (p *proxyProc) ask(what string) (sample, error) {
 	if p == nil {
 		return sample{}, nil
 	}
-	if _, err := io.WriteString(p.in, "\n"); err != nil {
+	if _, err := io.WriteString(p.in, what+"\n"); err != nil {
 		return sample{}, err
 	}
 	line, err := p.out.ReadString('\n')
@@ -490,7 +502,7 @@ func (b *bench) pingPongCase(targets []*target) error {
 // idleCase opens b.idle pipes through a new proxy process of each method
 // (so that memory freed by the other cases is not reused), one 64 KiB
 // exchange on each (so that buffers are written), and reports the proxy's
-// resident memory and descriptors per pipe. A splice pipe's kernel pipes
+// resident memory and descriptors per pipe two seconds later. A splice pipe's kernel pipes
 // (up to 1 MiB each, pages taken while bytes pass) are not in its RSS.
 func (b *bench) idleCase(targets []*target) error {
 	if b.idle <= 0 {
@@ -508,7 +520,7 @@ func (b *bench) idleCase(targets []*target) error {
 		if err != nil {
 			return err
 		}
-		s0, err := p.sample()
+		s0, err := p.ask("gc")
 		if err != nil {
 			p.stop()
 			return err
@@ -537,7 +549,10 @@ func (b *bench) idleCase(targets []*target) error {
 				return err
 			}
 		}
-		s1, err := p.sample()
+		// Let spans that were under way end (Hybrid's wait is a second),
+		// and Go's pool of splice pipes drop what they returned.
+		time.Sleep(2 * time.Second)
+		s1, err := p.ask("gc")
 		closeAll()
 		if err != nil {
 			return err
