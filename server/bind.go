@@ -32,7 +32,7 @@ type bind struct {
 
 	draining atomic.Bool
 	mu       sync.Mutex
-	conns    map[net.Conn]fasthttp.ConnState
+	conns    map[net.Conn]connState
 	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 	h2conns  map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
 
@@ -99,7 +99,7 @@ func (b *bind) firstByte() time.Duration {
 // newBind opens port with its first configuration bc, which serves from
 // the first connection on.
 func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) {
-	b := &bind{port: port, gw: gw, conns: map[net.Conn]fasthttp.ConnState{}, tunnels: map[net.Conn]*tunnel{}, h2conns: map[*h2Conn]struct{}{}}
+	b := &bind{port: port, gw: gw, conns: map[net.Conn]connState{}, tunnels: map[net.Conn]*tunnel{}, h2conns: map[*h2Conn]struct{}{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
 	b.srv.Store(b.newServer(bc.frontend))
@@ -124,7 +124,7 @@ func (b *bind) newServer(fs frontendSettings) *fasthttp.Server {
 		Handler:                      b.handle,
 		ExpectHandler:                b.expect,
 		ErrorHandler:                 b.handleParseError,
-		ConnState:                    b.trackConn,
+		ConnState:                    b.fastConnState,
 		Name:                         "",
 		NoDefaultServerHeader:        true,
 		NoDefaultContentType:         true,
@@ -223,7 +223,7 @@ func (b *bind) serveConn(conn net.Conn) {
 		return
 	}
 	setConnOpened(c, monoNow())
-	b.trackConn(c, fasthttp.StateNew)
+	b.trackConn(c, connNew)
 	bc := b.current.Load()
 	if bc.tcp != nil {
 		// A TCP listener's protocol may have the server speak first: the
@@ -278,7 +278,7 @@ func (b *bind) serve(c net.Conn) {
 
 // connClosed is the bookkeeping of a client connection's end.
 func (b *bind) connClosed(c net.Conn) {
-	b.trackConn(c, fasthttp.StateClosed)
+	b.trackConn(c, connClosed)
 	b.metrics.ConnClosed()
 }
 
@@ -298,9 +298,9 @@ func (b *bind) park(c *sock.Conn) bool {
 	defer b.mu.Unlock()
 	if !b.draining.Load() {
 		if w := stateWord(c); w != nil {
-			w.Store(int32(fasthttp.StateIdle))
+			w.Store(int32(connIdle))
 		}
-		b.conns[c] = fasthttp.StateIdle
+		b.conns[c] = connIdle
 		b.metrics.ConnParked()
 		if err := c.Park(parking{b}); err == nil {
 			return true
@@ -321,7 +321,7 @@ type parking struct{ b *bind }
 func (p parking) Wake(c *sock.Conn) {
 	p.b.metrics.ConnUnparked()
 	go func() {
-		p.b.trackConn(c, fasthttp.StateNew)
+		p.b.trackConn(c, connNew)
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 		if c.ServerClassified {
 			p.b.serve(c)
@@ -347,13 +347,13 @@ func (p parking) Closed(c *sock.Conn) {
 // The map holds the connections; their state is kept in the connection's
 // own word where it has one (stateWord), so that the two changes every
 // request makes (active, then idle) take no lock.
-func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
+func (b *bind) trackConn(c net.Conn, st connState) {
 	w := stateWord(c)
 	if w != nil {
 		w.Store(int32(st))
 	}
 	switch st {
-	case fasthttp.StateActive:
+	case connActive:
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 		// Reading a head: one ending in a bare-LF blank line gets 400 at
 		// once instead of waiting for the head's deadline (sock.ErrBareLFHead).
@@ -361,7 +361,7 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 		if w != nil {
 			return
 		}
-	case fasthttp.StateIdle:
+	case connIdle:
 		_ = c.SetReadDeadline(b.idleDeadline(c))
 		sock.ServerWaits(c, true) // may park
 		if w != nil && !b.draining.Load() {
@@ -371,9 +371,9 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch st {
-	case fasthttp.StateClosed:
+	case connClosed:
 		delete(b.conns, c)
-	case fasthttp.StateHijacked:
+	case connHijacked:
 		// An upgrade tunnel: in flight until it ends, so drain waits for it
 		// and closes it when its time is up.
 		if t := b.tunnels[c]; t != nil {
@@ -382,7 +382,7 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 		} else {
 			delete(b.conns, c)
 		}
-	case fasthttp.StateIdle:
+	case connIdle:
 		if b.draining.Load() {
 			// A finished request on a draining bind: close instead of waiting
 			// for the next one.
@@ -395,6 +395,9 @@ func (b *bind) trackConn(c net.Conn, st fasthttp.ConnState) {
 		b.conns[c] = st
 	}
 }
+
+// fastConnState is fasthttp's ConnState hook.
+func (b *bind) fastConnState(c net.Conn, st fasthttp.ConnState) { b.trackConn(c, fromFastHTTP(st)) }
 
 // stateWord returns the word in which a connection keeps its state for the
 // bind, or nil for a connection without one (the map then keeps it).
@@ -427,9 +430,9 @@ func connLifeLeft(c net.Conn, now, life time.Duration) (time.Duration, bool) {
 
 // connState returns a tracked connection's state; mapped is its value in
 // the map.
-func connState(c net.Conn, mapped fasthttp.ConnState) fasthttp.ConnState {
+func stateOf(c net.Conn, mapped connState) connState {
 	if w := stateWord(c); w != nil {
-		return fasthttp.ConnState(w.Load())
+		return connState(w.Load())
 	}
 	return mapped
 }
@@ -473,7 +476,7 @@ func (b *bind) closeIdle() int {
 	defer b.mu.Unlock()
 	active := 0
 	for c, st := range b.conns {
-		if st = connState(c, st); st == fasthttp.StateIdle || st == fasthttp.StateNew {
+		if st = stateOf(c, st); st == connIdle || st == connNew {
 			c.Close()
 			delete(b.conns, c)
 			continue

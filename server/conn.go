@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
@@ -254,7 +253,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	b.mu.Lock()
 	delete(b.conns, c)
 	b.mu.Unlock()
-	b.trackConn(hc, fasthttp.StateNew)
+	b.trackConn(hc, connNew)
 	if tc.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
 		b.serveH2(hc, hc, nil, nil)
 		b.connClosed(hc)
@@ -305,9 +304,11 @@ func (b *bind) closeUnserved(c net.Conn) {
 }
 
 // l4Active records a forwarded connection as in service, so that drain
-// waits for it (and cuts it when its time is up).
+// waits for it (and cuts it when its time is up); it has no HTTP
+// deadlines, and the one its classification set is lifted.
 func (b *bind) l4Active(c net.Conn) {
-	b.trackConn(c, fasthttp.StateActive)
+	_ = c.SetReadDeadline(time.Time{})
+	b.trackConn(c, connForwarding)
 }
 
 // tlsConn is a terminated TLS connection served as HTTP. The server's

@@ -158,7 +158,7 @@ func (b *bind) serveTunnel(c net.Conn, host string, port int) {
 		return
 	}
 	setConnOpened(tc, monoNow())
-	b.trackConn(tc, fasthttp.StateNew)
+	b.trackConn(tc, connNew)
 	_ = tc.SetReadDeadline(deadlineAfter(b.firstByte()))
 	b.dispatch(tc)
 }

@@ -186,11 +186,11 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *http.Request, settings 
 	// Drain waits for the connection until x/net closes it, after the
 	// GOAWAY it sends and the streams in flight (goAwayH2).
 	if w := stateWord(c); w != nil {
-		w.Store(int32(fasthttp.StateActive))
+		w.Store(int32(connActive))
 	} else {
 		b.mu.Lock()
 		if _, ok := b.conns[c]; ok {
-			b.conns[c] = fasthttp.StateActive
+			b.conns[c] = connActive
 		}
 		b.mu.Unlock()
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -14,9 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/tcpproxy"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/server/router"
+	"github.com/relaygate/gateway/server/telemetry"
 )
 
 // tcpRoute is one compiled tcpRoutes entry of a TCP or TLS listener.
@@ -28,6 +29,8 @@ type tcpRoute struct {
 	backends  []*tcpBackend
 	weights   []int // cumulative
 	total     int
+	// metrics counts the bytes of the listener's forwarded connections.
+	metrics *telemetry.TCPMetrics
 }
 
 // tcpBackend is where a TCP route's connections go.
@@ -49,11 +52,16 @@ const tcpIdleTimeout = time.Hour
 // tcpRoutes compiles a listener's tcpRoutes, most specific hostname first.
 func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpRoute, config.Errors) {
 	var errs config.Errors
+	proto := "tcp"
+	if l.ListenerProtocol() == "TLS" {
+		proto = "tls"
+	}
+	metrics := c.gw.metrics.TCP(port, l.Name, proto)
 	var out []*tcpRoute
 	for ri := range l.TCPRoutes {
 		r := &l.TCPRoutes[ri]
 		rpath := r.SourcePath(fmt.Sprintf("%s.tcpRoutes[%d]", path, ri))
-		tr := &tcpRoute{name: r.Name}
+		tr := &tcpRoute{name: r.Name, metrics: metrics}
 		if tr.name == "" {
 			tr.name = fmt.Sprintf("%s/tcp%d", l.Name, ri)
 		}
@@ -117,7 +125,6 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 		}
 		return best
 	})
-	_ = port
 	return out, errs
 }
 
@@ -191,35 +198,13 @@ func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string, port int) {
 		client.Close()
 		return
 	}
-	pipeConns(client, up, tcpIdleTimeout)
-}
-
-// pipeConns copies bytes both ways between a and b, passing each side's
-// end of stream on as a half-close, and closes both when both directions
-// are done or either fails.
-func pipeConns(a, b net.Conn, idle time.Duration) {
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, err := io.Copy(dst, src)
-		if err == nil {
-			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-				_ = cw.CloseWrite()
-			} else {
-				dst.Close()
-			}
-		} else {
-			a.Close()
-			b.Close()
-		}
-		done <- struct{}{}
+	res := tcpproxy.Pipe(client, up, tcpproxy.Options{Idle: tcpIdleTimeout})
+	r.metrics.Forwarded(res.ClientBytes, res.UpstreamBytes)
+	if ce := b.gw.log.Check(zap.DebugLevel, "tcp: connection forwarded"); ce != nil {
+		ce.Write(zap.String("route", r.name), zap.String("backend", addr), zap.Stringer("client", client.RemoteAddr()),
+			zap.Int64("received", res.ClientBytes), zap.Int64("sent", res.UpstreamBytes), zap.Duration("duration", res.Duration),
+			zap.Stringer("method", res.Method), zap.String("ended", res.First.Side.String()+" "+res.First.Reason.String()))
 	}
-	_ = idle
-	go cp(b, a)
-	cp(a, b)
-	<-done
-	<-done
-	a.Close()
-	b.Close()
 }
 
 // originateTLS runs the client side of TLS on a TCP route's upstream

@@ -216,6 +216,15 @@ binds:
 	if n != size || !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
 		t.Fatalf("echoed %d bytes, digest match %v; want %d intact", n, bytes.Equal(got.Sum(nil), want.Sum(nil)), size)
 	}
+	// The bytes are counted once the pipe ends.
+	c.Close()
+	series := `agentgateway_downstream_received_bytes_total{bind="bind/1",listener="unknown",protocol="tcp"} 67108864`
+	var m bytes.Buffer
+	eventually(t, 10*time.Second, "the forwarded bytes counted", func() bool {
+		m.Reset()
+		tg.gw.metrics.WritePrometheus(&m)
+		return strings.Contains(m.String(), series) && strings.Contains(m.String(), strings.Replace(series, "received", "sent", 1))
+	})
 }
 
 // TestTCPHalfCloseFromUpstream: the upstream answers and half-closes
@@ -322,5 +331,62 @@ binds:
 	io.WriteString(c2, "hello")
 	if n, err := c2.Read(make([]byte, 16)); n != 0 || err == nil {
 		t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+	}
+}
+
+// TestForwardedConnectionsHaveNoHTTPDeadlines: a forwarded connection that
+// stays quiet longer than an HTTP request head may take (and a TLS
+// passthrough one longer than its handshake bound) is still forwarded.
+func TestForwardedConnectionsHaveNoHTTPDeadlines(t *testing.T) {
+	old := headTimeout.Swap(int64(200 * time.Millisecond))
+	t.Cleanup(func() { headTimeout.Store(old) })
+	pki := newTestPKI(t, "quiet")
+	echo := tcpEchoUpstream(t)
+	tlsEcho, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pki.Server("q.test", "q.test").TLS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tlsEcho.Close() })
+	go func() {
+		for {
+			c, err := tlsEcho.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	tg := startGateway(t, `
+frontendPolicies:
+  tls: {handshakeTimeout: 200ms}
+binds:
+- port: 1
+  listeners:
+  - protocol: TCP
+    tcpRoutes: [{backends: [{host: ${ECHO}}]}]
+- port: 2
+  listeners:
+  - protocol: TLS
+    tcpRoutes: [{backends: [{host: ${TLSECHO}}]}]
+`, map[string]string{"ECHO": echo, "TLSECHO": tlsEcho.Addr().String()})
+	plain, err := net.Dial("tcp", tg.addr(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	sealed, err := tls.Dial("tcp", tg.addr(2), &tls.Config{ServerName: "q.test", RootCAs: pki.Pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sealed.Close()
+	// Quiet for longer than both bounds: elapsed time is what is tested.
+	time.Sleep(600 * time.Millisecond)
+	for name, c := range map[string]net.Conn{"tcp": plain, "tls passthrough": sealed} {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "still here")
+		buf := make([]byte, len("still here"))
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "still here" {
+			t.Errorf("%s after a quiet spell: %q, %v", name, buf, err)
+		}
 	}
 }

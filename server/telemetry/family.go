@@ -12,6 +12,8 @@ const (
 	famConnectionsTotal  = "agentgateway_downstream_connections_total"
 	famConnectionsOpened = "agentgateway_downstream_connections_open"
 	famConnectionsParked = "agentgateway_downstream_connections_parked"
+	famDownstreamRx      = "agentgateway_downstream_received_bytes_total"
+	famDownstreamTx      = "agentgateway_downstream_sent_bytes_total"
 	famMCPRequests       = "agentgateway_mcp_requests_total"
 	famMCPErrors         = "agentgateway_mcp_request_errors_total"
 	famMCPSeconds        = "agentgateway_mcp_request_duration_seconds_total"
@@ -38,6 +40,8 @@ var families = map[string]family{
 	famConnectionsTotal:     {famConnectionsTotal, "The total number of downstream connections accepted, by bind.", "counter"},
 	famConnectionsOpened:    {famConnectionsOpened, "The number of downstream connections currently open, by bind.", "gauge"},
 	famConnectionsParked:    {famConnectionsParked, "The number of open downstream connections idle and parked (held without a goroutine), by bind.", "gauge"},
+	famDownstreamRx:         {famDownstreamRx, "Total bytes received from clients on forwarded TCP and TLS connections, by bind, listener and protocol (tcp, tls).", "counter"},
+	famDownstreamTx:         {famDownstreamTx, "Total bytes sent to clients on forwarded TCP and TLS connections, by bind, listener and protocol (tcp, tls).", "counter"},
 	famMCPRequests:          {famMCPRequests, "The total number of MCP calls, by route, method, target and tool.", "counter"},
 	famMCPErrors:            {famMCPErrors, "The total number of MCP calls answered with an error, by route, method, target and tool.", "counter"},
 	famConfigReloads:        {famConfigReloads, "The total number of configuration reloads, by result (success, failure).", "counter"},

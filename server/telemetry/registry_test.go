@@ -169,6 +169,8 @@ func TestBackendAndBind(t *testing.T) {
 	}
 	b.ConnClosed()
 	r.Bind(9090).ConnOpened()
+	r.TCP(5432, "db", "tls").Forwarded(100, 7)
+	r.TCP(5432, "db", "tls").Forwarded(1, 1)
 
 	fams := scrape(t, r)
 	tests := []struct {
@@ -183,6 +185,8 @@ func TestBackendAndBind(t *testing.T) {
 		{"accepted connections", famConnectionsTotal, map[string]string{"bind": "bind/8080"}, 3, dto.MetricType_COUNTER},
 		{"open connections", famConnectionsOpened, map[string]string{"bind": "bind/8080"}, 2, dto.MetricType_GAUGE},
 		{"open on other port", famConnectionsOpened, map[string]string{"bind": "bind/9090"}, 1, dto.MetricType_GAUGE},
+		{"forwarded bytes received", famDownstreamRx, map[string]string{"bind": "bind/5432", "listener": "db", "protocol": "tls"}, 101, dto.MetricType_COUNTER},
+		{"forwarded bytes sent", famDownstreamTx, map[string]string{"bind": "bind/5432", "listener": "db", "protocol": "tls"}, 8, dto.MetricType_COUNTER},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -208,6 +212,7 @@ func TestMetadata(t *testing.T) {
 	r.Bind(1).ConnOpened()
 	r.MCP("r").ObserveMCP("tools/call", "t", "echo", true, time.Millisecond)
 	r.Reload().Record(time.Now(), nil)
+	r.TCP(1, "l", "tcp").Forwarded(1, 1)
 	fams := scrape(t, r)
 	for name, f := range families {
 		t.Run(name, func(t *testing.T) {
