@@ -44,28 +44,12 @@ var routeBackendKinds = []string{"host", "backend", "dynamic", "service", "inter
 func (b *RouteBackend) DecodeNode(n *decode.Node) {
 	b.Weight = 1
 	decodeBackendUnion(n, routeBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
+		if decodeSimpleBackendKey(key, v, &b.Kind, &b.Host, &b.Backend, &b.Weight) {
+			return
+		}
 		switch key {
-		case "weight":
-			v.Decode(&b.Weight)
-			if b.Weight < 0 {
-				v.Errorf("must be >= 0")
-			}
 		case "policies":
 			v.Decode(&b.Policies)
-		case "host":
-			b.Kind = BackendHost
-			decodeHostPort(v, &b.Host)
-		case "backend":
-			b.Kind = BackendRef
-			v.Decode(&b.Backend)
-			b.Backend = backendRefName(b.Backend)
-			if b.Backend == "" {
-				v.Errorf("must not be empty")
-			}
-		case "dynamic":
-			b.Kind = BackendDynamic
-			var d DynamicBackend
-			v.Decode(&d)
 		case "mcp":
 			b.Kind = BackendMCP
 			v.Decode(&b.MCP)
@@ -76,6 +60,36 @@ func (b *RouteBackend) DecodeNode(n *decode.Node) {
 			v.Errorf("backend kind %q is not supported yet", key)
 		}
 	})
+}
+
+// decodeSimpleBackendKey decodes the keys that route and TCP route
+// backends share (weight, host, backend, dynamic), reporting whether key
+// was one of them.
+func decodeSimpleBackendKey(key string, v *decode.Node, kind *BackendKind, host, ref *string, weight *int) bool {
+	switch key {
+	case "weight":
+		v.Decode(weight)
+		if *weight < 0 {
+			v.Errorf("must be >= 0")
+		}
+	case "host":
+		*kind = BackendHost
+		decodeHostPort(v, host)
+	case "backend":
+		*kind = BackendRef
+		v.Decode(ref)
+		*ref = backendRefName(*ref)
+		if *ref == "" {
+			v.Errorf("must not be empty")
+		}
+	case "dynamic":
+		*kind = BackendDynamic
+		var d DynamicBackend
+		v.Decode(&d)
+	default:
+		return false
+	}
+	return true
 }
 
 // DynamicBackend is `dynamic: {}`; the CEL `target` comes with the policy engine.

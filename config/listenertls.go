@@ -86,30 +86,25 @@ var CipherSuiteNames = []string{
 var KeyExchangeGroupNames = []string{"X25519", "P-256", "P-384", "X25519_MLKEM768"}
 
 func checkCipherSuites(v *decode.Validation, path string, suites []string) {
-	seen := map[string]bool{}
-	for i, s := range suites {
-		p := indexPath(path, i)
-		switch {
-		case !contains(CipherSuiteNames, s):
-			v.Errorf(p, "unknown cipher suite %q: must be one of: %s", s, strings.Join(CipherSuiteNames, ", "))
-		case seen[s]:
-			v.Errorf(p, "cipher suite %q is listed twice", s)
-		}
-		seen[s] = true
-	}
+	checkNames(v, path, suites, CipherSuiteNames, "cipher suite")
 }
 
 func checkKeyExchangeGroups(v *decode.Validation, path string, groups []string) {
+	checkNames(v, path, groups, KeyExchangeGroupNames, "key exchange group")
+}
+
+// checkNames checks that each item of list is one of known, once.
+func checkNames(v *decode.Validation, path string, list, known []string, what string) {
 	seen := map[string]bool{}
-	for i, g := range groups {
+	for i, s := range list {
 		p := indexPath(path, i)
 		switch {
-		case !contains(KeyExchangeGroupNames, g):
-			v.Errorf(p, "unknown key exchange group %q: must be one of: %s", g, strings.Join(KeyExchangeGroupNames, ", "))
-		case seen[g]:
-			v.Errorf(p, "key exchange group %q is listed twice", g)
+		case !contains(known, s):
+			v.Errorf(p, "unknown %s %q: must be one of: %s", what, s, strings.Join(known, ", "))
+		case seen[s]:
+			v.Errorf(p, "%s %q is listed twice", what, s)
 		}
-		seen[g] = true
+		seen[s] = true
 	}
 }
 
@@ -226,31 +221,14 @@ var tcpRouteBackendKinds = []string{"host", "backend", "dynamic", "service"}
 func (b *TCPRouteBackend) DecodeNode(n *decode.Node) {
 	b.Weight = 1
 	decodeBackendUnion(n, tcpRouteBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
-		switch key {
-		case "weight":
-			v.Decode(&b.Weight)
-			if b.Weight < 0 {
-				v.Errorf("must be >= 0")
-			}
-		case "policies":
-			v.Decode(&b.Policies)
-		case "host":
-			b.Kind = BackendHost
-			decodeHostPort(v, &b.Host)
-		case "backend":
-			b.Kind = BackendRef
-			v.Decode(&b.Backend)
-			b.Backend = backendRefName(b.Backend)
-			if b.Backend == "" {
-				v.Errorf("must not be empty")
-			}
-		case "dynamic":
-			b.Kind = BackendDynamic
-			var d DynamicBackend
-			v.Decode(&d)
-		default:
-			v.Errorf("backend kind %q is not supported yet", key)
+		if decodeSimpleBackendKey(key, v, &b.Kind, &b.Host, &b.Backend, &b.Weight) {
+			return
 		}
+		if key == "policies" {
+			v.Decode(&b.Policies)
+			return
+		}
+		v.Errorf("backend kind %q is not supported yet", key)
 	})
 }
 

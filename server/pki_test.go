@@ -1,73 +1,42 @@
 package server
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/relaygate/gateway/backend/tlstest"
 )
 
-// testPKI is a CA made for one test, issuing server and client
-// certificates, with PEM files in the test's directory.
+// testPKI is a CA made for one test (backend/tlstest), issuing server and
+// client certificates, with PEM files in the test's directory.
 type testPKI struct {
 	t      testing.TB
+	ca     *tlstest.CA
 	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
 	CAFile string
 	Pool   *x509.CertPool
-	serial int64
+	n      int
 }
 
 func newTestPKI(t testing.TB, name string) *testPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := &testPKI{t: t, dir: t.TempDir(), cert: cert, key: key, Pool: x509.NewCertPool(), serial: 1}
-	p.Pool.AddCert(cert)
-	p.CAFile = p.write(name+"-ca.pem", "CERTIFICATE", der)
+	p := &testPKI{t: t, ca: tlstest.NewCA(t, name), dir: t.TempDir(), Pool: x509.NewCertPool()}
+	p.Pool.AddCert(p.ca.Cert)
+	p.CAFile = p.write(name+"-ca.pem", p.ca.PEM)
 	return p
 }
 
 // KeyFile writes the CA's own key, for a dynamicCa listener.
-func (p *testPKI) KeyFile() string {
-	der, err := x509.MarshalECPrivateKey(p.key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return p.write("ca-key.pem", "EC PRIVATE KEY", der)
-}
+func (p *testPKI) KeyFile() string { return p.write("ca-key.pem", p.ca.KeyPEM(p.t)) }
 
-func (p *testPKI) write(name, typ string, der []byte) string {
+func (p *testPKI) write(name string, data []byte) string {
 	f := filepath.Join(p.dir, name)
-	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(f, data, 0o600); err != nil {
 		p.t.Fatal(err)
 	}
 	return f
@@ -80,62 +49,32 @@ type issued struct {
 	KeyFile  string
 }
 
-// Server issues a server certificate for names (DNS names or IP addresses).
+// Server issues a server certificate with common name cn for names (DNS
+// names, IP addresses, or URIs such as spiffe://...).
 func (p *testPKI) Server(cn string, names ...string) issued {
 	return p.issue(cn, x509.ExtKeyUsageServerAuth, names)
 }
 
-// Client issues a client certificate with common name cn and URI or DNS
-// subject alternative names.
+// Client issues a client certificate with common name cn and names.
 func (p *testPKI) Client(cn string, names ...string) issued {
 	return p.issue(cn, x509.ExtKeyUsageClientAuth, names)
 }
 
 func (p *testPKI) issue(cn string, usage x509.ExtKeyUsage, names []string) issued {
 	p.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"relaygate test"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else if u, err := parseURISAN(n); err == nil && u != nil {
-			tmpl.URIs = append(tmpl.URIs, u)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
+	var n tlstest.Names
+	for _, s := range names {
+		switch {
+		case net.ParseIP(s) != nil:
+			n.IPs = append(n.IPs, s)
+		case strings.Contains(s, "://"):
+			n.URIs = append(n.URIs, s)
+		default:
+			n.DNS = append(n.DNS, s)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	name := cn + "-" + big.NewInt(p.serial).String()
-	return issued{
-		TLS:      tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf},
-		CertFile: p.write(name+".pem", "CERTIFICATE", der),
-		KeyFile:  p.write(name+"-key.pem", "EC PRIVATE KEY", keyDER),
-	}
-}
-
-// parseURISAN returns s as a URI SAN when it has a scheme (spiffe://...).
-func parseURISAN(s string) (*url.URL, error) {
-	if !strings.Contains(s, "://") {
-		return nil, nil
-	}
-	return url.Parse(s)
+	l := p.ca.Issue(p.t, cn, n, usage)
+	p.n++
+	base := cn + "-" + string(rune('a'+p.n%26)) + "-" + itoa(p.n)
+	return issued{TLS: l.TLS, CertFile: p.write(base+".pem", l.CertPEM), KeyFile: p.write(base+"-key.pem", l.KeyPEM)}
 }

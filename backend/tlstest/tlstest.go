@@ -78,15 +78,27 @@ type Leaf struct {
 
 // Server returns a leaf for a server with names.
 func (ca *CA) Server(tb testing.TB, names Names) *Leaf {
-	return ca.leaf(tb, "server", names, x509.ExtKeyUsageServerAuth)
+	return ca.Issue(tb, "server", names, x509.ExtKeyUsageServerAuth)
 }
 
 // Client returns a leaf for a client named cn.
 func (ca *CA) Client(tb testing.TB, cn string) *Leaf {
-	return ca.leaf(tb, cn, Names{}, x509.ExtKeyUsageClientAuth)
+	return ca.Issue(tb, cn, Names{}, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) leaf(tb testing.TB, cn string, names Names, usage x509.ExtKeyUsage) *Leaf {
+// KeyPEM is the CA's own key in PEM form, for a test that signs with it
+// elsewhere (a listener's dynamic CA).
+func (ca *CA) KeyPEM(tb testing.TB) []byte {
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// Issue returns a leaf with common name cn, names and usage (server or
+// client authentication).
+func (ca *CA) Issue(tb testing.TB, cn string, names Names, usage x509.ExtKeyUsage) *Leaf {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -94,7 +106,7 @@ func (ca *CA) leaf(tb testing.TB, cn string, names Names, usage x509.ExtKeyUsage
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn},
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"relaygate test"}},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
