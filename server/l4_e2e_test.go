@@ -162,6 +162,17 @@ binds:
 	}
 }
 
+// tlsEchoUpstream is tcpEchoUpstream behind TLS with cert.
+func tlsEchoUpstream(t *testing.T, cert tls.Certificate) string {
+	t.Helper()
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	return rawUpstream(t, func(c net.Conn) {
+		tc := tls.Server(c, cfg)
+		defer tc.Close()
+		_, _ = io.Copy(tc, tc)
+	})
+}
+
 // tcpEchoUpstream accepts connections and echoes what they send, half-closing
 // its side when the client half-closes.
 func tcpEchoUpstream(t *testing.T) string {
@@ -276,24 +287,7 @@ binds:
 // bytes, and the client's connection closes.
 func TestTCPRouteOriginatesTLS(t *testing.T) {
 	pki := newTestPKI(t, "tcptls")
-	srv := pki.Server("db.internal", "db.internal")
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{srv.TLS}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
+	up := tlsEchoUpstream(t, pki.Server("db.internal", "db.internal").TLS)
 	tg := startGateway(t, `
 binds:
 - port: 1
@@ -308,7 +302,7 @@ binds:
     tcpRoutes:
     - policies: {backendTLS: {root: ${CA}}}
       backends: [{host: ${UP}, policies: {backendTLS: {root: ${CA}, hostname: wrong.internal}}}]
-`, map[string]string{"UP": ln.Addr().String(), "CA": pki.CAFile})
+`, map[string]string{"UP": up, "CA": pki.CAFile})
 	c, err := net.Dial("tcp", tg.addr(1))
 	if err != nil {
 		t.Fatal(err)
@@ -342,20 +336,7 @@ func TestForwardedConnectionsHaveNoHTTPDeadlines(t *testing.T) {
 	t.Cleanup(func() { headTimeout.Store(old) })
 	pki := newTestPKI(t, "quiet")
 	echo := tcpEchoUpstream(t)
-	tlsEcho, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pki.Server("q.test", "q.test").TLS}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tlsEcho.Close() })
-	go func() {
-		for {
-			c, err := tlsEcho.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	tlsEcho := tlsEchoUpstream(t, pki.Server("q.test", "q.test").TLS)
 	tg := startGateway(t, `
 frontendPolicies:
   tls: {handshakeTimeout: 200ms}
@@ -368,7 +349,7 @@ binds:
   listeners:
   - protocol: TLS
     tcpRoutes: [{backends: [{host: ${TLSECHO}}]}]
-`, map[string]string{"ECHO": echo, "TLSECHO": tlsEcho.Addr().String()})
+`, map[string]string{"ECHO": echo, "TLSECHO": tlsEcho})
 	plain, err := net.Dial("tcp", tg.addr(1))
 	if err != nil {
 		t.Fatal(err)
