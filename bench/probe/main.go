@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net/http"
@@ -27,6 +29,8 @@ func main() {
 	then := flag.Int("then", 0, "once ready, send this many more requests (each checked)")
 	method := flag.String("method", http.MethodGet, "request method")
 	bodyFile := flag.String("body", "", "send this file's content as the request body")
+	caFile := flag.String("ca", "", "for https URLs: trust the certificates of this PEM file (alone)")
+	serverName := flag.String("servername", "", "for https URLs: the server name to send and verify (default: the URL's host)")
 	var headers headerFlags
 	flag.Var(&headers, "header", `add a request header, "Name: value" (repeatable)`)
 	flag.Parse()
@@ -47,6 +51,14 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	client := &http.Client{Timeout: 5 * time.Second}
+	if *caFile != "" || *serverName != "" {
+		cfg, err := tlsConfig(*caFile, *serverName)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "probe: %v\n", err)
+			os.Exit(2)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: cfg}
+	}
 	try := func() error {
 		if *pid > 0 {
 			if err := checkProcess(*pid); err != nil {
@@ -65,6 +77,24 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// tlsConfig trusts the certificates of caFile ("": the system's) and
+// sends and verifies serverName ("": the URL's host). HTTP/1.1 only, as
+// the Transport speaks with a TLS configuration of its own.
+func tlsConfig(caFile, serverName string) (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: serverName}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-ca: %s holds no certificate", caFile)
+		}
+	}
+	return cfg, nil
 }
 
 // headerFlags collects -header "Name: value" flags.
