@@ -3,9 +3,10 @@
 # (with and without response buffering), HAProxy, a bare fasthttp proxy (the
 # reference) and no proxy at all, access logs on for every target unless
 # BENCH_ACCESS_LOG=off, plus the gateway's policy route (JWT, CEL
-# authorization, local rate limit) beside its plain route and an LLM case
-# against an emulated provider; written to bench/RESULTS.md. See
-# bench/README.md.
+# authorization, local rate limit) beside its plain route, an LLM case
+# against an emulated provider, and the connection layer (TCP throughput
+# and TLS passthrough against HAProxy, HTTPS and HTTP/2 termination against
+# nginx); written to bench/RESULTS.md. See bench/README.md.
 set -euo pipefail
 
 usage() {
@@ -28,6 +29,16 @@ Environment knobs (defaults in brackets):
                       run with gateway)
   BENCH_ACCESS_LOG    on: every target writes an access log to a file; off: none [on]
   BENCH_LLM_RATE      request rate of the LLM case's constant-rate runs [5000] (per second)
+  BENCH_CASES         subset of "http policy llm tcp tls https h2 memory mcp cost" [all]
+                      (http: the three plain cases; tcp: TCP throughput; tls: TLS passthrough
+                      connections; https, h2: TLS termination; memory: the idle-connection test;
+                      cost: the callgrind counts)
+  BENCH_TCP_BYTES     bytes of each TCP throughput run [1073741824] (1 GiB)
+  BENCH_TCP_CONNS     connections the TCP throughput run spreads them over [4]
+  BENCH_TLS_CONNS     concurrent workers of the TLS passthrough case [50]
+  BENCH_HTTPS_CONNS   wrk connections of the HTTPS case [50]
+  BENCH_H2_CONNS      h2load connections of the h2 case (-c) [10]
+  BENCH_H2_STREAMS    h2load streams in flight per connection (-m) [10]
   BENCH_GATEWAY_BIN   use this gateway binary instead of building ./cmd/gateway
   BENCH_RESULTS       markdown file to write [bench/RESULTS.md]
 EOF
@@ -53,6 +64,14 @@ ALL_TARGETS="direct gateway nginx nginx-nobuf haproxy fasthttp"
 TARGETS=${BENCH_TARGETS:-$ALL_TARGETS}
 ACCESS_LOG=${BENCH_ACCESS_LOG:-on}
 LLM_RATE=${BENCH_LLM_RATE:-5000}
+ALL_CASES="http policy llm tcp tls https h2 memory mcp cost"
+BENCH_CASE_GROUPS=${BENCH_CASES:-$ALL_CASES}
+TCP_BYTES=${BENCH_TCP_BYTES:-1073741824}
+TCP_CONNS=${BENCH_TCP_CONNS:-4}
+TLS_CONNS=${BENCH_TLS_CONNS:-50}
+HTTPS_CONNS=${BENCH_HTTPS_CONNS:-50}
+H2_CONNS=${BENCH_H2_CONNS:-10}
+H2_STREAMS=${BENCH_H2_STREAMS:-10}
 GATEWAY_BIN=${BENCH_GATEWAY_BIN:-}
 RESULTS=${BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}
 SKIP_GATEWAY=0
@@ -90,7 +109,16 @@ secs "$WARMUP" >/dev/null
 for t in $TARGETS; do
 	case $t in direct | gateway | nginx | nginx-nobuf | haproxy | fasthttp) ;; *) die "unknown target '$t' in BENCH_TARGETS" ;; esac
 done
+for g in $BENCH_CASE_GROUPS; do
+	[[ " $ALL_CASES " == *" $g "* ]] || die "unknown case '$g' in BENCH_CASES (want some of: $ALL_CASES)"
+done
+for v in TCP_BYTES TCP_CONNS TLS_CONNS HTTPS_CONNS H2_CONNS H2_STREAMS; do
+	[[ ${!v} =~ ^[0-9]+$ && ${!v} -ge 1 ]] || die "BENCH_$v must be a positive integer"
+done
+((TCP_CONNS <= TCP_BYTES)) || die "BENCH_TCP_CONNS must not exceed BENCH_TCP_BYTES"
 wanted() { [[ " $TARGETS " == *" $1 "* ]]; }
+# case_wanted GROUP: the group of cases is in BENCH_CASES.
+case_wanted() { [[ " $BENCH_CASE_GROUPS " == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- processes
 
@@ -148,7 +176,8 @@ trap 'exit 130' INT TERM
 
 install_missing() {
 	local need=() cmd pkg
-	for cmd in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux timeout:coreutils valgrind:valgrind; do
+	for cmd in nginx:nginx haproxy:haproxy wrk:wrk taskset:util-linux timeout:coreutils valgrind:valgrind \
+		h2load:nghttp2-client openssl:openssl; do
 		pkg=${cmd#*:}
 		command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("$pkg")
 	done
@@ -189,6 +218,11 @@ declare -A LLM_FAILED=() # target -> why the LLM case cannot measure it
 declare -A SENT=()       # target -> requests the load generators completed against it
 declare -A LOG_LINES=()  # target -> lines in its access log at the end
 declare -A LOG_OF=()     # target -> the file holding its own output (filled once the temp dir exists)
+# The connection layer's cases (group: tcp, tls, https, h2).
+declare -A L4_FAILED=()   # group -> why none of its targets can be measured
+declare -A CASE_FAILED=() # group.target -> why the target is not measured in it
+declare -A UNSERVED=()    # group.target -> why the case does not apply to the target
+declare -A TLS_PARAMS=()  # group.target -> what openssl s_client negotiated
 declare -a PROBLEMS=()
 
 # fail TARGET REASON: mark a target failed; the run goes on without it.
@@ -215,7 +249,8 @@ fail() {
 lastlines() { tail -n 3 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-300; }
 
 log "building helpers into $BIN"
-(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench llmupstream llmload logsink jwtgen; do
+(cd "$ROOT" && for p in upstream fastproxy idleconns freeport probe report mcpbench llmupstream llmload logsink jwtgen \
+	certgen tcpsink tcpload; do
 	go build -o "$BIN/$p" "./bench/$p"
 done) || die "building the bench helpers failed"
 
@@ -243,8 +278,8 @@ fi
 
 # ---------------------------------------------------------------- start
 
-mapfile -t ports < <("$BIN/freeport" -n 16)
-((${#ports[@]} == 16)) || die "could not get free ports"
+mapfile -t ports < <("$BIN/freeport" -n 28)
+((${#ports[@]} == 28)) || die "could not get free ports"
 UPSTREAM_PORT=${ports[0]}
 # gateway-policy is a third bind of the gateway process: the plain route's
 # upstream behind jwtAuth, authorization and localRateLimit (the policy case).
@@ -263,6 +298,31 @@ LLM_TARGETS=(direct gateway gateway-plain nginx)
 LLM_BODY=$BENCH_DIR/llm/request.json
 LLM_KEY=bench-key # the emulator's; matches backendAuth in gateway.yaml
 HAPROXY_LOG_PORT=${ports[13]} # UDP: HAProxy's syslog target, bench/logsink
+# The connection layer. bench/tcpsink is the upstream of the TCP and TLS
+# passthrough cases (direct: tcpload straight to it); the HTTPS and h2
+# cases reach the plain cases' upstream through each proxy's TLS listener.
+# The gateway serves both TLS termination cases on one HTTPS listener (ALPN
+# picks HTTP/1.1 or h2); nginx has a server block for each, as its docs
+# configure them ("listen ... ssl", "listen ... ssl http2").
+TCP_SINK_PORT=${ports[16]}
+TLS_UPSTREAM_PORT=${ports[17]}
+# haproxy-splice is a second frontend of the HAProxy process, splicing both
+# directions (the TCP case only).
+declare -A TCP_PORT=([direct]=$TCP_SINK_PORT [gateway]=${ports[18]} [haproxy]=${ports[21]} [haproxy-splice]=${ports[27]})
+declare -A TLSP_PORT=([direct]=$TLS_UPSTREAM_PORT [gateway]=${ports[19]} [haproxy]=${ports[22]})
+declare -A HTTPS_PORT=([gateway]=${ports[20]} [nginx]=${ports[23]} [nginx-nobuf]=${ports[25]})
+declare -A H2_PORT=([gateway]=${ports[20]} [nginx]=${ports[24]} [nginx-nobuf]=${ports[26]})
+TLS_SNI=pass.bench.test # the passthrough case's server name; both proxies route by it
+HTTPS_SNI=bench.test
+
+# The certificate of every TLS endpoint (the gateway's and nginx's HTTPS
+# listeners, the passthrough upstream): ECDSA P-256, self-signed, fresh for
+# each run, in the run's temp dir; clients trust it as their only root.
+mkdir -p "$TMP/tls"
+TLS_CERT=$TMP/tls/bench.crt
+TLS_KEY=$TMP/tls/bench.key
+"$BIN/certgen" -cert "$TLS_CERT" -key "$TLS_KEY" -names "$HTTPS_SNI,$TLS_SNI" ||
+	die "bench/certgen failed to make the TLS cases' certificate"
 
 # The policy case's credentials, made fresh for this run by bench/jwtgen into
 # the run's output directory (bench/.bin/last-run/policy/): an ES256 key pair
@@ -305,18 +365,26 @@ for t in nginx nginx-nobuf; do
 	[[ $t == nginx-nobuf ]] && buffering=off
 	render "$BENCH_DIR/nginx.conf.tmpl" "$TMP/$t/nginx.conf" DIR="$TMP/$t" PORT="${PORT[$t]}" \
 		UPSTREAM_PORT="$UPSTREAM_PORT" NOFILE="$NOFILE" WORKER_CONNECTIONS=$((NOFILE - 100)) \
-		ACCESS_LOG="$nginx_log" PROXY_BUFFERING=$buffering LLM_PORT="${LLM_PORT[$t]}" LLM_UPSTREAM_PORT="$LLM_UPSTREAM_PORT"
+		ACCESS_LOG="$nginx_log" PROXY_BUFFERING=$buffering LLM_PORT="${LLM_PORT[$t]}" LLM_UPSTREAM_PORT="$LLM_UPSTREAM_PORT" \
+		HTTPS_PORT="${HTTPS_PORT[$t]}" H2_PORT="${H2_PORT[$t]}" TLS_CERT="$TLS_CERT" TLS_KEY="$TLS_KEY"
 	cp "$TMP/$t/nginx.conf" "$OUT/$t.conf"
 done
-# HAProxy refuses to start unless 2 * maxconn + a few fds fit the open-file
-# limit, so with 20,000 fds it holds fewer than 10,000 idle connections.
-HAPROXY_MAXCONN=$(((NOFILE - 100) / 2))
+# HAProxy refuses to start unless 2 * maxconn + 2 * maxpipes + a few fds fit
+# the open-file limit, so with 20,000 fds it holds fewer than 10,000 idle
+# connections. Its splicing frontend (the TCP case) takes pipes from a pool
+# of maxpipes (by default maxconn / 4, which would cost 5,000 fds more);
+# 64 is plenty for the case's few connections.
+HAPROXY_MAXPIPES=64
+HAPROXY_MAXCONN=$(((NOFILE - 100 - 2 * HAPROXY_MAXPIPES) / 2))
 declare -A IDLE_N=([gateway]=$IDLE_CONNS [nginx]=$IDLE_CONNS [nginx-nobuf]=$IDLE_CONNS
 	[haproxy]=$((IDLE_CONNS < HAPROXY_MAXCONN - 50 ? IDLE_CONNS : HAPROXY_MAXCONN - 50)))
 haproxy_log="# no access log (BENCH_ACCESS_LOG=off)"
 [[ $ACCESS_LOG == on ]] && haproxy_log="log 127.0.0.1:$HAPROXY_LOG_PORT local0"
 render "$BENCH_DIR/haproxy.cfg.tmpl" "$TMP/haproxy/haproxy.cfg" PORT="${PORT[haproxy]}" \
-	UPSTREAM_PORT="$UPSTREAM_PORT" MAXCONN="$HAPROXY_MAXCONN" LOG_TARGET="$haproxy_log"
+	UPSTREAM_PORT="$UPSTREAM_PORT" MAXCONN="$HAPROXY_MAXCONN" MAXPIPES="$HAPROXY_MAXPIPES" LOG_TARGET="$haproxy_log" \
+	TCP_PORT="${TCP_PORT[haproxy]}" TCP_SPLICE_PORT="${TCP_PORT[haproxy-splice]}" TCP_SINK_PORT="$TCP_SINK_PORT" \
+	TLS_PORT="${TLSP_PORT[haproxy]}" \
+	TLS_UPSTREAM_PORT="$TLS_UPSTREAM_PORT" TLS_SNI="$TLS_SNI"
 cp "$TMP/haproxy/haproxy.cfg" "$BENCH_DIR/gateway.yaml" "$OUT/"
 GW_LOG_LEVEL=info
 [[ $ACCESS_LOG == on ]] || GW_LOG_LEVEL=info,access=off
@@ -358,6 +426,28 @@ if ! probe "${PID[llm]}" "http://127.0.0.1:$LLM_UPSTREAM_PORT/healthz"; then
 	for t in "${LLM_TARGETS[@]}"; do LLM_FAILED[$t]=$why; done
 fi
 
+# The upstream of the TCP and TLS passthrough cases: a sink that reads and
+# discards (TCP), and a crypto/tls server that answers one request per
+# connection (TLS), beside the other upstreams. Without it those cases are
+# skipped; the rest still runs.
+if case_wanted tcp || case_wanted tls; then
+	log "starting the connection-layer upstream on 127.0.0.1:$TCP_SINK_PORT and :$TLS_UPSTREAM_PORT (CPU $UPSTREAM_CPU)"
+	taskset -c "$UPSTREAM_CPU" "$BIN/tcpsink" -addr "127.0.0.1:$TCP_SINK_PORT" -tls-addr "127.0.0.1:$TLS_UPSTREAM_PORT" \
+		-cert "$TLS_CERT" -key "$TLS_KEY" >"$OUT/tcpsink.log" 2>&1 &
+	PID[sink]=$!
+	STARTED+=("${PID[sink]}")
+	for ((i = 0; i < 300; i++)); do # 15 s bound
+		grep -q 'tcpsink: ready' "$OUT/tcpsink.log" && break
+		alive "${PID[sink]}" || break
+		sleep 0.05
+	done
+	if ! grep -q 'tcpsink: ready' "$OUT/tcpsink.log"; then
+		why="the connection-layer upstream (bench/tcpsink) did not start: $(lastlines "$OUT/tcpsink.log")"
+		PROBLEMS+=("l4: $why")
+		L4_FAILED=([tcp]=$why [tls]=$why)
+	fi
+fi
+
 # The MCP server of the MCP case, started now so that its port is taken
 # before the load cases' client sockets could take it.
 MCP_PID=
@@ -382,6 +472,9 @@ start_gateway() {
 		GW_LLM_PORT=${LLM_PORT[gateway]} GW_LLM_PLAIN_PORT=${LLM_PORT[gateway-plain]} \
 		LLM_UPSTREAM_PORT=$LLM_UPSTREAM_PORT GW_LOG_LEVEL=$GW_LOG_LEVEL \
 		GW_POLICY_PORT=${PORT[gateway-policy]} GW_POLICY_JWKS=$POLICY_JWKS_JSON \
+		GW_TCP_PORT=${TCP_PORT[gateway]} TCP_SINK_PORT=$TCP_SINK_PORT GW_TLS_PORT=${TLSP_PORT[gateway]} \
+		TLS_UPSTREAM_PORT=$TLS_UPSTREAM_PORT TLS_SNI=$TLS_SNI GW_HTTPS_PORT=${HTTPS_PORT[gateway]} \
+		GW_TLS_CERT=$TLS_CERT GW_TLS_KEY=$TLS_KEY \
 		taskset -c "$PROXY_CPU" "$GATEWAY" -f "$BENCH_DIR/gateway.yaml" >"${LOG_OF[gateway]}" 2>&1 &
 	PID[gateway]=$!
 	STARTED+=("$!")
@@ -522,11 +615,13 @@ other_cpu_pct() {
 running() { [[ ${STATUS[$1]:-} == ok && -n ${PID[$1]:-} ]]; }
 
 # process_of TARGET: the target whose process serves TARGET. gateway-plain
-# and gateway-policy are routes of the gateway process, not processes of
-# their own: they run, fail, log and spend CPU as the gateway does.
+# and gateway-policy are routes of the gateway process, haproxy-splice a
+# frontend of HAProxy's, not processes of their own: they run, fail, log
+# and spend CPU as their process does.
 process_of() {
 	case $1 in
 	gateway-plain | gateway-policy) echo gateway ;;
+	haproxy-splice) echo haproxy ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -562,8 +657,15 @@ interruptible() {
 CASES=(small-c50 1m-c10 small-c1)
 POLICY_CASES=(policy-c50)
 LLM_CASES=(llm-c1 llm-rate llm-c50)
-declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [policy-c50]=50 [llm-c1]=1 [llm-c50]=50)
-declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small [policy-c50]=/small)
+# The connection layer: TCP throughput and TLS passthrough connections
+# (direct, gateway, HAProxy), HTTPS and h2 termination (gateway, nginx).
+TCP_CASES=(tcp-bulk)
+TLS_CASES=(tls-conn)
+HTTPS_CASES=(https-c50)
+H2_CASES=(h2)
+declare -A CONNS=([small-c50]=50 [1m-c10]=10 [small-c1]=1 [policy-c50]=50 [llm-c1]=1 [llm-c50]=50
+	[https-c50]=$HTTPS_CONNS)
+declare -A URL_PATH=([small-c50]=/small [1m-c10]=/1m [small-c1]=/small [policy-c50]=/small [https-c50]=/small [h2]=/small)
 
 # llm_key TARGET: the key a client sends: its own, straight to the provider,
 # through nginx or through the gateway's plain route; none to the gateway's
@@ -585,6 +687,20 @@ load_command() {
 	llm-*)
 		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency -s "$BENCH_DIR/llm/chat.lua"
 			"$(llm_url "$t")" -- "$LLM_BODY" "$(llm_key "$t")") ;;
+	tcp-bulk)
+		# A fixed amount of bytes, not a duration: the warm-up moves as
+		# many as a measured run.
+		LOAD=(taskset -c "$LOAD_CPU" "$BIN/tcpload" bulk -addr "127.0.0.1:${TCP_PORT[$t]}" -bytes "$TCP_BYTES"
+			-conns "$TCP_CONNS") ;;
+	tls-conn)
+		LOAD=(taskset -c "$LOAD_CPU" "$BIN/tcpload" tls -addr "127.0.0.1:${TLSP_PORT[$t]}" -sni "$TLS_SNI"
+			-ca "$TLS_CERT" -conns "$TLS_CONNS" -duration "$(secs "$d")s") ;;
+	https-*)
+		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency
+			"https://127.0.0.1:${HTTPS_PORT[$t]}${URL_PATH[$c]}") ;;
+	h2)
+		LOAD=(taskset -c "$LOAD_CPU" h2load -t1 "-c$H2_CONNS" "-m$H2_STREAMS" -D "$(secs "$d")"
+			"https://127.0.0.1:${H2_PORT[$t]}${URL_PATH[$c]}") ;;
 	*)
 		LOAD=(taskset -c "$LOAD_CPU" wrk -t1 "-c${CONNS[$c]}" "-d$d" --latency)
 		# The policy route's client carries the run's token; the plain
@@ -597,27 +713,58 @@ load_command() {
 }
 
 # completed FILE: the requests a load run completed, from its output (wrk's
-# "N requests in", llmload's requests=N); 0 if none.
+# "N requests in", llmload's requests=N, h2load's "requests: ... N done");
+# 0 if none.
 completed() {
-	sed -n -e 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' -e 's/^requests=\([0-9]*\)$/\1/p' "$1" 2>/dev/null | head -n 1 | grep . || echo 0
+	sed -n -e 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' -e 's/^requests=\([0-9]*\)$/\1/p' \
+		-e 's/^requests: [0-9]* total, [0-9]* started, \([0-9]*\) done.*/\1/p' "$1" 2>/dev/null | head -n 1 | grep . || echo 0
+}
+
+# logged CASE: the case's requests are written to the access logs (the
+# gateway writes no line for a forwarded TCP or TLS connection, and
+# HAProxy's TCP frontends log none either, see haproxy.cfg.tmpl).
+logged() { [[ $1 != tcp-* && $1 != tls-* ]]; }
+
+# upstream_of CASE: the pid of the case's upstream (direct's process).
+upstream_of() {
+	case $1 in
+	llm-*) echo "${PID[llm]}" ;;
+	tcp-* | tls-*) echo "${PID[sink]:-}" ;;
+	*) echo "${PID[direct]}" ;;
+	esac
 }
 
 # measure CASE TARGET ROUND: the recorded load run of one round, after a
 # warm-up in the first, with the CPU time of the target (direct's: the
 # upstream's) and of everything else meanwhile.
 measure() {
-	local c=$1 t=$2 round=$3 base=$OUT/wrk/$1.$2.r$3 upstream=${PID[direct]} pids proc
+	local c=$1 t=$2 round=$3 base=$OUT/wrk/$1.$2.r$3 upstream pids proc group=${1%%-*}
+	upstream=$(upstream_of "$c")
 	proc=$(process_of "$t")
 	running "$proc" || return 0 # failed earlier: already reported
 	if [[ $c == llm-* && -n ${LLM_FAILED[$t]:-} ]]; then
 		echo "${LLM_FAILED[$t]}" >"$base.err"
 		return 0
 	fi
+	# The connection layer: an upstream that did not start, a target that
+	# failed its check, or (h2) one that does not negotiate the protocol,
+	# which is recorded as not served rather than as a failure.
+	if [[ -n ${L4_FAILED[$group]:-} ]]; then
+		echo "${L4_FAILED[$group]}" >"$base.err"
+		return 0
+	fi
+	if [[ -n ${CASE_FAILED[$group.$t]:-} ]]; then
+		echo "${CASE_FAILED[$group.$t]}" >"$base.err"
+		return 0
+	fi
+	if [[ -n ${UNSERVED[$group.$t]:-} ]]; then
+		echo "${UNSERVED[$group.$t]}" >"$OUT/wrk/$c.$t.unserved"
+		return 0
+	fi
 	if [[ $t == gateway-policy && -n $POLICY_FAILED ]]; then
 		echo "$POLICY_FAILED" >"$base.err"
 		return 0
 	fi
-	[[ $c == llm-* ]] && upstream=${PID[llm]}
 	if [[ $t == direct ]]; then
 		pids=("$upstream")
 	else
@@ -631,8 +778,8 @@ measure() {
 	if ((round == 1)); then
 		log "$c: $t (warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
 		load_command "$c" "$t" "$WARMUP"
-		interruptible timeout -k 5 $(($(secs "$WARMUP") + 30)) "${LOAD[@]}" >"$OUT/wrk/$c.$t.warmup.txt" 2>&1 || true
-		SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
+		interruptible timeout -k 5 $(($(secs "$WARMUP") + 120)) "${LOAD[@]}" >"$OUT/wrk/$c.$t.warmup.txt" 2>&1 || true
+		logged "$c" && SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
 	fi
 	local ours=("$upstream") before ticks=0 after=0 pid
 	[[ $t == direct ]] || ours+=("${pids[@]}")
@@ -640,7 +787,9 @@ measure() {
 	before=$SNAP
 	for pid in "${pids[@]}"; do ticks=$((ticks + $(proc_ticks "$pid"))); done
 	load_command "$c" "$t" "$DURATION"
-	if ! interruptible timeout -k 5 $(($(secs "$DURATION") + 30)) "${LOAD[@]}" >"$base.txt" 2>"$base.stderr"; then
+	# h2load prints no percentiles: its per-request log gives them.
+	[[ $c == h2 ]] && LOAD+=("--log-file=$base.h2log")
+	if ! interruptible timeout -k 5 $(($(secs "$DURATION") + 120)) "${LOAD[@]}" >"$base.txt" 2>"$base.stderr"; then
 		echo "${LOAD[3]##*/} failed: $(lastlines "$base.stderr") $(lastlines "$base.txt")" >"$base.err"
 		rm -f "$base.txt"
 	fi
@@ -652,7 +801,11 @@ measure() {
 		# Negative only if the target died meanwhile (reported as failed).
 		((ticks < 0)) || echo "target_cpu_us=$((ticks * 1000000 / CLK_TCK))"
 	} >"$base.load"
-	SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$base.txt")))
+	logged "$c" && SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$base.txt")))
+	if [[ $c == h2 && -f $base.txt ]]; then
+		h2_percentiles "$base.h2log" >>"$base.txt"
+		rm -f "$base.h2log"
+	fi
 	alive "${pids[0]}" || fail "$proc" "exited during $c: $(lastlines "${LOG_OF[$proc]:-$OUT/upstream.log}")"
 }
 
@@ -667,7 +820,9 @@ run_rounds() {
 	local c=$1 round t proc lead=(direct)
 	shift
 	local order=("$@")
-	if [[ $c == policy-* ]]; then
+	# The policy case compares two routes of one process, and TLS
+	# termination has no direct (the upstream speaks plain HTTP).
+	if [[ $c == policy-* || $c == https-* || $c == h2 ]]; then
 		lead=()
 	fi
 	for ((round = 1; round <= ROUNDS; round++)); do
@@ -681,9 +836,22 @@ run_rounds() {
 	done
 }
 
-for c in "${CASES[@]}"; do
-	run_rounds "$c" gateway nginx nginx-nobuf haproxy fasthttp
-done
+# h2_percentiles LOG: p50 and p99 of an h2load --log-file (tab-separated:
+# start time, status, µs to the end of the response), as lines the report
+# reads beside h2load's own summary.
+h2_percentiles() {
+	[[ -s $1 ]] || return 0
+	cut -f3 "$1" | sort -n | awk '{ v[NR] = $1 } END {
+		if (NR == 0) exit
+		i99 = int(NR * 99 / 100) + 1; if (i99 > NR) i99 = NR
+		printf "p50_us: %d\np99_us: %d\n", v[int(NR / 2) + 1], v[i99] }'
+}
+
+if case_wanted http; then
+	for c in "${CASES[@]}"; do
+		run_rounds "$c" gateway nginx nginx-nobuf haproxy fasthttp
+	done
+fi
 
 # The policy case: first the policy route must enforce its policies, or its
 # numbers would say nothing about them: no token gets 401, a valid token
@@ -703,7 +871,7 @@ policy_check() {
 		return 1
 	fi
 }
-if wanted gateway && running gateway; then
+if case_wanted policy && wanted gateway && running gateway; then
 	if ! policy_check "no token must get 401" 401 -1 ||
 		! policy_check "sub not-bench must get 403" 403 -1 "Authorization: Bearer $(<"$POLICY_DIR/denied-token")" ||
 		! policy_check "the run's token must get the body" 200 100 "Authorization: Bearer $POLICY_TOKEN"; then
@@ -712,15 +880,18 @@ if wanted gateway && running gateway; then
 		log "ERROR: $POLICY_FAILED"
 	fi
 fi
-for c in "${POLICY_CASES[@]}"; do
-	run_rounds "$c" gateway gateway-policy
-done
+if case_wanted policy; then
+	for c in "${POLICY_CASES[@]}"; do
+		run_rounds "$c" gateway gateway-policy
+	done
+fi
 
 # The LLM case: first one request through each target, checked at the
 # provider (the gateway's LLM route must have resolved the alias, set the
 # default, masked the address and added the key; the others, its plain route
 # included, must pass the body as sent), then the same rounds.
 for t in "${LLM_TARGETS[@]}"; do
+	case_wanted llm || break
 	proc=$(process_of "$t")
 	if ! wanted "$proc" || ! running "$proc" || [[ -n ${LLM_FAILED[$t]:-} ]]; then
 		continue
@@ -734,9 +905,121 @@ for t in "${LLM_TARGETS[@]}"; do
 		log "$t: ${LLM_FAILED[$t]}"
 	fi
 done
-for c in "${LLM_CASES[@]}"; do
-	run_rounds "$c" gateway gateway-plain nginx
-done
+if case_wanted llm; then
+	for c in "${LLM_CASES[@]}"; do
+		run_rounds "$c" gateway gateway-plain nginx
+	done
+fi
+
+# ---------------------------------------------------------------- connection layer
+
+# Before each case, every target must show that it does the work: the TCP
+# case's bytes all reach the sink (1 MiB, counted back), the passthrough
+# case's handshakes complete with the upstream's certificate for the
+# server name, the HTTPS listener returns the small body over TLS to a
+# client that verifies the certificate, and h2 answers over h2. A target
+# that fails is reported (a problem in RESULTS.md, exit status 1) and not
+# measured in that case; one that does not negotiate h2 at all is recorded
+# as "not served by this build" (the gateway, until its HTTP/2 lands).
+# case_fail GROUP TARGET WHY
+case_fail() {
+	CASE_FAILED[$1.$2]=$3
+	PROBLEMS+=("$2: $1 case check failed: $3")
+	log "ERROR: $2: $1 case check failed: $3"
+}
+
+# l4_targets [haproxy-splice]: the targets of the TCP and passthrough
+# cases that run (the TCP case adds HAProxy's splicing frontend).
+l4_targets() {
+	local t
+	for t in direct gateway haproxy "$@"; do
+		wanted "$(process_of "$t")" && running "$(process_of "$t")" && echo "$t"
+	done
+}
+
+# s_client PORT [ARGS...]: what OpenSSL's client (wrk's and h2load's
+# library) negotiates with the TLS listener at PORT: protocol, cipher,
+# key exchange and ALPN, on one line.
+s_client() {
+	local port=$1 out
+	shift
+	out=$(timeout 10 openssl s_client -connect "127.0.0.1:$port" -servername "$HTTPS_SNI" -CAfile "$TLS_CERT" \
+		-verify_return_error "$@" </dev/null 2>&1) || true
+	echo "$out" >>"$OUT/s_client.log"
+	awk '/^New, / { sub(/^New, /, ""); sub(/Cipher is /, ""); proto = $0 }
+		/^(Server|Peer) Temp Key:/ { sub(/^[A-Za-z]+ Temp Key: /, ""); kx = $0 }
+		/^ALPN protocol:/ { alpn = $3 } /^No ALPN negotiated/ { alpn = "none" }
+		END { if (proto == "") { print "no TLS session"; exit }
+			printf "%s; key exchange %s; ALPN %s\n", proto, kx, alpn }' <<<"$out"
+}
+
+if case_wanted tcp && [[ -z ${L4_FAILED[tcp]:-} ]]; then
+	for t in $(l4_targets haproxy-splice); do
+		if ! taskset -c "$LOAD_CPU" "$BIN/tcpload" bulk -addr "127.0.0.1:${TCP_PORT[$t]}" -bytes 1048576 -conns 1 -timeout 10s \
+			>"$OUT/tcpcheck.$t.log" 2>&1 || ! grep -q '^errors=0$' "$OUT/tcpcheck.$t.log"; then
+			case_fail tcp "$t" "1 MiB did not all reach the sink: $(lastlines "$OUT/tcpcheck.$t.log")"
+		fi
+	done
+	for c in "${TCP_CASES[@]}"; do
+		run_rounds "$c" gateway haproxy haproxy-splice
+	done
+fi
+
+if case_wanted https; then
+	for t in gateway nginx; do
+		wanted "$t" && running "$t" || continue
+		if ! "$BIN/probe" -pid "${PID[$t]}" -url "https://127.0.0.1:${HTTPS_PORT[$t]}/small" -len 100 -ca "$TLS_CERT" \
+			-servername "$HTTPS_SNI" -timeout 10s 2>"$OUT/probe.last"; then
+			cat "$OUT/probe.last" >>"$OUT/probe.log"
+			case_fail https "$t" "GET /small over TLS: $(lastlines "$OUT/probe.last")"
+			continue
+		fi
+		TLS_PARAMS[https.$t]=$(s_client "${HTTPS_PORT[$t]}")
+		log "https: $t negotiates ${TLS_PARAMS[https.$t]} with OpenSSL's client"
+	done
+	for c in "${HTTPS_CASES[@]}"; do
+		run_rounds "$c" gateway nginx
+	done
+fi
+
+if case_wanted h2; then
+	for t in gateway nginx; do
+		wanted "$t" && running "$t" || continue
+		TLS_PARAMS[h2.$t]=$(s_client "${H2_PORT[$t]}" -alpn h2,http/1.1)
+		log "h2: $t negotiates ${TLS_PARAMS[h2.$t]} when offered h2"
+		if [[ ${TLS_PARAMS[h2.$t]} != *"ALPN h2" ]]; then
+			if [[ $t == gateway ]]; then
+				UNSERVED[h2.$t]="not served by this build: offered h2 and http/1.1, its HTTPS listener answered ${TLS_PARAMS[h2.$t]}"
+				log "h2: the gateway does not negotiate h2; the h2 case records it as not served by this build"
+			else
+				case_fail h2 "$t" "does not negotiate h2: ${TLS_PARAMS[h2.$t]}"
+			fi
+			continue
+		fi
+		if ! taskset -c "$LOAD_CPU" h2load -n 10 -c 1 "https://127.0.0.1:${H2_PORT[$t]}/small" >"$OUT/h2check.$t.log" 2>&1 ||
+			! grep -q '^status codes: 10 2xx' "$OUT/h2check.$t.log"; then
+			case_fail h2 "$t" "10 GETs over h2 did not all succeed: $(lastlines "$OUT/h2check.$t.log")"
+		fi
+	done
+	for c in "${H2_CASES[@]}"; do
+		run_rounds "$c" gateway nginx
+	done
+fi
+
+# The passthrough case last of the load cases: its tens of thousands of
+# short connections leave as many sockets in TIME_WAIT (see Order).
+if case_wanted tls && [[ -z ${L4_FAILED[tls]:-} ]]; then
+	for t in $(l4_targets); do
+		if ! taskset -c "$LOAD_CPU" "$BIN/tcpload" tls -addr "127.0.0.1:${TLSP_PORT[$t]}" -sni "$TLS_SNI" -ca "$TLS_CERT" \
+			-conns 1 -duration 500ms >"$OUT/tlscheck.$t.log" 2>&1 || ! grep -q '^errors=0$' "$OUT/tlscheck.$t.log" ||
+			grep -q '^requests=0$' "$OUT/tlscheck.$t.log"; then
+			case_fail tls "$t" "TLS connections to $TLS_SNI did not complete: $(lastlines "$OUT/tlscheck.$t.log")"
+		fi
+	done
+	for c in "${TLS_CASES[@]}"; do
+		run_rounds "$c" gateway haproxy
+	done
+fi
 
 # ---------------------------------------------------------------- memory
 
@@ -784,6 +1067,7 @@ hold_idle_conns() {
 # (bench/README.md, Order). The reference proxy has no memory goal, so it
 # skips this test and the time it takes.
 for t in "${PROXIES[@]}"; do
+	case_wanted memory || break
 	[[ $t == fasthttp ]] && continue
 	running "$t" && hold_idle_conns "$t"
 done
@@ -793,7 +1077,7 @@ for t in "${PROXIES[@]}"; do
 done
 
 # MCP: tools/call straight to the MCP server and through the gateway.
-if running gateway && [[ -n $MCP_PID ]]; then
+if case_wanted mcp && running gateway && [[ -n $MCP_PID ]]; then
 	log "measuring MCP tools/call"
 	taskset -c "$LOAD_CPU" "$BIN/mcpbench" measure -direct "http://127.0.0.1:$MCP_TARGET_PORT/mcp" \
 		-gateway "http://127.0.0.1:$GW_MCP_PORT/mcp" -out "$OUT/mcp.md" >"$OUT/mcpbench.log" 2>&1 ||
@@ -827,7 +1111,7 @@ done
 
 # The access log's cost in instructions, gateway beside nginx (its own
 # processes under callgrind, after the load cases so it disturbs none).
-if wanted gateway && wanted nginx && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
+if case_wanted cost && wanted gateway && wanted nginx && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
 	log "counting the access log's instructions (callgrind)"
 	bash "$BENCH_DIR/logcost.sh" "$BIN" "$GATEWAY" "$OUT/logcost.md" "$TMP/logcost" >"$OUT/logcost.log" 2>&1 ||
 		PROBLEMS+=("logcost: $(lastlines "$OUT/logcost.log")")
@@ -835,7 +1119,7 @@ fi
 
 # The LLM work in instructions and simulated cache misses (its own gateway
 # process under callgrind, after the load cases).
-if wanted gateway && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
+if case_wanted cost && wanted gateway && ((!SKIP_GATEWAY)) && [[ -n ${GATEWAY:-} ]]; then
 	log "counting the LLM work's instructions (callgrind)"
 	bash "$BENCH_DIR/llmcost.sh" "$BIN" "$GATEWAY" "$OUT/llmcost.md" "$TMP/llmcost" >"$OUT/llmcost.log" 2>&1 ||
 		PROBLEMS+=("llmcost: $(lastlines "$OUT/llmcost.log")")
@@ -846,7 +1130,10 @@ fi
 first() { "$@" 2>&1 | head -n 1 || true; }
 command_line="BENCH_DURATION=$DURATION BENCH_ROUNDS=$ROUNDS BENCH_WARMUP=$WARMUP BENCH_IDLE_CONNS=$IDLE_CONNS BENCH_IDLE_HOLD=$IDLE_HOLD"
 command_line+=" BENCH_ACCESS_LOG=$ACCESS_LOG BENCH_LLM_RATE=$LLM_RATE"
+command_line+=" BENCH_TCP_BYTES=$TCP_BYTES BENCH_TCP_CONNS=$TCP_CONNS BENCH_TLS_CONNS=$TLS_CONNS"
+command_line+=" BENCH_HTTPS_CONNS=$HTTPS_CONNS BENCH_H2_CONNS=$H2_CONNS BENCH_H2_STREAMS=$H2_STREAMS"
 [[ $TARGETS != "$ALL_TARGETS" ]] && command_line+=" BENCH_TARGETS='$TARGETS'"
+[[ $BENCH_CASE_GROUPS != "$ALL_CASES" ]] && command_line+=" BENCH_CASES='$BENCH_CASE_GROUPS'"
 command_line+=" bench/run.sh${*:+ $*}"
 {
 	echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -859,6 +1146,8 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "fasthttp=$(cd "$ROOT" && first go list -m -f '{{.Version}}' github.com/valyala/fasthttp)"
 	echo "vegeta=$(cd "$ROOT" && first go list -m -f '{{.Version}}' github.com/tsenart/vegeta/v12)"
 	echo "wrk=$(first wrk -v | awk '{ print $2 }')"
+	echo "h2load=$(first h2load --version | awk '{ print $NF }')"
+	echo "openssl=$(first openssl version | awk '{ print $2 }')"
 	echo "command=$command_line"
 	echo "duration=$DURATION"
 	echo "rounds=$ROUNDS"
@@ -870,6 +1159,16 @@ command_line+=" bench/run.sh${*:+ $*}"
 	echo "upstream_cpu=$UPSTREAM_CPU"
 	echo "access_log=$ACCESS_LOG"
 	echo "llm_rate=$LLM_RATE"
+	echo "cases=$BENCH_CASE_GROUPS"
+	echo "tcp_bytes=$TCP_BYTES"
+	echo "tcp_conns=$TCP_CONNS"
+	echo "tls_conns=$TLS_CONNS"
+	echo "https_conns=$HTTPS_CONNS"
+	echo "h2_conns=$H2_CONNS"
+	echo "h2_streams=$H2_STREAMS"
+	for k in "${!TLS_PARAMS[@]}"; do
+		echo "tls_params.$k=${TLS_PARAMS[$k]}"
+	done
 } >"$OUT/meta.txt"
 
 for t in $TARGETS; do

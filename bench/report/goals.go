@@ -87,7 +87,8 @@ func (r *results) evaluateGoals() []goal {
 		}
 	}
 	goals = append(goals, conns, r.evaluatePolicyGoal())
-	return append(goals, r.evaluateLLMGoals()...)
+	goals = append(goals, r.evaluateLLMGoals()...)
+	return append(goals, r.evaluateL4Goals()...)
 }
 
 // evaluateLLMGoals checks the gateway's LLM route: its added latency
@@ -159,7 +160,7 @@ func (r *results) llmRateMeasured(ratio, plainRPS float64) string {
 // valid returns the result of a run that completed without errors.
 func (r *results) valid(caseID, target string) (wrkResult, bool) {
 	rn, ok := r.runs[caseID][target]
-	if !ok || rn.err != "" || rn.res.Errors() > 0 {
+	if !ok || rn.err != "" || rn.unserved != "" || rn.res.Errors() > 0 {
 		return wrkResult{}, false
 	}
 	return rn.res, true

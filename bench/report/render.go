@@ -47,6 +47,8 @@ func (r *results) render() string {
 		{"fasthttp", m("fasthttp")},
 		{"wrk", m("wrk")},
 		{"vegeta (LLM constant-rate load)", m("vegeta")},
+		{"h2load (h2 case)", m("h2load")},
+		{"OpenSSL (wrk's and h2load's TLS)", m("openssl")},
 	} {
 		fmt.Fprintf(&b, "| %s | %s |\n", row[0], escapeCell(row[1]))
 	}
@@ -93,6 +95,7 @@ func (r *results) render() string {
 	}
 	r.renderPolicy(&b)
 	r.renderLLM(&b)
+	r.renderConnectionLayer(&b)
 	r.renderMemory(&b)
 	r.renderAccessLogs(&b)
 
@@ -115,6 +118,9 @@ func (r *results) render() string {
 }
 
 func (r *results) renderCase(b *strings.Builder, c benchCase) {
+	if !r.anyRun([]benchCase{c}) {
+		return // not in BENCH_CASES
+	}
 	fmt.Fprintf(b, "\n### %s\n\n", c.title)
 	latency := c.id == latencyCase
 	b.WriteString("| target | req/s | p50 | p99 |")
@@ -267,14 +273,20 @@ func (r *results) problems() []string {
 			rn, ok := r.runs[c.id][t]
 			status := r.targets[processOf(t)].status
 			switch {
-			case !ok:
+			case !ok, rn.unserved != "":
 			case rn.err != "" && status != "" && status != "ok":
 				// Already listed as a failed target.
 			case rn.err != "":
-				out = append(out, fmt.Sprintf("%s, %s: %s", c.short, targetLabels[t], oneLine(rn.err)))
+				out = append(out, fmt.Sprintf("%s, %s: %s", c.short, l4Label(t), oneLine(rn.err)))
+			case rn.res.Errors() > 0 && (c.id == tcpCase || c.id == tlsCase):
+				s := fmt.Sprintf("%s, %s: %s failed connections (excluded from goals)", c.short, l4Label(t), fmtCount(rn.res.SocketErrors))
+				if rn.res.FirstErr != "" {
+					s += "; the first: " + oneLine(rn.res.FirstErr)
+				}
+				out = append(out, s)
 			case rn.res.Errors() > 0:
 				out = append(out, fmt.Sprintf("%s, %s: %s socket errors, %s non-2xx/3xx responses (excluded from goals)",
-					c.short, targetLabels[t], fmtCount(rn.res.SocketErrors), fmtCount(rn.res.Non2xx)))
+					c.short, l4Label(t), fmtCount(rn.res.SocketErrors), fmtCount(rn.res.Non2xx)))
 			}
 		}
 	}
@@ -293,7 +305,7 @@ func (r *results) worstOtherCPU() (int64, string) {
 		for _, t := range caseTargets(c) {
 			rn, ok := r.runs[c.id][t]
 			if ok && rn.otherCPU.ok && rn.otherCPU.v > worst {
-				worst, where = rn.otherCPU.v, c.short+", "+targetLabels[t]
+				worst, where = rn.otherCPU.v, c.short+", "+l4Label(t)
 			}
 		}
 	}

@@ -103,6 +103,36 @@ func TestRenderGolden(t *testing.T) {
 			},
 		},
 		{
+			desc: "the connection layer alone",
+			dir:  "l4",
+			wantIn: []string{
+				"| h2load (h2 case) | 1.52.0 |",
+				"#### TCP throughput: 1 GiB over 4 connections",
+				// The median rounds, the range in GiB/s, CPU per GiB.
+				"| gateway | 2.80 GiB/s (2.70–2.90) | 357.14 ms | 150 ms | 0 | 3% |",
+				"| HAProxy | 1.00 GiB/s (0.90–1.10) | 1.00 s | 1.20 s | 0 | 3% |",
+				"| HAProxy, spliced | 2.10 GiB/s (2.00–2.20) |",
+				"gateway/HAProxy: throughput 2.80×, CPU per GiB 0.12× (throughput round by round: median 2.80×, 2.64×–3.00×)",
+				"| gateway | 1,200 (1,150–1,250) | 41.67 ms | 100.00 ms (97.00 ms–106.35 ms) | 150.0 µs | 0 | 2% |",
+				"gateway/HAProxy: connections/s 0.92×",
+				"| gateway | 20,000 (19,500–21,000) | 2.40 ms | 4.50 ms (4.40 ms–4.60 ms) | 48.0 µs | 0 | 3% |",
+				"gateway: TLSv1.3, TLS_AES_128_GCM_SHA256; key exchange X25519, 253 bits; ALPN none; nginx: TLSv1.3, TLS_AES_256_GCM_SHA384",
+				"| gateway | not served by this build | — | — | — | — | — |",
+				"| nginx | 30,000 (29,000–31,000) | 3.10 ms | 8.00 ms (7.80 ms–8.30 ms) | 40.0 µs | 0 | 2% |",
+				// Goals.
+				"| TCP throughput ≥ HAProxy's (1 GiB, 4 conns) | 2.80 GiB/s vs 1.00 GiB/s (2.80×) | met |",
+				"| TCP throughput ≥ 0.9× the direct copy (1 GiB, 4 conns) | 2.80 GiB/s vs 3.00 GiB/s (0.93×) | met |",
+				"| TCP throughput vs HAProxy splicing (1 GiB, 4 conns) | 2.80 GiB/s vs 2.10 GiB/s (1.33×) | informational |",
+				"| TLS passthrough connections/s ≥ HAProxy's | 1,200 vs 1,300 (0.92×) | **not met** |",
+				"| HTTPS req/s ≥ nginx (50 conns) | 20,000 vs 19,000 (1.05×) | met |",
+				"| HTTPS p99 ≤ 1.2× nginx (50 conns) | 4.50 ms vs 4.00 ms (1.12×) | met |",
+				"| h2 req/s ≥ nginx (10 conns × 10 streams) | not served by this build | not measured |",
+			},
+			// The cases of BENCH_CASES only: no empty plain tables, and no
+			// problem for the h2 case the gateway does not serve.
+			wantNotIn: []string{"### Small body", "### 1 MiB body", "## Problems in this run", "gateway/nginx: req/s 0.00×"},
+		},
+		{
 			desc: "gateway failed, broken runs, busy machine",
 			dir:  "gateway-failed",
 			wantIn: []string{

@@ -34,6 +34,11 @@ const (
 	// process to the plain route's upstream behind jwtAuth, authorization
 	// and localRateLimit. A route, like targetGatewayPlain (see processOf).
 	targetGatewayPolicy = "gateway-policy"
+	// targetHAProxySplice is a second TCP frontend of the HAProxy process,
+	// splicing both directions ("option splice-request", "option
+	// splice-response"; the TCP throughput case only). A frontend,
+	// not a process (see processOf).
+	targetHAProxySplice = "haproxy-splice"
 )
 
 var targets = []string{targetDirect, targetGateway, targetNginx, targetNginxNobuf, targetHAProxy, targetFastHTTP}
@@ -87,9 +92,33 @@ var policyCases = []benchCase{
 
 var policyTargets = []string{targetGateway, targetGatewayPolicy}
 
-// allCases are the plain cases, the policy case, then the LLM ones.
+// The connection layer: TCP throughput and TLS passthrough connections
+// (direct, the gateway, HAProxy), HTTPS and h2 termination (the gateway,
+// nginx).
+const (
+	tcpCase   = "tcp-bulk"
+	tlsCase   = "tls-conn"
+	httpsCase = "https-c50"
+	h2Case    = "h2"
+)
+
+var l4Cases = []benchCase{
+	{id: tcpCase, title: "TCP throughput", short: "TCP throughput"},
+	{id: tlsCase, title: "TLS passthrough, new connections", short: "TLS passthrough"},
+	{id: httpsCase, title: "HTTPS termination", short: "HTTPS, 50 conns", conns: 50},
+	{id: h2Case, title: "HTTP/2 termination", short: "h2"},
+}
+
+var (
+	tcpTargets   = []string{targetDirect, targetGateway, targetHAProxy, targetHAProxySplice}
+	tlsTargets   = []string{targetDirect, targetGateway, targetHAProxy}
+	httpsTargets = []string{targetGateway, targetNginx}
+)
+
+// allCases are the plain cases, the policy case, the LLM ones, then the
+// connection layer's.
 func allCases() []benchCase {
-	return slices.Concat(cases, policyCases, llmCases)
+	return slices.Concat(cases, policyCases, llmCases, l4Cases)
 }
 
 // caseTargets are the targets that may have a run in case c.
@@ -102,16 +131,40 @@ func caseTargets(c benchCase) []string {
 		return llmTargets
 	case is(policyCases):
 		return policyTargets
+	case c.id == tcpCase:
+		return tcpTargets
+	case c.id == tlsCase:
+		return tlsTargets
+	case c.id == httpsCase || c.id == h2Case:
+		return httpsTargets
 	}
 	return targets
 }
 
+// kindOf is how case c's load runs are read and ranked.
+func kindOf(id string) runKind {
+	switch id {
+	case llmRateCase:
+		return rateRuns
+	case tcpCase:
+		return bulkRuns
+	case tlsCase:
+		return connRuns
+	case h2Case:
+		return h2Runs
+	}
+	return wrkRuns
+}
+
 // processOf is the target whose process serves t, and whose targets/NAME.txt
 // (status, memory, access log) is t's: the gateway's for its plain and
-// policy routes.
+// policy routes, HAProxy's for its splicing frontend.
 func processOf(t string) string {
-	if t == targetGatewayPlain || t == targetGatewayPolicy {
+	switch t {
+	case targetGatewayPlain, targetGatewayPolicy:
 		return targetGateway
+	case targetHAProxySplice:
+		return targetHAProxy
 	}
 	return t
 }
@@ -141,8 +194,12 @@ type targetInfo struct {
 // run is one target's measurement in one case: a parsed result, or why there
 // is none. Measured in rounds, res is the round with the median req/s.
 type run struct {
-	res      wrkResult
-	err      string // "" when res is valid
+	res wrkResult
+	err string // "" when res is valid
+	// unserved says why the case does not apply to the target (the
+	// gateway without HTTP/2 in the h2 case): neither a result nor a
+	// failure.
+	unserved string
 	otherCPU optInt // CPU used by other processes meanwhile, % of one CPU (the most of any round)
 	// cpuPerReq is the target's own CPU time per completed request in µs
 	// (its process tree's user and system time; direct's is the upstream's),
@@ -175,6 +232,7 @@ type results struct {
 //	wrk/CASE.TARGET.err      why that run has no output
 //	wrk/CASE.TARGET.load     other_cpu_pct=N: CPU other processes used meanwhile;
 //	                         target_cpu_us=N: CPU time the target used meanwhile
+//	wrk/CASE.TARGET.unserved why the case does not apply to the target
 //
 // or, measured in rounds, the same three files per round as
 // wrk/CASE.TARGET.rN.{txt,err,load} with N from 1.
@@ -194,10 +252,7 @@ func loadResults(dir string) (*results, error) {
 	}
 	for _, c := range allCases() {
 		r.runs[c.id] = map[string]run{}
-		kind := wrkRuns
-		if c.id == llmRateCase {
-			kind = rateRuns
-		}
+		kind := kindOf(c.id)
 		for _, t := range caseTargets(c) {
 			base := filepath.Join(dir, "wrk", c.id+"."+t)
 			rn, ok, err := loadRounds(base, kind)
@@ -257,6 +312,14 @@ var (
 	// rateRuns are constant-rate runs (bench/llmload), whose req/s is set
 	// by the load generator, ranked by p50.
 	rateRuns = runKind{parse: parseRate, rank: func(r wrkResult) float64 { return float64(r.P50) }}
+	// bulkRuns are `tcpload bulk` runs: a request is a byte, ranked by
+	// throughput.
+	bulkRuns = runKind{parse: parseBulk, rank: func(r wrkResult) float64 { return r.ReqPerSec }}
+	// connRuns are `tcpload tls` runs: a request is a connection, ranked
+	// by connections per second.
+	connRuns = runKind{parse: parseConns, rank: func(r wrkResult) float64 { return r.ReqPerSec }}
+	// h2Runs are h2load runs, ranked by req/s.
+	h2Runs = runKind{parse: parseH2load, rank: func(r wrkResult) float64 { return r.ReqPerSec }}
 )
 
 // loadRounds reads a target's runs in one case: base itself, or its rounds
@@ -264,6 +327,13 @@ var (
 // round by kind.rank stands for them (the upper of the two middle ones for
 // an even count).
 func loadRounds(base string, kind runKind) (run, bool, error) {
+	if msg, err := os.ReadFile(base + ".unserved"); err == nil {
+		s := oneLine(string(msg))
+		if s == "" {
+			s = "not served by this build"
+		}
+		return run{unserved: s}, true, nil
+	}
 	if rn, ok := loadRun(base, kind); ok {
 		var err error
 		rn.rounds = 1

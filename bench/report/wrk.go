@@ -18,6 +18,7 @@ type wrkResult struct {
 	P50, P99     time.Duration // from the --latency distribution
 	SocketErrors int64         // connect+read+write+timeout errors
 	Non2xx       int64         // "Non-2xx or 3xx responses:" count
+	FirstErr     string        // the first error, where the load generator names it
 }
 
 // Errors is the total of socket errors and non-2xx/3xx responses.
@@ -215,3 +216,156 @@ const maxRateLatencyUs = int64(time.Hour / time.Microsecond)
 // minAnsweredShare is the share of a constant-rate run's requests per
 // second that must be answered for its latencies to count.
 const minAnsweredShare = 0.95
+
+// parseBulk reads the key=value summary of one `tcpload bulk` run: bytes
+// (that the sink confirmed), seconds, throughput (bytes/s), errors
+// (connections that failed) and first_error. A request is a byte: Requests
+// is the bytes, ReqPerSec the bytes per second and P50 the run's duration.
+func parseBulk(out []byte) (wrkResult, error) {
+	kv, err := parseKV(out)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	var r wrkResult
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{{"bytes", &r.Requests}, {"errors", &r.SocketErrors}} {
+		v, ok := kv[f.key]
+		if !ok {
+			return wrkResult{}, fmt.Errorf("no %s", f.key)
+		}
+		if *f.dst, err = parseCount(v); err != nil {
+			return wrkResult{}, fmt.Errorf("%s: %w", f.key, err)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"throughput", &r.ReqPerSec}} {
+		v, ok := kv[f.key]
+		if !ok {
+			return wrkResult{}, fmt.Errorf("no %s", f.key)
+		}
+		if *f.dst, err = parseNonNegFloat(v); err != nil {
+			return wrkResult{}, fmt.Errorf("%s: %w", f.key, err)
+		}
+	}
+	secs, ok := kv["seconds"]
+	if !ok {
+		return wrkResult{}, errors.New("no seconds")
+	}
+	d, err := parseNonNegFloat(secs)
+	if err != nil || d > float64(time.Hour/time.Second) {
+		return wrkResult{}, fmt.Errorf("seconds: %q is not a duration under an hour", secs)
+	}
+	r.P50 = time.Duration(d * float64(time.Second))
+	r.FirstErr = kv["first_error"]
+	return r, nil
+}
+
+// parseConns reads the summary of one `tcpload tls` run: the constant-rate
+// keys (requests being connections), errors being failed connections.
+func parseConns(out []byte) (wrkResult, error) {
+	r, err := parseRate(out)
+	if err != nil {
+		return wrkResult{}, err
+	}
+	r.SocketErrors, r.Non2xx = r.Non2xx, 0
+	if kv, err := parseKV(out); err == nil {
+		r.FirstErr = kv["first_error"]
+	}
+	return r, nil
+}
+
+// parseH2load reads h2load's summary ("finished in ..., N req/s", the
+// "requests:" and "status codes:" lines) and the p50_us / p99_us lines
+// bench/run.sh appends from h2load's per-request log.
+func parseH2load(out []byte) (wrkResult, error) {
+	var (
+		r                           wrkResult
+		haveRate, haveReqs          bool
+		haveP50, haveP99, haveCodes bool
+	)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "finished in "):
+			// finished in 3.00s, 41234.33 req/s, 5.12MB/s
+			parts := strings.Split(line, ",")
+			if len(parts) < 2 || !strings.HasSuffix(strings.TrimSpace(parts[1]), " req/s") {
+				return wrkResult{}, fmt.Errorf("finished line %q", line)
+			}
+			v, err := parseNonNegFloat(strings.TrimSuffix(strings.TrimSpace(parts[1]), " req/s"))
+			if err != nil {
+				return wrkResult{}, fmt.Errorf("req/s: %w", err)
+			}
+			r.ReqPerSec, haveRate = v, true
+		case strings.HasPrefix(line, "requests: "):
+			// requests: N total, N started, N done, N succeeded, N failed, N errored, N timeout
+			n, err := countsLine(strings.TrimPrefix(line, "requests: "))
+			if err != nil {
+				return wrkResult{}, fmt.Errorf("requests line: %w", err)
+			}
+			done, okDone := n["done"]
+			errored, okErr := n["errored"]
+			timeout, okTO := n["timeout"]
+			if !okDone || !okErr || !okTO {
+				return wrkResult{}, fmt.Errorf("requests line %q lacks done, errored or timeout", line)
+			}
+			r.Requests, r.SocketErrors, haveReqs = done, errored+timeout, true
+		case strings.HasPrefix(line, "status codes: "):
+			n, err := countsLine(strings.TrimPrefix(line, "status codes: "))
+			if err != nil {
+				return wrkResult{}, fmt.Errorf("status codes line: %w", err)
+			}
+			r.Non2xx, haveCodes = n["4xx"]+n["5xx"], true
+		case strings.HasPrefix(line, "p50_us: "), strings.HasPrefix(line, "p99_us: "):
+			key, v, _ := strings.Cut(line, ": ")
+			us, err := parseCount(v)
+			if err != nil || us > maxRateLatencyUs {
+				return wrkResult{}, fmt.Errorf("%s: %q", key, v)
+			}
+			if key == "p50_us" {
+				r.P50, haveP50 = time.Duration(us)*time.Microsecond, true
+			} else {
+				r.P99, haveP99 = time.Duration(us)*time.Microsecond, true
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return wrkResult{}, fmt.Errorf("reading h2load output: %w", err)
+	}
+	var missing []string
+	for _, m := range []struct {
+		ok   bool
+		name string
+	}{{haveRate, "req/s"}, {haveReqs, "request counts"}, {haveCodes, "status codes"}, {haveP50, "p50_us"}, {haveP99, "p99_us"}} {
+		if !m.ok {
+			missing = append(missing, m.name)
+		}
+	}
+	if len(missing) > 0 {
+		return wrkResult{}, fmt.Errorf("not h2load output with percentiles: missing %s", strings.Join(missing, ", "))
+	}
+	return r, nil
+}
+
+// countsLine reads "N name, N name, ..." into name -> N.
+func countsLine(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, item := range strings.Split(s, ",") {
+		f := strings.Fields(item)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("bad item %q", strings.TrimSpace(item))
+		}
+		n, err := parseCount(f[0])
+		if err != nil {
+			return nil, err
+		}
+		out[f[1]] = n
+	}
+	return out, nil
+}
