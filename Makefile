@@ -102,8 +102,10 @@ fuzz:
 
 # The gateway beside nginx (default buffering, and proxy_buffering off),
 # HAProxy and a bare fasthttp proxy, access logs on for every target
-# (BENCH_ACCESS_LOG=off make bench for none), plus the LLM case; writes
-# bench/RESULTS.md. Knobs: bench/README.md.
+# (BENCH_ACCESS_LOG=off make bench for none), plus the LLM case and the
+# connection layer (TCP, TLS passthrough, HTTPS, h2; BENCH_CASES='tcp tls
+# https h2' make bench for those alone); writes bench/RESULTS.md. Knobs:
+# bench/README.md.
 bench:
 	bash bench/run.sh
 
