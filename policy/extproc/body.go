@@ -52,6 +52,21 @@ func startPump(s *session, src io.Reader, response bool, length, max int, attrs 
 	return p
 }
 
+// settled reports whether the pump has stopped reading its source; when it
+// has, what it did (fasthttp's read of a chunked body's trailer section into
+// the request header) happens before what the caller does next.
+func (p *pump) settled() bool {
+	if p == nil {
+		return true
+	}
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // stopped is closed when the body's source failed (nil for no pump).
 func (p *pump) stopped() <-chan struct{} {
 	if p == nil {

@@ -305,6 +305,10 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 			s.override(ans, true)
 		}
 		cr := hr.RequestHeaders.GetResponse()
+		// fasthttp's body stream reads a chunked body's trailer section
+		// into the request's header; once the pump has read the body to
+		// its end, this orders that read before the edits below.
+		pump.settled()
 		if err := applyRequestMutation(c, cr.GetHeaderMutation()); err != nil {
 			return p.requestFailed(c, s, err, pump)
 		}
