@@ -131,7 +131,7 @@ func (t UpstreamTLS) material() (tlsMaterial, error) {
 		if err != nil {
 			return m, err
 		}
-		if m.roots, err = parseRoots(data); err != nil {
+		if m.roots, err = ParseRoots(data); err != nil {
 			return m, &TLSFileError{Role: "root", Path: t.RootsFile, Msg: err.Error()}
 		}
 	}
@@ -147,7 +147,7 @@ func (t UpstreamTLS) material() (tlsMaterial, error) {
 		if err != nil {
 			return m, err
 		}
-		if m.cert, err = parseKeyPair(t.CertFile, t.KeyFile, certPEM, keyPEM); err != nil {
+		if m.cert, err = ParseKeyPair(t.CertFile, t.KeyFile, certPEM, keyPEM); err != nil {
 			return m, err
 		}
 	}
@@ -167,7 +167,7 @@ func pathlessError(err error) string {
 
 // parseRoots reads a PEM bundle of CA certificates: at least one, each of
 // which must parse (blocks of other types are skipped).
-func parseRoots(data []byte) (*x509.CertPool, error) {
+func ParseRoots(data []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	n := 0
 	for rest := data; ; {
@@ -193,7 +193,7 @@ func parseRoots(data []byte) (*x509.CertPool, error) {
 }
 
 // parseKeyPair reads a client certificate (with its chain) and its key.
-func parseKeyPair(certPath, keyPath string, certPEM, keyPEM []byte) (*tls.Certificate, error) {
+func ParseKeyPair(certPath, keyPath string, certPEM, keyPEM []byte) (*tls.Certificate, error) {
 	var b *pem.Block
 	for rest := certPEM; ; {
 		if b, rest = pem.Decode(rest); b == nil || b.Type == "CERTIFICATE" {

@@ -40,13 +40,10 @@ type BackendTLS struct {
 	// URIs (spiffe://...), each compared exactly.
 	SubjectAltNames []string `json:"subjectAltNames,omitempty" cfg:"minItems=1,maxItems=16"`
 	// KeyExchangeGroups are the key exchange groups offered
-	// (BackendTLSKeyExchangeGroups); default: Go's.
+	// (KeyExchangeGroupNames, as listeners take them); default: Go's.
 	KeyExchangeGroups []string    `json:"keyExchangeGroups,omitempty" cfg:"minItems=1,maxItems=4"`
 	SPIFFE            Unsupported `json:"spiffe,omitzero"`
 }
-
-// BackendTLSKeyExchangeGroups are the names keyExchangeGroups takes.
-var BackendTLSKeyExchangeGroups = []string{"X25519", "P-256", "P-384", "X25519_MLKEM768"}
 
 // The spec's string limits of the lists' items.
 const (
@@ -114,8 +111,8 @@ func (b *BackendTLS) Validate(v *decode.Validation) {
 	groups := map[string]int{}
 	for i, g := range b.KeyExchangeGroups {
 		at := indexPath("keyExchangeGroups", i)
-		if !contains(BackendTLSKeyExchangeGroups, g) {
-			v.Errorf(at, "must be one of: %s", joinOr(BackendTLSKeyExchangeGroups))
+		if !contains(KeyExchangeGroupNames, g) {
+			v.Errorf(at, "must be one of: %s", joinOr(KeyExchangeGroupNames))
 			continue
 		}
 		if j, dup := groups[g]; dup {

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -44,13 +44,6 @@ var tls13Suites = map[string]uint16{
 	"TLS13_AES_256_GCM_SHA384":       tls.TLS_AES_256_GCM_SHA384,
 	"TLS13_AES_128_GCM_SHA256":       tls.TLS_AES_128_GCM_SHA256,
 	"TLS13_CHACHA20_POLY1305_SHA256": tls.TLS_CHACHA20_POLY1305_SHA256,
-}
-
-var keyExchangeGroups = map[string]tls.CurveID{
-	"X25519":          tls.X25519,
-	"P-256":           tls.CurveP256,
-	"P-384":           tls.CurveP384,
-	"X25519_MLKEM768": tls.X25519MLKEM768,
 }
 
 // serverTLS compiles a terminating listener's tls block, under
@@ -142,7 +135,7 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 		groups = ft.KeyExchangeGroups
 	}
 	for _, g := range groups {
-		cfg.CurvePreferences = append(cfg.CurvePreferences, keyExchangeGroups[g])
+		cfg.CurvePreferences = append(cfg.CurvePreferences, backend.KeyExchangeGroupNames[g])
 	}
 	cfg.NextProtos = alpn
 	if len(ft.ALPN) > 0 {
@@ -183,7 +176,8 @@ type keyPairError struct {
 	err   error
 }
 
-// loadKeyPair reads a certificate chain and its private key.
+// loadKeyPair reads a certificate chain and its private key, checked as
+// backendTLS's are (backend.ParseKeyPair).
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
 	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
@@ -193,25 +187,26 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
 	if err != nil {
 		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("cannot read the private key: %w", err)}
 	}
-	if !strings.Contains(string(certPEM), "CERTIFICATE") {
-		return tls.Certificate{}, &keyPairError{"cert", fmt.Errorf("%s holds no PEM certificate", certFile)}
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := backend.ParseKeyPair(certFile, keyFile, certPEM, keyPEM)
 	if err != nil {
-		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("does not go with the certificate in %s: %w", certFile, err)}
+		var fe *backend.TLSFileError
+		if errors.As(err, &fe) {
+			return tls.Certificate{}, &keyPairError{fe.Role, fmt.Errorf("%q: %s", fe.Path, fe.Msg)}
+		}
+		return tls.Certificate{}, &keyPairError{"key", err}
 	}
-	return cert, nil
+	return *cert, nil
 }
 
-// readRoots reads a PEM file of CA certificates.
+// readRoots reads a PEM file of CA certificates (backend.ParseRoots).
 func readRoots(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the CA certificates: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, errors.New(file + " holds no PEM certificate")
+	pool, err := backend.ParseRoots(data)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", file, err)
 	}
 	return pool, nil
 }
