@@ -34,16 +34,17 @@ func (d Dialing) netDialer() *net.Dialer {
 		nd.Timeout = DefaultConnectTimeout
 	}
 	if d.Keepalive.Enabled {
-		nd.KeepAliveConfig = net.KeepAliveConfig{
-			Enable:   true,
-			Idle:     d.Keepalive.Time,
-			Interval: d.Keepalive.Interval,
-			Count:    d.Keepalive.Retries,
-		}
+		nd.KeepAliveConfig = d.Keepalive.Config()
 	} else {
 		nd.KeepAlive = -1
 	}
 	return nd
+}
+
+// Config is k as a socket takes it (net.Dialer.KeepAliveConfig,
+// net.TCPConn.SetKeepAliveConfig).
+func (k Keepalive) Config() net.KeepAliveConfig {
+	return net.KeepAliveConfig{Enable: k.Enabled, Idle: k.Time, Interval: k.Interval, Count: k.Retries}
 }
 
 func (d Dialing) network() string {

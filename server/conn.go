@@ -68,28 +68,14 @@ func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) 
 
 // clientKeepalive is frontendPolicies.tcp.keepalives as the socket takes
 // it: what the file leaves out takes the spec's defaults (probes after 180 s
-// idle, every 180 s, 9 of them).
+// idle, every 180 s, 9 of them), as a backend's tcp policy does.
 func clientKeepalive(f *config.File) *net.KeepAliveConfig {
 	fp := f.FrontendPolicies
 	if fp == nil || fp.TCP == nil || fp.TCP.Keepalives == nil {
 		return nil
 	}
-	k := fp.TCP.Keepalives
-	d := backend.DefaultKeepalive
-	cfg := &net.KeepAliveConfig{Enable: d.Enabled, Idle: d.Time, Interval: d.Interval, Count: d.Retries}
-	if k.Enabled != nil {
-		cfg.Enable = *k.Enabled
-	}
-	if k.Time != nil {
-		cfg.Idle = k.Time.Duration
-	}
-	if k.Interval != nil {
-		cfg.Interval = k.Interval.Duration
-	}
-	if k.Retries != nil {
-		cfg.Count = *k.Retries
-	}
-	return cfg
+	cfg := dialingFrom(fp.TCP.Keepalives, nil, backend.Dialing{Keepalive: backend.DefaultKeepalive}).Keepalive.Config()
+	return &cfg
 }
 
 // tlsListenerFor returns the TLS or HTTPS listener for server name sni
@@ -169,9 +155,7 @@ func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
 		b.closeUnserved(c)
 		return
 	}
-	b.l4Active(c)
-	b.forwardTCP(c, r, "", b.destPort(c))
-	b.connClosed(c)
+	b.forwardConn(c, c, r, "")
 }
 
 // serveTLS reads the ClientHello (without consuming it), picks the
@@ -218,10 +202,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 			b.closeUnserved(c)
 			return
 		}
-		_ = c.SetReadDeadline(time.Time{})
-		b.l4Active(c)
-		b.forwardTCP(c, r, sni, b.destPort(c))
-		b.connClosed(c)
+		b.forwardConn(c, c, r, sni)
 		return
 	}
 	tc := tls.Server(c, l.tls)
@@ -240,10 +221,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 			b.connClosed(c)
 			return
 		}
-		_ = c.SetReadDeadline(time.Time{})
-		b.l4Active(c)
-		b.forwardTCP(tc, r, sni, b.destPort(c))
-		b.connClosed(c)
+		b.forwardConn(c, tc, r, sni)
 		return
 	}
 	hc := &tlsConn{Conn: tc, raw: c, sni: sni}
@@ -303,12 +281,16 @@ func (b *bind) closeUnserved(c net.Conn) {
 	b.connClosed(c)
 }
 
-// l4Active records a forwarded connection as in service, so that drain
-// waits for it (and cuts it when its time is up); it has no HTTP
-// deadlines, and the one its classification set is lifted.
-func (b *bind) l4Active(c net.Conn) {
+// forwardConn forwards the connection c accepted (through via: c itself,
+// or the TLS terminated on it) on route r until both directions end. It is
+// in service meanwhile, so that drain waits for it (and cuts it when its
+// time is up), without the HTTP deadlines: the one its classification set
+// is lifted.
+func (b *bind) forwardConn(c, via net.Conn, r *tcpRoute, sni string) {
 	_ = c.SetReadDeadline(time.Time{})
 	b.trackConn(c, connForwarding)
+	b.forwardTCP(via, r, sni, b.destPort(c))
+	b.connClosed(c)
 }
 
 // tlsConn is a terminated TLS connection served as HTTP. The server's
