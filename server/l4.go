@@ -1,11 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -117,24 +119,17 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 		}
 		out = append(out, tr)
 	}
-	// Most specific first: an exact name over a wildcard over none.
-	sortBy(out, func(r *tcpRoute) int {
+	// Most specific first: an exact name over a wildcard over none, file
+	// order among equals.
+	rank := func(r *tcpRoute) int {
 		best := 0
 		for _, h := range r.hostnames {
 			best = max(best, hostnameRank(h))
 		}
 		return best
-	})
-	return out, errs
-}
-
-// sortBy orders s by rank, highest first, keeping file order for ties.
-func sortBy[T any](s []T, rank func(T) int) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && rank(s[j]) > rank(s[j-1]); j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
 	}
+	slices.SortStableFunc(out, func(a, b *tcpRoute) int { return cmp.Compare(rank(b), rank(a)) })
+	return out, errs
 }
 
 // tcpRouteFor returns the route for a connection with server name sni ("":
