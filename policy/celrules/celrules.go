@@ -6,7 +6,6 @@ package celrules
 
 import (
 	"bytes"
-	"net"
 	"strconv"
 
 	"cel.dev/cel-go/cel"
@@ -217,11 +216,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 	if b, ok := requestBody(c); ok {
 		in.Request["body"] = bytes.Clone(b.(types.Bytes))
 	}
-	if a, ok := f.RemoteAddr().(*net.TCPAddr); ok {
-		in.Source["address"] = a.IP.String()
-		in.Source["port"] = int64(a.Port)
-	}
-	addClientIdentity(in.Source, f.Conn())
+	addSource(in.Source, f.RemoteAddr(), f.Conn())
 	return in
 }
 

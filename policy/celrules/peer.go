@@ -79,10 +79,16 @@ func istioIdentity(id string) (map[string]any, bool) {
 // goes: address, port, hostname, as the caller knows them).
 func NetworkInput(c net.Conn, destination map[string]any) Input {
 	in := Input{Source: map[string]any{}, Destination: destination}
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		in.Source["address"] = a.IP.String()
-		in.Source["port"] = int64(a.Port)
-	}
-	addClientIdentity(in.Source, c)
+	addSource(in.Source, c.RemoteAddr(), c)
 	return in
+}
+
+// addSource fills `source`: the client's address and port (remote), and
+// what the certificate of the connection c says of it.
+func addSource(source map[string]any, remote net.Addr, c net.Conn) {
+	if a, ok := remote.(*net.TCPAddr); ok {
+		source["address"] = a.IP.String()
+		source["port"] = int64(a.Port)
+	}
+	addClientIdentity(source, c)
 }
