@@ -45,6 +45,15 @@ const (
 // errNotH2 is the failure of a TLS upstream that did not agree to HTTP/2.
 var errNotH2 = errors.New("the upstream did not negotiate HTTP/2 (ALPN h2)")
 
+// ErrPickedHTTP1 is what ExchangeH2 returns when backendTLS offered h2 and
+// http/1.1 and the backend picked http/1.1: nothing was sent, and the
+// request is to go in HTTP/1.1 (Exchange), as every later one will
+// (ALPNVersion).
+var ErrPickedHTTP1 = errors.New("the upstream picked http/1.1 over h2 (ALPN)")
+
+// alpnH2Name is HTTP/2's ALPN name.
+const alpnH2Name = "h2"
+
 // h2Transport returns the upstream's HTTP/2 transport, made on first use.
 func (u *Upstream) h2Transport() *http2.Transport {
 	u.h2.once.Do(func() {
@@ -83,15 +92,20 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 	if u.tls == nil {
 		return c, nil
 	}
-	cfg := u.tls.Clone()
-	cfg.NextProtos = []string{http2.NextProtoTLS}
-	tc, err := handshake(c, u.Addr, cfg, u.dialing)
+	tc, err := handshake(c, u.Addr, u.tlsH2, u.dialing)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 	}
-	if tc.(*tls.Conn).ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+	if p := tc.(*tls.Conn).ConnectionState().NegotiatedProtocol; p != http2.NextProtoTLS {
 		tc.Close()
-		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, errNotH2)
+		if u.alpn == alpnAuto && (p == ALPNHTTP11 || p == "") {
+			// Offered both, the backend picked HTTP/1.1: so be it, for this
+			// request (nothing of it was sent) and every later one.
+			u.spokeHTTP1.Store(true)
+			return nil, ErrPickedHTTP1
+		}
+		// A handshake failure as far as the logs go: it names the backend.
+		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, &HandshakeError{Addr: u.Addr, ServerName: u.tlsH2.ServerName, Err: errNotH2})
 	}
 	return tc, nil
 }

@@ -45,8 +45,11 @@ type UpstreamTLS struct {
 	// carry one, instead of the server name: DNS names, IP addresses or
 	// URIs (spiffe://...), each compared exactly.
 	SubjectAltNames string
-	// ALPN (joined) are the protocols offered; default: http/1.1, what the
-	// upstream pools speak. A backend that picks another is refused.
+	// ALPN (joined) are the protocols offered; default: the request's HTTP
+	// version's. h2 is offered only by the pool's HTTP/2 side, which a list
+	// with h2 makes the one requests go to (Upstream.ALPNVersion). A backend
+	// that picks a protocol the gateway does not speak is refused (TCP
+	// routes, which carry bytes, offer the list as it is).
 	ALPN string
 	// KeyExchangeGroups (joined) are the key exchange groups offered, by
 	// name (KeyExchangeGroupNames); default: crypto/tls's.
@@ -304,8 +307,8 @@ func (t UpstreamTLS) config(files *loadedTLS, host string) (*tls.Config, error) 
 			}
 		}
 		// The list may offer protocols the gateway does not speak; the
-		// backend must pick one it does (h2 is offered only on an HTTP/2
-		// pool's own copy of the configuration).
+		// backend must pick one it does (h2 is offered only by the pool's
+		// HTTP/2 side, splitALPN).
 		if p := cs.NegotiatedProtocol; p != "" && p != ALPNHTTP11 && p != "h2" {
 			return fmt.Errorf("the backend chose ALPN protocol %q: the gateway speaks %s to backends", p, ALPNHTTP11)
 		}

@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -41,11 +43,41 @@ type Upstream struct {
 	TLS     bool
 	client  *fasthttp.HostClient
 	dialing Dialing
-	tls     *tls.Config // nil: plain TCP
+	tls     *tls.Config // nil: plain TCP; offers no h2 (the HTTP/1.1 side)
+	tlsH2   *tls.Config // the HTTP/2 side's: offers h2
 	tlsErr  error       // the TLS settings failed: every dial fails
 	idle    time.Duration
 	// h2 is the pool's HTTP/2 side (ExchangeH2), made on first use.
 	h2 h2Pool
+	// alpn is what backendTLS's alpn list says of the HTTP version.
+	alpn alpnChoice
+	// spokeHTTP1 is set once a backend offered h2 and http/1.1 (alpnAuto)
+	// picked http/1.1: its requests go in HTTP/1.1 from then on.
+	spokeHTTP1 atomic.Bool
+}
+
+// alpnChoice is the HTTP version an upstream's ALPN list decides.
+type alpnChoice uint8
+
+const (
+	alpnUnsaid alpnChoice = iota // no h2 offered: the request decides
+	alpnH2                       // h2 alone: HTTP/2
+	alpnAuto                     // h2 and http/1.1: the backend's pick
+)
+
+// ALPNVersion says which HTTP version backendTLS's alpn list decides for
+// the upstream's requests: decided is false when the list leaves it to
+// the request (no h2 in it, or no TLS). A list with h2 alone means HTTP/2;
+// one with h2 and http/1.1 means HTTP/2 until the backend picks http/1.1
+// once (ErrPickedHTTP1), HTTP/1.1 after that.
+func (u *Upstream) ALPNVersion() (h2, decided bool) {
+	switch u.alpn {
+	case alpnH2:
+		return true, true
+	case alpnAuto:
+		return !u.spokeHTTP1.Load(), true
+	}
+	return false, false
 }
 
 // Dial opens a raw connection to the upstream, for tunnels (WebSocket
@@ -77,6 +109,31 @@ func (u *Upstream) dial(nd *net.Dialer, network, addr string, dataPath bool) (ne
 	return handshake(c, addr, u.tls, u.dialing)
 }
 
+// splitALPN makes the two sides of an upstream's TLS out of c, which
+// offers backendTLS's alpn list: the HTTP/1.1 side's offers the list
+// without h2 (http/1.1 when nothing is left), since it cannot speak HTTP/2
+// on a connection the backend would pick it for; the HTTP/2 side's offers
+// the list when it has h2, else h2 alone (gRPC and http.version HTTP2
+// need it).
+func splitALPN(c *tls.Config) (h1, h2 *tls.Config, choice alpnChoice) {
+	hasH2 := slices.Contains(c.NextProtos, alpnH2Name)
+	switch {
+	case hasH2 && slices.Contains(c.NextProtos, ALPNHTTP11):
+		choice = alpnAuto
+	case hasH2:
+		choice = alpnH2
+	}
+	h1, h2 = c.Clone(), c.Clone()
+	h1.NextProtos = slices.DeleteFunc(slices.Clone(c.NextProtos), func(p string) bool { return p == alpnH2Name })
+	if len(h1.NextProtos) == 0 {
+		h1.NextProtos = []string{ALPNHTTP11}
+	}
+	if !hasH2 {
+		h2.NextProtos = []string{alpnH2Name}
+	}
+	return h1, h2, choice
+}
+
 // ResponseStreamThreshold is the response body size above which bodies stream
 // through instead of being read whole.
 const ResponseStreamThreshold = 8 << 10
@@ -95,6 +152,8 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 		}
 		if u.tls, u.tlsErr = s.TLS.config(files, host); u.tlsErr != nil {
 			u.tlsErr = errTLSConfig{u.tlsErr}
+		} else {
+			u.tls, u.tlsH2, u.alpn = splitALPN(u.tls)
 		}
 	}
 	if net.ParseIP(host) == nil {

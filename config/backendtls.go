@@ -32,8 +32,11 @@ type BackendTLS struct {
 	// InsecureHost verifies the chain but not the name (insecureSkipVerify:
 	// Hostname).
 	InsecureHost bool `json:"insecureHost,omitempty"`
-	// ALPN are the protocols offered; default http/1.1, the protocol the
-	// gateway speaks to backends, which the list must hold.
+	// ALPN are the protocols offered; default: the request's HTTP version's
+	// (none on a TCP route). On an HTTP backend, h2 in the list makes the
+	// backend's requests HTTP/2 (and with http/1.1 too, HTTP/2 unless the
+	// backend picks http/1.1); the server checks the list against the
+	// backend's kind.
 	ALPN []string `json:"alpn,omitempty" cfg:"minItems=1,maxItems=16"`
 	// SubjectAltNames are the names of which the certificate must carry
 	// one, instead of matching the hostname: DNS names, IP addresses or
@@ -78,8 +81,9 @@ func (b *BackendTLS) Validate(v *decode.Validation) {
 			v.Errorf("hostname", "must be a DNS name or an IP address: %v", err)
 		}
 	}
+	// Which protocols an HTTP backend may be offered is the server's to
+	// check (it knows the backend's kind); a TCP route offers any.
 	seen := map[string]int{}
-	http11 := false
 	for i, p := range b.ALPN {
 		at := indexPath("alpn", i)
 		switch {
@@ -87,17 +91,11 @@ func (b *BackendTLS) Validate(v *decode.Validation) {
 			v.Errorf(at, "must be 1 to %d characters", tinyString)
 		case hasControl(p):
 			v.Errorf(at, "must not hold control characters or spaces")
-		case p == "h2" || p == "h2c" || p == "h3":
-			v.Errorf(at, "%s is not supported yet: the gateway speaks http/1.1 to backends", p)
 		}
 		if j, dup := seen[p]; dup {
 			v.Errorf(at, "%q is already listed at alpn[%d]", p, j)
 		}
 		seen[p] = i
-		http11 = http11 || p == "http/1.1"
-	}
-	if len(b.ALPN) > 0 && !http11 {
-		v.Errorf("alpn", "must include http/1.1: the gateway speaks http/1.1 to backends")
 	}
 	for i, n := range b.SubjectAltNames {
 		at := indexPath("subjectAltNames", i)

@@ -33,8 +33,10 @@ func TestBackendTLSDecode(t *testing.T) {
 		{"insecureHost and subjectAltNames", backend("{insecureHost: true, subjectAltNames: [a]}"), "backends[0].policies.backendTLS.subjectAltNames: not allowed together with insecureHost"},
 		{"bad hostname", routePolicies("        backendTLS: {hostname: 'a b'}\n"), policiesPath + "backendTLS.hostname: must be a DNS name or an IP address: invalid character in label"},
 		{"long hostname", routePolicies("        backendTLS: {hostname: " + strings.Repeat("a", 254) + "}\n"), policiesPath + "backendTLS.hostname: must be at most 253 characters"},
-		{"alpn without http/1.1", routePolicies("        backendTLS: {alpn: [x-a]}\n"), policiesPath + "backendTLS.alpn: must include http/1.1"},
-		{"alpn h2", routePolicies("        backendTLS: {alpn: [h2, http/1.1]}\n"), policiesPath + "backendTLS.alpn[0]: h2 is not supported yet: the gateway speaks http/1.1 to backends"},
+		// Which protocols a backend may be offered depends on its kind:
+		// the server checks (TestBackendTLSALPNByKind); a TCP route offers any.
+		{"alpn without http/1.1", routePolicies("        backendTLS: {alpn: [x-a]}\n"), ""},
+		{"alpn h2", routePolicies("        backendTLS: {alpn: [h2, http/1.1]}\n"), ""},
 		{"alpn empty list", routePolicies("        backendTLS: {alpn: []}\n"), policiesPath + "backendTLS.alpn: must have at least 1 item"},
 		{"alpn too many", routePolicies("        backendTLS: {alpn: " + many + "}\n"), policiesPath + "backendTLS.alpn: must have at most 16 items"},
 		{"alpn too long", routePolicies("        backendTLS: {alpn: [http/1.1, " + long + "]}\n"), policiesPath + "backendTLS.alpn[1]: must be 1 to 64 characters"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -48,6 +49,35 @@ func compileBackendTLS(cfg *config.BackendTLS) (backend.UpstreamTLS, error) {
 		return t, err
 	}
 	return loaded, nil
+}
+
+// checkHTTPALPN holds backendTLS's alpn list to the protocols a backend
+// speaks to its targets: host and dynamic backends (h2 allowed) HTTP/1.1 or
+// HTTP/2 as http.version (version, versionAuto when unset) lets them, MCP
+// and LLM targets HTTP/1.1 only. A list that would leave the setting
+// unheeded is an error rather than narrowed in silence. (A TCP route
+// carries bytes: it offers any list.)
+func checkHTTPALPN(alpn []string, h2 bool, version int) error {
+	if len(alpn) == 0 {
+		return nil
+	}
+	at := func(name string) string { return "alpn[" + strconv.Itoa(slices.Index(alpn, name)) + "]" }
+	hasH1, hasH2 := slices.Contains(alpn, backend.ALPNHTTP11), slices.Contains(alpn, "h2")
+	switch {
+	case hasH2 && !h2:
+		return &policy.FieldError{Field: at("h2"), Msg: "this backend kind speaks HTTP/1.1 to its targets: offer http/1.1"}
+	case !hasH1 && !hasH2:
+		what := "http/1.1 or h2, the protocols the gateway speaks to HTTP backends"
+		if !h2 {
+			what = "http/1.1, the protocol this backend kind speaks to its targets"
+		}
+		return &policy.FieldError{Field: "alpn", Msg: "must include " + what}
+	case version == versionHTTP1 && !hasH1:
+		return &policy.FieldError{Field: "alpn", Msg: "must include http/1.1: http.version is HTTP1"}
+	case version == versionHTTP2 && !hasH2:
+		return &policy.FieldError{Field: "alpn", Msg: "must include h2: http.version is HTTP2"}
+	}
+	return nil
 }
 
 // tlsLogEvery bounds the log lines about one backend's failed handshakes:

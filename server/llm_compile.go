@@ -214,6 +214,9 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 		if pp.BackendTLS != nil {
 			// The provider's own replaces the backend's whole.
 			t, err := compileBackendTLS(pp.BackendTLS)
+			if err == nil {
+				err = checkHTTPALPN(pp.BackendTLS.ALPN, false, versionAuto)
+			}
 			if err != nil {
 				return nil, kindError(path+".policies.backendTLS", err)
 			}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"time"
@@ -100,6 +101,13 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		}
 	}
 	h2 := rs.upstreamH2(rb)
+	if rb.version == versionAuto {
+		// backendTLS's alpn list, when it names h2, decides over the
+		// request's protocol (agentgateway's ALPN-negotiated pools).
+		if alpnH2, decided := up.ALPNVersion(); decided {
+			h2 = alpnH2
+		}
+	}
 	attempts := 1
 	if retries {
 		attempts = r.retry.attempts
@@ -123,6 +131,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		var err error
 		if h2 {
 			err = b.exchangeH2(rs, up, attemptDeadline)
+			if errors.Is(err, backend.ErrPickedHTTP1) {
+				// Offered h2 and http/1.1, the backend picked HTTP/1.1:
+				// nothing was sent, the attempt goes in HTTP/1.1.
+				h2 = false
+				err = up.Exchange(req, &fctx.Response, attemptDeadline)
+			}
 		} else {
 			err = up.Exchange(req, &fctx.Response, attemptDeadline)
 		}

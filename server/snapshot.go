@@ -673,9 +673,15 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		if err := refuseUnhonored(out.target, set); err != nil {
 			return nil, err
 		}
-		if _, http := out.target.(*httpUpstream); !http && out.version == versionHTTP2 {
+		_, http := out.target.(*httpUpstream)
+		if !http && out.version == versionHTTP2 {
 			// MCP and LLM backends speak to their targets in HTTP/1.1.
 			return nil, &decode.FieldError{Path: set.Path("http") + ".version", Msg: "HTTP2 applies to host and dynamic backends: this kind speaks HTTP/1.1"}
+		}
+		if policies != nil && policies.BackendTLS != nil {
+			if err := checkHTTPALPN(policies.BackendTLS.ALPN, http, out.version); err != nil {
+				return nil, kindError(set.Path("backendTLS"), err)
+			}
 		}
 	}
 	out.metrics = c.gw.metrics.Route(routeName, out.name)

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,7 +189,8 @@ type ServerOptions struct {
 	// signed by it (tls.RequireAndVerifyClientCert).
 	ClientCAs *CA
 	// ALPN are the protocols the server accepts, in its order of
-	// preference; default: http/1.1.
+	// preference; default: http/1.1. With h2, it serves HTTP/2 where a
+	// client agrees to it.
 	ALPN []string
 	// Handler answers the requests, once recorded; default: 200 "ok".
 	Handler http.Handler
@@ -246,6 +248,10 @@ func NewServer(tb testing.TB, o ServerOptions) *Server {
 			}
 		},
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	if slices.Contains(o.ALPN, "h2") {
+		// net/http serves HTTP/2 on the connections that pick h2.
+		srv.TLSNextProto = nil
 	}
 	go srv.Serve(tls.NewListener(ln, cfg)) //nolint:errcheck
 	tb.Cleanup(func() { srv.Close() })
