@@ -73,6 +73,11 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 			out = append(out, e)
 		}
 	}
+	// The normalizing and cross-field checks name paths, not positions:
+	// each gets the line of the value it names.
+	for _, e := range out {
+		f.Position(e)
+	}
 	return &f, out
 }
 
