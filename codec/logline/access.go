@@ -57,6 +57,23 @@ const (
 	FieldLLMCost
 	FieldLLMGuard
 	FieldLLMError
+	// The connection line's own (Conn).
+	FieldProtocol
+	FieldBind
+	FieldListener
+	FieldSNI
+	FieldDestination
+	FieldEndpoint
+	FieldEnd
+)
+
+// The fields of each line: a removal of a field the line has not leaves
+// it as it is.
+const (
+	RequestFields AccessFields = FieldLLMError<<1 - 1
+	ConnFields    AccessFields = FieldDuration | FieldRoute | FieldBackend | FieldBytesIn | FieldBytesOut |
+		FieldSrc | FieldUpstreamError | FieldProtocol | FieldBind | FieldListener | FieldSNI |
+		FieldDestination | FieldEndpoint | FieldEnd
 )
 
 // accessFieldNames are the built-in fields' names on the line.
@@ -69,6 +86,8 @@ var accessFieldNames = map[string]AccessFields{
 	"llm.input_tokens": FieldLLMInputTokens, "llm.output_tokens": FieldLLMOutputTokens,
 	"llm.cached_input_tokens": FieldLLMCachedInputTokens, "llm.cost": FieldLLMCost,
 	"llm.guard": FieldLLMGuard, "llm.error": FieldLLMError,
+	"protocol": FieldProtocol, "bind": FieldBind, "listener": FieldListener, "tls.sni": FieldSNI,
+	"destination": FieldDestination, "endpoint": FieldEndpoint, "end": FieldEnd,
 }
 
 // AccessFieldNamed is the built-in field of the line named name; ok is
@@ -104,10 +123,12 @@ type AccessLLM struct {
 	Guard, Error                                 string
 }
 
-// AccessLogger receives one record per request. Log must not keep a or
-// anything it points to.
+// AccessLogger receives one record per request (Log) and one per
+// connection forwarded or closed unforwarded (LogConn). Neither may keep
+// its record or anything it points to.
 type AccessLogger interface {
 	Log(a *Access)
+	LogConn(c *Conn)
 }
 
 // Access line constants: the logger's name and the message of every line.
