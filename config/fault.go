@@ -231,14 +231,16 @@ type AccessLogPolicy struct {
 	// what is not a string, number or bool); a value that fails to
 	// evaluate leaves its field out.
 	Add map[string]ValueExpression `json:"add,omitempty" cfg:"maxItems=64"`
-	// Remove are built-in fields the line leaves out (method, src,
-	// llm.cost, ...; not level, ts, logger or msg).
+	// Remove are built-in fields the lines leave out (method, src,
+	// llm.cost, tls.sni, ...; not level, ts, logger or msg): a request
+	// line's and a connection line's, each leaving out those it has.
 	Remove   []string       `json:"remove,omitempty" cfg:"maxItems=32"`
 	OTLP     *AccessLogOTLP `json:"otlp,omitempty"`
 	Database Unsupported    `json:"database,omitzero"`
 }
 
-// accessLogFields are the fields every access line may carry.
+// accessLogFields are the fields an access line (a request's or a
+// connection's) may carry.
 var accessLogFields = map[string]bool{
 	"level": true, "ts": true, "logger": true, "msg": true,
 	"method": true, "path": true, "status": true, "duration": true, "route": true, "backend": true,
@@ -246,6 +248,8 @@ var accessLogFields = map[string]bool{
 	"mcp.method": true, "mcp.target": true, "mcp.tool": true, "mcp.denied": true,
 	"llm.provider": true, "llm.request_model": true, "llm.model": true, "llm.input_tokens": true,
 	"llm.output_tokens": true, "llm.cached_input_tokens": true, "llm.cost": true, "llm.guard": true, "llm.error": true,
+	// The connection line's own (a forwarded TCP or TLS connection).
+	"protocol": true, "bind": true, "listener": true, "tls.sni": true, "destination": true, "endpoint": true, "end": true,
 }
 
 // Validate refuses added fields named like a built-in one, or empty, and

@@ -148,7 +148,7 @@ type peeker interface {
 func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
 	r := bc.tcp.tcpRouteFor("")
 	if r == nil {
-		b.closeUnserved(c)
+		b.closeUnrouted(c, c, bc, bc.tcp, "")
 		return
 	}
 	if !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c)) {
@@ -191,7 +191,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	l := bc.tlsListenerFor(sni)
 	if l == nil {
 		b.gw.log.Debug("tls: no listener for the server name", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()))
-		b.closeUnserved(c)
+		b.closeUnrouted(c, c, bc, nil, sni)
 		return
 	}
 	if l.tls == nil {
@@ -199,7 +199,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		// upstream with the rest.
 		r := l.tcpRouteFor(sni)
 		if r == nil {
-			b.closeUnserved(c)
+			b.closeUnrouted(c, c, bc, l, sni)
 			return
 		}
 		b.forwardConn(c, c, r, sni)
@@ -217,8 +217,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	if l.protocol == "TLS" {
 		r := l.tcpRouteFor(sni)
 		if r == nil {
-			tc.Close()
-			b.connClosed(c)
+			b.closeUnrouted(c, tc, bc, l, sni)
 			return
 		}
 		b.forwardConn(c, tc, r, sni)
@@ -289,7 +288,7 @@ func (b *bind) closeUnserved(c net.Conn) {
 func (b *bind) forwardConn(c, via net.Conn, r *tcpRoute, sni string) {
 	_ = c.SetReadDeadline(time.Time{})
 	b.trackConn(c, connForwarding)
-	b.forwardTCP(via, r, sni, b.destPort(c))
+	b.forwardTCP(c, via, r, sni)
 	b.connClosed(c)
 }
 

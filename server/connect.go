@@ -76,24 +76,62 @@ func destination(host string, port int) map[string]any {
 	return d
 }
 
+// destHost is the host a connection goes to, as networkAuthorization
+// and connection records see it: host (its server name), else a tunnel's
+// target, else the address it arrived on.
+func destHost(c net.Conn, host string) string {
+	if host != "" {
+		return host
+	}
+	if h := tunnelHost(c); h != "" {
+		return h
+	}
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
+}
+
 // netAllowed applies frontendPolicies.networkAuthorization to a connection
-// (or tunnel) going to host:port, before anything is opened for it.
+// (or tunnel) going to host:port, before anything is opened for it. A
+// connection it refuses gets its access record here, but for a CONNECT
+// request's (its request line tells of it).
 func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int) bool {
 	if bc.netAuthz == nil {
 		return true
 	}
-	if host == "" {
-		// A direct connection goes to the address it arrived on.
-		if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
-			host = a.IP.String()
-		}
-	}
-	in := celrules.NetworkInput(c, destination(host, port))
+	in := celrules.NetworkInput(c, destination(destHost(c, host), port))
 	if bc.netAuthz.Allowed(&in) {
 		return true
 	}
-	b.gw.log.Info("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
+	b.gw.log.Debug("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
+	if !bc.connect {
+		b.logRefused(bc, c, host, port)
+	}
 	return false
+}
+
+// logRefused writes the access record of a connection networkAuthorization
+// refused, going to host:port. The callers pass as host the server name
+// (a TLS port), else a tunnel's target: a name that is not the tunnel's is
+// the server name, and so is any on a TLS port outside a tunnel.
+func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int) {
+	proto, listener, route, sni := "http", "", "", ""
+	switch {
+	case bc.tcp != nil:
+		proto, listener = "tcp", bc.tcp.name
+		if r := bc.tcp.tcpRouteFor(""); r != nil {
+			route = r.name
+		}
+	case len(bc.tlsListeners) > 0:
+		proto = "tls"
+		if host != tunnelHost(c) {
+			sni = host
+		}
+	}
+	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
+	rec.Route, rec.End = route, endDenied
+	b.logConn(rec, c, c, nil, host, port)
 }
 
 // localPort is the port a connection arrived on (0 if unknown).

@@ -26,7 +26,8 @@ import (
 // Options configure a Gateway.
 type Options struct {
 	Logger *zap.Logger
-	// AccessLog receives one record per request; nil logs them through
+	// AccessLog receives one record per request and one per connection of
+	// a TCP or TLS listener (logline.Conn); nil logs them through
 	// Logger (logline.ZapAccess).
 	AccessLog logline.AccessLogger
 	// Transport accepts connections; the default is TransportStd, which

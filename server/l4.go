@@ -25,6 +25,9 @@ import (
 // tcpRoute is one compiled tcpRoutes entry of a TCP or TLS listener.
 type tcpRoute struct {
 	name string
+	// bind, listener and protocol (tcp or tls) name where the route is,
+	// in its connections' records.
+	bind, listener, protocol string
 	// hostnames are matched against the SNI (lower case, "*." wildcards);
 	// none matches every connection.
 	hostnames []string
@@ -45,6 +48,8 @@ type tcpBackend struct {
 	// tls originates TLS to the backend (backendTLS); nil: the bytes go
 	// as they came.
 	tls *backend.UpstreamTLS
+	// cel is CEL's `backend` for the connections it takes.
+	cel map[string]any
 }
 
 // tcpIdleTimeout closes a forwarded connection on which no byte moved
@@ -63,7 +68,7 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 	for ri := range l.TCPRoutes {
 		r := &l.TCPRoutes[ri]
 		rpath := r.SourcePath(fmt.Sprintf("%s.tcpRoutes[%d]", path, ri))
-		tr := &tcpRoute{name: r.Name, metrics: metrics}
+		tr := &tcpRoute{name: r.Name, metrics: metrics, bind: bindName(port), listener: l.Name, protocol: proto}
 		if tr.name == "" {
 			tr.name = fmt.Sprintf("%s/tcp%d", l.Name, ri)
 		}
@@ -113,6 +118,11 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 			if rb.Weight == 0 {
 				continue
 			}
+			typ := "static"
+			if tb.addr == "" {
+				typ = "dynamic"
+			}
+			tb.cel = map[string]any{"name": tb.name, "type": typ, "protocol": "tcp"}
 			tr.backends = append(tr.backends, tb)
 			tr.total += rb.Weight
 			tr.weights = append(tr.weights, tr.total)
@@ -165,41 +175,75 @@ func (r *tcpRoute) pick() *tcpBackend {
 	return r.backends[len(r.backends)-1]
 }
 
-// forwardTCP connects a client connection to the route's backend and
-// moves bytes both ways until both directions end. sni is the connection's
-// server name and port its destination port (a dynamic backend's
-// destination).
-func (b *bind) forwardTCP(client net.Conn, r *tcpRoute, sni string, port int) {
+// forwardTCP connects a client connection to the route's backend, moves
+// bytes both ways until both directions end, and writes the connection's
+// access record. c is the connection as accepted, via what carries its
+// bytes (c, or the TLS terminated on it); sni is its server name. A
+// dynamic backend goes to the server name on the connection's destination
+// port.
+func (b *bind) forwardTCP(c, via net.Conn, r *tcpRoute, sni string) {
+	port := b.destPort(c)
+	rec := newConnRecord(r.protocol, r.bind, r.listener, c, sni)
+	rec.Route = r.name
 	be := r.pick()
 	if be == nil {
-		client.Close()
+		rec.End = endNoBackend
+		via.Close()
+		b.logConn(rec, c, via, nil, sni, port)
 		return
 	}
+	rec.Backend = be.name
 	addr := be.addr
 	if addr == "" {
 		if sni == "" {
-			b.gw.log.Debug("tcp: dynamic backend without a server name", zap.Stringer("client", client.RemoteAddr()))
-			client.Close()
+			rec.End = endNoBackend
+			via.Close()
+			b.logConn(rec, c, via, be, sni, port)
 			return
 		}
 		addr = net.JoinHostPort(sni, strconv.Itoa(port))
 	}
+	rec.Endpoint = addr
 	up, err := be.dialing.Dial(addr)
 	if err == nil && be.tls != nil {
 		up, err = originateTLS(up, addr, be)
 	}
 	if err != nil {
-		b.gw.log.Info("tcp: cannot connect to the backend", zap.String("route", r.name), zap.String("backend", addr), zap.Error(err))
-		client.Close()
+		b.gw.log.Debug("tcp: cannot connect to the backend", zap.String("route", r.name), zap.String("backend", addr), zap.Error(err))
+		rec.End, rec.UpstreamError = endConnectFailed, err
+		via.Close()
+		b.logConn(rec, c, via, be, sni, port)
 		return
 	}
-	res := tcpproxy.Pipe(client, up, tcpproxy.Options{Idle: tcpIdleTimeout})
+	res := tcpproxy.Pipe(via, up, tcpproxy.Options{Idle: tcpIdleTimeout})
 	r.metrics.Forwarded(res.ClientBytes, res.UpstreamBytes)
 	if ce := b.gw.log.Check(zap.DebugLevel, "tcp: connection forwarded"); ce != nil {
-		ce.Write(zap.String("route", r.name), zap.String("backend", addr), zap.Stringer("client", client.RemoteAddr()),
+		ce.Write(zap.String("route", r.name), zap.String("backend", addr), zap.Stringer("client", via.RemoteAddr()),
 			zap.Int64("received", res.ClientBytes), zap.Int64("sent", res.UpstreamBytes), zap.Duration("duration", res.Duration),
 			zap.Stringer("method", res.Method), zap.String("ended", res.First.Side.String()+" "+res.First.Reason.String()))
 	}
+	rec.BytesIn, rec.BytesOut = res.ClientBytes, res.UpstreamBytes
+	rec.End, rec.UpstreamError = pipeEnd(&res)
+	b.logConn(rec, c, via, be, sni, port)
+}
+
+// closeUnrouted closes a connection of a TCP or TLS port that no listener
+// or route takes for its server name sni (l: the listener picked, if one
+// was), with its access record. via is what would have carried its bytes
+// (c, or the TLS terminated on it).
+func (b *bind) closeUnrouted(c, via net.Conn, bc *bindConfig, l *listenerConfig, sni string) {
+	proto, listener := "tls", ""
+	if bc.tcp != nil {
+		proto = "tcp"
+	}
+	if l != nil {
+		listener = l.name
+	}
+	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
+	rec.End = endNoRoute
+	via.Close()
+	b.logConn(rec, c, via, nil, sni, b.destPort(c))
+	b.connClosed(c)
 }
 
 // originateTLS runs the client side of TLS on a TCP route's upstream
