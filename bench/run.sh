@@ -713,17 +713,15 @@ load_command() {
 }
 
 # completed FILE: the requests a load run completed, from its output (wrk's
-# "N requests in", llmload's requests=N, h2load's "requests: ... N done");
-# 0 if none.
+# "N requests in", llmload's and tcpload tls's requests=N, tcpload bulk's
+# conns=N, h2load's "requests: ... N done"); 0 if none. Every case's count
+# goes to SENT: each request gets an access line, and so does each
+# connection of the TCP and TLS passthrough cases (the gateway's
+# connection line; HAProxy's "option tcplog", haproxy.cfg.tmpl).
 completed() {
-	sed -n -e 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' -e 's/^requests=\([0-9]*\)$/\1/p' \
+	sed -n -e 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' -e 's/^requests=\([0-9]*\)$/\1/p' -e 's/^conns=\([0-9]*\)$/\1/p' \
 		-e 's/^requests: [0-9]* total, [0-9]* started, \([0-9]*\) done.*/\1/p' "$1" 2>/dev/null | head -n 1 | grep . || echo 0
 }
-
-# logged CASE: the case's requests are written to the access logs (the
-# gateway writes no line for a forwarded TCP or TLS connection, and
-# HAProxy's TCP frontends log none either, see haproxy.cfg.tmpl).
-logged() { [[ $1 != tcp-* && $1 != tls-* ]]; }
 
 # upstream_of CASE: the pid of the case's upstream (direct's process).
 upstream_of() {
@@ -779,7 +777,7 @@ measure() {
 		log "$c: $t (warm-up $WARMUP, then $ROUNDS rounds of $DURATION)"
 		load_command "$c" "$t" "$WARMUP"
 		interruptible timeout -k 5 $(($(secs "$WARMUP") + 120)) "${LOAD[@]}" >"$OUT/wrk/$c.$t.warmup.txt" 2>&1 || true
-		logged "$c" && SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
+		SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$OUT/wrk/$c.$t.warmup.txt")))
 	fi
 	local ours=("$upstream") before ticks=0 after=0 pid
 	[[ $t == direct ]] || ours+=("${pids[@]}")
@@ -801,7 +799,7 @@ measure() {
 		# Negative only if the target died meanwhile (reported as failed).
 		((ticks < 0)) || echo "target_cpu_us=$((ticks * 1000000 / CLK_TCK))"
 	} >"$base.load"
-	logged "$c" && SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$base.txt")))
+	SENT[$proc]=$((${SENT[$proc]:-0} + $(completed "$base.txt")))
 	if [[ $c == h2 && -f $base.txt ]]; then
 		h2_percentiles "$base.h2log" >>"$base.txt"
 		rm -f "$base.h2log"

@@ -52,9 +52,9 @@ func (r *results) renderConnectionLayer(b *strings.Builder) {
 	}
 	b.WriteString("\n### Connection layer\n\n")
 	b.WriteString("Pinned as above: each proxy on its CPU with one worker, the load generator on the other, the upstream beside the proxy. " +
-		"The TCP and TLS passthrough cases' upstream is `bench/tcpsink`; the gateway writes no access line for a forwarded " +
-		"connection, so HAProxy's TCP frontends log none either. The HTTPS and h2 cases reach the plain cases' upstream and " +
-		"log every request as above; their certificate is one ECDSA P-256 pair `bench/certgen` makes for each run, served by " +
+		"The TCP and TLS passthrough cases' upstream is `bench/tcpsink`; with access logs on, the gateway writes a line per " +
+		"forwarded connection and HAProxy's TCP frontends one too (`option tcplog`). The HTTPS and h2 cases reach the plain " +
+		"cases' upstream and log every request as above; their certificate is one ECDSA P-256 pair `bench/certgen` makes for each run, served by " +
 		"every TLS endpoint.\n")
 
 	if r.anyRun(l4Cases[:1]) {

@@ -12,12 +12,13 @@ func accessLogMethod(mode string) string {
 	case "on":
 		return "- Access logs: **on** for every target, each writing one line per request to a file in the run's temp dir, " +
 			"buffered (`BENCH_ACCESS_LOG=off` turns them all off). nginx (both): `access_log FILE combined buffer=64k flush=1s`, " +
-			"its default format, buffered as its docs advise for busy servers. HAProxy: `option httplog` (its default HTTP format) " +
+			"its default format, buffered as its docs advise for busy servers. HAProxy: `option httplog` (its default HTTP format; " +
+			"`option tcplog` on its TCP frontends, a line per connection) " +
 			"as syslog over UDP on loopback (`log 127.0.0.1:PORT local0`: one datagram per request, never blocking), received by `bench/logsink` " +
 			"on the proxy's CPU (a 16 MiB socket buffer, capped by `net.core.rmem_max`), which appends the lines to the file through a 64 KiB buffer flushed every second; " +
 			"its CPU time counts as HAProxy's (HAProxy's docs warn that logging to a file \"will significantly slow HAProxy down\"). " +
 			"Gateway: its default access log (text, one line per request with method, path, status, duration, route, backend, bytes, " +
-			"client address, and the LLM fields) on standard error, redirected to the file, buffered by the gateway (256 KiB, flushed every second). " +
+			"client address, and the LLM fields; a line per forwarded TCP or TLS connection) on standard error, redirected to the file, buffered by the gateway (256 KiB, flushed every second). " +
 			"Bare fasthttp proxy: a combined-format line per request through a 64 KiB `bufio.Writer` flushed every second.\n"
 	case "off":
 		return "- Access logs: **off** for every target (`BENCH_ACCESS_LOG=off`): nginx `access_log off`, HAProxy no log target, " +
@@ -48,7 +49,8 @@ func (r *results) renderAccessLogs(b *strings.Builder) {
 		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", targetLabels[t], lines, sent, per)
 	}
 	b.WriteString("\nCounted once the targets stopped (each flushes its buffer on SIGTERM). Requests completed: every measured and " +
-		"warm-up run of wrk and llmload, plus one per connection of the idle-connection test; the probes that check each target " +
+		"warm-up run of wrk and llmload, every connection of tcpload's TCP and TLS passthrough runs (one line each), plus one per " +
+		"connection of the idle-connection test; the probes that check each target " +
 		"forwards correctly add a few lines more, and HAProxy logs a line for a connection closed without a request. " +
 		"Below 1.000, lines were lost (HAProxy drops a log datagram rather than wait when the receiver's socket buffer is full).\n")
 }
