@@ -119,7 +119,7 @@ func (b *bind) dispatch(c net.Conn) {
 	case len(bc.tlsListeners) > 0:
 		b.serveTLS(c, bc)
 	default:
-		if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c)) {
+		if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), true) {
 			b.closeUnserved(c)
 			return
 		}
@@ -151,7 +151,7 @@ func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
 		b.closeUnrouted(c, c, bc, bc.tcp, "")
 		return
 	}
-	if !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c)) {
+	if !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), false) {
 		b.closeUnserved(c)
 		return
 	}
@@ -173,7 +173,12 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	switch kind {
 	case helloPlain:
 		if len(bc.listeners) > 0 {
-			// Plain HTTP on a port that also has TLS listeners.
+			// Plain HTTP on a port that also has TLS listeners: checked
+			// as on a port of HTTP listeners alone.
+			if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), true) {
+				b.closeUnserved(c)
+				return
+			}
 			_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 			b.servePlain(c)
 			return
@@ -184,7 +189,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.closeUnserved(c)
 		return
 	}
-	if !bc.connect && !b.netAllowed(bc, c, firstNonEmpty(sni, tunnelHost(c)), b.destPort(c)) {
+	if !bc.connect && !b.netAllowed(bc, c, firstNonEmpty(sni, tunnelHost(c)), b.destPort(c), false) {
 		b.closeUnserved(c)
 		return
 	}

@@ -95,8 +95,9 @@ func destHost(c net.Conn, host string) string {
 // netAllowed applies frontendPolicies.networkAuthorization to a connection
 // (or tunnel) going to host:port, before anything is opened for it. A
 // connection it refuses gets its access record here, but for a CONNECT
-// request's (its request line tells of it).
-func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int) bool {
+// request's (its request line tells of it); plain says the connection
+// carries plain HTTP (on a port with TLS listeners too).
+func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int, plain bool) bool {
 	if bc.netAuthz == nil {
 		return true
 	}
@@ -106,7 +107,7 @@ func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int) boo
 	}
 	b.gw.log.Debug("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
 	if !bc.connect {
-		b.logRefused(bc, c, host, port)
+		b.logRefused(bc, c, host, port, plain)
 	}
 	return false
 }
@@ -115,7 +116,7 @@ func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int) boo
 // refused, going to host:port. The callers pass as host the server name
 // (a TLS port), else a tunnel's target: a name that is not the tunnel's is
 // the server name, and so is any on a TLS port outside a tunnel.
-func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int) {
+func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, plain bool) {
 	proto, listener, route, sni := "http", "", "", ""
 	switch {
 	case bc.tcp != nil:
@@ -123,7 +124,7 @@ func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int) {
 		if r := bc.tcp.tcpRouteFor(""); r != nil {
 			route = r.name
 		}
-	case len(bc.tlsListeners) > 0:
+	case len(bc.tlsListeners) > 0 && !plain:
 		proto = "tls"
 		if host != tunnelHost(c) {
 			sni = host
@@ -162,7 +163,7 @@ func (b *bind) connect(rs *requestState) int {
 	if target == nil {
 		return respondError(fctx, fasthttp.StatusNotFound, "no listener for port "+strconv.Itoa(port))
 	}
-	if !b.netAllowed(rs.bind, fctx.Conn(), host, port) {
+	if !b.netAllowed(rs.bind, fctx.Conn(), host, port, false) {
 		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
 	done := b.startTunnel(fctx.Conn(), nil)

@@ -201,7 +201,8 @@ binds:
 // not be reached.
 func TestConnRecordUnforwarded(t *testing.T) {
 	pki := newTestPKI(t, "unforwarded")
-	pass := tlsEchoUpstream(t, pki.Server("a.test", "a.test").TLS)
+	srv := pki.Server("a.test", "a.test")
+	pass := tlsEchoUpstream(t, srv.TLS)
 	closed := closedAddr(t)
 	tg := startGateway(t, `
 frontendPolicies:
@@ -209,6 +210,7 @@ frontendPolicies:
     rules:
     - deny: 'destination.hostname == "blocked.test"'
     - deny: 'destination.port == 3'
+    - deny: 'destination.port == 4'
 binds:
 - port: 1
   listeners:
@@ -227,7 +229,17 @@ binds:
   listeners:
   - routes:
     - backends: [{host: ${PASS}}]
-`, map[string]string{"PASS": pass, "CLOSED": closed})
+- port: 4
+  listeners:
+  - name: secure
+    protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes:
+    - backends: [{host: ${PASS}}]
+  - name: plain
+    routes:
+    - backends: [{host: ${PASS}}]
+`, map[string]string{"PASS": pass, "CLOSED": closed, "CERT": srv.CertFile, "KEY": srv.KeyFile})
 	insecure := &tls.Config{InsecureSkipVerify: true}
 	dialTLS := func(sni string) {
 		cfg := insecure.Clone()
@@ -276,6 +288,21 @@ binds:
 			}
 			return c.LocalAddr().String()
 		}, map[string]any{"protocol": "http", "bind": "bind/3", "end": "denied"}, []string{"tls.sni"}},
+		// A port with TLS listeners serves plain HTTP to its HTTP ones:
+		// networkAuthorization holds for those connections too.
+		{"a denied plain HTTP connection to a port with TLS listeners", func() string {
+			c, err := net.Dial("tcp", tg.addr(4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			if n, _ := c.Read(make([]byte, 1)); n != 0 {
+				t.Fatal("a denied connection was answered")
+			}
+			return c.LocalAddr().String()
+		}, map[string]any{"protocol": "http", "bind": "bind/4", "end": "denied"}, []string{"tls.sni"}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
