@@ -8,12 +8,9 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"time"
 
 	"cel.dev/cel-go/cel"
 	"go.opentelemetry.io/otel/trace"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/backend/tcpproxy"
@@ -236,75 +233,4 @@ func (p *accessLogPolicy) applyConn(rec *logline.Conn, c, via net.Conn, be *tcpB
 		p.otlp.exportConn(&in, rec, logged)
 	}
 	return logged
-}
-
-// exportConn is export for a connection's record.
-func (o *otlpAccessLog) exportConn(in *celrules.Input, c *logline.Conn, logged bool) {
-	if o.filter != nil {
-		if !keeps(o.filter, in) {
-			return
-		}
-	} else if !logged {
-		return
-	}
-	var omit logline.AccessFields
-	if !o.own {
-		omit = c.Omit
-	}
-	rec := connLogRecord(c, o.remove, omit)
-	if o.own {
-		for _, f := range o.add {
-			if v, err := celrules.EvalLLM(f.prog, in, nil); err == nil {
-				rec.Attributes = append(rec.Attributes, stringKV(f.key, celrules.Text(v)))
-			}
-		}
-	} else {
-		for _, f := range c.Extra {
-			rec.Attributes = append(rec.Attributes, stringKV(f.Key, f.Value))
-		}
-	}
-	o.exp.emit(rec)
-}
-
-// connLogRecord is the OTLP log record of a connection record: the line's
-// fields as attributes (but those removed), "connection" as its body.
-func connLogRecord(c *logline.Conn, remove map[string]bool, omit logline.AccessFields) *logspb.LogRecord {
-	now := uint64(time.Now().UnixNano())
-	rec := &logspb.LogRecord{
-		TimeUnixNano:         now,
-		ObservedTimeUnixNano: now,
-		SeverityNumber:       logspb.SeverityNumber_SEVERITY_NUMBER_INFO,
-		SeverityText:         "INFO",
-		Body:                 &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: logline.ConnMessage}},
-	}
-	add := func(kv *commonpb.KeyValue) {
-		if remove[kv.Key] {
-			return
-		}
-		if f, ok := logline.AccessFieldNamed(kv.Key); ok && omit&f != 0 {
-			return
-		}
-		rec.Attributes = append(rec.Attributes, kv)
-	}
-	add(stringKV("protocol", c.Protocol))
-	add(stringKV("bind", c.Bind))
-	add(stringKV("listener", c.Listener))
-	add(stringKV("route", c.Route))
-	add(stringKV("backend", c.Backend))
-	if c.Src != nil {
-		add(stringKV("src", c.Src.String()))
-	}
-	for _, kv := range [...][2]string{{"tls.sni", c.SNI}, {"destination", c.Destination}, {"endpoint", c.Endpoint}} {
-		if kv[1] != "" {
-			add(stringKV(kv[0], kv[1]))
-		}
-	}
-	add(intKV("bytes_in", c.BytesIn))
-	add(intKV("bytes_out", c.BytesOut))
-	add(stringKV("duration", c.Duration.String()))
-	add(stringKV("end", c.End))
-	if c.UpstreamError != nil {
-		add(stringKV("upstream_error", c.UpstreamError.Error()))
-	}
-	return rec
 }

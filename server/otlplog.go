@@ -1,26 +1,19 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"sort"
-	"strconv"
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploggrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
+	otellog "go.opentelemetry.io/otel/log"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
-	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
@@ -104,14 +97,7 @@ func (c *compiler) compileAccessLogOTLP(f *config.File, p *accessLogPolicy) erro
 // accessLog's filter decided; in is what the expressions see; sc is the
 // request's span, if it had one.
 func (o *otlpAccessLog) export(in *celrules.Input, a *logline.Access, logged bool, sc trace.SpanContext) {
-	if o.filter != nil {
-		v, err := celrules.EvalLLM(o.filter, in, nil)
-		if err == nil {
-			if b, ok := v.Value().(bool); ok && !b {
-				return
-			}
-		}
-	} else if !logged {
+	if !o.keeps(in, logged) {
 		return
 	}
 	var omit logline.AccessFields
@@ -119,119 +105,170 @@ func (o *otlpAccessLog) export(in *celrules.Input, a *logline.Access, logged boo
 		// Without fields of its own, the record has the line's.
 		omit = a.Omit
 	}
-	rec := accessRecord(a, o.remove, omit)
-	if o.own {
-		for _, f := range o.add {
-			v, err := celrules.EvalLLM(f.prog, in, nil)
-			if err != nil {
-				continue
-			}
-			rec.Attributes = append(rec.Attributes, stringKV(f.key, celrules.Text(v)))
-		}
-	} else {
-		for _, f := range a.Extra {
-			rec.Attributes = append(rec.Attributes, stringKV(f.Key, f.Value))
-		}
-	}
-	if sc.IsValid() {
-		tid, sid := sc.TraceID(), sc.SpanID()
-		rec.TraceId, rec.SpanId = tid[:], sid[:]
-		rec.Flags = uint32(sc.TraceFlags())
-		rec.Attributes = append(rec.Attributes, stringKV("trace.id", tid.String()), stringKV("span.id", sid.String()))
-	}
-	o.exp.emit(rec)
+	r := o.begin(logline.AccessMessage, o.remove, omit)
+	accessAttributes(&r, a)
+	o.finish(&r, in, a.Extra, sc)
 }
 
-// accessRecord is the log record of an access record: the fields of the
-// access line as attributes (but those removed), "request" as its body.
-func accessRecord(a *logline.Access, remove map[string]bool, omit logline.AccessFields) *logspb.LogRecord {
-	now := uint64(time.Now().UnixNano())
-	rec := &logspb.LogRecord{
-		TimeUnixNano:         now,
-		ObservedTimeUnixNano: now,
-		SeverityNumber:       logspb.SeverityNumber_SEVERITY_NUMBER_INFO,
-		SeverityText:         "INFO",
-		Body:                 &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: logline.AccessMessage}},
+// exportConn is export for a connection's record.
+func (o *otlpAccessLog) exportConn(in *celrules.Input, c *logline.Conn, logged bool) {
+	if !o.keeps(in, logged) {
+		return
 	}
-	add := func(kv *commonpb.KeyValue) {
-		if remove[kv.Key] {
-			return
-		}
-		if f, ok := logline.AccessFieldNamed(kv.Key); ok && omit&f != 0 {
-			return
-		}
-		rec.Attributes = append(rec.Attributes, kv)
+	var omit logline.AccessFields
+	if !o.own {
+		omit = c.Omit
 	}
-	add(stringKV("method", logline.Method(a.Method)))
-	add(stringKV("path", string(a.Path)))
-	add(intKV("status", int64(a.Status)))
-	add(stringKV("duration", a.Duration.String()))
-	add(stringKV("route", a.Route))
-	add(stringKV("backend", a.Backend))
-	add(intKV("bytes_in", int64(a.BytesIn)))
-	add(intKV("bytes_out", int64(a.BytesOut)))
+	r := o.begin(logline.ConnMessage, o.remove, omit)
+	connAttributes(&r, c)
+	o.finish(&r, in, c.Extra, trace.SpanContext{})
+}
+
+// keeps applies otlp.filter, or accessLog's decision without one.
+func (o *otlpAccessLog) keeps(in *celrules.Input, logged bool) bool {
+	if o.filter != nil {
+		return keeps(o.filter, in)
+	}
+	return logged
+}
+
+// otlpRecord is a log record being built: the attributes the record's
+// settings leave out are skipped as they are added.
+type otlpRecord struct {
+	otellog.Record
+	remove map[string]bool
+	omit   logline.AccessFields
+}
+
+func (o *otlpAccessLog) begin(body string, remove map[string]bool, omit logline.AccessFields) otlpRecord {
+	r := otlpRecord{remove: remove, omit: omit}
+	now := time.Now()
+	r.SetTimestamp(now)
+	r.SetObservedTimestamp(now)
+	r.SetSeverity(otellog.SeverityInfo)
+	r.SetSeverityText("INFO")
+	r.SetBody(attribute.StringValue(body))
+	return r
+}
+
+// add adds kv unless the settings leave it out.
+func (r *otlpRecord) add(kv attribute.KeyValue) {
+	if r.remove[string(kv.Key)] {
+		return
+	}
+	if f, ok := logline.AccessFieldNamed(string(kv.Key)); ok && r.omit&f != 0 {
+		return
+	}
+	r.AddAttributes(kv)
+}
+
+// finish adds the record's own fields (otlp.fields.add) or the line's
+// added ones, and the span's identity, and sends it.
+func (o *otlpAccessLog) finish(r *otlpRecord, in *celrules.Input, extra []logline.AccessField, sc trace.SpanContext) {
+	if o.own {
+		for _, f := range o.add {
+			if v, err := celrules.EvalLLM(f.prog, in, nil); err == nil {
+				r.AddAttributes(attribute.String(f.key, celrules.Text(v)))
+			}
+		}
+	} else {
+		for _, f := range extra {
+			r.AddAttributes(attribute.String(f.Key, f.Value))
+		}
+	}
+	ctx := context.Background()
+	if sc.IsValid() {
+		// The SDK takes the record's trace and span from the context; the
+		// attributes name them for backends that do not show those.
+		ctx = trace.ContextWithSpanContext(ctx, sc)
+		r.AddAttributes(attribute.String("trace.id", sc.TraceID().String()), attribute.String("span.id", sc.SpanID().String()))
+	}
+	o.exp.logger.Emit(ctx, r.Record)
+}
+
+// accessAttributes are the fields of a request's access line.
+func accessAttributes(r *otlpRecord, a *logline.Access) {
+	r.add(attribute.String("method", logline.Method(a.Method)))
+	r.add(attribute.String("path", string(a.Path)))
+	r.add(attribute.Int("status", a.Status))
+	r.add(attribute.String("duration", a.Duration.String()))
+	r.add(attribute.String("route", a.Route))
+	r.add(attribute.String("backend", a.Backend))
+	r.add(attribute.Int64("bytes_in", int64(a.BytesIn)))
+	r.add(attribute.Int64("bytes_out", int64(a.BytesOut)))
 	if a.Src != nil {
-		add(stringKV("src", a.Src.String()))
+		r.add(attribute.String("src", a.Src.String()))
 	}
 	if a.UpstreamError != nil {
-		add(stringKV("upstream_error", a.UpstreamError.Error()))
+		r.add(attribute.String("upstream_error", a.UpstreamError.Error()))
 	}
 	if m := &a.MCP; m.Method != "" {
-		add(stringKV("mcp.method", m.Method))
+		r.add(attribute.String("mcp.method", m.Method))
 		if m.Target != "" {
-			add(stringKV("mcp.target", m.Target))
+			r.add(attribute.String("mcp.target", m.Target))
 		}
 		if m.Tool != "" {
-			add(stringKV("mcp.tool", m.Tool))
+			r.add(attribute.String("mcp.tool", m.Tool))
 		}
 		if m.Denied {
-			add(&commonpb.KeyValue{Key: "mcp.denied", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}}})
+			r.add(attribute.Bool("mcp.denied", true))
 		}
 	}
 	if x := &a.LLM; x.Provider != "" {
-		add(stringKV("llm.provider", x.Provider))
-		add(stringKV("llm.request_model", string(x.RequestModel)))
-		add(stringKV("llm.model", string(x.Model)))
+		r.add(attribute.String("llm.provider", x.Provider))
+		r.add(attribute.String("llm.request_model", string(x.RequestModel)))
+		r.add(attribute.String("llm.model", string(x.Model)))
 		if x.HasUsage {
-			add(intKV("llm.input_tokens", x.InputTokens))
-			add(intKV("llm.output_tokens", x.OutputTokens))
+			r.add(attribute.Int64("llm.input_tokens", x.InputTokens))
+			r.add(attribute.Int64("llm.output_tokens", x.OutputTokens))
 			if x.CachedInputTokens > 0 {
-				add(intKV("llm.cached_input_tokens", x.CachedInputTokens))
+				r.add(attribute.Int64("llm.cached_input_tokens", x.CachedInputTokens))
 			}
 		}
 		if x.CostKnown {
-			add(&commonpb.KeyValue{Key: "llm.cost", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: x.Cost}}})
+			r.add(attribute.Float64("llm.cost", x.Cost))
 		}
 		if x.Guard != "" {
-			add(stringKV("llm.guard", x.Guard))
+			r.add(attribute.String("llm.guard", x.Guard))
 		}
 		if x.Error != "" {
-			add(stringKV("llm.error", x.Error))
+			r.add(attribute.String("llm.error", x.Error))
 		}
 	}
-	return rec
 }
 
-func stringKV(k, v string) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
+// connAttributes are the fields of a connection's access line.
+func connAttributes(r *otlpRecord, c *logline.Conn) {
+	r.add(attribute.String("protocol", c.Protocol))
+	r.add(attribute.String("bind", c.Bind))
+	r.add(attribute.String("listener", c.Listener))
+	r.add(attribute.String("route", c.Route))
+	r.add(attribute.String("backend", c.Backend))
+	if c.Src != nil {
+		r.add(attribute.String("src", c.Src.String()))
+	}
+	for _, kv := range [...][2]string{{"tls.sni", c.SNI}, {"destination", c.Destination}, {"endpoint", c.Endpoint}} {
+		if kv[1] != "" {
+			r.add(attribute.String(kv[0], kv[1]))
+		}
+	}
+	r.add(attribute.Int64("bytes_in", c.BytesIn))
+	r.add(attribute.Int64("bytes_out", c.BytesOut))
+	r.add(attribute.String("duration", c.Duration.String()))
+	r.add(attribute.String("end", c.End))
+	if c.UpstreamError != nil {
+		r.add(attribute.String("upstream_error", c.UpstreamError.Error()))
+	}
 }
 
-func intKV(k string, v int64) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v}}}
-}
-
-// otlpLogExporter sends log records to an OTLP collector in batches, from
-// a goroutine of its own: a batch goes when it is full or a second after
-// its first record. Records beyond its queue are dropped (a slow collector
-// loses records, never delays requests).
+// otlpLogExporter is the OpenTelemetry log SDK sending records to an OTLP
+// collector: a batch processor (a batch goes when full or a second after
+// its first record; records beyond its queue are dropped, so a slow
+// collector loses records and never delays requests) over the SDK's OTLP
+// exporter for gRPC or HTTP, with its retries.
 type otlpLogExporter struct {
-	queue chan *logspb.LogRecord
-	stop  chan struct{}
-	done  chan struct{}
-	send  func(context.Context, *collogspb.ExportLogsServiceRequest) error
-	close func() error
-	// resource names the service in every batch.
-	resource *resourcepb.Resource
+	provider *sdklog.LoggerProvider
+	logger   otellog.Logger
 }
 
 const (
@@ -244,119 +281,31 @@ const (
 // (host:port, plain text) over protocol grpc or http (to path). It
 // connects lazily.
 func newOTLPLogExporter(addr, protocol, path string, headers map[string]string) (*otlpLogExporter, error) {
-	e := &otlpLogExporter{
-		queue:    make(chan *logspb.LogRecord, otlpLogQueue),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{stringKV("service.name", "gateway")}},
-		close:    func() error { return nil },
-	}
+	ctx := context.Background()
+	var exp sdklog.Exporter
+	var err error
 	if protocol == "http" {
-		client := &http.Client{Timeout: otlpLogTimeout}
-		url := "http://" + addr + path
-		e.send = func(ctx context.Context, req *collogspb.ExportLogsServiceRequest) error {
-			body, err := proto.Marshal(req)
-			if err != nil {
-				return err
-			}
-			hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			hr.Header.Set("Content-Type", "application/x-protobuf")
-			for k, v := range headers {
-				hr.Header.Set(k, v)
-			}
-			resp, err := client.Do(hr)
-			if err != nil {
-				return err
-			}
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode/100 != 2 {
-				return fmt.Errorf("collector answered %s", strconv.Itoa(resp.StatusCode))
-			}
-			return nil
-		}
+		exp, err = otlploghttp.New(ctx, otlploghttp.WithEndpoint(addr), otlploghttp.WithURLPath(path),
+			otlploghttp.WithInsecure(), otlploghttp.WithHeaders(headers), otlploghttp.WithTimeout(otlpLogTimeout))
 	} else {
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		client := collogspb.NewLogsServiceClient(cc)
-		md := metadata.New(headers)
-		e.send = func(ctx context.Context, req *collogspb.ExportLogsServiceRequest) error {
-			_, err := client.Export(metadata.NewOutgoingContext(ctx, md), req)
-			return err
-		}
-		e.close = cc.Close
+		exp, err = otlploggrpc.New(ctx, otlploggrpc.WithEndpoint(addr),
+			otlploggrpc.WithInsecure(), otlploggrpc.WithHeaders(headers), otlploggrpc.WithTimeout(otlpLogTimeout))
 	}
-	go e.run()
-	return e, nil
-}
-
-// emit queues a record, or drops it when the queue is full.
-func (e *otlpLogExporter) emit(r *logspb.LogRecord) {
-	select {
-	case e.queue <- r:
-	default:
+	if err != nil {
+		return nil, err
 	}
-}
-
-func (e *otlpLogExporter) run() {
-	defer close(e.done)
-	var batch []*logspb.LogRecord
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	flush := func(ctx context.Context) {
-		if len(batch) == 0 {
-			return
-		}
-		req := &collogspb.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{{
-			Resource:  e.resource,
-			ScopeLogs: []*logspb.ScopeLogs{{Scope: &commonpb.InstrumentationScope{Name: "gateway.access"}, LogRecords: batch}},
-		}}}
-		ctx, cancel := context.WithTimeout(ctx, otlpLogTimeout)
-		_ = e.send(ctx, req) // a failed batch is lost, as the trace exporter's
-		cancel()
-		batch = nil
-	}
-	for {
-		select {
-		case r := <-e.queue:
-			if len(batch) == 0 {
-				timer.Reset(traceBatchTimeout)
-			}
-			batch = append(batch, r)
-			if len(batch) >= otlpLogBatch {
-				timer.Stop()
-				flush(context.Background())
-			}
-		case <-timer.C:
-			flush(context.Background())
-		case <-e.stop:
-			timer.Stop()
-			for {
-				select {
-				case r := <-e.queue:
-					batch = append(batch, r)
-					continue
-				default:
-				}
-				break
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			flush(ctx)
-			cancel()
-			return
-		}
-	}
+	batch := sdklog.NewBatchProcessor(exp, sdklog.WithMaxQueueSize(otlpLogQueue),
+		sdklog.WithExportMaxBatchSize(otlpLogBatch), sdklog.WithExportInterval(traceBatchTimeout),
+		sdklog.WithExportTimeout(otlpLogTimeout))
+	provider := sdklog.NewLoggerProvider(sdklog.WithProcessor(batch),
+		sdklog.WithResource(resource.NewSchemaless(attribute.String("service.name", "gateway"))))
+	return &otlpLogExporter{provider: provider, logger: provider.Logger("gateway.access")}, nil
 }
 
 // Close sends what is queued and stops the exporter (the lease calls it
 // when no snapshot uses it any more).
 func (e *otlpLogExporter) Close() error {
-	close(e.stop)
-	<-e.done
-	return e.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return e.provider.Shutdown(ctx)
 }

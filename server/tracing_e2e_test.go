@@ -971,3 +971,73 @@ frontendPolicies:
 		}
 	}
 }
+
+// TestAccessLogOTLPHTTP: protocol http posts the records, as protobuf, to
+// the configured path, with the headers the policies set; the resource
+// names the service and the scope the access log.
+func TestAccessLogOTLPHTTP(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	var mu sync.Mutex
+	var got []*collogspb.ExportLogsServiceRequest
+	var seen []string // path, content type, authorization of each post
+	collector := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		req := &collogspb.ExportLogsServiceRequest{}
+		if err == nil {
+			err = proto.Unmarshal(body, req)
+		}
+		if err != nil {
+			w.WriteHeader(400)
+			return
+		}
+		mu.Lock()
+		got = append(got, req)
+		seen = append(seen, r.URL.Path+" "+r.Header.Get("Content-Type")+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(200)
+	}))
+	tg := startGateway(t, `
+frontendPolicies:
+  accessLog:
+    otlp:
+      host: '${COLLECTOR}'
+      protocol: http
+      path: /collect/logs
+      policies: {requestHeaderModifier: {set: {authorization: 'Bearer h'}}}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: r
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "COLLECTOR": collector})
+	get(t, tg.url(3000)+"/one")
+	var rec map[string]string
+	var res, scope string
+	eventually(t, 10*time.Second, "the /one record over OTLP/HTTP", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, req := range got {
+			for _, rl := range req.GetResourceLogs() {
+				for _, sl := range rl.GetScopeLogs() {
+					for _, r := range sl.GetLogRecords() {
+						if m := attrMap(r.GetAttributes()); m["path"] == "/one" {
+							rec, res, scope = m, attrMap(rl.GetResource().GetAttributes())["service.name"], sl.GetScope().GetName()
+							return true
+						}
+					}
+				}
+			}
+		}
+		return false
+	})
+	if rec["status"] != "int_value:204" || rec["route"] != "r" || res != "gateway" || scope != "gateway.access" {
+		t.Errorf("record %v, service %q, scope %q", rec, res, scope)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[0] != "/collect/logs application/x-protobuf Bearer h" {
+		t.Errorf("post %q", seen[0])
+	}
+}
