@@ -125,8 +125,10 @@ type Bind struct {
 	Port      *int       `json:"port,omitempty" cfg:"min=1,max=65535"`
 	Listeners []Listener `json:"listeners" cfg:"required"`
 	// TunnelProtocol connect makes the bind an HTTP CONNECT proxy: each
-	// tunnel is served by the bind of its destination port (connect.go).
-	TunnelProtocol string `json:"tunnelProtocol,omitempty" cfg:"enum=direct|connect,later=hboneWaypoint|hboneGateway|proxy"`
+	// tunnel is served by the bind of its destination port (connect.go);
+	// proxy makes its connections begin with a PROXY protocol header (as
+	// frontendPolicies.proxy with its defaults, for this bind).
+	TunnelProtocol string `json:"tunnelProtocol,omitempty" cfg:"enum=direct|connect|proxy,later=hboneWaypoint|hboneGateway"`
 	// Mode internal: the bind opens no socket and is reached only through
 	// CONNECT tunnels; without a port it serves tunnels to any port that
 	// no other bind has.
@@ -216,8 +218,8 @@ type FrontendPolicies struct {
 	TCP                  *FrontendTCP     `json:"tcp,omitempty"`
 	NetworkAuthorization *CELRuleSet      `json:"networkAuthorization,omitempty"`
 	NetworkExtAuthz      Unsupported      `json:"networkExtAuthz,omitzero"`
-	Proxy                Unsupported      `json:"proxy,omitzero"`
-	ProxyProtocol        Unsupported      `json:"proxyProtocol,omitzero"`
+	Proxy                *ProxyProtocol   `json:"proxy,omitempty"`
+	ProxyProtocol        *ProxyProtocol   `json:"proxyProtocol,omitempty"`
 	Connect              Unsupported      `json:"connect,omitzero"`
 	AccessLog            *AccessLogPolicy `json:"accessLog,omitempty"`
 	Logging              Unsupported      `json:"logging,omitzero"`

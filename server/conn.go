@@ -113,6 +113,9 @@ func (b *bind) dispatch(c net.Conn) {
 			_ = sc.SetKeepAliveConfig(*bc.keepalive)
 		}
 	}
+	if _, tunneled := c.(*tunnelConn); bc.proxy != nil && !tunneled && !b.takeProxyHeader(c, bc.proxy) {
+		return
+	}
 	switch {
 	case bc.tcp != nil:
 		b.serveTCP(c, bc)

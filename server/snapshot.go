@@ -72,6 +72,9 @@ type bindConfig struct {
 	connect, internal bool
 	// netAuthz is frontendPolicies.networkAuthorization (nil: none).
 	netAuthz *celrules.RuleSet
+	// proxy is the PROXY protocol header its connections begin with
+	// (frontendPolicies.proxy, tunnelProtocol: proxy); nil: none.
+	proxy *proxyPolicy
 }
 
 type listenerConfig struct {
@@ -244,7 +247,8 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			continue
 		}
 		bc := &bindConfig{port: port, rawPaths: rawPaths(f), handshakeTimeout: handshakeTimeout(f), keepalive: clientKeepalive(f),
-			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz}
+			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz,
+			proxy: bindProxyPolicy(f, b)}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
 			// A listener Parse made of a gateway is named by the

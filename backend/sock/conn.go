@@ -68,8 +68,13 @@ type Conn struct {
 
 // Server holds what the server serving a data-path connection keeps in the
 // connection itself (a word of the connection's own needs no lock or map);
-// sock never reads it. Conn and PromptConn embed it.
+// sock never reads it, but for the addresses a PROXY protocol header gave
+// (RemoteAddr, LocalAddr). Conn and PromptConn embed it.
 type Server struct {
+	// Peer and Local, when set, are the connection's addresses as a PROXY
+	// protocol header named them; RemoteAddr and LocalAddr return them in
+	// place of the socket's. Set before the connection is served.
+	Peer, Local net.Addr
 	// ServerState is the connection's state as the server records it (it
 	// changes twice per request).
 	ServerState atomic.Int32

@@ -59,16 +59,17 @@ func (c *Conn) Peek(buf []byte, enough func([]byte) bool) (int, error) {
 
 // Peek is Conn.Peek for a connection that cannot look without reading: it
 // reads, and keeps what it read for the connection's next reads.
+// What was read before stays whole: a peek shorter than an earlier one
+// (a classifier's first byte after a PROXY header's peek) sees its start.
 func (c *PromptConn) Peek(buf []byte, enough func([]byte) bool) (int, error) {
 	n := copy(buf, c.peeked)
 	for n < len(buf) && !enough(buf[:n]) {
 		m, err := c.Conn.Read(buf[n:])
+		c.peeked = append(c.peeked, buf[n:n+m]...)
 		n += m
 		if err != nil {
-			c.peeked = append(c.peeked[:0], buf[:n]...)
 			return n, err
 		}
 	}
-	c.peeked = append(c.peeked[:0], buf[:n]...)
 	return n, nil
 }
