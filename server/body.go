@@ -9,6 +9,7 @@ import (
 
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/extproc"
 )
 
 // requestBody is a client's streamed request body as the upstream request
@@ -50,7 +51,10 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // ClientBody marks the failure as the client's (policy.ClientBodyError).
 func (e *clientBodyError) ClientBody() {}
 
-var _ policy.ClientBodyError = (*clientBodyError)(nil)
+var (
+	_ policy.ClientBodyError  = (*clientBodyError)(nil)
+	_ extproc.EndWritesHeader = (*requestBody)(nil)
+)
 
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
@@ -61,6 +65,22 @@ func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 }
 
 func (b *requestBody) reset() { *b = requestBody{} }
+
+// EndWritesHeader reports whether the read that ends the body writes the
+// request's header h (extproc.EndWritesHeader): fasthttp's decoder reads a
+// chunked body's trailer section into h, and an HTTP/2 stream's announced
+// trailer fields join h (h2RequestBody). extProc's full-duplex pump, which
+// reads the body on a goroutine of its own, then reads only while the
+// request's goroutine leaves h alone.
+func (b *requestBody) EndWritesHeader(h *fasthttp.RequestHeader) bool {
+	if _, ok := b.r.(*h2RequestBody); ok {
+		for range h.Trailers() {
+			return true
+		}
+		return false
+	}
+	return b.want < 0
+}
 
 // active reports whether b stands for the current request's body.
 func (b *requestBody) active() bool { return b.r != nil }

@@ -38,30 +38,132 @@ type pump struct {
 	err  error
 	eof  bool
 	quit atomic.Bool
+	// cut: a request's pump was halted because the body stopped going
+	// upstream before its end (finished is false).
+	cut atomic.Bool
 
 	mu       sync.Mutex
 	tee      []byte
 	teeMax   int
 	overflow bool // tee dropped: more than teeMax, or no longer needed
+
+	// A gated pump's source writes the request's header with the read
+	// that ends it (EndWritesHeader): fasthttp's decoder of a chunked body
+	// reads the trailer section into it. The request's goroutine lends
+	// the header to the pump while it does not use it (lend), and takes it
+	// back before it does (reclaim): the pump starts a read only while the
+	// header is lent, and taking it back waits for a read in progress.
+	gated   bool
+	lease   sync.Mutex
+	leased  sync.Cond // signalled when lent, reading or quit change
+	lent    bool
+	reading bool
 }
 
-func startPump(s *session, src io.Reader, response bool, length, max int, attrs map[string]*structpb.Struct) *pump {
+// EndWritesHeader is a request body stream that tells whether the read
+// that ends it writes the request's header h (the server's guard of the
+// client's body: fasthttp reads a chunked body's trailer section into h,
+// an HTTP/2 stream's trailer fields join h). A request's pump reads a
+// stream that does only while the request's goroutine leaves h alone, and
+// takes a stream that does not say for one that does.
+type EndWritesHeader interface {
+	EndWritesHeader(h *fasthttp.RequestHeader) bool
+}
+
+// writesHeader reports whether reading src to its end may write the
+// request's header h.
+func writesHeader(src io.Reader, h *fasthttp.RequestHeader) bool {
+	switch r := src.(type) {
+	case *bytes.Reader:
+		return false
+	case *duplexBody:
+		// Another policy's processed body: it reads the client's through
+		// its own pump.
+		return r.pm.gated
+	case EndWritesHeader:
+		return r.EndWritesHeader(h)
+	}
+	return true
+}
+
+// newPump is a pump of src; start runs it.
+func newPump(s *session, src io.Reader, response bool, length, max int, attrs map[string]*structpb.Struct) *pump {
 	p := &pump{s: s, src: src, response: response, length: length, attrs: attrs, teeMax: max,
 		done: make(chan struct{}), fail: make(chan struct{})}
-	go p.run()
+	p.leased.L = &p.lease
 	return p
 }
 
-// settled reports whether the pump has stopped reading its source; when it
-// has, what it did (fasthttp's read of a chunked body's trailer section into
-// the request header) happens before what the caller does next.
-func (p *pump) settled() bool {
-	if p == nil {
+func (p *pump) start() { go p.run() }
+
+func startPump(s *session, src io.Reader, response bool, length, max int, attrs map[string]*structpb.Struct) *pump {
+	p := newPump(s, src, response, length, max, attrs)
+	p.start()
+	return p
+}
+
+// lend lets a gated pump read its source: the request's goroutine leaves
+// the header alone until it reclaims it.
+func (p *pump) lend() {
+	if p == nil || !p.gated {
+		return
+	}
+	p.lease.Lock()
+	p.lent = true
+	p.leased.Broadcast()
+	p.lease.Unlock()
+}
+
+// reclaim takes the request's header back from a gated pump: no read
+// starts from now on, and one in progress (which may be the last, writing
+// the trailer fields into the header) has returned when reclaim does. That
+// read waits for the client; the body's read deadline bounds it.
+func (p *pump) reclaim() {
+	if p == nil || !p.gated {
+		return
+	}
+	p.lease.Lock()
+	p.lent = false
+	for p.reading {
+		p.leased.Wait()
+	}
+	p.lease.Unlock()
+}
+
+// acquire waits until a gated pump may read its source; false when it is
+// to stop instead.
+func (p *pump) acquire() bool {
+	if !p.gated {
 		return true
 	}
+	p.lease.Lock()
+	for !p.lent && !p.quit.Load() {
+		p.leased.Wait()
+	}
+	p.reading = !p.quit.Load()
+	p.lease.Unlock()
+	return p.reading
+}
+
+// release ends a read acquire allowed.
+func (p *pump) release() {
+	if !p.gated {
+		return
+	}
+	p.lease.Lock()
+	p.reading = false
+	p.leased.Broadcast()
+	p.lease.Unlock()
+}
+
+// finished reports whether the pump is done with a body that went all the
+// way: it read and sent it to its end, or its own or the service's failure
+// ended it. A pump cut short (the exchange stopped taking the body) is
+// not.
+func (p *pump) finished() bool {
 	select {
 	case <-p.done:
-		return true
+		return !p.cut.Load()
 	default:
 		return false
 	}
@@ -79,7 +181,11 @@ func (p *pump) run() {
 	defer close(p.done)
 	buf := make([]byte, pumpChunk)
 	for {
+		if !p.acquire() {
+			return
+		}
 		n, err := p.src.Read(buf)
+		p.release()
 		if n > 0 {
 			p.mu.Lock()
 			if !p.overflow {
@@ -124,8 +230,16 @@ func (p *pump) run() {
 	}
 }
 
-// stop makes the pump stop after its current read.
-func (p *pump) stop() { p.quit.Store(true) }
+// stop makes the pump stop after its current read (a gated pump waiting
+// for the header stops at once).
+func (p *pump) stop() {
+	p.quit.Store(true)
+	if p.gated {
+		p.lease.Lock()
+		p.leased.Broadcast()
+		p.lease.Unlock()
+	}
+}
 
 // halt stops the pump now, interrupting a read it is blocked in, and waits
 // for it: what it shares with the request (the server's count of the
@@ -222,6 +336,9 @@ type duplexBody struct {
 	eos     bool
 	err     error
 	closed  bool
+	// sending: WriteTo is sending the body on, and holds the request's
+	// header for the pump until the body ends.
+	sending bool
 }
 
 // newDuplexBody is the body that goes on for pm's. A response's holds a
@@ -244,6 +361,57 @@ func (d *duplexBody) take(m *procv3.BodyMutation) {
 }
 
 func (d *duplexBody) Read(p []byte) (int, error) {
+	if err := d.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, d.pending)
+	d.pending = d.pending[n:]
+	return n, nil
+}
+
+// WriteTo sends the body on to w. fasthttp writes a request's chunked body
+// with it (SupportsBodyWriteTo), and uses nothing of the request until it
+// returns: the pump may read the client's body all along while the
+// service's answers go on as they come, as in Read with the header lent
+// for good. The body's end, a failure, or a write error halts a request's
+// pump before WriteTo returns, which orders its last read (and the trailer
+// fields it read into the header) before what the caller does next:
+// fasthttp writes the trailer section.
+func (d *duplexBody) WriteTo(w io.Writer) (int64, error) {
+	if !d.pm.response && !d.sending {
+		d.sending = true
+		d.pm.lend()
+	}
+	var n int64
+	for {
+		if err := d.fill(); err != nil {
+			if err == io.EOF {
+				return n, nil
+			}
+			return n, err
+		}
+		m, err := w.Write(d.pending)
+		n += int64(m)
+		d.pending = d.pending[m:]
+		if err != nil {
+			if !d.pm.response {
+				// The body will not go on: the pump ends now, its read in
+				// progress interrupted, as when the exchange ends first.
+				d.pm.cut.Store(true)
+				d.pm.halt()
+			}
+			return n, err
+		}
+	}
+}
+
+// SupportsBodyWriteTo has fasthttp send a request's body with WriteTo
+// (fasthttp.BodyWriterTo).
+func (d *duplexBody) SupportsBodyWriteTo() bool { return !d.pm.response }
+
+// fill makes pending hold the body's next bytes: io.EOF at the body's end,
+// or the error that ended it.
+func (d *duplexBody) fill() error {
 	for len(d.pending) == 0 {
 		if d.eos {
 			if !d.pm.response {
@@ -253,12 +421,12 @@ func (d *duplexBody) Read(p []byte) (int, error) {
 				// before whoever reads on.
 				d.pm.halt()
 			}
-			return 0, io.EOF
+			return io.EOF
 		}
 		if d.err != nil {
-			return 0, d.err
+			return d.err
 		}
-		ans, err := d.s.wait(d.ch, d.pm.fail)
+		ans, err := d.await()
 		if err != nil {
 			d.fail(err)
 			continue
@@ -296,9 +464,32 @@ func (d *duplexBody) Read(p []byte) (int, error) {
 			d.eos = true
 		}
 	}
-	n := copy(p, d.pending)
-	d.pending = d.pending[n:]
-	return n, nil
+	return nil
+}
+
+// await waits for the service's next answer on the body. Read's caller
+// may use the request's header between reads (a policy reading the body
+// whole, which may stop short of its end), so a gated pump reads the
+// client's body only while Read waits: an answer already there is taken
+// without lending it the header; else the header is lent for the wait and
+// taken back after, once a read in progress has returned.
+func (d *duplexBody) await() (*procv3.ProcessingResponse, error) {
+	if !d.pm.gated || d.sending {
+		return d.s.wait(d.ch, d.pm.fail)
+	}
+	select {
+	case <-d.s.imm:
+	default:
+		select {
+		case m := <-d.ch:
+			return m, nil
+		default:
+		}
+	}
+	d.pm.lend()
+	ans, err := d.s.wait(d.ch, d.pm.fail)
+	d.pm.reclaim()
+	return ans, err
 }
 
 // fail ends the body with err: for a failure of the body's own source its

@@ -289,13 +289,20 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		}
 		if hasBody && s.reqBody == bodyDuplex {
 			// The service may take the whole body before it answers the
-			// headers: it streams from now on.
-			pump = s.startRequestPump(c, nil)
+			// headers: it streams from now on, the header lent to the
+			// pump while this waits.
+			pump = s.startRequestPump(c, nil, true)
 		}
 		ans, err := s.wait(s.reqCh, pump.stopped())
 		if err != nil {
 			return p.requestFailed(c, s, err, pump)
 		}
+		// The edits below, and the request's way on (the policies after
+		// this one, its head written upstream) use the header: the pump
+		// gives it back first. If its read in progress is the body's
+		// last, fasthttp has read the trailer section into the header
+		// when this returns.
+		pump.reclaim()
 		hr, ok := ans.Response.(*procv3.ProcessingResponse_RequestHeaders)
 		if !ok {
 			return p.requestFailed(c, s, errOutOfOrder("request headers"), pump)
@@ -305,10 +312,6 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 			s.override(ans, true)
 		}
 		cr := hr.RequestHeaders.GetResponse()
-		// fasthttp's body stream reads a chunked body's trailer section
-		// into the request's header; once the pump has read the body to
-		// its end, this orders that read before the edits below.
-		pump.settled()
 		if err := applyRequestMutation(c, cr.GetHeaderMutation()); err != nil {
 			return p.requestFailed(c, s, err, pump)
 		}
@@ -339,7 +342,8 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 		if !s.reqAttrSent {
 			attrs, s.reqAttrSent = p.attributes(c, p.reqAttrs), true
 		}
-		pump = s.startRequestPump(c, attrs)
+		// The header stays the request's until its body is read.
+		pump = s.startRequestPump(c, attrs, false)
 		d := newDuplexBody(s, s.reqCh, pump)
 		req.Header.Del("Content-Length")
 		req.SetBodyStream(d, -1)
@@ -401,17 +405,24 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 
 // startRequestPump streams the request's body to the service. A read of
 // the client's body it is blocked in can be interrupted (the connection
-// then closes after the response, its body unread to the end).
-func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Struct) *pump {
+// then closes after the response, its body unread to the end). When the
+// read that ends the body writes the request's header (a chunked body's
+// trailer section), the pump is gated: it reads only while the header is
+// lent to it, from the start when lent.
+func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Struct, lent bool) *pump {
 	req := &c.Fast.Request
 	fc := c.Fast
-	pm := startPump(s, requestBodyReader(req), false, req.Header.ContentLength(), s.p.maxBuffer, attrs)
+	src := requestBodyReader(req)
+	pm := newPump(s, src, false, req.Header.ContentLength(), s.p.maxBuffer, attrs)
+	pm.gated = writesHeader(src, &req.Header)
+	pm.lent = lent
 	pm.interrupt = func() {
 		fc.SetConnectionClose()
 		if conn := fc.Conn(); conn != nil {
 			_ = conn.SetReadDeadline(time.Now())
 		}
 	}
+	pm.start()
 	s.reqPump = pm
 	return pm
 }
@@ -423,7 +434,10 @@ func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) 
 	if err == errImmediate {
 		s.skipResp = true
 		if pm != nil {
-			pm.stop()
+			// The body will not be read on: its pump ends before the
+			// request does anything more (a read in progress interrupted,
+			// the connection closed after the answer).
+			pm.halt()
 		}
 		respondImmediate(c, s.immediate)
 		s.end()
@@ -488,21 +502,17 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 	if s == nil {
 		return
 	}
-	if pm := s.reqPump; pm != nil {
-		select {
-		case <-pm.done:
-		default:
-			// The exchange is over with the request's body still streaming
-			// (the upstream answered, or failed, before taking all of it):
-			// the service is mid-body, so the response cannot be processed.
-			s.end()
-			pm.halt()
-			if !s.skipResp {
-				s.skipResp = true
-				p.responseFailed(c, s, &errService{"the exchange ended before the request body was processed"}, nil)
-			}
-			return
+	if pm := s.reqPump; pm != nil && !pm.finished() {
+		// The exchange is over with the request's body still streaming
+		// (the upstream answered, or failed, before taking all of it):
+		// the service is mid-body, so the response cannot be processed.
+		s.end()
+		pm.halt()
+		if !s.skipResp {
+			s.skipResp = true
+			p.responseFailed(c, s, &errService{"the exchange ended before the request body was processed"}, nil)
 		}
+		return
 	}
 	if s.skipResp {
 		return
