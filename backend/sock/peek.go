@@ -45,8 +45,15 @@ func (c *Conn) Peek(buf []byte, enough func([]byte) bool) (int, error) {
 			return n == len(buf) || enough(buf[:n])
 		}
 	}
-	if err := c.raw.Read(step); err != nil {
-		return n, c.opError("read", err)
+	err := c.raw.Read(step)
+	for err != nil {
+		// The poller's timer may fire before the deadline asked for: it is
+		// lazy, and parking's checks ride on it (rearm). A peek is never an
+		// idle wait, so it never parks; it goes on until the real deadline.
+		if again, _ := c.rearm(err); !again {
+			return n, c.opError("read", err)
+		}
+		err = c.raw.Read(step)
 	}
 	if errno != 0 {
 		return n, c.opError("read", errno)
