@@ -266,11 +266,13 @@ func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 	return false
 }
 
-// serve runs fasthttp's loop on c until c closes or parks.
+// serve runs fasthttp's loop on c until c closes or parks. A connection
+// that parks (a sock.Conn, or TLS over one: tlsConn) ends fasthttp's loop
+// with sock.ErrParked and is Held after fasthttp's Close.
 func (b *bind) serve(c net.Conn) {
 	_ = b.srv.Load().ServeConn(c)
 	b.awaitTunnel(c)
-	if sc, ok := c.(*sock.Conn); ok && sc.Held() && b.park(sc) {
+	if p, ok := c.(sock.Parkable); ok && p.Held() && b.park(p) {
 		return
 	}
 	b.connClosed(c)
@@ -291,9 +293,9 @@ func (b *bind) connClosed(c net.Conn) {
 var parkIdleAfter = newAtomicInt64(int64(time.Second)) // settable by tests
 
 // park hands a connection fasthttp let go of (sock.ErrParked) to the
-// parker, as idle; it reports false (and c is to be closed) when the bind is
+// parker, as idle; it reports false (and c is closed) when the bind is
 // draining or parking failed.
-func (b *bind) park(c *sock.Conn) bool {
+func (b *bind) park(c sock.Parkable) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.draining.Load() {
@@ -317,13 +319,14 @@ type parking struct{ b *bind }
 
 // Wake serves a parked connection that became readable, on a goroutine of
 // its own; the bytes that woke it are the start of a request (or its end),
-// so the head's deadline applies at once.
-func (p parking) Wake(c *sock.Conn) {
+// so the head's deadline applies at once. A TLS connection is the same
+// tlsConn, its session as it was.
+func (p parking) Wake(c net.Conn) {
 	p.b.metrics.ConnUnparked()
 	go func() {
 		p.b.trackConn(c, connNew)
 		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
-		if c.ServerClassified {
+		if f := sock.ServerFields(c); f != nil && f.ServerClassified {
 			p.b.serve(c)
 		} else {
 			// Parked before its first byte (awaitFirstByte).
@@ -333,7 +336,7 @@ func (p parking) Wake(c *sock.Conn) {
 }
 
 // Closed accounts for a parked connection the parker (or drain) closed.
-func (p parking) Closed(c *sock.Conn) {
+func (p parking) Closed(c net.Conn) {
 	p.b.metrics.ConnUnparked()
 	p.b.connClosed(c)
 }

@@ -214,6 +214,12 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		return
 	}
 	tc := tls.Server(c, l.tls)
+	var hc *tlsConn
+	if l.protocol != "TLS" {
+		// Served as HTTP: the socket follows the records from the
+		// handshake's first byte on (sock.Layer).
+		hc = newTLSConn(tc, c, sni)
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -231,7 +237,6 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.forwardConn(c, tc, r, sni)
 		return
 	}
-	hc := &tlsConn{Conn: tc, raw: c, sni: sni}
 	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 	// From here the bind tracks the TLS connection, not the socket under it
 	// (they share the state word).
@@ -300,32 +305,58 @@ func (b *bind) forwardConn(c, via net.Conn, r *tcpRoute, sni string) {
 	b.connClosed(c)
 }
 
-// tlsConn is a terminated TLS connection served as HTTP. The server's
-// per-connection words stay in the socket underneath; what sock does on
-// the raw socket (parking, the bare-LF head watch) does not apply to bytes
-// that arrive encrypted.
+// tlsConn is a terminated TLS connection served as HTTP. What sock does for
+// the server on the socket goes on through its sock.Layer: the bare-LF head
+// watch runs on the decrypted bytes, the server's words stay in the socket,
+// and an HTTP/1.1 connection idle between requests parks (sock.Parkable)
+// and is served again as the same tlsConn, its TLS session kept.
 type tlsConn struct {
 	*tls.Conn
-	raw      net.Conn
-	sni      string
-	readEnds int
+	raw   net.Conn
+	sni   string
+	layer sock.Layer
 }
 
-// Read counts the reads that found the stream's end or failed, as
-// sock.Conn does (server/body.go tells a cut-short body by them).
-func (c *tlsConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil && !sock.IsTimeout(err) {
-		c.readEnds++
-	}
-	return n, err
+// newTLSConn is the connection tc, terminated on raw with server name sni,
+// before its handshake.
+func newTLSConn(tc *tls.Conn, raw net.Conn, sni string) *tlsConn {
+	c := &tlsConn{Conn: tc, raw: raw, sni: sni}
+	c.layer.Init(raw)
+	return c
 }
+
+// Read reads the decrypted stream under the head watch, counting the reads
+// that found its end or failed (server/body.go tells a cut-short body by
+// them).
+func (c *tlsConn) Read(p []byte) (int, error) { return c.layer.Read(c.Conn, p) }
 
 // ReadEnds is sock.Conn.ReadEnds for the decrypted stream.
-func (c *tlsConn) ReadEnds() int { return c.readEnds }
+func (c *tlsConn) ReadEnds() int { return c.layer.ReadEnds() }
 
-// ServerFields are the raw socket's (sock.ServerFields).
-func (c *tlsConn) ServerFields() *sock.Server { return sock.ServerFields(c.raw) }
+// SetReadDeadline sets the socket's read deadline; it ends a request head.
+func (c *tlsConn) SetReadDeadline(t time.Time) error {
+	c.layer.EndHead()
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline sets both of the socket's deadlines; it ends a request head.
+func (c *tlsConn) SetDeadline(t time.Time) error {
+	c.layer.EndHead()
+	return c.Conn.SetDeadline(t)
+}
+
+// Close sends close_notify and closes, or, when the server lets go of the
+// connection to park it, holds it (sock.Layer.Close).
+func (c *tlsConn) Close() error { return c.layer.Close(c.Conn) }
+
+// SockLayer is sock.Layered's.
+func (c *tlsConn) SockLayer() *sock.Layer { return &c.layer }
+
+// Held is sock.Parkable's.
+func (c *tlsConn) Held() bool { return c.layer.Held() }
+
+// Park is sock.Parkable's: the handler gets this tlsConn back.
+func (c *tlsConn) Park(h sock.ParkHandler) error { return c.layer.Park(c, h) }
 
 // PeerCertificates is the client's verified certificate chain, for CEL's
 // source identity (celrules).

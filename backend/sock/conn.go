@@ -62,8 +62,9 @@ type Conn struct {
 	// readEnds counts reads that found the end of the stream or failed.
 	readEnds int
 
-	park parkFields
-	head HeadWatch
+	park    parkFields
+	head    HeadWatch
+	records recordWatch // under a TLS Layer
 }
 
 // Server holds what the server serving a data-path connection keeps in the
@@ -94,8 +95,12 @@ func ServerFields(c net.Conn) *Server {
 		return &t.Server
 	case *PromptConn:
 		return &t.Server
+	case Layered:
+		// A connection served over a Layer (terminated TLS).
+		return ServerFields(t.SockLayer().under)
 	case interface{ ServerFields() *Server }:
-		// A connection layered on a data-path one (terminated TLS).
+		// A connection standing for a data-path one (an HTTP/2 stream, a
+		// CONNECT tunnel).
 		return t.ServerFields()
 	}
 	return nil
@@ -285,6 +290,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.received += int64(c.rn)
 	c.head.saw(p[:c.rn])
+	if c.records.on {
+		c.records.saw(p[:c.rn])
+	}
 	return c.rn, nil
 }
 

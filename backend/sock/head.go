@@ -154,11 +154,11 @@ func bareBlankEnd(t uint32) bool {
 // lineByte reports whether b can end a line that is not empty.
 func lineByte(b byte) bool { return b != '\r' && b != '\n' && b != 0 }
 
-// ServerWaits tells a data-path connection where its server stands: waiting
-// for the next request (true: it may park, and what it reads starts that
-// request; SetIdleWait, NextRequest) or reading a request's head (false;
-// ReadingHead). Other connections are left alone. Only the serving
-// goroutine may call it.
+// ServerWaits tells a data-path connection, or one served over a Layer on
+// one, where its server stands: waiting for the next request (true: it may
+// park, and what it reads starts that request; SetIdleWait, NextRequest) or
+// reading a request's head (false; ReadingHead). Other connections are left
+// alone. Only the serving goroutine may call it.
 func ServerWaits(c net.Conn, idle bool) {
 	var h *HeadWatch
 	switch t := c.(type) {
@@ -167,6 +167,9 @@ func ServerWaits(c net.Conn, idle bool) {
 		h = &t.head
 	case *PromptConn:
 		h = &t.head
+	case Layered:
+		t.SockLayer().serverWaits(idle)
+		return
 	default:
 		return
 	}
@@ -177,14 +180,16 @@ func ServerWaits(c net.Conn, idle bool) {
 	}
 }
 
-// HeadWatchOf returns the head watch of a data-path connection, or nil for
-// any other connection.
+// HeadWatchOf returns the head watch of a data-path connection (a layered
+// one's is its Layer's), or nil for any other connection.
 func HeadWatchOf(c net.Conn) *HeadWatch {
 	switch t := c.(type) {
 	case *Conn:
 		return &t.head
 	case *PromptConn:
 		return &t.head
+	case Layered:
+		return &t.SockLayer().head
 	}
 	return nil
 }

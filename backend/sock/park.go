@@ -28,7 +28,18 @@ import (
 // ErrParked is what Read returns when the connection, idle between requests
 // for a check period, is to be parked: the server ends its serving loop and
 // hands the connection to Park after its Close.
-var ErrParked = errors.New("sock: idle connection parked")
+//
+// It is a net.Error whose Temporary is true: crypto/tls keeps a read error
+// of any other kind as the connection's for good (readRecordOrCCS), and a
+// TLS connection read over a parked Conn must stay usable when it wakes.
+var ErrParked error = parkedError{}
+
+// parkedError is ErrParked's type.
+type parkedError struct{}
+
+func (parkedError) Error() string   { return "sock: idle connection parked" }
+func (parkedError) Timeout() bool   { return false }
+func (parkedError) Temporary() bool { return true }
 
 // Park states.
 const (
@@ -39,15 +50,35 @@ const (
 	parkClosed               // closed while parked or held
 )
 
-// ParkHandler is told what becomes of a parked connection.
+// ParkHandler is told what becomes of a parked connection. The connection
+// it gets is the one that was parked: a Conn, or the connection served over
+// a layer on one (Layer.Park).
 type ParkHandler interface {
 	// Wake is called, on the parker's goroutine, when a parked connection
 	// becomes readable (a request arrived, or the peer closed it). It must
 	// not block: it hands the connection to a goroutine that serves it.
-	Wake(c *Conn)
+	Wake(c net.Conn)
 	// Closed is called, on a goroutine of its own, once a parked connection
 	// was closed: its read deadline passed, or Close was called.
-	Closed(c *Conn)
+	Closed(c net.Conn)
+}
+
+// Parkable is what a server needs of a connection to park it: a *Conn, or
+// a connection served over a protocol layered on one (a TLS connection
+// with a Layer). Its Read returns ErrParked when it is to park; the
+// server's Close right after that keeps it open and makes it Held; Park
+// then hands it to the parker, and the handler gets it back as it was.
+type Parkable interface {
+	net.Conn
+	// Held reports whether the server, having got ErrParked, closed the
+	// connection: it is still open, and the server is to Park it (or Close
+	// it, which then closes it).
+	Held() bool
+	// Park hands a held connection to the parker until it becomes readable
+	// (h.Wake) or its read deadline passes (the parker closes it, then
+	// h.Closed). On an error the connection is still held, and the caller
+	// closes it.
+	Park(h ParkHandler) error
 }
 
 // parkFields are a Conn's parking state.
@@ -59,6 +90,11 @@ type parkFields struct {
 	token    uint64
 	timer    *time.Timer
 	handler  ParkHandler
+	// outer is the connection Park was given (the Conn itself, or a
+	// connection layered on it): the handler gets it back, and the parker
+	// closes it through it at its deadline, so that a layer can say goodbye
+	// (TLS's close_notify) as an unparked connection would.
+	outer net.Conn
 }
 
 // EnableParking makes the connection (a server's) park when it has been
@@ -126,10 +162,13 @@ func (c *Conn) AwaitFirstByte(d time.Duration) (bool, error) {
 // not being served (it was closed).
 func (c *Conn) Hold() bool { return c.park.state.CompareAndSwap(parkServing, parkHeld) }
 
-// Held reports whether the server, having got ErrParked, closed the
-// connection: it is still open, and the server is to Park it (or Close it,
-// which then closes it).
+// Held is Parkable's: whether the server, having got ErrParked, closed the
+// connection, which is still open, held for Park.
 func (c *Conn) Held() bool { return c.park.state.Load() == parkHeld }
+
+// holdPending makes a connection whose Read just returned ErrParked held,
+// as the server's Close then does; it reports false in any other state.
+func (c *Conn) holdPending() bool { return c.park.state.CompareAndSwap(parkPending, parkHeld) }
 
 // parkCheck is the park check run when the poller's deadline fired before
 // the one asked for (want, UnixNano, 0 for none) at now. It reports whether
@@ -138,7 +177,7 @@ func (c *Conn) parkCheck(want, now int64) (park bool, next int64) {
 	if c.park.after <= 0 {
 		return false, want
 	}
-	if c.park.idleWait && c.received == c.park.mark {
+	if c.park.idleWait && c.received == c.park.mark && c.records.whole() {
 		return true, 0
 	}
 	c.park.mark = c.received
@@ -155,7 +194,7 @@ func (c *Conn) parkCheck(want, now int64) (park bool, next int64) {
 // server's; the server checks whether it still wants the connection before
 // parking it.)
 func (c *Conn) Close() error {
-	if c.park.state.CompareAndSwap(parkPending, parkHeld) {
+	if c.holdPending() {
 		return nil
 	}
 	if c.park.state.Load() == parkServing {
@@ -168,7 +207,7 @@ func (c *Conn) Close() error {
 			c.park.timer.Stop()
 		}
 		err := c.TCPConn.Close()
-		go c.park.handler.Closed(c)
+		go c.park.handler.Closed(c.park.outer)
 		return err
 	}
 	if prev == parkClosed {
@@ -177,11 +216,12 @@ func (c *Conn) Close() error {
 	return c.TCPConn.Close()
 }
 
-// Park hands a held connection (Held) to the parker until it becomes
-// readable (h.Wake) or its read deadline passes (the parker closes it, then
-// h.Closed). On an error the connection is still held, and the caller
-// closes it.
-func (c *Conn) Park(h ParkHandler) error {
+// Park is Parkable's: it hands a held connection to the parker.
+func (c *Conn) Park(h ParkHandler) error { return c.parkAs(c, h) }
+
+// parkAs parks c, held, as the connection outer (c, or a connection
+// layered on c), which h gets back and the parker closes at the deadline.
+func (c *Conn) parkAs(outer net.Conn, h ParkHandler) error {
 	if c.park.state.Load() != parkHeld {
 		return errors.New("sock: Park of a connection not held")
 	}
@@ -193,6 +233,7 @@ func (c *Conn) Park(h ParkHandler) error {
 		}
 	}
 	c.park.handler = h
+	c.park.outer = outer
 	return defaultParker().add(c, wait)
 }
 
@@ -267,7 +308,8 @@ func (p *parker) forget(c *Conn) {
 	p.mu.Unlock()
 }
 
-// expire closes c when its read deadline passes while parked.
+// expire closes c when its read deadline passes while parked, through the
+// connection it was parked as.
 func (p *parker) expire(c *Conn) {
 	p.mu.Lock()
 	if p.conns[c.park.token] != c {
@@ -275,7 +317,7 @@ func (p *parker) expire(c *Conn) {
 		return
 	}
 	p.mu.Unlock()
-	_ = c.Close()
+	_ = c.park.outer.Close()
 }
 
 // run waits for parked connections to become readable and wakes them.
@@ -310,7 +352,7 @@ func (p *parker) run() {
 			// serves it before the connection waits idle again.
 			c.park.idleWait = false
 			c.park.mark = c.received
-			c.park.handler.Wake(c)
+			c.park.handler.Wake(c.park.outer)
 		}
 	}
 }

@@ -11,16 +11,16 @@ import (
 
 // parkEvents records what the parker reports.
 type parkEvents struct {
-	woke   chan *Conn
-	closed chan *Conn
+	woke   chan net.Conn
+	closed chan net.Conn
 }
 
 func newParkEvents() *parkEvents {
-	return &parkEvents{woke: make(chan *Conn, 1), closed: make(chan *Conn, 1)}
+	return &parkEvents{woke: make(chan net.Conn, 1), closed: make(chan net.Conn, 1)}
 }
 
-func (e *parkEvents) Wake(c *Conn)   { e.woke <- c }
-func (e *parkEvents) Closed(c *Conn) { e.closed <- c }
+func (e *parkEvents) Wake(c net.Conn)   { e.woke <- c }
+func (e *parkEvents) Closed(c net.Conn) { e.closed <- c }
 
 // idleServer returns a server-side Conn that has served one request and
 // waits, idle, for the next, parking after period.

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMeasureIdleConnectionMemory measures the memory an idle keep-alive
+// connection costs, client side included (the clients run in the test's
+// process), over plain HTTP and HTTPS, parked or not: the numbers in
+// docs/ARCHITECTURE.md ("Parking and the head watch under TLS"). It opens
+// 2,000 connections per case, so it runs only when asked:
+//
+//	GATEWAY_MEASURE_IDLE=1 go test ./server -run TestMeasureIdleConnectionMemory -v
+//
+// (GATEWAY_MEASURE_IDLE=N opens N connections.)
+func TestMeasureIdleConnectionMemory(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("GATEWAY_MEASURE_IDLE"))
+	if n <= 0 {
+		t.Skip("set GATEWAY_MEASURE_IDLE=1 (or a connection count) to measure")
+	}
+	if n == 1 {
+		n = 2000
+	}
+	// An upstream that records nothing (rawHTTPUpstream's channel fills).
+	up := requestUpstream(t, func(c net.Conn, _ *bufio.Reader, m message) bool {
+		answer, _ := okAnswer(m)
+		_, err := io.WriteString(c, answer)
+		return err == nil
+	})
+	for _, tc := range []struct {
+		name       string
+		https      bool
+		parkPeriod time.Duration // 0: parking off
+	}{
+		{"plain-unparked", false, 0},
+		{"plain-parked", false, 20 * time.Millisecond},
+		{"HTTPS-unparked", true, 0},
+		{"HTTPS-parked", true, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := parkIdleAfter.Swap(int64(tc.parkPeriod))
+			t.Cleanup(func() { parkIdleAfter.Store(old) })
+			// No access log: the test's capture of it would count.
+			tg, cfg := httpsGateway(t, TransportStd, "frontendPolicies:\n  accessLog:\n    filter: \"false\"\n", up)
+			port := 3001
+			if tc.https {
+				port = 3000
+			}
+			m := tg.bindMetrics(port)
+			before := inUse()
+			conns := openIdle(t, tg.addr(port), n, tc.https, cfg)
+			if tc.parkPeriod > 0 {
+				eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
+			} else {
+				// Each served connection waits in its read, for the next
+				// request, by the time the gauge of open ones is full.
+				eventually(t, time.Minute, "every connection open", func() bool { return m.Open() == n })
+			}
+			after := inUse()
+			t.Logf("%d idle connections: %.1f KB each (heap and stacks in use, client side included)",
+				n, float64(after-before)/float64(n)/1000)
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+	}
+}
+
+// inUse is the heap and stack memory in use after two collections (pooled
+// objects survive one).
+func inUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
+
+// openIdle opens n keep-alive connections to addr, plain or TLS with cfg,
+// 64 at a time, each after one request answered 200, and keeps them idle:
+// no goroutine reads them, each keeps a 4 KiB reader as bench/idleconns's
+// client does.
+func openIdle(t *testing.T, addr string, n int, overTLS bool, cfg *tls.Config) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	readers := make([]*bufio.Reader, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if overTLS {
+				c = tls.Client(c, cfg)
+			}
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReaderSize(c, 4096)
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+				errs <- err
+				return
+			}
+			resp, err := readReply(br, "GET")
+			if err == nil && resp.status() != 200 {
+				err = errStatus(resp.status())
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			_ = c.SetDeadline(time.Time{})
+			conns[i], readers[i] = c, br
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("opening the connections: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		runtime.KeepAlive(readers)
+	})
+	return conns
+}
+
+// errStatus is an answer other than 200.
+type errStatus int
+
+func (e errStatus) Error() string { return "status " + strconv.Itoa(int(e)) }
