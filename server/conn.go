@@ -249,7 +249,32 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.connClosed(hc)
 		return
 	}
+	if hc.layer.Parks() && !b.awaitFirstRequest(hc) {
+		return
+	}
 	b.serve(hc)
+}
+
+// awaitFirstRequest waits for the first byte of an HTTPS connection's first
+// request (sock.Layer.AwaitFirstByte), and parks the connection if it stays
+// silent for a check period, as awaitFirstByte does for a plain one before
+// its handshake could. It reports whether the caller serves the connection
+// now; if not, the connection is parked or closed and accounted for. One
+// silent until its head deadline is closed without an answer.
+func (b *bind) awaitFirstRequest(c *tlsConn) bool {
+	err := c.layer.AwaitFirstByte(c.Conn)
+	switch {
+	case err == nil:
+		return true
+	case err == sock.ErrParked:
+		if c.Close(); c.Held() && b.park(c) {
+			return false
+		}
+	default:
+		c.Close()
+	}
+	b.connClosed(c)
+	return false
 }
 
 // What a connection's first bytes were.

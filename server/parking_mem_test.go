@@ -40,11 +40,14 @@ func TestMeasureIdleConnectionMemory(t *testing.T) {
 		name       string
 		https      bool
 		parkPeriod time.Duration // 0: parking off
+		silent     bool          // no request after the handshake
 	}{
-		{"plain-unparked", false, 0},
-		{"plain-parked", false, 20 * time.Millisecond},
-		{"HTTPS-unparked", true, 0},
-		{"HTTPS-parked", true, 20 * time.Millisecond},
+		{"plain-unparked", false, 0, false},
+		{"plain-parked", false, 20 * time.Millisecond, false},
+		{"HTTPS-unparked", true, 0, false},
+		{"HTTPS-parked", true, 20 * time.Millisecond, false},
+		{"HTTPS-silent-unparked", true, 0, true},
+		{"HTTPS-silent-parked", true, 20 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := parkIdleAfter.Swap(int64(tc.parkPeriod))
@@ -57,7 +60,7 @@ func TestMeasureIdleConnectionMemory(t *testing.T) {
 			}
 			m := tg.bindMetrics(port)
 			before := inUse()
-			conns := openIdle(t, tg.addr(port), n, tc.https, cfg)
+			conns := openIdle(t, tg.addr(port), n, tc.https, !tc.silent, cfg)
 			if tc.parkPeriod > 0 {
 				eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
 			} else {
@@ -86,10 +89,10 @@ func inUse() uint64 {
 }
 
 // openIdle opens n keep-alive connections to addr, plain or TLS with cfg,
-// 64 at a time, each after one request answered 200, and keeps them idle:
-// no goroutine reads them, each keeps a 4 KiB reader as bench/idleconns's
-// client does.
-func openIdle(t *testing.T, addr string, n int, overTLS bool, cfg *tls.Config) []net.Conn {
+// 64 at a time, each after one request answered 200 (or, without request,
+// once its handshake is done), and keeps them idle: no goroutine reads
+// them, each keeps a 4 KiB reader as bench/idleconns's client does.
+func openIdle(t *testing.T, addr string, n int, overTLS, request bool, cfg *tls.Config) []net.Conn {
 	t.Helper()
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
@@ -107,11 +110,21 @@ func openIdle(t *testing.T, addr string, n int, overTLS bool, cfg *tls.Config) [
 				errs <- err
 				return
 			}
-			if overTLS {
-				c = tls.Client(c, cfg)
-			}
 			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			if overTLS {
+				tc := tls.Client(c, cfg)
+				if err := tc.Handshake(); err != nil {
+					errs <- err
+					return
+				}
+				c = tc
+			}
 			br := bufio.NewReaderSize(c, 4096)
+			if !request {
+				_ = c.SetDeadline(time.Time{})
+				conns[i], readers[i] = c, br
+				return
+			}
 			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
 				errs <- err
 				return

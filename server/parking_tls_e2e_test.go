@@ -230,6 +230,46 @@ func TestShutdownClosesParkedHTTPSConnections(t *testing.T) {
 	eventually(t, 5*time.Second, "the parked gauge back to 0", func() bool { return m.Parked() == 0 })
 }
 
+// An HTTPS connection silent after its handshake (a browser's preconnect)
+// parks too, and is served, on its session, once its first request comes.
+func TestSilentHTTPSConnectionParks(t *testing.T) {
+	shortParking(t)
+	up, _ := rawHTTPUpstream(t, echoAnswer)
+	tg, cfg := httpsGateway(t, TransportStd, "", up)
+	m := tg.bindMetrics(3000)
+	c := dialTLS(t, tg.addr(3000), cfg, nil)
+	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	c.roundTrip(t, "the first GET", "GET /1 HTTP/1.1\r\nHost: a\r\n\r\n", "GET /1 HTTP/1.1\n")
+	eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
+	c.roundTrip(t, "the second GET", "GET /2 HTTP/1.1\r\nHost: a\r\n\r\n", "GET /2 HTTP/1.1\n")
+	if n := c.handshakes.Load(); n != 1 {
+		t.Fatalf("%d handshakes; want 1", n)
+	}
+	if n := tg.openConns(3000); n != 1 {
+		t.Fatalf("open connections %d, want 1", n)
+	}
+}
+
+// A parked HTTPS connection that never sent a request is closed, without
+// an answer, when its first request is due (requestHeadTimeout here).
+func TestSilentParkedHTTPSConnectionClosesWithoutAnswer(t *testing.T) {
+	shortParking(t)
+	old := headTimeout.Swap(int64(400 * time.Millisecond))
+	t.Cleanup(func() { headTimeout.Store(old) })
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	tg, cfg := httpsGateway(t, TransportStd, "", up)
+	m := tg.bindMetrics(3000)
+	c := dialTLS(t, tg.addr(3000), cfg, nil)
+	eventually(t, 5*time.Second, "the silent connection parked", func() bool { return m.Parked() == 1 })
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := c.br.ReadByte(); err != io.EOF {
+		t.Fatalf("read %q, %v; want the end of the TLS stream without an answer", b, err)
+	}
+	eventually(t, 5*time.Second, "the connection counted closed", func() bool {
+		return m.Parked() == 0 && tg.openConns(3000) == 0
+	})
+}
+
 // splitConn writes, once armed, the first half of the next write (a TLS
 // record) and keeps the rest until release.
 type splitConn struct {

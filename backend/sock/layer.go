@@ -35,6 +35,10 @@ type Layer struct {
 	sock     *Conn    // under, when it is a Conn (the only kind that parks)
 	head     HeadWatch
 	readEnds int
+	// ahead is the stream's first byte, read by AwaitFirstByte, which
+	// Read hands out first (hasAhead).
+	ahead    byte
+	hasAhead bool
 }
 
 // Layered is a connection served over a Layer: ServerFields, ServerWaits and
@@ -58,6 +62,11 @@ func (l *Layer) Init(under net.Conn) {
 // the head watch, and counts the reads that found the stream's end or failed
 // as Conn.ReadEnds does.
 func (l *Layer) Read(r io.Reader, p []byte) (int, error) {
+	if l.hasAhead && len(p) > 0 {
+		p[0], l.hasAhead = l.ahead, false
+		l.head.saw(p[:1])
+		return 1, nil
+	}
 	if len(p) > 0 && l.head.stuck(p) {
 		return 0, ErrBareLFHead
 	}
@@ -69,6 +78,39 @@ func (l *Layer) Read(r io.Reader, p []byte) (int, error) {
 		l.readEnds++
 	}
 	return n, err
+}
+
+// Parks reports whether the connection under the layer parks when idle.
+func (l *Layer) Parks() bool { return l.sock != nil && l.sock.park.after > 0 }
+
+// AwaitFirstByte reads the first byte of r, the layer's decrypted stream,
+// as an idle wait: the connection parks if nothing comes for a check period
+// (ErrParked, and the server's Close then holds it for Park). Otherwise the
+// byte is kept for Read, or the error is the read's (its deadline, the
+// stream's end). The server calls it once the handshake is done, before its
+// HTTP server reads: a TLS connection opened ahead of use (a browser's
+// preconnect, a client's warmed pool) then holds no goroutine while it
+// waits, as a plain one does (Conn.AwaitFirstByte), and the HTTP server
+// never sees ErrParked on a connection's first request (what fasthttp does
+// with a first request that reads nothing depends on its settings). Only
+// the serving goroutine may call it.
+func (l *Layer) AwaitFirstByte(r io.Reader) error {
+	l.serverWaits(true)
+	var b [1]byte
+	n, err := r.Read(b[:])
+	if l.sock != nil {
+		l.sock.SetIdleWait(false)
+	}
+	if n == 1 {
+		// An error with the byte (the stream's end, read ahead by crypto/tls)
+		// comes again at the next read.
+		l.ahead, l.hasAhead = b[0], true
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
 }
 
 // ReadEnds is Conn.ReadEnds for the decrypted stream.

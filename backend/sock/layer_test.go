@@ -197,3 +197,50 @@ func TestTLSOverAParkedConn(t *testing.T) {
 		t.Fatalf("after the close: %d bytes (%x), %v; want one record, close_notify", len(rest), rest, err)
 	}
 }
+
+// AwaitFirstByte keeps the byte it read for Read, or reports ErrParked when
+// nothing came for a check period, leaving the session usable.
+func TestLayerAwaitFirstByte(t *testing.T) {
+	t.Run("a byte", func(t *testing.T) {
+		lc, cc, _ := tlsPair(t)
+		if !lc.layer.Parks() {
+			t.Fatal("a layer over a parking Conn does not park")
+		}
+		if _, err := io.WriteString(cc, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		if err := lc.layer.AwaitFirstByte(lc.Conn); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(lc, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("read %q, %v", buf, err)
+		}
+	})
+	t.Run("silence", func(t *testing.T) {
+		lc, cc, _ := tlsPair(t)
+		lc.SetReadDeadline(time.Now().Add(time.Minute))
+		if err := lc.layer.AwaitFirstByte(lc.Conn); !errors.Is(err, ErrParked) {
+			t.Fatalf("AwaitFirstByte on a silent connection = %v; want ErrParked", err)
+		}
+		if err := lc.Close(); err != nil || !lc.Held() {
+			t.Fatalf("Close after ErrParked = %v, held %v", err, lc.Held())
+		}
+		ev := newParkEvents()
+		if err := lc.Park(ev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(cc, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ev.woke:
+		case <-time.After(5 * time.Second):
+			t.Fatal("not woken by the first message")
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(lc, buf); err != nil || string(buf) != "hello" {
+			t.Fatalf("read after waking %q, %v", buf, err)
+		}
+	})
+}
