@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,9 +26,17 @@ import (
 // (controlParks).
 func httpsGateway(t *testing.T, tr Transport, frontend, up string) (*testGateway, *tls.Config) {
 	t.Helper()
+	tg, cfg, _, _ := httpsGatewayConfig(t, tr, frontend, up)
+	return tg, cfg
+}
+
+// httpsGatewayConfig is httpsGateway, returning also the configuration it
+// applied and its variables, for a reload.
+func httpsGatewayConfig(t *testing.T, tr Transport, frontend, up string) (*testGateway, *tls.Config, string, map[string]string) {
+	t.Helper()
 	pki := newTestPKI(t, "tlspark")
 	srv := pki.Server("a.test", "a.test", "127.0.0.1")
-	tg := startGatewayWith(t, frontend+`
+	yaml := frontend + `
 binds:
 - port: 3000
   listeners:
@@ -40,8 +49,10 @@ binds:
   listeners:
   - routes:
     - backends: [{host: ${UP}}]
-`, map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile}, tr)
-	return tg, &tls.Config{ServerName: "a.test", RootCAs: pki.Pool, NextProtos: []string{"http/1.1"}}
+`
+	vars := map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile}
+	tg := startGatewayWith(t, yaml, vars, tr)
+	return tg, &tls.Config{ServerName: "a.test", RootCAs: pki.Pool, NextProtos: []string{"http/1.1"}}, yaml, vars
 }
 
 // controlParks makes a plain connection to port 3001 park three times,
@@ -228,6 +239,35 @@ func TestShutdownClosesParkedHTTPSConnections(t *testing.T) {
 		t.Fatalf("parked connection after shutdown: read %v; want the end of the TLS stream", err)
 	}
 	eventually(t, 5*time.Second, "the parked gauge back to 0", func() bool { return m.Parked() == 0 })
+}
+
+// A reload that keeps the bind keeps its parked HTTPS connections, which
+// are then served by the new configuration (their listener looked up again
+// by server name).
+func TestParkedHTTPSConnectionsOutliveAReload(t *testing.T) {
+	shortParking(t)
+	up, _ := rawHTTPUpstream(t, okAnswer)
+	tg, cfg, yaml, vars := httpsGatewayConfig(t, TransportStd, "", up)
+	m := tg.bindMetrics(3000)
+	c := dialTLS(t, tg.addr(3000), cfg, nil)
+	c.roundTrip(t, "a GET", "GET / HTTP/1.1\r\nHost: a\r\n\r\n", "ok")
+	eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
+	reloaded := strings.Replace(yaml, "    - backends: [{host: ${UP}}]\n- port: 3001",
+		"    - policies: {responseHeaderModifier: {add: {x-reloaded: \"yes\"}}}\n      backends: [{host: ${UP}}]\n- port: 3001", 1)
+	if reloaded == yaml {
+		t.Fatal("the configuration was not changed")
+	}
+	tg.apply(reloaded, vars)
+	if _, err := io.WriteString(c, "GET /after HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readReply(c.br, "GET")
+	if err != nil || r.status() != 200 || r.fields.get("X-Reloaded") != "yes" {
+		t.Fatalf("after the reload: %q %q, %v", r.line, r.fields, err)
+	}
+	if n := c.handshakes.Load(); n != 1 {
+		t.Fatalf("%d handshakes; want 1", n)
+	}
 }
 
 // An HTTPS connection silent after its handshake (a browser's preconnect)
