@@ -24,9 +24,9 @@ import (
 //
 // A Conn under a Layer follows the TLS record framing of what it reads,
 // from the connection's first byte: it parks only between whole records, so
-// never while crypto/tls holds part of one (the rest would arrive on a
-// socket the server no longer reads, and the request it starts would wait
-// for the idle deadline). With no part of a record there, crypto/tls holds
+// never while crypto/tls holds part of one (a request has begun then, though
+// the server, which sees no byte of it yet, still waits for it as idle).
+// With no part of a record there, crypto/tls holds
 // no bytes it has not handed out, and the server (waiting for its next
 // request's first byte) none either: a parked connection has nothing
 // pending above the socket.
