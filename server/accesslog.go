@@ -130,6 +130,8 @@ const (
 	endNoBackend     = "no_backend"     // no backend to pick, or a dynamic one without a name to go to
 	endNoRoute       = "no_route"       // no listener or route for the server name
 	endDenied        = "denied"         // frontendPolicies.networkAuthorization refused it
+	endTLSFailed     = "tls_failed"     // a malformed, late or absent ClientHello, or a failed handshake
+	endProxyHeader   = "proxy_header"   // a PROXY protocol header missing, malformed, refused or late
 )
 
 // pipeEnd is the end of a pipe's connection and the upstream's error

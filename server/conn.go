@@ -113,7 +113,7 @@ func (b *bind) dispatch(c net.Conn) {
 			_ = sc.SetKeepAliveConfig(*bc.keepalive)
 		}
 	}
-	if _, tunneled := c.(*tunnelConn); bc.proxy != nil && !tunneled && !b.takeProxyHeader(c, bc.proxy) {
+	if _, tunneled := c.(*tunnelConn); bc.proxy != nil && !tunneled && !b.takeProxyHeader(c, bc, bc.proxy) {
 		return
 	}
 	switch {
@@ -186,10 +186,10 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 			b.servePlain(c)
 			return
 		}
-		b.closeUnserved(c)
+		b.closeLogged(c, c, bc, nil, "", endTLSFailed)
 		return
 	case helloBad:
-		b.closeUnserved(c)
+		b.closeLogged(c, c, bc, nil, "", endTLSFailed)
 		return
 	}
 	if !bc.connect && !b.netAllowed(bc, c, firstNonEmpty(sni, tunnelHost(c)), b.destPort(c), false) {
@@ -225,7 +225,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	cancel()
 	if err != nil {
 		b.gw.log.Debug("tls: handshake failed", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
-		b.closeUnserved(c)
+		b.closeLogged(c, c, bc, l, sni, endTLSFailed)
 		return
 	}
 	if l.protocol == "TLS" {

@@ -232,15 +232,25 @@ func (b *bind) forwardTCP(c, via net.Conn, r *tcpRoute, sni string) {
 // was), with its access record. via is what would have carried its bytes
 // (c, or the TLS terminated on it).
 func (b *bind) closeUnrouted(c, via net.Conn, bc *bindConfig, l *listenerConfig, sni string) {
-	proto, listener := "tls", ""
-	if bc.tcp != nil {
+	b.closeLogged(c, via, bc, l, sni, endNoRoute)
+}
+
+// closeLogged closes a connection the bind would not serve, with its
+// access record saying why (end). The protocol is the port's: tcp for a
+// TCP listener's, tls on a port with TLS listeners, else http.
+func (b *bind) closeLogged(c, via net.Conn, bc *bindConfig, l *listenerConfig, sni, end string) {
+	proto, listener := "http", ""
+	switch {
+	case bc.tcp != nil:
 		proto = "tcp"
+	case len(bc.tlsListeners) > 0:
+		proto = "tls"
 	}
 	if l != nil {
 		listener = l.name
 	}
 	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
-	rec.End = endNoRoute
+	rec.End = end
 	via.Close()
 	b.logConn(rec, c, via, nil, sni, b.destPort(c))
 	b.connClosed(c)

@@ -67,7 +67,7 @@ func bindProxyPolicy(f *config.File, b *config.Bind) *proxyPolicy {
 // with and gives the connection its addresses; false when the connection
 // was refused (and closed): no header where one is required, a malformed
 // one, one of a version not accepted, or none in time.
-func (b *bind) takeProxyHeader(c net.Conn, pol *proxyPolicy) bool {
+func (b *bind) takeProxyHeader(c net.Conn, bc *bindConfig, pol *proxyPolicy) bool {
 	f := sock.ServerFields(c)
 	src, dst, err := readProxyHeader(c, pol)
 	if err == nil && f == nil {
@@ -78,7 +78,7 @@ func (b *bind) takeProxyHeader(c net.Conn, pol *proxyPolicy) bool {
 	}
 	if err != nil {
 		b.gw.log.Debug("connection refused: PROXY protocol", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
-		b.closeUnserved(c)
+		b.closeLogged(c, c, bc, nil, "", endProxyHeader)
 		return false
 	}
 	if src != nil {

@@ -208,3 +208,65 @@ binds:
 	rec := loggedConns(t, tg, 1)[0]
 	requireFields(t, rec, map[string]any{"src": "198.51.100.9:5555", "tls.sni": "a.test"})
 }
+
+// TestConnRecordRefusedEarly: a connection refused before any route takes
+// it has its record too: a port's TLS it did not speak (a malformed
+// ClientHello, plain bytes, a handshake that failed) and a PROXY protocol
+// header it lacked.
+func TestConnRecordRefusedEarly(t *testing.T) {
+	pki := newTestPKI(t, "refused")
+	srv := pki.Server("a.test", "a.test")
+	up := xffUpstream(t)
+	tg := startGateway(t, `
+binds:
+- port: 1
+  listeners:
+  - name: secure
+    protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes:
+    - backends: [{host: ${UP}}]
+- port: 2
+  tunnelProtocol: proxy
+  listeners:
+  - routes:
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile})
+	closed := func(c net.Conn) {
+		t.Helper()
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Fatalf("read %d, %v: want the connection closed", n, err)
+		}
+	}
+	tests := []struct {
+		desc   string
+		do     func()
+		fields map[string]any
+	}{
+		{"a malformed ClientHello", func() {
+			c := proxyDial(t, tg.addr(1), []byte{0x16, 0x03, 0x01, 0x00, 0x04, 0xff, 0xff, 0xff, 0xff})
+			closed(c)
+		}, map[string]any{"protocol": "tls", "bind": "bind/1", "end": "tls_failed"}},
+		{"plain HTTP to a TLS port", func() {
+			c := proxyDial(t, tg.addr(1), []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+			closed(c)
+		}, map[string]any{"protocol": "tls", "bind": "bind/1", "end": "tls_failed"}},
+		{"a failed handshake", func() {
+			raw := proxyDial(t, tg.addr(1), nil)
+			c := tls.Client(raw, &tls.Config{ServerName: "a.test", RootCAs: pki.Pool, MaxVersion: tls.VersionTLS11, MinVersion: tls.VersionTLS10})
+			if err := c.Handshake(); err == nil {
+				t.Fatal("a TLS 1.1 handshake succeeded")
+			}
+		}, map[string]any{"protocol": "tls", "bind": "bind/1", "listener": "secure", "tls.sni": "a.test", "end": "tls_failed"}},
+		{"no PROXY header", func() {
+			c := proxyDial(t, tg.addr(2), []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+			closed(c)
+		}, map[string]any{"protocol": "http", "bind": "bind/2", "end": "proxy_header"}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			tc.do()
+			requireFields(t, loggedConns(t, tg, i+1)[i], tc.fields)
+		})
+	}
+}
