@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -35,9 +34,6 @@ type bind struct {
 	conns    map[net.Conn]connState
 	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 	h2conns  map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
-
-	h2logOnce sync.Once
-	h2log     *log.Logger
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http

@@ -160,7 +160,7 @@ func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.
 	fctx := rs.pc.Fast
 	ctx := context.Background()
 	if rs.h2 != nil {
-		ctx = rs.h2.r.Context()
+		ctx = rs.h2.context()
 	}
 	err := up.ExchangeH2(ctx, &fctx.Request, &fctx.Response, deadline, rs, rs.grpc)
 	if err == nil && rs.body.active() && fctx.Response.IsBodyStream() {
@@ -177,7 +177,7 @@ func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.
 // and closes after the response, its body unread to the end.
 func (rs *requestState) InterruptBody() {
 	if rs.h2 != nil {
-		_ = rs.h2.r.Body.Close()
+		rs.h2.closeBody()
 		return
 	}
 	fctx := rs.pc.Fast

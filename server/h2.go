@@ -1,24 +1,13 @@
 package server
 
-//lint:file-ignore SA1019 x/net's http2.Server.ServeConn is the one API that serves a connection already accepted and classified, and an h2c upgrade's first request; x/net deprecates it for net/http's Server, which serves listeners only (on Go 1.27 the same call wraps net/http's implementation).
-
 import (
 	"bytes"
-	"context"
-	"crypto/x509"
 	"encoding/base64"
 	"io"
-	"log"
 	"net"
-	"net/http"
-	"net/url"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
 	"github.com/relaygate/gateway/backend/sock"
@@ -27,18 +16,21 @@ import (
 
 // HTTP/2 clients: over TLS (ALPN h2), in cleartext with prior knowledge
 // (the connection starts with the preface) and by the HTTP/1.1 upgrade to
-// h2c. golang.org/x/net/http2's server speaks the protocol (framing, flow
-// control, HPACK, the flood defenses); each stream is turned into a pooled
-// fasthttp.RequestCtx and taken through the same request path as an
-// HTTP/1.1 request (handle), and the response it leaves is written back to
-// the stream. docs/ARCHITECTURE.md ("HTTP/2 clients") says why and what it
-// costs.
+// h2c. The gateway's own connection loop speaks the protocol (h2conn.go:
+// frames in, stream states, flow control, the flood defenses; h2write.go:
+// frames out, batched into few writes), on x/net's http2.Framer for the
+// framing and its hpack package for header compression. Each stream's
+// request is decoded straight into a pooled fasthttp.RequestCtx and taken
+// through the same request path as an HTTP/1.1 request (handle); the
+// response it leaves is encoded straight into the stream's frames
+// (h2stream.go). docs/ARCHITECTURE.md ("HTTP/2 clients") says why and what
+// it costs.
 
 // h2Settings are frontendPolicies.http's HTTP/2 settings.
 type h2Settings struct {
-	streamWindow, connWindow int32 // 0: x/net's defaults (1 MiB each)
+	streamWindow, connWindow int32 // 0: the defaults (h2DefaultWindow)
 	frameSize                uint32
-	maxHeaderBytes           int // 0: net/http's default (1 MiB)
+	maxHeaderBytes           int // 0: h2DefaultHeaderList
 	pingAfter, pingTimeout   time.Duration
 }
 
@@ -69,41 +61,70 @@ func h2SettingsFrom(h *config.FrontendHTTP) h2Settings {
 	return s
 }
 
+// withDefaults fills what the file left unset.
+func (s h2Settings) withDefaults() h2Settings {
+	if s.streamWindow <= 0 {
+		s.streamWindow = h2DefaultWindow
+	}
+	if s.connWindow <= 0 {
+		s.connWindow = h2DefaultWindow
+	}
+	if s.frameSize == 0 {
+		s.frameSize = h2MinFrameSize
+	}
+	if s.maxHeaderBytes <= 0 {
+		s.maxHeaderBytes = h2DefaultHeaderList
+	}
+	// Past 1 GiB a header list limit is no limit (SETTINGS carry 32 bits,
+	// and the decoder takes strings up to twice the limit).
+	s.maxHeaderBytes = min(s.maxHeaderBytes, 1<<30)
+	if s.pingAfter > 0 && s.pingTimeout <= 0 {
+		s.pingTimeout = h2DefaultPingTimeout
+	}
+	return s
+}
+
 // The HTTP/2 limits that are not settings of the file.
 const (
 	// h2MaxStreams is SETTINGS_MAX_CONCURRENT_STREAMS: a client's streams
-	// beyond it are refused, and more than four times as many reset
-	// streams waiting for a handler (the rapid-reset attack) end the
-	// connection (x/net's scheduleHandler).
+	// beyond it are refused. At most as many handlers run per connection;
+	// streams opened meanwhile wait for one, and more than four times as
+	// many waiting (reset streams count: the rapid-reset attack) end the
+	// connection.
 	h2MaxStreams = 100
 	// h2HeaderTable is SETTINGS_HEADER_TABLE_SIZE, the HPACK table the
-	// client may make the gateway keep per connection.
+	// client may make the gateway keep per connection, and the most the
+	// gateway keeps for its responses.
 	h2HeaderTable = 4096
 	// h2ErrorBudget is how many protocol errors one connection may cause
 	// (streams refused or reset by the server) before it is closed: each
 	// is cheap for the server, but a client that keeps causing them is
 	// not one to keep serving.
 	h2ErrorBudget = 200
+	// h2EmptyFrameBudget is how many frames in a row may carry nothing
+	// (DATA without data or end, CONTINUATION without fields or end)
+	// before the connection is closed: they cost a little each and
+	// advance nothing.
+	h2EmptyFrameBudget = 100
+	// The defaults of the settings: 1 MiB windows and header list (as
+	// net/http's server), 16 KiB frames (the spec's), a 15 s ping timeout.
+	h2DefaultWindow      = 1 << 20
+	h2DefaultHeaderList  = 1 << 20
+	h2MinFrameSize       = 16384
+	h2DefaultPingTimeout = 15 * time.Second
+	// h2PrefaceTimeout bounds the wait for the client's preface.
+	h2PrefaceTimeout = 10 * time.Second
+	// h2CloseLinger is how long a closing connection waits for the client
+	// to close its side after the last frame (GOAWAY) went out, so that
+	// the frames are read before the connection goes.
+	h2CloseLinger = time.Second
 )
 
 // h2WriteStall bounds how long a stream's response may wait for the client
-// to take it (a client that never opens its flow-control window), as
-// bodyIdleTimeout bounds the wait for a request body's next piece.
+// to take it (a client that never opens its flow-control window, or stops
+// reading the connection), as bodyIdleTimeout bounds the wait for a request
+// body's next piece.
 var h2WriteStall = newAtomicInt64(int64(60 * time.Second)) // settable by tests
-
-// h2Conn is one client connection served in HTTP/2.
-type h2Conn struct {
-	b *bind
-	// conn is what the streams see as their connection: the addresses,
-	// and for TLS the peer's certificates.
-	conn net.Conn
-	tls  *tlsConn // nil in cleartext (h2c)
-	hs   *http.Server
-	// errors counts the connection's protocol errors (h2ErrorBudget).
-	errors atomic.Int32
-	// goingAway: the connection was told to send GOAWAY (goAway).
-	goingAway atomic.Bool
-}
 
 // h2Preface is what an HTTP/2 connection in cleartext starts with.
 var h2Preface = []byte(http2.ClientPreface)
@@ -145,12 +166,14 @@ func (b *bind) servePlain(c net.Conn) {
 }
 
 // serveH2 serves c in HTTP/2 until it closes: tc is the TLS connection c
-// is (nil in cleartext); an h2c upgrade passes the request that asked for
-// it and its HTTP2-Settings. The caller accounts for the connection's end.
-func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *http.Request, settings []byte) {
+// is (nil in cleartext); an h2c upgrade passes its request, to be served
+// on stream 1, and its HTTP2-Settings. The caller accounts for the
+// connection's end.
+func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []byte) {
 	fs := &b.current.Load().frontend
-	// The bytes are frames now, not request heads, and x/net keeps its
-	// own time (idle timeout, pings): no read deadline of the bind's.
+	// The bytes are frames now, not request heads, and the connection
+	// keeps its own time (idle timeout, pings): no read deadline of the
+	// bind's.
 	if h := sock.HeadWatchOf(c); h != nil {
 		h.Stop()
 	}
@@ -158,33 +181,9 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *http.Request, settings 
 		_ = tc.raw.SetReadDeadline(time.Time{})
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	hc := &h2Conn{b: b, conn: c, tls: tc}
-	srv := &http2.Server{
-		MaxConcurrentStreams:         h2MaxStreams,
-		MaxDecoderHeaderTableSize:    h2HeaderTable,
-		MaxEncoderHeaderTableSize:    h2HeaderTable,
-		MaxReadFrameSize:             fs.h2.frameSize,
-		MaxUploadBufferPerStream:     fs.h2.streamWindow,
-		MaxUploadBufferPerConnection: fs.h2.connWindow,
-		IdleTimeout:                  fs.idle(),
-		ReadIdleTimeout:              fs.h2.pingAfter,
-		PingTimeout:                  fs.h2.pingTimeout,
-		CountError:                   hc.countError,
-	}
-	hc.hs = &http.Server{
-		MaxHeaderBytes: fs.h2.maxHeaderBytes,
-		ErrorLog:       b.h2Log(),
-	}
-	// One http.Server per connection, so that this connection alone can
-	// be told to go away (maxConnectionDuration) and drain can tell them
-	// all (goAwayH2).
-	if err := http2.ConfigureServer(hc.hs, srv); err != nil {
-		b.gw.log.Debug("http2: configure", zap.Error(err))
-		c.Close()
-		return
-	}
-	// Drain waits for the connection until x/net closes it, after the
-	// GOAWAY it sends and the streams in flight (goAwayH2).
+	hc := newH2Conn(b, c, tc, fs)
+	// Drain waits for the connection until it closes, after the GOAWAY it
+	// sends and the streams in flight (goAwayH2).
 	if w := stateWord(c); w != nil {
 		w.Store(int32(connActive))
 	} else {
@@ -201,28 +200,10 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *http.Request, settings 
 	if draining {
 		hc.goAway()
 	}
-	srv.ServeConn(c, &http2.ServeConnOpts{BaseConfig: hc.hs, Handler: hc, UpgradeRequest: upgrade, Settings: settings})
+	hc.serve(upgrade, settings)
 	b.mu.Lock()
 	delete(b.h2conns, hc)
 	b.mu.Unlock()
-	c.Close()
-}
-
-// h2Log is the bind's logger for x/net's messages, at debug level: they are
-// about clients that broke the protocol.
-func (b *bind) h2Log() *log.Logger {
-	b.h2logOnce.Do(func() {
-		b.h2log, _ = zap.NewStdLogAt(b.gw.log, zap.DebugLevel)
-	})
-	return b.h2log
-}
-
-// goAway has the connection send GOAWAY and close once its streams are
-// done; once.
-func (hc *h2Conn) goAway() {
-	if hc.goingAway.CompareAndSwap(false, true) {
-		go hc.hs.Shutdown(context.Background()) //nolint:errcheck // it tracks no connection: returns once it told this one
-	}
 }
 
 // goAwayH2 tells every HTTP/2 connection of the bind to go away (drain).
@@ -234,320 +215,10 @@ func (b *bind) goAwayH2() {
 	}
 }
 
-// countError counts a protocol error of the connection (x/net's
-// CountError) and closes the connection past its budget.
-func (hc *h2Conn) countError(kind string) {
-	if hc.errors.Add(1) == h2ErrorBudget {
-		hc.b.gw.log.Debug("http2: connection closed after too many protocol errors", zap.String("last", kind), zap.Stringer("client", hc.conn.RemoteAddr()))
-		hc.conn.Close()
-	}
-}
-
-// h2Stream is a stream as the request path sees its connection (the
-// request context's Conn): the connection's addresses and TLS identity,
-// and read deadlines that bound the stream's body, not the connection's.
-type h2Stream struct {
-	hc *h2Conn
-	w  http.ResponseWriter
-	r  *http.Request
-	// readDeadline is the deadline last passed to the stream, and
-	// writeDeadline when the write deadline was last moved.
-	readDeadline, writeMoved time.Time
-}
-
-var errH2StreamIO = io.ErrClosedPipe
-
-func (s *h2Stream) Read([]byte) (int, error)         { return 0, errH2StreamIO }
-func (s *h2Stream) Write([]byte) (int, error)        { return 0, errH2StreamIO }
-func (s *h2Stream) Close() error                     { return nil }
-func (s *h2Stream) LocalAddr() net.Addr              { return s.hc.conn.LocalAddr() }
-func (s *h2Stream) RemoteAddr() net.Addr             { return s.hc.conn.RemoteAddr() }
-func (s *h2Stream) SetDeadline(t time.Time) error    { return s.SetReadDeadline(t) }
-func (s *h2Stream) SetWriteDeadline(time.Time) error { return nil }
-
-// SetReadDeadline bounds the reads of the stream's request body (a body
-// being forwarded moves it on with every read: requestBody). Each move
-// costs x/net a message to its connection goroutine, so a later deadline
-// is passed on only when it is a second past the last one; an earlier one
-// at once.
-func (s *h2Stream) SetReadDeadline(t time.Time) error {
-	if !s.readDeadline.IsZero() && !t.IsZero() && !t.Before(s.readDeadline) && t.Sub(s.readDeadline) < time.Second {
-		return nil
-	}
-	s.readDeadline = t
-	return http.NewResponseController(s.w).SetReadDeadline(t)
-}
-
-// PeerCertificates is the client's verified certificate chain over TLS,
-// for CEL's source identity (celrules).
-func (s *h2Stream) PeerCertificates() []*x509.Certificate {
-	if s.hc.tls == nil {
-		return nil
-	}
-	return s.hc.tls.PeerCertificates()
-}
-
-// ServerFields are the connection's (sock.ServerFields): its start time,
-// for maxConnectionDuration.
-func (s *h2Stream) ServerFields() *sock.Server { return sock.ServerFields(s.hc.conn) }
-
-// h2Exchange is the pooled state of one stream.
-type h2Exchange struct {
-	fctx   fasthttp.RequestCtx
-	stream h2Stream
-	body   h2RequestBody
-}
-
-var h2Exchanges = sync.Pool{New: func() any { return new(h2Exchange) }}
-
-// ServeHTTP serves one stream: the request goes through the request path
-// as any other, and the response it leaves is written to the stream.
-func (hc *h2Conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := h2Exchanges.Get().(*h2Exchange)
-	x.stream = h2Stream{hc: hc, w: w, r: r}
-	fctx := &x.fctx
-	fctx.Init2(&x.stream, fasthttpLogger{hc.b.gw.log}, true)
-	x.request(r)
-	hc.b.handle(fctx)
-	abort := hc.respond(x)
-	if hc.b.draining.Load() || connTooOldNow(hc.b, hc.conn) {
-		hc.goAway()
-	}
-	fctx.Request.Reset()
-	fctx.Response.Reset()
-	fctx.ResetUserValues()
-	x.stream = h2Stream{}
-	x.body = h2RequestBody{}
-	h2Exchanges.Put(x)
-	if abort {
-		// The response was cut short: the stream is reset, so that the
-		// client does not take what it got for the whole.
-		panic(http.ErrAbortHandler)
-	}
-}
-
 // connTooOldNow reports whether c has reached maxConnectionDuration.
 func connTooOldNow(b *bind, c net.Conn) bool {
 	life := b.current.Load().frontend.maxConnLife
 	return life > 0 && connTooOld(c, monoNow(), life)
-}
-
-// request fills the exchange's fasthttp request from the stream's. The
-// protocol is HTTP/1.1 to the request path: it is what goes to an HTTP/1.1
-// upstream, and what the path's checks of HTTP/1.x expect.
-func (x *h2Exchange) request(r *http.Request) {
-	req := &x.fctx.Request
-	h := &req.Header
-	h.SetMethod(r.Method)
-	h.SetRequestURI(r.RequestURI)
-	h.SetProtocolBytes(protoHTTP11)
-	if r.Host != "" {
-		h.SetHost(r.Host)
-	}
-	for k, vv := range r.Header {
-		switch k {
-		case "Host", "Content-Length":
-			continue
-		}
-		for _, v := range vv {
-			h.Add(k, v)
-		}
-	}
-	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-		// No body (the stream ended with its head, or declared none).
-		if len(r.Header["Content-Length"]) > 0 {
-			h.SetContentLength(0)
-		}
-		return
-	}
-	x.body = h2RequestBody{r: r, req: req}
-	req.SetBodyStream(&x.body, int(r.ContentLength))
-	// The trailer fields the client announced (x/net keeps them out of
-	// the header): their values come at the body's end.
-	for k := range r.Trailer {
-		_ = h.AddTrailer(k)
-	}
-}
-
-// h2RequestBody is a stream's request body; at its end, the trailer fields
-// the client sent (and announced, as x/net requires) join the request's
-// trailer section, for the upstream.
-type h2RequestBody struct {
-	r   *http.Request
-	req *fasthttp.Request
-	eof bool
-}
-
-func (b *h2RequestBody) Read(p []byte) (int, error) {
-	n, err := b.r.Body.Read(p)
-	if err == io.EOF && !b.eof {
-		b.eof = true
-		for k, vv := range b.r.Trailer {
-			if len(vv) == 0 || b.req.Header.AddTrailer(k) != nil {
-				continue
-			}
-			for _, v := range vv {
-				b.req.Header.Add(k, v)
-			}
-		}
-	}
-	return n, err
-}
-
-// h2Skip are the response fields that do not go on an HTTP/2 stream: the
-// connection-specific ones (RFC 9113 8.2.2), and the framing, which x/net
-// writes itself (Content-Length) or which trailers replace (Trailer).
-var h2Skip = [][]byte{
-	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"),
-	[]byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Trailer"),
-	[]byte("Content-Length"),
-}
-
-func skipOnH2(k []byte) bool {
-	for _, s := range h2Skip {
-		if len(k) == len(s) && bytes.EqualFold(k, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// h2Names are the common response field names, as fasthttp writes them:
-// looked up, not copied, per response.
-var h2Names = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Content-Type", "Content-Encoding", "Date", "Server", "Cache-Control", "Set-Cookie",
-		"Location", "Etag", "Last-Modified", "Vary", "Expires", "Age", "Accept-Ranges", "Content-Range",
-		"Content-Disposition", "Content-Language", "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
-		"Access-Control-Expose-Headers", "Strict-Transport-Security", "X-Content-Type-Options", "X-Frame-Options",
-		"Www-Authenticate", "Retry-After", "X-Request-Id", "Grpc-Status", "Grpc-Message", "Grpc-Encoding", "Grpc-Accept-Encoding"} {
-		m[k] = k
-	}
-	return m
-}()
-
-// copyBufs are the buffers a streamed response body is copied through.
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// respond writes the response the request path left in the exchange's
-// context to the stream: its head, then its body, with a flush after each
-// piece of a streamed body (an event stream's events go out as they come),
-// then its trailer fields. It reports that a streamed body failed after its
-// head went out: the stream must then be reset.
-func (hc *h2Conn) respond(x *h2Exchange) (abort bool) {
-	w, r := x.stream.w, x.stream.r
-	resp := &x.fctx.Response
-	status := resp.StatusCode()
-	if status < 200 || status > 999 {
-		// 1xx (a 101 cannot come: no upgrade travels on a stream) or no
-		// status at all.
-		resp.ResetBody()
-		status = fasthttp.StatusBadGateway
-	}
-	hdr := w.Header()
-	fillH2Header(hdr, resp)
-	head := r.Method == http.MethodHead
-	stream := resp.BodyStream()
-	if stream == nil {
-		body := resp.Body()
-		if n := resp.Header.ContentLength(); head && n >= 0 {
-			hdr["Content-Length"] = []string{strconv.Itoa(n)}
-		}
-		w.WriteHeader(status)
-		if !head && len(body) > 0 {
-			_, _ = w.Write(body)
-		}
-		hc.trailers(hdr, resp)
-		return false
-	}
-	if n := resp.Header.ContentLength(); n >= 0 {
-		hdr["Content-Length"] = []string{strconv.Itoa(n)}
-	}
-	w.WriteHeader(status)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	var err error
-	if !head {
-		err = x.stream.copyBody(w, rc, stream)
-	}
-	if err == nil {
-		hc.trailers(hdr, resp)
-	}
-	// Closing the stream gives its upstream connection back and records
-	// the request (backend.ObserveStream).
-	_ = resp.CloseBodyStream()
-	return err != nil && err != errClientGone
-}
-
-// fillH2Header puts a response's fields in a stream's header map, but
-// those HTTP/2 does not carry.
-func fillH2Header(hdr http.Header, resp *fasthttp.Response) {
-	// One backing array for the values: a field's value is a slice of it
-	// (capped, so that a second value of the name gets one of its own).
-	vals := make([]string, 0, 8)
-	for k, v := range resp.Header.All() {
-		if skipOnH2(k) {
-			continue
-		}
-		key, ok := h2Names[string(k)]
-		if !ok {
-			key = string(k)
-		}
-		if prior, ok := hdr[key]; ok {
-			hdr[key] = append(prior, string(v))
-			continue
-		}
-		vals = append(vals, string(v))
-		hdr[key] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
-	if _, ok := hdr["Content-Type"]; !ok {
-		// No Content-Type is invented: x/net would sniff one.
-		hdr["Content-Type"] = nil
-	}
-}
-
-// errClientGone is a write to a stream the client reset or left.
-var errClientGone = io.ErrShortWrite
-
-// copyBody copies a streamed response body to the stream, flushing each
-// piece. A client that takes nothing for h2WriteStall ends it.
-func (s *h2Stream) copyBody(w http.ResponseWriter, rc *http.ResponseController, body io.Reader) error {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			// The deadline moves on at most once a second (each move is a
-			// message to x/net's connection goroutine).
-			stall := time.Duration(h2WriteStall.Load())
-			if now := deadlineAfter(0); now.Sub(s.writeMoved) >= min(time.Second, stall/4) {
-				s.writeMoved = now
-				_ = rc.SetWriteDeadline(now.Add(stall))
-			}
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return errClientGone
-			}
-			if rc.Flush() != nil {
-				return errClientGone
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// trailers sends the response's trailer fields after its body.
-func (hc *h2Conn) trailers(hdr http.Header, resp *fasthttp.Response) {
-	for k := range resp.Header.Trailers() {
-		if v := resp.Header.PeekBytes(k); v != nil {
-			hdr[http.TrailerPrefix+string(k)] = []string{string(v)}
-		}
-	}
 }
 
 // upgradeH2C answers an HTTP/1.1 request asking to upgrade to h2c (RFC
@@ -565,16 +236,25 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	if err != nil || len(settings)%6 != 0 {
 		return false
 	}
-	req := upgradeRequest(fctx)
+	// Stream 1's request: this one without the upgrade's fields, copied
+	// now (the connection's request is reused once the handler returns).
+	x := acquireH2Exchange()
+	h.CopyTo(&x.fctx.Request.Header)
+	for _, k := range [][]byte{headerConnection, headerUpgrade, headerHTTP2Settings, headerContentLength} {
+		x.fctx.Request.Header.DelBytes(k)
+	}
+	x.fctx.Request.Header.SetProtocolBytes(protoHTTP11)
+	x.head = fctx.IsHead()
 	conn := fctx.Conn()
 	done := b.startTunnel(conn, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(c net.Conn) {
 		defer close(done)
 		if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"); err != nil {
+			releaseH2Exchange(x)
 			return
 		}
-		b.serveH2(&hijackedConn{Conn: c, raw: conn}, nil, req, settings)
+		b.serveH2(&hijackedConn{Conn: c, raw: conn}, nil, x, settings)
 	})
 	return true
 }
@@ -606,34 +286,4 @@ func connectionNames(h *fasthttp.RequestHeader, name []byte) bool {
 		}
 	}
 	return false
-}
-
-// upgradeRequest is the request of an h2c upgrade as x/net serves it on
-// stream 1: the same request without the fields of the upgrade.
-func upgradeRequest(fctx *fasthttp.RequestCtx) *http.Request {
-	h := &fctx.Request.Header
-	r := &http.Request{
-		Method:     string(h.Method()),
-		RequestURI: string(h.RequestURI()),
-		Proto:      "HTTP/2.0",
-		ProtoMajor: 2,
-		Header:     http.Header{},
-		Host:       string(h.Host()),
-		Body:       http.NoBody,
-		RemoteAddr: fctx.RemoteAddr().String(),
-	}
-	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
-		r.URL = u
-	} else {
-		r.URL = &url.URL{Path: "/"}
-	}
-	for k, v := range h.All() {
-		switch {
-		case bytes.EqualFold(k, headerHost), bytes.EqualFold(k, headerConnection), bytes.EqualFold(k, headerUpgrade),
-			bytes.EqualFold(k, headerHTTP2Settings), bytes.EqualFold(k, headerContentLength):
-			continue
-		}
-		r.Header.Add(string(k), string(v))
-	}
-	return r
 }

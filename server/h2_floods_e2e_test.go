@@ -1,0 +1,354 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestH2Floods: clients that abuse HTTP/2 lose their connection (or the
+// streams they should not have) and the gateway goes on serving others.
+func TestH2Floods(t *testing.T) {
+	// /block answers once the gate in force when it was asked opens.
+	var gate atomic.Pointer[chan struct{}]
+	closeGate := func() {
+		if g := gate.Swap(nil); g != nil {
+			close(*g)
+		}
+	}
+	newGate := func() {
+		closeGate()
+		g := make(chan struct{})
+		gate.Store(&g)
+	}
+	newGate()
+	t.Cleanup(closeGate)
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/block":
+			if g := gate.Load(); g != nil {
+				select {
+				case <-*g:
+				case <-r.Context().Done():
+				}
+			}
+		case "/big":
+			chunk := bytes.Repeat([]byte("b"), 16<<10)
+			for range 64 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
+		io.WriteString(w, "ok") //nolint:errcheck
+	}))
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {http2MaxHeaderSize: 16384, http2WindowSize: 65535, http2ConnectionWindowSize: 65535}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /slow}}]
+      policies: {delay: {duration: 2s}}
+      backends: [{host: `+up+`}]
+    # HTTP/1.1 upstream: a reset stream does not end its exchange, so
+    # handlers pile up as in the attack (an HTTP/2 exchange ends with its
+    # stream, which takes the attack's point away).
+    - backends: [{host: `+up+`, policies: {http: {version: HTTP1}}}]
+`, nil)
+	addr := tg.addr(3000)
+	// healthy checks that a well-behaved client is served meanwhile.
+	healthy := func(t *testing.T) {
+		t.Helper()
+		resp, err := h2cClient().Get(tg.url(3000) + "/fast")
+		if err != nil {
+			t.Fatalf("another client: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("another client: %d", resp.StatusCode)
+		}
+	}
+	expectGoAway := func(t *testing.T, h *h2Raw, code http2.ErrCode) {
+		t.Helper()
+		ga, err := h.goAway(10 * time.Second)
+		if err != nil {
+			t.Fatalf("no GOAWAY: %v", err)
+		}
+		if ga == nil || ga.ErrCode != code {
+			t.Fatalf("GOAWAY %+v; want one with %v", ga, code)
+		}
+		// And the connection ends.
+		if _, err := h.readUntil(10*time.Second, nil, func(http2.Frame) bool { return false }); err == nil || isTimeout(err) {
+			t.Fatalf("connection still open: %v", err)
+		}
+	}
+
+	t.Run("too many concurrent streams", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		if _, err := h.readUntil(5*time.Second, nil, func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok }); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.settings[http2.SettingMaxConcurrentStreams]; got != h2MaxStreams {
+			t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d; want %d", got, h2MaxStreams)
+		}
+		answers := map[uint32]*h2Answer{}
+		for i := range h2MaxStreams + 1 {
+			if err := h.request(uint32(2*i+1), "GET", "/block", true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		over := uint32(2*h2MaxStreams + 1)
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[over] != nil && answers[over].wasReset }); err != nil {
+			t.Fatalf("the stream over the limit was not refused: %v", err)
+		}
+		if code := answers[over].reset; code != http2.ErrCodeProtocol && code != http2.ErrCodeRefusedStream {
+			t.Fatalf("RST_STREAM %v", code)
+		}
+		healthy(t)
+		// The streams within the limit are served.
+		closeGate()
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool {
+			for i := range h2MaxStreams {
+				if a := answers[uint32(2*i+1)]; a == nil || !a.done {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range h2MaxStreams {
+			if a := answers[uint32(2*i+1)]; a.status != "200" {
+				t.Fatalf("stream %d: %q", 2*i+1, a.status)
+			}
+		}
+	})
+	t.Run("over the limit again and again", func(t *testing.T) {
+		// A client that keeps opening streams over the limit loses its
+		// connection (h2ErrorBudget).
+		newGate()
+		h := dialH2Raw(t, addr)
+		if _, err := h.readUntil(5*time.Second, nil, func(f http2.Frame) bool { _, ok := f.(*http2.SettingsFrame); return ok }); err != nil {
+			t.Fatal(err)
+		}
+		for i := range h2MaxStreams + h2ErrorBudget + 10 {
+			if err := h.request(uint32(2*i+1), "GET", "/block", true); err != nil {
+				break
+			}
+		}
+		if _, err := h.readUntil(10*time.Second, nil, func(http2.Frame) bool { return false }); err == nil || isTimeout(err) {
+			t.Fatalf("connection still open: %v", err)
+		}
+		closeGate()
+		healthy(t)
+	})
+	newGate()
+
+	t.Run("rapid reset", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		// Streams opened and reset at once, faster than their handlers
+		// can end: past four times the stream limit waiting, the
+		// connection is cut (CVE-2023-44487).
+		var werr error
+		for i := 0; i < 10*h2MaxStreams && werr == nil; i++ {
+			id := uint32(2*i + 1)
+			if werr = h.request(id, "GET", "/block", true); werr == nil {
+				werr = h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) })
+			}
+		}
+		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
+		healthy(t)
+	})
+	closeGate()
+
+	t.Run("CONTINUATION flood", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		// A header block that never ends, 4 KiB of fields a frame, past
+		// http2MaxHeaderSize (CVE-2024-27316's kind).
+		var field bytes.Buffer
+		enc := hpack.NewEncoder(&field)
+		_ = enc.WriteField(hpack.HeaderField{Name: "x-flood", Value: strings.Repeat("f", 4000)})
+		go func() {
+			if h.write(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("GET", "/"), EndStream: true})
+			}) != nil {
+				return
+			}
+			for range 10000 {
+				if h.write(func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, field.Bytes()) }) != nil {
+					return
+				}
+			}
+		}()
+		expectGoAway(t, h, http2.ErrCodeProtocol)
+		healthy(t)
+	})
+
+	t.Run("data beyond the window", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		// The route's delay keeps the body unread: nothing gives the
+		// window back meanwhile.
+		if err := h.request(1, "POST", "/slow", false); err != nil {
+			t.Fatal(err)
+		}
+		chunk := make([]byte, 16384)
+		for range 5 { // 80 KiB into a window of 64 KiB
+			if h.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, chunk) }) != nil {
+				break
+			}
+		}
+		// x/net takes it for the stream's fault: the stream is reset.
+		answers := map[uint32]*h2Answer{}
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].wasReset }); err != nil {
+			t.Fatalf("no reset: %v", err)
+		}
+		if code := answers[1].reset; code != http2.ErrCodeFlowControl {
+			t.Fatalf("RST_STREAM %v; want FLOW_CONTROL_ERROR", code)
+		}
+		healthy(t)
+	})
+
+	t.Run("window overflow", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		for range 2 {
+			_ = h.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1<<31-1) })
+		}
+		expectGoAway(t, h, http2.ErrCodeFlowControl)
+		healthy(t)
+	})
+
+	t.Run("window never opened", func(t *testing.T) {
+		old := h2WriteStall.Swap(int64(200 * time.Millisecond))
+		t.Cleanup(func() { h2WriteStall.Store(old) })
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = io.WriteString(c, http2.ClientPreface)
+		fr := http2.NewFramer(c, c)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		h := &h2Raw{t: t, c: c, fr: fr, settings: map[http2.SettingID]uint32{}}
+		h.enc = hpack.NewEncoder(&h.hbuf)
+		// A window of nothing: the server may send no DATA at all.
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		if err := h.request(1, "GET", "/big", true); err != nil {
+			t.Fatal(err)
+		}
+		stalled := map[uint32]*h2Answer{}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for stalled[1] == nil || !stalled[1].wasReset {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("no reset of the stalled stream: %v", err)
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = fr.WriteSettingsAck()
+				}
+			case *http2.RSTStreamFrame:
+				stalled[f.StreamID] = &h2Answer{wasReset: true, reset: f.ErrCode}
+			case *http2.DataFrame:
+				if len(f.Data()) > 0 {
+					t.Fatalf("DATA beyond a window of 0")
+				}
+			}
+		}
+		healthy(t)
+	})
+
+	t.Run("PING flood, answers never read", func(t *testing.T) {
+		// The answers pile up in the socket, then in the output; the
+		// connection is closed, not its output grown without bound.
+		old := h2WriteStall.Swap(int64(300 * time.Millisecond))
+		t.Cleanup(func() { h2WriteStall.Store(old) })
+		h := dialH2Raw(t, addr)
+		if err := floodUntilClosed(h, func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{1}) }); err != nil {
+			t.Fatal(err)
+		}
+		healthy(t)
+	})
+
+	t.Run("SETTINGS flood, answers never read", func(t *testing.T) {
+		old := h2WriteStall.Swap(int64(300 * time.Millisecond))
+		t.Cleanup(func() { h2WriteStall.Store(old) })
+		h := dialH2Raw(t, addr)
+		if err := floodUntilClosed(h, func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		healthy(t)
+	})
+
+	t.Run("empty DATA flood", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		if err := h.request(1, "POST", "/slow", false); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range 10 * h2EmptyFrameBudget {
+				if h.write(func(fr *http2.Framer) error { return fr.WriteData(1, false, nil) }) != nil {
+					return
+				}
+			}
+		}()
+		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
+		healthy(t)
+	})
+
+	t.Run("empty CONTINUATION flood", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		go func() {
+			if h.write(func(fr *http2.Framer) error {
+				return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h.block("GET", "/"), EndStream: true})
+			}) != nil {
+				return
+			}
+			for range 10 * h2EmptyFrameBudget {
+				if h.write(func(fr *http2.Framer) error { return fr.WriteContinuation(1, false, nil) }) != nil {
+					return
+				}
+			}
+		}()
+		// Past the frames a header block may take (PROTOCOL_ERROR) or the
+		// empty frames in a row (ENHANCE_YOUR_CALM), whichever comes
+		// first: http2MaxHeaderSize makes it the former.
+		expectGoAway(t, h, http2.ErrCodeProtocol)
+		healthy(t)
+	})
+}
+
+// floodUntilClosed writes frames with write, reading nothing, until the
+// connection fails; an error if it is still open after 15 s of it.
+func floodUntilClosed(h *h2Raw, write func(*http2.Framer) error) error {
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if err := h.write(write); err != nil {
+				done <- nil
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(15 * time.Second):
+		h.c.Close()
+		return errors.New("the connection was still open after 15 s of flood")
+	}
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// TestH2LargeBodies: bodies far past every flow-control window go through
+// whole, both ways and on several streams at once: the gateway gives the
+// client's request bodies their room back as the upstream takes them, and
+// sends responses as the client's windows open.
+func TestH2LargeBodies(t *testing.T) {
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, _ := io.Copy(h, r.Body)
+		w.Header().Set("X-Got", fmt.Sprintf("%d %x", n, h.Sum(nil)))
+		if r.URL.Path == "/big" {
+			chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+			for range 48 {                                          // 3 MiB
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}
+	}))
+	for _, version := range []string{"HTTP1", "HTTP2"} {
+		t.Run(version, func(t *testing.T) {
+			tg := startGateway(t, "frontendPolicies:\n  http: {http2WindowSize: 65535, http2ConnectionWindowSize: 65535}\n"+oneRouteVersion(up, version), nil)
+			c := h2cClient()
+			body := bytes.Repeat([]byte("request body "), 250000) // about 3 MiB
+			want := fmt.Sprintf("%d %x", len(body), sha256.Sum256(body))
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for i := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/big", bytes.NewReader(body))
+					resp, err := c.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer resp.Body.Close()
+					got, err := io.ReadAll(resp.Body)
+					if err != nil {
+						errs <- fmt.Errorf("stream %d: reading: %v", i, err)
+						return
+					}
+					if resp.Header.Get("X-Got") != want {
+						errs <- fmt.Errorf("stream %d: upstream got %q; want %q", i, resp.Header.Get("X-Got"), want)
+					}
+					if len(got) != 48*64<<10 || !bytes.Equal(got[:16], []byte("0123456789abcdef")) {
+						errs <- fmt.Errorf("stream %d: response of %d bytes", i, len(got))
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestH2ManyStreams: many streams at once on one connection, each answered
+// with its own response (the output batches them, the race detector
+// watches).
+func TestH2ManyStreams(t *testing.T) {
+	up := echoProtoUpstream(t)
+	tg := startGateway(t, oneRouteVersion(up, "HTTP1"), nil)
+	c := h2cClient()
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(tg.url(3000) + "/s/" + itoa(i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := "GET /s/" + itoa(i) + " "; resp.StatusCode != 200 || string(b) != want {
+				errs <- fmt.Errorf("%d %q; want 200 %q", resp.StatusCode, b, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestH2HeadLimitsAndContinue: a request head over http2MaxHeaderSize is
+// answered 431 (within twice the limit; past it the connection goes,
+// TestH2Floods); a request that expects 100 (Continue) gets it when its
+// body is first read; a response head larger than a frame goes in
+// CONTINUATION frames.
+func TestH2HeadLimitsAndContinue(t *testing.T) {
+	big := strings.Repeat("x", 30000)
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/bighead" {
+			w.Header().Set("X-Big", big)
+		}
+		fmt.Fprintf(w, "%s %s", r.URL.Path, b)
+	}))
+	tg := startGateway(t, "frontendPolicies:\n  http: {http2MaxHeaderSize: 4096}\n"+oneRouteVersion(up, "HTTP2"), nil)
+
+	t.Run("header list too large", func(t *testing.T) {
+		h := dialH2Raw(t, tg.addr(3000))
+		if err := h.request(1, "GET", "/h", true, "x-long", strings.Repeat("y", 5000)); err != nil {
+			t.Fatal(err)
+		}
+		answers := map[uint32]*h2Answer{}
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
+			t.Fatal(err)
+		}
+		if a := answers[1]; a.status != "431" {
+			t.Fatalf("%q %q; want 431", a.status, a.body)
+		}
+		// The connection goes on.
+		if err := h.request(3, "GET", "/after", true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[3] != nil && answers[3].done }); err != nil {
+			t.Fatal(err)
+		}
+		if a := answers[3]; a.status != "200" || string(a.body) != "/after " {
+			t.Fatalf("next stream: %q %q", a.status, a.body)
+		}
+	})
+
+	t.Run("100-continue", func(t *testing.T) {
+		h := dialH2Raw(t, tg.addr(3000))
+		if err := h.request(1, "POST", "/c", false, "expect", "100-continue"); err != nil {
+			t.Fatal(err)
+		}
+		answers := map[uint32]*h2Answer{}
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].status != "" }); err != nil {
+			t.Fatal(err)
+		}
+		if a := answers[1]; a.status != "100" || a.done {
+			t.Fatalf("first answer %q (done %v); want 100", a.status, a.done)
+		}
+		if err := h.write(func(fr *http2.Framer) error { return fr.WriteData(1, true, []byte("body")) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1].done }); err != nil {
+			t.Fatal(err)
+		}
+		if a := answers[1]; a.status != "200" || string(a.body) != "/c body" {
+			t.Fatalf("%q %q", a.status, a.body)
+		}
+	})
+
+	t.Run("response head in CONTINUATION frames", func(t *testing.T) {
+		resp, body := doWith(t, h2cClient(), mustRequest(t, http.MethodGet, tg.url(3000)+"/bighead"))
+		if resp.StatusCode != 200 || resp.Header.Get("X-Big") != big || body != "/bighead " {
+			t.Fatalf("%d, X-Big of %d bytes, %q", resp.StatusCode, len(resp.Header.Get("X-Big")), body)
+		}
+	})
+}
+
+func mustRequest(t *testing.T, method, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// TestH2RequestFields: an HTTP/2 request's fields reach the upstream as an
+// HTTP/1.1 request carries them: the cookie fields HTTP/2 splits joined in
+// one Cookie (RFC 9113 8.2.3), the Host from :authority, and a request
+// whose fields HTTP/2 forbids reset, not forwarded.
+func TestH2RequestFields(t *testing.T) {
+	up := echoProtoUpstream(t)
+	tg := startGateway(t, oneRouteVersion(up, "HTTP1"), nil)
+	h := dialH2Raw(t, tg.addr(3000))
+	if err := h.request(1, "GET", "/f", true, "cookie", "a=1", "cookie", "b=2", "x-echo", "Cookie"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.request(3, "GET", "/bad", true, "connection", "keep-alive"); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[uint32]*h2Answer{}
+	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool {
+		return answers[1] != nil && answers[1].done && answers[3] != nil && answers[3].done
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a := answers[1]; a.status != "200" || a.header["x-got-cookie"] != "a=1; b=2" || a.header["x-upstream-host"] != "h2.test" {
+		t.Fatalf("stream 1: %q %v", a.status, a.header)
+	}
+	if a := answers[3]; !a.wasReset || a.reset != http2.ErrCodeProtocol {
+		t.Fatalf("stream 3 with a connection-specific field: %+v; want RST_STREAM PROTOCOL_ERROR", a)
+	}
+}
