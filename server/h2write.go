@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,9 +25,11 @@ import (
 
 // h2Output is a connection's output (guarded by h2Conn.mu).
 type h2Output struct {
-	// wbuf is what waits to be written; spare the buffer a write in
-	// progress gives back.
-	wbuf, spare []byte
+	// wbuf is what waits to be written, in a buffer of h2OutputBufs
+	// (wbufp) taken when the first frame comes and given back once
+	// written: an idle connection holds none.
+	wbuf  []byte
+	wbufp *[]byte
 	// flushing: a goroutine is writing the output.
 	flushing bool
 	// closeAfterFlush: once the output is written, the gateway's side of
@@ -73,9 +76,17 @@ func (hc *h2Conn) initOutput() {
 type h2Frames struct{ hc *h2Conn }
 
 func (w h2Frames) Write(p []byte) (int, error) {
-	w.hc.wbuf = append(w.hc.wbuf, p...)
+	hc := w.hc
+	if hc.wbufp == nil {
+		hc.wbufp = h2OutputBufs.Get().(*[]byte)
+		hc.wbuf = (*hc.wbufp)[:0]
+	}
+	hc.wbuf = append(hc.wbuf, p...)
 	return len(p), nil
 }
+
+// h2OutputBufs are the connections' output buffers.
+var h2OutputBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // h2HeaderBlock appends the encoder's output to the header block.
 type h2HeaderBlock struct{ hc *h2Conn }
@@ -137,15 +148,16 @@ func (hc *h2Conn) flush(batch bool) {
 		hc.mu.Lock()
 	}
 	for len(hc.wbuf) > 0 && !hc.dead {
-		buf := hc.wbuf
-		hc.wbuf, hc.spare = hc.spare[:0], nil
+		buf, bufp := hc.wbuf, hc.wbufp
+		hc.wbuf, hc.wbufp = nil, nil
 		hc.wakeSenders()
 		hc.mu.Unlock()
 		err := hc.write(buf)
-		hc.mu.Lock()
 		if cap(buf) <= 4*h2OutputLimit {
-			hc.spare = buf[:0]
+			*bufp = buf[:0]
+			h2OutputBufs.Put(bufp)
 		}
+		hc.mu.Lock()
 		if err != nil {
 			hc.fail()
 		}
@@ -187,7 +199,7 @@ func (hc *h2Conn) fail() {
 		return
 	}
 	hc.dead = true
-	hc.wbuf = hc.wbuf[:0]
+	hc.wbuf = hc.wbuf[:0] // dropped; the buffer goes with the connection
 	for _, x := range hc.streams {
 		x.wakeReader()
 		x.wakeSender()
