@@ -16,12 +16,14 @@ import (
 
 // HTTP/2 clients: over TLS (ALPN h2), in cleartext with prior knowledge
 // (the connection starts with the preface) and by the HTTP/1.1 upgrade to
-// h2c. The gateway's own connection loop speaks the protocol (h2conn.go:
-// frames in, stream states, flow control, the flood defenses; h2write.go:
-// frames out, batched into few writes), on x/net's http2.Framer for the
-// framing and its hpack package for header compression. Each stream's
-// request is decoded straight into a pooled fasthttp.RequestCtx and taken
-// through the same request path as an HTTP/1.1 request (handle); the
+// h2c. The gateway's own connection loop speaks the protocol, on x/net's
+// http2.Framer for the framing and its hpack package for header
+// compression: h2conn.go reads a connection's frames and keeps its streams
+// and limits, h2headers.go decodes header blocks, h2frames.go takes the
+// other frames (bodies, windows, settings, pings), h2write.go writes frames
+// out, batched into few writes. Each stream's request is decoded straight
+// into a pooled fasthttp.RequestCtx and taken through the same request path
+// as an HTTP/1.1 request (handle) on a pooled worker (h2worker.go); the
 // response it leaves is encoded straight into the stream's frames
 // (h2stream.go). docs/ARCHITECTURE.md ("HTTP/2 clients") says why and what
 // it costs.

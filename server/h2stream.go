@@ -123,9 +123,6 @@ func (x *h2Exchange) open(hc *h2Conn, id uint32, state int) {
 	x.stream.hc, x.stream.x = hc, x
 }
 
-// h2Closed is the state of a stream out of the table.
-const h2Closed = 2
-
 // request fills the exchange's request from a decoded head, and reports
 // false when the head is malformed (RFC 9113 8.3.1). The protocol is
 // HTTP/1.1 to the request path: it is what goes to an HTTP/1.1 upstream,
