@@ -56,16 +56,15 @@ func newDecisionCache(cfg *config.ExtAuthzCache) (*decisionCache, error) {
 	return c, nil
 }
 
-// key is the request's cache key; ok is false when a key expression fails
-// or there are none (no caching then).
-func (c *decisionCache) key(ctx *policy.Ctx) (k [sha256.Size]byte, ok bool) {
+// key is the cache key of what in shows (a request, or a connection); ok
+// is false when a key expression fails or there are none (no caching then).
+func (c *decisionCache) key(in *celrules.Input) (k [sha256.Size]byte, ok bool) {
 	if len(c.keys) == 0 || c.max == 0 {
 		return k, false
 	}
-	in := celrules.LiveInput(ctx)
 	h := sha256.New()
 	for _, p := range c.keys {
-		v, err := celrules.EvalLLM(p, &in, nil)
+		v, err := celrules.EvalLLM(p, in, nil)
 		if err != nil {
 			return k, false
 		}
@@ -91,13 +90,12 @@ func (c *decisionCache) get(k [sha256.Size]byte) *decision {
 	return e.d
 }
 
-// put keeps a decision for cache.ttl, evaluated now that the decision is
-// applied (extauthz set): a duration, or a Unix time (a timestamp or a
-// number of seconds). A ttl that fails or is not in the future keeps
-// nothing.
-func (c *decisionCache) put(k [sha256.Size]byte, d *decision, ctx *policy.Ctx) {
-	in := celrules.LiveInput(ctx)
-	v, err := celrules.EvalLLM(c.ttl, &in, nil)
+// put keeps a decision for cache.ttl, evaluated against in once the
+// decision is applied (extauthz set): a duration, or a Unix time (a
+// timestamp or a number of seconds). A ttl that fails or is not in the
+// future keeps nothing.
+func (c *decisionCache) put(k [sha256.Size]byte, d *decision, in *celrules.Input) {
+	v, err := celrules.EvalLLM(c.ttl, in, nil)
 	if err != nil {
 		return
 	}

@@ -1,8 +1,9 @@
 // Package extauthz owns the extAuthz policy: each request is checked by an
 // external authorization service before it goes on, over Envoy's ext_authz
 // v3 gRPC protocol (github.com/envoyproxy/go-control-plane and grpc-go) or
-// over HTTP. Connections to the service are runtime state kept across
-// reloads (pool.Lease).
+// over HTTP; and networkExtAuthz's check of a connection over HTTP
+// (connection.go). Connections to the service are runtime state kept
+// across reloads (pool.Lease).
 package extauthz
 
 import (
@@ -16,6 +17,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
@@ -138,7 +140,8 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 	var key [32]byte
 	cacheable := false
 	if p.cache != nil {
-		if key, cacheable = p.cache.key(c); cacheable {
+		in := celrules.LiveInput(c)
+		if key, cacheable = p.cache.key(&in); cacheable {
 			if d := p.cache.get(key); d != nil {
 				return d.apply(c)
 			}
@@ -178,7 +181,8 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	res := d.apply(c)
 	if cacheable {
-		p.cache.put(key, d, c)
+		in := celrules.LiveInput(c)
+		p.cache.put(key, d, &in)
 	}
 	return res
 }
@@ -277,9 +281,8 @@ func bodyOf(ctx context.Context) (bodyValue, bool) {
 // lower-case names, repeated ones joined with ",", and the pseudo-headers
 // :method, :path, :authority and :scheme; only those in include, unless
 // include is nil.
-func requestHeaders(c *policy.Ctx, include []string) map[string]string {
+func requestHeaders(req *fasthttp.Request, scheme []byte, include []string) map[string]string {
 	out := map[string]string{}
-	req := &c.Fast.Request
 	want := func(name string) bool {
 		if include == nil {
 			return true
@@ -295,7 +298,7 @@ func requestHeaders(c *policy.Ctx, include []string) map[string]string {
 		{":method", string(req.Header.Method())},
 		{":path", string(req.Header.RequestURI())},
 		{":authority", string(req.Header.Host())},
-		{":scheme", string(c.Scheme)},
+		{":scheme", string(scheme)},
 	}
 	for _, ph := range pseudo {
 		if want(ph[0]) {
@@ -324,11 +327,10 @@ func sourceAddr(c *policy.Ctx) (string, uint32) {
 	return "", 0
 }
 
-// evalString evaluates a CEL expression against the live request; a value
-// that is not a string fails.
-func evalString(p cel.Program, c *policy.Ctx) (string, bool) {
-	in := celrules.LiveInput(c)
-	v, err := celrules.EvalLLM(p, &in, nil)
+// evalString evaluates a CEL expression against in; a value that is not a
+// string fails.
+func evalString(p cel.Program, in *celrules.Input) (string, bool) {
+	v, err := celrules.EvalLLM(p, in, nil)
 	if err != nil {
 		return "", false
 	}

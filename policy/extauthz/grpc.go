@@ -87,7 +87,7 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		}}},
 		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 			Method:   string(req.Header.Method()),
-			Headers:  requestHeaders(c, p.include),
+			Headers:  requestHeaders(&c.Fast.Request, c.Scheme, p.include),
 			Path:     string(req.Header.RequestURI()),
 			Host:     string(req.Header.Host()),
 			Scheme:   string(c.Scheme),

@@ -92,15 +92,31 @@ func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 	return h, nil
 }
 
+// asked is what a check asks the service about: a request (the client's,
+// or the `GET /` that stands for a connection), how expressions see it,
+// and the trace the call joins.
+type asked struct {
+	req    *fasthttp.Request
+	scheme []byte
+	in     *celrules.Input
+	trace  policy.Trace
+}
+
 func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*decision, error) {
+	in := celrules.LiveInput(c)
+	return h.ask(ctx, p, &asked{req: &c.Fast.Request, scheme: c.Scheme, in: &in, trace: c.Trace})
+}
+
+// ask sends the check request for a and reads the service's answer.
+func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, error) {
 	areq := fasthttp.AcquireRequest()
 	aresp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(areq)
 	defer fasthttp.ReleaseResponse(aresp)
-	req := &c.Fast.Request
+	req := a.req
 	target := string(req.Header.RequestURI())
 	if h.path != nil {
-		s, ok := evalString(h.path, c)
+		s, ok := evalString(h.path, a.in)
 		if !ok || !policy.ValidOriginForm(s) {
 			return nil, fmt.Errorf("protocol.http.path did not give a path")
 		}
@@ -109,26 +125,26 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	areq.Header.SetMethodBytes(req.Header.Method())
 	areq.SetRequestURI(target)
 	areq.Header.SetHost(h.host)
-	for name, value := range requestHeaders(c, p.include) {
+	for name, value := range requestHeaders(req, a.scheme, p.include) {
 		if name[0] == ':' || equalFold(name, "host") || equalFold(name, "content-length") {
 			continue
 		}
 		areq.Header.Set(name, value)
 	}
-	for _, a := range h.addHeaders {
-		v, ok := evalString(a.prog, c)
+	for _, ah := range h.addHeaders {
+		v, ok := evalString(ah.prog, a.in)
 		switch {
 		case !ok:
-		case a.name == ":method":
+		case ah.name == ":method":
 			if policy.ValidHeaderName(v) { // a method is a token
 				areq.Header.SetMethod(v)
 			}
-		case a.name == ":path":
+		case ah.name == ":path":
 			if policy.ValidOriginForm(v) {
 				areq.SetRequestURI(v)
 			}
-		case policy.ValidHeader(a.name, v):
-			areq.Header.Set(a.name, v)
+		case policy.ValidHeader(ah.name, v):
+			areq.Header.Set(ah.name, v)
 		}
 	}
 	if b, ok := bodyOf(ctx); ok && h.body == nil {
@@ -140,15 +156,14 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		}
 	}
 	if h.body != nil {
-		in := celrules.LiveInput(c)
-		v, err := celrules.EvalLLM(h.body, &in, nil)
+		v, err := celrules.EvalLLM(h.body, a.in, nil)
 		if err != nil {
 			return nil, fmt.Errorf("protocol.http.body: %v", err)
 		}
 		areq.SetBody([]byte(celrules.Text(v)))
 	}
 	deadline, _ := ctx.Deadline()
-	call := c.Trace.StartHTTP(policy.KindExtAuthz, areq, h.host)
+	call := a.trace.StartHTTP(policy.KindExtAuthz, areq, h.host)
 	err := h.client.DoDeadline(areq, aresp, deadline)
 	call.EndHTTP(aresp.StatusCode(), err)
 	if err != nil {
@@ -163,13 +178,13 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			}
 		}
 		if len(h.metadata) > 0 {
-			d.metadata = h.evalMetadata(c, aresp)
+			d.metadata = h.evalMetadata(a.in, aresp)
 		}
 		return d, nil
 	}
 	d.deny = true
 	if (status == 401 || status == 403) && h.redirect != nil {
-		to, ok := evalString(h.redirect, c)
+		to, ok := evalString(h.redirect, a.in)
 		if !ok || !policy.ValidHeader("Location", to) {
 			return nil, fmt.Errorf("protocol.http.redirect did not give a location")
 		}
@@ -188,7 +203,7 @@ func (h *httpCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 
 // evalMetadata computes metadata with `response` the service's answer; a
 // value that fails is left out.
-func (h *httpCheck) evalMetadata(c *policy.Ctx, aresp *fasthttp.Response) map[string]any {
+func (h *httpCheck) evalMetadata(req *celrules.Input, aresp *fasthttp.Response) map[string]any {
 	headers := map[string]any{}
 	for k, v := range aresp.Header.All() {
 		name := strings.ToLower(string(k))
@@ -196,7 +211,7 @@ func (h *httpCheck) evalMetadata(c *policy.Ctx, aresp *fasthttp.Response) map[st
 			headers[name] = string(v)
 		}
 	}
-	in := celrules.LiveInput(c)
+	in := *req // response set on a copy: the caller's input goes on without it
 	in.Response = map[string]any{"code": int64(aresp.StatusCode()), "headers": headers, "body": string(aresp.Body())}
 	out := make(map[string]any, len(h.metadata))
 	for _, m := range h.metadata {

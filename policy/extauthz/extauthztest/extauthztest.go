@@ -1,5 +1,6 @@
-// Package extauthztest runs a real Envoy Authorization service (gRPC,
-// envoy.service.auth.v3) for tests of the extAuthz policy.
+// Package extauthztest runs real authorization services for tests of the
+// extAuthz and networkExtAuthz policies: Envoy's Authorization service
+// (gRPC, envoy.service.auth.v3) and an HTTP one (http.go).
 package extauthztest
 
 import (
