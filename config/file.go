@@ -217,7 +217,7 @@ type FrontendPolicies struct {
 	TLS                  *FrontendTLS     `json:"tls,omitempty"`
 	TCP                  *FrontendTCP     `json:"tcp,omitempty"`
 	NetworkAuthorization *CELRuleSet      `json:"networkAuthorization,omitempty"`
-	NetworkExtAuthz      Unsupported      `json:"networkExtAuthz,omitzero"`
+	NetworkExtAuthz      *NetworkExtAuthz `json:"networkExtAuthz,omitempty"`
 	Proxy                *ProxyProtocol   `json:"proxy,omitempty"`
 	ProxyProtocol        *ProxyProtocol   `json:"proxyProtocol,omitempty"`
 	Connect              Unsupported      `json:"connect,omitzero"`

@@ -114,9 +114,10 @@ func (p *accessLogPolicy) addFields(extra []logline.AccessField, in *celrules.In
 
 // Connection records. Every connection a TCP or TLS listener (or a CONNECT
 // tunnel's stream) takes gets one line when it ends: forwarded, or closed
-// unforwarded because networkAuthorization refused it or nothing routes
-// its server name. A refused plain HTTP connection gets one too: no
-// request line will tell of it. The line's `end` says why it ended:
+// unforwarded because networkAuthorization or networkExtAuthz refused it
+// or nothing routes its server name. A refused plain HTTP connection gets
+// one too: no request line will tell of it. The line's `end` says why it
+// ended:
 const (
 	endClosed        = "closed"         // both sides ended their sending in order
 	endClientReset   = "client_reset"   // the client reset it
@@ -129,9 +130,12 @@ const (
 	endConnectFailed = "connect_failed" // the backend was not reached (dial, or the TLS to it)
 	endNoBackend     = "no_backend"     // no backend to pick, or a dynamic one without a name to go to
 	endNoRoute       = "no_route"       // no listener or route for the server name
-	endDenied        = "denied"         // frontendPolicies.networkAuthorization refused it
+	endDenied        = "denied"         // frontendPolicies.networkAuthorization, or networkExtAuthz's service, refused it
 	endTLSFailed     = "tls_failed"     // a malformed, late or absent ClientHello, or a failed handshake
 	endProxyHeader   = "proxy_header"   // a PROXY protocol header missing, malformed, refused or late
+	// networkExtAuthz's service could not decide (unreachable, too slow)
+	// and its failureMode denies.
+	endExtAuthzFailed = "ext_authz_failed"
 )
 
 // pipeEnd is the end of a pipe's connection and the upstream's error

@@ -92,12 +92,38 @@ func destHost(c net.Conn, host string) string {
 	return ""
 }
 
-// netAllowed applies frontendPolicies.networkAuthorization to a connection
-// (or tunnel) going to host:port, before anything is opened for it. A
-// connection it refuses gets its access record here, but for a CONNECT
-// request's (its request line tells of it); plain says the connection
-// carries plain HTTP (on a port with TLS listeners too).
+// netAllowed applies frontendPolicies.networkAuthorization and then
+// networkExtAuthz (netextauthz.go) to a connection (or a CONNECT tunnel's
+// stream) going to host:port, before anything is opened for it; a CONNECT
+// bind's connections carry CONNECT requests, checked by connectAllowed
+// instead. A connection it refuses gets its access record here; plain
+// says the connection carries plain HTTP (on a port with TLS listeners
+// too).
 func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int, plain bool) bool {
+	if bc.netAuthz == nil && bc.netExtAuthz == nil {
+		return true
+	}
+	in := celrules.NetworkInput(c, destination(destHost(c, host), port))
+	end := endDenied
+	switch {
+	case !bc.netAuthz.Allowed(&in):
+		b.gw.log.Debug("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
+	case bc.netExtAuthz == nil:
+		return true
+	default:
+		if end = b.netExtAuthzEnd(bc, c, &in); end == "" {
+			return true
+		}
+	}
+	b.logRefused(bc, c, host, port, plain, end)
+	return false
+}
+
+// connectAllowed applies networkAuthorization to a CONNECT request, whose
+// refusal its request line records. networkExtAuthz does not run here, as
+// in agentgateway: the tunnel's stream is a connection of the bind of its
+// destination port, which checks it as it arrives.
+func (b *bind) connectAllowed(bc *bindConfig, c net.Conn, host string, port int) bool {
 	if bc.netAuthz == nil {
 		return true
 	}
@@ -105,18 +131,16 @@ func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int, pla
 	if bc.netAuthz.Allowed(&in) {
 		return true
 	}
-	b.gw.log.Debug("connection refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
-	if !bc.connect {
-		b.logRefused(bc, c, host, port, plain)
-	}
+	b.gw.log.Debug("CONNECT refused by networkAuthorization", zap.Stringer("client", c.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
 	return false
 }
 
-// logRefused writes the access record of a connection networkAuthorization
-// refused, going to host:port. The callers pass as host the server name
-// (a TLS port), else a tunnel's target: a name that is not the tunnel's is
-// the server name, and so is any on a TLS port outside a tunnel.
-func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, plain bool) {
+// logRefused writes the access record of a connection refused before it
+// was served (end says by what), going to host:port. The callers pass as
+// host the server name (a TLS port), else a tunnel's target: a name that
+// is not the tunnel's is the server name, and so is any on a TLS port
+// outside a tunnel.
+func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, plain bool, end string) {
 	proto, listener, route, sni := "http", "", "", ""
 	switch {
 	case bc.tcp != nil:
@@ -131,7 +155,7 @@ func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, pla
 		}
 	}
 	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
-	rec.Route, rec.End = route, endDenied
+	rec.Route, rec.End = route, end
 	b.logConn(rec, c, c, nil, host, port)
 }
 
@@ -163,7 +187,7 @@ func (b *bind) connect(rs *requestState) int {
 	if target == nil {
 		return respondError(fctx, fasthttp.StatusNotFound, "no listener for port "+strconv.Itoa(port))
 	}
-	if !b.netAllowed(rs.bind, fctx.Conn(), host, port, false) {
+	if !b.connectAllowed(rs.bind, fctx.Conn(), host, port) {
 		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
 	done := b.startTunnel(fctx.Conn(), nil)

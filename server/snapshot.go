@@ -21,6 +21,7 @@ import (
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/credential"
+	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/router"
@@ -70,8 +71,10 @@ type bindConfig struct {
 	// connect makes the bind a CONNECT proxy (tunnelProtocol: connect);
 	// internal binds open no socket (mode: internal).
 	connect, internal bool
-	// netAuthz is frontendPolicies.networkAuthorization (nil: none).
-	netAuthz *celrules.RuleSet
+	// netAuthz is frontendPolicies.networkAuthorization (nil: none);
+	// netExtAuthz is networkExtAuthz, checked after it (nil: none).
+	netAuthz    *celrules.RuleSet
+	netExtAuthz *extauthz.ExtAuthz
 	// proxy is the PROXY protocol header its connections begin with
 	// (frontendPolicies.proxy, tunnelProtocol: proxy); nil: none.
 	proxy *proxyPolicy
@@ -236,6 +239,10 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		}
 		netAuthz = rs
 	}
+	netExtAuthz, err := c.networkExtAuthz()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for bi := range f.Binds {
 		b := &f.Binds[bi]
 		port := 0 // the internal bind of every port
@@ -247,7 +254,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			continue
 		}
 		bc := &bindConfig{port: port, rawPaths: rawPaths(f), handshakeTimeout: handshakeTimeout(f), keepalive: clientKeepalive(f),
-			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz,
+			connect: b.TunnelProtocol == "connect", internal: b.Mode == "internal", netAuthz: netAuthz, netExtAuthz: netExtAuthz,
 			proxy: bindProxyPolicy(f, b)}
 		for li := range b.Listeners {
 			l := &b.Listeners[li]
