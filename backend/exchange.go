@@ -106,8 +106,7 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
 	for skipped := 0; checkLive && reused && skipped < maxStaleSkipped; skipped++ {
-		sc, ok := conn.(*sock.Conn)
-		if !ok || !sc.Stale() {
+		if !connStale(conn) {
 			break
 		}
 		hc.CloseConn(cc)

@@ -179,6 +179,8 @@ type Server struct {
 	hellos   []Hello
 	requests []Request
 	conns    atomic.Int64
+	closed   atomic.Int64
+	srv      *http.Server
 }
 
 // ServerOptions shape a Server.
@@ -243,8 +245,11 @@ func NewServer(tb testing.TB, o ServerOptions) *Server {
 		// Handshake failures are what several tests provoke.
 		ErrorLog: log.New(io.Discard, "", 0),
 		ConnState: func(_ net.Conn, st http.ConnState) {
-			if st == http.StateNew {
+			switch st {
+			case http.StateNew:
 				s.conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.closed.Add(1)
 			}
 		},
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
@@ -253,6 +258,7 @@ func NewServer(tb testing.TB, o ServerOptions) *Server {
 		// net/http serves HTTP/2 on the connections that pick h2.
 		srv.TLSNextProto = nil
 	}
+	s.srv = srv
 	go srv.Serve(tls.NewListener(ln, cfg)) //nolint:errcheck
 	tb.Cleanup(func() { srv.Close() })
 	return s
@@ -274,3 +280,13 @@ func (s *Server) Requests() []Request {
 
 // Conns is the number of connections accepted so far.
 func (s *Server) Conns() int64 { return s.conns.Load() }
+
+// Closed returns how many connections have closed.
+func (s *Server) Closed() int64 { return s.closed.Load() }
+
+// CloseIdle closes the server's idle keep-alive connections (TLS
+// close_notify, then the socket), as a server whose idle timeout passed.
+func (s *Server) CloseIdle() {
+	s.srv.SetKeepAlivesEnabled(false)
+	s.srv.SetKeepAlivesEnabled(true)
+}
