@@ -263,12 +263,7 @@ binds:
 			map[string]any{"protocol": "tls", "bind": "bind/1", "tls.sni": "other.test", "end": "no_route"},
 			[]string{"endpoint"}},
 		{"an unreachable backend", func() string {
-			c, err := net.Dial("tcp", tg.addr(2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			c := dialTest(t, tg.addr(2))
 			if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
 				t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
 			}
@@ -276,12 +271,7 @@ binds:
 		}, map[string]any{"protocol": "tcp", "bind": "bind/2", "route": "gone", "endpoint": closed, "end": "connect_failed"},
 			nil},
 		{"a denied plain HTTP connection", func() string {
-			c, err := net.Dial("tcp", tg.addr(3))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			c := dialTest(t, tg.addr(3))
 			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			if n, _ := c.Read(make([]byte, 1)); n != 0 {
 				t.Fatal("a denied connection was answered")
@@ -291,12 +281,7 @@ binds:
 		// A port with TLS listeners serves plain HTTP to its HTTP ones:
 		// networkAuthorization holds for those connections too.
 		{"a denied plain HTTP connection to a port with TLS listeners", func() string {
-			c, err := net.Dial("tcp", tg.addr(4))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			c := dialTest(t, tg.addr(4))
 			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 			if n, _ := c.Read(make([]byte, 1)); n != 0 {
 				t.Fatal("a denied connection was answered")
@@ -445,12 +430,7 @@ binds:
     tcpRoutes:
     - backends: [{host: ${ECHO}}]
 `, map[string]string{"ECHO": echo})
-	c, err := net.Dial("tcp", tg.addr(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialTest(t, tg.addr(1))
 	io.WriteString(c, "hold")
 	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
 		t.Fatal(err)

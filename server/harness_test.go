@@ -217,3 +217,16 @@ func headerRecorder(t *testing.T, answer http.HandlerFunc) (addr string, seen fu
 		return last
 	}
 }
+
+// dialTest opens a connection to addr, closed when the test ends, with a
+// bound on everything done with it.
+func dialTest(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}

@@ -256,12 +256,7 @@ binds:
     tcpRoutes:
     - backends: [{host: ${UP}}]
 `, map[string]string{"UP": up})
-	c, err := net.Dial("tcp", tg.addr(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialTest(t, tg.addr(1))
 	greeting := make([]byte, len("hello first"))
 	if _, err := io.ReadFull(c, greeting); err != nil || string(greeting) != "hello first" {
 		t.Fatalf("greeting %q, %v", greeting, err)
@@ -303,12 +298,7 @@ binds:
     - policies: {backendTLS: {root: ${CA}}}
       backends: [{host: ${UP}, policies: {backendTLS: {root: ${CA}, hostname: wrong.internal}}}]
 `, map[string]string{"UP": up, "CA": pki.CAFile})
-	c, err := net.Dial("tcp", tg.addr(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialTest(t, tg.addr(1))
 	io.WriteString(c, "over TLS upstream")
 	buf := make([]byte, len("over TLS upstream"))
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "over TLS upstream" {

@@ -71,19 +71,6 @@ func requestOn(t *testing.T, c net.Conn, br *bufio.Reader, path string) (int, st
 	return resp.StatusCode, string(b)
 }
 
-// dialTest opens a connection to addr, closed when the test ends, with a
-// bound on everything done with it.
-func dialTest(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	return c
-}
-
 // requireClosedUnanswered fails unless the gateway closes c without a byte
 // (after the request, if any, that was written on it).
 func requireClosedUnanswered(t *testing.T, c net.Conn) {

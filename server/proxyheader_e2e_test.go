@@ -16,12 +16,7 @@ import (
 // load balancer does before the client's bytes.
 func proxyDial(t *testing.T, addr string, header []byte) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialTest(t, addr)
 	if len(header) > 0 {
 		if _, err := c.Write(header); err != nil {
 			t.Fatal(err)
