@@ -268,10 +268,22 @@ func (s *session) end() {
 		return
 	}
 	first := s.ending.CompareAndSwap(false, true)
-	s.sendMu.Lock()
-	_ = s.stream.CloseSend()
-	s.sendMu.Unlock()
-	s.cancel()
+	if s.sendMu.TryLock() {
+		// No send in progress: the service sees the stream's end in
+		// order before it is cancelled.
+		_ = s.stream.CloseSend()
+		s.sendMu.Unlock()
+		s.cancel()
+	} else {
+		// A send holds the stream, and may wait on flow control for a
+		// service that waits in turn for the gateway to read its answers
+		// (which the request this ends no longer does): cancelling first
+		// ends that send, instead of waiting for it forever.
+		s.cancel()
+		s.sendMu.Lock()
+		_ = s.stream.CloseSend()
+		s.sendMu.Unlock()
+	}
 	if first {
 		s.callDone()
 	}
