@@ -19,18 +19,28 @@ func (d *dir) copy() {
 	defer copyBuffers.Put(bp)
 	buf := *bp
 	for {
-		n, err := d.src.io.Read(buf)
-		if n > 0 {
-			m, werr := d.dst.write(buf[:n])
-			d.n.Add(int64(m))
-			if werr != nil {
-				d.writeFailed(werr)
-				return
-			}
-		}
-		if err != nil {
-			d.ended(d.src.readErr(err))
+		if _, done := d.copyOnce(buf); done {
 			return
 		}
 	}
+}
+
+// copyOnce reads once into buf and writes what came to the destination;
+// done reports that the direction ended (a failed write, or the source's
+// end or failure), which it has handled.
+func (d *dir) copyOnce(buf []byte) (n int, done bool) {
+	n, err := d.src.io.Read(buf)
+	if n > 0 {
+		m, werr := d.dst.write(buf[:n])
+		d.n.Add(int64(m))
+		if werr != nil {
+			d.writeFailed(werr)
+			return n, true
+		}
+	}
+	if err != nil {
+		d.ended(d.src.readErr(err))
+		return n, true
+	}
+	return n, false
 }

@@ -66,17 +66,8 @@ func (d *dir) hybrid() {
 	defer func() { hybridBuffers.Put(bp) }()
 	lr := io.LimitedReader{R: d.src.tcp}
 	for {
-		n, err := d.src.io.Read(*bp)
-		if n > 0 {
-			m, werr := d.dst.write((*bp)[:n])
-			d.n.Add(int64(m))
-			if werr != nil {
-				d.writeFailed(werr)
-				return
-			}
-		}
-		if err != nil {
-			d.ended(d.src.readErr(err))
+		n, done := d.copyOnce(*bp)
+		if done {
 			return
 		}
 		if n < len(*bp) {
