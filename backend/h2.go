@@ -51,9 +51,6 @@ var errNotH2 = errors.New("the upstream did not negotiate HTTP/2 (ALPN h2)")
 // (ALPNVersion).
 var ErrPickedHTTP1 = errors.New("the upstream picked http/1.1 over h2 (ALPN)")
 
-// alpnH2Name is HTTP/2's ALPN name.
-const alpnH2Name = "h2"
-
 // h2Transport returns the upstream's HTTP/2 transport, made on first use.
 func (u *Upstream) h2Transport() *http2.Transport {
 	u.h2.once.Do(func() {

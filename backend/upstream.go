@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2"
 
 	"github.com/relaygate/gateway/backend/sock"
 )
@@ -116,7 +117,7 @@ func (u *Upstream) dial(nd *net.Dialer, network, addr string, dataPath bool) (ne
 // the list when it has h2, else h2 alone (gRPC and http.version HTTP2
 // need it).
 func splitALPN(c *tls.Config) (h1, h2 *tls.Config, choice alpnChoice) {
-	hasH2 := slices.Contains(c.NextProtos, alpnH2Name)
+	hasH2 := slices.Contains(c.NextProtos, http2.NextProtoTLS)
 	switch {
 	case hasH2 && slices.Contains(c.NextProtos, ALPNHTTP11):
 		choice = alpnAuto
@@ -124,12 +125,12 @@ func splitALPN(c *tls.Config) (h1, h2 *tls.Config, choice alpnChoice) {
 		choice = alpnH2
 	}
 	h1, h2 = c.Clone(), c.Clone()
-	h1.NextProtos = slices.DeleteFunc(slices.Clone(c.NextProtos), func(p string) bool { return p == alpnH2Name })
+	h1.NextProtos = slices.DeleteFunc(slices.Clone(c.NextProtos), func(p string) bool { return p == http2.NextProtoTLS })
 	if len(h1.NextProtos) == 0 {
 		h1.NextProtos = []string{ALPNHTTP11}
 	}
 	if !hasH2 {
-		h2.NextProtos = []string{alpnH2Name}
+		h2.NextProtos = []string{http2.NextProtoTLS}
 	}
 	return h1, h2, choice
 }
