@@ -141,15 +141,15 @@ func (b *bind) connectAllowed(bc *bindConfig, c net.Conn, host string, port int)
 // is not the tunnel's is the server name, and so is any on a TLS port
 // outside a tunnel.
 func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, plain bool, end string) {
-	proto, listener, route, sni := "http", "", "", ""
-	switch {
-	case bc.tcp != nil:
-		proto, listener = "tcp", bc.tcp.name
+	proto := bc.connProtocol(plain)
+	listener, route, sni := "", "", ""
+	switch proto {
+	case "tcp":
+		listener = bc.tcp.name
 		if r := bc.tcp.tcpRouteFor(""); r != nil {
 			route = r.name
 		}
-	case len(bc.tlsListeners) > 0 && !plain:
-		proto = "tls"
+	case "tls":
 		if host != tunnelHost(c) {
 			sni = host
 		}

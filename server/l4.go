@@ -236,24 +236,30 @@ func (b *bind) closeUnrouted(c, via net.Conn, bc *bindConfig, l *listenerConfig,
 }
 
 // closeLogged closes a connection the bind would not serve, with its
-// access record saying why (end). The protocol is the port's: tcp for a
-// TCP listener's, tls on a port with TLS listeners, else http.
+// access record saying why (end).
 func (b *bind) closeLogged(c, via net.Conn, bc *bindConfig, l *listenerConfig, sni, end string) {
-	proto, listener := "http", ""
-	switch {
-	case bc.tcp != nil:
-		proto = "tcp"
-	case len(bc.tlsListeners) > 0:
-		proto = "tls"
-	}
+	listener := ""
 	if l != nil {
 		listener = l.name
 	}
-	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
+	rec := newConnRecord(bc.connProtocol(false), bindName(bc.port), listener, c, sni)
 	rec.End = end
 	via.Close()
 	b.logConn(rec, c, via, nil, sni, b.destPort(c))
 	b.connClosed(c)
+}
+
+// connProtocol is the protocol of a connection record on the port: tcp
+// for a TCP listener's connections, tls on a port with TLS listeners
+// (but for a connection plain says carries plain HTTP there), else http.
+func (bc *bindConfig) connProtocol(plain bool) string {
+	switch {
+	case bc.tcp != nil:
+		return "tcp"
+	case len(bc.tlsListeners) > 0 && !plain:
+		return "tls"
+	}
+	return "http"
 }
 
 // originateTLS runs the client side of TLS on a TCP route's upstream
