@@ -37,7 +37,7 @@ binds:
 `, map[string]string{"UP": up})
 	get(t, tg.url(3000)+"/healthz")
 	get(t, tg.url(3000)+"/a?x=1", "X-Api-Key", "k1")
-	line := lastAccessLine(t, tg.logs, 1) // the health check is not logged
+	line := lastAccessLine(t, tg.accessLogs(), 1) // the health check is not logged
 	for k, want := range map[string]string{
 		"path": "/a", "client.team": "blue", "upstream.server": "up-1", "request.query": `{"x":"1"}`,
 	} {

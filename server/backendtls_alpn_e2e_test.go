@@ -74,7 +74,7 @@ binds:
 		t.Fatalf("h2 alone to a backend without it: status %d %q, upstream requests %d → %d", resp.StatusCode, body, before, len(h1.Requests()))
 	}
 	logged := false
-	for _, e := range tg.logs.FilterMessage("upstream TLS handshake failed").All() {
+	for _, e := range tg.accessLogs().FilterMessage("upstream TLS handshake failed").All() {
 		// Go's TLS server refuses a handshake that shares no protocol
 		// (RFC 7301's alert); a server that ignores ALPN picks none.
 		reason := fmt.Sprint(e.ContextMap()["reason"])

@@ -116,7 +116,7 @@ func TestBackendTLSVerificationModes(t *testing.T) {
 					t.Fatalf("the upstream served %d requests", len(seen))
 				}
 				logged := false
-				for _, e := range tg.logs.FilterMessage("upstream TLS handshake failed").All() {
+				for _, e := range tg.accessLogs().FilterMessage("upstream TLS handshake failed").All() {
 					f := e.ContextMap()
 					logged = logged || f["backend"] == up.Addr && strings.Contains(f["reason"].(string), tc.wantLog)
 				}

@@ -396,7 +396,14 @@ func (b *bind) trackConn(c net.Conn, st connState) {
 }
 
 // fastConnState is fasthttp's ConnState hook.
-func (b *bind) fastConnState(c net.Conn, st fasthttp.ConnState) { b.trackConn(c, fromFastHTTP(st)) }
+func (b *bind) fastConnState(c net.Conn, st fasthttp.ConnState) {
+	if st != fasthttp.StateActive {
+		// The response is out (or the connection gone): the record the
+		// request left (deferRecord).
+		recordPending(c)
+	}
+	b.trackConn(c, fromFastHTTP(st))
+}
 
 // stateWord returns the word in which a connection keeps its state for the
 // bind, or nil for a connection without one (the map then keeps it).

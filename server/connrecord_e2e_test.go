@@ -20,9 +20,9 @@ import (
 func loggedConns(t *testing.T, tg *testGateway, want int) []map[string]any {
 	t.Helper()
 	eventually(t, 10*time.Second, strconv.Itoa(want)+" connection records", func() bool {
-		return tg.logs.FilterMessage("connection").Len() >= want
+		return tg.accessLogs().FilterMessage("connection").Len() >= want
 	})
-	entries := tg.logs.FilterMessage("connection").All()
+	entries := tg.accessLogs().FilterMessage("connection").All()
 	if len(entries) != want {
 		t.Fatalf("%d connection records, want %d", len(entries), want)
 	}

@@ -411,7 +411,7 @@ func TestExtProcLLMAndMCPStreams(t *testing.T) {
 	openaiChat(t, openaiVia(tg), "gpt-4o-mini", "Paris.")
 	eventually(t, 5*time.Second, "token usage from the processed streams", func() bool {
 		var m bytes.Buffer
-		tg.gw.metrics.WritePrometheus(&m)
+		tg.metrics().WritePrometheus(&m)
 		for _, line := range strings.Split(m.String(), "\n") {
 			// Two answers (plain and streamed), 3 output tokens each.
 			if strings.HasPrefix(line, "agentgateway_gen_ai_client_token_usage_sum{") && strings.Contains(line, `gen_ai_token_type="output"`) && strings.HasSuffix(line, " 6") {
@@ -573,7 +573,7 @@ func TestLLMAnswerReadWholeStillCounts(t *testing.T) {
 	openaiChat(t, openaiVia(tg), "gpt-4o-mini", "Paris.")
 	eventually(t, 5*time.Second, "token usage of the answers read whole", func() bool {
 		var m bytes.Buffer
-		tg.gw.metrics.WritePrometheus(&m)
+		tg.metrics().WritePrometheus(&m)
 		for _, line := range strings.Split(m.String(), "\n") {
 			if strings.HasPrefix(line, "agentgateway_gen_ai_client_token_usage_sum{") && strings.Contains(line, `gen_ai_token_type="output"`) && strings.HasSuffix(line, " 6") {
 				return true

@@ -285,6 +285,23 @@ func (g *Gateway) Addrs() map[int]net.Addr {
 	return out
 }
 
+// recordsPending counts the connections whose last request's record (its
+// access line and metrics) waits to be written once its response is out
+// (deferRecord): tests that read the log or the metrics wait for none.
+func (g *Gateway) recordsPending() int {
+	g.mu.Lock()
+	binds := make([]*bind, 0, len(g.binds))
+	for _, b := range g.binds {
+		binds = append(binds, b)
+	}
+	g.mu.Unlock()
+	n := 0
+	for _, b := range binds {
+		n += b.recordsPending()
+	}
+	return n
+}
+
 // Ports returns the configured ports, sorted.
 func (g *Gateway) Ports() []int {
 	g.mu.Lock()

@@ -68,6 +68,7 @@ type requestState struct {
 	bytesIn      int
 	method, path []byte
 	remote       net.Addr
+	bytesOut     int // the response's body bytes (deferRecord)
 	// access is the access log's record while it is written (in the
 	// state, so that handing it to the logger's interface does not move it
 	// to the heap). Cleared after each line.
@@ -88,6 +89,9 @@ func releaseState(rs *requestState) {
 	rs.mcp = mcpgw.Outcome{}
 	rs.mcpSession = rs.mcpSession[:0]
 	if rs.llm != nil {
+		if rs.llm.prov != nil {
+			observeLLM(rs, rs.llm) // a request never recorded
+		}
 		rs.llm.release()
 		rs.llm = nil
 	}
@@ -100,7 +104,7 @@ func releaseState(rs *requestState) {
 	rs.http10, rs.chainPending = false, false
 	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync = nil, false, false, false
 	rs.gateway = nil
-	rs.srv, rs.status, rs.bytesIn, rs.remote = nil, 0, 0, nil
+	rs.srv, rs.status, rs.bytesIn, rs.bytesOut, rs.remote = nil, 0, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
 }
@@ -448,8 +452,70 @@ func (b *bind) finish(rs *requestState, status int) {
 		// closed, and the body is no longer read.
 		rs.bytesIn = rs.requestBytes()
 	}
+	if b.deferRecord(rs, fctx) {
+		return
+	}
 	b.record(rs, fctx.Method(), rs.pc.Path, fctx.RemoteAddr(), responseBytes(resp))
 	releaseState(rs)
+}
+
+// deferRecord leaves the record of an HTTP/1.x request (its access line
+// and metrics) to be written once its response is out, when fasthttp
+// reports the connection idle (or closed, or hijacked): recordPending.
+// The client does not wait for it, as nginx writes its access log in the
+// log phase, after the response. The record then keeps copies of what it
+// reads of the request, and its duration ends when the response was
+// written (nginx's $request_time too). A request whose record reads the
+// request itself (an accessLog policy's expressions, a trace span's end)
+// is recorded now: fasthttp may have reset or pooled it by then. It
+// reports whether the record was deferred.
+func (b *bind) deferRecord(rs *requestState, fctx *fasthttp.RequestCtx) bool {
+	if rs.h2 != nil || rs.span != nil || rs.bind == nil || rs.bind.frontend.accessLog != nil || fctx.Response.IsBodyStream() {
+		// (A stream nobody observes, an MCP event stream, is recorded as
+		// it starts: it may last as long as the client stays.)
+		return false
+	}
+	f := sock.ServerFields(fctx.Conn())
+	if f == nil || f.ServerPending != nil {
+		return false
+	}
+	rs.method = append(rs.method[:0], fctx.Method()...)
+	rs.path = append(rs.path[:0], rs.pc.Path...)
+	rs.remote = fctx.RemoteAddr()
+	rs.bytesOut = responseBytes(&fctx.Response)
+	f.ServerPending = rs
+	f.ServerPendingSet.Store(true)
+	return true
+}
+
+// recordPending writes the record deferRecord left on c, if any.
+func recordPending(c net.Conn) {
+	f := sock.ServerFields(c)
+	if f == nil || f.ServerPending == nil {
+		return
+	}
+	rs, _ := f.ServerPending.(*requestState)
+	f.ServerPending = nil
+	if rs != nil {
+		rs.srv.record(rs, rs.method, rs.path, rs.remote, rs.bytesOut)
+		releaseState(rs)
+	}
+	f.ServerPendingSet.Store(false)
+}
+
+// recordsPending counts the connections whose request's record is still
+// to be written (deferRecord): a test reading the access log or the
+// metrics waits for none.
+func (b *bind) recordsPending() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for c := range b.conns {
+		if f := sock.ServerFields(c); f != nil && f.ServerPendingSet.Load() {
+			n++
+		}
+	}
+	return n
 }
 
 // StreamClosed records a request whose response body streamed, once the
@@ -493,6 +559,7 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 		a.MCP = logline.AccessMCP{Method: m.Method, Target: m.Target, Tool: m.Tool, Denied: m.Denied}
 	}
 	if x := rs.llm; x != nil && x.prov != nil {
+		observeLLM(rs, x)
 		x.accessFields(&a.LLM)
 	}
 	var sc trace.SpanContext

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server/telemetry"
 )
 
 // testGateway is a gateway under test listening on OS-chosen loopback ports.
@@ -47,6 +48,30 @@ func startGatewayWith(t *testing.T, yaml string, vars map[string]string, tr Tran
 		gw.Shutdown(ctx)
 	})
 	return tg
+}
+
+// accessLogs returns the gateway's log once the records its requests left
+// for after their responses (deferRecord) are written.
+func (tg *testGateway) accessLogs() *observer.ObservedLogs {
+	tg.t.Helper()
+	settleRecords(tg.t, tg.gw)
+	return tg.logs
+}
+
+// metrics returns the gateway's metrics once the records its requests left
+// for after their responses are written.
+func (tg *testGateway) metrics() *telemetry.Registry {
+	tg.t.Helper()
+	settleRecords(tg.t, tg.gw)
+	return tg.gw.metrics
+}
+
+// settleRecords waits until no request's record waits for after its
+// response: a response has reached the client a moment before its access
+// line and metrics are written (deferRecord).
+func settleRecords(t *testing.T, gw *Gateway) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the requests' records", func() bool { return gw.recordsPending() == 0 })
 }
 
 func parseConfig(t *testing.T, yaml string, vars map[string]string) *config.File {

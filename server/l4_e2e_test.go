@@ -233,7 +233,7 @@ binds:
 	var m bytes.Buffer
 	eventually(t, 10*time.Second, "the forwarded bytes counted", func() bool {
 		m.Reset()
-		tg.gw.metrics.WritePrometheus(&m)
+		tg.metrics().WritePrometheus(&m)
 		return strings.Contains(m.String(), series) && strings.Contains(m.String(), strings.Replace(series, "received", "sent", 1))
 	})
 }

@@ -161,7 +161,11 @@ type llmExchange struct {
 	errType   string
 	cost      float64
 	costKnown bool
-	fctx      *fasthttp.RequestCtx
+	// end is when the exchange ended (llmComplete), and observe says its
+	// metrics wait for the request's record (observeLLM).
+	end     time.Duration
+	observe bool
+	fctx    *fasthttp.RequestCtx
 }
 
 var llmExchanges = sync.Pool{New: func() any { return new(llmExchange) }}

@@ -469,8 +469,8 @@ func checkGuardCalls(t *testing.T, k *cloudGuardKind, tc cloudGuardCase, calls [
 // "guardrail" too.
 func checkGuardLogged(t *testing.T, tg *testGateway, status int, want string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "the access log line", func() bool { return tg.logs.FilterMessage("request").Len() > 0 })
-	lines := tg.logs.FilterMessage("request").All()
+	eventually(t, 5*time.Second, "the access log line", func() bool { return tg.accessLogs().FilterMessage("request").Len() > 0 })
+	lines := tg.accessLogs().FilterMessage("request").All()
 	if len(lines) != 1 {
 		t.Fatalf("%d access log lines, want 1", len(lines))
 	}

@@ -308,7 +308,7 @@ binds:
 		t.Errorf("the good provider got %d requests, want 4", n)
 	}
 	var m bytes.Buffer
-	tg.gw.metrics.WritePrometheus(&m)
+	tg.metrics().WritePrometheus(&m)
 	for _, want := range []string{
 		`agentgateway_gen_ai_provider_healthy{backend="llm",provider="limited"} 0`,
 		`agentgateway_gen_ai_provider_healthy{backend="llm",provider="good"} 1`,
@@ -362,7 +362,7 @@ config:
 		t.Fatal(err)
 	}
 	var m bytes.Buffer
-	tg.gw.metrics.WritePrometheus(&m)
+	tg.metrics().WritePrometheus(&m)
 	for _, want := range []struct{ prefix, label, value string }{
 		{"agentgateway_gen_ai_client_token_usage_sum{", `gen_ai_token_type="input"`, "1000"},
 		{"agentgateway_gen_ai_client_token_usage_sum{", `gen_ai_token_type="output"`, "500"},
@@ -381,7 +381,7 @@ config:
 	// 1000 x 0.15/1M + 500 x 0.6/1M
 	const want = 0.00045
 	eventually(t, 5*time.Second, "the access log line", func() bool {
-		for _, e := range tg.logs.FilterMessage("request").All() {
+		for _, e := range tg.accessLogs().FilterMessage("request").All() {
 			if v, ok := e.ContextMap()["llm.cost"].(float64); ok {
 				if v < want-1e-12 || v > want+1e-12 {
 					t.Errorf("logged cost %v, want %v", v, want)

@@ -154,8 +154,9 @@ func readWhole(resp *fasthttp.Response, buf *[]byte) ([]byte, error) {
 
 var errResponseTooLarge = errors.New("provider response larger than 32 MiB")
 
-// llmComplete accounts a finished exchange: tokens to the rate limits and
-// the metrics.
+// llmComplete accounts a finished exchange: tokens to the rate limits now,
+// before the client has its answer, and the metrics with the request's
+// record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 	if x.limited && x.hasUsage && rs.route != nil && rs.route.limiter != nil {
 		rs.route.limiter.Charge(&x.limit, x.usage.TotalTokens())
@@ -171,9 +172,19 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 			charge(u)
 		}
 	}
-	if x.prov == nil {
+	if x.prov != nil {
+		x.end, x.observe = monoNow(), true
+	}
+}
+
+// observeLLM records the metrics and the cost of the exchange llmComplete
+// ended, once: from the request's record (before its access line, which
+// carries the cost), or from releaseState for a request never recorded.
+func observeLLM(rs *requestState, x *llmExchange) {
+	if !x.observe {
 		return
 	}
+	x.observe = false
 	o := telemetry.LLMObservation{
 		Operation: operationName(x.rt),
 		Provider:  x.prov.p.System(),
@@ -182,7 +193,7 @@ func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
 		RequestModel:  bytesView(x.reqModel),
 		ResponseModel: bytesView(x.model),
 		Backend:       x.prov.p.Name(),
-		Duration:      monoNow() - x.start,
+		Duration:      x.end - x.start,
 		ErrorType:     x.errType,
 		Cost:          costUnknown,
 	}

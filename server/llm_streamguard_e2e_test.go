@@ -160,8 +160,8 @@ func sgNewText(t *testing.T, windows []string) []string {
 // sgGuardLogged waits for the access log line and checks its llm.guard.
 func sgGuardLogged(t *testing.T, tg *testGateway, want string) {
 	t.Helper()
-	eventually(t, 5*time.Second, "the access log line", func() bool { return tg.logs.FilterMessage("request").Len() > 0 })
-	fields := tg.logs.FilterMessage("request").All()[0].ContextMap()
+	eventually(t, 5*time.Second, "the access log line", func() bool { return tg.accessLogs().FilterMessage("request").Len() > 0 })
+	fields := tg.accessLogs().FilterMessage("request").All()[0].ContextMap()
 	if got, _ := fields["llm.guard"].(string); got != want {
 		t.Errorf("llm.guard %q, want %q (line %v)", got, want, fields)
 	}
@@ -313,7 +313,7 @@ func TestLLMStreamGuardFailures(t *testing.T) {
 				t.Fatalf("stream: %v, %d bytes", err, len(got))
 			}
 			sgGuardLogged(t, tg, "failed_open")
-			if n := tg.logs.FilterMessage("streaming prompt guard failed: the window passes").Len(); n < 3 {
+			if n := tg.accessLogs().FilterMessage("streaming prompt guard failed: the window passes").Len(); n < 3 {
 				t.Errorf("%d warnings, want one per window (at least 3)", n)
 			}
 		})

@@ -237,7 +237,7 @@ binds:
 		t.Fatalf("b_sum: %v %v (b saw %d calls)", res, err, bCalls.Load())
 	}
 	eventually(t, 5*time.Second, "an access log line for the call", func() bool {
-		for _, e := range tg.logs.FilterMessage("request").All() {
+		for _, e := range tg.accessLogs().FilterMessage("request").All() {
 			f := e.ContextMap()
 			if f["mcp.method"] == "tools/call" && f["mcp.target"] == "b" && f["mcp.tool"] == "sum" {
 				return true
@@ -246,7 +246,7 @@ binds:
 		return false
 	})
 	var text strings.Builder
-	tg.gw.metrics.WritePrometheus(&text)
+	tg.metrics().WritePrometheus(&text)
 	want := `agentgateway_mcp_requests_total{route="tools",method="tools/call",target="b",tool="sum"} 1`
 	if !strings.Contains(text.String(), want) {
 		t.Fatalf("metrics lack %s", want)
@@ -319,7 +319,7 @@ binds:
 		t.Fatalf("web after the crash: %q %v", got, err)
 	}
 	eventually(t, 5*time.Second, "the crash logged", func() bool {
-		return tg.logs.FilterMessage("mcp target failed").Len() > 0
+		return tg.accessLogs().FilterMessage("mcp target failed").Len() > 0
 	})
 	// DELETE ends the session: its id is unknown afterwards.
 	req, _ := http.NewRequest(http.MethodDelete, endpoint, nil)
@@ -469,13 +469,13 @@ binds:
 	tg.apply(config("\n        backendAuth: { passthrough: {} }", "\n          failureMode: failOpen"), vars)
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err != nil {
 		var why []string
-		for _, e := range tg.logs.FilterMessage("mcp session not resumed").All() {
+		for _, e := range tg.accessLogs().FilterMessage("mcp session not resumed").All() {
 			why = append(why, fmt.Sprint(e.ContextMap()))
 		}
 		t.Fatalf("session not resumed after the backend changed: %v (%v)", err, why)
 	}
 	eventually(t, 5*time.Second, "the resumption logged", func() bool {
-		return tg.logs.FilterMessage("mcp session resumed").Len() > 0
+		return tg.accessLogs().FilterMessage("mcp session resumed").Len() > 0
 	})
 	if got := seen.Load(); got != "Bearer "+token {
 		t.Fatalf("the target saw Authorization %q, want the client's token", got)

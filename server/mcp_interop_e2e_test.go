@@ -521,7 +521,7 @@ func TestMCPMethodLabelsAreBounded(t *testing.T) {
 	id, _ := rawInitialize(t, endpoint, "")
 	size := func() int {
 		var buf bytes.Buffer
-		tg.gw.Metrics().WritePrometheus(&buf)
+		tg.metrics().WritePrometheus(&buf)
 		return buf.Len()
 	}
 	rawCall(t, endpoint, id, `{"jsonrpc":"2.0","id":2,"method":"x/warm-up"}`)

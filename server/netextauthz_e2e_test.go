@@ -317,7 +317,7 @@ binds:
 	if status, body := requestOn(t, fast, bufio.NewReader(fast), "/"); status != 200 || body != "ok" {
 		t.Fatalf("another connection: %d %q", status, body)
 	}
-	if n := tg.logs.FilterMessage("connection").Len(); n != 0 {
+	if n := tg.accessLogs().FilterMessage("connection").Len(); n != 0 {
 		t.Fatal("the held connection was refused before the other was served: the other waited for it")
 	}
 

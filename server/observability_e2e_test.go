@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -22,6 +23,7 @@ import (
 // text exposition; the test fails when they do not parse.
 func scrapeGateway(t *testing.T, gw *Gateway) map[string]*dto.MetricFamily {
 	t.Helper()
+	settleRecords(t, gw)
 	var buf bytes.Buffer
 	gw.Metrics().WritePrometheus(&buf)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -144,12 +146,12 @@ binds:
 			}
 			start := time.Now()
 			resp, _ := do(t, req)
-			elapsed := time.Since(start)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
 			}
-			// The line is written before the response, one per request.
-			f := lastAccessLine(t, tg.logs, i+1)
+			// One line per request, written once the response is out.
+			f := lastAccessLine(t, tg.accessLogs(), i+1)
+			elapsed := time.Since(start)
 			d, _ := f["duration"].(time.Duration)
 			if d <= 0 || d > elapsed {
 				t.Errorf("duration %v, want in (0, %v]", f["duration"], elapsed)
@@ -191,7 +193,7 @@ binds:
 		io.WriteString(c, r+" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
 		readResponse(t, br, strings.Fields(r)[0])
 	}
-	lines := tg.logs.FilterMessage("request").All()
+	lines := tg.accessLogs().FilterMessage("request").All()
 	if len(lines) != 2 {
 		t.Fatalf("%d access log lines", len(lines))
 	}
@@ -449,4 +451,65 @@ binds:
 			t.Fatalf("page: %v\n%s", err, page)
 		}
 	})
+}
+
+// TestAccessRecordAfterResponse: a request's record (access line, metrics)
+// is written once its response is out (deferRecord), however the
+// connection goes on: another request, pipelined requests, the client
+// closing, or Connection: close. Each request gets exactly one line, in
+// order, with its own method and path.
+func TestAccessRecordAfterResponse(t *testing.T) {
+	p := newProbe(t, "up")
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": p.addr})
+	var want []string
+	send := func(c net.Conn, br *bufio.Reader, reqs ...string) {
+		t.Helper()
+		var wire strings.Builder
+		for _, r := range reqs {
+			wire.WriteString(r + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+			want = append(want, r)
+		}
+		io.WriteString(c, wire.String())
+		for _, r := range reqs {
+			if resp, _ := readResponse(t, br, strings.Fields(r)[0]); resp.StatusCode != 200 {
+				t.Fatalf("%s: %d", r, resp.StatusCode)
+			}
+		}
+	}
+	c, br := rawConn(t, tg.addr(3000))
+	send(c, br, "GET /one")
+	send(c, br, "GET /two")                 // the next request on the connection
+	send(c, br, "GET /three", "POST /four") // pipelined
+	c.Close()                               // the client goes: /four's record is still written
+	c, br = rawConn(t, tg.addr(3000))
+	send(c, br, "GET /five")
+	io.WriteString(c, "GET /six HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	want = append(want, "GET /six")
+	readResponse(t, br, "GET")
+	var got []string
+	eventually(t, 5*time.Second, "six access lines", func() bool {
+		got = got[:0]
+		for _, e := range tg.accessLogs().FilterMessage("request").All() {
+			f := e.ContextMap()
+			if d, _ := f["duration"].(time.Duration); d <= 0 {
+				t.Fatalf("duration %v", f["duration"])
+			}
+			got = append(got, f["method"].(string)+" "+f["path"].(string))
+		}
+		return len(got) >= len(want)
+	})
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("access lines %q, want %q", got, want)
+	}
+	gets := scrapeValue(t, tg.gw, "agentgateway_requests_total", map[string]string{"method": "GET"})
+	posts := scrapeValue(t, tg.gw, "agentgateway_requests_total", map[string]string{"method": "POST"})
+	if gets != 5 || posts != 1 {
+		t.Errorf("requests_total GET %v, POST %v, want 5 and 1", gets, posts)
+	}
 }

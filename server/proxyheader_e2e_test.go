@@ -78,7 +78,7 @@ binds:
 				}
 			}
 			var srcs []string
-			for _, e := range tg.logs.FilterMessage("request").All() {
+			for _, e := range tg.accessLogs().FilterMessage("request").All() {
 				srcs = append(srcs, e.ContextMap()["src"].(string))
 			}
 			if len(srcs) != 4 || srcs[0] != "198.51.100.7:40000" || srcs[3] != "198.51.100.7:40000" {

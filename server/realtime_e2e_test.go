@@ -88,7 +88,7 @@ binds:
 	c.Close()
 	eventually(t, 5*time.Second, "realtime token metrics", func() bool {
 		var m bytes.Buffer
-		tg.gw.metrics.WritePrometheus(&m)
+		tg.metrics().WritePrometheus(&m)
 		for _, line := range strings.Split(m.String(), "\n") {
 			if strings.HasPrefix(line, "agentgateway_gen_ai_client_token_usage_sum{") && strings.Contains(line, `gen_ai_operation_name="realtime"`) &&
 				strings.Contains(line, `gen_ai_token_type="output"`) && strings.HasSuffix(line, " 24") {

@@ -124,7 +124,7 @@ binds:
 	// Reload outcomes: metrics and the admin page.
 	tg.gw.NoteReload("gateway.yaml", errors.New("binds[0].port: must be >= 1"))
 	var metrics strings.Builder
-	tg.gw.Metrics().WritePrometheus(&metrics)
+	tg.metrics().WritePrometheus(&metrics)
 	for _, want := range []string{
 		`agentgateway_config_reloads_total{result="failure"} 1`,
 		"agentgateway_config_last_reload_successful 0",
@@ -142,7 +142,7 @@ binds:
 	}
 	tg.gw.NoteReload("gateway.yaml", nil)
 	metrics.Reset()
-	tg.gw.Metrics().WritePrometheus(&metrics)
+	tg.metrics().WritePrometheus(&metrics)
 	if !strings.Contains(metrics.String(), "agentgateway_config_last_reload_successful 1") || !strings.Contains(metrics.String(), `agentgateway_config_reloads_total{result="success"} 1`) {
 		t.Errorf("a successful reload is not counted:\n%s", metrics.String())
 	}

@@ -396,13 +396,13 @@ binds:
       backends: [{host: '${UP}'}]
 `, map[string]string{"UP": up})
 	get(t, tg.url(3000)+"/logged")
-	eventually(t, 5*time.Second, "access log line", func() bool { return tg.logs.FilterMessage("request").Len() > 0 })
-	entry := tg.logs.FilterMessage("request").All()[0].ContextMap()
+	eventually(t, 5*time.Second, "access log line", func() bool { return tg.accessLogs().FilterMessage("request").Len() > 0 })
+	entry := tg.accessLogs().FilterMessage("request").All()[0].ContextMap()
 	if entry["path"] != "/logged" || entry["status"] != int64(200) || entry["route"] != "obs-route" || entry["backend"] != up || entry["method"] != "GET" {
 		t.Fatalf("access log fields %v", entry)
 	}
 	var buf strings.Builder
-	tg.gw.Metrics().WritePrometheus(&buf)
+	tg.metrics().WritePrometheus(&buf)
 	want := `agentgateway_requests_total{route="obs-route",backend="` + up + `",method="GET",status="200"} 1`
 	if !strings.Contains(buf.String(), want) {
 		t.Fatalf("metrics lack %s:\n%s", want, buf.String())

@@ -55,17 +55,17 @@ binds:
       backends: [{host: ${HELD}}]
     - backends: [{host: ${SINK}}]
 `, map[string]string{"SINK": sink, "HELD": held})
-	lines := func() int { return len(tg.logs.FilterMessage("request").All()) }
+	lines := func() int { return len(tg.accessLogs().FilterMessage("request").All()) }
 
 	c, br := dialRaw(t, tg.addr(3000))
 	roundTripRaw(t, c, br, "PUT", "PUT /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("a", 100000))
-	if f := lastAccessLine(t, tg.logs, 1); f["bytes_in"] != int64(100000) {
+	if f := lastAccessLine(t, tg.accessLogs(), 1); f["bytes_in"] != int64(100000) {
 		t.Fatalf("Content-Length upload: bytes_in %v, want 100000", f["bytes_in"])
 	}
 	chunk := strings.Repeat("b", 10000)
 	roundTripRaw(t, c, br, "PUT", "PUT /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"2710\r\n"+chunk+"\r\n2710\r\n"+chunk+"\r\n2710\r\n"+chunk+"\r\n0\r\n\r\n")
-	if f := lastAccessLine(t, tg.logs, 2); f["bytes_in"] != int64(30000) {
+	if f := lastAccessLine(t, tg.accessLogs(), 2); f["bytes_in"] != int64(30000) {
 		t.Fatalf("chunked upload: bytes_in %v, want 30000", f["bytes_in"])
 	}
 
@@ -92,7 +92,7 @@ binds:
 	}
 	elapsed := time.Since(start)
 	eventually(t, 5*time.Second, "the streamed response's access log line", func() bool { return lines() == 3 })
-	f := lastAccessLine(t, tg.logs, 3)
+	f := lastAccessLine(t, tg.accessLogs(), 3)
 	if f["bytes_out"] != int64(50005) || f["status"] != int64(200) || f["path"] != "/held" || f["method"] != "GET" {
 		t.Fatalf("streamed response recorded as %v", f)
 	}
@@ -130,8 +130,8 @@ binds:
 	if err == nil || sock.IsTimeout(err) {
 		t.Fatalf("body %q ended with %v; want the gateway to cut it (an unexpected end)", body, err)
 	}
-	eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.logs.FilterMessage("request").All()) == 1 })
-	f := lastAccessLine(t, tg.logs, 1)
+	eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.accessLogs().FilterMessage("request").All()) == 1 })
+	f := lastAccessLine(t, tg.accessLogs(), 1)
 	if e, _ := f["upstream_error"].(string); !strings.Contains(e, "timeout") {
 		t.Fatalf("upstream_error %v, want a timeout", f["upstream_error"])
 	}
@@ -150,8 +150,8 @@ func TestUnparsableRequestsRecorded(t *testing.T) {
 		if m := roundTripRaw(t, c, br, "GET", req); m.status() != 400 {
 			t.Fatalf("%q: status %d", req, m.status())
 		}
-		eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.logs.FilterMessage("request").All()) == i+1 })
-		if f := lastAccessLine(t, tg.logs, i+1); f["status"] != int64(400) {
+		eventually(t, 5*time.Second, "the access log line", func() bool { return len(tg.accessLogs().FilterMessage("request").All()) == i+1 })
+		if f := lastAccessLine(t, tg.accessLogs(), i+1); f["status"] != int64(400) {
 			t.Fatalf("%q: recorded as %v", req, f)
 		}
 	}

@@ -224,7 +224,7 @@ func TestTransformationsBodyE2E(t *testing.T) {
 				chunked, seen.body, seen.length, seen.transferEncoding, seen.header.Get("X-Name"), wantUp)
 		}
 	}
-	line := lastAccessLine(t, tg.logs, 2)
+	line := lastAccessLine(t, tg.accessLogs(), 2)
 	if line["sent.greeting"] != "hello alice" || line["answer"] != `{"code":"ABC-123","verify":"https://gw.test/verify?code=ABC-123"}` {
 		t.Errorf("access log fields: sent.greeting %q, answer %q", line["sent.greeting"], line["answer"])
 	}
@@ -410,7 +410,7 @@ binds:
 	if got := resp.Header.Get("X-Backend"); got != "static/http/true" {
 		t.Errorf("the response side saw backend %q", got)
 	}
-	if line := lastAccessLine(t, tg.logs, 1); line["user"] != "alice" {
+	if line := lastAccessLine(t, tg.accessLogs(), 1); line["user"] != "alice" {
 		t.Errorf("access log user = %v", line["user"])
 	}
 }

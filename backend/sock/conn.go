@@ -85,6 +85,12 @@ type Server struct {
 	// ServerClassified is set once the server has decided how to serve
 	// the connection (which protocol, which listener).
 	ServerClassified bool
+	// ServerPending is what the server left to do once the connection's
+	// current response is out (its record), nil for nothing: only the
+	// goroutine serving the connection touches it. ServerPendingSet says
+	// whether it holds something, for other goroutines to look at.
+	ServerPending    any
+	ServerPendingSet atomic.Bool
 }
 
 // ServerFields returns the server's fields of a data-path connection, or
