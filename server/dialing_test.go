@@ -1,10 +1,13 @@
 package server
 
 import (
+	"io"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -45,6 +48,61 @@ func TestBackendTCPDialing(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := backendTCPDialing(&tc.tcp, global); got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientKeepalive: an accepted connection gets TCP keepalive probes only
+// when frontendPolicies.tcp.keepalives asks for them, with its time (Go's
+// listener would otherwise turn them on at 15 s for every connection).
+func TestClientKeepalive(t *testing.T) {
+	for _, tc := range []struct {
+		desc, frontend string
+		on             bool
+		idle           int // seconds, when on
+	}{
+		{desc: "not configured", on: false},
+		{desc: "configured", frontend: "frontendPolicies:\n  tcp: {keepalives: {time: 45s}}\n", on: true, idle: 45},
+		{desc: "disabled", frontend: "frontendPolicies:\n  tcp: {keepalives: {enabled: false}}\n", on: false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			tg := startGateway(t, tc.frontend+`
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies: {directResponse: {status: 200}}
+`, nil)
+			c, br := rawConn(t, tg.addr(3000))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			readResponse(t, br, "GET") // served: dispatch has run
+			var on, idle int
+			found := 0
+			for _, b := range tg.gw.binds {
+				b.mu.Lock()
+				for sc := range b.conns {
+					tc, ok := sc.(*sock.Conn)
+					if !ok {
+						continue
+					}
+					raw, err := tc.SyscallConn()
+					if err != nil {
+						t.Fatal(err)
+					}
+					raw.Control(func(fd uintptr) {
+						on, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_KEEPALIVE)
+						idle, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE)
+					})
+					found++
+				}
+				b.mu.Unlock()
+			}
+			if found != 1 {
+				t.Fatalf("%d server-side connections", found)
+			}
+			if (on != 0) != tc.on || tc.on && idle != tc.idle {
+				t.Fatalf("SO_KEEPALIVE %d, TCP_KEEPIDLE %d; want on %v, idle %d", on, idle, tc.on, tc.idle)
 			}
 		})
 	}

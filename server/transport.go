@@ -139,7 +139,12 @@ type stdAcceptor struct {
 }
 
 func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
-	ln, err := net.Listen("tcp", addr)
+	// KeepAlive -1: no TCP keepalive probes on accepted connections unless
+	// frontendPolicies.tcp.keepalives asks for them (dispatch sets them),
+	// as in agentgateway. Go's default (probes after 15 s) is four
+	// setsockopt calls on every connection that the config never asked for.
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
