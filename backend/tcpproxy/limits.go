@@ -33,7 +33,12 @@ func (p *pipe) startLimits(idle, max time.Duration) {
 				e.raw, _ = e.tcp.SyscallConn()
 			}
 		}
-		l.last = p.movement()
+		// No count yet: the first check takes its own as the baseline,
+		// sparing every connection two getsockopt calls at its start. A
+		// pipe silent from the start then ends after five checks rather
+		// than four: Idle and a check's period, the latest any idle pipe
+		// ends.
+		l.last = noBaseline
 	}
 	p.mu.Lock()
 	if !p.closed {
@@ -41,6 +46,10 @@ func (p *pipe) startLimits(idle, max time.Duration) {
 	}
 	p.mu.Unlock()
 }
+
+// noBaseline is limits.last before the first check: no movement count is
+// ever this.
+const noBaseline = ^uint64(0)
 
 // next is how long from elapsed the next check comes.
 func (l *limits) next(elapsed time.Duration) time.Duration {
