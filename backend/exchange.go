@@ -3,6 +3,7 @@ package backend
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,27 @@ import (
 // closed is sent once more on a new connection when it is idempotent and its
 // body can be replayed.
 func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	return u.ExchangeContext(context.Background(), req, resp, deadline)
+}
+
+// aLongTimeAgo is a deadline already past: set from another goroutine, it
+// ends a connection's read or write in progress.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// ExchangeContext is Exchange that gives up when ctx is done
+// while it waits for the response head: the connection's deadline moves to
+// the past, so that the write or read in progress returns, the connection
+// is closed, and the error is ctx's. It is for a request whose client went
+// away (an HTTP/2 stream reset): the upstream stops working on an answer
+// nobody will read, as an LLM provider stops generating (and billing) when
+// its connection closes. Once the head is in, a streamed body ends when its
+// reader stops reading.
+func (u *Upstream) ExchangeContext(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	if ctx.Done() == nil {
+		ctx = nil // never done: nothing to watch (roundTrip)
+	} else if err := ctx.Err(); err != nil {
+		return err
+	}
 	u.PrepareRequest(req)
 	// Decided before the first attempt: writing a streamed body consumes
 	// it, and fasthttp then drops the stream, leaving only the bytes it had
@@ -36,7 +58,7 @@ func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, dead
 	once := streamed || !Idempotent(req.Header.Method())
 	for attempt := 0; ; attempt++ {
 		resp.Reset()
-		stale, err := u.roundTrip(req, resp, deadline, once)
+		stale, err := u.roundTrip(ctx, req, resp, deadline, once)
 		if err == nil {
 			return nil
 		}
@@ -90,8 +112,10 @@ const maxStaleSkipped = 8
 
 // roundTrip makes one attempt. stale reports a failure on a reused connection
 // before any response byte arrived. checkLive has a reused connection
-// checked (sock.Conn.Stale) before the request goes on it.
-func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
+// checked (sock.Conn.Stale) before the request goes on it. ctx, when not
+// nil, ends the attempt if it is done before the response head is in
+// (ExchangeContext).
+func (u *Upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
 	hc := u.client
 	var timeout time.Duration
 	if !deadline.IsZero() {
@@ -124,6 +148,12 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 			return reused, err
 		}
 	}
+	// stopWatch ends the watch on ctx; false when ctx was done first and has
+	// moved the deadline (the connection is then not to be used again).
+	stopWatch := func() bool { return true }
+	if ctx != nil {
+		stopWatch = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
 	if err == nil {
@@ -141,6 +171,10 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {
+		if !stopWatch() {
+			hc.CloseConn(cc)
+			return false, ctx.Err()
+		}
 		hc.CloseConn(cc)
 		return reused, timeoutErr(err)
 	}
@@ -155,6 +189,11 @@ func (u *Upstream) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, dea
 			break
 		}
 		err = readHead(&resp.Header, br)
+	}
+	if !stopWatch() {
+		hc.ReleaseReader(br)
+		hc.CloseConn(cc)
+		return false, ctx.Err()
 	}
 	if err != nil {
 		hc.ReleaseReader(br)

@@ -490,11 +490,19 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		sent++
 		span := rs.attempt(req, prov.up.Addr, sent)
-		err = prov.up.Exchange(req, x.upResp, attemptDeadline)
+		err = prov.up.ExchangeContext(rs.clientContext(), req, x.upResp, attemptDeadline)
 		if span != nil {
 			endAttempt(span, x.upResp.StatusCode(), err)
 		}
 		failure := backend.Classify(err)
+		if err != nil && rs.clientGone() {
+			// Nobody waits for an answer: no other provider is asked, and
+			// this one's health is not the client's doing.
+			rs.upstreamErr = err
+			lastStatus, lastErr = failure.Status(), err
+			x.errType = "client_gone"
+			break
+		}
 		status := x.upResp.StatusCode()
 		outcome := balance.OutcomeOf(status, failure == backend.FailureConnect, failure == backend.FailureTimeout)
 		if failure == backend.FailureProtocol {

@@ -135,10 +135,10 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 				// Offered h2 and http/1.1, the backend picked HTTP/1.1:
 				// nothing was sent, the attempt goes in HTTP/1.1.
 				h2 = false
-				err = up.Exchange(req, &fctx.Response, attemptDeadline)
+				err = up.ExchangeContext(rs.clientContext(), req, &fctx.Response, attemptDeadline)
 			}
 		} else {
-			err = up.Exchange(req, &fctx.Response, attemptDeadline)
+			err = up.ExchangeContext(rs.clientContext(), req, &fctx.Response, attemptDeadline)
 		}
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)
@@ -154,6 +154,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
+		if err != nil && rs.clientGone() {
+			// Nobody waits for an answer: no retry.
+			rs.upstreamErr = err
+			return respondError(fctx, failure.Status(), failureMessage(failure))
+		}
 		if failure == backend.FailureNone && !(retries && r.retry.retryStatus(&rs.pc, status)) {
 			finishResponse(&fctx.Response)
 			rs.upstreamAnswered = true
