@@ -467,10 +467,11 @@ func (b *bind) finish(rs *requestState, status int) {
 // reads of the request, and its duration ends when the response was
 // written (nginx's $request_time too). A request whose record reads the
 // request itself (an accessLog policy's expressions, a trace span's end)
-// is recorded now: fasthttp may have reset or pooled it by then. It
+// is recorded now: fasthttp may have reset or pooled it by then; so is one
+// with extProc sessions, whose closing (releaseState) may touch it. It
 // reports whether the record was deferred.
 func (b *bind) deferRecord(rs *requestState, fctx *fasthttp.RequestCtx) bool {
-	if rs.h2 != nil || rs.span != nil || rs.bind == nil || rs.bind.frontend.accessLog != nil || fctx.Response.IsBodyStream() {
+	if rs.h2 != nil || rs.span != nil || rs.bind == nil || rs.bind.frontend.accessLog != nil || len(rs.pc.ExtProc) > 0 || fctx.Response.IsBodyStream() {
 		// (A stream nobody observes, an MCP event stream, is recorded as
 		// it starts: it may last as long as the client stays.)
 		return false
