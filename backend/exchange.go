@@ -3,7 +3,6 @@ package backend
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,26 +26,34 @@ import (
 // closed is sent once more on a new connection when it is idempotent and its
 // body can be replayed.
 func (u *Upstream) Exchange(req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	return u.ExchangeContext(context.Background(), req, resp, deadline)
+	return u.ExchangeWatched(nil, req, resp, deadline)
 }
 
-// aLongTimeAgo is a deadline already past: set from another goroutine, it
-// ends a connection's read or write in progress.
-var aLongTimeAgo = time.Unix(1, 0)
+// ClientWatch tells an exchange that its client went away (an HTTP/2
+// stream reset). While the exchange waits for the response head, Watch
+// holds the upstream connection: when the client goes, the watch moves its
+// deadline to the past (SetDeadline with a time long gone), so that the
+// write or read in progress returns. Unwatch lets the connection go and
+// reports whether the client went, in which case the connection is closed,
+// never pooled. Gone reports it before anything is sent.
+type ClientWatch interface {
+	Watch(c net.Conn)
+	Unwatch() (gone bool)
+	Gone() bool
+}
 
-// ExchangeContext is Exchange that gives up when ctx is done
-// while it waits for the response head: the connection's deadline moves to
-// the past, so that the write or read in progress returns, the connection
-// is closed, and the error is ctx's. It is for a request whose client went
-// away (an HTTP/2 stream reset): the upstream stops working on an answer
-// nobody will read, as an LLM provider stops generating (and billing) when
-// its connection closes. Once the head is in, a streamed body ends when its
-// reader stops reading.
-func (u *Upstream) ExchangeContext(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
-	if ctx.Done() == nil {
-		ctx = nil // never done: nothing to watch (roundTrip)
-	} else if err := ctx.Err(); err != nil {
-		return err
+// ErrClientGone is the error of an exchange whose client went away
+// (ClientWatch).
+var ErrClientGone = errors.New("the client went away")
+
+// ExchangeWatched is Exchange that gives up, with ErrClientGone, when w
+// (nil: none) says the client went away while the response head is
+// awaited: the upstream stops working on an answer nobody will read, as an
+// LLM provider stops generating (and billing) when its connection closes.
+// Once the head is in, a streamed body ends when its reader stops reading.
+func (u *Upstream) ExchangeWatched(w ClientWatch, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time) error {
+	if w != nil && w.Gone() {
+		return ErrClientGone
 	}
 	u.PrepareRequest(req)
 	// Decided before the first attempt: writing a streamed body consumes
@@ -58,7 +65,7 @@ func (u *Upstream) ExchangeContext(ctx context.Context, req *fasthttp.Request, r
 	once := streamed || !Idempotent(req.Header.Method())
 	for attempt := 0; ; attempt++ {
 		resp.Reset()
-		stale, err := u.roundTrip(ctx, req, resp, deadline, once)
+		stale, err := u.roundTrip(w, req, resp, deadline, once)
 		if err == nil {
 			return nil
 		}
@@ -112,10 +119,10 @@ const maxStaleSkipped = 8
 
 // roundTrip makes one attempt. stale reports a failure on a reused connection
 // before any response byte arrived. checkLive has a reused connection
-// checked (sock.Conn.Stale) before the request goes on it. ctx, when not
-// nil, ends the attempt if it is done before the response head is in
-// (ExchangeContext).
-func (u *Upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
+// checked (sock.Conn.Stale) before the request goes on it. w, when not
+// nil, ends the attempt if the client goes before the response head is in
+// (ExchangeWatched).
+func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
 	hc := u.client
 	var timeout time.Duration
 	if !deadline.IsZero() {
@@ -148,11 +155,8 @@ func (u *Upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 			return reused, err
 		}
 	}
-	// stopWatch ends the watch on ctx; false when ctx was done first and has
-	// moved the deadline (the connection is then not to be used again).
-	stopWatch := func() bool { return true }
-	if ctx != nil {
-		stopWatch = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
+	if w != nil {
+		w.Watch(conn)
 	}
 	bw := hc.AcquireWriter(conn)
 	err = req.Write(bw)
@@ -171,9 +175,9 @@ func (u *Upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 	}
 	hc.ReleaseWriter(bw)
 	if err != nil {
-		if !stopWatch() {
+		if w != nil && w.Unwatch() {
 			hc.CloseConn(cc)
-			return false, ctx.Err()
+			return false, ErrClientGone
 		}
 		hc.CloseConn(cc)
 		return reused, timeoutErr(err)
@@ -190,10 +194,10 @@ func (u *Upstream) roundTrip(ctx context.Context, req *fasthttp.Request, resp *f
 		}
 		err = readHead(&resp.Header, br)
 	}
-	if !stopWatch() {
+	if w != nil && w.Unwatch() {
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
-		return false, ctx.Err()
+		return false, ErrClientGone
 	}
 	if err != nil {
 		hc.ReleaseReader(br)

@@ -154,27 +154,29 @@ const (
 	versionHTTP2
 )
 
-// clientContext is done when the request's client went away: an HTTP/2
-// stream's context, canceled when the stream is reset or its connection
-// ends. An HTTP/1.x client's going away is not watched (nothing reads its
-// connection while the request is handled): context.Background.
-func (rs *requestState) clientContext() context.Context {
+// clientWatch tells an HTTP/1.1 upstream exchange that the request's
+// client went away: an HTTP/2 stream, reset or its connection ended. An
+// HTTP/1.x client's going away is not watched (nothing reads its
+// connection while the request is handled): nil.
+func (rs *requestState) clientWatch() backend.ClientWatch {
 	if rs.h2 != nil {
-		return rs.h2.context()
+		return rs.h2
 	}
-	return context.Background()
+	return nil
 }
 
-// clientGone reports that the request's client went away (clientContext).
-func (rs *requestState) clientGone() bool {
-	return rs.h2 != nil && rs.h2.context().Err() != nil
-}
+// clientGone reports that the request's client went away (clientWatch).
+func (rs *requestState) clientGone() bool { return rs.h2 != nil && rs.h2.Gone() }
 
 // exchangeH2 makes one HTTP/2 attempt at the request (backend.ExchangeH2).
 // A client's stream going away ends it.
 func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.Time) error {
 	fctx := rs.pc.Fast
-	err := up.ExchangeH2(rs.clientContext(), &fctx.Request, &fctx.Response, deadline, rs, rs.grpc)
+	ctx := context.Background()
+	if rs.h2 != nil {
+		ctx = rs.h2.context()
+	}
+	err := up.ExchangeH2(ctx, &fctx.Request, &fctx.Response, deadline, rs, rs.grpc)
 	if err == nil && rs.body.active() && fctx.Response.IsBodyStream() {
 		// The body may still be read while the response streams: its
 		// count is taken once the stream is closed (StreamClosed).

@@ -68,6 +68,10 @@ type h2State struct {
 	// upstream exchange) and canceled when the stream ends.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// watched is the upstream connection of an HTTP/1.1 exchange waiting
+	// for its answer (backend.ClientWatch): a reset moves its deadline to
+	// the past.
+	watched net.Conn
 
 	// rwake and swake wake the body's reader and the response's writer.
 	rwake, swake   chan struct{}
@@ -194,6 +198,45 @@ func (x *h2Exchange) cancelContext() {
 	if x.cancel != nil {
 		x.cancel()
 	}
+	if x.watched != nil {
+		_ = x.watched.SetDeadline(aLongTimeAgo)
+		x.watched = nil
+	}
+}
+
+// aLongTimeAgo is a deadline long past: set from another goroutine, it
+// ends a connection's read or write in progress.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// Watch, Unwatch and Gone make the stream the backend.ClientWatch of its
+// HTTP/1.1 upstream exchange: a reset ends the wait for the answer.
+func (s *h2Stream) Watch(c net.Conn) {
+	x, hc := s.x, s.hc
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if x.reset {
+		_ = c.SetDeadline(aLongTimeAgo)
+		return
+	}
+	x.watched = c
+}
+
+// Unwatch ends the watch Watch began and reports whether the stream was
+// reset.
+func (s *h2Stream) Unwatch() bool {
+	x, hc := s.x, s.hc
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	x.watched = nil
+	return x.reset
+}
+
+// Gone reports whether the stream was reset (or its connection ended).
+func (s *h2Stream) Gone() bool {
+	x, hc := s.x, s.hc
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return x.reset
 }
 
 func (x *h2Exchange) wakeReader() {

@@ -490,7 +490,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		sent++
 		span := rs.attempt(req, prov.up.Addr, sent)
-		err = prov.up.ExchangeContext(rs.clientContext(), req, x.upResp, attemptDeadline)
+		err = prov.up.ExchangeWatched(rs.clientWatch(), req, x.upResp, attemptDeadline)
 		if span != nil {
 			endAttempt(span, x.upResp.StatusCode(), err)
 		}

@@ -135,10 +135,10 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 				// Offered h2 and http/1.1, the backend picked HTTP/1.1:
 				// nothing was sent, the attempt goes in HTTP/1.1.
 				h2 = false
-				err = up.ExchangeContext(rs.clientContext(), req, &fctx.Response, attemptDeadline)
+				err = up.ExchangeWatched(rs.clientWatch(), req, &fctx.Response, attemptDeadline)
 			}
 		} else {
-			err = up.ExchangeContext(rs.clientContext(), req, &fctx.Response, attemptDeadline)
+			err = up.ExchangeWatched(rs.clientWatch(), req, &fctx.Response, attemptDeadline)
 		}
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)
