@@ -103,6 +103,14 @@ const (
 	// is cheap for the server, but a client that keeps causing them is
 	// not one to keep serving.
 	h2ErrorBudget = 200
+	// h2EarlyResetBudget is how many streams a client may reset before
+	// their answer while they are more than half the streams it opened: a
+	// reset ends the stream's handler and its upstream exchange, so
+	// opening and resetting streams in a loop would make the gateway open
+	// and close upstream connections at the client's pace. A browser
+	// leaving pages or a user stopping generations resets far fewer.
+	// (Envoy closes connections with too many premature resets likewise.)
+	h2EarlyResetBudget = 100
 	// h2EmptyFrameBudget is how many frames in a row may carry nothing
 	// (DATA without data or end, CONTINUATION without fields or end)
 	// before the connection is closed: they cost a little each and

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,9 +33,11 @@ func TestH2Floods(t *testing.T) {
 	}
 	newGate()
 	t.Cleanup(closeGate)
+	var blocked atomic.Int32 // requests /block got
 	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/block":
+			blocked.Add(1)
 			if g := gate.Load(); g != nil {
 				select {
 				case <-*g:
@@ -170,6 +173,66 @@ binds:
 		}
 		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
 		healthy(t)
+	})
+
+	t.Run("rapid reset, handlers ending at once", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		// Each reset ends its handler and its HTTP/1.1 upstream exchange
+		// (the upstream connection closes), so nothing waits when the
+		// client resets each stream once the upstream has its request:
+		// paced so, the streams reset before their answer, most of those
+		// opened, end the connection.
+		for i := range h2EarlyResetBudget {
+			id := uint32(2*i + 1)
+			before := blocked.Load()
+			if err := h.request(id, "GET", "/block", true); err != nil {
+				t.Fatalf("stream %d: %v", id, err)
+			}
+			eventually(t, 10*time.Second, "stream "+strconv.Itoa(int(id))+" upstream", func() bool { return blocked.Load() > before })
+			if err := h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, http2.ErrCodeCancel) }); err != nil {
+				t.Fatalf("stream %d: %v", id, err)
+			}
+		}
+		// The budget's last reset ends the connection.
+		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
+		healthy(t)
+	})
+
+	t.Run("some resets among answered streams", func(t *testing.T) {
+		closeGate()
+		defer newGate()
+		h := dialH2Raw(t, addr)
+		// A client that gives up on one stream in three (more resets
+		// than the budget, but a third of its streams) keeps its
+		// connection.
+		answers := map[uint32]*h2Answer{}
+		id := uint32(1)
+		for i := 0; i < 3*h2EarlyResetBudget+30; i, id = i+1, id+2 {
+			if err := h.request(id, "GET", "/fast", true); err != nil {
+				t.Fatalf("stream %d: %v", id, err)
+			}
+			if i%3 == 0 {
+				stream := id
+				if err := h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(stream, http2.ErrCodeCancel) }); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			stream := id
+			f, err := h.readUntil(10*time.Second, answers, func(f http2.Frame) bool {
+				_, away := f.(*http2.GoAwayFrame)
+				return away || answers[stream] != nil && answers[stream].done
+			})
+			if err != nil {
+				t.Fatalf("stream %d: %v", stream, err)
+			}
+			if _, away := f.(*http2.GoAwayFrame); away {
+				t.Fatalf("GOAWAY after %d streams: %+v", i+1, f)
+			}
+			if a := answers[stream]; a.status != "200" {
+				t.Fatalf("stream %d: %+v", stream, a)
+			}
+		}
 	})
 	closeGate()
 

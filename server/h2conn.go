@@ -39,6 +39,7 @@ type h2Conn struct {
 	maxClientID uint32 // the highest stream the client opened
 	empty       int    // frames in a row that carried nothing
 	errors      int    // protocol errors so far (h2ErrorBudget)
+	earlyResets int    // streams the client reset before their answer (h2EarlyResetBudget)
 	// lastRead is when the socket last gave bytes (monoNow), for the
 	// keepalive pings.
 	lastRead atomic.Int64

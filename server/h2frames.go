@@ -127,7 +127,19 @@ func (hc *h2Conn) processReset(f *http2.RSTStreamFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	if x := hc.streams[f.StreamID]; x != nil {
+		if !x.ended {
+			// Reset before its answer: its handler and upstream exchange
+			// end (the exchange's connection is closed).
+			hc.earlyResets++
+		}
 		hc.closeStream(x)
+		if opened := int(hc.maxClientID+1) / 2; hc.earlyResets >= h2EarlyResetBudget && 2*hc.earlyResets > opened {
+			// Most streams reset before their answer: the rapid-reset
+			// attack on handlers that end at once (CVE-2023-44487), each
+			// reset costing an upstream connection.
+			hc.debug("http2: connection closed after too many streams reset before their answer")
+			return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		}
 	}
 	return nil
 }
