@@ -89,9 +89,7 @@ func releaseState(rs *requestState) {
 	rs.mcp = mcpgw.Outcome{}
 	rs.mcpSession = rs.mcpSession[:0]
 	if rs.llm != nil {
-		if rs.llm.prov != nil {
-			observeLLM(rs, rs.llm) // a request never recorded
-		}
+		observeLLM(rs, rs.llm) // a request never recorded
 		rs.llm.release()
 		rs.llm = nil
 	}
