@@ -245,10 +245,13 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	if len(req.Header.ContentEncoding()) > 0 {
 		req.Header.Del(fasthttp.HeaderContentEncoding)
 	}
-	if x.saved == nil {
-		x.saved = new(fasthttp.RequestHeader)
+	if t.set.Len() > 1 {
+		// Only a second attempt needs the head back as it is now.
+		if x.saved == nil {
+			x.saved = new(fasthttp.RequestHeader)
+		}
+		req.Header.CopyTo(x.saved)
 	}
-	req.Header.CopyTo(x.saved)
 	x.uri = append(x.uri[:0], req.Header.RequestURI()...)
 
 	var deadline time.Time

@@ -249,3 +249,31 @@ func FuzzValidValueEnd(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLastMember: on an object ValidObject accepts, LastMember finds what
+// the checking walk finds (the last member of the name); on any other text
+// it answers without reading out of bounds.
+func FuzzLastMember(f *testing.F) {
+	f.Add([]byte(`{"id":"x","choices":[{"m":{"usage":1}}],"usage":{"a":1},"z":"}"}`), "usage")
+	f.Add([]byte(`{"usage":1,"usage":2}`), "usage")
+	f.Add([]byte(`{"us\u0061ge":3}`), "usage")
+	f.Add([]byte(`{"a":[1,2}`), "a")
+	f.Add([]byte(`{}`), "a")
+	f.Fuzz(func(t *testing.T, obj []byte, name string) {
+		v, ok := LastMember(obj, name)
+		if !ValidObject(obj) {
+			return
+		}
+		var want Raw
+		var m Members
+		m.Reset(obj)
+		for m.Next() {
+			if m.NameIs(name) {
+				want = m.Value()
+			}
+		}
+		if !ok || !bytes.Equal(v, want) || (v == nil) != (want == nil) {
+			t.Fatalf("LastMember(%q, %q) = %q, %v; the walk finds %q", obj, name, v, ok, want)
+		}
+	})
+}

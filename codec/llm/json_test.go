@@ -380,3 +380,35 @@ func FuzzNameIs(f *testing.F) {
 		}
 	})
 }
+
+func TestLastMember(t *testing.T) {
+	for _, c := range []struct {
+		desc, obj, name, want string
+		ok                    bool
+	}{
+		{"top level", `{"id":"x","usage":{"n":1}}`, "usage", `{"n":1}`, true},
+		{"nested names do not count", `{"choices":[{"usage":1}],"o":{"usage":2}}`, "usage", ``, true},
+		{"the last of two", `{"usage":1, "usage" : 2 }`, "usage", `2`, true},
+		{"an escaped name", `{"us\u0061ge":3}`, "usage", `3`, true},
+		{"brackets in strings", `{"a":"}]","usage":[1,"[",{"b":"{"}]}`, "usage", `[1,"[",{"b":"{"}]`, true},
+		{"spaces around", " \n{ \"usage\" :\tnull } \r\n", "usage", `null`, true},
+		{"empty object", `{}`, "usage", ``, true},
+		{"not an object", `[1]`, "usage", ``, false},
+		{"unclosed container", `{"usage":{"n":1}`, "usage", ``, false},
+		{"unclosed string", `{"usage":"abc}`, "usage", ``, false},
+		{"no colon", `{"usage" 1}`, "usage", ``, false},
+		{"no value", `{"usage":}`, "usage", ``, false},
+		{"a name that is not a string", `{usage:1}`, "usage", ``, false},
+		{"text after the object", `{"usage":1} x`, "usage", ``, false},
+		{"a missing comma", `{"a":1 "usage":2}`, "usage", ``, false},
+		{"truncated", `{"a":1,`, "usage", ``, false},
+		{"empty", ``, "usage", ``, false},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			v, ok := LastMember([]byte(c.obj), c.name)
+			if ok != c.ok || string(v) != c.want {
+				t.Fatalf("LastMember(%q, %q) = %q, %v; want %q, %v", c.obj, c.name, v, ok, c.want, c.ok)
+			}
+		})
+	}
+}

@@ -110,8 +110,14 @@ func (m *Members) ValueEnd() int { return m.end }
 
 // NameIs reports whether the current member is called name (escapes in the
 // member's name are decoded before the comparison).
-func (m *Members) NameIs(name string) bool {
-	tok := m.Name()
+func (m *Members) NameIs(name string) bool { return tokenIs(m.Name(), name) }
+
+// tokenIs reports whether the string token tok (quotes included) names
+// name, escapes decoded.
+func tokenIs(tok Raw, name string) bool {
+	if len(tok) < 2 {
+		return false
+	}
 	if len(tok)-2 <= len(name) {
 		// An escape is longer than the character it stands for (two bytes
 		// or six for one to three), so a raw name with one decodes shorter
@@ -157,6 +163,64 @@ func Lookup(obj []byte, name string) (Raw, error) {
 		}
 	}
 	return nil, m.Err()
+}
+
+// LastMember returns the value of the last member called name in obj, a
+// JSON object passed on as it is (a provider's answer), and whether obj is
+// structurally one object: each member a string name, a colon and a value,
+// containers closed, nothing after the object but spaces. Names and values
+// are found as ValidStringEnd and ValidValueEnd find them, so what is
+// inside strings and scalars is not checked: for text whose bytes the
+// reader does not change, at a fraction of Members' cost. The value is nil
+// when no member is called name.
+func LastMember(obj []byte, name string) (v Raw, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return nil, skipSpace(obj, i+1) == len(obj)
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return nil, false
+		}
+		nameEnd := ValidStringEnd(obj, i)
+		j := skipSpace(obj, nameEnd)
+		if j >= len(obj) || obj[j] != ':' {
+			return nil, false
+		}
+		j = skipSpace(obj, j+1)
+		if j >= len(obj) {
+			return nil, false
+		}
+		if c := obj[j]; c != '"' && c != '{' && c != '[' && c != '-' && c != 't' && c != 'f' && c != 'n' && (c < '0' || c > '9') {
+			return nil, false // no value
+		}
+		end := ValidValueEnd(obj, j)
+		if end < 0 {
+			return nil, false
+		}
+		if tokenIs(obj[i:nameEnd], name) {
+			v = obj[j:end]
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) {
+			return nil, false
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			if skipSpace(obj, i+1) != len(obj) {
+				return nil, false
+			}
+			return v, true
+		default:
+			return nil, false
+		}
+	}
 }
 
 // SetMember appends to dst the object obj with its member name set to value

@@ -88,6 +88,10 @@ type Health struct {
 	Requests, Failures uint64
 }
 
+// Len is the number of providers in the set: with one, a request has one
+// attempt.
+func (s *Set[T]) Len() int { return len(s.members) }
+
 // Health reports every provider's state, in group order.
 func (s *Set[T]) Health() []Health {
 	out := make([]Health, len(s.members))

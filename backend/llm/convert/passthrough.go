@@ -253,27 +253,26 @@ func modelIs(tok llm.Raw, model string) bool {
 
 // passResponse serves an answer in the client's own format: it goes on as
 // it came, and only its usage is read (the member that holds it, decoded
-// alone; the others are skipped without decoding). An answer that is not a
-// JSON object is the provider's fault, as when translating.
+// alone). The answer is not rewritten, so its other members are only
+// skipped (llm.LastMember: the object's structure is checked, not what is
+// inside its strings and scalars), as a proxy passes on what it does not
+// read. An answer that is not structurally a JSON object is the provider's
+// fault, as when translating.
 func passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 	name := "usage"
 	if f == Gemini {
 		name = "usageMetadata"
 	}
+	v, ok := llm.LastMember(body, name)
+	if !ok {
+		return dst, Usage{}, providerInvalid(llm.ErrSyntax)
+	}
 	var u Usage
-	var m llm.Members
-	m.Reset(body)
-	for m.Next() {
-		if !m.NameIs(name) {
-			continue
-		}
+	if v != nil {
 		var err error
-		if u, err = decodeUsage(m.Value(), f); err != nil {
+		if u, err = decodeUsage(v, f); err != nil {
 			return dst, Usage{}, providerInvalid(err)
 		}
-	}
-	if err := m.Err(); err != nil {
-		return dst, Usage{}, providerInvalid(err)
 	}
 	return append(dst, body...), u, nil
 }
