@@ -401,6 +401,9 @@ func (b *bind) fastConnState(c net.Conn, st fasthttp.ConnState) {
 		// The response is out (or the connection gone): the record the
 		// request left (deferRecord).
 		recordPending(c)
+		if st == fasthttp.StateClosed || st == fasthttp.StateHijacked {
+			sock.ForgetHangup(c)
+		}
 	}
 	b.trackConn(c, fromFastHTTP(st))
 }

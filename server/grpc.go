@@ -155,18 +155,31 @@ const (
 )
 
 // clientWatch tells an HTTP/1.1 upstream exchange that the request's
-// client went away: an HTTP/2 stream, reset or its connection ended. An
-// HTTP/1.x client's going away is not watched (nothing reads its
-// connection while the request is handled): nil.
+// client went away: an HTTP/2 stream, reset or its connection ended; an
+// HTTP/1.x client's connection hung up, for the requests that watch it
+// (hangup: those waiting on an LLM provider's answer, which takes seconds
+// and is billed). Other HTTP/1.x requests are not watched (nil): the first
+// watch of a connection costs a system call.
 func (rs *requestState) clientWatch() backend.ClientWatch {
-	if rs.h2 != nil {
+	switch {
+	case rs.h2 != nil:
 		return rs.h2
+	case rs.hangup != nil:
+		return rs.hangup
 	}
 	return nil
 }
 
 // clientGone reports that the request's client went away (clientWatch).
-func (rs *requestState) clientGone() bool { return rs.h2 != nil && rs.h2.Gone() }
+func (rs *requestState) clientGone() bool {
+	switch {
+	case rs.h2 != nil:
+		return rs.h2.Gone()
+	case rs.hangup != nil:
+		return rs.hangup.Gone()
+	}
+	return false
+}
 
 // exchangeH2 makes one HTTP/2 attempt at the request (backend.ExchangeH2).
 // A client's stream going away ends it.

@@ -49,6 +49,9 @@ type requestState struct {
 	http10 bool
 	// h2 is the stream of a client speaking HTTP/2, nil for HTTP/1.x.
 	h2 *h2Stream
+	// hangup watches an HTTP/1.x client's connection while an LLM
+	// provider works on its answer (clientWatch); nil for others.
+	hangup *sock.HangupWatch
 	// grpc says the request is gRPC (isGRPC): answers the gateway makes
 	// itself go as gRPC statuses (grpcLocalReply), and the upstream is
 	// spoken to in HTTP/2 unless the backend says otherwise.
@@ -101,6 +104,7 @@ func releaseState(rs *requestState) {
 	}
 	rs.http10, rs.chainPending = false, false
 	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync = nil, false, false, false
+	rs.hangup = nil
 	rs.gateway = nil
 	rs.srv, rs.status, rs.bytesIn, rs.bytesOut, rs.remote = nil, 0, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]

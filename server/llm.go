@@ -22,6 +22,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/guard"
 	"github.com/relaygate/gateway/backend/llm/promptcache"
 	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/policy"
@@ -193,6 +194,11 @@ func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarg
 	x, status, ok := b.llmBegin(rs, rt)
 	if !ok {
 		return status
+	}
+	if rs.h2 == nil {
+		// A provider stops working on (and billing) an answer whose
+		// client hung up (clientWatch).
+		rs.hangup = sock.Hangups(rs.pc.Fast.Conn())
 	}
 	return b.llmAttempts(rs, r, rb, t, x)
 }

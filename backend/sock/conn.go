@@ -32,6 +32,7 @@ import (
 type Conn struct {
 	*net.TCPConn
 	raw syscall.RawConn
+	fd  int // the socket, for HangupWatch (-1 if unknown)
 
 	// Arguments and results of the raw functions, kept here so that the
 	// function values below are bound once and calls allocate nothing.
@@ -91,6 +92,8 @@ type Server struct {
 	// whether it holds something, for other goroutines to look at.
 	ServerPending    any
 	ServerPendingSet atomic.Bool
+
+	hangup HangupWatch // Hangups
 }
 
 // ServerFields returns the server's fields of a data-path connection, or
@@ -119,7 +122,8 @@ func New(c *net.TCPConn) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := &Conn{TCPConn: c, raw: raw}
+	sc := &Conn{TCPConn: c, raw: raw, fd: -1}
+	_ = raw.Control(func(fd uintptr) { sc.fd = int(fd) })
 	sc.readFn = sc.recvStep
 	sc.writeFn = sc.sendStep
 	sc.writeAwaitFn = sc.sendAwaitStep

@@ -1,0 +1,204 @@
+package sock
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// HangupWatch watches a client's connection for its hang-up (its FIN or
+// RST: EPOLLRDHUP, as nginx watches for it), so that a request waiting on
+// an upstream for that client stops waiting. It is the backend.ClientWatch
+// of an HTTP/1.x request; an HTTP/2 stream has its own (a reset). A FIN
+// counts as a hang-up, as for nginx: a client that half-closes its
+// connection after its request and waits for the answer is taken to have
+// gone.
+//
+// Each data-path connection has one (in its Server fields). Its socket
+// joins an epoll set of the package's own, watched by one goroutine for
+// the process, the first time Hangups is asked for it, edge-triggered, and
+// stays there until the socket closes; watching one request costs no
+// system call. The Go poller's set is untouched: the request's goroutine
+// keeps the connection's reads and deadlines to itself. Pipelined bytes
+// are not a hang-up (only the hang-up is asked for).
+//
+// Watch, Unwatch and Gone are for the goroutine serving the connection;
+// the hang-up is noted from the watcher's.
+type HangupWatch struct {
+	// id is the socket's key in the watcher (0: not registered), written
+	// under the watcher's lock by the goroutine serving the connection.
+	id      uint64
+	watched net.Conn // the upstream connection a hang-up ends, while one waits
+	gone    bool
+}
+
+// Hangups returns the HangupWatch of the data-path connection c (a TCP
+// connection, under TLS or not), its socket watched from now on, or nil
+// when c cannot be watched. Forget must follow when c is done with.
+func Hangups(c net.Conn) *HangupWatch {
+	f := ServerFields(c)
+	if f == nil {
+		return nil
+	}
+	h := &f.hangup
+	if h.id != 0 {
+		return h // (id is written only by the goroutine serving c)
+	}
+	w := theHangupWatcher()
+	if w == nil {
+		return nil
+	}
+	fd := clientFd(c)
+	if fd < 0 {
+		return nil
+	}
+	w.mu.Lock()
+	w.next++
+	id := w.next
+	h.id = id
+	w.byID[id] = h
+	w.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	if errors.Is(err, unix.EEXIST) {
+		// Forgotten while its socket stayed open (a parked connection,
+		// handed back to fasthttp later): the socket takes the new key.
+		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+	}
+	if err != nil {
+		w.mu.Lock()
+		delete(w.byID, id)
+		h.id = 0
+		w.mu.Unlock()
+		return nil
+	}
+	return h
+}
+
+// ForgetHangup ends the watch of c's socket (Hangups), when c is closed,
+// parked or handed over, from the goroutine that served it: the watcher
+// keeps nothing of c. (Closing the socket takes it out of the epoll set; a
+// socket left open there, a parked one, has its events ignored until
+// Hangups asks for it again.)
+func ForgetHangup(c net.Conn) {
+	f := ServerFields(c)
+	if f == nil || f.hangup.id == 0 {
+		return
+	}
+	w := hangups.w.Load()
+	w.mu.Lock()
+	delete(w.byID, f.hangup.id)
+	f.hangup = HangupWatch{}
+	w.mu.Unlock()
+}
+
+// clientFd is the socket under a data-path connection, or -1.
+func clientFd(c net.Conn) int {
+	switch t := c.(type) {
+	case *Conn:
+		return t.fd
+	case *PromptConn:
+		return clientFd(t.Conn)
+	case Layered:
+		return clientFd(t.SockLayer().under)
+	case interface{ Fd() int }: // a netpoll connection
+		return t.Fd()
+	}
+	return -1
+}
+
+// Watch ends c, an upstream connection serving the client's request, when
+// the client hangs up (at once, if it has): c's deadline moves into the
+// past, which ends the exchange's write or read.
+func (h *HangupWatch) Watch(c net.Conn) {
+	w := hangups.w.Load()
+	w.mu.Lock()
+	gone := h.gone
+	if !gone {
+		h.watched = c
+	}
+	w.mu.Unlock()
+	if gone {
+		_ = c.SetDeadline(aLongTimeAgo)
+	}
+}
+
+// Unwatch ends what Watch began and reports whether the client hung up.
+func (h *HangupWatch) Unwatch() bool {
+	w := hangups.w.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h.watched = nil
+	return h.gone
+}
+
+// Gone reports whether the client hung up.
+func (h *HangupWatch) Gone() bool {
+	w := hangups.w.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return h.gone
+}
+
+// aLongTimeAgo is a deadline long past: set from another goroutine, it
+// ends a connection's read or write in progress.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// hangupWatcher is the process's epoll set of watched client sockets and
+// the goroutine that waits on it.
+type hangupWatcher struct {
+	epfd int
+	mu   sync.Mutex
+	next uint64
+	byID map[uint64]*HangupWatch
+}
+
+var hangups struct {
+	once sync.Once
+	w    atomic.Pointer[hangupWatcher] // nil until started, and if epoll failed
+}
+
+// theHangupWatcher starts the watcher on first use; nil when it cannot run.
+func theHangupWatcher() *hangupWatcher {
+	hangups.once.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			return
+		}
+		w := &hangupWatcher{epfd: epfd, byID: make(map[uint64]*HangupWatch)}
+		go w.run()
+		hangups.w.Store(w)
+	})
+	return hangups.w.Load()
+}
+
+// run waits for hang-ups and notes each on its connection's watch. The
+// wait is a blocking system call: this goroutine holds a thread of its own.
+func (w *hangupWatcher) run() {
+	events := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(w.epfd, events, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return
+		}
+		w.mu.Lock()
+		for _, ev := range events[:n] {
+			h := w.byID[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]
+			if h == nil {
+				continue // forgotten meanwhile
+			}
+			h.gone = true
+			if h.watched != nil {
+				_ = h.watched.SetDeadline(aLongTimeAgo)
+			}
+		}
+		w.mu.Unlock()
+	}
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"bufio"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawChatRequest is an HTTP/1.1 chat completion request for raw clients.
+func rawChatRequest(host string) string {
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a long answer, please"}]}`
+	return "POST /v1/chat/completions HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// TestHTTP1HangupCancelsLLMAttempt: an HTTP/1.1 client hanging up (close,
+// reset, or a half-close after its request, as nginx takes it) while a
+// provider works on its answer ends the provider's request, and no other
+// provider of the failover group is asked; over TLS too.
+func TestHTTP1HangupCancelsLLMAttempt(t *testing.T) {
+	pki := newTestPKI(t, "hangup")
+	srv := pki.Server("llm.test", "llm.test")
+	for _, c := range []struct {
+		desc   string
+		tls    bool
+		hangUp func(net.Conn)
+	}{
+		{"close", false, func(c net.Conn) { c.Close() }},
+		{"reset", false, func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }},
+		{"half-close", false, func(c net.Conn) { c.(*net.TCPConn).CloseWrite() }},
+		{"close over TLS", true, func(c net.Conn) { c.Close() }},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			var held, other atomic.Int32
+			gone := make(chan string, 4)
+			first := heldUntilGone(t, &held, gone)
+			second := heldUntilGone(t, &other, gone)
+			tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - protocol: HTTP
+    routes: [{name: llm, backends: [{ai: {groups: [{providers: [{name: first, hostOverride: "${FIRST}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}]}, {providers: [{name: second, hostOverride: "${SECOND}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}]}]}}]}]
+- port: 3001
+  listeners:
+  - protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes: [{name: llm, backends: [{ai: {groups: [{providers: [{name: first, hostOverride: "${FIRST}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}]}, {providers: [{name: second, hostOverride: "${SECOND}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}]}]}}]}]
+`, map[string]string{"FIRST": first, "SECOND": second, "CERT": srv.CertFile, "KEY": srv.KeyFile})
+			raw := dialTest(t, tg.addr(3000))
+			conn := raw
+			if c.tls {
+				raw = dialTest(t, tg.addr(3001))
+				tc := tls.Client(raw, &tls.Config{ServerName: "llm.test", RootCAs: pki.Pool})
+				if err := tc.Handshake(); err != nil {
+					t.Fatal(err)
+				}
+				conn = tc
+			}
+			if _, err := io.WriteString(conn, rawChatRequest("llm.test")); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "the request at the provider", func() bool { return held.Load() == 1 })
+			if c.tls {
+				c.hangUp(conn)
+			} else {
+				c.hangUp(raw)
+			}
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the provider's request outlived the client")
+			}
+			eventually(t, 10*time.Second, "the request's access line", func() bool {
+				return len(tg.accessLogs().FilterMessage("request").All()) == 1
+			})
+			if n := other.Load(); n != 0 {
+				t.Fatalf("the second provider got %d requests, want none", n)
+			}
+			if f := tg.accessLogs().FilterMessage("request").All()[0].ContextMap(); f["llm.error"] != "client_gone" {
+				t.Errorf("llm.error %v, want client_gone", f["llm.error"])
+			}
+		})
+	}
+}
+
+// TestHTTP1PipelinedLLMRequestsAreAnswered: a request pipelined behind an
+// LLM request (both in one write, so the second is on the connection while
+// the provider works on the first) is not a hang-up: both are answered.
+func TestHTTP1PipelinedLLMRequestsAreAnswered(t *testing.T) {
+	provider := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}}]}]
+`, map[string]string{"UP": provider})
+	conn := dialTest(t, tg.addr(3000))
+	if _, err := io.WriteString(conn, rawChatRequest("a")+rawChatRequest("a")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for i := 0; i < 2; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"content":"ok"`) {
+			t.Fatalf("answer %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+}
