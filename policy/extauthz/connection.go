@@ -20,8 +20,9 @@ const (
 	Allowed Verdict = iota
 	// Denied: the service answered something else.
 	Denied
-	// Failed: the service could not decide (unreachable, too slow, an
-	// expression without a value) and failureMode denies.
+	// Failed: the service could not decide (unreachable, too slow) and
+	// failureMode denies, or the check request could not be built (an
+	// expression without a value), whatever failureMode says.
 	Failed
 )
 
@@ -68,6 +69,12 @@ func (p *ExtAuthz) CheckConnection(source, destination map[string]any) Verdict {
 	defer cancel()
 	d, err := p.http.ask(ctx, p, &asked{req: req, in: &in})
 	if err != nil {
+		if isExpressionError(err) {
+			// A fault of the policy, not of the service: failureMode
+			// allow does not let the connection through.
+			p.log.Warn("networkExtAuthz: the check request could not be built; closing the connection", zap.Error(err))
+			return Failed
+		}
 		if p.failAllow {
 			p.log.Warn("networkExtAuthz: the authorization service could not decide; allowing the connection (failureMode allow)", zap.Error(err))
 			return Allowed

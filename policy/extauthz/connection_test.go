@@ -83,6 +83,9 @@ func TestCheckConnectionFailureModes(t *testing.T) {
 		{"too slow, deny", slow, config.ExtAuthzFailureMode{}, nil, Failed},
 		{"too slow, allow", slow, config.ExtAuthzFailureMode{Allow: true}, nil, Allowed},
 		{"a path without a value", dead, config.ExtAuthzFailureMode{}, &noValue, Failed},
+		// A fault of the policy, not of the service: failureMode allow
+		// does not let it through (as agentgateway).
+		{"a path without a value, allow", dead, config.ExtAuthzFailureMode{Allow: true}, &noValue, Failed},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			p := connPolicy(t, config.ExtAuthz{FailureMode: tc.mode, Protocol: httpProto(config.ExtAuthzHTTP{Path: tc.path})}, tc.addr, 300*time.Millisecond)

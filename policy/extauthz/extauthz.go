@@ -9,6 +9,7 @@ package extauthz
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"net"
 	"net/http"
@@ -167,14 +168,23 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 		d, err = p.http.check(ctx, p, c)
 	}
 	if err != nil {
-		if p.failAllow {
+		status := p.failStatus
+		switch {
+		case isExpressionError(err):
+			// The check request could not be built: a fault of the
+			// policy, not of the service, so failureMode does not let
+			// the request through (as agentgateway: 403).
+			p.log.Warn("extAuthz: the check request could not be built; denying", zap.Error(err))
+			status = fasthttp.StatusForbidden
+		case p.failAllow:
 			p.log.Warn("extAuthz: the authorization service could not decide; allowing (failureMode allow)", zap.Error(err))
 			return policy.Continue
+		default:
+			p.log.Warn("extAuthz: the authorization service could not decide; denying", zap.Error(err))
 		}
-		p.log.Warn("extAuthz: the authorization service could not decide; denying", zap.Error(err))
 		resp := &c.Fast.Response
 		resp.Reset()
-		resp.SetStatusCode(p.failStatus)
+		resp.SetStatusCode(status)
 		resp.Header.SetContentTypeBytes(contentTypeText)
 		resp.SetBody(bodyFailed)
 		return policy.Done
@@ -325,6 +335,19 @@ func sourceAddr(c *policy.Ctx) (string, uint32) {
 		return a.IP.String(), uint32(a.Port)
 	}
 	return "", 0
+}
+
+// expressionError is the error of a check request that could not be built
+// (an expression of the policy without a usable value): never let through
+// by failureMode allow, which is for a service that could not decide.
+type expressionError struct{ err error }
+
+func (e *expressionError) Error() string { return e.err.Error() }
+func (e *expressionError) Unwrap() error { return e.err }
+
+func isExpressionError(err error) bool {
+	var xe *expressionError
+	return errors.As(err, &xe)
 }
 
 // evalString evaluates a CEL expression against in; a value that is not a

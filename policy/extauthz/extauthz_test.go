@@ -153,7 +153,8 @@ func TestIncludeRequestHeaders(t *testing.T) {
 	}
 }
 
-// A service that cannot decide is the failure mode's business.
+// A service that cannot decide is the failure mode's business; a check
+// request the policy cannot build is refused whatever the mode.
 func TestFailureModes(t *testing.T) {
 	dead := func() string {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -162,23 +163,31 @@ func TestFailureModes(t *testing.T) {
 		return addr
 	}()
 	slow := extauthztest.Start(t, &extauthztest.Server{Delay: 5 * time.Second, Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }})
+	noValue := config.ValueExpression(`request.headers["x-missing"]`)
 	for _, tc := range []struct {
 		desc, addr string
 		mode       config.ExtAuthzFailureMode
 		http       bool
-		wantStatus int // 0: allowed
+		wantStatus int                     // 0: allowed
+		path, body *config.ValueExpression // HTTP's
 	}{
-		{"unreachable, deny", dead, config.ExtAuthzFailureMode{}, false, 403},
-		{"unreachable, allow", dead, config.ExtAuthzFailureMode{Allow: true}, false, 0},
-		{"unreachable, deny with status", dead, config.ExtAuthzFailureMode{DenyStatus: 503}, false, 503},
-		{"too slow, deny", slow, config.ExtAuthzFailureMode{}, false, 403},
-		{"unreachable over HTTP, deny", dead, config.ExtAuthzFailureMode{}, true, 403},
-		{"unreachable over HTTP, allow", dead, config.ExtAuthzFailureMode{Allow: true}, true, 0},
+		{"unreachable, deny", dead, config.ExtAuthzFailureMode{}, false, 403, nil, nil},
+		{"unreachable, allow", dead, config.ExtAuthzFailureMode{Allow: true}, false, 0, nil, nil},
+		{"unreachable, deny with status", dead, config.ExtAuthzFailureMode{DenyStatus: 503}, false, 503, nil, nil},
+		{"too slow, deny", slow, config.ExtAuthzFailureMode{}, false, 403, nil, nil},
+		{"unreachable over HTTP, deny", dead, config.ExtAuthzFailureMode{}, true, 403, nil, nil},
+		{"unreachable over HTTP, allow", dead, config.ExtAuthzFailureMode{Allow: true}, true, 0, nil, nil},
+		// A check request that cannot be built is the policy's fault, not
+		// the service's: refused 403 whatever the failure mode says (as
+		// agentgateway).
+		{"a path without a value, allow", dead, config.ExtAuthzFailureMode{Allow: true}, true, 403, &noValue, nil},
+		{"a body without a value, allow", dead, config.ExtAuthzFailureMode{Allow: true}, true, 403, nil, &noValue},
+		{"a path without a value, deny with status", dead, config.ExtAuthzFailureMode{DenyStatus: 503}, true, 403, &noValue, nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			cfg := config.ExtAuthz{FailureMode: tc.mode}
 			if tc.http {
-				cfg.Protocol = &config.ExtAuthzProtocol{HTTP: &config.ExtAuthzHTTP{}}
+				cfg.Protocol = &config.ExtAuthzProtocol{HTTP: &config.ExtAuthzHTTP{Path: tc.path, Body: tc.body}}
 			}
 			p := newPolicy(t, cfg, tc.addr)
 			c := policytest.Ctx(policytest.NewRequest("GET", "/"))

@@ -2,6 +2,7 @@ package extauthz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -118,7 +119,7 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	if h.path != nil {
 		s, ok := evalString(h.path, a.in)
 		if !ok || !policy.ValidOriginForm(s) {
-			return nil, fmt.Errorf("protocol.http.path did not give a path")
+			return nil, &expressionError{errors.New("protocol.http.path did not give a path")}
 		}
 		target = s
 	}
@@ -158,7 +159,7 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	if h.body != nil {
 		v, err := celrules.EvalLLM(h.body, a.in, nil)
 		if err != nil {
-			return nil, fmt.Errorf("protocol.http.body: %v", err)
+			return nil, &expressionError{fmt.Errorf("protocol.http.body: %v", err)}
 		}
 		areq.SetBody([]byte(celrules.Text(v)))
 	}
