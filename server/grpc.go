@@ -158,8 +158,10 @@ const (
 // client went away: an HTTP/2 stream, reset or its connection ended; an
 // HTTP/1.x client's connection hung up, for the requests that watch it
 // (hangup: those waiting on an LLM provider's answer, which takes seconds
-// and is billed). Other HTTP/1.x requests are not watched (nil): the first
-// watch of a connection costs a system call.
+// and is billed, set by serveLLM). Other HTTP/1.x requests are not
+// watched (nil): a client that half-closes its connection after its
+// request still gets the answer there (TestHalfClosedClientGetsItsAnswer),
+// and a FIN cannot be told from a close.
 func (rs *requestState) clientWatch() backend.ClientWatch {
 	switch {
 	case rs.h2 != nil:

@@ -122,3 +122,41 @@ binds:
 		}
 	}
 }
+
+// TestHTTP1HalfCloseOnPlainRouteIsAnswered: on a plain route a client
+// that half-closes after its request still gets the upstream's answer,
+// however slow (only LLM requests take a FIN for a hang-up).
+func TestHTTP1HalfCloseOnPlainRouteIsAnswered(t *testing.T) {
+	var reqs atomic.Int32
+	release := make(chan struct{})
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		<-release
+		io.WriteString(w, "late")
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{host: '${UP}'}]}]
+`, map[string]string{"UP": up})
+	c := dialTest(t, tg.addr(3000))
+	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the request upstream", func() bool { return reqs.Load() == 1 })
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	// (A watch taking the FIN for a hang-up notes it within microseconds;
+	// the release below comes later.)
+	close(release)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer after the half-close: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "late" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}

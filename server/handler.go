@@ -49,8 +49,8 @@ type requestState struct {
 	http10 bool
 	// h2 is the stream of a client speaking HTTP/2, nil for HTTP/1.x.
 	h2 *h2Stream
-	// hangup watches an HTTP/1.x client's connection while an LLM
-	// provider works on its answer (clientWatch); nil for others.
+	// hangup watches an HTTP/1.x client's connection while an upstream
+	// works on its answer (clientWatch); nil until then.
 	hangup *sock.HangupWatch
 	// grpc says the request is gRPC (isGRPC): answers the gateway makes
 	// itself go as gRPC statuses (grpcLocalReply), and the upstream is

@@ -197,7 +197,9 @@ func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarg
 	}
 	if rs.h2 == nil {
 		// A provider stops working on (and billing) an answer whose
-		// client hung up (clientWatch).
+		// client hung up (clientWatch). As for nginx and hyper's default,
+		// a FIN is a hang-up here: an LLM client that half-closes after
+		// its request is not worth a generation nobody may read.
 		rs.hangup = sock.Hangups(rs.pc.Fast.Conn())
 	}
 	return b.llmAttempts(rs, r, rb, t, x)

@@ -22,7 +22,7 @@ import (
 // joins an epoll set of the package's own, watched by one goroutine for
 // the process, the first time Hangups is asked for it, edge-triggered, and
 // stays there until the socket closes; watching one request costs no
-// system call. The Go poller's set is untouched: the request's goroutine
+// system call, and takes only the watch's own lock. The Go poller's set is untouched: the request's goroutine
 // keeps the connection's reads and deadlines to itself. Pipelined bytes
 // are not a hang-up (only the hang-up is asked for).
 //
@@ -31,7 +31,10 @@ import (
 type HangupWatch struct {
 	// id is the socket's key in the watcher (0: not registered), written
 	// under the watcher's lock by the goroutine serving the connection.
-	id      uint64
+	id uint64
+	// mu guards the rest, between the serving goroutine and the watcher's
+	// (which takes it under the watcher's lock).
+	mu      sync.Mutex
 	watched net.Conn // the upstream connection a hang-up ends, while one waits
 	gone    bool
 }
@@ -90,9 +93,13 @@ func ForgetHangup(c net.Conn) {
 		return
 	}
 	w := hangups.w.Load()
+	h := &f.hangup
 	w.mu.Lock()
-	delete(w.byID, f.hangup.id)
-	f.hangup = HangupWatch{}
+	delete(w.byID, h.id)
+	h.id = 0
+	h.mu.Lock()
+	h.watched, h.gone = nil, false
+	h.mu.Unlock()
 	w.mu.Unlock()
 }
 
@@ -115,13 +122,12 @@ func clientFd(c net.Conn) int {
 // the client hangs up (at once, if it has): c's deadline moves into the
 // past, which ends the exchange's write or read.
 func (h *HangupWatch) Watch(c net.Conn) {
-	w := hangups.w.Load()
-	w.mu.Lock()
+	h.mu.Lock()
 	gone := h.gone
 	if !gone {
 		h.watched = c
 	}
-	w.mu.Unlock()
+	h.mu.Unlock()
 	if gone {
 		_ = c.SetDeadline(aLongTimeAgo)
 	}
@@ -129,18 +135,16 @@ func (h *HangupWatch) Watch(c net.Conn) {
 
 // Unwatch ends what Watch began and reports whether the client hung up.
 func (h *HangupWatch) Unwatch() bool {
-	w := hangups.w.Load()
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.watched = nil
 	return h.gone
 }
 
 // Gone reports whether the client hung up.
 func (h *HangupWatch) Gone() bool {
-	w := hangups.w.Load()
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return h.gone
 }
 
@@ -194,10 +198,12 @@ func (w *hangupWatcher) run() {
 			if h == nil {
 				continue // forgotten meanwhile
 			}
+			h.mu.Lock()
 			h.gone = true
 			if h.watched != nil {
 				_ = h.watched.SetDeadline(aLongTimeAgo)
 			}
+			h.mu.Unlock()
 		}
 		w.mu.Unlock()
 	}
