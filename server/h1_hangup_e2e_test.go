@@ -72,20 +72,7 @@ binds:
 			} else {
 				c.hangUp(raw)
 			}
-			select {
-			case <-gone:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the provider's request outlived the client")
-			}
-			eventually(t, 10*time.Second, "the request's access line", func() bool {
-				return len(tg.accessLogs().FilterMessage("request").All()) == 1
-			})
-			if n := other.Load(); n != 0 {
-				t.Fatalf("the second provider got %d requests, want none", n)
-			}
-			if f := tg.accessLogs().FilterMessage("request").All()[0].ContextMap(); f["llm.error"] != "client_gone" {
-				t.Errorf("llm.error %v, want client_gone", f["llm.error"])
-			}
+			requireProviderCancelled(t, tg, gone, &other)
 		})
 	}
 }

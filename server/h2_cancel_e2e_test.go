@@ -103,10 +103,18 @@ binds:
 	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resetAfterUpstream(t, req, &held)
+	requireProviderCancelled(t, tg, gone, &other)
+}
+
+// requireProviderCancelled: the held provider's request ended (gone), the
+// request was logged as client_gone, and the failover's other provider
+// (other) was never asked.
+func requireProviderCancelled(t *testing.T, tg *testGateway, gone <-chan string, other *atomic.Int32) {
+	t.Helper()
 	select {
 	case <-gone:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the provider's request outlived the client's stream")
+		t.Fatal("the provider's request outlived the client")
 	}
 	eventually(t, 10*time.Second, "the request's access line", func() bool {
 		return len(tg.accessLogs().FilterMessage("request").All()) == 1
