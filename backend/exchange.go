@@ -393,6 +393,10 @@ type streamBody[C any] struct {
 	chunks  *bufio.Reader
 	// keepOnce makes the next Close do nothing (Detach).
 	keepOnce bool
+	// watch, set by WatchStream, ends the body's wait for the upstream
+	// when the client goes away; conn is the connection it cuts.
+	watch ClientWatch
+	conn  net.Conn
 }
 
 // eofReader records whether its reader reached io.EOF.
@@ -418,6 +422,9 @@ func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *
 	}
 	up := fasthttp.AcquireResponse()
 	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
+	if c, ok := any(cc).(interface{ Conn() net.Conn }); ok {
+		sb.conn = c.Conn()
+	}
 	resp.Header.CopyTo(&up.Header)
 	up.StreamBody = true
 	src := br
@@ -458,8 +465,13 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF || s.want >= 0 && s.got >= s.want {
 		s.eof = true
-	} else if err != nil && s.err == nil {
-		s.err = timeoutErr(err)
+	} else if err != nil {
+		if s.watch != nil && s.watch.Gone() {
+			err = ErrClientGone // the watch cut the wait, not the upstream
+		}
+		if s.err == nil {
+			s.err = timeoutErr(err)
+		}
 	}
 	return n, err
 }
@@ -521,6 +533,39 @@ func ObserveStream(resp *fasthttp.Response, o StreamObserver) bool {
 	}
 }
 
+// WatchStream has w end the wait of the streamed body Exchange left in
+// resp for the upstream's next bytes when the client goes away (an LLM
+// provider pausing to think before its first token, say), as
+// ExchangeWatched ends the wait for the head: the connection's deadline
+// moves into the past and the body's read fails with ErrClientGone. The
+// watch ends when the body is closed. It reports false, watching nothing,
+// when resp holds no such body.
+func WatchStream(resp *fasthttp.Response, w ClientWatch) bool {
+	if w == nil {
+		return false
+	}
+	r := resp.BodyStream()
+	for {
+		if s, ok := r.(interface{ watchWith(ClientWatch) bool }); ok {
+			return s.watchWith(w)
+		}
+		u, ok := r.(interface{ Unwrap() io.Reader })
+		if !ok {
+			return false
+		}
+		r = u.Unwrap()
+	}
+}
+
+func (s *streamBody[C]) watchWith(w ClientWatch) bool {
+	if s.conn == nil || s.watch != nil {
+		return false
+	}
+	s.watch = w
+	w.Watch(s.conn)
+	return true
+}
+
 // Detach makes the next Close do nothing, so that a response policy can
 // take the stream off its response (policy.TakeBodyStream) and close it
 // itself.
@@ -539,6 +584,14 @@ func (s *streamBody[C]) Close() error {
 	fasthttp.ReleaseResponse(s.up)
 	s.hc.ReleaseReader(s.br)
 	keep := !s.closeConn && s.eof
+	if s.watch != nil && s.watch.Unwatch() {
+		// A hang-up may have moved the connection's deadline into the
+		// past: it does not go back to the pool.
+		keep = false
+		if !s.eof && s.err == nil {
+			s.err = ErrClientGone
+		}
+	}
 	if keep && s.deadline {
 		// The exchange deadline must not follow the connection into the pool.
 		if c, ok := any(s.cc).(interface{ Conn() net.Conn }); ok {

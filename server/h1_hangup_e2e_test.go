@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -145,5 +146,86 @@ binds:
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(body) != "late" {
 		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}
+
+// thinkingProvider answers a streamed chat request with its head at once
+// and then holds its first token until its connection goes away, as a
+// provider thinking for a long time before it writes; it reports on gone.
+func thinkingProvider(t *testing.T, gone chan<- struct{}) string {
+	return upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			gone <- struct{}{}
+		case <-time.After(30 * time.Second):
+		}
+	}))
+}
+
+// TestHangupWhileProviderThinks: a client that hangs up after the
+// provider's head, while the provider has yet to send its first token,
+// ends the provider's request (over HTTP/1.1: its connection closed; over
+// HTTP/2: its stream reset), whether the stream is translated or passed
+// on as it is; the request is logged client_gone.
+func TestHangupWhileProviderThinks(t *testing.T) {
+	for _, c := range []struct {
+		desc, provider string
+		h2             bool
+	}{
+		{"HTTP/1.1, as it is", "openAI", false},
+		{"HTTP/1.1, translated", "anthropic", false},
+		{"HTTP/2, translated", "anthropic", true},
+	} {
+		t.Run(c.desc, func(t *testing.T) {
+			gone := make(chan struct{}, 1)
+			provider := thinkingProvider(t, gone)
+			tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {${KIND}: {}}, policies: {backendAuth: {key: k}}}}]}]
+`, map[string]string{"UP": provider, "KIND": c.provider})
+			body := `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"think hard"}]}`
+			if c.h2 {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tg.url(3000)+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := h2cClient().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+				cancel() // RST_STREAM while the provider thinks
+				resp.Body.Close()
+			} else {
+				conn := dialTest(t, tg.addr(3000))
+				io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != 200 {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+				conn.Close()
+			}
+			select {
+			case <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the provider's request outlived the client")
+			}
+			eventually(t, 10*time.Second, "the request's access line", func() bool {
+				return len(tg.accessLogs().FilterMessage("request").All()) == 1
+			})
+			if f := tg.accessLogs().FilterMessage("request").All()[0].ContextMap(); f["llm.error"] != "client_gone" {
+				t.Errorf("llm.error %v, want client_gone", f["llm.error"])
+			}
+		})
 	}
 }

@@ -44,6 +44,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		// provider's answer as it is.
 		if up.IsBodyStream() {
 			h.SetContentLength(-1)
+			backend.WatchStream(up, rs.clientWatch())
 			ls := acquireLLMStream(x, nil, up.BodyStream())
 			ls.b, ls.rs = b, rs
 			resp.SetBodyStream(ls, -1)
@@ -57,6 +58,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	}
 
 	if status >= 200 && status < 300 && x.info.Stream && isEventStream(up.Header.ContentType()) && up.IsBodyStream() {
+		// A provider often sends the head at once and thinks before its
+		// first token: a client hanging up meanwhile ends the wait too.
+		backend.WatchStream(up, rs.clientWatch())
 		s := convert.AcquireStream(x.info)
 		ls := acquireLLMStream(x, s, up.BodyStream())
 		ls.b, ls.rs = b, rs
@@ -356,6 +360,9 @@ func (ls *llmStream) Close() error {
 		x.errType = "stream"
 	case !ls.done || ls.off < len(ls.out):
 		err = backend.ErrStreamAbandoned
+	}
+	if errors.Is(err, backend.ErrClientGone) {
+		x.errType = "client_gone"
 	}
 	if ls.s != nil {
 		x.usage, x.hasUsage = ls.s.Usage(), true
