@@ -118,7 +118,19 @@ func exerciseStreamable(t *testing.T, d *driver, rec *recorder, jsonMode, statel
 	t.Helper()
 	exercise(t, d, false)
 	if stateless {
-		return // the SDK rejects requests to the client without a session
+		// The SDK rejects requests to the client without a session. The
+		// client opens its standalone stream on a goroutine of its own:
+		// the test's count of GETs waits for the server to have seen it
+		// (answered 405), which under load may come after the calls.
+		poll(t, "the standalone stream's GET", func() bool {
+			for _, s := range rec.all() {
+				if s.Method == http.MethodGet {
+					return true
+				}
+			}
+			return false
+		})
+		return
 	}
 	if jsonMode {
 		// Requests to the client travel on the standalone stream: wait
