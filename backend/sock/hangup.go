@@ -22,9 +22,10 @@ import (
 // joins an epoll set of the package's own, watched by one goroutine for
 // the process, the first time Hangups is asked for it, edge-triggered, and
 // stays there until the socket closes; watching one request costs no
-// system call, and takes only the watch's own lock. The Go poller's set is untouched: the request's goroutine
-// keeps the connection's reads and deadlines to itself. Pipelined bytes
-// are not a hang-up (only the hang-up is asked for).
+// system call and takes only the watch's own lock. The Go poller's set is
+// untouched: the request's goroutine keeps the connection's reads and
+// deadlines to itself. Pipelined bytes are not a hang-up (only the hang-up
+// is asked for).
 //
 // Watch, Unwatch and Gone are for the goroutine serving the connection;
 // the hang-up is noted from the watcher's.
@@ -41,7 +42,7 @@ type HangupWatch struct {
 
 // Hangups returns the HangupWatch of the data-path connection c (a TCP
 // connection, under TLS or not), its socket watched from now on, or nil
-// when c cannot be watched. Forget must follow when c is done with.
+// when c cannot be watched. ForgetHangup must follow when c is done with.
 func Hangups(c net.Conn) *HangupWatch {
 	f := ServerFields(c)
 	if f == nil {
