@@ -393,8 +393,10 @@ type streamBody[C any] struct {
 	chunks  *bufio.Reader
 	// keepOnce makes the next Close do nothing (Detach).
 	keepOnce bool
-	// watch, set by WatchStream, ends the body's wait for the upstream
-	// when the client goes away; conn is the connection it cuts.
+	// conn is cc's connection (nil if cc has none to give): the one a
+	// watch cuts, and whose deadline Close clears. watch, set by
+	// WatchStream, ends the body's wait for the upstream when the client
+	// goes away.
 	watch ClientWatch
 	conn  net.Conn
 }
@@ -594,8 +596,8 @@ func (s *streamBody[C]) Close() error {
 	}
 	if keep && s.deadline {
 		// The exchange deadline must not follow the connection into the pool.
-		if c, ok := any(s.cc).(interface{ Conn() net.Conn }); ok {
-			_ = c.Conn().SetDeadline(time.Time{})
+		if s.conn != nil {
+			_ = s.conn.SetDeadline(time.Time{})
 		} else {
 			keep = false
 		}

@@ -174,13 +174,8 @@ func (rs *requestState) clientWatch() backend.ClientWatch {
 
 // clientGone reports that the request's client went away (clientWatch).
 func (rs *requestState) clientGone() bool {
-	switch {
-	case rs.h2 != nil:
-		return rs.h2.Gone()
-	case rs.hangup != nil:
-		return rs.hangup.Gone()
-	}
-	return false
+	w := rs.clientWatch()
+	return w != nil && w.Gone()
 }
 
 // exchangeH2 makes one HTTP/2 attempt at the request (backend.ExchangeH2).

@@ -199,14 +199,10 @@ func (x *h2Exchange) cancelContext() {
 		x.cancel()
 	}
 	if x.watched != nil {
-		_ = x.watched.SetDeadline(aLongTimeAgo)
+		_ = x.watched.SetDeadline(sock.LongAgo)
 		x.watched = nil
 	}
 }
-
-// aLongTimeAgo is a deadline long past: set from another goroutine, it
-// ends a connection's read or write in progress.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // Watch, Unwatch and Gone make the stream the backend.ClientWatch of its
 // HTTP/1.1 upstream exchange: a reset ends the wait for the answer.
@@ -215,7 +211,7 @@ func (s *h2Stream) Watch(c net.Conn) {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
 	if x.reset {
-		_ = c.SetDeadline(aLongTimeAgo)
+		_ = c.SetDeadline(sock.LongAgo)
 		return
 	}
 	x.watched = c

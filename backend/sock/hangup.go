@@ -130,7 +130,7 @@ func (h *HangupWatch) Watch(c net.Conn) {
 	}
 	h.mu.Unlock()
 	if gone {
-		_ = c.SetDeadline(aLongTimeAgo)
+		_ = c.SetDeadline(LongAgo)
 	}
 }
 
@@ -149,9 +149,10 @@ func (h *HangupWatch) Gone() bool {
 	return h.gone
 }
 
-// aLongTimeAgo is a deadline long past: set from another goroutine, it
-// ends a connection's read or write in progress.
-var aLongTimeAgo = time.Unix(1, 0)
+// LongAgo is a deadline long past: set from another goroutine, it ends a
+// connection's read or write in progress (a client watch cutting an
+// upstream exchange short).
+var LongAgo = time.Unix(1, 0)
 
 // hangupWatcher is the process's epoll set of watched client sockets and
 // the goroutine that waits on it.
@@ -202,7 +203,7 @@ func (w *hangupWatcher) run() {
 			h.mu.Lock()
 			h.gone = true
 			if h.watched != nil {
-				_ = h.watched.SetDeadline(aLongTimeAgo)
+				_ = h.watched.SetDeadline(LongAgo)
 			}
 			h.mu.Unlock()
 		}
