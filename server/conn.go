@@ -245,8 +245,9 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	b.mu.Unlock()
 	b.trackConn(hc, connNew)
 	if tc.ConnectionState().NegotiatedProtocol == http2.NextProtoTLS {
-		b.serveH2(hc, hc, nil, nil)
-		b.connClosed(hc)
+		if !b.serveH2(hc, hc, nil, nil) {
+			b.connClosed(hc)
+		}
 		return
 	}
 	if hc.layer.Parks() && !b.awaitFirstRequest(hc) {

@@ -171,15 +171,16 @@ func (b *bind) servePlain(c net.Conn) {
 		b.serve(c)
 		return
 	}
-	b.serveH2(c, nil, nil, nil)
-	b.connClosed(c)
+	if !b.serveH2(c, nil, nil, nil) {
+		b.connClosed(c)
+	}
 }
 
 // serveH2 serves c in HTTP/2 until it closes: tc is the TLS connection c
 // is (nil in cleartext); an h2c upgrade passes its request, to be served
 // on stream 1, and its HTTP2-Settings. The caller accounts for the
-// connection's end.
-func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []byte) {
+// connection's end, unless it parked (then h2Ended does, once it ends).
+func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []byte) (parked bool) {
 	fs := &b.current.Load().frontend
 	// The bytes are frames now, not request heads, and the connection
 	// keeps its own time (idle timeout, pings): no read deadline of the
@@ -210,10 +211,17 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []
 	if draining {
 		hc.goAway()
 	}
-	hc.serve(upgrade, settings)
+	if upgrade == nil {
+		// Not behind fasthttp's hijacked connection: it may park.
+		hc.enableParking()
+	}
+	if hc.serve(upgrade, settings) {
+		return true
+	}
 	b.mu.Lock()
 	delete(b.h2conns, hc)
 	b.mu.Unlock()
+	return false
 }
 
 // goAwayH2 tells every HTTP/2 connection of the bind to go away (drain).

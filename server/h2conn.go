@@ -30,9 +30,13 @@ type h2Conn struct {
 	idle time.Duration
 	life time.Duration // maxConnectionDuration, 0 for none
 
-	// The reader's own (the goroutine in serve).
-	br          *bufio.Reader
-	fr          *http2.Framer
+	// The reader's own (the goroutine in serve). br and fr are the
+	// reading turn's: a parked connection gives them up (h2park.go).
+	br *bufio.Reader
+	fr *http2.Framer
+	// atFrame: the reader waits for the next frame's first byte, with
+	// nothing read of it (parking may happen only there).
+	atFrame     bool
 	hdec        *hpack.Decoder
 	block       h2Block // the header block being read
 	sawSettings bool
@@ -81,6 +85,9 @@ type h2Conn struct {
 	goAwayID  uint32
 	// dead: the connection failed or is closing; nothing more is written.
 	dead bool
+	// closing: a goroutine other than the reader closes the connection
+	// (closeConn), so it must not be parked.
+	closing bool
 }
 
 // Stream states (RFC 9113 5.1) of a stream in the table; a closed stream
@@ -95,10 +102,7 @@ var errH2Preface = errors.New("http2: bad connection preface")
 
 func newH2Conn(b *bind, c net.Conn, tc *tlsConn, fs *frontendSettings) *h2Conn {
 	hc := &h2Conn{b: b, conn: c, tls: tc, set: fs.h2.withDefaults(), idle: fs.idle(), life: fs.maxConnLife}
-	hc.br = bufio.NewReaderSize(h2Reader{hc}, 16<<10)
-	hc.fr = http2.NewFramer(nil, hc.br)
-	hc.fr.SetMaxReadFrameSize(hc.set.frameSize)
-	hc.fr.SetReuseFrames()
+	hc.acquireReader()
 	hc.hdec = hpack.NewDecoder(h2HeaderTable, hc.onField)
 	// A string past the header list limit is taken (and the head
 	// answered 431) as long as the block stays within twice the limit
@@ -121,13 +125,16 @@ type h2Reader struct{ hc *h2Conn }
 func (r h2Reader) Read(p []byte) (int, error) {
 	n, err := r.hc.conn.Read(p)
 	if n > 0 {
+		r.hc.atFrame = false
 		r.hc.lastRead.Store(int64(monoNow()))
 	}
 	return n, err
 }
 
-// serve serves the connection until it closes.
-func (hc *h2Conn) serve(upgrade *h2Exchange, settings []byte) {
+// serve serves the connection until it closes or parks (it reports
+// whether it parked: its end is then accounted for by whoever ends it,
+// h2park.go).
+func (hc *h2Conn) serve(upgrade *h2Exchange, settings []byte) (parked bool) {
 	hc.mu.Lock()
 	hc.writeServerSettings()
 	var err error
@@ -153,15 +160,16 @@ func (hc *h2Conn) serve(upgrade *h2Exchange, settings []byte) {
 	hc.mu.Unlock()
 	hc.startTimer()
 	if err == nil {
+		err = hc.readPreface()
+	}
+	if err == nil {
 		err = hc.readFrames()
 	}
-	hc.teardown(err)
+	return hc.endReading(err)
 }
 
-// readFrames reads and processes frames until the connection fails, ends
-// or must be closed (the error says why).
-func (hc *h2Conn) readFrames() error {
-	// The client's preface, within a bound.
+// readPreface reads the client's connection preface, within a bound.
+func (hc *h2Conn) readPreface() error {
 	_ = hc.conn.SetReadDeadline(time.Now().Add(h2PrefaceTimeout))
 	hc.flush(false) // the server's settings
 	var pre [24]byte
@@ -172,11 +180,18 @@ func (hc *h2Conn) readFrames() error {
 		return errH2Preface
 	}
 	_ = hc.conn.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// readFrames reads and processes frames until the connection fails, ends,
+// must be closed or parks (the error says which: sock.ErrParked).
+func (hc *h2Conn) readFrames() error {
 	for {
 		if hc.br.Buffered() == 0 {
 			// All that arrived is processed: out with what it produced
 			// before waiting for more.
 			hc.flush(false)
+			hc.atFrame = true
 		}
 		fh, err := hc.fr.ReadFrameHeader()
 		var f http2.Frame
@@ -450,6 +465,16 @@ func (hc *h2Conn) teardown(err error) {
 	hc.wakeSenders()
 	hc.mu.Unlock()
 	hc.conn.Close()
+	hc.releaseReader()
+}
+
+// closeConn closes the connection from a goroutine other than the
+// reader's: the reader sees it fail (or, parked, the parker closes it).
+func (hc *h2Conn) closeConn() {
+	hc.mu.Lock()
+	hc.closing = true
+	hc.mu.Unlock()
+	hc.conn.Close()
 }
 
 // closeWrite ends the gateway's side of the connection: TLS's close_notify
@@ -519,7 +544,7 @@ func (hc *h2Conn) tick() {
 	switch {
 	case lost:
 		hc.debug("http2: connection closed: keepalive ping unanswered")
-		hc.conn.Close()
+		hc.closeConn()
 		return
 	case idle || connTooOldNow(hc.b, hc.conn):
 		hc.goAway()

@@ -174,7 +174,7 @@ func (hc *h2Conn) flush(batch bool) {
 		// (not by a read deadline: only the reader may set one, as
 		// netpoll's connections have it).
 		hc.closeWrite()
-		time.AfterFunc(h2CloseLinger, func() { hc.conn.Close() })
+		time.AfterFunc(h2CloseLinger, hc.closeConn)
 	}
 }
 

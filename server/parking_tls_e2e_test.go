@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -438,40 +437,5 @@ func TestHTTPSBareLFHead(t *testing.T) {
 				c.expect(t, "the request after it", "ok")
 			})
 		})
-	}
-}
-
-// HTTP/2 connections do not park: x/net's server owns their read loop. An
-// idle one stays served while a plain HTTP/1.1 one parks.
-func TestIdleH2ConnectionDoesNotPark(t *testing.T) {
-	shortParking(t)
-	up, _ := rawHTTPUpstream(t, okAnswer)
-	tg, cfg := httpsGateway(t, TransportStd, "", up)
-	m := tg.bindMetrics(3000)
-	h2cfg := cfg.Clone()
-	h2cfg.NextProtos = nil
-	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: h2cfg}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	get := func() {
-		t.Helper()
-		resp, err := client.Get("https://" + tg.addr(3000) + "/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.ProtoMajor != 2 || string(b) != "ok" {
-			t.Fatalf("h2 GET: %d %s %q", resp.StatusCode, resp.Proto, b)
-		}
-	}
-	get()
-	tg.controlParks()
-	get()
-	if n := tg.openConns(3000); n != 1 {
-		t.Fatalf("open connections %d, want 1 (the h2 connection reused)", n)
-	}
-	if n := m.Parked(); n != 0 {
-		t.Fatalf("%d connections parked", n)
 	}
 }

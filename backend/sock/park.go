@@ -85,11 +85,14 @@ type Parkable interface {
 type parkFields struct {
 	after    time.Duration // check period; 0 never parks
 	idleWait bool          // the server waits for the next request (SetIdleWait)
-	mark     int64         // received at the last check
-	state    atomic.Int32
-	token    uint64
-	timer    *time.Timer
-	handler  ParkHandler
+	// idleCheck, when set, is asked at a park check whether the server,
+	// reading, waits idle (SetIdleCheck).
+	idleCheck func() bool
+	mark      int64 // received at the last check
+	state     atomic.Int32
+	token     uint64
+	timer     *time.Timer
+	handler   ParkHandler
 	// outer is the connection Park was given (the Conn itself, or a
 	// connection layered on it): the handler gets it back, and the parker
 	// closes it through it at its deadline, so that a layer can say goodbye
@@ -114,6 +117,29 @@ func (c *Conn) EnableParking(after time.Duration) {
 // next request (true) or serving one (false); only an idle wait parks.
 // Only the serving goroutine may call it.
 func (c *Conn) SetIdleWait(idle bool) { c.park.idleWait = idle }
+
+// SetIdleCheck gives the connection a question to ask, at a park check (a
+// whole period in which nothing was received, during a Read), instead of
+// being told by SetIdleWait: whether its server, reading, is waiting idle.
+// A server whose idleness depends on work done on other goroutines (an
+// HTTP/2 connection, idle once its last stream's handler is done) asks
+// there; the check runs on the reading goroutine, inside its Read, about
+// once a period. Only the serving goroutine may call it, before it reads.
+func (c *Conn) SetIdleCheck(idle func() bool) { c.park.idleCheck = idle }
+
+// SetIdleCheck is Conn.SetIdleCheck for a data-path connection, or one
+// served over a Layer on one; other connections (which do not park) are
+// left alone.
+func SetIdleCheck(c net.Conn, idle func() bool) {
+	switch t := c.(type) {
+	case *Conn:
+		t.SetIdleCheck(idle)
+	case Layered:
+		if l := t.SockLayer(); l.sock != nil {
+			l.sock.SetIdleCheck(idle)
+		}
+	}
+}
 
 // AwaitFirstByte waits, up to d, for a new server connection's first byte
 // (or its end) without reading it. It reports false when d passed first,
@@ -177,7 +203,8 @@ func (c *Conn) parkCheck(want, now int64) (park bool, next int64) {
 	if c.park.after <= 0 {
 		return false, want
 	}
-	if c.park.idleWait && c.received == c.park.mark && c.records.whole() {
+	if c.received == c.park.mark && c.records.whole() &&
+		(c.park.idleWait || c.park.idleCheck != nil && c.park.idleCheck()) {
 		return true, 0
 	}
 	c.park.mark = c.received
@@ -349,9 +376,12 @@ func (p *parker) run() {
 				_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 			})
 			// What woke it is the next request (or the end): the server
-			// serves it before the connection waits idle again.
+			// serves it before the connection waits idle again. The
+			// poller's deadline passed while parked, so the first Read
+			// runs a park check at once: a mark that matches no count
+			// keeps that check from parking before a whole period.
 			c.park.idleWait = false
-			c.park.mark = c.received
+			c.park.mark = -1
 			c.park.handler.Wake(c.park.outer)
 		}
 	}

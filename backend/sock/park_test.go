@@ -246,6 +246,43 @@ func TestBytesWithinAPeriodPreventParking(t *testing.T) {
 	}
 }
 
+// An idle check (SetIdleCheck) decides instead of SetIdleWait: it is asked
+// only at a check after a silent period, and a connection it parks, woken
+// by bytes, reads them rather than parking again at once (its poller's
+// deadline passed while it was parked, so the first Read after the wake
+// runs a check straight away).
+func TestIdleCheckParksAndTheWakeServes(t *testing.T) {
+	sc, peer := pair(t)
+	sc.EnableParking(20 * time.Millisecond)
+	asked := 0
+	idle := false
+	sc.SetIdleCheck(func() bool { asked++; return idle })
+	// Not idle: the reads run into their deadline, never parked.
+	sc.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	if _, err := sc.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read while the check says busy = %v; want the deadline", err)
+	}
+	if asked == 0 {
+		t.Fatal("the idle check was never asked")
+	}
+	idle = true
+	sc.SetReadDeadline(time.Time{})
+	ev := parkIdle(t, sc)
+	if _, err := peer.Write([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ev.woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not woken by the next bytes")
+	}
+	buf := make([]byte, 4)
+	n, err := sc.Read(buf)
+	if err != nil || string(buf[:n]) != "next" {
+		t.Fatalf("Read after the wake = %q, %v; want the bytes that woke it", buf[:n], err)
+	}
+}
+
 // BenchmarkParkAndWake is the cost of one park and wake: the server gives
 // the connection up, the parker adds it, the next request wakes it, and
 // the server reads that request.
