@@ -227,6 +227,25 @@ func (h *h2Raw) write(f func(*http2.Framer) error) error {
 	return f(h.fr)
 }
 
+// answer reads h's frames until stream id's answer is whole, and returns it.
+func (h *h2Raw) answer(t testing.TB, answers map[uint32]*h2Answer, id uint32) *h2Answer {
+	t.Helper()
+	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[id] != nil && answers[id].done }); err != nil {
+		t.Fatalf("stream %d: %v", id, err)
+	}
+	return answers[id]
+}
+
+// get sends GET path on stream id, without a body, and returns its whole
+// answer.
+func (h *h2Raw) get(t testing.TB, answers map[uint32]*h2Answer, id uint32, path string) *h2Answer {
+	t.Helper()
+	if err := h.request(id, "GET", path, true); err != nil {
+		t.Fatal(err)
+	}
+	return h.answer(t, answers, id)
+}
+
 // h2Answer is what the server sent on one stream.
 type h2Answer struct {
 	status   string
@@ -321,17 +340,17 @@ func (h *h2Raw) goAway(bound time.Duration) (*http2.GoAwayFrame, error) {
 	return f.(*http2.GoAwayFrame), nil
 }
 
-func TestH2CUpgrade(t *testing.T) {
-	up := echoProtoUpstream(t)
-	tg := startGateway(t, oneRoute(up), nil)
-	c, err := net.DialTimeout("tcp", tg.addr(3000), 5*time.Second)
+// dialH2CUpgrade connects to addr, sends head (an HTTP/1.1 request asking
+// to upgrade to h2c), reads the 101 answer's head and goes on in HTTP/2:
+// the preface, then frames through the returned client.
+func dialH2CUpgrade(t *testing.T, addr, head string) *h2Raw {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	// SETTINGS_MAX_CONCURRENT_STREAMS = 10, base64url without padding.
-	settings := base64.RawURLEncoding.EncodeToString([]byte{0, 3, 0, 0, 0, 10})
-	_, _ = io.WriteString(c, "GET /up?x=1 HTTP/1.1\r\nHost: h2.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: "+settings+"\r\nX-Echo: X-Up\r\nX-Up: yes\r\n\r\n")
+	t.Cleanup(func() { c.Close() })
+	_, _ = io.WriteString(c, head)
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	status, err := br.ReadString('\n')
@@ -350,7 +369,15 @@ func TestH2CUpgrade(t *testing.T) {
 	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
-	h := newH2Raw(t, c, br)
+	return newH2Raw(t, c, br)
+}
+
+func TestH2CUpgrade(t *testing.T) {
+	up := echoProtoUpstream(t)
+	tg := startGateway(t, oneRoute(up), nil)
+	// SETTINGS_MAX_CONCURRENT_STREAMS = 10, base64url without padding.
+	settings := base64.RawURLEncoding.EncodeToString([]byte{0, 3, 0, 0, 0, 10})
+	h := dialH2CUpgrade(t, tg.addr(3000), "GET /up?x=1 HTTP/1.1\r\nHost: h2.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: "+settings+"\r\nX-Echo: X-Up\r\nX-Up: yes\r\n\r\n")
 	answers := map[uint32]*h2Answer{}
 	// The upgrade request is answered on stream 1.
 	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
@@ -361,13 +388,7 @@ func TestH2CUpgrade(t *testing.T) {
 		t.Fatalf("stream 1: %s %q %v", a.status, a.body, a.header)
 	}
 	// Then the connection goes on in HTTP/2.
-	if err := h.request(3, "GET", "/next", true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[3] != nil && answers[3].done }); err != nil {
-		t.Fatal(err)
-	}
-	if a := answers[3]; a.status != "200" || string(a.body) != "GET /next " {
+	if a := h.get(t, answers, 3, "/next"); a.status != "200" || string(a.body) != "GET /next " {
 		t.Fatalf("stream 3: %s %q", a.status, a.body)
 	}
 

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -112,12 +110,8 @@ func TestParkedH2ConnectionsHoldNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for i := range n {
 		h := dialH2Raw(t, tg.addr(3000))
-		answers := map[uint32]*h2Answer{}
-		if err := h.request(1, "GET", "/x", true); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
-			t.Fatalf("connection %d: %v", i, err)
+		if a := h.get(t, map[uint32]*h2Answer{}, 1, "/x"); a.status != "200" {
+			t.Fatalf("connection %d: status %q", i, a.status)
 		}
 	}
 	eventually(t, 10*time.Second, "every connection parked", func() bool { return m.Parked() == n })
@@ -152,11 +146,7 @@ binds:
 		blocked.waitEntered(t)
 		tg.controlParks()
 		blocked.unblock()
-		answers := map[uint32]*h2Answer{}
-		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
-			t.Fatal(err)
-		}
-		if a := answers[1]; a.status != "200" || string(a.body) != "released" {
+		if a := h.answer(t, map[uint32]*h2Answer{}, 1); a.status != "200" || string(a.body) != "released" {
 			t.Fatalf("stream 1: %q %q", a.status, a.body)
 		}
 	})
@@ -166,19 +156,9 @@ binds:
 		m := tg.bindMetrics(3000)
 		h := dialH2Raw(t, tg.addr(3000))
 		answers := map[uint32]*h2Answer{}
-		ask := func(id uint32, path string) {
-			t.Helper()
-			if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[id] != nil && answers[id].done }); err != nil {
-				t.Fatal(err)
-			}
-			if a := answers[id]; a.status != "200" || string(a.body) != "GET "+path+" " {
-				t.Fatalf("stream %d: %q %q", id, a.status, a.body)
-			}
+		if a := h.get(t, answers, 1, "/one"); a.status != "200" || string(a.body) != "GET /one " {
+			t.Fatalf("stream 1: %q %q", a.status, a.body)
 		}
-		if err := h.request(1, "GET", "/one", true); err != nil {
-			t.Fatal(err)
-		}
-		ask(1, "/one")
 		eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
 		// Stream 3's HEADERS frame, in two pieces: four bytes of its
 		// header wake the connection; the rest comes after several
@@ -197,7 +177,9 @@ binds:
 		if _, err := io.WriteString(h.c, raw[4:]); err != nil {
 			t.Fatal(err)
 		}
-		ask(3, "/two")
+		if a := h.answer(t, answers, 3); a.status != "200" || string(a.body) != "GET /two " {
+			t.Fatalf("stream 3, sent in two pieces: %q %q", a.status, a.body)
+		}
 	})
 }
 
@@ -213,12 +195,8 @@ func TestParkedH2ConnectionEnds(t *testing.T) {
 	parkedH2 := func(t *testing.T, tg *testGateway) *h2Raw {
 		t.Helper()
 		h := dialH2Raw(t, tg.addr(3000))
-		answers := map[uint32]*h2Answer{}
-		if err := h.request(1, "GET", "/x", true); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
-			t.Fatal(err)
+		if a := h.get(t, map[uint32]*h2Answer{}, 1, "/x"); a.status != "200" {
+			t.Fatalf("status %q", a.status)
 		}
 		m := tg.bindMetrics(3000)
 		eventually(t, 5*time.Second, "the idle connection parked", func() bool { return m.Parked() == 1 })
@@ -298,20 +276,7 @@ func TestParkedH2ConnectionEnds(t *testing.T) {
 		h.c.Close()
 		eventually(t, 5*time.Second, "the first connection counted closed", func() bool { return tg.openConns(3000) == 0 })
 		h = parkedH2(t, tg)
-		_ = h.c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		pinged := false
-		for {
-			f, err := h.fr.ReadFrame()
-			if err != nil {
-				if isTimeout(err) || !pinged {
-					t.Fatalf("pinged %v, then: %v", pinged, err)
-				}
-				break // closed
-			}
-			if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
-				pinged = true // and not answered
-			}
-		}
+		closedAfterUnansweredPing(t, h)
 		eventually(t, 5*time.Second, "the connection counted closed", func() bool {
 			return m.Parked() == 0 && tg.openConns(3000) == 0
 		})
@@ -324,40 +289,13 @@ func TestUpgradedH2CConnectionDoesNotPark(t *testing.T) {
 	shortParking(t)
 	up := echoProtoUpstream(t)
 	tg := startGateway(t, oneRoute(up)+controlBind, nil)
-	c, err := net.DialTimeout("tcp", tg.addr(3000), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	settings := base64.RawURLEncoding.EncodeToString(nil)
-	_, _ = io.WriteString(c, "GET /up HTTP/1.1\r\nHost: h2.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: "+settings+"\r\n\r\n")
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(c)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line == "\r\n" {
-			break
-		}
-	}
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	h := newH2Raw(t, c, br)
+	h := dialH2CUpgrade(t, tg.addr(3000), "GET /up HTTP/1.1\r\nHost: h2.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: \r\n\r\n")
 	answers := map[uint32]*h2Answer{}
-	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
-		t.Fatal(err)
+	if a := h.answer(t, answers, 1); a.status != "200" {
+		t.Fatalf("stream 1, the upgrade's: status %q", a.status)
 	}
 	tg.controlParks()
-	if err := h.request(3, "GET", "/next", true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return answers[3] != nil && answers[3].done }); err != nil {
-		t.Fatal(err)
-	}
-	if a := answers[3]; a.status != "200" || string(a.body) != "GET /next " {
+	if a := h.get(t, answers, 3, "/next"); a.status != "200" || string(a.body) != "GET /next " {
 		t.Fatalf("stream 3: %s %q", a.status, a.body)
 	}
 }
