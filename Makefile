@@ -7,7 +7,7 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 export GOFLAGS := -buildvcs=false
 export GOTOOLCHAIN := local
 
-.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps ratelimit-deps
+.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps ratelimit-deps openssl-deps
 
 all: build
 
@@ -57,6 +57,19 @@ $(RLS_BIN):
 	@echo "ratelimit-deps: building github.com/envoyproxy/ratelimit@$(RLS_VERSION)"
 	GOBIN=$(abspath $(dir $(RLS_BIN))) $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(RLS_VERSION)
 
+# OpenSSL's command line (Debian's openssl package): a test sends a TLS 1.3
+# KeyUpdate with its s_client, which Go's TLS client cannot send.
+openssl-deps:
+	@if ! command -v openssl >/dev/null; then \
+	  echo "openssl-deps: installing openssl"; \
+	  sudo=; \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    command -v sudo >/dev/null || { echo "openssl-deps: openssl is missing and installing it needs root or sudo: install Debian's openssl" >&2; exit 1; }; \
+	    sudo=sudo; \
+	  fi; \
+	  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl; \
+	fi
+
 build: deps
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
 	$(GO) build -o $(BIN)/demo-upstream ./cmd/demo-upstream
@@ -76,7 +89,7 @@ run: build
 
 # The race detector's instrumentation allocates, so the tests that hold hot
 # paths at zero allocations skip under -race; the second run checks them.
-test: deps node-deps ratelimit-deps fmt-check vet lint
+test: deps node-deps ratelimit-deps openssl-deps fmt-check vet lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -run 'Alloc' ./...
 

@@ -316,18 +316,26 @@ type parking struct{ b *bind }
 // Wake serves a parked connection that became readable, on a goroutine of
 // its own; the bytes that woke it are the start of a request (or its end),
 // so the head's deadline applies at once. A TLS connection is the same
-// tlsConn, its session as it was.
+// tlsConn, its session as it was; the record that woke it may carry no
+// request bytes (a TLS 1.3 KeyUpdate), so its first decrypted byte is
+// awaited as an idle wait first, under the idle deadline it parked with
+// (awaitFirstRequest: it parks again if none comes).
 func (p parking) Wake(c net.Conn) {
 	p.b.metrics.ConnUnparked()
 	go func() {
 		p.b.trackConn(c, connNew)
-		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
-		if f := sock.ServerFields(c); f != nil && f.ServerClassified {
-			p.b.serve(c)
-		} else {
+		f := sock.ServerFields(c)
+		if f == nil || !f.ServerClassified {
 			// Parked before its first byte (awaitFirstByte).
+			_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
 			p.b.dispatch(c)
+			return
 		}
+		if tc, ok := c.(*tlsConn); ok && !p.b.awaitFirstRequest(tc) {
+			return
+		}
+		_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+		p.b.serve(c)
 	}()
 }
 
