@@ -73,6 +73,11 @@ func TestH2ConnectionParksAndIsServedAgain(t *testing.T) {
 					eventually(t, 5*time.Second, "the idle HTTP/2 connection parked", func() bool { return m.Parked() == 1 })
 				}
 				body := fmt.Sprintf("payload %d", i)
+				if i == 1 {
+					// An answer of several DATA frames: the connection
+					// parks after it with its output shed (shedOutput).
+					body += strings.Repeat(".", 40<<10)
+				}
 				req, _ := http.NewRequest(http.MethodPost, url+"/r", strings.NewReader(body))
 				req.Header.Set("X-Echo", "X-Same")
 				req.Header.Set("X-Same", "the same value every time")

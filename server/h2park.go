@@ -111,6 +111,9 @@ func (b *bind) parkH2(hc *h2Conn) bool {
 	p.Close() // the close right after ErrParked: it holds the socket
 	hc.mu.Lock()
 	closing := hc.dead || hc.closing
+	if !closing {
+		hc.shedOutput()
+	}
 	hc.mu.Unlock()
 	// A close from elsewhere (closeConn) in that instant may have been the
 	// one that held it: closing says so.
@@ -126,6 +129,23 @@ func (b *bind) parkH2(hc *h2Conn) bool {
 	}
 	return true
 }
+
+// shedOutput lets a connection about to park give up what its output side
+// grew (mu held): the writing framer keeps a buffer as large as the
+// largest frame it wrote (a whole DATA frame, up to the client's frame
+// size) for as long as it lives, and a large header block leaves hbuf that
+// size. A parked connection writes little (GOAWAY, PING) until it wakes;
+// a new framer starts small.
+func (hc *h2Conn) shedOutput() {
+	hc.fw = http2.NewFramer(h2Frames{hc}, nil)
+	if cap(hc.hbuf) > h2KeptHeaderBlock {
+		hc.hbuf = nil
+	}
+}
+
+// h2KeptHeaderBlock is the largest header block buffer a parked
+// connection keeps.
+const h2KeptHeaderBlock = 1 << 10
 
 // h2Ended is the bookkeeping of an HTTP/2 connection's end.
 func (b *bind) h2Ended(hc *h2Conn) {
