@@ -57,8 +57,10 @@ type h2Conn struct {
 	// recentReset are the last streams the gateway reset, on which the
 	// client may still have frames in flight: those are dropped quietly
 	// (RFC 9113 5.1). Twice the stream limit covers every stream the
-	// client can have had open meanwhile.
-	recentReset [2 * h2MaxStreams]uint32
+	// client can have had open meanwhile. Made at the first reset: most
+	// connections never reset a stream, and an idle one should not carry
+	// the ring.
+	recentReset *[2 * h2MaxStreams]uint32
 	resetNext   int
 	h2Output
 	// The receive windows the gateway gave the client for the connection:
@@ -381,11 +383,17 @@ func (hc *h2Conn) closeStream(x *h2Exchange) {
 // noteReset remembers stream id as one the gateway ended while the client
 // could still send on it.
 func (hc *h2Conn) noteReset(id uint32) {
+	if hc.recentReset == nil {
+		hc.recentReset = new([2 * h2MaxStreams]uint32)
+	}
 	hc.recentReset[hc.resetNext] = id
 	hc.resetNext = (hc.resetNext + 1) % len(hc.recentReset)
 }
 
 func (hc *h2Conn) wasReset(id uint32) bool {
+	if hc.recentReset == nil {
+		return false
+	}
 	for _, r := range hc.recentReset {
 		if r == id {
 			return true
