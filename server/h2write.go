@@ -77,12 +77,33 @@ type h2Frames struct{ hc *h2Conn }
 
 func (w h2Frames) Write(p []byte) (int, error) {
 	hc := w.hc
+	hc.takeOutputBuf()
+	hc.wbuf = append(hc.wbuf, p...)
+	return len(p), nil
+}
+
+// takeOutputBuf gives the output a pooled buffer if it has none (mu held).
+func (hc *h2Conn) takeOutputBuf() {
 	if hc.wbufp == nil {
 		hc.wbufp = h2OutputBufs.Get().(*[]byte)
 		hc.wbuf = (*hc.wbufp)[:0]
 	}
+}
+
+// appendData queues a DATA frame carrying p on stream id (mu held). It is
+// written here rather than by the framer, which would first copy p into a
+// buffer of its own (and keep that buffer as large as the largest frame):
+// a DATA frame is its 9-byte header (RFC 9113 4.1) and p, without padding.
+func (hc *h2Conn) appendData(id uint32, end bool, p []byte) {
+	hc.takeOutputBuf()
+	var flags http2.Flags
+	if end {
+		flags = http2.FlagDataEndStream
+	}
+	n := len(p)
+	hc.wbuf = append(hc.wbuf, byte(n>>16), byte(n>>8), byte(n), byte(http2.FrameData), byte(flags),
+		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 	hc.wbuf = append(hc.wbuf, p...)
-	return len(p), nil
 }
 
 // h2OutputBufs are the connections' output buffers.
@@ -346,7 +367,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 		}
 		if len(p) == 0 {
 			if end {
-				_ = hc.fw.WriteData(x.id, true, nil)
+				hc.appendData(x.id, true, nil)
 				x.ended = true
 			}
 			return nil
@@ -355,7 +376,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 		n := min(int64(len(p)), x.sendWindow, hc.sendWindow, int64(hc.peerMaxFrame), int64(room))
 		if n > 0 {
 			last := end && int(n) == len(p)
-			_ = hc.fw.WriteData(x.id, last, p[:n])
+			hc.appendData(x.id, last, p[:n])
 			x.sendWindow -= n
 			hc.sendWindow -= n
 			p = p[n:]
@@ -410,7 +431,7 @@ func (hc *h2Conn) localResponse(id uint32, state int, status int, msg string) {
 	_ = hc.henc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(msg) + 1)})
 	_ = hc.henc.WriteField(hpack.HeaderField{Name: "date", Value: h2Date()})
 	hc.writeBlock(id, false)
-	_ = hc.fw.WriteData(id, true, []byte(msg+"\n"))
+	hc.appendData(id, true, []byte(msg+"\n"))
 	if state == h2Open {
 		hc.writeReset(id, http2.ErrCodeNo)
 	}
