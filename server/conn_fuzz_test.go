@@ -39,20 +39,7 @@ func FuzzServeConn(f *testing.F) {
 	up := requestUpstream(f, answerOK)
 	addrs := map[Transport]string{}
 	for _, tr := range e2eTransports {
-		gw := New(Options{Logger: zap.NewNop(), Transport: tr, ListenAddr: func(int) string { return "127.0.0.1:0" }})
-		cfg, err := config.Parse([]byte(oneRoute(up)), os.LookupEnv)
-		if err != nil {
-			f.Fatal(err)
-		}
-		if err := gw.Apply(cfg); err != nil {
-			f.Fatal(err)
-		}
-		f.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			gw.Shutdown(ctx)
-		})
-		addrs[tr] = gw.Addrs()[3000].String()
+		addrs[tr] = fuzzGateway(f, tr, oneRoute(up)).Addrs()[3000].String()
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, cut uint8) {
 		for _, tr := range e2eTransports {
@@ -79,6 +66,26 @@ func FuzzServeConn(f *testing.F) {
 			c.Close()
 		}
 	})
+}
+
+// fuzzGateway starts a gateway for a fuzz target on yaml (its binds on
+// ports the system picks), shut down when the target ends.
+func fuzzGateway(f *testing.F, tr Transport, yaml string) *Gateway {
+	f.Helper()
+	gw := New(Options{Logger: zap.NewNop(), Transport: tr, ListenAddr: func(int) string { return "127.0.0.1:0" }})
+	cfg, err := config.Parse([]byte(yaml), os.LookupEnv)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := gw.Apply(cfg); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gw.Shutdown(ctx)
+	})
+	return gw
 }
 
 // answerOK answers every request 200 "ok": the fuzz target's upstream only

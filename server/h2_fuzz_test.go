@@ -2,20 +2,15 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
-	"os"
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/relaygate/gateway/config"
 )
 
 // FuzzServeH2: whatever frames an HTTP/2 client sends after its preface,
@@ -72,19 +67,7 @@ func FuzzServeH2(f *testing.F) {
 	oldPark := parkIdleAfter.Swap(int64(5 * time.Millisecond))
 	f.Cleanup(func() { parkIdleAfter.Store(oldPark) })
 	up := requestUpstream(f, answerOK)
-	gw := New(Options{Logger: zap.NewNop(), Transport: TransportStd, ListenAddr: func(int) string { return "127.0.0.1:0" }})
-	cfg, err := config.Parse([]byte(oneRouteVersion(up, "HTTP1")), os.LookupEnv)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := gw.Apply(cfg); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		gw.Shutdown(ctx)
-	})
+	gw := fuzzGateway(f, TransportStd, oneRouteVersion(up, "HTTP1"))
 	addr := gw.Addrs()[3000].String()
 	gw.mu.Lock()
 	m := gw.binds[3000].metrics
