@@ -21,7 +21,7 @@ import (
 // compression: h2conn.go reads a connection's frames and keeps its streams
 // and limits, h2headers.go decodes header blocks, h2frames.go takes the
 // other frames (bodies, windows, settings, pings), h2write.go writes frames
-// out, batched into few writes. Each stream's request is decoded straight
+// out, batched into few writes, and h2park.go parks an idle connection. Each stream's request is decoded straight
 // into a pooled fasthttp.RequestCtx and taken through the same request path
 // as an HTTP/1.1 request (handle) on a pooled worker (h2worker.go); the
 // response it leaves is encoded straight into the stream's frames
