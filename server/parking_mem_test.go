@@ -8,9 +8,12 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // TestMeasureIdleConnectionMemory measures the memory an idle keep-alive
@@ -159,3 +162,95 @@ func openIdle(t *testing.T, addr string, n int, overTLS, request bool, cfg *tls.
 type errStatus int
 
 func (e errStatus) Error() string { return "status " + strconv.Itoa(int(e)) }
+
+// TestMeasureIdleH2ConnectionMemory is TestMeasureIdleConnectionMemory for
+// HTTP/2 in cleartext (prior knowledge): idle connections after one GET
+// each, answered with 2 bytes or with 40 KB (several DATA frames), parked
+// or not; the numbers in docs/ARCHITECTURE.md ("HTTP/2 connections
+// park"). The client keeps only each connection's socket. Opt-in as that
+// test is; run one case per process, since a later case reuses memory an
+// earlier one freed and reads low:
+//
+//	GATEWAY_MEASURE_IDLE=1 go test ./server -run 'TestMeasureIdleH2ConnectionMemory/small-parked$' -v
+func TestMeasureIdleH2ConnectionMemory(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("GATEWAY_MEASURE_IDLE"))
+	if n <= 0 {
+		t.Skip("set GATEWAY_MEASURE_IDLE=1 (or a connection count) to measure")
+	}
+	if n == 1 {
+		n = 2000
+	}
+	for _, tc := range []struct {
+		name       string
+		body       int
+		parkPeriod time.Duration // 0: parking off
+	}{
+		{"small-unparked", 2, 0},
+		{"small-parked", 2, 20 * time.Millisecond},
+		{"40KB-unparked", 40 << 10, 0},
+		{"40KB-parked", 40 << 10, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := parkIdleAfter.Swap(int64(tc.parkPeriod))
+			t.Cleanup(func() { parkIdleAfter.Store(old) })
+			tg := startGateway(t, "frontendPolicies:\n  accessLog:\n    filter: \"false\"\n"+
+				"binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies: {directResponse: {status: 200, body: \""+
+				strings.Repeat("x", tc.body)+"\"}}\n", nil)
+			m := tg.bindMetrics(3000)
+			before := inUse()
+			conns := openIdleH2(t, tg.addr(3000), n)
+			if tc.parkPeriod > 0 {
+				eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
+			} else {
+				eventually(t, time.Minute, "every connection open", func() bool { return m.Open() == n })
+			}
+			after := inUse()
+			t.Logf("%d idle HTTP/2 connections: %.1f KB each (heap and stacks in use, client side included)",
+				n, float64(after-before)/float64(n)/1000)
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+	}
+}
+
+// openIdleH2 opens n HTTP/2 connections in cleartext to addr, 64 at a time,
+// each after one GET read to its end, and keeps only their sockets.
+func openIdleH2(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			h := dialH2Raw(t, addr)
+			_ = h.c.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := h.request(1, "GET", "/", true); err != nil {
+				errs <- err
+				return
+			}
+			answers := map[uint32]*h2Answer{}
+			if _, err := h.readUntil(30*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
+				errs <- err
+				return
+			}
+			if a := answers[1]; a.status != "200" {
+				errs <- errStatus(200)
+				return
+			}
+			_ = h.c.SetDeadline(time.Time{})
+			conns[i] = h.c
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("opening the connections: %v", err)
+	}
+	return conns
+}
