@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/relaygate/gateway/server/telemetry"
 )
 
 // TestMeasureIdleConnectionMemory measures the memory an idle keep-alive
@@ -26,13 +28,7 @@ import (
 //
 // (GATEWAY_MEASURE_IDLE=N opens N connections.)
 func TestMeasureIdleConnectionMemory(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("GATEWAY_MEASURE_IDLE"))
-	if n <= 0 {
-		t.Skip("set GATEWAY_MEASURE_IDLE=1 (or a connection count) to measure")
-	}
-	if n == 1 {
-		n = 2000
-	}
+	n := idleMeasureCount(t)
 	// An upstream that records nothing (rawHTTPUpstream's channel fills).
 	up := requestUpstream(t, func(c net.Conn, _ *bufio.Reader, m message) bool {
 		answer, _ := okAnswer(m)
@@ -61,23 +57,44 @@ func TestMeasureIdleConnectionMemory(t *testing.T) {
 			if tc.https {
 				port = 3000
 			}
-			m := tg.bindMetrics(port)
-			before := inUse()
-			conns := openIdle(t, tg.addr(port), n, tc.https, !tc.silent, cfg)
-			if tc.parkPeriod > 0 {
-				eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
-			} else {
-				// Each served connection waits in its read, for the next
-				// request, by the time the gauge of open ones is full.
-				eventually(t, time.Minute, "every connection open", func() bool { return m.Open() == n })
-			}
-			after := inUse()
-			t.Logf("%d idle connections: %.1f KB each (heap and stacks in use, client side included)",
-				n, float64(after-before)/float64(n)/1000)
-			for _, c := range conns {
-				c.Close()
-			}
+			measureIdle(t, tg.bindMetrics(port), n, tc.parkPeriod > 0, "idle connections", func() []net.Conn {
+				return openIdle(t, tg.addr(port), n, tc.https, !tc.silent, cfg)
+			})
 		})
+	}
+}
+
+// idleMeasureCount is how many connections GATEWAY_MEASURE_IDLE asks the
+// idle-memory measurements to open (2,000 for 1); without it they skip.
+func idleMeasureCount(t *testing.T) int {
+	n, _ := strconv.Atoi(os.Getenv("GATEWAY_MEASURE_IDLE"))
+	if n <= 0 {
+		t.Skip("set GATEWAY_MEASURE_IDLE=1 (or a connection count) to measure")
+	}
+	if n == 1 {
+		n = 2000
+	}
+	return n
+}
+
+// measureIdle opens n idle connections with open, waits until the bind's
+// gauge has every one parked (parked) or open (each served connection then
+// waits in its read for the next request), and logs what each costs in
+// heap and stacks, client side included; then closes them.
+func measureIdle(t *testing.T, m *telemetry.BindMetrics, n int, parked bool, what string, open func() []net.Conn) {
+	t.Helper()
+	before := inUse()
+	conns := open()
+	if parked {
+		eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
+	} else {
+		eventually(t, time.Minute, "every connection open", func() bool { return m.Open() == n })
+	}
+	after := inUse()
+	t.Logf("%d %s: %.1f KB each (heap and stacks in use, client side included)",
+		n, what, float64(after-before)/float64(n)/1000)
+	for _, c := range conns {
+		c.Close()
 	}
 }
 
@@ -173,13 +190,7 @@ func (e errStatus) Error() string { return "status " + strconv.Itoa(int(e)) }
 //
 //	GATEWAY_MEASURE_IDLE=1 go test ./server -run 'TestMeasureIdleH2ConnectionMemory/small-parked$' -v
 func TestMeasureIdleH2ConnectionMemory(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("GATEWAY_MEASURE_IDLE"))
-	if n <= 0 {
-		t.Skip("set GATEWAY_MEASURE_IDLE=1 (or a connection count) to measure")
-	}
-	if n == 1 {
-		n = 2000
-	}
+	n := idleMeasureCount(t)
 	for _, tc := range []struct {
 		name       string
 		body       int
@@ -196,20 +207,9 @@ func TestMeasureIdleH2ConnectionMemory(t *testing.T) {
 			tg := startGateway(t, "frontendPolicies:\n  accessLog:\n    filter: \"false\"\n"+
 				"binds:\n- port: 3000\n  listeners:\n  - routes:\n    - policies: {directResponse: {status: 200, body: \""+
 				strings.Repeat("x", tc.body)+"\"}}\n", nil)
-			m := tg.bindMetrics(3000)
-			before := inUse()
-			conns := openIdleH2(t, tg.addr(3000), n)
-			if tc.parkPeriod > 0 {
-				eventually(t, time.Minute, "every connection parked", func() bool { return m.Parked() == n })
-			} else {
-				eventually(t, time.Minute, "every connection open", func() bool { return m.Open() == n })
-			}
-			after := inUse()
-			t.Logf("%d idle HTTP/2 connections: %.1f KB each (heap and stacks in use, client side included)",
-				n, float64(after-before)/float64(n)/1000)
-			for _, c := range conns {
-				c.Close()
-			}
+			measureIdle(t, tg.bindMetrics(3000), n, tc.parkPeriod > 0, "idle HTTP/2 connections", func() []net.Conn {
+				return openIdleH2(t, tg.addr(3000), n)
+			})
 		})
 	}
 }
@@ -240,7 +240,8 @@ func openIdleH2(t *testing.T, addr string, n int) []net.Conn {
 				return
 			}
 			if a := answers[1]; a.status != "200" {
-				errs <- errStatus(200)
+				st, _ := strconv.Atoi(a.status)
+				errs <- errStatus(st)
 				return
 			}
 			_ = h.c.SetDeadline(time.Time{})
