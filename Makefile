@@ -7,7 +7,7 @@ GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 export GOFLAGS := -buildvcs=false
 export GOTOOLCHAIN := local
 
-.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps ratelimit-deps openssl-deps
+.PHONY: all build run test vet lint fmt-check fuzz bench clean deps node-deps ratelimit-deps openssl-deps h2spec-deps
 
 all: build
 
@@ -70,6 +70,16 @@ openssl-deps:
 	  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl; \
 	fi
 
+# h2spec, the HTTP/2 conformance suite TestH2Spec runs against the gateway,
+# built into bin/ from the module testdata/h2spec, which pins it and what it
+# builds with (its tag predates modules). The test is told where it is, so
+# that without it the test fails rather than skips.
+export H2SPEC := $(abspath $(BIN)/h2spec/h2spec)
+h2spec-deps: $(H2SPEC)
+$(H2SPEC): testdata/h2spec/go.mod testdata/h2spec/go.sum
+	@echo "h2spec-deps: building h2spec"
+	cd testdata/h2spec && $(GO) build -o $(H2SPEC) github.com/summerwind/h2spec/cmd/h2spec
+
 build: deps
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
 	$(GO) build -o $(BIN)/demo-upstream ./cmd/demo-upstream
@@ -89,7 +99,7 @@ run: build
 
 # The race detector's instrumentation allocates, so the tests that hold hot
 # paths at zero allocations skip under -race; the second run checks them.
-test: deps node-deps ratelimit-deps openssl-deps fmt-check vet lint
+test: deps node-deps ratelimit-deps openssl-deps h2spec-deps fmt-check vet lint
 	$(GO) test -race -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -run 'Alloc' ./...
 
