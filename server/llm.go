@@ -23,6 +23,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/promptcache"
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/codec/coding"
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/policy"
@@ -141,6 +142,7 @@ type llmExchange struct {
 	cached    []byte // the provider body with cache points
 	guarded   []byte // the answer as the remote response guards masked it
 	retarget  []byte // the client's body naming another model (retarget)
+	decoded   []byte // the provider's answer decoded from its Content-Encoding
 	out       []byte
 	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
 	upResp    *fasthttp.Response
@@ -180,7 +182,7 @@ func (x *llmExchange) release() {
 	}
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
-		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], decoded: x.decoded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
 	}
 	llmExchanges.Put(x)
 }
@@ -225,7 +227,38 @@ func (b *bind) llmBegin(rs *requestState, rt provider.RouteType) (x *llmExchange
 	if status, ok := b.readLLMBody(rs, x); !ok {
 		return x, status, false
 	}
+	if len(req.Header.ContentEncoding()) > 0 {
+		if status, ok := decodeLLMBody(rs, x); !ok {
+			return x, status, false
+		}
+	}
 	return x, 0, true
+}
+
+// decodeLLMBody decodes a request body sent with a Content-Encoding (some
+// clients compress large prompts), within the buffer limit the encoded
+// body was held to: the gateway reads and edits the text, and the provider
+// gets it as text (llmAttempts drops the field). An unknown or stacked
+// coding is 415, a body past the limit once decoded 413, one that does not
+// decode 400.
+func decodeLLMBody(rs *requestState, x *llmExchange) (int, bool) {
+	fctx := rs.pc.Fast
+	c, err := coding.Parse(fctx.Request.Header.ContentEncoding())
+	if err != nil {
+		return respondErrorClose(fctx, fasthttp.StatusUnsupportedMediaType, "unsupported content encoding"), false
+	}
+	if c == coding.Identity {
+		return 0, true
+	}
+	out, err := coding.Decode(x.retarget[:0], x.client, c, rs.bind.frontend.maxBufferSize)
+	switch {
+	case errors.Is(err, coding.ErrTooLarge):
+		return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+	case err != nil:
+		return respondError(fctx, fasthttp.StatusBadRequest, "request body is not valid "+c.String()), false
+	}
+	x.client, x.retarget = out, x.client[:0]
+	return 0, true
 }
 
 // llmAttempts sends a begun LLM request to t's providers in turn, until one

@@ -15,6 +15,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/codec/coding"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -32,8 +33,20 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	resp.Reset()
 	up.Header.CopyTo(&resp.Header)
 	h := &resp.Header
-	if len(h.ContentEncoding()) > 0 { // a look without Del's normalising
+	// The gateway asks for no coding (llmAttempts drops Accept-Encoding),
+	// but a provider or a proxy before it may send one anyway: the answer
+	// is decoded, since the gateway reads it and the client was promised
+	// none.
+	enc := coding.Identity
+	if ce := up.Header.ContentEncoding(); len(ce) > 0 { // a look without Del's normalising
 		h.Del(fasthttp.HeaderContentEncoding)
+		c, err := coding.Parse(ce)
+		if err != nil {
+			rs.upstreamErr = err
+			x.errType = "protocol"
+			return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+		}
+		enc = c
 	}
 	if x.limited {
 		x.limit.WriteHeaders(h)
@@ -45,13 +58,22 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		if up.IsBodyStream() {
 			h.SetContentLength(-1)
 			backend.WatchStream(up, rs.clientWatch())
-			ls := acquireLLMStream(x, nil, up.BodyStream())
+			ls := acquireDecodedStream(x, nil, up, enc)
 			ls.b, ls.rs = b, rs
 			resp.SetBodyStream(ls, -1)
 			finishResponse(resp)
 			return status
 		}
-		resp.SetBody(up.Body())
+		body := up.Body()
+		if enc != coding.Identity {
+			var err error
+			if body, err = x.decode(body, enc); err != nil {
+				rs.upstreamErr = err
+				x.errType = "protocol"
+				return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+			}
+		}
+		resp.SetBody(body)
 		finishResponse(resp)
 		b.llmComplete(rs, x)
 		return status
@@ -62,7 +84,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		// first token: a client hanging up meanwhile ends the wait too.
 		backend.WatchStream(up, rs.clientWatch())
 		s := convert.AcquireStream(x.info)
-		ls := acquireLLMStream(x, s, up.BodyStream())
+		ls := acquireDecodedStream(x, s, up, enc)
 		ls.b, ls.rs = b, rs
 		if pol := x.prov.guardPolicy(); pol != nil && pol.GuardsStreams() && pol.HasRemoteResponseGuards() {
 			var in *celrules.Input
@@ -76,6 +98,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	}
 
 	body, err := readWhole(up, &x.scratch)
+	if err == nil && enc != coding.Identity {
+		body, err = x.decode(body, enc)
+	}
 	if err != nil {
 		rs.upstreamErr = err
 		x.errType = "protocol"
@@ -157,6 +182,30 @@ func readWhole(resp *fasthttp.Response, buf *[]byte) ([]byte, error) {
 }
 
 var errResponseTooLarge = errors.New("provider response larger than 32 MiB")
+
+// decode decodes a whole answer from enc into x.decoded, up to
+// llmMaxResponse.
+func (x *llmExchange) decode(body []byte, enc coding.Coding) ([]byte, error) {
+	out, err := coding.Decode(x.decoded[:0], body, enc, llmMaxResponse)
+	if errors.Is(err, coding.ErrTooLarge) {
+		return nil, errResponseTooLarge
+	}
+	x.decoded = out
+	return out, err
+}
+
+// acquireDecodedStream is acquireLLMStream for up's streamed body decoded
+// from enc. The stream closes the decoder when it closes (the body itself
+// is closed through up).
+func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Response, enc coding.Coding) *llmStream {
+	if enc == coding.Identity {
+		return acquireLLMStream(x, s, up.BodyStream())
+	}
+	dec := coding.NewReader(up.BodyStream(), enc)
+	ls := acquireLLMStream(x, s, dec)
+	ls.dec = dec
+	return ls
+}
 
 // llmComplete accounts a finished exchange: tokens to the rate limits now,
 // before the client has its answer, and the metrics with the request's
@@ -246,6 +295,7 @@ type llmStream struct {
 	s        *convert.Stream
 	guard    *streamGuard
 	src      io.Reader
+	dec      io.Closer // src's decoder, if the answer came in a coding
 	in, out  []byte
 	off      int
 	done     bool
@@ -350,6 +400,9 @@ func (ls *llmStream) Close() error {
 	}
 	x := ls.x
 	_ = x.upResp.CloseBodyStream()
+	if ls.dec != nil {
+		ls.dec.Close()
+	}
 	var err error
 	switch {
 	case ls.failed != nil:
