@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -36,4 +37,13 @@ func runNode(ctx context.Context, node, dir string, env []string, args ...string
 		err = fmt.Errorf("node %s: %w; stderr:\n%s", strings.Join(args, " "), err, errb.Bytes())
 	}
 	return out.Bytes(), err
+}
+
+// Script runs `node script args...` in Dir (script is a file there, such
+// as llm-client.mjs), bounded by ctx and RunTimeout, and returns its
+// standard output (see Require).
+func Script(ctx context.Context, tb testing.TB, script string, args ...string) ([]byte, error) {
+	tb.Helper()
+	in := get(tb)
+	return runNode(ctx, in.node, in.dir, nil, append([]string{script}, args...)...)
 }
