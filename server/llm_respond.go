@@ -79,7 +79,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		return status
 	}
 
-	if status >= 200 && status < 300 && x.info.Stream && isEventStream(up.Header.ContentType()) && up.IsBodyStream() {
+	// A streamed answer: event by event, also when it was short enough to
+	// come whole (a provider that sends its events with a Content-Length).
+	if status >= 200 && status < 300 && x.info.Stream && isEventStream(up.Header.ContentType()) {
 		// A provider often sends the head at once and thinks before its
 		// first token: a client hanging up meanwhile ends the wait too.
 		backend.WatchStream(up, rs.clientWatch())
@@ -194,14 +196,18 @@ func (x *llmExchange) decode(body []byte, enc coding.Coding) ([]byte, error) {
 	return out, err
 }
 
-// acquireDecodedStream is acquireLLMStream for up's streamed body decoded
-// from enc. The stream closes the decoder when it closes (the body itself
+// acquireDecodedStream is acquireLLMStream for up's body (streamed, or
+// read whole) decoded from enc. The stream closes the decoder when it closes (the body itself
 // is closed through up).
 func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Response, enc coding.Coding) *llmStream {
-	if enc == coding.Identity {
-		return acquireLLMStream(x, s, up.BodyStream())
+	src := up.BodyStream()
+	if src == nil { // read whole (backend.ResponseStreamThreshold)
+		src = bytes.NewReader(up.Body())
 	}
-	dec := coding.NewReader(up.BodyStream(), enc)
+	if enc == coding.Identity {
+		return acquireLLMStream(x, s, src)
+	}
+	dec := coding.NewReader(src, enc)
 	ls := acquireLLMStream(x, s, dec)
 	ls.dec = dec
 	return ls
