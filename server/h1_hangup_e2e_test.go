@@ -219,3 +219,62 @@ binds:
 		})
 	}
 }
+
+// TestHangupWhileProviderSendsLongAnswer: a non-streamed answer longer than
+// what the backend reads with its head comes as a body stream, which the
+// gateway reads whole before it answers. A client hanging up while that
+// body is on its way (here: head and a first part sent, the rest held)
+// ends the provider's request too, and the request is logged client_gone.
+func TestHangupWhileProviderSendsLongAnswer(t *testing.T) {
+	for _, c := range []struct {
+		desc string
+		h2   bool
+	}{{"HTTP/1.1", false}, {"HTTP/2", true}} {
+		t.Run(c.desc, func(t *testing.T) {
+			gone := make(chan string, 1)
+			sent := make(chan struct{})
+			provider := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", "40000") // past backend.ResponseStreamThreshold
+				w.WriteHeader(200)
+				io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`+strings.Repeat("a", 10000))
+				w.(http.Flusher).Flush()
+				close(sent)
+				select {
+				case <-r.Context().Done():
+					gone <- r.URL.Path
+				case <-time.After(30 * time.Second):
+				}
+			}))
+			tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}}]}]
+`, map[string]string{"UP": provider})
+			body := `{"model":"m","messages":[{"role":"user","content":"write a lot"}]}`
+			if c.h2 {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tg.url(3000)+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if resp, err := h2cClient().Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				<-sent
+				cancel() // RST_STREAM while the answer's body is on its way
+				<-done
+			} else {
+				conn := dialTest(t, tg.addr(3000))
+				io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: "+itoa(len(body))+"\r\n\r\n"+body)
+				<-sent
+				conn.Close()
+			}
+			requireProviderCancelled(t, tg, gone, new(atomic.Int32))
+		})
+	}
+}

@@ -99,6 +99,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		return status
 	}
 
+	// A long answer's body is still on its way (the head came first): a
+	// client that hangs up meanwhile ends the provider's work on it too.
+	backend.WatchStream(up, rs.clientWatch())
 	body, err := readWhole(up, &x.scratch)
 	if err == nil && enc != coding.Identity {
 		body, err = x.decode(body, enc)
@@ -106,6 +109,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	if err != nil {
 		rs.upstreamErr = err
 		x.errType = "protocol"
+		if errors.Is(err, backend.ErrClientGone) {
+			x.errType = "client_gone"
+		}
 		return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
 	h.SetContentType("application/json")
