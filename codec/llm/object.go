@@ -477,11 +477,28 @@ func ValidValueEnd(d []byte, i int) int {
 }
 
 // ValidStringEnd returns the end of the string token at d[i] (a quote) in
-// text known to be valid JSON, or len(d) when it does not end: after the
-// first quote that an even run of backslashes precedes, found with
-// bytes.IndexByte (vectorised).
+// text known to be valid JSON, or len(d) when it does not end. Most strings
+// are short: their end is found a word at a time (the first quote or
+// backslash; an escape is skipped whole); a long one's, after the first
+// words, with bytes.IndexByte (vectorised), as the first quote that an even
+// run of backslashes precedes.
 func ValidStringEnd(d []byte, i int) int {
 	j := i + 1
+	for w := 0; w < 4 && j+8 <= len(d); w++ {
+		x := binary.LittleEndian.Uint64(d[j:])
+		quote := x ^ '"'*lows
+		backslash := x ^ '\\'*lows
+		m := ((quote-lows)&^quote | (backslash-lows)&^backslash) & highs
+		if m == 0 {
+			j += 8
+			continue
+		}
+		j += bits.TrailingZeros64(m) >> 3
+		if d[j] == '"' {
+			return j + 1
+		}
+		j += 2 // the backslash and the byte it escapes
+	}
 	for j < len(d) {
 		k := bytes.IndexByte(d[j:], '"')
 		if k < 0 {
