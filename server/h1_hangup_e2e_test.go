@@ -87,12 +87,7 @@ func TestHTTP1PipelinedLLMRequestsAreAnswered(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"c","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
 	}))
-	tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}}]}]
-`, map[string]string{"UP": provider})
+	tg := providerGateway(t, provider, "openAI")
 	conn := dialTest(t, tg.addr(3000))
 	if _, err := io.WriteString(conn, rawChatRequest("a")+rawChatRequest("a")); err != nil {
 		t.Fatal(err)
@@ -183,12 +178,7 @@ func TestHangupWhileProviderThinks(t *testing.T) {
 		t.Run(c.desc, func(t *testing.T) {
 			gone := make(chan string, 1)
 			provider := thinkingProvider(t, gone)
-			tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {${KIND}: {}}, policies: {backendAuth: {key: k}}}}]}]
-`, map[string]string{"UP": provider, "KIND": c.provider})
+			tg := providerGateway(t, provider, c.provider)
 			body := `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"think hard"}]}`
 			if c.h2 {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -247,12 +237,7 @@ func TestHangupWhileProviderSendsLongAnswer(t *testing.T) {
 				case <-time.After(30 * time.Second):
 				}
 			}))
-			tg := startGateway(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}}]}]
-`, map[string]string{"UP": provider})
+			tg := providerGateway(t, provider, "openAI")
 			body := `{"model":"m","messages":[{"role":"user","content":"write a lot"}]}`
 			if c.h2 {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -277,4 +262,15 @@ binds:
 			requireProviderCancelled(t, tg, gone, new(atomic.Int32))
 		})
 	}
+}
+
+// providerGateway is a gateway whose port 3000 sends every request to one
+// provider of kind (openAI, anthropic, ...) at addr, with key k.
+func providerGateway(t *testing.T, addr, kind string) *testGateway {
+	return startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{ai: {name: p, hostOverride: "${UP}", provider: {${KIND}: {}}, policies: {backendAuth: {key: k}}}}]}]
+`, map[string]string{"UP": addr, "KIND": kind})
 }

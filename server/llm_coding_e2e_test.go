@@ -181,15 +181,8 @@ func TestLLMCompressedProviderAnswer(t *testing.T) {
 			if err != nil || resp.Choices[0].Message.Content != "Paris." || resp.Usage.TotalTokens != 13 {
 				t.Fatalf("chat: %v %+v", err, resp)
 			}
-			s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest("gpt-4o-mini"))
-			var text strings.Builder
-			for s.Next() {
-				if ch := s.Current(); len(ch.Choices) > 0 {
-					text.WriteString(ch.Choices[0].Delta.Content)
-				}
-			}
-			if s.Err() != nil || text.String() != "Paris." {
-				t.Fatalf("stream: %q, %v", text.String(), s.Err())
+			if text, err := chatStreamText(t, c, "gpt-4o-mini"); err != nil || text != "Paris." {
+				t.Fatalf("stream: %q, %v", text, err)
 			}
 			ac := anthropicVia(tg)
 			msg, err := ac.Messages.New(llmCtx(t), anthropic.MessageNewParams{
@@ -223,4 +216,17 @@ func TestLLMCompressedProviderAnswer(t *testing.T) {
 			t.Fatalf("got %v, want a 502", err)
 		}
 	})
+}
+
+// chatStreamText streams chatRequest(model) through c and returns the
+// answer's text and the stream's error.
+func chatStreamText(t *testing.T, c openai.Client, model string) (string, error) {
+	s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest(model))
+	var text strings.Builder
+	for s.Next() {
+		if ch := s.Current(); len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	return text.String(), s.Err()
 }

@@ -70,15 +70,7 @@ func TestLLMStreamSentWhole(t *testing.T) {
 		t.Fatalf("Anthropic SDK: %v %+v", s.Err(), msg)
 	}
 
-	oc := openaiVia(tg)
-	cs := oc.Chat.Completions.NewStreaming(llmCtx(t), chatRequest("claude-x"))
-	var text strings.Builder
-	for cs.Next() {
-		if ch := cs.Current(); len(ch.Choices) > 0 {
-			text.WriteString(ch.Choices[0].Delta.Content)
-		}
-	}
-	if cs.Err() != nil || text.String() != "Paris." {
-		t.Fatalf("OpenAI SDK, translated: %q, %v", text.String(), cs.Err())
+	if text, err := chatStreamText(t, openaiVia(tg), "claude-x"); err != nil || text != "Paris." {
+		t.Fatalf("OpenAI SDK, translated: %q, %v", text, err)
 	}
 }
