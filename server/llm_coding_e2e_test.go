@@ -181,7 +181,7 @@ func TestLLMCompressedProviderAnswer(t *testing.T) {
 			if err != nil || resp.Choices[0].Message.Content != "Paris." || resp.Usage.TotalTokens != 13 {
 				t.Fatalf("chat: %v %+v", err, resp)
 			}
-			if text, err := chatStreamText(t, c, "gpt-4o-mini"); err != nil || text != "Paris." {
+			if text, err := sgChat.stream(t, tg, "gpt-4o-mini"); err != nil || text != "Paris." {
 				t.Fatalf("stream: %q, %v", text, err)
 			}
 			ac := anthropicVia(tg)
@@ -216,17 +216,4 @@ func TestLLMCompressedProviderAnswer(t *testing.T) {
 			t.Fatalf("got %v, want a 502", err)
 		}
 	})
-}
-
-// chatStreamText streams chatRequest(model) through c and returns the
-// answer's text and the stream's error.
-func chatStreamText(t *testing.T, c openai.Client, model string) (string, error) {
-	s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest(model))
-	var text strings.Builder
-	for s.Next() {
-		if ch := s.Current(); len(ch.Choices) > 0 {
-			text.WriteString(ch.Choices[0].Delta.Content)
-		}
-	}
-	return text.String(), s.Err()
 }

@@ -70,7 +70,7 @@ func TestLLMStreamSentWhole(t *testing.T) {
 		t.Fatalf("Anthropic SDK: %v %+v", s.Err(), msg)
 	}
 
-	if text, err := chatStreamText(t, openaiVia(tg), "claude-x"); err != nil || text != "Paris." {
+	if text, err := sgChat.stream(t, tg, "claude-x"); err != nil || text != "Paris." {
 		t.Fatalf("OpenAI SDK, translated: %q, %v", text, err)
 	}
 }
