@@ -45,7 +45,8 @@ func NewAnthropic(tb testing.TB) *Anthropic {
 		x.admit()
 		x.writeError(anthropicError, Failure{Status: http.StatusNotFound, Message: "Not Found"})
 	})
-	a.Server = newServer(tb, mux)
+	a.Server = newServer(tb)
+	a.start(mux)
 	return a
 }
 

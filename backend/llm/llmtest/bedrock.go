@@ -88,7 +88,8 @@ func NewBedrock(tb testing.TB) *Bedrock {
 		x.admit()
 		x.writeError(bedrockError, Failure{Status: http.StatusNotFound, Type: "UnknownOperationException", Message: "Unknown operation"})
 	})
-	b.Server = newServer(tb, mux)
+	b.Server = newServer(tb)
+	b.start(mux)
 	return b
 }
 

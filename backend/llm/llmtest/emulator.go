@@ -240,20 +240,26 @@ type Server struct {
 	seq      int
 }
 
-func newServer(tb testing.TB, h http.Handler) *Server {
-	tb.Helper()
-	s := &Server{tb: tb, done: make(chan struct{}), changed: make(chan struct{}), fallback: DefaultReply}
+// newServer is an emulator's Server, not serving yet (start).
+func newServer(tb testing.TB) *Server {
+	return &Server{tb: tb, done: make(chan struct{}), changed: make(chan struct{}), fallback: DefaultReply}
+}
+
+// start serves h on a loopback port. An emulator's constructor keeps the
+// Server before it starts, so that its handlers, which read the field,
+// never race with setting it.
+func (s *Server) start(h http.Handler) {
+	s.tb.Helper()
 	s.hs = httptest.NewUnstartedServer(h)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatalf("llmtest: listen: %v", err)
+		s.tb.Fatalf("llmtest: listen: %v", err)
 	}
 	s.hs.Listener = ln
 	s.hs.Config.ErrorLog = nil
 	s.hs.Start()
 	s.URL = s.hs.URL
-	tb.Cleanup(s.Close)
-	return s
+	s.tb.Cleanup(s.Close)
 }
 
 // Close stops the emulator: waiting requests are released and every

@@ -38,7 +38,8 @@ func NewGemini(tb testing.TB) *Gemini {
 		x.admit()
 		x.writeError(googleError, Failure{Status: http.StatusNotFound})
 	})
-	g.Server = newServer(tb, mux)
+	g.Server = newServer(tb)
+	g.start(mux)
 	return g
 }
 

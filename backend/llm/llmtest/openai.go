@@ -57,7 +57,8 @@ func NewOpenAI(tb testing.TB) *OpenAI {
 		x.writeError(openaiError, Failure{Status: http.StatusNotFound,
 			Message: "Invalid URL (" + r.Method + " " + r.URL.Path + ")"})
 	})
-	o.Server = newServer(tb, mux)
+	o.Server = newServer(tb)
+	o.start(mux)
 	return o
 }
 
@@ -697,7 +698,8 @@ func NewAzure(tb testing.TB) *Azure {
 		x.admit()
 		x.writeError(azureError, Failure{Status: http.StatusNotFound})
 	})
-	a.Server = newServer(tb, mux)
+	a.Server = newServer(tb)
+	a.start(mux)
 	return a
 }
 

@@ -134,7 +134,8 @@ func NewVertex(tb testing.TB) *Vertex {
 		x.writeError(googleError, Failure{Status: http.StatusNotFound,
 			Message: "The requested URL " + r.URL.Path + " was not found on this server."})
 	})
-	v.Server = newServer(tb, mux)
+	v.Server = newServer(tb)
+	v.start(mux)
 	return v
 }
 
