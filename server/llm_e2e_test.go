@@ -640,6 +640,7 @@ frontendPolicies:
 	}{
 		{"not JSON", "POST", "/v1/chat/completions", "hello", false, 400, `"error"`},
 		{"JSON but not an object", "POST", "/v1/messages", `[1,2]`, false, 400, `"type":"error"`},
+		{"nested deeper than the decoder goes", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}]}`, false, 400, "nested at most 512 deep"},
 		{"GET on a chat path", "GET", "/v1/chat/completions", "", false, 405, ""},
 		{"chunked body beyond maxBufferSize", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, true, 413, ""},
 	} {

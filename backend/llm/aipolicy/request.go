@@ -3,6 +3,7 @@ package aipolicy
 import (
 	"errors"
 	"math"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -15,7 +16,7 @@ import (
 // Errors of Request and Final; the server answers them with 400 and the
 // message (Error()).
 var (
-	errNotObject      = errors.New("the request body is not a JSON object")
+	errNotObject      = errors.New("the request body is not a JSON object (nested at most " + strconv.Itoa(llm.MaxDepth) + " deep)")
 	errFinalNotObject = errors.New("the converted request body is not a JSON object")
 	errTooLarge       = errors.New("the request body is too large to edit")
 )
