@@ -515,7 +515,7 @@ type StreamObserver interface {
 
 // ErrStreamAbandoned is reported for a body closed before its end without a
 // read error: the client went away, or the response was replaced.
-var ErrStreamAbandoned = errors.New("response body abandoned before its end")
+var ErrStreamAbandoned = errors.New("response body not read to its end: the client went away, or the response was replaced")
 
 // ObserveStream has o told when the streamed body Exchange left in resp is
 // closed, looking through streams that wrap it (policy.Unwrapper). It
