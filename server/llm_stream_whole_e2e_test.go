@@ -9,8 +9,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 )
 
-// anthropicStreamWhole is an Anthropic streamed answer with thinking,
-// a signature and a tool call, in events a provider may send.
+// anthropicStreamWhole is an Anthropic streamed answer with thinking, a
+// signature and a comment (a keep-alive), in events a provider may send.
 const anthropicStreamWhole = "event: message_start\n" +
 	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"cache_read_input_tokens":10,"output_tokens":1}}}` + "\n\n" +
 	"event: content_block_start\n" +
@@ -23,6 +23,7 @@ const anthropicStreamWhole = "event: message_start\n" +
 	`data: {"type":"content_block_stop","index":0}` + "\n\n" +
 	"event: ping\n" +
 	`data: {"type":"ping"}` + "\n\n" +
+	": keep-alive\n\n" +
 	"event: content_block_start\n" +
 	`data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}` + "\n\n" +
 	"event: content_block_delta\n" +
@@ -38,8 +39,8 @@ const anthropicStreamWhole = "event: message_start\n" +
 // Content-Length instead of chunks, so that the gateway reads it whole
 // (backend.ResponseStreamThreshold). It is still a stream: passed on byte
 // for byte to a client of the provider's format, translated event by event
-// for another, usage read. The gateway used to take it for a JSON answer
-// and fail it with 502.
+// for another (a keep-alive comment included), usage read. The gateway
+// used to take it for a JSON answer and fail it with 502.
 func TestLLMStreamSentWhole(t *testing.T) {
 	addr := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -53,6 +54,14 @@ func TestLLMStreamSentWhole(t *testing.T) {
 	resp, body := do(t, req)
 	if resp.StatusCode != 200 || body != anthropicStreamWhole {
 		t.Fatalf("same format: %d, %d bytes; want the provider's %d bytes as they are:\n%s", resp.StatusCode, len(body), len(anthropicStreamWhole), body)
+	}
+
+	// Translated, the provider's keep-alive comment still reaches the client.
+	req, _ = http.NewRequest("POST", tg.url(8080)+"/v1/chat/completions", strings.NewReader(`{"model":"claude-x","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, body = do(t, req)
+	if resp.StatusCode != 200 || !strings.Contains(body, "\n: keep-alive\n\n") || !strings.Contains(body, `"content":"Paris."`) {
+		t.Fatalf("translated: %d\n%s", resp.StatusCode, body)
 	}
 
 	ac := anthropicVia(tg)

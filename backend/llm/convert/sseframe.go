@@ -25,6 +25,10 @@ type sseEvent struct {
 	// typ is the event type ("message" when none was named); data the data
 	// lines joined with LF. Both alias the framer until its next call.
 	typ, data []byte
+	// comment marks a comment line between events (a provider's keep-alive,
+	// such as ": OPENROUTER PROCESSING"): data is the line, colon included.
+	// One inside an event (among its fields) is skipped, as before.
+	comment bool
 }
 
 var errEventTooLarge = errors.New("convert: stream event too large")
@@ -41,8 +45,9 @@ func (f *sseFramer) reset(max int) {
 	*f = sseFramer{max: max, line: f.line[:0], data: f.data[:0], typ: f.typ[:0]}
 }
 
-// next returns the first event completed in p and what follows it; ok is
-// false when p ended without completing one (its bytes are kept).
+// next returns the first event completed in p, or comment line between
+// events, and what follows it; ok is false when p ended without
+// completing one (its bytes are kept).
 func (f *sseFramer) next(p []byte) (ev sseEvent, rest []byte, ok bool, err error) {
 	for len(p) > 0 {
 		if f.skipLF {
@@ -102,6 +107,9 @@ func (f *sseFramer) process(line []byte) (sseEvent, bool, error) {
 		return f.dispatch()
 	}
 	if line[0] == ':' {
+		if len(f.data) == 0 && !f.typSet {
+			return sseEvent{data: line, comment: true}, true, nil
+		}
 		return sseEvent{}, false, nil
 	}
 	field, value := line, []byte(nil)

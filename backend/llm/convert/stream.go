@@ -161,7 +161,8 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			}
 		}
 	}
-	if s.pass && !s.strip && !s.mk.pass && !s.tap.on {
+	raw := s.pass && !s.strip && !s.mk.pass && !s.tap.on
+	if raw {
 		dst = append(dst, p...)
 	}
 	for len(p) > 0 {
@@ -173,6 +174,15 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			break
 		}
 		p = rest
+		if ev.comment {
+			// A provider's keep-alive reaches the client in any format:
+			// a comment is one in every SSE stream (a client behind an
+			// idle timeout stays connected while the model thinks).
+			if !raw {
+				dst = append(append(dst, ev.data...), "\n\n"...)
+			}
+			continue
+		}
 		dst = s.sseEvent(dst, ev)
 		if s.err != nil {
 			return dst, s.err

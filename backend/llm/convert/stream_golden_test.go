@@ -151,7 +151,7 @@ func checkClientStream(t *testing.T, client Format, out []byte) {
 			break
 		}
 		p = rest
-		if string(ev.data) == "[DONE]" {
+		if ev.comment || string(ev.data) == "[DONE]" {
 			continue
 		}
 		if !llm.Valid(ev.data) {
