@@ -203,8 +203,8 @@ func (x *llmExchange) decode(body []byte, enc coding.Coding) ([]byte, error) {
 }
 
 // acquireDecodedStream is acquireLLMStream for up's body (streamed, or
-// read whole) decoded from enc. The stream closes the decoder when it closes (the body itself
-// is closed through up).
+// read whole) decoded from enc. The stream closes the decoder when it
+// closes (the body itself is closed through up).
 func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Response, enc coding.Coding) *llmStream {
 	src := up.BodyStream()
 	if src == nil { // read whole (backend.ResponseStreamThreshold)
