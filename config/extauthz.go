@@ -131,8 +131,9 @@ type ExtAuthzHTTP struct {
 	// IncludeResponseHeaders are copied from an allowing answer into the
 	// request forwarded to the backend.
 	IncludeResponseHeaders []string `json:"includeResponseHeaders,omitempty" cfg:"maxItems=64"`
-	// AddRequestHeaders are set on the check request, by CEL; :method and
-	// :path set the check request's method and path.
+	// AddRequestHeaders are set on the check request, by CEL; :method,
+	// :path and :authority set the check request's method, path and Host
+	// (agentgateway's tailscale example names the local API's host so).
 	AddRequestHeaders map[string]ValueExpression `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
 	// Metadata becomes the extauthz variable of later expressions when the
 	// service allows, each value by CEL with `response` the service's
@@ -148,7 +149,7 @@ func (h *ExtAuthzHTTP) Validate(v *decode.Validation) {
 		}
 	}
 	for name := range h.AddRequestHeaders {
-		if !validHeaderName(name) && name != ":method" && name != ":path" {
+		if !validHeaderName(name) && name != ":method" && name != ":path" && name != ":authority" {
 			v.Errorf("addRequestHeaders."+name, "invalid header name %q", name)
 		}
 	}

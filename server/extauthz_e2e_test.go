@@ -99,15 +99,15 @@ binds:
 // example. The HTTP check is a POST of a form to a token endpoint; its
 // answer's token, read by metadata expressions (json(response.body),
 // unvalidatedJwtPayload), replaces the client's credential through a
-// transformation.
+// transformation. :method and :authority set the check's method and Host.
 func TestExtAuthzTokenExchangeE2E(t *testing.T) {
 	exchanged := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"svc","aud":"target-client","exp":4102444800}`)) + ".sig"
 	var mu sync.Mutex
-	var form, method, basic, seenAuth string
+	var form, method, basic, host, seenAuth string
 	idp := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		mu.Lock()
-		form, method, basic = r.PostForm.Encode(), r.Method, r.Header.Get("Authorization")
+		form, method, basic, host = r.PostForm.Encode(), r.Method, r.Header.Get("Authorization"), r.Host
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"access_token":"`+exchanged+`","token_type":"Bearer"}`)
@@ -134,6 +134,7 @@ binds:
                 content-type: '"application/x-www-form-urlencoded"'
                 authorization: '"Basic " + base64.encode("requester-client:requester-secret")'
                 :method: '"POST"'
+                :authority: '"idp.internal"'
               body: |
                 form.encode({
                   "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
@@ -155,8 +156,8 @@ binds:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if method != "POST" || !strings.Contains(form, "subject_token=user-token") || basic != "Basic cmVxdWVzdGVyLWNsaWVudDpyZXF1ZXN0ZXItc2VjcmV0" {
-		t.Errorf("the token endpoint got %s %q with %q", method, form, basic)
+	if method != "POST" || !strings.Contains(form, "subject_token=user-token") || basic != "Basic cmVxdWVzdGVyLWNsaWVudDpyZXF1ZXN0ZXItc2VjcmV0" || host != "idp.internal" {
+		t.Errorf("the token endpoint got %s %q with %q for host %q", method, form, basic, host)
 	}
 	if seenAuth != "Bearer "+exchanged {
 		t.Errorf("the backend got authorization %q", seenAuth)

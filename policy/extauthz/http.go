@@ -144,6 +144,10 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 			if policy.ValidOriginForm(v) {
 				areq.SetRequestURI(v)
 			}
+		case ah.name == ":authority":
+			if v != "" && policy.ValidHeader("host", v) {
+				areq.Header.SetHost(v)
+			}
 		case policy.ValidHeader(ah.name, v):
 			areq.Header.Set(ah.name, v)
 		}
