@@ -252,8 +252,10 @@ var accessLogFields = map[string]bool{
 	"protocol": true, "bind": true, "listener": true, "tls.sni": true, "destination": true, "endpoint": true, "end": true,
 }
 
-// Validate refuses added fields named like a built-in one, or empty, and
-// removed ones that are not built-in fields.
+// Validate refuses empty added field names, and removed ones that are not
+// built-in fields. An added field named like a built-in one replaces it,
+// as in agentgateway (its a2a example adds `backend`), except the four
+// every line has.
 func (p *AccessLogPolicy) Validate(v *decode.Validation) {
 	for i, name := range p.Remove {
 		switch name {
@@ -269,8 +271,8 @@ func (p *AccessLogPolicy) Validate(v *decode.Validation) {
 		switch {
 		case name == "" || len(name) > 128:
 			v.Errorf("add", "field names must be 1 to 128 characters")
-		case accessLogFields[name]:
-			v.Errorf("add."+name, "is a field every line has already")
+		case name == "level" || name == "ts" || name == "logger" || name == "msg":
+			v.Errorf("add."+name, "%q is on every line and cannot be replaced", name)
 		}
 	}
 }

@@ -131,7 +131,7 @@ func TestParse(t *testing.T) {
 		{desc: "transformations metadata", yaml: "binds:\n- port: 1\n  listeners:\n  - policies:\n      transformations: {request: {metadata: {a: '\"x\"'}}}\n", wantErr: ""},
 		{desc: "transformations bad metadata", yaml: "binds:\n- port: 1\n  listeners:\n  - policies:\n      transformations: {request: {metadata: {a: 'nope('}}}\n", wantErr: "transformations.request.metadata.a:"},
 		{desc: "accessLog", yaml: "frontendPolicies:\n  accessLog: {filter: 'response.code >= 400', add: {a.b: 'request.path', c: 'random()'}}\n"},
-		{desc: "accessLog built-in name", yaml: "frontendPolicies:\n  accessLog: {add: {status: '1'}}\n", wantErr: "frontendPolicies.accessLog.add.status: is a field every line has already"},
+		{desc: "accessLog adds a field every line has", yaml: "frontendPolicies:\n  accessLog: {add: {msg: '1'}}\n", wantErr: "frontendPolicies.accessLog.add.msg: \"msg\" is on every line and cannot be replaced"},
 		{desc: "remoteRateLimit", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        remoteRateLimit: {domain: d, host: 'a:1', failureMode: FailOpen, descriptors: [{entries: [{key: k, value: request.path}], cost: '2'}]}\n"},
 		{desc: "remoteRateLimit needs descriptors", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        remoteRateLimit: {domain: d, host: 'a:1'}\n", wantErr: "remoteRateLimit.descriptors: required"},
 		{desc: "remoteRateLimit tokens", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        remoteRateLimit: {domain: d, host: 'a:1', descriptors: [{entries: [{key: k, value: '\"v\"'}], type: tokens}]}\n"},

@@ -52,6 +52,13 @@ func newAccessLogPolicy(cfg *config.AccessLogPolicy) (*accessLogPolicy, error) {
 			return nil, err
 		}
 		p.add = append(p.add, accessLogField{key: key, prog: prog})
+		// One named like a built-in field replaces it (agentgateway's
+		// semantics): the built-in is left out, whether the expression
+		// gives a value or not.
+		if f, ok := logline.AccessFieldNamed(key); ok {
+			p.omit |= f & logline.RequestFields
+			p.connOmit |= f & logline.ConnFields
+		}
 	}
 	sort.Slice(p.add, func(i, j int) bool { return p.add[i].key < p.add[j].key })
 	for _, name := range cfg.Remove {

@@ -7,8 +7,8 @@ import (
 
 // TestAccessLogPolicyE2E: frontendPolicies.accessLog leaves out the
 // requests its filter refuses, adds its fields, computed from the request,
-// its credentials and its response, and removes the built-in fields it
-// names.
+// its credentials and its response (one named like a built-in field
+// replaces it), and removes the built-in fields it names.
 func TestAccessLogPolicyE2E(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Served-By", "up-1")
@@ -23,6 +23,7 @@ frontendPolicies:
       upstream.server: response.headers["x-served-by"]
       request.query: request.query
       missing: jwt.sub
+      route: '"replaced"'
     remove: [src, bytes_in]
 binds:
 - port: 3000
@@ -40,6 +41,7 @@ binds:
 	line := lastAccessLine(t, tg.accessLogs(), 1) // the health check is not logged
 	for k, want := range map[string]string{
 		"path": "/a", "client.team": "blue", "upstream.server": "up-1", "request.query": `{"x":"1"}`,
+		"route": "replaced", // an added field named like a built-in one replaces it
 	} {
 		if got, _ := line[k].(string); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)

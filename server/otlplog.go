@@ -81,10 +81,20 @@ func (c *compiler) compileAccessLogOTLP(f *config.File, p *accessLogPolicy) erro
 			o.add = append(o.add, accessLogField{key: key, prog: prog})
 		}
 		sort.Slice(o.add, func(i, j int) bool { return o.add[i].key < o.add[j].key })
-		if len(fl.Remove) > 0 {
-			o.remove = map[string]bool{}
-			for _, name := range fl.Remove {
-				o.remove[name] = true
+		// A removed field, and a built-in one an added field replaces,
+		// are left out of the record.
+		for _, name := range fl.Remove {
+			if o.remove == nil {
+				o.remove = map[string]bool{}
+			}
+			o.remove[name] = true
+		}
+		for key := range fl.Add {
+			if _, ok := logline.AccessFieldNamed(key); ok {
+				if o.remove == nil {
+					o.remove = map[string]bool{}
+				}
+				o.remove[key] = true
 			}
 		}
 	}

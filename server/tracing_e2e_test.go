@@ -526,7 +526,7 @@ frontendPolicies:
       host: '${COLLECTOR}'
       protocol: http
       fields:
-        add: {tenant: '"acme"'}
+        add: {tenant: '"acme"', route: '"replaced"'}
         remove: [src]
 binds:
 - port: 3000
@@ -561,16 +561,25 @@ binds:
 	}
 	var rec map[string]string
 	var recTrace []byte
+	routes := 0 // attributes named route: the added one replaces the built-in
 	eventually(t, 10*time.Second, "the tools/call access record over OTLP", func() bool {
 		for _, r := range recv.logRecords() {
 			if m := attrMap(r.GetAttributes()); m["mcp.method"] == "tools/call" {
 				rec, recTrace = m, r.GetTraceId()
+				for _, kv := range r.GetAttributes() {
+					if kv.GetKey() == "route" {
+						routes++
+					}
+				}
 				return true
 			}
 		}
 		return false
 	})
-	if rec["mcp.tool"] != "sum" || rec["tenant"] != "acme" || rec["route"] != "tools" || rec["span.id"] != hexID(span.GetSpanId()) || !bytes.Equal(recTrace, span.GetTraceId()) {
+	if routes != 1 || rec["route"] != "replaced" {
+		t.Errorf("%d route attributes, %q; want the added one alone", routes, rec["route"])
+	}
+	if rec["mcp.tool"] != "sum" || rec["tenant"] != "acme" || rec["span.id"] != hexID(span.GetSpanId()) || !bytes.Equal(recTrace, span.GetTraceId()) {
 		t.Errorf("access record %v (trace %x, span's %x)", rec, recTrace, span.GetTraceId())
 	}
 	if _, ok := rec["src"]; ok {
