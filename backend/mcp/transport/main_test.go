@@ -89,6 +89,11 @@ func newMCPServer() *mcp.Server {
 			os.Exit(3)
 			return nil, nil, nil
 		})
+	// huge answers with a frame past the SDK's 16 MiB line bound.
+	mcp.AddTool(s, &mcp.Tool{Name: "huge", Description: "answers 17 MiB of text"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return textResult(strings.Repeat("x", 17<<20)), nil, nil
+		})
 	return s
 }
 

@@ -169,16 +169,20 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c *stdioConn) exitError(readErr, waitErr error) error {
 	var exit *exec.ExitError
-	status := "its output ended"
+	ended := "its output ended"
 	switch {
 	case errors.As(waitErr, &exit):
-		status = exit.String() // "exit status 3", "signal: killed"
+		ended = exit.String() // "exit status 3", "signal: killed"
 	case waitErr != nil:
-		status = waitErr.Error()
-	case readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, io.ErrUnexpectedEOF):
-		status = "its output broke: " + readErr.Error()
+		ended = waitErr.Error()
 	}
-	msg := fmt.Sprintf("stdio target %s exited: %s", c.name, status)
+	msg := fmt.Sprintf("stdio target %s exited: %s", c.name, ended)
+	if readErr != nil && !errors.Is(readErr, io.EOF) && !errors.Is(readErr, io.ErrUnexpectedEOF) {
+		// Its output broke (a frame past the line bound, bytes that are
+		// not JSON) and the gateway stopped it: the exit status then says
+		// only that, the read error why.
+		msg = fmt.Sprintf("stdio target %s stopped: its output broke: %v (%s)", c.name, readErr, ended)
+	}
 	if last := c.stderr.last(); last != "" {
 		msg += fmt.Sprintf(" (last stderr line: %q)", last)
 	}

@@ -99,6 +99,27 @@ func TestStdioCrash(t *testing.T) {
 	}
 }
 
+// TestStdioFrameTooLarge: a target whose answer is a frame past the line
+// bound is stopped, and the error says why, not only how it ended. (The
+// server, blocked writing the rest, ignores its closed stdin: it is
+// terminated after TerminateAfter.)
+func TestStdioFrameTooLarge(t *testing.T) {
+	d, _ := startServer(t, StdioOptions{TerminateAfter: 100 * time.Millisecond})
+	result[map[string]any](t, d.call("initialize", initParams(testVersion)))
+	d.notify("notifications/initialized", map[string]any{})
+	d.send("tools/call", map[string]any{"name": "huge", "arguments": map[string]any{}})
+	var err error
+	for err == nil {
+		_, err = d.conn.Read(d.ctx())
+	}
+	if !strings.Contains(err.Error(), "its output broke") || !strings.Contains(err.Error(), "maximum line length") {
+		t.Fatalf("Read error %q does not say the frame was too large", err)
+	}
+	if err := d.conn.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
 func TestStdioEnv(t *testing.T) {
 	home, hasHome := os.LookupEnv("HOME")
 	tests := []struct {
