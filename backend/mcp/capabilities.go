@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // targetCaps is what a target declared in its initialize result: which
@@ -140,6 +142,31 @@ func (s *Session) noteCaps(i int, result json.RawMessage) {
 // serving lists the targets a client method may go to: connected and not
 // failed, or parked (started again on use), and declaring the capability
 // the method needs.
+// notServed answers a method that no live target serves: with the
+// failure of a target that declared it and has failed since (a client
+// should hear that the target is gone, not that the method does not
+// exist), else Method not found.
+func (s *Session) notServed(id jsonrpc.ID, method string) *jsonrpc.Response {
+	s.mu.Lock()
+	var failed []int
+	var failures []error
+	for i, u := range s.ups {
+		if u == nil {
+			continue
+		}
+		if f := u.dead.Load(); f != nil {
+			failed, failures = append(failed, i), append(failures, *f)
+		}
+	}
+	s.mu.Unlock()
+	for k, i := range failed {
+		if s.capsOf(i).supports(method) {
+			return errorResponse(id, jsonrpc.CodeInternalError, failures[k].Error())
+		}
+	}
+	return methodNotFound(id, method)
+}
+
 func (s *Session) serving(method string) []int {
 	s.mu.Lock()
 	var out []int

@@ -240,7 +240,7 @@ const maxPages = 100
 func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, spec listSpec, authz Authorizer) *jsonrpc.Response {
 	targets := s.serving(method)
 	if len(targets) == 0 {
-		return methodNotFound(clientID, method)
+		return s.notServed(clientID, method)
 	}
 	parts := s.collect(ctx, clientID, targets, method, spec.key)
 	var out []map[string]json.RawMessage
@@ -514,7 +514,7 @@ func (s *Session) complete(ctx context.Context, clientID jsonrpc.ID, params json
 func (s *Session) broadcast(ctx context.Context, clientID jsonrpc.ID, method string, params json.RawMessage) *jsonrpc.Response {
 	targets := s.serving(method)
 	if len(targets) == 0 {
-		return methodNotFound(clientID, method)
+		return s.notServed(clientID, method)
 	}
 	errs := make([]*jsonrpc.Response, len(targets))
 	var wg sync.WaitGroup
@@ -566,6 +566,7 @@ func (s *Session) dispatch(ctx context.Context, r *jsonrpc.Request, authz Author
 			info.Target = s.b.targets[targets[0]].Name
 			return s.forward(ctx, targets[0], r.ID, r.Method, r.Params, k)
 		}
+		return s.notServed(r.ID, r.Method)
 	}
 	return methodNotFound(r.ID, r.Method)
 }
@@ -605,7 +606,7 @@ func (s *Session) taskCall(ctx context.Context, r *jsonrpc.Request, k *sink, inf
 func (s *Session) listTasks(ctx context.Context, clientID jsonrpc.ID) *jsonrpc.Response {
 	targets := s.serving("tasks/list")
 	if len(targets) == 0 {
-		return methodNotFound(clientID, "tasks/list")
+		return s.notServed(clientID, "tasks/list")
 	}
 	parts := s.collect(ctx, clientID, targets, "tasks/list", "tasks")
 	out := []map[string]json.RawMessage{}
