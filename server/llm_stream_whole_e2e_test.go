@@ -56,11 +56,12 @@ func TestLLMStreamSentWhole(t *testing.T) {
 		t.Fatalf("same format: %d, %d bytes; want the provider's %d bytes as they are:\n%s", resp.StatusCode, len(body), len(anthropicStreamWhole), body)
 	}
 
-	// Translated, the provider's keep-alive comment still reaches the client.
+	// Translated, the provider's keep-alives still reach the client: its
+	// comment as it is, its ping event as a comment.
 	req, _ = http.NewRequest("POST", tg.url(8080)+"/v1/chat/completions", strings.NewReader(`{"model":"claude-x","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, body = do(t, req)
-	if resp.StatusCode != 200 || !strings.Contains(body, "\n: keep-alive\n\n") || !strings.Contains(body, `"content":"Paris."`) {
+	if resp.StatusCode != 200 || !strings.Contains(body, "\n: keep-alive\n\n") || !strings.Contains(body, "\n: ping\n\n") || !strings.Contains(body, `"content":"Paris."`) {
 		t.Fatalf("translated: %d\n%s", resp.StatusCode, body)
 	}
 

@@ -64,6 +64,13 @@ func (s *Stream) anthropicEvent(dst, data []byte) []byte {
 		}
 	case "message_stop":
 		return s.end(dst)
+	case "ping":
+		// Anthropic's keep-alive, which no other format has: a comment in
+		// any of them, as a provider's own comments go (Feed).
+		if !s.pass {
+			dst = append(dst, ": ping\n\n"...)
+		}
+		return dst
 	case "error":
 		return s.providerError(dst, anthropicErrorStatus(e.Error.Type), e.Error.Type, bytesOf(e.Error.Message))
 	}
