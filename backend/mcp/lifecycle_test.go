@@ -320,13 +320,7 @@ func TestRelayDeleteAnswersAtOnce(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	env[mcptest.EnvLinger] = "1m"
 	env[mcptest.EnvPidFile] = pidFile
-	b, err := New(Options{Name: "route", Config: &config.MCPBackend{Targets: []config.MCPTarget{
-		{Name: "s", Kind: config.MCPTargetStdio, Stdio: &config.MCPStdio{Cmd: cmd, Args: args, Env: env}},
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := stdioBackend(t, Options{}, cmd, args, env)
 	endpoint := serveBackend(t, b, nil)
 	id := initSession(t, endpoint)
 	data, err := os.ReadFile(pidFile)
@@ -463,13 +457,7 @@ func TestRelayParksIdleStdioProcesses(t *testing.T) {
 	cmd, args, env := mcptest.StdioCommand("parked")
 	record := filepath.Join(t.TempDir(), "record")
 	env[mcptest.EnvRecord] = record
-	b, err := New(Options{Name: "route", StdioIdle: 50 * time.Millisecond, Config: &config.MCPBackend{Targets: []config.MCPTarget{
-		{Name: "s", Kind: config.MCPTargetStdio, Stdio: &config.MCPStdio{Cmd: cmd, Args: args, Env: env}},
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := stdioBackend(t, Options{StdioIdle: 50 * time.Millisecond}, cmd, args, env)
 	// Raw calls: no GET stream, as with a one-shot client that left.
 	endpoint := serveBackend(t, b, nil)
 	id := initSession(t, endpoint)
@@ -552,13 +540,7 @@ func TestRelayDeleteRacesAReconnectingStream(t *testing.T) {
 // not with "Method not found" as if the target had never served tools.
 func TestRelayFailedTargetIsNamed(t *testing.T) {
 	cmd, args, env := mcptest.StdioCommand("crasher")
-	b, err := New(Options{Name: "route", Config: &config.MCPBackend{Targets: []config.MCPTarget{
-		{Name: "s", Kind: config.MCPTargetStdio, Stdio: &config.MCPStdio{Cmd: cmd, Args: args, Env: env}},
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := stdioBackend(t, Options{}, cmd, args, env)
 	endpoint := serveBackend(t, b, nil)
 	id := initSession(t, endpoint)
 	call := func(body string) string {
@@ -572,4 +554,20 @@ func TestRelayFailedTargetIsNamed(t *testing.T) {
 	if !strings.Contains(out, `"code":-32603`) || !strings.Contains(out, "target s failed") || !strings.Contains(out, "exit status 3") {
 		t.Fatalf("tools/list after the target failed: %s", out)
 	}
+}
+
+// stdioBackend is a backend of route "route" with one stdio target "s"
+// (cmd, args, env), with o's other options, closed at the test's end.
+func stdioBackend(t *testing.T, o Options, cmd string, args []string, env map[string]string) *Backend {
+	t.Helper()
+	o.Name = "route"
+	o.Config = &config.MCPBackend{Targets: []config.MCPTarget{
+		{Name: "s", Kind: config.MCPTargetStdio, Stdio: &config.MCPStdio{Cmd: cmd, Args: args, Env: env}},
+	}}
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
