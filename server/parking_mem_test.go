@@ -116,6 +116,49 @@ func openIdle(t *testing.T, addr string, n int, overTLS, request bool, cfg *tls.
 	t.Helper()
 	conns := make([]net.Conn, n)
 	readers := make([]*bufio.Reader, n)
+	openEach(t, n, func(i int) error {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if overTLS {
+			tc := tls.Client(c, cfg)
+			if err := tc.Handshake(); err != nil {
+				return err
+			}
+			c = tc
+		}
+		br := bufio.NewReaderSize(c, 4096)
+		if request {
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
+				return err
+			}
+			resp, err := readReply(br, "GET")
+			if err == nil && resp.status() != 200 {
+				err = errStatus(resp.status())
+			}
+			if err != nil {
+				return err
+			}
+		}
+		_ = c.SetDeadline(time.Time{})
+		conns[i], readers[i] = c, br
+		return nil
+	})
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		runtime.KeepAlive(readers)
+	})
+	return conns
+}
+
+// openEach runs open(i) for i in [0, n), 64 at a time, and fails t with
+// the first error any returned.
+func openEach(t *testing.T, n int, open func(i int) error) {
+	t.Helper()
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
@@ -125,40 +168,9 @@ func openIdle(t *testing.T, addr string, n int, overTLS, request bool, cfg *tls.
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-			if err != nil {
+			if err := open(i); err != nil {
 				errs <- err
-				return
 			}
-			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			if overTLS {
-				tc := tls.Client(c, cfg)
-				if err := tc.Handshake(); err != nil {
-					errs <- err
-					return
-				}
-				c = tc
-			}
-			br := bufio.NewReaderSize(c, 4096)
-			if !request {
-				_ = c.SetDeadline(time.Time{})
-				conns[i], readers[i] = c, br
-				return
-			}
-			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")); err != nil {
-				errs <- err
-				return
-			}
-			resp, err := readReply(br, "GET")
-			if err == nil && resp.status() != 200 {
-				err = errStatus(resp.status())
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
-			_ = c.SetDeadline(time.Time{})
-			conns[i], readers[i] = c, br
 		}()
 	}
 	wg.Wait()
@@ -166,13 +178,6 @@ func openIdle(t *testing.T, addr string, n int, overTLS, request bool, cfg *tls.
 	for err := range errs {
 		t.Fatalf("opening the connections: %v", err)
 	}
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		runtime.KeepAlive(readers)
-	})
-	return conns
 }
 
 // errStatus is an answer other than 200.
@@ -219,39 +224,23 @@ func TestMeasureIdleH2ConnectionMemory(t *testing.T) {
 func openIdleH2(t *testing.T, addr string, n int) []net.Conn {
 	t.Helper()
 	conns := make([]net.Conn, n)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			h := dialH2Raw(t, addr)
-			_ = h.c.SetDeadline(time.Now().Add(30 * time.Second))
-			if err := h.request(1, "GET", "/", true); err != nil {
-				errs <- err
-				return
-			}
-			answers := map[uint32]*h2Answer{}
-			if _, err := h.readUntil(30*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
-				errs <- err
-				return
-			}
-			if a := answers[1]; a.status != "200" {
-				st, _ := strconv.Atoi(a.status)
-				errs <- errStatus(st)
-				return
-			}
-			_ = h.c.SetDeadline(time.Time{})
-			conns[i] = h.c
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("opening the connections: %v", err)
-	}
+	openEach(t, n, func(i int) error {
+		h := dialH2Raw(t, addr)
+		_ = h.c.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := h.request(1, "GET", "/", true); err != nil {
+			return err
+		}
+		answers := map[uint32]*h2Answer{}
+		if _, err := h.readUntil(30*time.Second, answers, func(http2.Frame) bool { return answers[1] != nil && answers[1].done }); err != nil {
+			return err
+		}
+		if a := answers[1]; a.status != "200" {
+			st, _ := strconv.Atoi(a.status)
+			return errStatus(st)
+		}
+		_ = h.c.SetDeadline(time.Time{})
+		conns[i] = h.c
+		return nil
+	})
 	return conns
 }
