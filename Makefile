@@ -14,6 +14,21 @@ all: build
 deps:
 	$(GO) mod download
 
+# debian-install TARGET,COMMAND,PACKAGE: installs Debian's PACKAGE when
+# COMMAND is missing, as root or through sudo (failing with a clear message
+# when neither is possible).
+define debian-install
+if ! command -v $(2) >/dev/null; then \
+  echo "$(1): installing $(3)"; \
+  sudo=; \
+  if [ "$$(id -u)" != 0 ]; then \
+    command -v sudo >/dev/null || { echo "$(1): $(2) is missing and installing it needs root or sudo: install Debian's $(3)" >&2; exit 1; }; \
+    sudo=sudo; \
+  fi; \
+  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(3); \
+fi
+endef
+
 # The npm packages the Node.js MCP tests run (backend/mcp/mcptest/nodemcp),
 # pinned by testdata/node/package-lock.json. `npm ci` runs only when
 # node_modules is missing or was installed from another lock file (the copy
@@ -44,15 +59,7 @@ node-deps:
 RLS_VERSION := $(shell cat policy/remoteratelimit/envoyrls/version.txt)
 RLS_BIN := $(BIN)/envoy-ratelimit/$(RLS_VERSION)/service_cmd
 ratelimit-deps: $(RLS_BIN)
-	@if ! command -v redis-server >/dev/null; then \
-	  echo "ratelimit-deps: installing redis-server"; \
-	  sudo=; \
-	  if [ "$$(id -u)" != 0 ]; then \
-	    command -v sudo >/dev/null || { echo "ratelimit-deps: redis-server is missing and installing it needs root or sudo: install Debian's redis-server" >&2; exit 1; }; \
-	    sudo=sudo; \
-	  fi; \
-	  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server; \
-	fi
+	@$(call debian-install,ratelimit-deps,redis-server,redis-server)
 $(RLS_BIN):
 	@echo "ratelimit-deps: building github.com/envoyproxy/ratelimit@$(RLS_VERSION)"
 	GOBIN=$(abspath $(dir $(RLS_BIN))) $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(RLS_VERSION)
@@ -60,15 +67,7 @@ $(RLS_BIN):
 # OpenSSL's command line (Debian's openssl package): a test sends a TLS 1.3
 # KeyUpdate with its s_client, which Go's TLS client cannot send.
 openssl-deps:
-	@if ! command -v openssl >/dev/null; then \
-	  echo "openssl-deps: installing openssl"; \
-	  sudo=; \
-	  if [ "$$(id -u)" != 0 ]; then \
-	    command -v sudo >/dev/null || { echo "openssl-deps: openssl is missing and installing it needs root or sudo: install Debian's openssl" >&2; exit 1; }; \
-	    sudo=sudo; \
-	  fi; \
-	  $$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openssl; \
-	fi
+	@$(call debian-install,openssl-deps,openssl,openssl)
 
 # h2spec, the HTTP/2 conformance suite TestH2Spec runs against the gateway,
 # built into bin/ from the module testdata/h2spec, which pins it and what it
