@@ -21,11 +21,11 @@ import (
 // compression: h2conn.go reads a connection's frames and keeps its streams
 // and limits, h2headers.go decodes header blocks, h2frames.go takes the
 // other frames (bodies, windows, settings, pings), h2write.go writes frames
-// out, batched into few writes, and h2park.go parks an idle connection. Each stream's request is decoded straight
-// into a pooled fasthttp.RequestCtx and taken through the same request path
-// as an HTTP/1.1 request (handle) on a pooled worker (h2worker.go); the
-// response it leaves is encoded straight into the stream's frames
-// (h2stream.go). docs/ARCHITECTURE.md ("HTTP/2 clients") says why and what
+// out, batched into few writes, and h2park.go parks an idle connection.
+// Each stream's request is decoded straight into a pooled
+// fasthttp.RequestCtx and taken through the same request path as an
+// HTTP/1.1 request (handle) on a pooled worker (h2worker.go); the response
+// it leaves is encoded straight into the stream's frames (h2stream.go). docs/ARCHITECTURE.md ("HTTP/2 clients") says why and what
 // it costs.
 
 // h2Settings are frontendPolicies.http's HTTP/2 settings.
@@ -218,9 +218,7 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []
 	if hc.serve(upgrade, settings) {
 		return true
 	}
-	b.mu.Lock()
-	delete(b.h2conns, hc)
-	b.mu.Unlock()
+	b.forgetH2(hc)
 	return false
 }
 

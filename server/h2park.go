@@ -147,12 +147,19 @@ func (hc *h2Conn) shedOutput() {
 // connection keeps.
 const h2KeptHeaderBlock = 1 << 10
 
-// h2Ended is the bookkeeping of an HTTP/2 connection's end.
+// h2Ended is the bookkeeping of an HTTP/2 connection's end that parked
+// (serveH2's caller accounts for one that never did).
 func (b *bind) h2Ended(hc *h2Conn) {
+	b.forgetH2(hc)
+	b.connClosed(hc.conn)
+}
+
+// forgetH2 takes an ended HTTP/2 connection out of the bind's set (which
+// drain sends GOAWAY to).
+func (b *bind) forgetH2(hc *h2Conn) {
 	b.mu.Lock()
 	delete(b.h2conns, hc)
 	b.mu.Unlock()
-	b.connClosed(hc.conn)
 }
 
 // h2Parking is a parked HTTP/2 connection's sock.ParkHandler.
