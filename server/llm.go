@@ -473,7 +473,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				x.scratch = llm.AppendString(x.scratch[:0], model)
 				out, err := llm.SetMember(x.sent[:0], body, "model", x.scratch)
 				if err != nil {
-					return b.llmClientError(x, fasthttp.StatusBadRequest, "the request body is not a JSON object (nested at most "+strconv.Itoa(llm.MaxDepth)+" deep)")
+					return b.llmClientError(x, fasthttp.StatusBadRequest, aipolicy.ErrNotObject.Error())
 				}
 				x.sent, body = out, out
 			}

@@ -207,7 +207,7 @@ func TestFinal(t *testing.T) {
 func TestNotAnObject(t *testing.T) {
 	p := mustPolicy(t, "defaults: {a: 1}")
 	for _, body := range []string{``, `[]`, `"x"`, `{"a":`, `{"a":"\0"}`, `{} {}`, `{"a":1,}`} {
-		if got := apply(t, p, body, convert.Chat, nil); got != "ERROR "+errNotObject.Error() {
+		if got := apply(t, p, body, convert.Chat, nil); got != "ERROR "+ErrNotObject.Error() {
 			t.Errorf("%q: %s", body, got)
 		}
 	}

@@ -318,7 +318,7 @@ func (t *texts) outputMessage(item tok) {
 // that is not one JSON object.
 func LLMRequest(body []byte) (map[string]any, error) {
 	if len(body) > maxBody || !llm.ValidObject(body) {
-		return nil, errNotObject
+		return nil, ErrNotObject
 	}
 	w := getWork()
 	defer putWork(w)

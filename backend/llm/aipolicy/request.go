@@ -16,7 +16,8 @@ import (
 // Errors of Request and Final; the server answers them with 400 and the
 // message (Error()).
 var (
-	errNotObject      = errors.New("the request body is not a JSON object (nested at most " + strconv.Itoa(llm.MaxDepth) + " deep)")
+	// ErrNotObject: the body is not a JSON object the decoder reads.
+	ErrNotObject      = errors.New("the request body is not a JSON object (nested at most " + strconv.Itoa(llm.MaxDepth) + " deep)")
 	errFinalNotObject = errors.New("the converted request body is not a JSON object")
 	errTooLarge       = errors.New("the request body is too large to edit")
 )
@@ -161,7 +162,7 @@ func (p *Policy) RequestMembers(dst, body []byte, f convert.Format, in *celrules
 	}
 	tp, valid := w.indexValid(body, depth)
 	if !valid {
-		return dst, nil, errNotObject
+		return dst, nil, ErrNotObject
 	}
 	top, _ := tp.root()
 	fs, cur := &p.request, body
