@@ -83,17 +83,12 @@ func (c *compiler) compileAccessLogOTLP(f *config.File, p *accessLogPolicy) erro
 		sort.Slice(o.add, func(i, j int) bool { return o.add[i].key < o.add[j].key })
 		// A removed field, and a built-in one an added field replaces,
 		// are left out of the record.
+		o.remove = map[string]bool{}
 		for _, name := range fl.Remove {
-			if o.remove == nil {
-				o.remove = map[string]bool{}
-			}
 			o.remove[name] = true
 		}
 		for key := range fl.Add {
 			if _, ok := logline.AccessFieldNamed(key); ok {
-				if o.remove == nil {
-					o.remove = map[string]bool{}
-				}
 				o.remove[key] = true
 			}
 		}
