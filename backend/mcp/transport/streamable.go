@@ -481,10 +481,27 @@ func (c *streamable) readJSON(body io.Reader, call *jsonrpc.Request) {
 		}
 		return
 	}
+	answered := false
 	for _, m := range msgs {
+		if call != nil {
+			if r, ok := m.(*jsonrpc.Response); ok {
+				if r.ID != call.ID {
+					// A JSON body answers the request it was sent for.
+					c.log.Warn("mcp target answered another request id", zap.String("method", call.Method), zap.Any("id", r.ID.Raw()))
+					continue
+				}
+				answered = true
+			}
+		}
 		if !c.deliver(m) {
 			return
 		}
+	}
+	if call != nil && !answered {
+		// Without this the call would wait for an answer that cannot come.
+		c.forgetInit(call, call.Method == "initialize")
+		c.deliver(errorResponse(call.ID, newUpstreamError(nil, jsonrpc.CodeInternalError,
+			"bad response from the upstream MCP server: its JSON body does not answer %s", call.Method)))
 	}
 }
 

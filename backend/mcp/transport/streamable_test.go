@@ -272,6 +272,12 @@ func TestStreamableHTTPFailures(t *testing.T) {
 			sseHead(w)
 			sseEvent(w, `data: {"jsonrpc":"2.0","id":101,"result":{"padding":"`+strings.Repeat("x", 100)+`"}}`+"\n\n")
 		}, code: jsonrpc.CodeInternalError, want: []string{"broke before the response", "too large"}},
+		{name: "JSON answer to another id", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 200, `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`)
+		}, code: jsonrpc.CodeInternalError, want: []string{"bad response", "does not answer tools/list"}},
+		{name: "JSON notification without the answer", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 200, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`)
+		}, code: jsonrpc.CodeInternalError, want: []string{"bad response", "does not answer tools/list"}},
 		{name: "bad JSON", reply: func(w http.ResponseWriter) { writeJSON(w, 200, `{"jsonrpc":`) },
 			code: jsonrpc.CodeInternalError, want: []string{"bad response"}},
 	}
