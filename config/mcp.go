@@ -207,6 +207,18 @@ func (t MCPTarget) MarshalJSON() ([]byte, error) {
 type MCPSettings struct {
 	// SessionTTL closes client sessions idle for longer (default 30m).
 	SessionTTL *Duration `json:"sessionTtl,omitempty"`
+	// MaxSessions is our extension (agentgateway has no such field): the
+	// most client sessions one MCP backend holds (default 10000). A new
+	// session past it ends the least recently used idle one, whose client
+	// gets 404 and starts over as after expiry; when every session is busy
+	// the new one is refused with 503.
+	MaxSessions *int `json:"maxSessions,omitempty" cfg:"min=1,max=10000000"`
+	// MaxStdioProcesses is our extension: the most stdio target processes
+	// one MCP backend runs at once over all its sessions (default 64).
+	// Starting one past it stops the least recently used idle process
+	// (its session starts it again on its next call); when none is idle
+	// the start fails.
+	MaxStdioProcesses *int `json:"maxStdioProcesses,omitempty" cfg:"min=1,max=100000"`
 }
 
 // SessionSettings is `config.session`: the key protecting session ids.

@@ -32,9 +32,18 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 	}
 	var ttl time.Duration
 	var key []byte
+	var maxSessions, maxProcs int
 	if s := c.file.Config; s != nil {
-		if s.MCP != nil && s.MCP.SessionTTL != nil {
-			ttl = s.MCP.SessionTTL.Duration
+		if s.MCP != nil {
+			if s.MCP.SessionTTL != nil {
+				ttl = s.MCP.SessionTTL.Duration
+			}
+			if s.MCP.MaxSessions != nil {
+				maxSessions = *s.MCP.MaxSessions
+			}
+			if s.MCP.MaxStdioProcesses != nil {
+				maxProcs = *s.MCP.MaxStdioProcesses
+			}
 		}
 		if s.Session != nil {
 			key = s.Session.Key
@@ -48,7 +57,8 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 		Key    []byte
 		Full   []any
 		TLS    backend.UpstreamTLS
-	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS})
+		Limits [2]int
+	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS, [2]int{maxSessions, maxProcs}})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
@@ -64,14 +74,16 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 			tlsConfig = tc
 		}
 		b, err := mcpgw.New(mcpgw.Options{
-			TLS:        tlsConfig,
-			Name:       routeName,
-			Scope:      scope,
-			Config:     cfg,
-			SessionTTL: ttl,
-			SessionKey: key,
-			Logger:     c.gw.log,
-			Metrics:    c.gw.metrics.MCP(routeName),
+			TLS:               tlsConfig,
+			Name:              routeName,
+			Scope:             scope,
+			Config:            cfg,
+			SessionTTL:        ttl,
+			SessionKey:        key,
+			MaxSessions:       maxSessions,
+			MaxStdioProcesses: maxProcs,
+			Logger:            c.gw.log,
+			Metrics:           c.gw.metrics.MCP(routeName),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s.mcp: %w", path, err)

@@ -332,6 +332,61 @@ binds:
 	}
 }
 
+// TestMCPStdioProcessBound: config.mcp.maxStdioProcesses reaches the
+// backend: with a bound of one, a second session's process stops the
+// first's, which its next call starts again (its count starts over); a
+// process that crashed gives its place back.
+func TestMCPStdioProcessBound(t *testing.T) {
+	tg := startGateway(t, `
+config:
+  mcp: { maxStdioProcesses: 1 }
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          targets:
+          - `+stdioTarget("local")+`
+`, nil)
+	endpoint := tg.url(3000) + "/mcp"
+	call := func(cs *sdk.ClientSession, name string) string {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return res.Content[0].(*sdk.TextContent).Text
+	}
+	first, err := mcpConnect(t, endpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := call(first, "count"), call(first, "count"); a != "1" || b != "2" {
+		t.Fatalf("first session counts %q %q", a, b)
+	}
+	second, err := mcpConnect(t, endpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := call(second, "count"); got != "1" {
+		t.Fatalf("second session counts %q", got)
+	}
+	if got := call(first, "count"); got != "1" {
+		t.Fatalf("first session after its process was stopped counts %q, want 1 (a new process)", got)
+	}
+	if got := call(first, "crash"); !strings.Contains(got, "local") {
+		t.Fatalf("crash: %q", got)
+	}
+	third, err := mcpConnect(t, endpoint, "")
+	if err != nil {
+		t.Fatalf("a session after the crash: %v", err)
+	}
+	if got := call(third, "count"); got != "1" {
+		t.Fatalf("third session counts %q", got)
+	}
+}
+
 // TestMCPLegacySSEClient: the legacy SSE transport towards clients.
 func TestMCPLegacySSEClient(t *testing.T) {
 	web, _ := mcpTarget(t, "web", "echo")

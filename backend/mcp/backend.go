@@ -8,8 +8,10 @@
 package mcp
 
 import (
+	"cmp"
 	"crypto/cipher"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -48,6 +50,14 @@ type Options struct {
 	// session TTL); the next call starts it again. Clients that never end
 	// their sessions then cost no process beyond it.
 	StdioIdle time.Duration
+	// MaxSessions bounds the live client sessions (default
+	// DefaultMaxSessions): past it a new session ends the least recently
+	// used idle one, or is refused with 503 when all are busy.
+	MaxSessions int
+	// MaxStdioProcesses bounds the stdio processes running at once over
+	// all sessions (default DefaultMaxStdioProcesses): past it starting
+	// one parks the least recently used idle one, or fails.
+	MaxStdioProcesses int
 }
 
 // Metrics records one MCP call; the server implements it.
@@ -82,6 +92,8 @@ type Backend struct {
 	caps      *capabilitySet // what each target declared, learned at initialize
 
 	legacyKeepAlive time.Duration // between comments on a legacy SSE stream
+	maxSessions     int
+	procs           procBudget // stdio processes running
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -127,6 +139,8 @@ func New(o Options) (*Backend, error) {
 		b.opts.StdioIdle = DefaultStdioIdle
 	}
 	b.opts.StdioIdle = min(b.opts.StdioIdle, b.ttl)
+	b.maxSessions = cmp.Or(max(b.opts.MaxSessions, 0), DefaultMaxSessions)
+	b.procs.max = cmp.Or(max(b.opts.MaxStdioProcesses, 0), DefaultMaxStdioProcesses)
 	for i := range c.Targets {
 		b.targets = append(b.targets, &c.Targets[i])
 		b.byName[c.Targets[i].Name] = i
@@ -322,20 +336,32 @@ func (b *Backend) isEnded(id string) bool {
 	return ended
 }
 
-// register stores a session under its id; it fails once the backend closed
-// or the id was ended meanwhile (a DELETE that came while it was resumed).
-func (b *Backend) register(s *Session) bool {
+// register stores a session under its id, making room for it
+// (makeRoomLocked); it fails once the backend closed, when the id was ended
+// meanwhile (a DELETE that came while it was resumed), or with
+// errTooManySessions.
+func (b *Backend) register(s *Session) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return false
+		return errBackendClosed
 	}
 	if _, ended := b.ended[s.id]; ended {
-		return false
+		return errSessionEnded
+	}
+	evicted, ok := b.makeRoomLocked()
+	if evicted != nil {
+		b.closeLaterLocked(evicted)
+	}
+	if !ok {
+		return errTooManySessions
 	}
 	b.sessions[s.id] = s
-	return true
+	return nil
 }
+
+// errBackendClosed is register's error once the backend closed.
+var errBackendClosed = errors.New("backend closed")
 
 // end terminates a session: its id is marked ended, the targets' upstream
 // sessions are ended (a DELETE each, bounded, so that no replica can resume

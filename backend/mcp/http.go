@@ -114,6 +114,13 @@ func httpError(fctx *fasthttp.RequestCtx, status int, msg string) {
 	fctx.Response.SetBody(body)
 }
 
+// tooManySessions refuses a new session: the backend holds its most, all
+// in use.
+func tooManySessions(fctx *fasthttp.RequestCtx) {
+	httpError(fctx, tooManyStatus, errTooManySessions.Error())
+	fctx.Response.Header.Set("Retry-After", tooManyRetryAfter)
+}
+
 func writeJSON(fctx *fasthttp.RequestCtx, msg jsonrpc.Message) {
 	data, err := codec.Encode(msg)
 	if err != nil {
@@ -386,6 +393,10 @@ func (b *Backend) closeTemporary(s *Session) { b.closeLater(s) }
 // merged, the session id returned.
 func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 	fctx := r.Fast
+	if !b.stateless && !b.admit() {
+		tooManySessions(fctx)
+		return
+	}
 	s := b.newSession()
 	ctx, cancel := b.callContext(r)
 	defer cancel()
@@ -405,9 +416,13 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 		return
 	}
 	s.id, s.issued, s.subject = id, st.Issued, r.Subject
-	if !b.register(s) {
+	if err := b.register(s); err != nil {
 		b.closeLater(s)
-		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "backend closed"))
+		if err == errTooManySessions {
+			tooManySessions(fctx)
+			return
+		}
+		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, err.Error()))
 		return
 	}
 	fctx.Response.Header.Set(headerSessionID, id)
@@ -442,7 +457,8 @@ func (b *Backend) resume(r *Request, id string, st *sessionState) *Session {
 			_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 		}
 	}
-	if !b.register(s) {
+	if err := b.register(s); err != nil {
+		b.log.Info("mcp session not resumed", zap.String("backend", b.opts.Name), zap.Error(err))
 		b.closeLater(s)
 		return nil
 	}
@@ -670,8 +686,12 @@ func (b *Backend) serveLegacyStream(r *Request) {
 		return
 	}
 	s.id, s.subject = id, r.Subject
-	if !b.register(s) {
-		httpError(fctx, fasthttp.StatusServiceUnavailable, "backend closed")
+	if err := b.register(s); err != nil {
+		if err == errTooManySessions {
+			tooManySessions(fctx)
+			return
+		}
+		httpError(fctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
 	endpoint := fmt.Sprintf("%s?sessionId=%s", fctx.Path(), id)

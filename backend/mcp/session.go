@@ -227,10 +227,18 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 	case config.MCPTargetSSE:
 		return transport.DialSSE(ctx, transport.SSEOptions{URL: s.b.urls[i], Client: s.b.client, Header: o.header})
 	case config.MCPTargetStdio:
-		return transport.StartStdio(ctx, transport.StdioOptions{
+		if err := s.b.takeProcess(s); err != nil {
+			return nil, err
+		}
+		conn, err := transport.StartStdio(ctx, transport.StdioOptions{
 			Cmd: t.Stdio.Cmd, Args: t.Stdio.Args, Env: t.Stdio.Env, ClearEnv: t.Stdio.ClearEnv,
 			Stderr: func(line string) { log.Info("mcp target stderr", zap.String("line", line)) },
+			OnExit: s.b.procs.give,
 		})
+		if err != nil {
+			s.b.procs.give() // no process runs
+		}
+		return conn, err
 	}
 	return nil, fmt.Errorf("target %q: unknown kind", t.Name)
 }

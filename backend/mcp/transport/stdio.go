@@ -33,6 +33,9 @@ type StdioOptions struct {
 	// TerminateAfter is how long Close waits after closing stdin before
 	// SIGTERM, and again before SIGKILL (default: the SDK's 5s).
 	TerminateAfter time.Duration
+	// OnExit, when set, runs once the process has been reaped: after
+	// Close, or after Read reported that it exited on its own.
+	OnExit func()
 }
 
 // MaxStderrLine bounds one stderr line passed to StdioOptions.Stderr.
@@ -72,7 +75,7 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
 	}
-	return &stdioConn{Connection: conn, name: o.Cmd, stderr: lines, done: make(chan struct{})}, nil
+	return &stdioConn{Connection: conn, name: o.Cmd, stderr: lines, done: make(chan struct{}), onExit: o.OnExit}, nil
 }
 
 // lookPath finds cmd: a name with a slash as is, else in pathEnv (relative
@@ -127,6 +130,7 @@ type stdioConn struct {
 	name   string
 	stderr *lineWriter
 
+	onExit    func()
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed when shut down
@@ -205,6 +209,9 @@ func (c *stdioConn) shutdown() error {
 	c.closeOnce.Do(func() {
 		c.closeErr = c.Connection.Close()
 		c.stderr.flush()
+		if c.onExit != nil {
+			c.onExit()
+		}
 		close(c.done)
 	})
 	<-c.done

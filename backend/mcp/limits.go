@@ -1,0 +1,194 @@
+package mcp
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// DefaultMaxSessions is Options.MaxSessions' default.
+const DefaultMaxSessions = 10000
+
+// DefaultMaxStdioProcesses is Options.MaxStdioProcesses' default.
+const DefaultMaxStdioProcesses = 64
+
+// evictionSample is how many sessions are looked at to pick one to make
+// room: the least recently used of a random sample (Go's map order),
+// as Redis approximates LRU, so that making room costs the same with
+// ten sessions or ten thousand.
+const evictionSample = 32
+
+// errTooManySessions refuses a session when every session is busy.
+var errTooManySessions = fmt.Errorf("too many MCP sessions, all in use; try again later")
+
+// HTTP status of a refused session, and its Retry-After (seconds).
+const (
+	tooManyStatus     = http.StatusServiceUnavailable
+	tooManyRetryAfter = "1"
+)
+
+// procBudget counts the stdio processes running for a backend.
+type procBudget struct {
+	mu      sync.Mutex
+	max     int
+	running int
+}
+
+func (p *procBudget) take() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running >= p.max {
+		return false
+	}
+	p.running++
+	return true
+}
+
+func (p *procBudget) give() {
+	p.mu.Lock()
+	p.running--
+	p.mu.Unlock()
+}
+
+// Running is the number of stdio processes running for the backend.
+func (b *Backend) Running() int {
+	b.procs.mu.Lock()
+	defer b.procs.mu.Unlock()
+	return b.procs.running
+}
+
+// takeProcess reserves a process slot for a stdio target of s. At the
+// bound it stops the least recently used idle process of another session
+// (parked: that session starts it again on its next call), and fails when
+// none is idle.
+func (b *Backend) takeProcess(s *Session) error {
+	for range 4 {
+		if b.procs.take() {
+			return nil
+		}
+		if !b.parkLeastUsed(s) {
+			break
+		}
+	}
+	return fmt.Errorf("%d stdio processes are running for this backend, its bound (config.mcp.maxStdioProcesses), and none is idle; try again later", b.procs.max)
+}
+
+// parkLeastUsed stops the least recently used stdio process, among a
+// sample of the sessions other than except, that has no call in flight;
+// sessions without an open client stream go first. It reports whether it
+// stopped one (its slot is free once park returns: Close waits for the
+// process to be reaped).
+func (b *Backend) parkLeastUsed(except *Session) bool {
+	b.mu.Lock()
+	sample := make([]*Session, 0, evictionSample)
+	for _, s := range b.sessions {
+		if s != except && s.hasStdio() {
+			sample = append(sample, s)
+			if len(sample) == evictionSample {
+				break
+			}
+		}
+	}
+	b.mu.Unlock()
+	type candidate struct {
+		s         *Session
+		i         int
+		streaming bool
+		used      int64
+	}
+	var best *candidate
+	for _, s := range sample {
+		streaming := s.streaming()
+		s.mu.Lock()
+		for i, u := range s.ups {
+			if u == nil || b.targets[i].Kind != config.MCPTargetStdio || u.calls.Load() > 0 {
+				continue
+			}
+			c := candidate{s: s, i: i, streaming: streaming, used: u.lastUsed.Load()}
+			if best == nil || (!c.streaming && best.streaming) || (c.streaming == best.streaming && c.used < best.used) {
+				best = &c
+			}
+		}
+		s.mu.Unlock()
+	}
+	if best == nil || !best.s.park(best.i, 0, time.Now()) {
+		return false
+	}
+	b.log.Info("mcp stdio process stopped to make room for another session's", zap.String("backend", b.opts.Name),
+		zap.String("target", b.targets[best.i].Name), zap.Int("max", b.procs.max))
+	return true
+}
+
+// hasStdio reports whether a stdio target of s has a process running.
+func (s *Session) hasStdio() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, u := range s.ups {
+		if u != nil && s.b.targets[i].Kind == config.MCPTargetStdio {
+			return true
+		}
+	}
+	return false
+}
+
+// busy reports whether s is in use: a call in flight, a target's request
+// waiting for the client, or the client's stream open.
+func (s *Session) busy() bool {
+	if s.streaming() {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0 || len(s.serverReqs) > 0
+}
+
+// makeRoomLocked is called, with b.mu held, before a session is added: at
+// the bound it ends the least recently used idle session of a sample,
+// which the caller closes (closeLater) once b.mu is released, and reports
+// false when every sampled session is busy.
+func (b *Backend) makeRoomLocked() (evicted *Session, ok bool) {
+	if len(b.sessions) < b.maxSessions {
+		return nil, true
+	}
+	var victim *Session
+	var victimID string
+	n := 0
+	for id, s := range b.sessions {
+		if n == evictionSample {
+			break
+		}
+		n++
+		if s.busy() {
+			continue
+		}
+		if victim == nil || s.lastUsed.Load() < victim.lastUsed.Load() {
+			victim, victimID = s, id
+		}
+	}
+	if victim == nil {
+		return nil, false
+	}
+	b.endLocked(victimID, victim)
+	return victim, true
+}
+
+// admit makes room for a new session before it is opened, so that an
+// evicted session's processes stop before the new one's start. It reports
+// false when the backend is full of busy sessions.
+func (b *Backend) admit() bool {
+	b.mu.Lock()
+	evicted, ok := b.makeRoomLocked()
+	if evicted != nil {
+		b.closeLaterLocked(evicted)
+	}
+	b.mu.Unlock()
+	if evicted != nil {
+		b.log.Info("mcp session ended to make room for a new one", zap.String("backend", b.opts.Name), zap.Int("max", b.maxSessions))
+	}
+	return ok
+}
