@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
+	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -137,7 +139,25 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.B
 	if req.Passthrough && len(pc.Token) > 0 {
 		req.Token = append([]byte(nil), pc.Token...)
 	}
+	// A client that goes away ends its call: the target is told to stop
+	// rather than work on for an answer nobody reads. As for LLM requests,
+	// an HTTP/1.x client's FIN counts as going away (clientWatch).
+	var hangup *sock.HangupWatch
+	var stop context.CancelFunc
+	if rs.h2 != nil {
+		req.Context = rs.h2.context()
+	} else if hangup = sock.Hangups(fctx.Conn()); hangup != nil {
+		req.Context, stop = context.WithCancel(context.Background())
+		hangup.OnGone(stop)
+	}
 	rs.mcp = m.Serve(&req)
+	if stop != nil && !fctx.Response.IsBodyStream() {
+		// Answered. (An event stream's call goes on while fasthttp writes
+		// it, after this returns: the watch stays until the connection's
+		// next request replaces it, or its close.)
+		hangup.OnGone(nil)
+		stop()
+	}
 	if rs.span != nil {
 		// The session the request belongs to: the one it named, or the
 		// one an initialize opened.

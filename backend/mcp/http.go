@@ -38,6 +38,12 @@ type Request struct {
 	// (see Subject), or "". A session answers only the identity that opened
 	// it.
 	Subject string
+	// Context, when set, ends when the client goes away (an HTTP/2 stream
+	// reset, an HTTP/1.x connection's hang-up); it must last until the
+	// response, a streamed one included, has been written. A call then
+	// ends, and its target is told (notifications/cancelled), instead of
+	// running on for an answer nobody reads.
+	Context context.Context
 }
 
 // Outcome says what an MCP request was, for the access log and metrics.
@@ -146,11 +152,27 @@ func readBody(req *fasthttp.Request, max int) ([]byte, bool) {
 }
 
 func (b *Backend) callContext(r *Request) (context.Context, context.CancelFunc) {
-	d := r.Timeout
-	if d <= 0 {
-		d = b.opts.CallTimeout
+	return context.WithTimeout(context.Background(), b.callTimeout(r))
+}
+
+// clientContext is callContext for work done only for the request's
+// client, which ends too when the client goes away (Request.Context): an
+// initialize, a call. Work others share or that must finish (a resume
+// other requests wait for, DELETEs, the legacy transport's calls, which
+// outlive their POST) keeps callContext.
+func (b *Backend) clientContext(r *Request) (context.Context, context.CancelFunc) {
+	parent := r.Context
+	if parent == nil {
+		parent = context.Background()
 	}
-	return context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(parent, b.callTimeout(r))
+}
+
+func (b *Backend) callTimeout(r *Request) time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return b.opts.CallTimeout
 }
 
 func (b *Backend) connectOptions(r *Request) connectOptions {
@@ -254,7 +276,7 @@ func (b *Backend) servePost(r *Request) Outcome {
 			b.observe(m.Method, out.Target, out.Tool, false, start)
 			return out
 		}
-		ctx, cancel := b.callContext(r)
+		ctx, cancel := b.clientContext(r)
 		resp := s.dispatch(ctx, m, r.Authz, nil, &out)
 		cancel()
 		b.observe(m.Method, out.Target, out.Tool, resp.Error != nil, start)
@@ -284,7 +306,7 @@ func (b *Backend) sessionFor(r *Request, method string) (*Session, bool) {
 	fctx := r.Fast
 	if b.stateless {
 		s := b.newSession()
-		ctx, cancel := b.callContext(r)
+		ctx, cancel := b.clientContext(r)
 		defer cancel()
 		version := string(fctx.Request.Header.Peek(headerProtocolVersion))
 		if version == "" {
@@ -398,7 +420,7 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 		return
 	}
 	s := b.newSession()
-	ctx, cancel := b.callContext(r)
+	ctx, cancel := b.clientContext(r)
 	defer cancel()
 	start := time.Now()
 	resp := s.initialize(ctx, req.ID, req.Params, b.connectOptions(r))
@@ -472,7 +494,7 @@ func (b *Backend) resume(r *Request, id string, st *sessionState) *Session {
 // ends, and streamCall reports true; otherwise the caller runs it.
 func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome, after func()) bool {
 	fctx := r.Fast
-	ctx, cancel := b.callContext(r)
+	ctx, cancel := b.clientContext(r)
 	k := newSink()
 	// Authorization and routing answer before the stream starts.
 	done := make(chan *jsonrpc.Response, 1)

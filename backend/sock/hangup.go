@@ -37,6 +37,7 @@ type HangupWatch struct {
 	// (which takes it under the watcher's lock).
 	mu      sync.Mutex
 	watched net.Conn // the upstream connection a hang-up ends, while one waits
+	onGone  func()   // run at the hang-up (OnGone)
 	gone    bool
 }
 
@@ -99,7 +100,7 @@ func ForgetHangup(c net.Conn) {
 	delete(w.byID, h.id)
 	h.id = 0
 	h.mu.Lock()
-	h.watched, h.gone = nil, false
+	h.watched, h.onGone, h.gone = nil, nil, false
 	h.mu.Unlock()
 	w.mu.Unlock()
 }
@@ -131,6 +132,24 @@ func (h *HangupWatch) Watch(c net.Conn) {
 	h.mu.Unlock()
 	if gone {
 		_ = c.SetDeadline(LongAgo)
+	}
+}
+
+// OnGone has f run once when the client hangs up (at once, if it has),
+// for a request whose wait is not on an upstream connection (an MCP call,
+// ended through its context); OnGone(nil) takes it back. f runs on the
+// watcher's goroutine and must not block: a context's cancel.
+func (h *HangupWatch) OnGone(f func()) {
+	h.mu.Lock()
+	gone := h.gone
+	if gone {
+		h.onGone = nil
+	} else {
+		h.onGone = f
+	}
+	h.mu.Unlock()
+	if gone && f != nil {
+		f()
 	}
 }
 
@@ -204,6 +223,10 @@ func (w *hangupWatcher) run() {
 			h.gone = true
 			if h.watched != nil {
 				_ = h.watched.SetDeadline(LongAgo)
+			}
+			if f := h.onGone; f != nil {
+				h.onGone = nil
+				f()
 			}
 			h.mu.Unlock()
 		}

@@ -178,3 +178,33 @@ func TestHangupAfterForget(t *testing.T) {
 	mustEnd(t, errc)
 	ForgetHangup(client)
 }
+
+// TestHangupRunsOnGone: OnGone's func runs once at the hang-up, or at once
+// when the client already went; OnGone(nil) takes it back.
+func TestHangupRunsOnGone(t *testing.T) {
+	client, peer := pair(t)
+	h := Hangups(client)
+	taken := make(chan struct{}, 1)
+	h.OnGone(func() { taken <- struct{}{} })
+	h.OnGone(nil)
+	ran := make(chan struct{}, 2)
+	h.OnGone(func() { ran <- struct{}{} })
+	peer.Close()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnGone's func did not run at the hang-up")
+	}
+	eventuallyGone(t, h)
+	late := make(chan struct{}, 1)
+	h.OnGone(func() { late <- struct{}{} })
+	select {
+	case <-late:
+	default:
+		t.Fatal("OnGone after the hang-up did not run its func at once")
+	}
+	if len(taken) != 0 || len(ran) != 0 {
+		t.Fatalf("a func taken back ran (%d), or one ran twice (%d)", len(taken), len(ran))
+	}
+	ForgetHangup(client)
+}
