@@ -527,6 +527,42 @@ func TestReloadFollowsTheResolvedFile(t *testing.T) {
 				mustWrite(t, filepath.Join(dir, "c.yaml"), body(version))
 			},
 		},
+		{
+			// Each event in the directory put the reload off by the
+			// settle time: a log written beside the config every few
+			// milliseconds put it off for ever.
+			desc: "plain file written in place, a log beside it written without pause",
+			setup: func(t *testing.T, dir string, body func(string) string) string {
+				mustWrite(t, filepath.Join(dir, "c.yaml"), body("v1"))
+				log, err := os.Create(filepath.Join(dir, "busy.log"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop, done := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(done)
+					tick := time.NewTicker(5 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							_, _ = log.WriteString("a line\n")
+						}
+					}
+				}()
+				t.Cleanup(func() {
+					close(stop)
+					<-done
+					log.Close()
+				})
+				return filepath.Join(dir, "c.yaml")
+			},
+			update: func(t *testing.T, dir string, body func(string) string, version string) {
+				mustWrite(t, filepath.Join(dir, "c.yaml"), body(version))
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -197,6 +197,7 @@ func (p *process) watch() func() {
 		timer := time.NewTimer(0)
 		fire := timer.C
 		direct := false
+		var burst time.Time // the first event of the burst being coalesced
 		for {
 			select {
 			case <-done:
@@ -215,9 +216,18 @@ func (p *process) watch() func() {
 				case ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0:
 					continue
 				}
-				// Coalesce the burst of events one save produces.
-				timer.Reset(reloadSettle)
-				fire = timer.C
+				// Coalesce the burst of events one save produces, but
+				// for no longer than reloadSettleMax: a file written
+				// without pause beside the config (a log) must not put
+				// its reload off for ever.
+				now := time.Now()
+				if fire == nil {
+					burst = now
+				}
+				if fire == nil || now.Sub(burst) < reloadSettleMax {
+					timer.Reset(reloadSettle)
+					fire = timer.C
+				}
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -236,8 +246,12 @@ func (p *process) watch() func() {
 	}
 }
 
-// reloadSettle is how long the watcher waits after the last file event.
-const reloadSettle = 100 * time.Millisecond
+// reloadSettle is how long the watcher waits after the last file event;
+// reloadSettleMax bounds the wait from a burst's first event.
+const (
+	reloadSettle    = 100 * time.Millisecond
+	reloadSettleMax = time.Second
+)
 
 // configWatch is the state of the config file's watch; only its goroutine
 // uses it.
