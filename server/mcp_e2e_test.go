@@ -378,12 +378,20 @@ binds:
 	if got := call(first, "crash"); !strings.Contains(got, "local") {
 		t.Fatalf("crash: %q", got)
 	}
+	if got := call(second, "count"); got != "1" {
+		t.Fatalf("second session after the crash counts %q, want 1 (a new process)", got)
+	}
+	// The crashed process gave its place back; second's is the one to stop.
 	third, err := mcpConnect(t, endpoint, "")
 	if err != nil {
 		t.Fatalf("a session after the crash: %v", err)
 	}
 	if got := call(third, "count"); got != "1" {
 		t.Fatalf("third session counts %q", got)
+	}
+	// Making room never brings a crashed target back.
+	if got := call(first, "echo"); got == "local:echo" {
+		t.Fatalf("the crashed target answered %q", got)
 	}
 }
 

@@ -106,7 +106,7 @@ func (b *Backend) parkLeastUsed(except *Session) bool {
 		streaming := s.streaming()
 		s.mu.Lock()
 		for i, u := range s.ups {
-			if u == nil || b.targets[i].Kind != config.MCPTargetStdio || u.calls.Load() > 0 {
+			if !runsProcess(s, i, u) || u.calls.Load() > 0 {
 				continue
 			}
 			c := candidate{s: s, i: i, streaming: streaming, used: u.lastUsed.Load()}
@@ -129,11 +129,18 @@ func (s *Session) hasStdio() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, u := range s.ups {
-		if u != nil && s.b.targets[i].Kind == config.MCPTargetStdio {
+		if runsProcess(s, i, u) {
 			return true
 		}
 	}
 	return false
+}
+
+// runsProcess reports whether u, target i's connection in s, is a stdio
+// process still running: one that exited (a crash) gave its slot back,
+// and parking it would bring the target back on the next call.
+func runsProcess(s *Session, i int, u *upstream) bool {
+	return u != nil && s.b.targets[i].Kind == config.MCPTargetStdio && u.dead.Load() == nil
 }
 
 // busy reports whether s is in use: a call in flight, a target's request
