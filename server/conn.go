@@ -292,16 +292,18 @@ func (b *bind) readHello(c net.Conn, p peeker) (sni string, kind int) {
 	bp := helloBufs.Get().(*[]byte)
 	defer helloBufs.Put(bp)
 	buf := *bp
-	if n, _ := p.Peek(buf[:1], func(b []byte) bool { return len(b) >= 1 }); n == 0 {
+	var hello tlshello.Hello
+	// One look: a first byte that is no TLS record settles it (plain
+	// HTTP), else the whole ClientHello does.
+	n, err := p.Peek(buf, func(b []byte) bool {
+		return len(b) > 0 && (!tlshello.LooksLikeTLS(b[0]) || !errors.Is(hello.Parse(b), tlshello.ErrNeedMore))
+	})
+	if n == 0 {
 		return "", helloBad
 	}
 	if !tlshello.LooksLikeTLS(buf[0]) {
 		return "", helloPlain
 	}
-	var hello tlshello.Hello
-	n, err := p.Peek(buf, func(b []byte) bool {
-		return !errors.Is(hello.Parse(b), tlshello.ErrNeedMore)
-	})
 	if err != nil && !errors.Is(err, io.EOF) {
 		b.gw.log.Debug("tls: no ClientHello", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 		return "", helloBad
