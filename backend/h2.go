@@ -450,8 +450,13 @@ func (s *h2Body) Close() error {
 // the deadline.
 func (s *h2Body) release() {
 	s.released = true
-	_ = s.r.Close()
+	// The request body first: x/net's Close waits for the stream's
+	// request-body writer, which may be blocked reading a client that
+	// sends nothing more (an upstream that answered before the request's
+	// end); until detach interrupts that read, Close would wait for the
+	// client's next bytes or its body idle timeout.
 	s.body.detach()
+	_ = s.r.Close()
 	if s.cancel != nil {
 		s.cancel()
 	}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -36,7 +38,14 @@ type requestBody struct {
 	want   int       // the declared length, -1 for a chunked body
 	n      int
 	err    error // the client's failure, once there is one
+	// interrupted says the gateway stopped the body's reading
+	// (InterruptBody): a read that fails from then on is no failure of
+	// the client's, since the upstream needs no more of the body.
+	interrupted atomic.Bool
 }
+
+// errBodyInterrupted ends a body whose reading the gateway stopped.
+var errBodyInterrupted = errors.New("request body not read to its end: the upstream answered first")
 
 // readEnder is a client connection that knows whether a read found its end
 // (sock.Conn, sock.PromptConn).
@@ -59,12 +68,16 @@ var (
 // wrap puts b in front of req's body stream.
 func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 	n := req.Header.ContentLength()
-	*b = requestBody{r: req.BodyStream(), want: n, client: conn, limit: deadlineAfter(bodyReadTimeout)}
+	b.reset()
+	b.r, b.want, b.client, b.limit = req.BodyStream(), n, conn, deadlineAfter(bodyReadTimeout)
 	b.conn, _ = conn.(readEnder)
 	req.SetBodyStream(b, n)
 }
 
-func (b *requestBody) reset() { *b = requestBody{} }
+func (b *requestBody) reset() {
+	b.r, b.conn, b.client, b.limit, b.want, b.n, b.err = nil, nil, nil, time.Time{}, 0, 0, nil
+	b.interrupted.Store(false)
+}
 
 // EndWritesHeader reports whether the read that ends the body writes the
 // request's header h (extproc.EndWritesHeader): fasthttp's decoder reads a
@@ -111,10 +124,23 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil && err != io.EOF {
-		b.err = &clientBodyError{err: err}
+		if b.interrupted.Load() {
+			b.err = errBodyInterrupted
+		} else {
+			b.err = &clientBodyError{err: err}
+		}
 		return n, b.err
 	}
 	return n, err
+}
+
+// failed returns the client's failure to send the body, nil when there
+// was none (or the gateway stopped reading it).
+func (b *requestBody) failed() error {
+	if b.err == errBodyInterrupted {
+		return nil
+	}
+	return b.err
 }
 
 // readAll reads the rest of the body of declared length n (n >= 0) whole,

@@ -200,6 +200,7 @@ func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.
 // body is closed; an HTTP/1.1 client's connection gets a read deadline now
 // and closes after the response, its body unread to the end.
 func (rs *requestState) InterruptBody() {
+	rs.body.interrupted.Store(true)
 	if rs.h2 != nil {
 		rs.h2.closeBody()
 		return

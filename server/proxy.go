@@ -146,11 +146,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		// (An HTTP/2 exchange that got its answer may still be reading
 		// the body: its failure then ends the upstream stream, and so the
 		// response's.)
-		if !rs.bodyAsync && rs.body.err != nil {
+		if err := rs.body.failed(); !rs.bodyAsync && err != nil {
 			// The client's body failed: the upstream request was cut off,
 			// and no attempt can send it whole.
-			rs.upstreamErr = rs.body.err
-			return clientBodyStatus(fctx, rs.body.err)
+			rs.upstreamErr = err
+			return clientBodyStatus(fctx, err)
 		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
