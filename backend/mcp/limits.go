@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -24,7 +25,7 @@ const DefaultMaxStdioProcesses = 64
 const evictionSample = 32
 
 // errTooManySessions refuses a session when every session is busy.
-var errTooManySessions = fmt.Errorf("too many MCP sessions, all in use; try again later")
+var errTooManySessions = errors.New("too many MCP sessions, all in use; try again later")
 
 // HTTP status of a refused session, and its Retry-After (seconds).
 const (
