@@ -156,6 +156,12 @@ type llmExchange struct {
 	uri       []byte // the client's request target (path and query)
 	usage     convert.Usage
 	hasUsage  bool
+	// cut says the answer's stream ended before its end (the client
+	// left, the stream broke, a guard stopped it): the provider's usage
+	// may be missing, and outEstimate estimates the output streamed
+	// (chargedTokens).
+	cut         bool
+	outEstimate int64
 	start     time.Duration
 	ttft      time.Duration
 	limit     ratelimit.Decision

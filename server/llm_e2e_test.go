@@ -574,6 +574,81 @@ localRateLimit:
 	}
 }
 
+// TestLLMCutStreamChargesAnEstimate: a streamed answer cut before the
+// provider's usage came (a broken stream here; a client that leaves
+// mid-answer ends the same way) charges the token buckets an estimate: the
+// prompt by the tokenizer and a token per delta streamed. It used to charge
+// nothing, so a client could take most of every answer and leave before
+// its usage, never spending its token budget. A complete stream charges the
+// usage the provider reported, as before.
+func TestLLMCutStreamChargesAnEstimate(t *testing.T) {
+	limits := `
+localRateLimit:
+- {maxTokens: 100, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = "tok "
+	}
+	for _, tc := range []struct {
+		name     string
+		provider string
+		emulator func(t *testing.T) (*llmtest.Server, string)
+	}{
+		{"openAI, passed through", `openAI: {}`, func(t *testing.T) (*llmtest.Server, string) {
+			o := llmtest.NewOpenAI(t)
+			return o.Server, o.APIKey
+		}},
+		{"anthropic, translated", `anthropic: {}`, func(t *testing.T) (*llmtest.Server, string) {
+			a := llmtest.NewAnthropic(t)
+			return a.Server, a.APIKey
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, key := tc.emulator(t)
+			tg := startGateway(t, llmConfig(tc.provider, e.Addr(), `backendAuth: {key: `+key+`}`, "", limits), nil)
+			stream := func() {
+				t.Helper()
+				body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+				resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("stream: status %d", resp.StatusCode)
+				}
+			}
+			post := func() int {
+				t.Helper()
+				body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+				resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			// A complete stream of 300 deltas whose usage says 10 tokens:
+			// 10 are charged, the bucket keeps 90.
+			e.Enqueue(llmtest.Reply{Chunks: words, Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+			stream()
+			e.Enqueue(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+			if got := post(); got != 200 {
+				t.Fatalf("after a complete stream: %d, want 200 (its reported usage charged)", got)
+			}
+			// Cut after 150 events: about 150 tokens streamed, no usage.
+			e.Enqueue(llmtest.Reply{Chunks: words, DropAfter: 150})
+			stream()
+			e.Enqueue(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+			if got := post(); got != 429 {
+				t.Fatalf("after a cut stream: %d, want 429 (its estimate charged)", got)
+			}
+		})
+	}
+}
+
 // TestLLMTokenizeRefusesUpFront: with tokenize: true the prompt's tokens
 // are estimated before the request is sent, so a prompt the token bucket
 // cannot pay for is refused (429) without reaching the provider, the same

@@ -16,6 +16,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
 	"github.com/relaygate/gateway/codec/coding"
+	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -223,11 +224,15 @@ func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Respon
 // before the client has its answer, and the metrics with the request's
 // record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
+	charged := int64(0)
+	if x.hasUsage && (x.limited || len(rs.pc.TokenCharges) > 0) {
+		charged = x.chargedTokens()
+	}
 	if x.limited && x.hasUsage && rs.route != nil && rs.route.limiter != nil {
-		rs.route.limiter.Charge(&x.limit, x.usage.TotalTokens())
+		rs.route.limiter.Charge(&x.limit, charged)
 	}
 	if x.hasUsage && len(rs.pc.TokenCharges) > 0 {
-		u := policy.TokenUsage{Total: x.usage.TotalTokens(), LLM: func() map[string]any {
+		u := policy.TokenUsage{Total: charged, LLM: func() map[string]any {
 			if x.prov == nil {
 				return map[string]any{"inputTokens": x.usage.InputTokens, "outputTokens": x.usage.OutputTokens, "totalTokens": x.usage.TotalTokens()}
 			}
@@ -431,6 +436,9 @@ func (ls *llmStream) Close() error {
 	}
 	if ls.s != nil {
 		x.usage, x.hasUsage = ls.s.Usage(), true
+		if err != nil {
+			x.cut, x.outEstimate = true, ls.s.OutputEstimate()
+		}
 		convert.ReleaseStream(ls.s)
 	}
 	if ls.guard != nil {
@@ -451,6 +459,32 @@ func (ls *llmStream) Close() error {
 		b.llmComplete(rs, x)
 	}
 	return nil
+}
+
+// chargedTokens is what the exchange costs the token budgets: the usage
+// the provider reported; for a stream cut before its end, at least what
+// the provider bills for it: the prompt (estimated by the compiled-in
+// tokenizer when the provider had not reported it yet) and the answer
+// streamed so far (convert.Stream.OutputEstimate). Without the estimate a
+// client could take most of an answer and leave before its usage came,
+// billed nothing.
+func (x *llmExchange) chargedTokens() int64 {
+	if !x.cut {
+		return x.usage.TotalTokens()
+	}
+	in := x.usage.InputTokens
+	if in == 0 {
+		body := x.edited
+		if len(body) == 0 {
+			body = x.client
+		}
+		if cf := clientFormat(x.rt); cf != convert.FormatUnknown {
+			var n int
+			n, x.scratch = aipolicy.PromptTokens(x.scratch, body, cf, tokens.EncodingFor(string(x.model)))
+			in = int64(n)
+		}
+	}
+	return in + max(x.usage.OutputTokens, x.outEstimate)
 }
 
 // accessFields fills an LLM exchange's part of the access log record.

@@ -156,6 +156,9 @@ func (s *Stream) delta(dst []byte, i int, d deltaKind, tok llm.Raw) []byte {
 	if !tok.IsString() || len(tok) == 2 {
 		return dst
 	}
+	if d != dSignature {
+		s.countDelta(tok)
+	}
 	if d == dText && s.mk.g != nil && !s.pass {
 		var ok bool
 		if tok, ok = s.maskDelta(i, tok); !ok {

@@ -47,6 +47,10 @@ type Stream struct {
 	usage   Usage
 	scratch []byte
 
+	// deltas and deltaBytes count the answer's text and argument deltas
+	// so far, and their bytes (OutputEstimate).
+	deltas, deltaBytes int64
+
 	chatW chatWriter
 	anW   anthropicWriter
 	rsW   responsesWriter
@@ -110,6 +114,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.err, s.blind = nil, false
 	s.rd.reset()
 	s.usage = Usage{}
+	s.deltas, s.deltaBytes = 0, 0
 	s.scratch = s.scratch[:0]
 	s.chatW.reset()
 	s.anW.reset()
@@ -124,6 +129,19 @@ func (s *Stream) Reset(info RequestInfo) {
 // Usage is the usage the provider reported so far (all of it once the
 // stream ended).
 func (s *Stream) Usage() Usage { return s.usage }
+
+// OutputEstimate estimates the output tokens of the answer streamed so far,
+// for a stream cut before the provider reported them (most report usage
+// last): a token for each text, reasoning or argument delta (providers
+// send about one a token), or for each four bytes of their text, whichever
+// is more.
+func (s *Stream) OutputEstimate() int64 { return max(s.deltas, (s.deltaBytes+3)/4) }
+
+// countDelta counts a delta's string token for OutputEstimate.
+func (s *Stream) countDelta(tok llm.Raw) {
+	s.deltas++
+	s.deltaBytes += int64(len(tok) - 2)
+}
 
 // ContentType is the Content-Type of the client's stream.
 func (s *Stream) ContentType() string { return StreamContentType(s.info.Client) }

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"strings"
+
 	"github.com/relaygate/gateway/codec/llm"
 )
 
@@ -14,6 +16,9 @@ func (s *Stream) responsesEvent(dst, data []byte) []byte {
 	e := &s.rs
 	if err := e.Decode(&s.dec, data); err != nil {
 		return s.invalid(dst, err)
+	}
+	if len(e.Delta) > 2 && e.Delta.IsString() && strings.HasSuffix(e.Type, ".delta") {
+		s.countDelta(e.Delta)
 	}
 	return s.responsesRead(dst, e.Type, &e.Response.Usage, e.Message)
 }

@@ -3,6 +3,7 @@ package convert
 import (
 	"bytes"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -56,6 +57,66 @@ func TestStreamChunkAllocs(t *testing.T) {
 			})
 			if n != 0 {
 				t.Errorf("%.1f allocations per chunk", n)
+			}
+		})
+	}
+}
+
+// TestStreamOutputEstimate: a stream counts the deltas of its answer, so
+// that one cut before its usage can still be charged: a token a delta, or
+// one for each four bytes of their text when that is more. Signatures are
+// no text.
+func TestStreamOutputEstimate(t *testing.T) {
+	long := `"` + strings.Repeat("abcd", 10) + `"` // 40 bytes: 10 tokens by size
+	for _, tc := range []struct {
+		name     string
+		provider Format
+		events   string
+		want     int64
+	}{
+		{"chat, short deltas", Chat, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"Hello"}}]}
+
+data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":" world"}}]}
+
+data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"!"}}]}
+
+`, 3},
+		{"chat, one long delta", Chat, `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":` + long + `}}]}
+
+`, 10},
+		{"anthropic, text and signature", Messages, `event: message_start
+data: {"type":"message_start","message":{"id":"m","model":"m","usage":{"input_tokens":7}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"` + strings.Repeat("s", 400) + `"}}
+
+`, 1},
+		{"responses", Responses, `event: response.output_text.delta
+data: {"type":"response.output_text.delta","delta":"Hi","sequence_number":1}
+
+event: response.output_text.delta
+data: {"type":"response.output_text.delta","delta":"there","sequence_number":2}
+
+`, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, client := range []Format{tc.provider, Chat} {
+				s := NewStream(RequestInfo{Client: client, Provider: tc.provider, Model: "m"})
+				if _, err := s.Feed(nil, []byte(tc.events)); err != nil {
+					t.Fatalf("client %v: %v", client, err)
+				}
+				if got := s.OutputEstimate(); got != tc.want {
+					t.Errorf("client %v: estimate %d, want %d", client, got, tc.want)
+				}
+				if tc.provider == Responses {
+					break // Responses streams are not translated
+				}
 			}
 		})
 	}
