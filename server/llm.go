@@ -134,42 +134,42 @@ const llmMaxResponse = 32 << 20
 
 // llmExchange is the pooled per-request state of an LLM request.
 type llmExchange struct {
-	client    []byte            // the client's body as received
-	edited    []byte            // ... after the ai policy
-	members   []aipolicy.Member // the top-level members of the ai policy's last output
-	sent      []byte            // ... in the provider's format
-	scratch   []byte
-	cached    []byte // the provider body with cache points
-	guarded   []byte // the answer as the remote response guards masked it
-	retarget  []byte // the client's body naming another model (retarget)
-	decoded   []byte // the provider's answer decoded from its Content-Encoding
-	out       []byte
-	saved     *fasthttp.RequestHeader // the upstream request head before provider-specific changes
-	upResp    *fasthttp.Response
-	info      convert.RequestInfo
-	head      convert.Head // what convert.ReadHead read of the body an attempt sends
-	rt        provider.RouteType
-	prov      *llmProvider
-	target    *llmTarget
-	model     []byte // the model asked of the provider
-	reqModel  []byte // the model the client asked for
-	uri       []byte // the client's request target (path and query)
-	usage     convert.Usage
-	hasUsage  bool
+	client   []byte            // the client's body as received
+	edited   []byte            // ... after the ai policy
+	members  []aipolicy.Member // the top-level members of the ai policy's last output
+	sent     []byte            // ... in the provider's format
+	scratch  []byte
+	cached   []byte // the provider body with cache points
+	guarded  []byte // the answer as the remote response guards masked it
+	retarget []byte // the client's body naming another model (retarget)
+	decoded  []byte // the provider's answer decoded from its Content-Encoding
+	out      []byte
+	saved    *fasthttp.RequestHeader // the upstream request head before provider-specific changes
+	upResp   *fasthttp.Response
+	info     convert.RequestInfo
+	head     convert.Head // what convert.ReadHead read of the body an attempt sends
+	rt       provider.RouteType
+	prov     *llmProvider
+	target   *llmTarget
+	model    []byte // the model asked of the provider
+	reqModel []byte // the model the client asked for
+	uri      []byte // the client's request target (path and query)
+	usage    convert.Usage
+	hasUsage bool
 	// cut says the answer's stream ended before its end (the client
 	// left, the stream broke, a guard stopped it): the provider's usage
 	// may be missing, and outEstimate estimates the output streamed
 	// (chargedTokens).
 	cut         bool
 	outEstimate int64
-	start     time.Duration
-	ttft      time.Duration
-	limit     ratelimit.Decision
-	limited   bool
-	guard     string // "masked", "rejected", "failed_open", "failed" or ""
-	errType   string
-	cost      float64
-	costKnown bool
+	start       time.Duration
+	ttft        time.Duration
+	limit       ratelimit.Decision
+	limited     bool
+	guard       string // "masked", "rejected", "failed_open", "failed" or ""
+	errType     string
+	cost        float64
+	costKnown   bool
 	// end is when the exchange ended (llmComplete), and observe says its
 	// metrics wait for the request's record (observeLLM).
 	end     time.Duration
