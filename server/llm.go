@@ -603,7 +603,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if lastStatus == 0 {
 			lastStatus = fasthttp.StatusServiceUnavailable
 		}
-		return b.llmClientError(x, lastStatus, msg)
+		if x.prov != nil && x.errType == "" {
+			x.errType = "unavailable"
+		}
+		return b.llmFailed(rs, x, lastStatus, msg)
 	}
 }
 

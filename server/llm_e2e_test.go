@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -646,6 +647,43 @@ localRateLimit:
 				t.Fatalf("after a cut stream: %d, want 429 (its estimate charged)", got)
 			}
 		})
+	}
+}
+
+// TestLLMFailuresInTheMetrics: an LLM request that got no usable answer
+// (its provider unreachable, its answer broken) is in the GenAI request
+// duration metric under its error type, as the conventions ask for failed
+// operations. Such requests used to be in no GenAI metric at all.
+func TestLLMFailuresInTheMetrics(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	bind := func(port int, host, key string) string {
+		return fmt.Sprintf(`
+- port: %d
+  listeners:
+  - routes:
+    - backends:
+      - ai: {name: p, hostOverride: %s, provider: {openAI: {}}, policies: {backendAuth: {key: %s}}}`, port, host, key)
+	}
+	tg := startGateway(t, "binds:"+bind(8080, closedAddr(t), "k")+bind(8081, o.Addr(), o.APIKey)+"\n", nil)
+	o.Enqueue(llmtest.Reply{Text: "half an answer", DropAfter: 1})
+	for _, port := range []int{8080, 8081} {
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`
+		resp, err := http.Post(tg.url(port)+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 500 {
+			t.Fatalf("port %d: status %d, want a failure", port, resp.StatusCode)
+		}
+	}
+	settleRecords(t, tg.gw)
+	fams := scrapeGateway(t, tg.gw)
+	for _, errType := range []string{"connect", "protocol"} {
+		s := seriesOf(fams, "agentgateway_gen_ai_server_request_duration_seconds", map[string]string{"gen_ai_operation_name": "chat", "error_type": errType})
+		if s == nil || s.GetHistogram().GetSampleCount() != 1 {
+			t.Errorf("error_type %s: %v, want one failed request in the duration metric", errType, s)
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		if err != nil {
 			rs.upstreamErr = err
 			x.errType = "protocol"
-			return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+			return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 		}
 		enc = c
 	}
@@ -71,7 +71,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 			if body, err = x.decode(body, enc); err != nil {
 				rs.upstreamErr = err
 				x.errType = "protocol"
-				return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+				return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 			}
 		}
 		resp.SetBody(body)
@@ -113,7 +113,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		if errors.Is(err, backend.ErrClientGone) {
 			x.errType = "client_gone"
 		}
-		return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
 	h.SetContentType("application/json")
 	if status < 200 || status >= 300 {
@@ -132,7 +132,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	if err != nil {
 		rs.upstreamErr = err
 		x.errType = "protocol"
-		return b.llmClientError(x, fasthttp.StatusBadGateway, "bad upstream response")
+		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
 	x.out, x.usage, x.hasUsage = out, usage, true
 	out, st, ok := b.guardAnswer(rs, x, out)
@@ -218,6 +218,15 @@ func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Respon
 	ls := acquireLLMStream(x, s, dec)
 	ls.dec = dec
 	return ls
+}
+
+// llmFailed answers an exchange that got no usable answer from a provider
+// (none could be reached, the answer was broken, the client went away)
+// with the client's error, and records it: the GenAI metrics count failed
+// operations too, by error type.
+func (b *bind) llmFailed(rs *requestState, x *llmExchange, status int, msg string) int {
+	b.llmComplete(rs, x)
+	return b.llmClientError(x, status, msg)
 }
 
 // llmComplete accounts a finished exchange: tokens to the rate limits now,
