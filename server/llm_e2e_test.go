@@ -804,6 +804,54 @@ func TestLLMProviderTimeoutAndCutStream(t *testing.T) {
 	}
 }
 
+// TestLLMPassedThroughStreamCut: a stream passed through in the client's
+// own format that the provider cuts mid-answer is cut for the client too
+// (its chunked body ends without its last chunk), as it would be without
+// the gateway. It used to end cleanly, so the client took half an answer
+// for a whole one: the OpenAI SDK saw no error.
+func TestLLMPassedThroughStreamCut(t *testing.T) {
+	for _, tc := range []struct {
+		name, provider, path, body string
+		emulator                   func(t *testing.T) (*llmtest.Server, string)
+	}{
+		{"openAI chat", `openAI: {}`, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T) (*llmtest.Server, string) { o := llmtest.NewOpenAI(t); return o.Server, o.APIKey }},
+		{"anthropic messages", `anthropic: {}`, "/v1/messages", `{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+			func(t *testing.T) (*llmtest.Server, string) { a := llmtest.NewAnthropic(t); return a.Server, a.APIKey }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, key := tc.emulator(t)
+			tg := startGateway(t, llmConfig(tc.provider, e.Addr(), `backendAuth: {key: `+key+`}`, ""), nil)
+			for _, client := range []*http.Client{http.DefaultClient, h2cClient()} {
+				e.Enqueue(llmtest.Reply{Chunks: []string{"one ", "two ", "three ", "four"}, DropAfter: 3})
+				resp, err := client.Post(tg.url(8080)+tc.path, "application/json", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || len(got) == 0 {
+					t.Fatalf("%s: status %d, %d bytes: want the stream's start", resp.Proto, resp.StatusCode, len(got))
+				}
+				if err == nil {
+					t.Fatalf("%s: the cut stream ended cleanly for the client: %q", resp.Proto, got)
+				}
+			}
+			// The gateway serves on.
+			e.Enqueue(llmtest.Reply{Text: "fine"})
+			resp, err := http.Post(tg.url(8080)+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || !strings.Contains(string(got), "fine") {
+				t.Fatalf("after the cut: %v %q", err, got)
+			}
+		})
+	}
+}
+
 // TestLLMPromptCaching: promptCaching puts cache points into the request
 // the provider gets (Bedrock cachePoint blocks, Anthropic cache_control).
 func TestLLMPromptCaching(t *testing.T) {

@@ -401,12 +401,19 @@ func (ls *llmStream) step(dst []byte) []byte {
 		// The provider's stream ended: its last events, or an error event
 		// when it ended early or the read failed.
 		var cerr error
+		told := len(dst)
 		dst, cerr = ls.s.Close(dst)
 		ls.done, ls.err = true, io.EOF
 		if err != io.EOF {
 			ls.failed = err
 		} else if cerr != nil {
 			ls.failed = cerr
+		}
+		if ls.failed != nil && len(dst) == told {
+			// A stream passed through as it came has no event of ours to
+			// end it: the client's is cut as the provider's was (no last
+			// chunk, a reset stream), or it would look complete.
+			ls.err = ls.failed
 		}
 	}
 	return dst
