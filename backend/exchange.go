@@ -203,7 +203,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		var nothing fasthttp.ErrNothingRead
-		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(err)
+		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(withoutUpstreamBytes(err))
 	}
 	if resp.Header.StatusCode() == fasthttp.StatusSwitchingProtocols && !asksUpgrade(&req.Header) {
 		// RFC 9110 15.2.2: a server switches only to a protocol the
@@ -228,7 +228,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.ReleaseReader(br)
 		if err != nil {
 			hc.CloseConn(cc)
-			return false, timeoutErr(err)
+			return false, timeoutErr(withoutUpstreamBytes(err))
 		}
 		clearDeadline(conn, deadline)
 		finishConn(hc, cc, closeConn)

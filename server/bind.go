@@ -147,6 +147,9 @@ func (b *bind) newServer(fs frontendSettings) *fasthttp.Server {
 		KeepHijackedConns: false,
 		CloseOnShutdown:   true,
 		Logger:            fasthttpLogger{b.gw.log},
+		// Parse errors without the request's bytes: a malformed request
+		// may carry credentials, and the errors reach the debug log.
+		SecureErrorLogMessage: true,
 	}
 }
 

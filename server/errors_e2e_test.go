@@ -569,3 +569,39 @@ func dialAfter(t *testing.T, addr, before string) (net.Conn, *bufio.Reader) {
 	}
 	return c, br
 }
+
+// TestUpstreamErrorsLogNoUpstreamBytes: an upstream's malformed or
+// oversized response head is a 502 whose access log line says what was
+// wrong, without the bytes fasthttp's errors quote from it: a cookie or a
+// token there used to reach the log.
+func TestUpstreamErrorsLogNoUpstreamBytes(t *testing.T) {
+	const secret = "s3cr3t-session-value"
+	big := "HTTP/1.1 200 OK\r\nSet-Cookie: session=" + secret + "\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 100)+"\r\n", 100) + "Content-Length: 2\r\n\r\nok"
+	for _, tc := range []struct {
+		desc, answer, want string
+	}{
+		{"a field value with a control byte", "HTTP/1.1 200 OK\r\nSet-Cookie: session=" + secret + "\x01\r\nContent-Length: 2\r\n\r\nok", "invalid header"},
+		{"a head past the read buffer", big, "small read buffer"},
+		{"a bad status line", "HTTP/1.1 2x0 " + secret + "\r\n\r\n", "status code"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			tg := startGateway(t, oneRoute(rawAnswerUpstream(tc.answer, false)(t)), nil)
+			resp, err := http.Get(tg.url(3000) + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Fatalf("status %d, want 502", resp.StatusCode)
+			}
+			lines := tg.accessLogs().FilterMessage("request").All()
+			if len(lines) != 1 {
+				t.Fatalf("%d access lines", len(lines))
+			}
+			got, _ := lines[0].ContextMap()["upstream_error"].(string)
+			if !strings.Contains(got, tc.want) || strings.Contains(got, secret) {
+				t.Fatalf("upstream_error %q: want it to say %q, without the upstream's bytes", got, tc.want)
+			}
+		})
+	}
+}
