@@ -559,7 +559,7 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 		a.Backend = rs.backend.name
 	}
 	if m := &rs.mcp; m.Method != "" {
-		a.MCP = logline.AccessMCP{Method: m.Method, Target: m.Target, Tool: m.Tool, Denied: m.Denied}
+		a.MCP = logline.AccessMCP{Method: logline.BoundValue(m.Method), Target: m.Target, Tool: logline.BoundValue(m.Tool), Denied: m.Denied}
 	}
 	if x := rs.llm; x != nil && x.prov != nil {
 		observeLLM(rs, x)

@@ -507,8 +507,8 @@ func (x *llmExchange) chargedTokens() int64 {
 func (x *llmExchange) accessFields(a *logline.AccessLLM) {
 	*a = logline.AccessLLM{
 		Provider:     x.prov.p.Name(),
-		RequestModel: x.reqModel,
-		Model:        x.model,
+		RequestModel: logline.BoundBytes(x.reqModel),
+		Model:        logline.BoundBytes(x.model),
 		HasUsage:     x.hasUsage,
 		CostKnown:    x.costKnown,
 		Cost:         x.cost,

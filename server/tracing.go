@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -454,15 +455,15 @@ func (t *tracing) end(rs *requestState, method []byte, route string, status int)
 		attrs = x.genAIAttributes(attrs)
 	}
 	if m := &rs.mcp; m.Method != "" {
-		name = m.Method
-		attrs = append(attrs, attribute.String("mcp.method.name", m.Method))
+		name = logline.BoundValue(m.Method)
+		attrs = append(attrs, attribute.String("mcp.method.name", name))
 		if m.Target != "" {
 			attrs = append(attrs, attribute.String("mcp.target", m.Target))
 		}
 		if m.Method == "tools/call" {
 			attrs = append(attrs, attribute.String("gen_ai.operation.name", "execute_tool"))
 			if m.Tool != "" {
-				attrs = append(attrs, attribute.String("gen_ai.tool.name", m.Tool))
+				attrs = append(attrs, attribute.String("gen_ai.tool.name", logline.BoundValue(m.Tool)))
 			}
 		}
 		if len(rs.mcpSession) > 0 {

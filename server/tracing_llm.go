@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // genAIAttributes appends the OpenTelemetry GenAI attributes of an LLM
@@ -19,10 +20,10 @@ func (x *llmExchange) genAIAttributes(attrs []attribute.KeyValue) []attribute.Ke
 		attribute.String("gen_ai.provider.name", x.prov.p.System()),
 	)
 	if len(x.reqModel) > 0 {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", string(x.reqModel)))
+		attrs = append(attrs, attribute.String("gen_ai.request.model", string(logline.BoundBytes(x.reqModel))))
 	}
 	if len(x.model) > 0 {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", string(x.model)))
+		attrs = append(attrs, attribute.String("gen_ai.response.model", string(logline.BoundBytes(x.model))))
 	}
 	if x.hasUsage {
 		attrs = append(attrs,

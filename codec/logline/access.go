@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -586,3 +587,39 @@ var (
 	_ AccessLogger = zapAccess{}
 	_ AccessLogger = (*AccessWriter)(nil)
 )
+
+// MaxClientValue bounds a value the client chose that a record carries (a
+// model name, an MCP method or tool): the request body bounds it only at
+// maxBufferSize, and an access line or span is no place for megabytes.
+const MaxClientValue = 256
+
+// boundedSuffix ends a value cut at MaxClientValue.
+const boundedSuffix = "..."
+
+// BoundValue returns s, or when longer than MaxClientValue its first
+// whole characters within the bound followed by "...".
+func BoundValue(s string) string {
+	if len(s) <= MaxClientValue {
+		return s
+	}
+	return s[:runeCut(s, MaxClientValue)] + boundedSuffix
+}
+
+// BoundBytes is BoundValue for bytes; a value within the bound is b itself.
+func BoundBytes(b []byte) []byte {
+	if len(b) <= MaxClientValue {
+		return b
+	}
+	n := runeCut(string(b), MaxClientValue)
+	return append(b[:n:n], boundedSuffix...)
+}
+
+// runeCut returns the largest n <= max at which s can be cut without
+// splitting a UTF-8 character.
+func runeCut(s string, max int) int {
+	n := max
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}

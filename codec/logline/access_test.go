@@ -286,3 +286,26 @@ func TestAccessOmit(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundValue: values the client chose are cut at MaxClientValue bytes,
+// on a character boundary, and marked; shorter ones are kept as they are.
+func TestBoundValue(t *testing.T) {
+	long := strings.Repeat("a", MaxClientValue-1) + "é" + "tail" // é straddles the bound
+	for _, tc := range []struct{ in, want string }{
+		{"gpt-4o-mini", "gpt-4o-mini"},
+		{strings.Repeat("m", MaxClientValue), strings.Repeat("m", MaxClientValue)},
+		{strings.Repeat("m", MaxClientValue+1), strings.Repeat("m", MaxClientValue) + "..."},
+		{long, strings.Repeat("a", MaxClientValue-1) + "..."},
+	} {
+		if got := BoundValue(tc.in); got != tc.want {
+			t.Errorf("BoundValue(%d bytes) = %d bytes %q..., want %d bytes", len(tc.in), len(got), got[:min(len(got), 8)], len(tc.want))
+		}
+		b := []byte(tc.in)
+		if got := BoundBytes(b); string(got) != tc.want {
+			t.Errorf("BoundBytes(%d bytes) = %d bytes", len(tc.in), len(got))
+		}
+		if len(tc.in) > MaxClientValue && string(b) != tc.in {
+			t.Error("BoundBytes wrote into its argument")
+		}
+	}
+}
