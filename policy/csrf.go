@@ -13,12 +13,20 @@ import (
 //  1. GET, HEAD and OPTIONS pass.
 //  2. With Sec-Fetch-Site: "same-origin" and "none" pass; any other value
 //     passes only when Origin is one of additionalOrigins.
-//  3. Without Sec-Fetch-Site: a request without Origin (or with the opaque
-//     origin "null") passes; one whose Origin equals the request's own origin,
-//     "<scheme>://<Host header>" with the scheme the client connected with,
-//     passes; one whose Origin is in additionalOrigins passes.
+//  3. Without Sec-Fetch-Site: a request without Origin passes; one whose
+//     Origin equals the request's own origin, "<scheme>://<Host header>"
+//     with the scheme the client connected with, passes; one whose Origin
+//     is in additionalOrigins passes.
 //  4. Everything else, and an Origin that is not a valid header value, is
 //     answered 403 "CSRF validation failed" (Done).
+//
+// The opaque origin "null" is a cross origin, as for Go's
+// CrossOriginProtection: a browser sends it from a sandboxed frame, a
+// data: or file: page, or after a cross-origin redirect, so an attacker's
+// page can send it at will, and browsers without Sec-Fetch-Site (Safari
+// before 16.4) send nothing else. agentgateway takes "null" for no Origin
+// and lets such a request through; here it passes only when
+// additionalOrigins names "null" (a desktop app's file: pages, say).
 //
 // Origins compare ignoring ASCII case; agentgateway compares them exactly,
 // which differs only for upper-case origins, which browsers do not send.
@@ -47,6 +55,10 @@ func NewCSRF(cfg *config.CSRF) (*CSRF, error) {
 	}
 	p := &CSRF{}
 	for i, s := range cfg.AdditionalOrigins {
+		if strings.EqualFold(s, string(valueNullOrigin)) {
+			p.additional = append(p.additional, valueNullOrigin) // trusted on purpose
+			continue
+		}
 		if msg := checkOriginForm(s); msg != "" {
 			return nil, fieldErrorf(indexed("additionalOrigins", i), "invalid origin %q: %s", s, msg)
 		}
@@ -97,9 +109,6 @@ func (p *CSRF) OnRequest(c *Ctx) Result {
 	o := h.PeekBytes(hdrOrigin)
 	if !validFieldValue(o) {
 		return p.reject(c)
-	}
-	if equalFoldASCII(o, valueNullOrigin) {
-		o = nil
 	}
 	if site := h.PeekBytes(hdrSecFetchSite); len(site) > 0 {
 		if string(site) == string(valueSameOrigin) || string(site) == string(valueNone) || p.trusted(o) {

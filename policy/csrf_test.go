@@ -73,7 +73,8 @@ func TestCSRF(t *testing.T) {
 		{desc: "origin with another scheme rejected", method: "POST", headers: []string{"Host: gw.example", "Origin: https://gw.example"}, want: Done},
 		{desc: "origin matches on https when connected with TLS", method: "POST", scheme: "https", headers: []string{"Host: gw.example", "Origin: https://gw.example"}, want: Continue},
 		{desc: "other origin rejected", method: "POST", headers: []string{"Host: gw.example", "Origin: https://evil.example"}, want: Done},
-		{desc: "null origin without Sec-Fetch-Site passes", method: "POST", headers: []string{"Host: gw.example", "Origin: null"}, want: Continue},
+		{desc: "null origin without Sec-Fetch-Site rejected", method: "POST", headers: []string{"Host: gw.example", "Origin: null"}, want: Done},
+		{desc: "null origin rejected, any case", method: "POST", headers: []string{"Host: gw.example", "Origin: NULL"}, want: Done},
 		{desc: "other origin from trusted list passes", method: "POST", headers: []string{"Host: gw.example", "Origin: https://trusted.example"}, want: Continue},
 		{desc: "origin prefix of host rejected", method: "POST", headers: []string{"Host: gw.example", "Origin: http://gw.exampl"}, want: Done},
 		{desc: "origin with control byte rejected", method: "POST", headers: []string{"Host: gw.example", "Origin: http://gw.example\x01"}, want: Done},
@@ -98,6 +99,26 @@ func TestCSRF(t *testing.T) {
 				t.Errorf("passed request has a response body %q", resp.Body())
 			}
 		})
+	}
+}
+
+// TestCSRFTrustedNullOrigin: "null" in additionalOrigins lets the opaque
+// origin through (a desktop app's file: pages), which is otherwise refused.
+func TestCSRFTrustedNullOrigin(t *testing.T) {
+	p, err := NewCSRF(&config.CSRF{AdditionalOrigins: []string{"null"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, headers := range [][]string{
+		{"Host: gw.example", "Origin: null"},
+		{"Host: gw.example", "Origin: null", "Sec-Fetch-Site: cross-site"},
+	} {
+		if got := p.OnRequest(newCtx("POST", "/api", headers...)); got != Continue {
+			t.Errorf("%v: %s, want Continue", headers, resultName(got))
+		}
+	}
+	if got := p.OnRequest(newCtx("POST", "/api", "Host: gw.example", "Origin: https://evil.example")); got != Done {
+		t.Errorf("another origin: %s, want Done", resultName(got))
 	}
 }
 
