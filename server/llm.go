@@ -426,6 +426,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			x.limited, admitted = true, true
 			if !x.limit.Allowed {
 				x.errType = "rate_limited"
+				b.llmComplete(rs, x) // in the metrics as a failure
 				return x.limit.Reject(&fctx.Response)
 			}
 		}

@@ -573,6 +573,10 @@ localRateLimit:
 	if n := len(o.Requests()); n != 2 {
 		t.Errorf("provider got %d requests, want 2", n)
 	}
+	fams := scrapeGateway(t, tg.gw)
+	if s := seriesOf(fams, "agentgateway_gen_ai_server_request_duration_seconds", map[string]string{"error_type": "rate_limited"}); s == nil || s.GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("the refused request in the duration metric: %v, want once under error_type rate_limited", s)
+	}
 }
 
 // TestLLMCutStreamChargesAnEstimate: a streamed answer cut before the
