@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"strings"
 	"syscall"
 
 	"github.com/valyala/fasthttp"
@@ -26,41 +25,6 @@ const (
 	// response (502).
 	FailureProtocol
 )
-
-// redactedError is an upstream error whose message no longer carries the
-// upstream's bytes (withoutUpstreamBytes); the error it stands for stays
-// in the chain.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-// withoutUpstreamBytes returns err with the bytes of the upstream's answer
-// that fasthttp quotes in its parse errors cut off (a head too large gives
-// its first and last 200 bytes, a malformed field its value): they may hold
-// cookies or tokens, and the error reaches the access log. What the error
-// says of the fault stays ("invalid header value", "small read buffer"),
-// and errors.Is and errors.As still see the error it wraps.
-func withoutUpstreamBytes(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	cut := len(msg)
-	if i := strings.Index(msg, ", contents: "); i >= 0 {
-		cut = i
-	}
-	if i := strings.IndexByte(msg[:cut], '"'); i >= 0 {
-		cut = i
-	}
-	if cut == len(msg) {
-		return err
-	}
-	return &redactedError{msg: strings.TrimRight(msg[:cut], " :"), err: err}
-}
 
 // ErrBackendUnreachable is reported when a connection could not be established.
 var ErrBackendUnreachable = errors.New("backend unreachable")

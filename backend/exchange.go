@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // Exchange sends req to the upstream and fills resp. A response body of known
@@ -203,7 +204,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.ReleaseReader(br)
 		hc.CloseConn(cc)
 		var nothing fasthttp.ErrNothingRead
-		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(withoutUpstreamBytes(err))
+		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(logline.WithoutPeerBytes(err))
 	}
 	if resp.Header.StatusCode() == fasthttp.StatusSwitchingProtocols && !asksUpgrade(&req.Header) {
 		// RFC 9110 15.2.2: a server switches only to a protocol the
@@ -228,7 +229,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.ReleaseReader(br)
 		if err != nil {
 			hc.CloseConn(cc)
-			return false, timeoutErr(withoutUpstreamBytes(err))
+			return false, timeoutErr(logline.WithoutPeerBytes(err))
 		}
 		clearDeadline(conn, deadline)
 		finishConn(hc, cc, closeConn)

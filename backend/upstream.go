@@ -190,6 +190,9 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 		// the writing and reading, and its own stale-connection retry.
 		ReadBufferSize:  8 << 10,
 		WriteBufferSize: 8 << 10,
+		// Errors without the upstream's bytes (logline.WithoutPeerBytes
+		// does the same for Exchange's own reads).
+		SecureErrorLogMessage: true,
 	}
 	return u
 }

@@ -2,6 +2,7 @@ package extauthz
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -340,5 +343,49 @@ func TestDecisionCache(t *testing.T) {
 				t.Fatalf("%d checks, want 3 (the stale answer is not cached)", n)
 			}
 		})
+	}
+}
+
+// TestHTTPServiceErrorsCarryNoAnswerBytes: a service's malformed answer
+// fails the check, and the warning logged for it does not quote the
+// answer, which may carry credentials.
+func TestHTTPServiceErrorsCarryNoAnswerBytes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nX-Token: bearer-s3cr3t\x01\r\nContent-Length: 0\r\n\r\n"))
+			}()
+		}
+	}()
+	core, logs := observer.New(zap.WarnLevel)
+	cfg := config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{})}
+	p, err := NewConnectionCheck(&cfg, Options{Addr: ln.Addr().String(), Timeout: 5 * time.Second, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := p.CheckConnection(connSource, connDest); v != Failed {
+		t.Fatalf("verdict %d, want Failed", v)
+	}
+	if logs.Len() == 0 {
+		t.Fatal("nothing logged")
+	}
+	for _, e := range logs.All() {
+		for _, f := range e.Context {
+			if f.Interface != nil && strings.Contains(fmt.Sprint(f.Interface), "s3cr3t") {
+				t.Errorf("%s logs the service's bytes: %v", e.Message, f.Interface)
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"github.com/valyala/fasthttp"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -49,6 +50,9 @@ func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 			MaxResponseBodySize:           maxAnswerBody,
 			DisableHeaderNamesNormalizing: false,
 			NoDefaultUserAgentHeader:      true,
+			// Errors without the service's bytes: its answers carry
+			// credentials, and errors reach the logs.
+			SecureErrorLogMessage: true,
 		}}, nil
 	}
 	var client *fasthttpClient
@@ -169,7 +173,7 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	}
 	deadline, _ := ctx.Deadline()
 	call := a.trace.StartHTTP(policy.KindExtAuthz, areq, h.host)
-	err := h.client.DoDeadline(areq, aresp, deadline)
+	err := logline.WithoutPeerBytes(h.client.DoDeadline(areq, aresp, deadline))
 	call.EndHTTP(aresp.StatusCode(), err)
 	if err != nil {
 		return nil, err
