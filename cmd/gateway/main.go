@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
@@ -147,6 +148,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer log.Sync() //nolint:errcheck
+	// The OpenTelemetry SDK's errors (an unreachable collector) go to the
+	// gateway's log, not to stderr through the standard log package.
+	otel.SetErrorHandler(server.NewOTelErrors(log))
 	// Runs after shutdown has drained the last requests.
 	defer flushAccessLog()
 	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
