@@ -166,9 +166,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	// SIGHUP reloads, as for nginx and HAProxy, where the file watch cannot
+	// (a file system without inotify); unhandled, it would end the process.
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	stopWatch := p.watch()
 	sig := <-sigs
+	for sig == syscall.SIGHUP {
+		p.requestReload()
+		sig = <-sigs
+	}
 	stopWatch()
 	log.Info("shutting down", zap.String("signal", sig.String()))
 	p.shutdown(context.Background())

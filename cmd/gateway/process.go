@@ -75,6 +75,30 @@ type process struct {
 	loaded string
 	// files are the files the running config reads (config.File.FilesRead).
 	files []string
+	// hup asks the watch for a reload (SIGHUP), when it runs.
+	hup      chan struct{}
+	watching bool
+}
+
+// requestReload reads the config again and applies it (SIGHUP), as the
+// watch does on a change: through the watch's goroutine when it runs (it
+// owns the reload state), else here. A config that was not read from a
+// file (inline, stdin, the embedded one) has nothing to read again.
+func (p *process) requestReload() {
+	switch {
+	case p.src.o.file == "" || p.src.o.file == "-":
+		p.log.Info("reload requested; the config does not come from a file, so there is nothing to read again", zap.String("source", p.src.name()))
+	case p.watching:
+		p.log.Info("reload requested", zap.String("file", p.src.name()))
+		select {
+		case p.hup <- struct{}{}:
+		default: // one already waits
+		}
+	default:
+		p.log.Info("reload requested", zap.String("file", p.src.name()))
+		data, err := p.src.read()
+		p.reload(data, err)
+	}
 }
 
 // contentState is the process's loaded value for data read from the config
@@ -192,6 +216,7 @@ func (p *process) watch() func() {
 	cw.dirs[filepath.Dir(path)] = true
 	cw.follow()
 	done := make(chan struct{})
+	p.hup, p.watching = make(chan struct{}, 1), true
 	go func() {
 		// The file may have changed between the first read and the watch.
 		timer := time.NewTimer(0)
@@ -237,6 +262,8 @@ func (p *process) watch() func() {
 				fire = nil
 				cw.check(direct)
 				direct = false
+			case <-p.hup:
+				cw.check(true)
 			}
 		}
 	}()
