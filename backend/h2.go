@@ -150,7 +150,7 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 			src = bytes.NewReader(req.Body())
 			n = len(req.Body())
 		}
-		body = &upBody{src: src, intr: intr, req: req, hr: hr}
+		body = &upBody{src: src, intr: intr, req: req, hr: hr, streamed: req.IsBodyStream()}
 		hr.Body = body
 		hr.ContentLength = int64(max(n, -1))
 		for k := range req.Header.Trailers() {
@@ -295,6 +295,11 @@ type upBody struct {
 	intr     BodyInterrupter
 	reading  bool
 	detached bool
+	// streamed says src reads the client's connection (a body not read
+	// whole before the exchange); ended, that a read returned the body's
+	// end or an error.
+	streamed bool
+	ended    bool
 	wait     chan struct{}
 	// req's trailer fields go to hr's at the end of the body.
 	req *fasthttp.Request
@@ -322,6 +327,9 @@ func (b *upBody) Read(p []byte) (int, error) {
 	}
 	b.mu.Lock()
 	b.reading = false
+	if err != nil {
+		b.ended = true
+	}
 	if b.wait != nil {
 		close(b.wait)
 		b.wait = nil
@@ -346,7 +354,14 @@ func (b *upBody) detach() {
 	b.mu.Lock()
 	b.detached = true
 	if !b.reading {
+		unread := b.streamed && !b.ended
 		b.mu.Unlock()
+		if unread && b.intr != nil {
+			// No read is in progress, but the rest of the client's body
+			// is still on its way and nobody will read it: the client's
+			// connection cannot carry another request after this one.
+			b.intr.InterruptBody()
+		}
 		return
 	}
 	w := make(chan struct{})
