@@ -161,14 +161,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		AccessLog: accessLog,
 		Transport: server.Transport(o.transport),
 	})}
+	// Registered before starting, so that a signal while the binds open
+	// waits for them: SIGHUP reloads, as for nginx and HAProxy, where the
+	// file watch cannot (a file system without inotify); unhandled, it
+	// would end the process.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if err := p.start(f); err != nil {
 		log.Error("failed to start", zap.Error(err))
 		return 1
 	}
-	sigs := make(chan os.Signal, 1)
-	// SIGHUP reloads, as for nginx and HAProxy, where the file watch cannot
-	// (a file system without inotify); unhandled, it would end the process.
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	stopWatch := p.watch()
 	sig := <-sigs
 	for sig == syscall.SIGHUP {
