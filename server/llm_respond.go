@@ -233,22 +233,21 @@ func (b *bind) llmFailed(rs *requestState, x *llmExchange, status int, msg strin
 // before the client has its answer, and the metrics with the request's
 // record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
-	charged := int64(0)
 	if x.hasUsage && (x.limited || len(rs.pc.TokenCharges) > 0) {
-		charged = x.chargedTokens()
-	}
-	if x.limited && x.hasUsage && rs.route != nil && rs.route.limiter != nil {
-		rs.route.limiter.Charge(&x.limit, charged)
-	}
-	if x.hasUsage && len(rs.pc.TokenCharges) > 0 {
-		u := policy.TokenUsage{Total: charged, LLM: func() map[string]any {
-			if x.prov == nil {
-				return map[string]any{"inputTokens": x.usage.InputTokens, "outputTokens": x.usage.OutputTokens, "totalTokens": x.usage.TotalTokens()}
+		charged := x.chargedTokens()
+		if x.limited && rs.route != nil && rs.route.limiter != nil {
+			rs.route.limiter.Charge(&x.limit, charged)
+		}
+		if len(rs.pc.TokenCharges) > 0 {
+			u := policy.TokenUsage{Total: charged, LLM: func() map[string]any {
+				if x.prov == nil {
+					return map[string]any{"inputTokens": x.usage.InputTokens, "outputTokens": x.usage.OutputTokens, "totalTokens": x.usage.TotalTokens()}
+				}
+				return x.llmVariable(nil, false, false)
+			}}
+			for _, charge := range rs.pc.TokenCharges {
+				charge(u)
 			}
-			return x.llmVariable(nil, false, false)
-		}}
-		for _, charge := range rs.pc.TokenCharges {
-			charge(u)
 		}
 	}
 	if x.prov != nil {
