@@ -349,11 +349,7 @@ func (b *Backend) register(s *Session) error {
 	if _, ended := b.ended[s.id]; ended {
 		return errSessionEnded
 	}
-	evicted, ok := b.makeRoomLocked()
-	if evicted != nil {
-		b.closeLaterLocked(evicted)
-	}
-	if !ok {
+	if _, ok := b.makeRoomLocked(); !ok {
 		return errTooManySessions
 	}
 	b.sessions[s.id] = s

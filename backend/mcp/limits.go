@@ -156,12 +156,12 @@ func (s *Session) busy() bool {
 }
 
 // makeRoomLocked is called, with b.mu held, before a session is added: at
-// the bound it ends the least recently used idle session of a sample,
-// which the caller closes (closeLater) once b.mu is released, and reports
-// false when every sampled session is busy.
-func (b *Backend) makeRoomLocked() (evicted *Session, ok bool) {
+// the bound it ends the least recently used idle session of a sample and
+// closes it in the background (evicted), and reports false when every
+// sampled session is busy.
+func (b *Backend) makeRoomLocked() (evicted, ok bool) {
 	if len(b.sessions) < b.maxSessions {
-		return nil, true
+		return false, true
 	}
 	var victim *Session
 	var victimID string
@@ -179,10 +179,11 @@ func (b *Backend) makeRoomLocked() (evicted *Session, ok bool) {
 		}
 	}
 	if victim == nil {
-		return nil, false
+		return false, false
 	}
 	b.endLocked(victimID, victim)
-	return victim, true
+	b.closeLaterLocked(victim)
+	return true, true
 }
 
 // admit makes room for a new session before it is opened, so that an
@@ -191,11 +192,8 @@ func (b *Backend) makeRoomLocked() (evicted *Session, ok bool) {
 func (b *Backend) admit() bool {
 	b.mu.Lock()
 	evicted, ok := b.makeRoomLocked()
-	if evicted != nil {
-		b.closeLaterLocked(evicted)
-	}
 	b.mu.Unlock()
-	if evicted != nil {
+	if evicted {
 		b.log.Info("mcp session ended to make room for a new one", zap.String("backend", b.opts.Name), zap.Int("max", b.maxSessions))
 	}
 	return ok
