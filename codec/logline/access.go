@@ -610,13 +610,13 @@ func BoundBytes(b []byte) []byte {
 	if len(b) <= MaxClientValue {
 		return b
 	}
-	n := runeCut(string(b), MaxClientValue)
+	n := runeCut(b, MaxClientValue)
 	return append(b[:n:n], boundedSuffix...)
 }
 
 // runeCut returns the largest n <= max at which s can be cut without
 // splitting a UTF-8 character.
-func runeCut(s string, max int) int {
+func runeCut[T string | []byte](s T, max int) int {
 	n := max
 	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
 		n--
