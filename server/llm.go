@@ -168,8 +168,14 @@ type llmExchange struct {
 	limited     bool
 	guard       string // "masked", "rejected", "failed_open", "failed" or ""
 	errType     string
-	cost        float64
-	costKnown   bool
+	// prime has llmRespond read a stream up to its answer's first delta
+	// before the client's head goes out, so that a stream failing before
+	// then can go to another provider (llmStream.prime); early is why
+	// the last one did.
+	prime     bool
+	early     earlyFailure
+	cost      float64
+	costKnown bool
 	// end is when the exchange ended (llmComplete), and observe says its
 	// metrics wait for the request's record (observeLLM).
 	end     time.Duration
@@ -189,6 +195,7 @@ func (x *llmExchange) release() {
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
 		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], decoded: x.decoded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+		early: earlyFailure{msg: x.early.msg[:0]},
 	}
 	llmExchanges.Put(x)
 }
@@ -320,6 +327,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	lastStatus := 0
 	var lastErr error
 	haveResp := false // x.upResp holds a provider's error answer
+	early := false    // x.early holds why a provider's stream failed before its answer
 	var lastPolicy *aipolicy.Policy
 	var lastBody []byte
 	denied := false // a provider was skipped: its model's authorization refused
@@ -540,6 +548,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			x.upResp = fasthttp.AcquireResponse()
 		}
 		sent++
+		early = false // the answer is this provider's now
 		span := rs.attempt(req, prov.up.Addr, sent)
 		err = prov.up.ExchangeWatched(rs.clientWatch(), req, x.upResp, attemptDeadline)
 		if span != nil {
@@ -559,8 +568,16 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if failure == backend.FailureProtocol {
 			outcome = balance.ServerError
 		}
-		member.Report(outcome, retryAfter(x.upResp, failure))
-		t.reportHealth(prov, outcome)
+		// A stream another provider could still take over is read up to
+		// its answer's start before it counts as a success: providers
+		// report overload and their own failures as an error event after
+		// a 200 head.
+		x.prime = outcome == balance.Success && x.info.Stream && it.More() &&
+			(deadline.IsZero() || time.Now().Before(deadline))
+		if !x.prime {
+			member.Report(outcome, retryAfter(x.upResp, failure))
+			t.reportHealth(prov, outcome)
+		}
 		if failure == backend.FailureConnect {
 			rb.connectFailed(b.gw.log, err)
 		}
@@ -584,10 +601,33 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			break
 		}
 		x.errType = ""
-		return b.llmRespond(rs, x)
+		st := b.llmRespond(rs, x)
+		if !x.prime {
+			return st
+		}
+		if st != 0 {
+			member.Report(outcome, 0)
+			t.reportHealth(prov, outcome)
+			return st
+		}
+		// The stream failed before its answer began, and the client has
+		// had nothing of it: the next provider is asked, unless the
+		// failure is the request's own (a 4xx error event).
+		x.prime = false
+		outcome = balance.OutcomeOf(x.early.status, false, x.early.status == fasthttp.StatusGatewayTimeout)
+		member.Report(outcome, 0)
+		t.reportHealth(prov, outcome)
+		x.errType = x.early.errType
+		if outcome == balance.ClientError || (!deadline.IsZero() && !time.Now().Before(deadline)) {
+			return b.llmEarlyFailed(rs, x)
+		}
+		early = true
 	}
 	if haveResp {
 		return b.llmRespond(rs, x)
+	}
+	if early {
+		return b.llmEarlyFailed(rs, x)
 	}
 	if denied && lastStatus == 0 {
 		// No provider was tried: each one's model refused the request.

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
@@ -93,6 +95,10 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 			var in *celrules.Input
 			ctx, cancel := guardContext(requestDeadline(rs))
 			ls.guardWith(pol, remoteInput(rs, &in, &up.Header, ctx), cancel, b.gw.log)
+		}
+		if x.prime && ls.prime() {
+			ls.abandon()
+			return 0 // llmAttempts asks the next provider
 		}
 		h.SetContentType(convert.StreamContentType(x.info.Client))
 		resp.SetBodyStream(ls, -1)
@@ -218,6 +224,31 @@ func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Respon
 	ls := acquireLLMStream(x, s, dec)
 	ls.dec = dec
 	return ls
+}
+
+// earlyFailure is why a provider's stream failed before its answer began
+// (llmStream.prime): the provider's error event (status, type in its
+// format, message), or a stream that broke or was cut.
+type earlyFailure struct {
+	status  int
+	typ     string
+	msg     []byte
+	errType string
+}
+
+// llmEarlyFailed answers an exchange whose last provider's stream failed
+// before its answer began with that failure as an error of the client's
+// format (no event of the stream reached the client), and records it.
+func (b *bind) llmEarlyFailed(rs *requestState, x *llmExchange) int {
+	b.llmComplete(rs, x)
+	e := &x.early
+	resp := &x.fctx.Response
+	resp.Reset()
+	resp.SetStatusCode(e.status)
+	resp.Header.SetContentType("application/json")
+	x.out = convert.AppendProviderError(x.out[:0], clientFormat(x.rt), e.status, e.typ, e.msg)
+	resp.SetBody(x.out)
+	return e.status
 }
 
 // llmFailed answers an exchange that got no usable answer from a provider
@@ -587,16 +618,105 @@ func releaseStreamGuard(g *streamGuard) {
 // the error event that replaces them.
 func (ls *llmStream) guardedStep() {
 	g := ls.guard
-	g.held = ls.step(g.held)
-	g.text = ls.s.TakeText(g.text[:0])
-	g.win.Add(g.text)
+	ls.guardedRead()
 	if !ls.done && g.win.Pending() < aipolicy.StreamWindowText && len(g.held) < maxHeldBytes {
 		return
 	}
+	ls.guardedFlush()
+}
+
+// guardedRead reads the provider's next bytes into the held events, their
+// text into the window.
+func (ls *llmStream) guardedRead() {
+	g := ls.guard
+	g.held = ls.step(g.held)
+	g.text = ls.s.TakeText(g.text[:0])
+	g.win.Add(g.text)
+}
+
+// guardedFlush has the pending text judged, and out gets the held events
+// or the error event that replaces them.
+func (ls *llmStream) guardedFlush() {
+	g := ls.guard
 	if g.win.Pending() > 0 && ls.blocked() {
 		return
 	}
 	ls.out, g.held = g.held, ls.out[:0]
+}
+
+// primeMax bounds the client's events held back while a stream is primed,
+// and primeWait the time: a provider that thinks long before its first
+// token (a reasoning model) sends keep-alives meanwhile, which then reach
+// the client as they come.
+const primeMax = 64 << 10
+
+var primeWait = 10 * time.Second // a variable for tests
+
+// prime reads a translated stream before the client's head is written,
+// holding the client's events back, until the answer begins (its first
+// delta), primeMax of events are held, primeWait has passed at the end of
+// a read, or the stream ends. It reports a
+// stream that failed before its answer began (the provider's error event,
+// a stream that broke or was cut), with why in x.early: the client has
+// had nothing of it, so another provider may answer instead. A client
+// that left is no such failure. Otherwise the held events are the first
+// the client reads.
+func (ls *llmStream) prime() bool {
+	s := ls.s
+	until := monoNow() + primeWait
+	for !ls.done && !s.Answered() {
+		if _, failed := s.ProviderFailure(); failed {
+			break // a same-format stream passes it on and reads on
+		}
+		if monoNow() > until {
+			break
+		}
+		if ls.guard != nil {
+			ls.guardedRead()
+			if len(ls.guard.held) >= primeMax {
+				break
+			}
+		} else {
+			ls.out = ls.step(ls.out)
+			if len(ls.out) >= primeMax {
+				break
+			}
+		}
+	}
+	f, provFailed := s.ProviderFailure()
+	if s.Answered() || (!provFailed && ls.failed == nil) || errors.Is(ls.failed, backend.ErrClientGone) {
+		if ls.guard != nil && ls.done {
+			ls.guardedFlush()
+		}
+		return false
+	}
+	e := &ls.x.early
+	if provFailed {
+		e.status, e.typ, e.msg = f.Status, f.Type, append(e.msg[:0], f.Message...)
+		e.errType = strconv.Itoa(f.Status)
+		return true
+	}
+	failure := backend.Classify(ls.failed) // a stream cut or broken: FailureProtocol
+	e.status, e.typ = failure.Status(), ""
+	e.msg = append(e.msg[:0], failureMessage(failure)...)
+	e.errType = failureType(failure)
+	return true
+}
+
+// abandon ends a stream that prime found failed, without accounting it:
+// another provider answers the request.
+func (ls *llmStream) abandon() {
+	_ = ls.x.upResp.CloseBodyStream()
+	if ls.dec != nil {
+		ls.dec.Close()
+	}
+	convert.ReleaseStream(ls.s)
+	if ls.guard != nil {
+		releaseStreamGuard(ls.guard)
+	}
+	in, out := ls.in, ls.out[:0]
+	*ls = llmStream{in: in, out: out}
+	llmStreams.Put(ls)
 }
 
 // blocked has the guards judge the pending window. A rejection replaces

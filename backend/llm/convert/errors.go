@@ -13,6 +13,19 @@ func AppendError(dst []byte, f Format, status int, message string) []byte {
 	return appendError(dst, f, status, statusErrorType(status, f), bytesOf(message))
 }
 
+// AppendProviderError appends a provider's error (a StreamFailure) as an
+// error body in format f's shape: its type where f knows it, else the
+// status's.
+func AppendProviderError(dst []byte, f Format, status int, typ string, message []byte) []byte {
+	if typ == "" || !knownType(typ, f) {
+		typ = statusErrorType(status, f)
+	}
+	if len(message) == 0 {
+		message = []byte("provider error")
+	}
+	return appendError(dst, f, status, typ, message)
+}
+
 // appendError writes f's error body; typ is a type name, message plain text.
 func appendError(dst []byte, f Format, status int, typ string, message []byte) []byte {
 	switch f {

@@ -198,6 +198,10 @@ func (s *Stream) providerError(dst []byte, status int, typ string, msg []byte) [
 	if len(msg) == 0 {
 		msg = []byte("provider error")
 	}
+	if s.failed.Status == 0 {
+		s.failMsg = append(s.failMsg[:0], msg...)
+		s.failed = StreamFailure{Status: status, Type: typ, Message: s.failMsg}
+	}
 	if typ == "" || !knownType(typ, s.info.Client) {
 		typ = statusErrorType(status, s.info.Client)
 	}

@@ -51,6 +51,11 @@ type Stream struct {
 	// so far, and their bytes (OutputEstimate).
 	deltas, deltaBytes int64
 
+	// failed is the provider's own error event, when its stream ended
+	// with one (ProviderFailure); failMsg holds its message.
+	failed  StreamFailure
+	failMsg []byte
+
 	chatW chatWriter
 	anW   anthropicWriter
 	rsW   responsesWriter
@@ -115,6 +120,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.rd.reset()
 	s.usage = Usage{}
 	s.deltas, s.deltaBytes = 0, 0
+	s.failed, s.failMsg = StreamFailure{}, s.failMsg[:0]
 	s.scratch = s.scratch[:0]
 	s.chatW.reset()
 	s.anW.reset()
@@ -136,6 +142,26 @@ func (s *Stream) Usage() Usage { return s.usage }
 // send about one a token), or for each four bytes of their text, whichever
 // is more.
 func (s *Stream) OutputEstimate() int64 { return max(s.deltas, (s.deltaBytes+3)/4) }
+
+// Answered reports whether the answer has begun: a text, reasoning or
+// argument delta was read. A stream that fails before that has given the
+// client no part of an answer, so another provider may be asked instead.
+func (s *Stream) Answered() bool { return s.deltas > 0 }
+
+// StreamFailure is the provider's own error event that ended a stream:
+// its status (derived from its type where it carries none), its type name
+// in the provider's format, and its message.
+type StreamFailure struct {
+	Status  int
+	Type    string
+	Message []byte // valid until the Stream is reset or released
+}
+
+// ProviderFailure returns the error event the provider's stream ended
+// with, in every mode (a same-format stream passes it on as it came).
+func (s *Stream) ProviderFailure() (StreamFailure, bool) {
+	return s.failed, s.failed.Status != 0
+}
 
 // countDelta counts a delta's string token for OutputEstimate.
 func (s *Stream) countDelta(tok llm.Raw) {

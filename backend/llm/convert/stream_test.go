@@ -121,3 +121,48 @@ data: {"type":"response.output_text.delta","delta":"there","sequence_number":2}
 		})
 	}
 }
+
+// TestStreamProviderFailure: a provider's error event is reported with its
+// status, type and message whether the stream is translated or passed on
+// as it came, and Answered tells an error before the answer from one
+// after it (the gateway fails over only from the first).
+func TestStreamProviderFailure(t *testing.T) {
+	const anthropicStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"m\",\"usage\":{\"input_tokens\":7}}}\n\n"
+	const anthropicDelta = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+	const anthropicOverloaded = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	const chatError = "data: {\"error\":{\"message\":\"server had an error\",\"type\":\"server_error\"}}\n\n"
+	const chatDelta = "data: {\"id\":\"c\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n"
+	for _, tc := range []struct {
+		name     string
+		provider Format
+		events   string
+		answered bool
+		status   int
+		typ, msg string
+	}{
+		{"anthropic, error first", Messages, anthropicStart + anthropicOverloaded, false, 529, "overloaded_error", "Overloaded"},
+		{"anthropic, error after text", Messages, anthropicStart + anthropicDelta + anthropicOverloaded, true, 529, "overloaded_error", "Overloaded"},
+		{"anthropic, no error", Messages, anthropicStart + anthropicDelta, true, 0, "", ""},
+		{"chat, error first", Chat, chatError, false, 500, "server_error", "server had an error"},
+		{"chat, error after text", Chat, chatDelta + chatError, true, 500, "server_error", "server had an error"},
+	} {
+		for _, client := range []Format{tc.provider, Chat, Messages} {
+			t.Run(tc.name+"/"+client.String(), func(t *testing.T) {
+				s := NewStream(RequestInfo{Client: client, Provider: tc.provider, Model: "m"})
+				_, _ = s.Feed(nil, []byte(tc.events))
+				if got := s.Answered(); got != tc.answered {
+					t.Errorf("Answered %v, want %v", got, tc.answered)
+				}
+				f, failed := s.ProviderFailure()
+				if failed != (tc.status != 0) || f.Status != tc.status || f.Type != tc.typ || string(f.Message) != tc.msg {
+					t.Errorf("ProviderFailure %d %q %q (%v), want %d %q %q", f.Status, f.Type, f.Message, failed, tc.status, tc.typ, tc.msg)
+				}
+				s.Reset(RequestInfo{Client: client, Provider: tc.provider})
+				if _, failed := s.ProviderFailure(); failed || s.Answered() {
+					t.Errorf("Reset kept the failure or the answer")
+				}
+			})
+		}
+	}
+}
