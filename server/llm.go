@@ -157,9 +157,9 @@ type llmExchange struct {
 	usage    convert.Usage
 	hasUsage bool
 	// cut says the answer's stream ended before its end (the client
-	// left, the stream broke, a guard stopped it): the provider's usage
-	// may be missing, and outEstimate estimates the output streamed
-	// (chargedTokens).
+	// left, the stream broke, a guard stopped it), or the client left
+	// before a whole answer came: the provider's usage may be missing,
+	// and outEstimate estimates the output streamed (chargedTokens).
 	cut         bool
 	outEstimate int64
 	start       time.Duration
@@ -561,6 +561,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			rs.upstreamErr = err
 			lastStatus, lastErr = failure.Status(), err
 			x.errType = "client_gone"
+			x.cut = true // the provider had the prompt (chargedTokens)
 			break
 		}
 		status := x.upResp.StatusCode()

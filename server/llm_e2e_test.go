@@ -654,6 +654,47 @@ localRateLimit:
 	}
 }
 
+// TestLLMClientGoneChargesThePrompt: a client that leaves before a whole
+// (not streamed) answer came is charged its prompt, estimated by the
+// tokenizer: the provider had read it. It used to be charged nothing, so
+// long prompts sent and abandoned never spent the token budget.
+func TestLLMClientGoneChargesThePrompt(t *testing.T) {
+	limits := `
+localRateLimit:
+- {maxTokens: 100, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	o := llmtest.NewOpenAI(t)
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), nil)
+	post := func(ctx context.Context, content string) (int, error) {
+		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + content + `"}]}`
+		req, _ := http.NewRequestWithContext(ctx, "POST", tg.url(8080)+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// A prompt of about 300 tokens; the provider thinks, the client leaves.
+	o.Enqueue(llmtest.Reply{Text: "late", Delay: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := post(ctx, strings.Repeat("word ", 300)); done <- err }()
+	eventually(t, 5*time.Second, "the provider reading the prompt", func() bool { return len(o.Requests()) == 1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the abandoned request got an answer")
+	}
+	eventually(t, 5*time.Second, "the abandoned request's record", func() bool {
+		return tg.accessLogs().FilterMessage("request").Len() == 1
+	})
+	o.Enqueue(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+	if got, err := post(context.Background(), "hi"); err != nil || got != 429 {
+		t.Fatalf("after an abandoned long prompt: %d %v, want 429 (the prompt charged)", got, err)
+	}
+}
+
 // TestLLMFailuresInTheMetrics: an LLM request that got no usable answer
 // (its provider unreachable, its answer broken) is in the GenAI request
 // duration metric under its error type, as the conventions ask for failed

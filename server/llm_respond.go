@@ -118,6 +118,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		x.errType = "protocol"
 		if errors.Is(err, backend.ErrClientGone) {
 			x.errType = "client_gone"
+			x.cut = true // the provider had the prompt (chargedTokens)
 		}
 		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
@@ -264,7 +265,7 @@ func (b *bind) llmFailed(rs *requestState, x *llmExchange, status int, msg strin
 // before the client has its answer, and the metrics with the request's
 // record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
-	if x.hasUsage && (x.limited || len(rs.pc.TokenCharges) > 0) {
+	if (x.hasUsage || x.cut) && (x.limited || len(rs.pc.TokenCharges) > 0) {
 		charged := x.chargedTokens()
 		if x.limited && rs.route != nil && rs.route.limiter != nil {
 			rs.route.limiter.Charge(&x.limit, charged)
@@ -511,9 +512,10 @@ func (ls *llmStream) Close() error {
 // the provider reported; for a stream cut before its end, at least what
 // the provider bills for it: the prompt (estimated by the compiled-in
 // tokenizer when the provider had not reported it yet) and the answer
-// streamed so far (convert.Stream.OutputEstimate). Without the estimate a
-// client could take most of an answer and leave before its usage came,
-// billed nothing.
+// streamed so far (convert.Stream.OutputEstimate); for a client that left
+// before a whole answer came, the prompt. Without the estimate a client
+// could take most of an answer, or have long prompts read, and leave
+// before the usage came, billed nothing.
 func (x *llmExchange) chargedTokens() int64 {
 	if !x.cut {
 		return x.usage.TotalTokens()
