@@ -376,8 +376,13 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				out, status, done := b.llmPolicyRequest(rs, x, prov.policy, cur, cf, &in, deadline)
 				if done {
 					// Refused before the model was read: the log
-					// still names the model asked for.
+					// still names the model asked for, and the
+					// metrics count the refusal.
 					x.reqModel = append(x.reqModel[:0], aipolicy.Model(cur)...)
+					if x.errType == "" {
+						x.errType = "invalid_request"
+					}
+					b.llmComplete(rs, x)
 					return status
 				}
 				if len(out) > 0 && (len(cur) == 0 || &out[0] != &cur[0]) {
@@ -670,7 +675,7 @@ func (b *bind) llmPolicyRequest(rs *requestState, x *llmExchange, pol *aipolicy.
 		return nil, b.llmClientError(x, fasthttp.StatusBadRequest, err.Error()), true
 	}
 	if rej != nil {
-		x.guard = "rejected"
+		x.guard, x.errType = "rejected", "guardrail_rejected"
 		return nil, rej.Write(&x.fctx.Response), true
 	}
 	if remote != nil {

@@ -496,6 +496,11 @@ promptGuard:
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 422 {
 		t.Fatalf("card prompt: %v", err)
 	}
+	settleRecords(t, tg.gw)
+	fams := scrapeGateway(t, tg.gw)
+	if s := seriesOf(fams, "agentgateway_gen_ai_server_request_duration_seconds", map[string]string{"error_type": "guardrail_rejected"}); s == nil || s.GetHistogram().GetSampleCount() != 1 {
+		t.Errorf("the rejected prompt in the duration metric: %v, want one request of error_type guardrail_rejected", s)
+	}
 	if n := len(o.Requests()); n != 0 {
 		t.Fatalf("a rejected prompt reached the provider (%d requests)", n)
 	}

@@ -113,7 +113,7 @@ func (b *bind) guardAnswer(rs *requestState, x *llmExchange, body []byte) (out [
 		return nil, st, false
 	}
 	if rej != nil {
-		x.guard = "rejected"
+		x.guard, x.errType = "rejected", "guardrail_rejected"
 		return nil, rej.Write(&x.fctx.Response), false
 	}
 	x.noteGuard(remote)

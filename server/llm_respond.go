@@ -740,7 +740,7 @@ func (ls *llmStream) blocked() bool {
 	if v.Rejection == nil {
 		return false
 	}
-	x.guard = "rejected"
+	x.guard, x.errType = "rejected", "guardrail_rejected"
 	g.held = g.held[:0]
 	ls.out = ls.s.Abort(ls.out[:0], "guardrail_blocked", "guardrail_intervention", v.Rejection.Body())
 	ls.done, ls.err = true, io.EOF
