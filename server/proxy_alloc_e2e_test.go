@@ -104,7 +104,13 @@ func TestProxyAllocationsBeyondPlainGET(t *testing.T) {
 				runs = 1000
 			}
 			direct := allocs(up, tc.setup, tc.size, runs)
+			// The count is the process's: goroutines that earlier tests
+			// left winding down can only add to it, so the least of
+			// three measurements is the gateway's.
 			proxied := allocs(gw.Addrs()[3000].String(), tc.setup, tc.size, runs)
+			for try := 1; try < 3 && proxied > direct+tc.known+0.5; try++ {
+				proxied = min(proxied, allocs(gw.Addrs()[3000].String(), tc.setup, tc.size, runs))
+			}
 			if proxied > direct+tc.known+0.5 {
 				t.Fatalf("%.2f allocations per request through the gateway, %.2f without it: the gateway allocates", proxied, direct)
 			}
