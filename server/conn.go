@@ -138,8 +138,27 @@ func tunnelHost(c net.Conn) string {
 	return ""
 }
 
-// helloBufs hold the bytes of a ClientHello being peeked at.
+// helloBufs hold the bytes of a PROXY header being peeked at.
 var helloBufs = sync.Pool{New: func() any { b := make([]byte, tlshello.MaxInput); return &b }}
+
+// helloPeek is a look at a connection's first bytes (readHello): their
+// buffer, the ClientHello parsed from them, and the test Peek calls, made
+// once per pooled value so that a look allocates nothing.
+type helloPeek struct {
+	buf    []byte
+	hello  tlshello.Hello
+	enough func([]byte) bool
+}
+
+var helloPeeks = sync.Pool{New: func() any {
+	h := &helloPeek{buf: make([]byte, tlshello.MaxInput)}
+	// One look: a first byte that is no TLS record settles it (plain
+	// HTTP), else the whole ClientHello does.
+	h.enough = func(b []byte) bool {
+		return len(b) > 0 && (!tlshello.LooksLikeTLS(b[0]) || !errors.Is(h.hello.Parse(b), tlshello.ErrNeedMore))
+	}
+	return h
+}}
 
 // peeker is a connection that can show what arrived without consuming it
 // (sock.Conn, sock.PromptConn).
@@ -289,15 +308,13 @@ const (
 // the server name of its ClientHello (lower case, "" for none), or that it
 // is not TLS at all.
 func (b *bind) readHello(c net.Conn, p peeker) (sni string, kind int) {
-	bp := helloBufs.Get().(*[]byte)
-	defer helloBufs.Put(bp)
-	buf := *bp
-	var hello tlshello.Hello
-	// One look: a first byte that is no TLS record settles it (plain
-	// HTTP), else the whole ClientHello does.
-	n, err := p.Peek(buf, func(b []byte) bool {
-		return len(b) > 0 && (!tlshello.LooksLikeTLS(b[0]) || !errors.Is(hello.Parse(b), tlshello.ErrNeedMore))
-	})
+	h := helloPeeks.Get().(*helloPeek)
+	defer func() {
+		h.hello = tlshello.Hello{} // no views of the bytes kept
+		helloPeeks.Put(h)
+	}()
+	buf, hello := h.buf, &h.hello
+	n, err := p.Peek(buf, h.enough)
 	if n == 0 {
 		return "", helloBad
 	}
@@ -312,7 +329,11 @@ func (b *bind) readHello(c net.Conn, p peeker) (sni string, kind int) {
 		b.gw.log.Debug("tls: bad ClientHello", zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 		return "", helloBad
 	}
-	return string(hello.AppendLowerServerName(nil)), helloTLS
+	if len(hello.ServerName) == 0 {
+		return "", helloTLS
+	}
+	var name [tlshello.MaxServerName]byte
+	return string(hello.AppendLowerServerName(name[:0])), helloTLS
 }
 
 // closeUnserved closes a connection no listener took.

@@ -174,7 +174,7 @@ func (h *Hello) serverName(data cursor) error {
 // hostName checks a host_name and reports whether it is an IP literal (see
 // the package comment).
 func hostName(name []byte) (ip bool, err error) {
-	if len(name) == 0 || len(name) > 253 {
+	if len(name) == 0 || len(name) > MaxServerName {
 		return false, errSNILength
 	}
 	if name[len(name)-1] == '.' {

@@ -120,6 +120,10 @@ const (
 // letter, an SSLv2 hello with 0x80.
 func LooksLikeTLS(first byte) bool { return first == typeHandshake }
 
+// MaxServerName is the longest ServerName Parse accepts (a DNS name's
+// limit).
+const MaxServerName = 253
+
 // Hello is what the gateway reads of a ClientHello. Its slices alias the
 // input given to Parse, or, for a hello split across records, the Hello's own
 // reassembly buffer, which the next Parse into the same Hello overwrites:
