@@ -76,11 +76,15 @@ func Start(opts Options) (*Servers, error) {
 		if ln == nil {
 			continue // off
 		}
+		h := sp.handler
+		if sp.slot == &s.admin && loopbackListener(ln) {
+			h = localHostsOnly(h)
+		}
 		ss := &sideServer{
 			name:  sp.name,
 			bound: boundAddr(ln),
 			ln:    ln,
-			srv:   newHTTPServer(sp.handler, sp.writeTimeout, logger.With(zap.String("component", sp.name))),
+			srv:   newHTTPServer(h, sp.writeTimeout, logger.With(zap.String("component", sp.name))),
 			done:  make(chan struct{}),
 		}
 		*sp.slot = ss

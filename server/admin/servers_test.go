@@ -512,3 +512,53 @@ func TestShutdownCutsStuckRequest(t *testing.T) {
 		t.Fatal("Shutdown did not return after its context expired")
 	}
 }
+
+// TestAdminDNSRebindingGuard: an admin server on a loopback address serves
+// requests whose Host is localhost or an IP literal, and refuses any other
+// name (a page rebound to 127.0.0.1 by a hostile DNS server); the stats
+// server, whose metrics a scraper reaches by any name, is not guarded.
+func TestAdminDNSRebindingGuard(t *testing.T) {
+	var ready atomic.Bool
+	s := startTest(t, fullOptions(&ready))
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"", 200}, // the address itself
+		{"localhost", 200},
+		{"localhost:15000", 200},
+		{"LOCALHOST.:15000", 200},
+		{"ui.localhost:15000", 200},
+		{"127.0.0.1:15000", 200},
+		{"[::1]:15000", 200},
+		{"10.1.2.3", 200},
+		{"evil.example:15000", 403},
+		{"evil.example", 403},
+		{"localhost.evil.example", 403},
+		{"127.0.0.1.nip.io", 403},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+s.AdminAddr()+"/config_dump", nil)
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Host %q: %d %q, want %d", tc.host, resp.StatusCode, body, tc.want)
+		}
+	}
+	req, _ := http.NewRequest("GET", "http://"+s.StatsAddr()+"/metrics", nil)
+	req.Host = "metrics.example"
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("stats by name: %d, want 200", resp.StatusCode)
+	}
+}
