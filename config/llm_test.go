@@ -398,7 +398,7 @@ func TestNotServedYet(t *testing.T) {
   policies: {backendAuth: {aws: {assumeRole: {roleArn: r}}}, ai: {promptCaching: {}}}
 - name: plain
   host: 127.0.0.1:1
-  policies: {backendAuth: {key: k}}
+  policies: {backendAuth: {gcp: {}}}
 binds:
 - port: 1
   listeners:
@@ -432,10 +432,9 @@ llm: {models: [{name: m, provider: groq}]}
 	want := []string{
 		"backends[0].ai.provider.openAI.moderation: provider moderation is not implemented yet (use a request guard)",
 		"backends[0].policies.backendAuth.aws.assumeRole: assuming an AWS role is not implemented yet",
-		`backends[1].policies.backendAuth.key: backend auth "key" is implemented for ai backends only yet`,
+		`backends[1].policies.backendAuth.gcp: backend auth "gcp" is implemented for ai backends only yet`,
 		r + `backends[0].policies.backendAuth: backend auth "copilot" is not implemented yet`,
-		r + `policies.backendAuth.key: backend auth "key" is implemented for ai backends only yet`,
-		r + "policies.backendAuth.credentials: backend auth credentials are not implemented yet",
+		r + "policies.backendAuth.credentials: backend auth credentials are not implemented for ai backends yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",

@@ -72,7 +72,7 @@ func FuzzRequestHead(f *testing.F) {
 			rs.pc.Scheme = schemeHTTP
 			up := &fakeUpstreamForFuzz
 			upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&fctx.Request.Header)
-			(&bind{}).prepareRequest(rs, &routeBackend{}, up, upgrade, fields, false)
+			_ = (&bind{}).prepareRequest(rs, &routeBackend{}, up, upgrade, fields, false)
 		}
 		prepare(&fctx, requestFields(&fctx.Request.Header))
 		prepare(&ref, allFields)

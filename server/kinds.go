@@ -12,7 +12,6 @@ import (
 	"github.com/relaygate/gateway/policy/apikey"
 	"github.com/relaygate/gateway/policy/basicauth"
 	"github.com/relaygate/gateway/policy/celrules"
-	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/extproc"
 	"github.com/relaygate/gateway/policy/fault"
@@ -171,16 +170,13 @@ var routeKinds = []routeKind{
 		return err
 	}},
 	{"backendAuth", func(c *compiler, rc *routeCompile, v any) error {
-		// The route's passthrough; the ai backends read the rest.
-		ba := v.(*config.BackendAuth)
-		if ba.Passthrough == nil {
-			return nil
-		}
-		loc, err := credential.NewLocation(ba.Passthrough.Location)
+		// For the route's host, dynamic and MCP backends; ai backends read
+		// the config (aiBackend).
+		a, err := compileBackendAuth(rc.set.Path("backendAuth"), v.(*config.BackendAuth))
+		rc.route.auth = a
 		if err != nil {
-			return &policy.FieldError{Field: "passthrough.location", Msg: err.Error()}
+			return pathedError{err}
 		}
-		rc.route.passthrough, rc.route.passthroughAt = true, loc
 		return nil
 	}},
 	{"timeout", func(c *compiler, rc *routeCompile, v any) error {

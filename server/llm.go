@@ -292,7 +292,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	// X-Forwarded-* and the backend's header policies apply. Each attempt
 	// starts again from this head, so one provider's credentials never
 	// reach another.
-	b.prepareRequest(rs, rb, nil, false, fields, false)
+	// (It fails only on backendAuth secrets: an ai backend's are its
+	// providers', each attempt's.)
+	_ = b.prepareRequest(rs, rb, nil, false, fields, false)
 	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
 	// Content-Encoding is almost never there: a look first costs nothing,
 	// a Del normalises its name and walks every header.

@@ -28,7 +28,7 @@ import (
 // upTLS, when enabled, is the backend's backendTLS (tlsPath its field): the
 // HTTP targets are reached with TLS on their address, an http:// URL
 // included.
-func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBackend, upTLS backend.UpstreamTLS, tlsPath string) (*mcpgw.Backend, error) {
+func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBackend, upTLS backend.UpstreamTLS, tlsPath string, auth *config.BackendAuth) (*mcpgw.Backend, error) {
 	if upTLS.Enabled && !slices.ContainsFunc(cfg.Targets, func(t config.MCPTarget) bool { return t.Kind != config.MCPTargetStdio }) {
 		return nil, &decode.FieldError{Path: tlsPath, Msg: "applies to the HTTP targets of an MCP backend, and this one has none"}
 	}
@@ -60,7 +60,8 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 		Full   []any
 		TLS    backend.UpstreamTLS
 		Limits [2]int
-	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS, [2]int{maxSessions, maxProcs}})
+		Auth   string
+	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS, [2]int{maxSessions, maxProcs}, authIdentity(auth)})
 	if err != nil {
 		return nil, fmt.Errorf("%s.mcp: %w", path, err)
 	}
@@ -129,15 +130,17 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.B
 		}
 	}
 	req := mcpgw.Request{
-		Fast:        fctx,
-		Authz:       allow,
-		Passthrough: r.passthrough || rb.passthrough,
-		Timeout:     callTimeout(r, rb),
-		MaxBody:     rs.bind.frontend.maxBufferSize,
-		Subject:     mcpgw.Subject(pc.Claims),
+		Fast:    fctx,
+		Authz:   allow,
+		Timeout: callTimeout(r, rb),
+		MaxBody: rs.bind.frontend.maxBufferSize,
+		Subject: mcpgw.Subject(pc.Claims),
 	}
-	if req.Passthrough && len(pc.Token) > 0 {
-		req.Token = append([]byte(nil), pc.Token...)
+	if rb.auth != nil {
+		req.Credentials = rb.auth
+		if rb.auth.passthrough && len(pc.Token) > 0 {
+			req.Token = append([]byte(nil), pc.Token...)
+		}
 	}
 	// A client that goes away ends its call: the target is told to stop
 	// rather than work on for an answer nobody reads. As for LLM requests,

@@ -81,7 +81,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			return status
 		}
 	}
-	b.prepareRequest(rs, rb, up, upgrade, fields, mirrored)
+	if err := b.prepareRequest(rs, rb, up, upgrade, fields, mirrored); err != nil {
+		// A secret file of backendAuth cannot be read: the request does
+		// not go without its credentials.
+		rs.upstreamErr = err
+		return respondError(fctx, fasthttp.StatusBadGateway, errBackendCredentials.Error())
+	}
 	if upgrade {
 		return b.tunnel(rs, up, nil)
 	}
@@ -256,7 +261,10 @@ func failureMessage(f backend.Failure) string {
 // A mirrored request's copy is taken once the request is what the route
 // makes of it (hop-by-hop fields gone, X-Forwarded-* appended), before the
 // backend's Host and policies apply.
-func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool, fields uint16, mirrored bool) {
+//
+// The error is a backendAuth secret that could not be read (a file gone):
+// the request must not be sent.
+func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Upstream, upgrade bool, fields uint16, mirrored bool) error {
 	fctx := rs.pc.Fast
 	h := &fctx.Request.Header
 	// Connection may come on several lines; each names fields to remove.
@@ -319,21 +327,16 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	if up != nil && up.HostName != "" && !rs.pc.HostRewritten {
 		h.SetHostBytes(up.HostHeader)
 	}
-	// backendAuth passthrough re-adds the token that authentication
-	// validated and removed; the backend's setting wins over the route's.
-	if len(rs.pc.Token) > 0 {
-		if rb.passthrough {
-			rs.pc.KeepScratch(rb.passthroughAt.Insert(&fctx.Request, rs.pc.Token, rs.pc.Scratch()))
-		} else if r := rs.route; r != nil && r.passthrough {
-			rs.pc.KeepScratch(r.passthroughAt.Insert(&fctx.Request, rs.pc.Token, rs.pc.Scratch()))
-		}
-	}
+	// backendAuth: the token authentication validated and removed
+	// (passthrough), or fixed credentials.
+	authErr := rb.auth.apply(&rs.pc, &fctx.Request)
 	if rb.requestHeaders != nil {
 		rb.requestHeaders.ApplyRequest(h)
 	}
 	// The Host header, as set above or by policies, is what goes upstream
 	// (fasthttp would otherwise rebuild it from the parsed request URI).
 	fctx.Request.UseHostHeader = true
+	return authErr
 }
 
 // appendPrior appends the values of every line of the header name, each

@@ -54,7 +54,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 			return limit.Reject(&fctx.Response)
 		}
 	}
-	b.prepareRequest(rs, rb, prov.up, true, fields, false)
+	_ = b.prepareRequest(rs, rb, prov.up, true, fields, false) // an ai backend's credentials are its providers'
 	// No compression is negotiated, so the server's events can be read.
 	req.Header.Del("Sec-WebSocket-Extensions")
 	uri := prov.p.AppendPath(rs.pc.Scratch(), provider.Passthrough, "", false, req.Header.RequestURI())

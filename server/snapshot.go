@@ -20,7 +20,6 @@ import (
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
-	"github.com/relaygate/gateway/policy/credential"
 	"github.com/relaygate/gateway/policy/extauthz"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/pool"
@@ -111,10 +110,9 @@ type route struct {
 	retry          *retryPolicy
 	mirror         *mirror
 	noBackend      *telemetry.RouteMetrics
-	// passthrough (backendAuth passthrough on the route) re-adds the token
-	// authentication removed, at passthroughAt, on every backend request.
-	passthrough   bool
-	passthroughAt credential.Location
+	// auth is the route's backendAuth, for backends without their own
+	// (routeBackend.auth).
+	auth *backendAuth
 	// mcpAuthz is mcpAuthorization: which MCP items the request may see.
 	mcpAuthz *celrules.RuleSet
 	// limiter is localRateLimit (nil: none).
@@ -136,10 +134,9 @@ type routeBackend struct {
 	version       int
 	metrics       *telemetry.RouteMetrics
 	connectErrors *telemetry.BackendMetrics
-	// passthrough is backendAuth passthrough of this backend; it wins over
-	// the route's.
-	passthrough   bool
-	passthroughAt credential.Location
+	// auth is the backend's backendAuth, else the route's (host, dynamic
+	// and MCP backends; an ai backend's providers hold theirs).
+	auth *backendAuth
 	// cel is what CEL shows as `backend` once this backend is picked.
 	cel map[string]any
 	// tlsLogNext is when a failed TLS handshake may be logged again
@@ -463,6 +460,14 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		if _, ai := rb.target.(*llmTarget); !ai && routeAI != nil {
 			errs = append(errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
 		}
+		if _, ai := rb.target.(*llmTarget); !ai && rb.auth == nil && cr.auth != nil {
+			rb.auth = cr.auth
+			if _, mcp := rb.target.(*mcpRelay); mcp {
+				if msg := cr.auth.headersOnly(); msg != "" {
+					errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg + ", and backends[" + strconv.Itoa(bi) + "] is one"})
+				}
+			}
+		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
 		}
@@ -647,12 +652,12 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			}
 			settings.TLS = t
 		}
-		if ba := policies.BackendAuth; ba != nil && ba.Passthrough != nil {
-			loc, err := credential.NewLocation(ba.Passthrough.Location)
+		if rb.Kind != config.BackendAI {
+			a, err := compileBackendAuth(set.Path("backendAuth"), policies.BackendAuth)
 			if err != nil {
-				errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth") + ".passthrough.location", Msg: err.Error()})
+				errs = append(errs, err)
 			}
-			out.passthrough, out.passthroughAt = true, loc
+			out.auth = a
 		}
 	}
 	if len(errs) > 0 {
@@ -668,7 +673,14 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		})
 		out.target = &httpUpstream{dynamic: d}
 	case config.BackendMCP:
-		m, err := c.mcpBackend(path, routeName, scope, rb.MCP, settings.TLS, set.Path("backendTLS"))
+		if msg := out.auth.headersOnly(); msg != "" {
+			return nil, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg}
+		}
+		auth := routeAuth
+		if policies != nil && policies.BackendAuth != nil {
+			auth = policies.BackendAuth
+		}
+		m, err := c.mcpBackend(path, routeName, scope, rb.MCP, settings.TLS, set.Path("backendTLS"), auth)
 		if err != nil {
 			return nil, err
 		}

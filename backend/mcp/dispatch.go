@@ -47,7 +47,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	n := len(s.b.targets)
 	s.mu.Lock()
 	s.init = params
-	s.opts = connectOptions{header: o.header}
+	s.opts = connectOptions{headers: o.headers}
 	s.mu.Unlock()
 	results := make([]*jsonrpc.Response, n)
 	if len(o.resume) > 0 {

@@ -25,10 +25,11 @@ import (
 type Request struct {
 	Fast  *fasthttp.RequestCtx
 	Authz Authorizer
-	// Token is the client's validated bearer token; with Passthrough it is
-	// sent to HTTP targets.
+	// Credentials, when set, authenticate the gateway to HTTP targets
+	// (backendAuth); Token is the client's validated token, for a
+	// passthrough.
+	Credentials Credentials
 	Token       []byte
-	Passthrough bool
 	// Timeout bounds one call (the route's request timeout); zero means the
 	// backend's default.
 	Timeout time.Duration
@@ -44,6 +45,15 @@ type Request struct {
 	// ends, and its target is told (notifications/cancelled), instead of
 	// running on for an answer nobody reads.
 	Context context.Context
+}
+
+// Credentials give the headers that authenticate the gateway to HTTP
+// targets, token being the client's validated token (for a passthrough).
+// They are asked when a target is connected (an error fails the connect)
+// and for each request to it, so that a rotated secret reaches sessions
+// already open.
+type Credentials interface {
+	Header(token []byte) (http.Header, error)
 }
 
 // Outcome says what an MCP request was, for the access log and metrics.
@@ -177,8 +187,8 @@ func (b *Backend) callTimeout(r *Request) time.Duration {
 
 func (b *Backend) connectOptions(r *Request) connectOptions {
 	o := connectOptions{}
-	if r.Passthrough && len(r.Token) > 0 {
-		o.header = http.Header{"Authorization": {"Bearer " + string(r.Token)}}
+	if cred, token := r.Credentials, r.Token; cred != nil {
+		o.headers = func() (http.Header, error) { return cred.Header(token) }
 	}
 	return o
 }

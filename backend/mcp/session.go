@@ -206,7 +206,9 @@ func (s *Session) shutdown(keepUpstream bool) {
 
 // connectOptions is what connecting to targets needs from the request.
 type connectOptions struct {
-	header  http.Header // Authorization for passthrough
+	// headers gives the gateway's credentials for each request to an HTTP
+	// target (Request.Credentials); nil: none.
+	headers func() (http.Header, error)
 	resume  map[string]string
 	version string
 	// proceed, when set, is asked before targets are initialized again in
@@ -218,14 +220,21 @@ type connectOptions struct {
 func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connection, error) {
 	t := s.b.targets[i]
 	log := s.b.log.With(zap.String("backend", s.b.opts.Name), zap.String("target", t.Name))
+	if o.headers != nil && (t.Kind == config.MCPTargetStreamable || t.Kind == config.MCPTargetSSE) {
+		// Credentials that cannot be had fail the connect, not its first
+		// request.
+		if _, err := o.headers(); err != nil {
+			return nil, err
+		}
+	}
 	switch t.Kind {
 	case config.MCPTargetStreamable:
 		return transport.DialStreamable(ctx, transport.StreamableOptions{
-			URL: s.b.urls[i], Client: s.b.client, Header: o.header,
+			URL: s.b.urls[i], Client: s.b.client, HeaderFunc: o.headers,
 			SessionID: o.resume[t.Name], ProtocolVersion: o.version, Logger: log,
 		})
 	case config.MCPTargetSSE:
-		return transport.DialSSE(ctx, transport.SSEOptions{URL: s.b.urls[i], Client: s.b.client, Header: o.header})
+		return transport.DialSSE(ctx, transport.SSEOptions{URL: s.b.urls[i], Client: s.b.client, HeaderFunc: o.headers})
 	case config.MCPTargetStdio:
 		if err := s.b.takeProcess(s); err != nil {
 			return nil, err

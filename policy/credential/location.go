@@ -1,7 +1,9 @@
-// Package credential owns where a client credential travels in a request
-// (a header with an optional prefix, a query parameter, a cookie): reading
-// it, removing it before the request is forwarded and putting it back for
-// backendAuth passthrough. Every authentication kind reads through it.
+// Package credential owns where a credential travels in a request (a
+// header with an optional prefix, a query parameter, a cookie): reading a
+// client's, removing it before the request is forwarded, putting it back
+// for backendAuth passthrough, and the gateway's own secrets for backends
+// (Secret: inline or a file read again when it changes). Every
+// authentication kind reads through it.
 package credential
 
 import (
@@ -86,6 +88,12 @@ func (l *Location) String() string {
 		return "header " + string(l.name) + " (prefix " + strings.TrimSpace(string(l.prefix)) + ")"
 	}
 	return "header " + string(l.name)
+}
+
+// Header returns the header name and prefix of a header location; ok is
+// false for a query parameter or a cookie.
+func (l *Location) Header() (name, prefix string, ok bool) {
+	return l.nameStr, string(l.prefix), l.kind == locHeader
 }
 
 // IsProxyHeader reports whether the credential is in Proxy-Authorization,
@@ -187,15 +195,17 @@ func (l *Location) Remove(c *policy.Ctx) {
 	}
 }
 
-// Insert puts token into req at the location (for backendAuth
-// passthrough), replacing what is there. scratch is a reusable buffer; the
-// grown buffer is returned for reuse.
+// Insert puts token into req at the location (for backendAuth), replacing
+// every value there: a client that sent its own, twice, must not have one
+// reach the backend beside the gateway's. scratch is a reusable buffer;
+// the grown buffer is returned for reuse.
 func (l *Location) Insert(req *fasthttp.Request, token, scratch []byte) []byte {
 	b := scratch[:0]
 	switch l.kind {
 	case locHeader:
 		b = append(b, l.prefix...)
 		b = append(b, token...)
+		req.Header.DelBytes(l.name)
 		req.Header.SetBytesKV(l.name, b)
 	case locQuery:
 		head, query, tail := splitTarget(req.Header.RequestURI())
@@ -214,6 +224,7 @@ func (l *Location) Insert(req *fasthttp.Request, token, scratch []byte) []byte {
 		b = append(b, tail...)
 		req.SetRequestURIBytes(b)
 	case locCookie:
+		req.Header.DelCookieBytes(l.name)
 		req.Header.SetCookieBytesKV(l.name, token)
 	}
 	return b

@@ -1,11 +1,14 @@
 package credential
 
 import (
+	"bufio"
 	"bytes"
 	"github.com/relaygate/gateway/policy/policytest"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 )
@@ -276,6 +279,44 @@ func TestRepeated(t *testing.T) {
 			c := policytest.Ctx(policytest.NewRequest("GET", tc.uri, tc.headers...))
 			if got := tc.loc.Repeated(c); got != tc.want {
 				t.Errorf("Repeated = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestInsertReplacesEveryValue: Insert leaves only the gateway's value at
+// its location, however many the client sent there.
+func TestInsertReplacesEveryValue(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		loc  *config.AuthLocation
+		raw  string // the client's request
+		want func(req string) bool
+	}{
+		{"header", &config.AuthLocation{Header: &config.HeaderLocation{Name: "X-Key"}},
+			"GET / HTTP/1.1\r\nHost: h\r\nX-Key: a\r\nX-Key: b\r\n\r\n",
+			func(r string) bool { return strings.Count(r, "X-Key") == 1 && strings.Contains(r, "X-Key: NEW\r\n") }},
+		{"cookie", &config.AuthLocation{Cookie: &config.NamedLocation{Name: "s"}},
+			"GET / HTTP/1.1\r\nHost: h\r\nCookie: s=a; t=1\r\nCookie: s=b\r\n\r\n",
+			func(r string) bool {
+				return strings.Count(r, "s=") == 1 && strings.Contains(r, "s=NEW") && strings.Contains(r, "t=1")
+			}},
+		{"query", &config.AuthLocation{QueryParameter: &config.NamedLocation{Name: "k"}},
+			"GET /p?k=a&x=1&k=b HTTP/1.1\r\nHost: h\r\n\r\n",
+			func(r string) bool { return strings.HasPrefix(r, "GET /p?x=1&k=NEW HTTP/1.1") }},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			loc, err := NewLocation(tc.loc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req fasthttp.Request
+			if err := req.Read(bufio.NewReader(strings.NewReader(tc.raw))); err != nil {
+				t.Fatal(err)
+			}
+			loc.Insert(&req, []byte("NEW"), nil)
+			if got := req.String(); !tc.want(got) {
+				t.Errorf("after Insert:\n%s", got)
 			}
 		})
 	}

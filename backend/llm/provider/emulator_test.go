@@ -14,6 +14,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // exchange is one request sent through a Provider to an emulator.
@@ -236,14 +237,14 @@ func TestKeyFileRotation(t *testing.T) {
 	if res := send(t, p, exchange{rt: Completions, body: chatBody}); res.status != 401 {
 		t.Fatalf("status %d before the recheck, want 401 (old key)", res.status)
 	}
-	key.checkedAt.Store(0) // as if keyRecheck had passed
+	key.Recheck() // as if keyRecheck had passed
 	accepted(t, o.Server, send(t, p, exchange{rt: Completions, body: chatBody}))
 
 	// A file that goes away keeps the key read last.
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	key.checkedAt.Store(0)
+	key.Recheck()
 	accepted(t, o.Server, send(t, p, exchange{rt: Completions, body: chatBody}))
 }
 
@@ -262,7 +263,7 @@ func TestKeyFileErrors(t *testing.T) {
 		{"missing", filepath.Join(dir, "missing"), "no such file"},
 		{"empty", write("empty", "\n \n"), "empty"},
 		{"control characters", write("ctl", "sk-secret\r\nX-Injected: 1"), "control characters"},
-		{"too large", write("large", strings.Repeat("k", maxKeyFile+1)), "too large"},
+		{"too large", write("large", strings.Repeat("k", credential.MaxSecretFile+1)), "too large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -450,6 +451,7 @@ func TestKeyLocations(t *testing.T) {
 			}
 			req.Header.SetCookie("theme", "dark")
 			req.Header.SetCookie("session", "client-secret")
+			req.Header.Add("Cookie", "session=client-secret-2")
 			if err := p.Authorize(context.Background(), req); err != nil {
 				t.Fatal(err)
 			}

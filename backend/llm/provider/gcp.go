@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // cloudPlatformScope is the OAuth scope of Vertex AI's access tokens.
@@ -93,7 +94,7 @@ func (g googleTokens) fromJSON(ctx context.Context, params google.CredentialsPar
 	data := g.inline
 	if g.file != "" {
 		var err error
-		if data, err = readBounded(g.file, maxCredentialFile); err != nil {
+		if data, err = credential.ReadBounded(g.file, maxCredentialFile); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relaygate/gateway/policy/credential"
 	"golang.org/x/oauth2"
 )
 
@@ -124,7 +125,7 @@ func (c *tokenCache) cached(tok *oauth2.Token) (*cachedToken, error) {
 	if tok == nil || tok.AccessToken == "" {
 		return nil, errors.New(c.what + ": the token endpoint sent none")
 	}
-	header, err := headerValue("Bearer ", []byte(tok.AccessToken))
+	header, err := credential.HeaderValue("Bearer ", []byte(tok.AccessToken))
 	if err != nil {
 		return nil, errors.New(c.what + ": " + err.Error())
 	}

@@ -19,6 +19,10 @@ type SSEOptions struct {
 	// Header is added to every request (the stream and each POST), where
 	// the SDK did not set the header itself.
 	Header http.Header
+	// HeaderFunc, when set, gives more headers for each request, added
+	// the same way (credentials that may rotate); its error fails the
+	// request.
+	HeaderFunc func() (http.Header, error)
 }
 
 // DialSSE opens the legacy SSE stream and waits for the server's endpoint
@@ -31,14 +35,7 @@ func DialSSE(ctx context.Context, o SSEOptions) (mcp.Connection, error) {
 	if o.Client == nil {
 		return nil, errors.New("SSE target: no HTTP client")
 	}
-	client := *o.Client
-	if len(o.Header) > 0 {
-		base := client.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		client.Transport = &headerTransport{base: base, header: o.Header.Clone()}
-	}
+	client := withHeaders(o.Client, o.Header.Clone(), o.HeaderFunc)
 	// The SDK ties the stream to the context given to Connect: give it one
 	// that outlives ctx, and cancel it when ctx ends before the handshake.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -70,17 +67,48 @@ func (c *sseConn) Close() error {
 	return err
 }
 
-// headerTransport adds headers to every request.
+// withHeaders is a copy of client whose requests get header and fn's
+// headers, where they do not set them themselves (client itself when there
+// are none).
+func withHeaders(client *http.Client, header http.Header, fn func() (http.Header, error)) http.Client {
+	c := *client
+	if len(header) == 0 && fn == nil {
+		return c
+	}
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c.Transport = &headerTransport{base: base, header: header, fn: fn}
+	return c
+}
+
+// headerTransport adds headers to every request: fixed ones, and those fn
+// gives at the time.
 type headerTransport struct {
 	base   http.RoundTripper
 	header http.Header
+	fn     func() (http.Header, error)
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var more http.Header
+	if t.fn != nil {
+		h, err := t.fn()
+		if err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+		more = h
+	}
 	r := req.Clone(req.Context())
-	for k, v := range t.header {
-		if _, set := r.Header[k]; !set {
-			r.Header[k] = v
+	for _, h := range [2]http.Header{t.header, more} {
+		for k, v := range h {
+			if _, set := r.Header[k]; !set {
+				r.Header[k] = v
+			}
 		}
 	}
 	return t.base.RoundTrip(r)

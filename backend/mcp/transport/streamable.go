@@ -30,6 +30,10 @@ type StreamableOptions struct {
 	// Header is sent on every request (e.g. Authorization for passthrough);
 	// the transport's own headers win over it.
 	Header http.Header
+	// HeaderFunc, when set, gives more headers for each request, below
+	// Header's and the transport's (credentials that may rotate); its
+	// error fails the request.
+	HeaderFunc func() (http.Header, error)
 	// SessionID resumes an existing upstream session: no initialize will
 	// pass through this connection, so the standalone stream opens at once.
 	SessionID string
@@ -117,9 +121,14 @@ func DialStreamable(ctx context.Context, o StreamableOptions) (mcp.Connection, e
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("streamable HTTP target: URL %q is not an absolute http(s) URL", u.Redacted())
 	}
+	client := o.Client
+	if o.HeaderFunc != nil {
+		hc := withHeaders(o.Client, nil, o.HeaderFunc)
+		client = &hc
+	}
 	c := &streamable{
 		url:       o.URL,
-		client:    o.Client,
+		client:    client,
 		header:    o.Header,
 		max:       o.MaxMessageBytes,
 		log:       o.Logger,

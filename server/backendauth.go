@@ -1,0 +1,169 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/credential"
+)
+
+// backendAuth is the backendAuth policy of a backend the gateway proxies
+// to itself (host, dynamic and MCP backends; ai backends compile theirs
+// per provider, llm_compile.go): the backend's own, else its route's.
+// passthrough re-adds the token authentication validated and removed;
+// key and credentials put fixed secrets at their locations, on every
+// request (agentgateway's order: the kind, then the credentials).
+type backendAuth struct {
+	passthrough   bool
+	passthroughAt credential.Location
+	fixed         []fixedCredential
+}
+
+// fixedCredential is a secret sent at a location.
+type fixedCredential struct {
+	at     credential.Location
+	secret *credential.Secret
+}
+
+// errBackendCredentials is the client's side of a secret that could not
+// be read (its file gone or broken): the request is not sent without it.
+var errBackendCredentials = errors.New("backend credentials unavailable")
+
+// compileBackendAuth compiles ba (nil: none), path being the policy's.
+// aws, gcp and azure are ai backends' (config/notserved.go refuses them
+// elsewhere).
+func compileBackendAuth(path string, ba *config.BackendAuth) (*backendAuth, error) {
+	if ba == nil {
+		return nil, nil
+	}
+	a := &backendAuth{}
+	if ba.Passthrough != nil {
+		loc, err := credential.NewLocation(ba.Passthrough.Location)
+		if err != nil {
+			return nil, &decode.FieldError{Path: path + ".passthrough.location", Msg: err.Error()}
+		}
+		a.passthrough, a.passthroughAt = true, loc
+	}
+	if k := ba.Key; k != nil {
+		loc, err := credential.NewLocation(k.Location)
+		if err != nil {
+			return nil, &decode.FieldError{Path: path + ".key.location", Msg: err.Error()}
+		}
+		secret, err := credential.NewSecret("", k.Value)
+		if err != nil {
+			p := path + ".key"
+			if !k.Short {
+				p += ".value"
+			}
+			return nil, &decode.FieldError{Path: p, Msg: err.Error()}
+		}
+		a.fixed = append(a.fixed, fixedCredential{at: loc, secret: secret})
+	}
+	for i := range ba.Credentials {
+		c := &ba.Credentials[i]
+		p := path + ".credentials[" + strconv.Itoa(i) + "]"
+		loc, err := credential.NewLocation(&c.Location)
+		if err != nil {
+			return nil, &decode.FieldError{Path: p + ".location", Msg: err.Error()}
+		}
+		secret, err := credential.NewSecret("", c.Key)
+		if err != nil {
+			return nil, &decode.FieldError{Path: p + ".key", Msg: err.Error()}
+		}
+		a.fixed = append(a.fixed, fixedCredential{at: loc, secret: secret})
+	}
+	if !a.passthrough && len(a.fixed) == 0 {
+		return nil, nil // a kind served elsewhere (ai backends)
+	}
+	return a, nil
+}
+
+// apply puts the credentials into req, the upstream request of pc. It
+// fails only when a secret file cannot be read.
+func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
+	if a == nil {
+		return nil
+	}
+	if a.passthrough && len(pc.Token) > 0 {
+		pc.KeepScratch(a.passthroughAt.Insert(req, pc.Token, pc.Scratch()))
+	}
+	for i := range a.fixed {
+		f := &a.fixed[i]
+		v, err := f.secret.Value()
+		if err != nil {
+			return err
+		}
+		pc.KeepScratch(f.at.Insert(req, v, pc.Scratch()))
+	}
+	return nil
+}
+
+// headersOnly is the error for a backend that sends credentials in
+// headers only (MCP targets, whose URLs are their own), or nil.
+func (a *backendAuth) headersOnly() string {
+	if a == nil {
+		return ""
+	}
+	if a.passthrough {
+		if _, _, ok := a.passthroughAt.Header(); !ok {
+			return "an MCP backend takes passthrough in a header only"
+		}
+	}
+	for i := range a.fixed {
+		if _, _, ok := a.fixed[i].at.Header(); !ok {
+			return "an MCP backend takes credentials in headers only"
+		}
+	}
+	return ""
+}
+
+// Header is the credentials as headers of an MCP target's requests, the
+// client's validated token being token (mcpgw.Credentials).
+func (a *backendAuth) Header(token []byte) (http.Header, error) {
+	h := http.Header{}
+	if a.passthrough && len(token) > 0 {
+		name, prefix, _ := a.passthroughAt.Header()
+		h.Set(name, prefix+string(token))
+	}
+	for i := range a.fixed {
+		f := &a.fixed[i]
+		v, err := f.secret.Value()
+		if err != nil {
+			return nil, err
+		}
+		name, prefix, _ := f.at.Header()
+		h.Set(name, prefix+string(v))
+	}
+	return h, nil
+}
+
+// authIdentity is what tells two backendAuth policies apart, secrets
+// included (the config's JSON redacts them), for keying what outlives a
+// reload on them: an MCP backend's sessions hold the credentials they
+// were opened with, so another policy must make another backend.
+func authIdentity(ba *config.BackendAuth) string {
+	if ba == nil {
+		return ""
+	}
+	b, _ := json.Marshal(ba)
+	h := sha256.New()
+	h.Write(b)
+	if ba.Key != nil {
+		h.Write([]byte{0})
+		h.Write([]byte(ba.Key.Value.Inline))
+	}
+	for _, c := range ba.Credentials {
+		h.Write([]byte{0})
+		h.Write([]byte(c.Key.Inline))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
