@@ -258,6 +258,14 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 	}
 	g.binds = map[int]*bind{}
 	g.mu.Unlock()
+	if s := g.snap.Load(); s != nil {
+		// MCP clients' streams carry no call to wait for: they end now
+		// rather than hold the drain to its deadline, and their clients
+		// reconnect elsewhere, resuming their sessions.
+		for _, m := range s.mcp {
+			m.EndStreams()
+		}
+	}
 	var wg sync.WaitGroup
 	for _, b := range binds {
 		wg.Add(1)

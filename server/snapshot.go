@@ -16,6 +16,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
@@ -41,6 +42,7 @@ type Snapshot struct {
 	// last one holding it is released.
 	lease *pool.Lease
 	llm   []*llmTarget // the ai backends, for LLMProviders
+	mcp   []*mcpgw.Backend
 }
 
 // bindConfig is the compiled config of one port.
@@ -205,6 +207,7 @@ type compiler struct {
 	// llm are the ai backends compiled; catalog is config.modelCatalog,
 	// loaded by the first of them.
 	llm       []*llmTarget
+	mcp       []*mcpgw.Backend // the MCP backends compiled (their streams end on shutdown)
 	catalog   *cost.Catalog
 	catalogOK bool
 	// section is the llm section's backend, once compiled (llmSection).
@@ -307,6 +310,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 		return nil, errs
 	}
 	s.llm = c.llm
+	s.mcp = c.mcp
 	return s, nil
 }
 
@@ -684,6 +688,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		if err != nil {
 			return nil, err
 		}
+		c.mcp = append(c.mcp, m)
 		out.target = &mcpRelay{mcp: m}
 	case config.BackendAI:
 		t, err := c.aiBackend(path, routeName, rb.AI, policies, routeAI, routeAuth, settings)

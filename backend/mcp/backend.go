@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -97,6 +98,8 @@ type Backend struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	// draining is set by EndStreams: client streams end at once.
+	draining atomic.Bool
 	ended    map[string]int64         // ids of ended sessions -> when the mark may go (unix ns)
 	resuming map[string]chan struct{} // ids being resumed, closed when done
 	closed   bool
@@ -186,6 +189,28 @@ func New(o Options) (*Backend, error) {
 // It does not end the sessions: streamable HTTP targets keep their
 // upstream sessions, so the clients' ids resume them on the backend that
 // replaces this one or on another replica.
+// EndStreams ends the clients' open streams (GET, and the legacy SSE
+// endpoint's), leaving their sessions: the gateway is draining, and a
+// stream carries no call to wait for, only what targets may send outside
+// one. Its client reconnects, here or to another replica, which resumes
+// the session from its id. Streams opened from now on end at once.
+func (b *Backend) EndStreams() {
+	b.draining.Store(true)
+	b.mu.Lock()
+	sessions := make([]*Session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		if s.stream != nil {
+			s.stream.close()
+		}
+		s.mu.Unlock()
+	}
+}
+
 func (b *Backend) Close() {
 	b.mu.Lock()
 	if b.closed {

@@ -609,8 +609,10 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, kee
 	s.backlog = nil
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
+	if closed || b.draining.Load() {
 		k.close()
+	} else {
+		s.listenUpstreams()
 	}
 	fctx.Response.Header.SetContentType("text/event-stream")
 	fctx.Response.Header.Set("Cache-Control", "no-cache")

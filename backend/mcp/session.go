@@ -230,7 +230,7 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 	switch t.Kind {
 	case config.MCPTargetStreamable:
 		return transport.DialStreamable(ctx, transport.StreamableOptions{
-			URL: s.b.urls[i], Client: s.b.client, HeaderFunc: o.headers,
+			URL: s.b.urls[i], Client: s.b.client, HeaderFunc: o.headers, ListenOnDemand: true,
 			SessionID: o.resume[t.Name], ProtocolVersion: o.version, Logger: log,
 		})
 	case config.MCPTargetSSE:
@@ -264,9 +264,30 @@ func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 	}
 	s.ups[i] = u
 	s.parked[i] = false
+	listening := s.stream != nil
 	s.mu.Unlock()
+	if listening {
+		listen(conn)
+	}
 	go s.read(u)
 	return u
+}
+
+// listen opens a target's standalone stream (transport's ListenOnDemand):
+// what it sends outside any call now has a client stream to go to. A
+// session whose client never listens holds no such upstream connection.
+func listen(conn sdk.Connection) {
+	if l, ok := conn.(interface{ Listen() }); ok {
+		l.Listen()
+	}
+}
+
+// listenUpstreams opens every live target's standalone stream, the client
+// having opened its own.
+func (s *Session) listenUpstreams() {
+	for _, u := range s.live() {
+		listen(u.conn)
+	}
 }
 
 // read delivers what a target sends until its connection ends.

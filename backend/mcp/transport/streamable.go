@@ -39,6 +39,11 @@ type StreamableOptions struct {
 	SessionID string
 	// ProtocolVersion is the MCP-Protocol-Version to send when resuming.
 	ProtocolVersion string
+	// ListenOnDemand opens the standalone GET stream only once Listen is
+	// called (a gateway whose client opened its own stream), not as soon
+	// as the session is initialized: a session nobody listens on holds no
+	// upstream connection.
+	ListenOnDemand bool
 	// MaxMessageBytes bounds a JSON body and an SSE event (default 16 MiB).
 	MaxMessageBytes int
 	Logger          *zap.Logger
@@ -98,6 +103,9 @@ type streamable struct {
 	expired   bool                    // the target answered 404 to our session id
 	inits     map[jsonrpc.ID]struct{} // initialize requests awaiting their result
 	listening bool                    // the standalone GET stream was started
+	ready     bool                    // initialized or resumed: the stream may open
+	onDemand  bool                    // ... once wanted (Listen)
+	wanted    bool
 	closed    bool
 	wg        sync.WaitGroup // goroutines; Add only under mu while !closed
 
@@ -136,6 +144,7 @@ func DialStreamable(ctx context.Context, o StreamableOptions) (mcp.Connection, e
 		done:      make(chan struct{}),
 		inits:     map[jsonrpc.ID]struct{}{},
 		sessionID: o.SessionID,
+		onDemand:  o.ListenOnDemand,
 	}
 	if c.max <= 0 {
 		c.max = DefaultMaxMessageBytes
@@ -674,8 +683,24 @@ func (c *streamable) observe(r *jsonrpc.Response) bool {
 	return true
 }
 
-// startListeningLocked opens the standalone GET stream once.
+// Listen asks for the standalone GET stream (ListenOnDemand): it opens now
+// if the session is initialized, else once it is.
+func (c *streamable) Listen() {
+	c.mu.Lock()
+	c.wanted = true
+	if c.ready {
+		c.startListeningLocked()
+	}
+	c.mu.Unlock()
+}
+
+// startListeningLocked opens the standalone GET stream once, when the
+// session is ready for it and, on demand, wanted.
 func (c *streamable) startListeningLocked() {
+	c.ready = true
+	if c.onDemand && !c.wanted {
+		return
+	}
 	if c.listening || c.closed || (c.version != "" && c.version >= versionStandardHeaders) {
 		return
 	}
