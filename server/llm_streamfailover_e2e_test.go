@@ -15,6 +15,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/relaygate/gateway/backend/llm/guardrail/guardrailtest"
 	"github.com/relaygate/gateway/backend/llm/llmtest"
@@ -137,6 +138,28 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 		}
 		if n := len(b.Requests()); n != 1 {
 			t.Errorf("bedrock got %d requests, want 1", n)
+		}
+	})
+
+	// The same over HTTP/2 (h2c), whose streams the gateway serves on
+	// its own front end.
+	t.Run("h2c client", func(t *testing.T) {
+		a := llmtest.NewAnthropic(t)
+		o := llmtest.NewOpenAI(t)
+		a.APIKey, o.APIKey = "k", "k"
+		tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+		a.Enqueue(llmtest.Reply{StreamError: overloaded})
+		o.Enqueue(llmtest.Reply{Text: "from the second"})
+		c := openai.NewClient(option.WithBaseURL(tg.url(8080)+"/v1"), option.WithAPIKey("client-key"), option.WithMaxRetries(0), option.WithHTTPClient(h2cClient()))
+		s := c.Chat.Completions.NewStreaming(llmCtx(t), chatRequest("m"))
+		var text strings.Builder
+		for s.Next() {
+			if ch := s.Current(); len(ch.Choices) > 0 {
+				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		if err := s.Err(); err != nil || text.String() != "from the second" {
+			t.Fatalf("h2c stream: %q, %v", text.String(), err)
 		}
 	})
 
