@@ -169,9 +169,10 @@ type llmExchange struct {
 	guard       string // "masked", "rejected", "failed_open", "failed" or ""
 	errType     string
 	// prime has llmRespond read a stream up to its answer's first delta
-	// before the client's head goes out, so that a stream failing before
-	// then can go to another provider (llmStream.prime); early is why
-	// the last one did.
+	// before the client's head goes out, and take a whole answer that
+	// breaks as the provider's failure, so that another provider can
+	// answer (llmStream.prime, failEarly); early is why the last one
+	// failed.
 	prime     bool
 	early     earlyFailure
 	cost      float64
@@ -576,11 +577,12 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if failure == backend.FailureProtocol {
 			outcome = balance.ServerError
 		}
-		// A stream another provider could still take over is read up to
-		// its answer's start before it counts as a success: providers
-		// report overload and their own failures as an error event after
-		// a 200 head.
-		x.prime = outcome == balance.Success && x.info.Stream && it.More() &&
+		// An answer another provider could still take over counts as a
+		// success only once it is known to be one: a stream read up to
+		// its answer's start (providers report overload and their own
+		// failures as an error event after a 200 head), a whole answer
+		// read and translated.
+		x.prime = outcome == balance.Success && it.More() &&
 			(deadline.IsZero() || time.Now().Before(deadline))
 		if !x.prime {
 			member.Report(outcome, retryAfter(x.upResp, failure))

@@ -46,6 +46,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		c, err := coding.Parse(ce)
 		if err != nil {
 			rs.upstreamErr = err
+			if x.failEarly(err) {
+				return 0 // llmAttempts asks the next provider
+			}
 			x.errType = "protocol"
 			return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 		}
@@ -115,6 +118,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	}
 	if err != nil {
 		rs.upstreamErr = err
+		if x.failEarly(err) {
+			return 0 // llmAttempts asks the next provider
+		}
 		x.errType = "protocol"
 		if errors.Is(err, backend.ErrClientGone) {
 			x.errType = "client_gone"
@@ -138,6 +144,9 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	out, usage, err := convert.Response(x.out[:0], body, x.info)
 	if err != nil {
 		rs.upstreamErr = err
+		if x.failEarly(err) {
+			return 0 // llmAttempts asks the next provider
+		}
 		x.errType = "protocol"
 		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
@@ -225,6 +234,25 @@ func acquireDecodedStream(x *llmExchange, s *convert.Stream, up *fasthttp.Respon
 	ls := acquireLLMStream(x, s, dec)
 	ls.dec = dec
 	return ls
+}
+
+// failEarly records err, a provider's answer that broke before anything of
+// it reached the client (its body cut or malformed), as an early failure
+// when another provider may answer instead (x.prime), and reports whether
+// it did. A client that left is no provider's failure.
+func (x *llmExchange) failEarly(err error) bool {
+	if !x.prime || errors.Is(err, backend.ErrClientGone) {
+		return false
+	}
+	failure := backend.Classify(err)
+	if failure == backend.FailureNone {
+		failure = backend.FailureProtocol
+	}
+	e := &x.early
+	e.status, e.typ = failure.Status(), ""
+	e.msg = append(e.msg[:0], failureMessage(failure)...)
+	e.errType = failureType(failure)
+	return true
 }
 
 // earlyFailure is why a provider's stream failed before its answer began
@@ -698,11 +726,7 @@ func (ls *llmStream) prime() bool {
 		e.errType = strconv.Itoa(f.Status)
 		return true
 	}
-	failure := backend.Classify(ls.failed) // a stream cut or broken: FailureProtocol
-	e.status, e.typ = failure.Status(), ""
-	e.msg = append(e.msg[:0], failureMessage(failure)...)
-	e.errType = failureType(failure)
-	return true
+	return ls.x.failEarly(ls.failed) // a stream cut or broken
 }
 
 // abandon ends a stream that prime found failed, without accounting it:

@@ -421,3 +421,29 @@ llm:
 		t.Errorf("the refused model's provider got %d requests", n)
 	}
 }
+
+// TestLLMWholeAnswerFailover: a whole (not streamed) answer whose body the
+// provider cuts after a 200 head has given the client nothing either: the
+// next provider answers, and the first one's health drops. It used to
+// answer the client 502 with another provider left to ask.
+func TestLLMWholeAnswerFailover(t *testing.T) {
+	a := llmtest.NewAnthropic(t)
+	o := llmtest.NewOpenAI(t)
+	a.APIKey, o.APIKey = "k", "k"
+	tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+	a.Enqueue(llmtest.Reply{Text: strings.Repeat("a long answer ", 2000), DropAfter: 1})
+	o.Enqueue(llmtest.Reply{Text: "from the second"})
+	c := openaiVia(tg)
+	resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("m"))
+	if err != nil || resp.Choices[0].Message.Content != "from the second" {
+		t.Fatalf("answer: %v %v; want the second provider's", resp, err)
+	}
+	if n := len(a.Requests()); n != 1 {
+		t.Errorf("the first provider got %d requests, want 1", n)
+	}
+	var m bytes.Buffer
+	tg.metrics().WritePrometheus(&m)
+	if want := `agentgateway_gen_ai_provider_healthy{backend="llm",provider="first"} 0`; !strings.Contains(m.String(), want) {
+		t.Errorf("metrics lack %s", want)
+	}
+}
