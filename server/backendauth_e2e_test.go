@@ -183,17 +183,11 @@ binds:
 func TestMCPBackendAuthKey(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
-	})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	target := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target, _ := observedMCPTarget(t, func(r *http.Request) {
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.Header.Get("Authorization"))
 		mu.Unlock()
-		h.ServeHTTP(w, r)
-	})) + "/mcp"
+	})
 	lastAuth := func() []string {
 		mu.Lock()
 		defer mu.Unlock()

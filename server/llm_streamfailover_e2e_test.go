@@ -52,6 +52,16 @@ binds:
 `
 }
 
+// anthropicThenOpenAI is a gateway whose route fails over from an
+// Anthropic emulator to an OpenAI one.
+func anthropicThenOpenAI(t *testing.T) (*llmtest.Anthropic, *llmtest.OpenAI, *testGateway) {
+	t.Helper()
+	a := llmtest.NewAnthropic(t)
+	o := llmtest.NewOpenAI(t)
+	a.APIKey, o.APIKey = "k", "k"
+	return a, o, startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+}
+
 // streamText reads a chat stream through the OpenAI SDK (client format
 // chat) or the Anthropic SDK (messages), returning its text and error.
 func streamText(t *testing.T, tg *testGateway, anthropicClient bool) (string, error) {
@@ -99,10 +109,7 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 				name = tc.name + "/anthropic client"
 			}
 			t.Run(name, func(t *testing.T) {
-				a := llmtest.NewAnthropic(t)
-				o := llmtest.NewOpenAI(t)
-				a.APIKey, o.APIKey = "k", "k"
-				tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+				a, o, tg := anthropicThenOpenAI(t)
 				a.Enqueue(tc.first)
 				o.Enqueue(llmtest.Reply{Text: "from the second"})
 				got, err := streamText(t, tg, anthropicClient)
@@ -144,10 +151,7 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 	// The same over HTTP/2 (h2c), whose streams the gateway serves on
 	// its own front end.
 	t.Run("h2c client", func(t *testing.T) {
-		a := llmtest.NewAnthropic(t)
-		o := llmtest.NewOpenAI(t)
-		a.APIKey, o.APIKey = "k", "k"
-		tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+		a, o, tg := anthropicThenOpenAI(t)
 		a.Enqueue(llmtest.Reply{StreamError: overloaded})
 		o.Enqueue(llmtest.Reply{Text: "from the second"})
 		c := openai.NewClient(option.WithBaseURL(tg.url(8080)+"/v1"), option.WithAPIKey("client-key"), option.WithMaxRetries(0), option.WithHTTPClient(h2cClient()))
@@ -164,10 +168,7 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 	})
 
 	t.Run("failure after the answer began", func(t *testing.T) {
-		a := llmtest.NewAnthropic(t)
-		o := llmtest.NewOpenAI(t)
-		a.APIKey, o.APIKey = "k", "k"
-		tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+		a, o, tg := anthropicThenOpenAI(t)
 		a.Enqueue(llmtest.Reply{Chunks: []string{"half "}, StreamError: overloaded})
 		got, err := streamText(t, tg, false)
 		if got != "half " || err == nil {
@@ -200,10 +201,7 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 	// failure: no other is asked, and the client gets it as an error
 	// answer in its format, since none of the stream reached it.
 	t.Run("request error", func(t *testing.T) {
-		a := llmtest.NewAnthropic(t)
-		o := llmtest.NewOpenAI(t)
-		a.APIKey, o.APIKey = "k", "k"
-		tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+		a, o, tg := anthropicThenOpenAI(t)
 		a.Enqueue(llmtest.Reply{StreamError: &llmtest.Failure{Status: 400, Type: "invalid_request_error", Message: "prompt is too long"}})
 		_, err := streamText(t, tg, false)
 		var oErr *openai.Error
@@ -427,10 +425,7 @@ llm:
 // next provider answers, and the first one's health drops. It used to
 // answer the client 502 with another provider left to ask.
 func TestLLMWholeAnswerFailover(t *testing.T) {
-	a := llmtest.NewAnthropic(t)
-	o := llmtest.NewOpenAI(t)
-	a.APIKey, o.APIKey = "k", "k"
-	tg := startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
+	a, o, tg := anthropicThenOpenAI(t)
 	a.Enqueue(llmtest.Reply{Text: strings.Repeat("a long answer ", 2000), DropAfter: 1})
 	o.Enqueue(llmtest.Reply{Text: "from the second"})
 	c := openaiVia(tg)

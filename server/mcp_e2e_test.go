@@ -38,6 +38,22 @@ func mcpTarget(t *testing.T, name string, tools ...string) (url string, calls *a
 	return upstream(t, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)) + "/mcp", calls
 }
 
+// observedMCPTarget is an MCP server with the tool echo whose every
+// request observe sees first; it returns its endpoint and the server (to
+// change its tools).
+func observedMCPTarget(t *testing.T, observe func(*http.Request)) (string, *sdk.Server) {
+	t.Helper()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
+	})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	return upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		observe(r)
+		h.ServeHTTP(w, r)
+	})) + "/mcp", srv
+}
+
 // bearer adds a token to every request of an MCP client.
 type bearer struct {
 	token string
@@ -481,15 +497,7 @@ mcp:
 func TestMCPPassthroughAndReload(t *testing.T) {
 	iss := jwttest.NewIssuer(t, "RS256")
 	var seen atomic.Value
-	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
-	})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	target := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen.Store(r.Header.Get("Authorization"))
-		h.ServeHTTP(w, r)
-	})) + "/mcp"
+	target, _ := observedMCPTarget(t, func(r *http.Request) { seen.Store(r.Header.Get("Authorization")) })
 	config := func(passthrough, extra string) string {
 		return `
 binds:

@@ -20,17 +20,11 @@ import (
 // A client that listens still gets what a target sends outside any call.
 func TestMCPTargetStreamOnDemand(t *testing.T) {
 	var gets atomic.Int64
-	srv := sdk.NewServer(&sdk.Implementation{Name: "t", Version: "1"}, nil)
-	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
-	})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	target := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target, srv := observedMCPTarget(t, func(r *http.Request) {
 		if r.Method == http.MethodGet {
 			gets.Add(1)
 		}
-		h.ServeHTTP(w, r)
-	})) + "/mcp"
+	})
 	tg := startGateway(t, `
 binds:
 - port: 3000
