@@ -208,16 +208,17 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 // apply yet, path being the policies holding it. allAI says the backends it
 // applies to are all ai backends, which apply key, aws, gcp and azure;
 // anyAI that some are, which do not apply credentials. Host, dynamic and
-// MCP backends apply passthrough, key and credentials.
+// MCP backends apply passthrough, key and credentials, and host and
+// dynamic ones aws (server/backendauth.go refuses it on MCP backends).
 func backendAuthNotServed(path string, b *BackendAuth, allAI, anyAI bool, add func(path, msg string)) {
 	if b == nil {
 		return
 	}
 	switch k := b.Kind(); k {
-	case "", "passthrough", "key":
+	case "", "passthrough", "key", "aws":
 	case "copilot": // the string form: no field below backendAuth
 		add(path+".backendAuth", "backend auth \"copilot\" is not implemented yet")
-	case "aws", "gcp", "azure":
+	case "gcp", "azure":
 		if !allAI {
 			add(path+".backendAuth."+k, "backend auth \""+k+"\" is implemented for ai backends only yet")
 		}

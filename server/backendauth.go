@@ -1,18 +1,21 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
+	"github.com/relaygate/gateway/policy/awssign"
 	"github.com/relaygate/gateway/policy/credential"
 )
 
@@ -26,6 +29,9 @@ type backendAuth struct {
 	passthrough   bool
 	passthroughAt credential.Location
 	fixed         []fixedCredential
+	// signer signs each request with AWS SigV4 (aws), last, over its whole
+	// body (sign).
+	signer *awssign.Signer
 }
 
 // fixedCredential is a secret sent at a location.
@@ -39,7 +45,7 @@ type fixedCredential struct {
 var errBackendCredentials = errors.New("backend credentials unavailable")
 
 // compileBackendAuth compiles ba (nil: none), path being the policy's.
-// aws, gcp and azure are ai backends' (config/notserved.go refuses them
+// gcp and azure are ai backends' (config/notserved.go refuses them
 // elsewhere).
 func compileBackendAuth(path string, ba *config.BackendAuth) (*backendAuth, error) {
 	if ba == nil {
@@ -81,10 +87,47 @@ func compileBackendAuth(path string, ba *config.BackendAuth) (*backendAuth, erro
 		}
 		a.fixed = append(a.fixed, fixedCredential{at: loc, secret: secret})
 	}
-	if !a.passthrough && len(a.fixed) == 0 {
+	if ba.AWS != nil {
+		if ba.AWS.AssumeRole != nil {
+			return nil, &decode.FieldError{Path: path + ".aws.assumeRole", Msg: "assuming an AWS role is not supported yet"}
+		}
+		a.signer = awssign.New(ba.AWS, "")
+	}
+	if !a.passthrough && len(a.fixed) == 0 && a.signer == nil {
 		return nil, nil // a kind served elsewhere (ai backends)
 	}
 	return a, nil
+}
+
+// awsSignTimeout bounds fetching the credentials a signature needs (the
+// default chain's first load, a refresh), as agentgateway bounds its
+// cloud credential fetches.
+const awsSignTimeout = 5 * time.Second
+
+// sign signs the upstream request with AWS SigV4, once everything else has
+// changed it: its body is read whole first (up to maxBufferSize, 413
+// beyond), since the signature covers its hash. ok false means the request
+// was answered (status).
+func (a *backendAuth) sign(rs *requestState) (status int, ok bool) {
+	if a == nil || a.signer == nil {
+		return 0, true
+	}
+	fctx := rs.pc.Fast
+	req := &fctx.Request
+	if req.IsBodyStream() {
+		body, status, ok := readBodyWhole(rs, nil)
+		if !ok {
+			return status, false
+		}
+		req.SetBodyRaw(body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), awsSignTimeout)
+	defer cancel()
+	if err := a.signer.Sign(ctx, req); err != nil {
+		rs.upstreamErr = err
+		return respondError(fctx, fasthttp.StatusBadGateway, errBackendCredentials.Error()), false
+	}
+	return 0, true
 }
 
 // apply puts the credentials into req, the upstream request of pc. It
@@ -112,6 +155,9 @@ func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
 func (a *backendAuth) headersOnly() string {
 	if a == nil {
 		return ""
+	}
+	if a.signer != nil {
+		return "an MCP backend does not sign its targets' requests (aws applies to host and dynamic backends)"
 	}
 	if a.passthrough {
 		if _, _, ok := a.passthroughAt.Header(); !ok {

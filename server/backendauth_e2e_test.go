@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 )
 
 // seenRequests records what an upstream was sent.
@@ -267,5 +269,115 @@ binds:
 `, nil))
 	if err == nil || !strings.Contains(err.Error(), "backends[0].policies.backendAuth: an MCP backend takes credentials in headers only") {
 		t.Errorf("a query location on an MCP backend: %v", err)
+	}
+}
+
+// TestBackendAuthAWSOnHostBackends: backendAuth aws signs a host backend's
+// requests with SigV4 (an API Gateway behind IAM, say) as the AWS SDK's
+// signer would have them: the emulated service checks every signature,
+// queries and bodies included, a chunked body (read whole, since the
+// signature covers its hash) and one from an HTTP/2 client too. A client's
+// own signature is replaced; a body over maxBufferSize is refused 413
+// without reaching the backend; an MCP backend cannot take aws. It was
+// refused as implemented for ai backends only.
+func TestBackendAuthAWSOnHostBackends(t *testing.T) {
+	check := &llmtest.SigV4Check{AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+		Region: "eu-west-3", Service: "execute-api", MaxClockSkew: 5 * time.Minute}
+	var mu sync.Mutex
+	var verdicts []string
+	addr := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		reason, _, _ := check.Verify(r, body)
+		mu.Lock()
+		verdicts = append(verdicts, reason)
+		mu.Unlock()
+		if reason != "" {
+			http.Error(w, reason, http.StatusForbidden)
+			return
+		}
+		w.Write(body)
+	}))
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {maxBufferSize: 65536}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - host: '${UP}'
+        policies:
+          backendAuth:
+            aws: {accessKeyId: AKIDEXAMPLE, secretAccessKey: wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY, region: eu-west-3, serviceName: execute-api}
+          http: {version: HTTP1}
+`, map[string]string{"UP": addr})
+	do := func(client *http.Client, method, path string, body io.Reader, header ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, tg.url(3000)+path, body)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(got)
+	}
+	big := strings.Repeat("x", 40000)
+	for _, tc := range []struct {
+		desc   string
+		client *http.Client
+		method string
+		path   string
+		body   func() io.Reader
+		header []string
+	}{
+		{"GET with a query", http.DefaultClient, "GET", "/prod/items?b=2&a=1&sp=a%20b", nil, nil},
+		{"POST by length", http.DefaultClient, "POST", "/prod/items", func() io.Reader { return strings.NewReader(`{"n":1}`) }, []string{"Content-Type", "application/json"}},
+		{"POST chunked", http.DefaultClient, "POST", "/prod/items", func() io.Reader {
+			return io.MultiReader(strings.NewReader(big[:20000]), strings.NewReader(big[20000:]))
+		}, nil},
+		{"the client's own signature", http.DefaultClient, "POST", "/prod/x", func() io.Reader { return strings.NewReader("b") },
+			[]string{"Authorization", "AWS4-HMAC-SHA256 Credential=AKIDCLIENT/20200101/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=00", "X-Amz-Date", "20200101T000000Z", "X-Amz-Security-Token", "client"}},
+		{"h2c POST", h2cClient(), "POST", "/prod/h2", func() io.Reader { return io.MultiReader(strings.NewReader("h2 "), strings.NewReader("body")) }, nil},
+	} {
+		var body io.Reader
+		want := ""
+		if tc.body != nil {
+			b, _ := io.ReadAll(tc.body())
+			want = string(b)
+			body = tc.body()
+		}
+		st, got := do(tc.client, tc.method, tc.path, body, tc.header...)
+		if st != 200 || got != want {
+			t.Errorf("%s: %d %.80q, want 200 and the body echoed", tc.desc, st, got)
+		}
+	}
+	mu.Lock()
+	n := len(verdicts)
+	mu.Unlock()
+	st, body := do(http.DefaultClient, "POST", "/prod/big", io.MultiReader(strings.NewReader(big), strings.NewReader(big)))
+	if st != 413 {
+		t.Errorf("a body over maxBufferSize: %d %q, want 413", st, body)
+	}
+	mu.Lock()
+	if len(verdicts) != n {
+		t.Errorf("the refused body reached the backend")
+	}
+	mu.Unlock()
+
+	err := tg.gw.Apply(parseConfig(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp: {targets: [{ name: t, mcp: { host: 'http://127.0.0.1:1/mcp' } }]}
+        policies: {backendAuth: {aws: {region: eu-west-3}}}
+`, nil))
+	if err == nil || !strings.Contains(err.Error(), "backends[0].policies.backendAuth: an MCP backend does not sign its targets' requests") {
+		t.Errorf("aws on an MCP backend: %v", err)
 	}
 }

@@ -772,24 +772,33 @@ func (b *bind) llmClientError(x *llmExchange, status int, msg string) int {
 // readLLMBody reads the request body whole into x.client, up to
 // maxBufferSize (413 beyond).
 func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
+	buf, status, ok := readBodyWhole(rs, x.client[:0])
+	x.client = buf
+	return status, ok
+}
+
+// readBodyWhole reads the request body whole, appended to dst, up to
+// maxBufferSize: beyond it the request is answered 413 (ok false, with the
+// status); a body the client fails to send is answered as clientBodyStatus
+// does. The body stays on the request as it was (read: a stream no
+// longer); the caller sets what it sends.
+func readBodyWhole(rs *requestState, dst []byte) (buf []byte, status int, ok bool) {
 	fctx := rs.pc.Fast
 	req := &fctx.Request
 	max := rs.bind.frontend.maxBufferSize
 	if !req.IsBodyStream() {
 		if len(req.Body()) > max {
-			return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+			return dst, respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
 		}
-		x.client = append(x.client[:0], req.Body()...)
-		return 0, true
+		return append(dst, req.Body()...), 0, true
 	}
-	n := req.Header.ContentLength()
-	if n > max {
-		return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+	if n := req.Header.ContentLength(); n > max {
+		return dst, respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
 	}
 	rs.guardBody()
 	// The client's body, or what a policy (extProc) made of it.
 	src := req.BodyStream()
-	buf := x.client[:0]
+	buf = dst
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
@@ -797,24 +806,20 @@ func (b *bind) readLLMBody(rs *requestState, x *llmExchange) (int, bool) {
 		m, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
 		if len(buf) > max {
-			x.client = buf[:0]
-			return respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
+			return buf[:0], respondErrorClose(fctx, fasthttp.StatusRequestEntityTooLarge, "request body too large"), false
 		}
 		if err == io.EOF {
-			break
+			return buf, 0, true
 		}
 		if err != nil {
-			x.client = buf[:0]
 			rs.upstreamErr = err
 			if rs.body.err == nil {
 				// Not the client's failure: a policy's processing of the body.
-				return respondErrorClose(fctx, fasthttp.StatusInternalServerError, "request body processing failed"), false
+				return buf[:0], respondErrorClose(fctx, fasthttp.StatusInternalServerError, "request body processing failed"), false
 			}
-			return clientBodyStatus(fctx, err), false
+			return buf[:0], clientBodyStatus(fctx, err), false
 		}
 	}
-	x.client = buf
-	return 0, true
 }
 
 // costUnknown marks an observation without a price.

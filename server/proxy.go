@@ -87,6 +87,9 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		rs.upstreamErr = err
 		return respondError(fctx, fasthttp.StatusBadGateway, errBackendCredentials.Error())
 	}
+	if status, ok := rb.auth.sign(rs); !ok {
+		return status
+	}
 	if upgrade {
 		return b.tunnel(rs, up, nil)
 	}
