@@ -680,7 +680,7 @@ func (ls *llmStream) guardedFlush() {
 // the client as they come.
 const primeMax = 64 << 10
 
-var primeWait = 10 * time.Second // a variable for tests
+var primeWait = newAtomicInt64(int64(10 * time.Second)) // atomic so that tests can shorten it
 
 // prime reads a translated stream before the client's head is written,
 // holding the client's events back, until the answer begins (its first
@@ -693,7 +693,7 @@ var primeWait = 10 * time.Second // a variable for tests
 // the client reads.
 func (ls *llmStream) prime() bool {
 	s := ls.s
-	until := monoNow() + primeWait
+	until := monoNow() + time.Duration(primeWait.Load())
 	for !ls.done && !s.Answered() {
 		if _, failed := s.ProviderFailure(); failed {
 			break // a same-format stream passes it on and reads on

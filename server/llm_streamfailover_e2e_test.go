@@ -297,9 +297,8 @@ func TestLLMStreamFailoverGuarded(t *testing.T) {
 // primeWait has passed, with the provider's keep-alives, even before the
 // answer begins: a client does not wait headless while a model thinks.
 func TestLLMStreamPrimeWait(t *testing.T) {
-	old := primeWait
-	primeWait = 100 * time.Millisecond
-	t.Cleanup(func() { primeWait = old })
+	old := primeWait.Swap(int64(100 * time.Millisecond))
+	t.Cleanup(func() { primeWait.Store(old) })
 
 	release := make(chan struct{})
 	var releaseOnce sync.Once
