@@ -620,9 +620,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			t.reportHealth(prov, outcome)
 			return st
 		}
-		// The stream failed before its answer began, and the client has
-		// had nothing of it: the next provider is asked, unless the
-		// failure is the request's own (a 4xx error event).
+		// The answer failed before anything of it reached the client (a
+		// stream before its first delta, a whole answer that broke): the
+		// next provider is asked, unless the failure is the request's own
+		// (a 4xx error event).
 		x.prime = false
 		outcome = balance.OutcomeOf(x.early.status, false, x.early.status == fasthttp.StatusGatewayTimeout)
 		member.Report(outcome, 0)
