@@ -150,6 +150,18 @@ func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
 	return nil
 }
 
+// fixedForDynamic is the error for fixed credentials (key, credentials)
+// on a dynamic backend, or "": its destination is the client's to choose
+// (the Host header), so the secret would go wherever the client asks. The
+// client's own token (passthrough) and an AWS signature, which covers the
+// destination's name, may go.
+func (a *backendAuth) fixedForDynamic() string {
+	if a == nil || len(a.fixed) == 0 {
+		return ""
+	}
+	return "a dynamic backend's destination is the client's to choose, so key and credentials would go wherever it asks: give the destinations that take them host backends"
+}
+
 // headersOnly is the error for a backend that sends credentials in
 // headers only (MCP targets, whose URLs are their own), or nil.
 func (a *backendAuth) headersOnly() string {

@@ -272,6 +272,37 @@ binds:
 	}
 }
 
+// TestBackendAuthFixedRefusedOnDynamic: a dynamic backend goes wherever
+// the client's Host says, so a fixed secret there would go to any host a
+// client names (an attacker's included): key and credentials are refused
+// on it, at either level; passthrough (the client's own token) and aws (a
+// signature bound to the destination's name) are not.
+func TestBackendAuthFixedRefusedOnDynamic(t *testing.T) {
+	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+	t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+	for _, tc := range []struct {
+		policies, backend string
+		want              string
+	}{
+		{"", "{dynamic: {}, policies: {backendAuth: {key: k}}}", "routes[0].backends[0].policies.backendAuth: a dynamic backend's destination is the client's to choose"},
+		{"{backendAuth: {credentials: [{location: {header: {name: x}}, key: k}]}}", "{dynamic: {}}", "routes[0].policies.backendAuth: a dynamic backend's destination is the client's to choose, so key and credentials would go wherever it asks: give the destinations that take them host backends (backends[0])"},
+		{"{backendAuth: {key: k}}", "{dynamic: {}, policies: {backendAuth: {passthrough: {}}}}", ""},
+		{"", "{dynamic: {}, policies: {backendAuth: {aws: {region: eu-west-3}}}}", ""},
+	} {
+		yaml := "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends: [" + tc.backend + "]\n"
+		if tc.policies != "" {
+			yaml += "      policies: " + tc.policies + "\n"
+		}
+		err := gw.Apply(parseConfig(t, yaml, nil))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.policies, tc.backend, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.policies, tc.backend, err, tc.want)
+		}
+	}
+}
+
 // TestBackendAuthAWSOnHostBackends: backendAuth aws signs a host backend's
 // requests with SigV4 (an API Gateway behind IAM, say) as the AWS SDK's
 // signer would have them: the emulated service checks every signature,

@@ -466,10 +466,17 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 		}
 		if _, ai := rb.target.(*llmTarget); !ai && rb.auth == nil && cr.auth != nil {
 			rb.auth = cr.auth
-			if _, mcp := rb.target.(*mcpRelay); mcp {
-				if msg := cr.auth.headersOnly(); msg != "" {
-					errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg + ", and backends[" + strconv.Itoa(bi) + "] is one"})
+			msg := ""
+			switch t := rb.target.(type) {
+			case *mcpRelay:
+				msg = cr.auth.headersOnly()
+			case *httpUpstream:
+				if t.dynamic != nil {
+					msg = cr.auth.fixedForDynamic()
 				}
+			}
+			if msg != "" {
+				errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg + " (backends[" + strconv.Itoa(bi) + "])"})
 			}
 		}
 		if r.Backends[bi].Weight == 0 {
@@ -672,6 +679,9 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		up := c.upstream(rb.Host, settings)
 		out.target = &httpUpstream{static: up}
 	case config.BackendDynamic:
+		if msg := out.auth.fixedForDynamic(); msg != "" {
+			return nil, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg}
+		}
 		d, _ := pool.LoadOrNew(c.lease, fmt.Sprintf("dynamic\x00%+v", settings), func() (*backend.Dynamic, error) {
 			return backend.NewDynamic(settings), nil
 		})
