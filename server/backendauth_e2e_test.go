@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -410,5 +411,46 @@ binds:
 `, nil))
 	if err == nil || !strings.Contains(err.Error(), "backends[0].policies.backendAuth: an MCP backend does not sign its targets' requests") {
 		t.Errorf("aws on an MCP backend: %v", err)
+	}
+}
+
+// TestMCPCredentialsStayWithTheTarget: an MCP target that redirects the
+// gateway to another host does not get its credentials sent there: they
+// are the target's (a key in a header of its own, which net/http's
+// redirects would carry to any host, and a passthrough token).
+func TestMCPCredentialsStayWithTheTarget(t *testing.T) {
+	var leaked atomic.Value
+	leaked.Store("")
+	elsewhere := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store(r.Header.Get("X-Api-Key") + "|" + r.Header.Get("Authorization"))
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	target := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://"+elsewhere+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          targets:
+          - { name: t, mcp: { host: 'http://${T}/mcp' } }
+        policies: {backendAuth: {key: {value: secret-key, location: {header: {name: X-Api-Key}}}}}
+`, map[string]string{"T": target})
+	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := leaked.Load().(string); got != "" && got != "|" {
+		t.Fatalf("the redirect's other host got the target's credentials: %q", got)
+	}
+	if got := leaked.Load().(string); got == "" {
+		t.Fatal("the redirect was not followed: the test proves nothing")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,7 +36,7 @@ func DialSSE(ctx context.Context, o SSEOptions) (mcp.Connection, error) {
 	if o.Client == nil {
 		return nil, errors.New("SSE target: no HTTP client")
 	}
-	client := withHeaders(o.Client, o.Header.Clone(), o.HeaderFunc)
+	client := withHeaders(o.Client, o.URL, o.Header.Clone(), o.HeaderFunc)
 	// The SDK ties the stream to the context given to Connect: give it one
 	// that outlives ctx, and cancel it when ctx ends before the handshake.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -67,10 +68,10 @@ func (c *sseConn) Close() error {
 	return err
 }
 
-// withHeaders is a copy of client whose requests get header and fn's
-// headers, where they do not set them themselves (client itself when there
-// are none).
-func withHeaders(client *http.Client, header http.Header, fn func() (http.Header, error)) http.Client {
+// withHeaders is a copy of client whose requests to target's origin get
+// header and fn's headers, where they do not set them themselves (client
+// itself when there are none).
+func withHeaders(client *http.Client, target string, header http.Header, fn func() (http.Header, error)) http.Client {
 	c := *client
 	if len(header) == 0 && fn == nil {
 		return c
@@ -79,19 +80,35 @@ func withHeaders(client *http.Client, header http.Header, fn func() (http.Header
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &headerTransport{base: base, header: header, fn: fn}
+	c.Transport = &headerTransport{base: base, origin: originOf(target), header: header, fn: fn}
 	return c
 }
 
-// headerTransport adds headers to every request: fixed ones, and those fn
-// gives at the time.
+// originOf is the scheme and host of a URL ("" when it does not parse).
+func originOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Scheme + "://" + p.Host
+}
+
+// headerTransport adds headers to every request to the target's origin:
+// fixed ones, and those fn gives at the time. The headers are credentials
+// for that target, so a request elsewhere (a redirect the client follows,
+// a legacy SSE endpoint on another host) goes without them, as net/http
+// drops Authorization on a redirect to another domain.
 type headerTransport struct {
 	base   http.RoundTripper
+	origin string
 	header http.Header
 	fn     func() (http.Header, error)
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme+"://"+req.URL.Host != t.origin {
+		return t.base.RoundTrip(req)
+	}
 	var more http.Header
 	if t.fn != nil {
 		h, err := t.fn()

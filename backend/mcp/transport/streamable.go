@@ -131,7 +131,7 @@ func DialStreamable(ctx context.Context, o StreamableOptions) (mcp.Connection, e
 	}
 	client := o.Client
 	if o.HeaderFunc != nil {
-		hc := withHeaders(o.Client, nil, o.HeaderFunc)
+		hc := withHeaders(o.Client, o.URL, nil, o.HeaderFunc)
 		client = &hc
 	}
 	c := &streamable{
