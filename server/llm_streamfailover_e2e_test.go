@@ -62,6 +62,20 @@ func anthropicThenOpenAI(t *testing.T) (*llmtest.Anthropic, *llmtest.OpenAI, *te
 	return a, o, startGateway(t, failoverConfig(a.Addr(), "anthropic", o.Addr(), "openAI"), nil)
 }
 
+// firstFailedOnce checks that the provider named first was asked once and
+// is shown unhealthy.
+func firstFailedOnce(t *testing.T, first *llmtest.Server, tg *testGateway) {
+	t.Helper()
+	if n := len(first.Requests()); n != 1 {
+		t.Errorf("the first provider got %d requests, want 1", n)
+	}
+	var m bytes.Buffer
+	tg.metrics().WritePrometheus(&m)
+	if want := `agentgateway_gen_ai_provider_healthy{backend="llm",provider="first"} 0`; !strings.Contains(m.String(), want) {
+		t.Errorf("metrics lack %s", want)
+	}
+}
+
 // streamText reads a chat stream through the OpenAI SDK (client format
 // chat) or the Anthropic SDK (messages), returning its text and error.
 func streamText(t *testing.T, tg *testGateway, anthropicClient bool) (string, error) {
@@ -116,14 +130,7 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 				if err != nil || got != "from the second" {
 					t.Fatalf("stream: %q, %v; want the second provider's answer", got, err)
 				}
-				if n := len(a.Requests()); n != 1 {
-					t.Errorf("the first provider got %d requests, want 1", n)
-				}
-				var m bytes.Buffer
-				tg.metrics().WritePrometheus(&m)
-				if want := `agentgateway_gen_ai_provider_healthy{backend="llm",provider="first"} 0`; !strings.Contains(m.String(), want) {
-					t.Errorf("metrics lack %s", want)
-				}
+				firstFailedOnce(t, a.Server, tg)
 			})
 		}
 	}
@@ -432,12 +439,5 @@ func TestLLMWholeAnswerFailover(t *testing.T) {
 	if err != nil || resp.Choices[0].Message.Content != "from the second" {
 		t.Fatalf("answer: %v %v; want the second provider's", resp, err)
 	}
-	if n := len(a.Requests()); n != 1 {
-		t.Errorf("the first provider got %d requests, want 1", n)
-	}
-	var m bytes.Buffer
-	tg.metrics().WritePrometheus(&m)
-	if want := `agentgateway_gen_ai_provider_healthy{backend="llm",provider="first"} 0`; !strings.Contains(m.String(), want) {
-		t.Errorf("metrics lack %s", want)
-	}
+	firstFailedOnce(t, a.Server, tg)
 }
