@@ -3,6 +3,7 @@ package admin
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -46,4 +47,30 @@ func localHost(hostport string) bool {
 func loopbackListener(ln net.Listener) bool {
 	a, ok := ln.Addr().(*net.TCPAddr)
 	return ok && a.IP.IsLoopback()
+}
+
+// sameOriginWrites refuses a request that changes or computes something
+// (any method but GET and HEAD: POST /cel, pprof's symbol lookup) when a
+// browser sent it from another origin: a page cannot make the gateway
+// work for it through its operator's browser (a form posted to
+// localhost:15000/cel needs no preflight). Tools such as curl send no
+// Origin and pass.
+func sameOriginWrites(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
+				writeBody(w, http.StatusForbidden, "text/plain; charset=utf-8",
+					[]byte("admin: cross-origin requests are refused\n"))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin (an Origin header) names host (the
+// request's Host) over http.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
 }

@@ -77,8 +77,11 @@ func Start(opts Options) (*Servers, error) {
 			continue // off
 		}
 		h := sp.handler
-		if sp.slot == &s.admin && loopbackListener(ln) {
-			h = localHostsOnly(h)
+		if sp.slot == &s.admin {
+			h = sameOriginWrites(h)
+			if loopbackListener(ln) {
+				h = localHostsOnly(h)
+			}
 		}
 		ss := &sideServer{
 			name:  sp.name,

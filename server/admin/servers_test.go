@@ -562,3 +562,48 @@ func TestAdminDNSRebindingGuard(t *testing.T) {
 		t.Errorf("stats by name: %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestAdminRefusesCrossOriginWrites: a page on another origin cannot have
+// its visitor's browser post to the admin server (POST /cel needs no
+// preflight as a form); the admin's own origin and tools that send no
+// Origin can.
+func TestAdminRefusesCrossOriginWrites(t *testing.T) {
+	var ready atomic.Bool
+	opts := fullOptions(&ready)
+	opts.EvalCEL = func([]byte) (any, error) { return true, nil }
+	s := startTest(t, opts)
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"", 200},
+		{"http://" + s.AdminAddr(), 200},
+		{"http://evil.example", 403},
+		{"null", 403},
+	} {
+		req, _ := http.NewRequest("POST", "http://"+s.AdminAddr()+"/cel", strings.NewReader(`{"expression":"true"}`))
+		req.Header.Set("Content-Type", "text/plain")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Origin %q: %d, want %d", tc.origin, resp.StatusCode, tc.want)
+		}
+	}
+	// A read from another origin is the browser's to withhold (no CORS).
+	req, _ := http.NewRequest("GET", "http://"+s.AdminAddr()+"/config_dump", nil)
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("a cross-origin GET: %d, CORS %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+	}
+}
