@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
 
 // seenRequests records what an upstream was sent.
@@ -452,5 +454,67 @@ binds:
 	}
 	if got := leaked.Load().(string); got == "" {
 		t.Fatal("the redirect was not followed: the test proves nothing")
+	}
+}
+
+// swappableBearer is an MCP client's token, which it refreshes.
+type swappableBearer struct{ token atomic.Value }
+
+func (b *swappableBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token.Load().(string))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPPassthroughFollowsTheClientsToken: with backendAuth passthrough,
+// a session's targets get the token of the client's latest request: a
+// client that refreshes its expiring token keeps working upstream, where
+// the token of the request that opened the session used to go on until
+// the target refused it.
+func TestMCPPassthroughFollowsTheClientsToken(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	var seen atomic.Value
+	seen.Store("")
+	target, _ := observedMCPTarget(t, func(r *http.Request) {
+		if r.Method == http.MethodPost {
+			seen.Store(r.Header.Get("Authorization"))
+		}
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        jwtAuth: { issuer: i, jwks: { file: '${JWKS}' } }
+        backendAuth: { passthrough: {} }
+      backends:
+      - mcp:
+          targets:
+          - { name: t, mcp: { host: '${T}' } }
+`, map[string]string{"JWKS": iss.WriteJWKSFile(t), "T": target})
+	first := iss.Sign(jwt.MapClaims{"iss": "i", "sub": "u", "exp": time.Now().Add(time.Hour).Unix(), "jti": "1"})
+	second := iss.Sign(jwt.MapClaims{"iss": "i", "sub": "u", "exp": time.Now().Add(2 * time.Hour).Unix(), "jti": "2"})
+	rt := &swappableBearer{}
+	rt.token.Store(first)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: tg.url(3000) + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen.Load(); got != "Bearer "+first {
+		t.Fatalf("the target saw %q, want the first token", got)
+	}
+	rt.token.Store(second)
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen.Load(); got != "Bearer "+second {
+		t.Fatalf("after the client refreshed its token the target saw %q, want the new one", got)
 	}
 }

@@ -185,10 +185,14 @@ func (b *Backend) callTimeout(r *Request) time.Duration {
 	return b.opts.CallTimeout
 }
 
-func (b *Backend) connectOptions(r *Request) connectOptions {
+// connectOptions are how r's session s connects its targets: with r's
+// credentials, and the client's latest token for a passthrough (each of the
+// session's requests keeps its token, noteToken).
+func (b *Backend) connectOptions(r *Request, s *Session) connectOptions {
 	o := connectOptions{}
-	if cred, token := r.Credentials, r.Token; cred != nil {
-		o.headers = func() (http.Header, error) { return cred.Header(token) }
+	if cred := r.Credentials; cred != nil {
+		s.noteToken(r.Token)
+		o.headers = func() (http.Header, error) { return cred.Header(s.currentToken()) }
 	}
 	return o
 }
@@ -328,7 +332,7 @@ func (b *Backend) sessionFor(r *Request, method string) (*Session, bool) {
 			"clientInfo":      map[string]any{"name": "relaygate", "version": Version},
 		})
 		id, _ := jsonrpc.MakeID("init")
-		if resp := s.initialize(ctx, id, params, b.connectOptions(r)); resp.Error != nil {
+		if resp := s.initialize(ctx, id, params, b.connectOptions(r, s)); resp.Error != nil {
 			s.close()
 			writeJSON(fctx, errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, errorText(resp.Error)))
 			return nil, false
@@ -353,6 +357,7 @@ func (b *Backend) sessionFor(r *Request, method string) (*Session, bool) {
 // opened them, and never after they ended.
 func (b *Backend) find(r *Request, id string) *Session {
 	if s := b.lookup(id, r.Subject); s != nil {
+		s.noteToken(r.Token)
 		return s
 	}
 	if b.isEnded(id) {
@@ -433,7 +438,7 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 	ctx, cancel := b.clientContext(r)
 	defer cancel()
 	start := time.Now()
-	resp := s.initialize(ctx, req.ID, req.Params, b.connectOptions(r))
+	resp := s.initialize(ctx, req.ID, req.Params, b.connectOptions(r, s))
 	b.observe("initialize", "", "", resp.Error != nil, start)
 	if resp.Error != nil || b.stateless {
 		b.closeLater(s)
@@ -470,7 +475,7 @@ func (b *Backend) resume(r *Request, id string, st *sessionState) *Session {
 	s.id, s.issued, s.subject, s.version = id, st.Issued, st.Subject, st.Version
 	ctx, cancel := b.callContext(r)
 	defer cancel()
-	o := b.connectOptions(r)
+	o := b.connectOptions(r, s)
 	o.resume = st.Upstream
 	o.version = st.Version
 	o.proceed = func() bool { return !b.isEnded(id) }
@@ -684,7 +689,7 @@ func (b *Backend) serveDelete(r *Request) {
 // the transport's DELETE timeout).
 func (b *Backend) endUpstreams(r *Request, st *sessionState) {
 	s := b.newSession()
-	o := b.connectOptions(r)
+	o := b.connectOptions(r, s)
 	o.resume = st.Upstream
 	o.version = st.Version
 	ctx, cancel := b.callContext(r)
@@ -762,7 +767,7 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 			cancel()
 			return out
 		}
-		o := b.connectOptions(r)
+		o := b.connectOptions(r, s)
 		go func() {
 			ctx, cancel := b.callContext(r)
 			defer cancel()

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,6 +32,10 @@ type Session struct {
 	lastUsed atomic.Int64
 	nextID   atomic.Int64
 	dialing  []sync.Mutex // by target index: one (re)connect at a time
+	// token is the client's validated token as its latest request carried
+	// it (noteToken), for a passthrough to HTTP targets: a client that
+	// refreshes an expiring token has the new one reach them.
+	token atomic.Pointer[[]byte]
 
 	mu         sync.Mutex
 	ups        []*upstream // by target index; nil: not connected (failOpen) or parked
@@ -128,6 +133,27 @@ func (b *Backend) newSession() *Session {
 }
 
 func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+// noteToken keeps the token of a request of this session's identity (the
+// caller checked the subject), when it carries one.
+func (s *Session) noteToken(token []byte) {
+	if len(token) == 0 {
+		return
+	}
+	if cur := s.token.Load(); cur != nil && bytes.Equal(*cur, token) {
+		return
+	}
+	t := bytes.Clone(token)
+	s.token.Store(&t)
+}
+
+// currentToken is the token noteToken kept last (nil: none).
+func (s *Session) currentToken() []byte {
+	if t := s.token.Load(); t != nil {
+		return *t
+	}
+	return nil
+}
 
 func (s *Session) expired(now time.Time) bool {
 	return now.UnixNano()-s.lastUsed.Load() > int64(s.b.ttl)
