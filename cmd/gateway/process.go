@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -355,6 +356,12 @@ func (cw *configWatch) follow() {
 // reload applies the config read from the file, or logs why it cannot,
 // and reports whether it applied it.
 func (p *process) reload(data []byte, err error) bool {
+	if err == nil && blankConfig(data) {
+		// Mid-write (an editor or a tool that truncates, then writes) or a
+		// mistake: applied, it would stop every listener until the next
+		// change.
+		err = errBlankReload
+	}
 	if err != nil {
 		p.gw.NoteReload(p.src.name(), err)
 		p.log.Error("config reload failed; keeping the running config", zap.Error(err))
@@ -371,6 +378,20 @@ func (p *process) reload(data []byte, err error) bool {
 	}
 	p.files = f.FilesRead()
 	p.log.Info("config reloaded", zap.String("file", p.src.name()))
+	return true
+}
+
+// errBlankReload refuses a reload from a file with nothing in it.
+var errBlankReload = errors.New("the config file holds nothing (being written?): an empty config would stop every listener; write `binds: []` to run none")
+
+// blankConfig reports whether a config file holds nothing but white space
+// and comments.
+func blankConfig(data []byte) bool {
+	for line := range bytes.Lines(data) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
 	return true
 }
 
