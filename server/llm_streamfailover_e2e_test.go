@@ -174,6 +174,22 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 		}
 	})
 
+	// A Responses client in front of two OpenAI providers: the first
+	// one's in-band error event comes before any output.
+	t.Run("responses client", func(t *testing.T) {
+		first := llmtest.NewOpenAI(t)
+		second := llmtest.NewOpenAI(t)
+		first.APIKey, second.APIKey = "k", "k"
+		tg := startGateway(t, failoverConfig(first.Addr(), "openAI", second.Addr(), "openAI"), nil)
+		first.Enqueue(llmtest.Reply{StreamError: &llmtest.Failure{Status: 500, Message: "boom"}})
+		second.Enqueue(llmtest.Reply{Text: "from the second"})
+		got, err := sgResponses.stream(t, tg, "gpt-4o-mini")
+		if err != nil || got != "from the second" {
+			t.Fatalf("responses stream: %q, %v", got, err)
+		}
+		firstFailedOnce(t, first.Server, tg)
+	})
+
 	t.Run("failure after the answer began", func(t *testing.T) {
 		a, o, tg := anthropicThenOpenAI(t)
 		a.Enqueue(llmtest.Reply{Chunks: []string{"half "}, StreamError: overloaded})

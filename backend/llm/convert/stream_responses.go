@@ -28,6 +28,12 @@ func (s *Stream) responsesEvent(dst, data []byte) []byte {
 func (s *Stream) responsesRead(dst []byte, typ string, u *llm.ResponsesUsage, message llm.Raw) []byte {
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
+		if typ == "response.failed" && s.failed.Status == 0 {
+			// The provider's own failure, for ProviderFailure; the stream
+			// still ends as it says.
+			s.failMsg = append(s.failMsg[:0], "the provider's response failed"...)
+			s.failed = StreamFailure{Status: 500, Message: s.failMsg}
+		}
 		s.addUsage(responsesUsage(u))
 		s.rd.stopped = true
 		return s.end(dst)

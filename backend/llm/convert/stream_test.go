@@ -146,8 +146,14 @@ func TestStreamProviderFailure(t *testing.T) {
 		{"anthropic, no error", Messages, anthropicStart + anthropicDelta, true, 0, "", ""},
 		{"chat, error first", Chat, chatError, false, 500, "server_error", "server had an error"},
 		{"chat, error after text", Chat, chatDelta + chatError, true, 500, "server_error", "server had an error"},
+		{"responses, failed first", Responses, "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":1,\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\n", false, 500, "", "the provider's response failed"},
+		{"responses, error first", Responses, "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"sequence_number\":1}\n\n", false, 500, "", "boom"},
 	} {
-		for _, client := range []Format{tc.provider, Chat, Messages} {
+		clients := []Format{tc.provider, Chat, Messages}
+		if tc.provider == Responses {
+			clients = clients[:1] // Responses streams are not translated
+		}
+		for _, client := range clients {
 			t.Run(tc.name+"/"+client.String(), func(t *testing.T) {
 				s := NewStream(RequestInfo{Client: client, Provider: tc.provider, Model: "m"})
 				_, _ = s.Feed(nil, []byte(tc.events))
