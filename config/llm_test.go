@@ -434,7 +434,6 @@ llm: {models: [{name: m, provider: groq}]}
 		"backends[0].policies.backendAuth.aws.assumeRole: assuming an AWS role is not implemented yet",
 		`backends[1].policies.backendAuth.gcp: backend auth "gcp" is implemented for ai backends only yet`,
 		r + `backends[0].policies.backendAuth: backend auth "copilot" is not implemented yet`,
-		r + "policies.backendAuth.credentials: backend auth credentials are not implemented for ai backends yet",
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
 		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",

@@ -36,7 +36,7 @@ func (f *File) NotServedYet() []NotServed {
 				add(ppath+".provider.openAI.moderation", "provider moderation is not implemented yet (use a request guard)")
 			}
 			if p.Policies != nil {
-				backendAuthNotServed(ppath+".policies", p.Policies.BackendAuth, true, true, add)
+				backendAuthNotServed(ppath+".policies", p.Policies.BackendAuth, true, add)
 			}
 		}
 	}
@@ -47,11 +47,11 @@ func (f *File) NotServedYet() []NotServed {
 			aiBackend(path, b.AI)
 		}
 		if b.Policies != nil {
-			backendAuthNotServed(path+".policies", b.Policies.BackendAuth, b.Kind == BackendAI, b.Kind == BackendAI, add)
+			backendAuthNotServed(path+".policies", b.Policies.BackendAuth, b.Kind == BackendAI, add)
 		}
 	}
 	f.eachRoute(func(path string, r *Route) {
-		allAI, anyAI := len(r.Backends) > 0, false
+		allAI := len(r.Backends) > 0
 		for i := range r.Backends {
 			rb := &r.Backends[i]
 			bpath := path + "." + indexPath("backends", i)
@@ -63,16 +63,16 @@ func (f *File) NotServedYet() []NotServed {
 					}
 				}
 			}
-			allAI, anyAI = allAI && isAI, anyAI || isAI
+			allAI = allAI && isAI
 			if rb.Kind == BackendAI {
 				aiBackend(bpath, rb.AI)
 			}
 			if rb.Policies != nil {
-				backendAuthNotServed(bpath+".policies", rb.Policies.BackendAuth, isAI, isAI, add)
+				backendAuthNotServed(bpath+".policies", rb.Policies.BackendAuth, isAI, add)
 			}
 		}
 		if p := r.Policies; p != nil {
-			backendAuthNotServed(path+".policies", p.BackendAuth, allAI, anyAI, add)
+			backendAuthNotServed(path+".policies", p.BackendAuth, allAI, add)
 		}
 	})
 	f.eachAIPolicy(func(path string, p *AIPolicy) {
@@ -115,7 +115,7 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 		path := indexPath("llm.providers", i)
 		provider(path, &p.Provider, p.Params)
 		if p.Defaults != nil {
-			backendAuthNotServed(path+".defaults", p.Defaults.Auth, true, true, add)
+			backendAuthNotServed(path+".defaults", p.Defaults.Auth, true, add)
 		}
 	}
 	// requestHeaders returns the requestHeaders a model's requests get (its
@@ -196,7 +196,7 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 		m := &l.Models[i]
 		path := indexPath("llm.models", i)
 		provider(path, &m.Provider, m.Params)
-		backendAuthNotServed(path, m.Auth, true, true, add)
+		backendAuthNotServed(path, m.Auth, true, add)
 		if m.Passthrough == "detect" {
 			add(path+".passthrough", `passthrough "detect" is not implemented yet (reading usage from answers of any format); "opaque" is`)
 		}
@@ -206,11 +206,10 @@ func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 
 // backendAuthNotServed adds the backendAuth forms the data plane does not
 // apply yet, path being the policies holding it. allAI says the backends it
-// applies to are all ai backends, which apply key, aws, gcp and azure;
-// anyAI that some are, which do not apply credentials. Host, dynamic and
-// MCP backends apply passthrough, key and credentials, and host and
-// dynamic ones aws (server/backendauth.go refuses it on MCP backends).
-func backendAuthNotServed(path string, b *BackendAuth, allAI, anyAI bool, add func(path, msg string)) {
+// applies to are all ai backends, which apply key, aws, gcp and azure.
+// Every kind applies passthrough, key and credentials, and host and
+// dynamic backends aws (server/backendauth.go refuses it on MCP backends).
+func backendAuthNotServed(path string, b *BackendAuth, allAI bool, add func(path, msg string)) {
 	if b == nil {
 		return
 	}
@@ -231,7 +230,5 @@ func backendAuthNotServed(path string, b *BackendAuth, allAI, anyAI bool, add fu
 	if b.AWS != nil && b.AWS.AssumeRole != nil {
 		add(path+".backendAuth.aws.assumeRole", "assuming an AWS role is not implemented yet")
 	}
-	if len(b.Credentials) > 0 && anyAI {
-		add(path+".backendAuth.credentials", "backend auth credentials are not implemented for ai backends yet")
-	}
+
 }

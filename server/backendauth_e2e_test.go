@@ -518,3 +518,72 @@ binds:
 		t.Fatalf("after the client refreshed its token the target saw %q, want the new one", got)
 	}
 }
+
+// TestLLMProviderCredentials: backendAuth credentials on an ai backend go
+// with the provider's own key (an API manager's subscription key beside
+// it, say), replacing what the client sent there; on a Bedrock provider
+// they go before the SigV4 signature, which the emulator still accepts.
+// They were refused as not implemented for LLM providers.
+func TestLLMProviderCredentials(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	b := llmtest.NewBedrock(t)
+	o.SetDefault(llmtest.Reply{Text: "ok"})
+	b.SetDefault(llmtest.Reply{Text: "ok"})
+	tg := startGateway(t, `
+binds:
+- port: 8080
+  listeners:
+  - routes:
+    - name: openai
+      matches: [{path: {pathPrefix: /openai}}]
+      policies: {urlRewrite: {path: {prefix: /}}}
+      backends:
+      - ai:
+          name: o
+          hostOverride: '${O}'
+          provider: {openAI: {}}
+          policies:
+            backendAuth:
+              key: '${OKEY}'
+              credentials: [{location: {header: {name: Ocp-Apim-Subscription-Key}}, key: sub-1}]
+    - name: bedrock
+      matches: [{path: {pathPrefix: /bedrock}}]
+      policies: {urlRewrite: {path: {prefix: /}}}
+      backends:
+      - ai:
+          name: b
+          hostOverride: '${B}'
+          provider: {bedrock: {region: '${REGION}'}}
+          policies:
+            backendAuth:
+              aws: {accessKeyId: '${AK}', secretAccessKey: '${SK}'}
+              credentials: [{location: {header: {name: X-Tenant}}, key: tenant-1}]
+`, map[string]string{"O": o.Addr(), "OKEY": o.APIKey, "B": b.Addr(), "REGION": b.Region, "AK": b.AccessKeyID, "SK": b.SecretAccessKey})
+	for _, tc := range []struct {
+		prefix, model string
+		emu           *llmtest.Server
+		header, want  string
+	}{
+		{"/openai", "gpt-4o-mini", o.Server, "Ocp-Apim-Subscription-Key", "sub-1"},
+		{"/bedrock", "anthropic.claude-3-haiku-20240307-v1:0", b.Server, "X-Tenant", "tenant-1"},
+	} {
+		req, _ := http.NewRequest("POST", tg.url(8080)+tc.prefix+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+tc.model+`","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add(tc.header, "client-value")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", tc.prefix, resp.StatusCode, body)
+		}
+		reqs := tc.emu.Requests()
+		last := reqs[len(reqs)-1]
+		if got := last.Header.Values(tc.header); len(got) != 1 || got[0] != tc.want || last.AuthError != "" {
+			t.Errorf("%s: %s %q (auth error %q), want only %q", tc.prefix, tc.header, got, last.AuthError, tc.want)
+		}
+	}
+}

@@ -3,10 +3,12 @@ package provider
 import (
 	"bytes"
 	"context"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // credentials put a provider's credentials on a request.
@@ -81,16 +83,72 @@ var azureAnthropicPath = []byte("/anthropic/v1/messages")
 //     the Azure SDK's credential of the form configured, cached until near
 //     its expiry;
 //   - `passthrough` and no backendAuth on other kinds leave the client's
-//     headers as they are.
+//     headers as they are;
+//   - `credentials` put more secrets at their locations, after the kind's
+//     (before a SigV4 signature, which then covers them).
 //
 // ctx bounds a token or credential fetch. Errors say what failed without
-// any secret. With a key or a cached token Authorize allocates nothing.
+// any secret. With a key or a cached token and no credentials, Authorize
+// allocates nothing.
 func (p *Provider) Authorize(ctx context.Context, req *fasthttp.Request) error {
 	p.setProviderHeaders(&req.Header, req.Header.RequestURI())
-	if p.creds == nil {
-		return nil
+	if len(p.extra) == 0 {
+		if p.creds == nil {
+			return nil
+		}
+		return p.creds.apply(ctx, req)
 	}
-	return p.creds.apply(ctx, req)
+	if _, signs := p.creds.(*sigv4Credentials); signs {
+		if err := p.applyExtra(req); err != nil {
+			return err
+		}
+		return p.creds.apply(ctx, req)
+	}
+	if p.creds != nil {
+		if err := p.creds.apply(ctx, req); err != nil {
+			return err
+		}
+	}
+	return p.applyExtra(req)
+}
+
+// extraCredential is one of backendAuth's credentials.
+type extraCredential struct {
+	at     credential.Location
+	secret *credential.Secret
+}
+
+// compileExtra compiles backendAuth's credentials.
+func compileExtra(cs []config.BackendAuthCredential) ([]extraCredential, error) {
+	var out []extraCredential
+	for i := range cs {
+		path := authPath + ".credentials[" + strconv.Itoa(i) + "]"
+		loc, err := credential.NewLocation(&cs[i].Location)
+		if err != nil {
+			return nil, fieldError(path+".location", err.Error())
+		}
+		secret, err := credential.NewSecret("", cs[i].Key)
+		if err != nil {
+			return nil, fieldError(path+".key", err.Error())
+		}
+		out = append(out, extraCredential{at: loc, secret: secret})
+	}
+	return out, nil
+}
+
+// applyExtra puts backendAuth's credentials on req, each replacing every
+// value the client sent at its location.
+func (p *Provider) applyExtra(req *fasthttp.Request) error {
+	var scratch []byte
+	for i := range p.extra {
+		c := &p.extra[i]
+		v, err := c.secret.Value()
+		if err != nil {
+			return err
+		}
+		scratch = c.at.Insert(req, v, scratch)
+	}
+	return nil
 }
 
 // AuthorizeFetches reports whether Authorize may fetch something (a token,
@@ -134,9 +192,6 @@ func (p *Provider) compileAuth(auth *config.BackendAuth) (credentials, error) {
 			return newGCPCredentials(nil), nil
 		}
 		return nil, nil
-	}
-	if len(auth.Credentials) > 0 {
-		return nil, fieldError(authPath+".credentials", "backend auth credentials are not supported for LLM providers yet")
 	}
 	switch {
 	case auth.Passthrough != nil:

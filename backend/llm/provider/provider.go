@@ -56,6 +56,10 @@ type Provider struct {
 	// creds puts the provider's credentials on a request; nil leaves the
 	// client's headers as they are.
 	creds credentials
+	// extra are backendAuth's credentials: more secrets, each at its
+	// location (an API manager's subscription key beside the provider's),
+	// put on after creds, or before a SigV4 signature, which covers them.
+	extra []extraCredential
 }
 
 // New compiles a provider. auth is the backendAuth that applies to it (nil:
@@ -83,6 +87,11 @@ func New(p *config.NamedAIProvider, auth *config.BackendAuth) (*Provider, error)
 		return nil, err
 	}
 	out.creds = creds
+	if auth != nil {
+		if out.extra, err = compileExtra(auth.Credentials); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 

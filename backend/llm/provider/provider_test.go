@@ -68,8 +68,9 @@ func TestNewErrors(t *testing.T) {
 		{"copilot auth", named(openAI()), &config.BackendAuth{Copilot: true}, "policies.backendAuth"},
 		{"gcp idToken", named(vertex("us-central1")), &config.BackendAuth{GCP: &config.GCPAuth{Type: "idToken"}}, "policies.backendAuth.gcp.type"},
 		{"aws assumeRole", named(bedrock("us-east-1")), &config.BackendAuth{AWS: &config.AWSAuth{AssumeRole: &config.AWSAssumeRole{RoleARN: "arn:aws:iam::1:role/r"}}}, "policies.backendAuth.aws.assumeRole"},
-		{"credentials list", named(openAI()), &config.BackendAuth{Credentials: []config.BackendAuthCredential{{Key: config.Secret{Inline: "k"}}}}, "policies.backendAuth.credentials"},
-		{"credentials beside a key", named(openAI()), &config.BackendAuth{Key: &config.BackendAuthKey{Value: config.Secret{Inline: "k"}}, Credentials: []config.BackendAuthCredential{{Key: config.Secret{Inline: "k"}}}}, "policies.backendAuth.credentials"},
+		{"credential without a location", named(openAI()), &config.BackendAuth{Credentials: []config.BackendAuthCredential{{Key: config.Secret{Inline: "k"}}}}, "policies.backendAuth.credentials[0].location"},
+		{"credential with a line break", named(openAI()), &config.BackendAuth{Key: &config.BackendAuthKey{Value: config.Secret{Inline: "k"}}, Credentials: []config.BackendAuthCredential{
+			{Location: config.AuthLocation{Header: &config.HeaderLocation{Name: "x"}}, Key: config.Secret{Inline: "a\r\nX-Injected: 1"}}}}, "policies.backendAuth.credentials[0].key"},
 		{"key in a query parameter", named(gemini()), &config.BackendAuth{Key: &config.BackendAuthKey{Value: config.Secret{Inline: "k"},
 			Location: &config.AuthLocation{QueryParameter: &config.NamedLocation{Name: "key"}}}}, "policies.backendAuth.key.location.queryParameter"},
 		{"inline key with a line break", named(openAI()), key("sk-a\r\nX-Injected: 1"), "policies.backendAuth.key"},
