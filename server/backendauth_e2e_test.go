@@ -48,6 +48,19 @@ func (s *seenRequests) count() int {
 	return len(s.reqs)
 }
 
+// rotate writes a key file anew, dated an hour ahead so that its change
+// shows whatever the file system's time resolution.
+func rotate(t *testing.T, path, key string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, future, future); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBackendAuthKeyAndCredentials: backendAuth key and credentials on host
 // backends put their secrets where they say (Authorization: Bearer by
 // default, any header, a query parameter, a cookie), replacing what the
@@ -148,13 +161,7 @@ binds:
 		t.Fatalf("/file: %d, Authorization %q", st, up.last(t).Header.Get("Authorization"))
 	}
 	// Rotated: the new key within the recheck period.
-	if err := os.WriteFile(keyFile, []byte("file-key-2"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(keyFile, future, future); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t, keyFile, "file-key-2")
 	eventually(t, 5*time.Second, "the rotated key", func() bool {
 		st, _ := get("/file")
 		return st == 200 && up.last(t).Header.Get("Authorization") == "Bearer file-key-2"
@@ -241,13 +248,7 @@ binds:
 	}
 	// The file rotates: the open session's next requests carry the new
 	// key.
-	if err := os.WriteFile(keyFile, []byte("mcp-key-2"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(keyFile, future, future); err != nil {
-		t.Fatal(err)
-	}
+	rotate(t, keyFile, "mcp-key-2")
 	eventually(t, 5*time.Second, "the rotated key on the session's calls", func() bool {
 		call()
 		got := lastAuth()
