@@ -543,8 +543,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		if err != nil {
 			rs.upstreamErr = err
-			member.Report(balance.ServerError, 0)
-			t.reportHealth(prov, balance.ServerError)
+			t.reportHealth(prov, member, balance.ServerError, 0)
 			lastStatus, lastErr = fasthttp.StatusBadGateway, err
 			continue
 		}
@@ -585,8 +584,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		x.prime = outcome == balance.Success && it.More() &&
 			(deadline.IsZero() || time.Now().Before(deadline))
 		if !x.prime {
-			member.Report(outcome, retryAfter(x.upResp, failure))
-			t.reportHealth(prov, outcome)
+			t.reportHealth(prov, member, outcome, retryAfter(x.upResp, failure))
 		}
 		if failure == backend.FailureConnect {
 			rb.connectFailed(b.gw.log, err)
@@ -616,8 +614,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			return st
 		}
 		if st != 0 {
-			member.Report(outcome, 0)
-			t.reportHealth(prov, outcome)
+			t.reportHealth(prov, member, outcome, 0)
 			return st
 		}
 		// The answer failed before anything of it reached the client (a
@@ -626,8 +623,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		// (a 4xx error event).
 		x.prime = false
 		outcome = balance.OutcomeOf(x.early.status, false, x.early.status == fasthttp.StatusGatewayTimeout)
-		member.Report(outcome, 0)
-		t.reportHealth(prov, outcome)
+		t.reportHealth(prov, member, outcome, 0)
 		x.errType = x.early.errType
 		if outcome == balance.ClientError || (!deadline.IsZero() && !time.Now().Before(deadline)) {
 			return b.llmEarlyFailed(rs, x)
@@ -701,9 +697,11 @@ func headOfMembers(body []byte, members []aipolicy.Member) (convert.Head, error)
 	return h, nil
 }
 
-// reportHealth shows an attempt's effect on its provider in the metrics:
-// a failure evicts it (backend/llm/balance), an answer brings it back.
-func (t *llmTarget) reportHealth(p *llmProvider, o balance.Outcome) {
+// reportHealth reports an attempt's outcome to its provider's health
+// (member, backend/llm/balance: a failure evicts it for at least
+// retryAfter, an answer brings it back) and shows it in the metrics.
+func (t *llmTarget) reportHealth(p *llmProvider, member *balance.Member, o balance.Outcome, retryAfter time.Duration) {
+	member.Report(o, retryAfter)
 	switch o {
 	case balance.Success, balance.ClientError:
 		if !p.shownHealthy.Load() {

@@ -244,10 +244,7 @@ func (x *llmExchange) failEarly(err error) bool {
 	if !x.prime || errors.Is(err, backend.ErrClientGone) {
 		return false
 	}
-	failure := backend.Classify(err)
-	if failure == backend.FailureNone {
-		failure = backend.FailureProtocol
-	}
+	failure := backend.Classify(err) // err is not nil: never FailureNone
 	e := &x.early
 	e.status, e.typ = failure.Status(), ""
 	e.msg = append(e.msg[:0], failureMessage(failure)...)
@@ -491,10 +488,7 @@ func (ls *llmStream) Close() error {
 		return nil
 	}
 	x := ls.x
-	_ = x.upResp.CloseBodyStream()
-	if ls.dec != nil {
-		ls.dec.Close()
-	}
+	ls.closeUpstream()
 	var err error
 	switch {
 	case ls.failed != nil:
@@ -514,15 +508,9 @@ func (ls *llmStream) Close() error {
 		if err != nil {
 			x.cut, x.outEstimate = true, ls.s.OutputEstimate()
 		}
-		convert.ReleaseStream(ls.s)
-	}
-	if ls.guard != nil {
-		releaseStreamGuard(ls.guard)
 	}
 	n, obs, observed, b, rs := ls.n, ls.obs, ls.observed, ls.b, ls.rs
-	in, out := ls.in, ls.out[:0]
-	*ls = llmStream{in: in, out: out}
-	llmStreams.Put(ls)
+	ls.recycle()
 	switch {
 	case observed:
 		b.llmComplete(rs, x)
@@ -732,11 +720,25 @@ func (ls *llmStream) prime() bool {
 // abandon ends a stream that prime found failed, without accounting it:
 // another provider answers the request.
 func (ls *llmStream) abandon() {
+	ls.closeUpstream()
+	ls.recycle()
+}
+
+// closeUpstream closes the provider's body (its connection pooled when it
+// was read to its end) and the decoder over it.
+func (ls *llmStream) closeUpstream() {
 	_ = ls.x.upResp.CloseBodyStream()
 	if ls.dec != nil {
 		ls.dec.Close()
 	}
-	convert.ReleaseStream(ls.s)
+}
+
+// recycle releases what the stream holds and returns it to its pool,
+// keeping its buffers; ls must not be used afterwards.
+func (ls *llmStream) recycle() {
+	if ls.s != nil {
+		convert.ReleaseStream(ls.s)
+	}
 	if ls.guard != nil {
 		releaseStreamGuard(ls.guard)
 	}
