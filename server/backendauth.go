@@ -150,35 +150,36 @@ func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
 	return nil
 }
 
-// fixedForDynamic is the error for fixed credentials (key, credentials)
-// on a dynamic backend, or "": its destination is the client's to choose
-// (the Host header), so the secret would go wherever the client asks. The
-// client's own token (passthrough) and an AWS signature, which covers the
-// destination's name, may go.
-func (a *backendAuth) fixedForDynamic() string {
-	if a == nil || len(a.fixed) == 0 {
-		return ""
-	}
-	return "a dynamic backend's destination is the client's to choose, so key and credentials would go wherever it asks: give the destinations that take them host backends"
-}
-
-// headersOnly is the error for a backend that sends credentials in
-// headers only (MCP targets, whose URLs are their own), or nil.
-func (a *backendAuth) headersOnly() string {
+// misfit is the error for a backendAuth on a backend of kind k that cannot
+// apply it, or "":
+//   - a dynamic backend's destination is the client's to choose (the Host
+//     header), so fixed credentials would go wherever the client asks; the
+//     client's own token (passthrough) and an AWS signature, which covers
+//     the destination's name, may go;
+//   - an MCP backend's targets have URLs of their own, so credentials go
+//     in headers only, and their requests are the transport's to sign.
+func (a *backendAuth) misfit(k config.BackendKind) string {
 	if a == nil {
 		return ""
 	}
-	if a.signer != nil {
-		return "an MCP backend does not sign its targets' requests (aws applies to host and dynamic backends)"
-	}
-	if a.passthrough {
-		if _, _, ok := a.passthroughAt.Header(); !ok {
-			return "an MCP backend takes passthrough in a header only"
+	switch k {
+	case config.BackendDynamic:
+		if len(a.fixed) > 0 {
+			return "a dynamic backend's destination is the client's to choose, so key and credentials would go wherever it asks: give the destinations that take them host backends"
 		}
-	}
-	for i := range a.fixed {
-		if _, _, ok := a.fixed[i].at.Header(); !ok {
-			return "an MCP backend takes credentials in headers only"
+	case config.BackendMCP:
+		if a.signer != nil {
+			return "an MCP backend does not sign its targets' requests (aws applies to host and dynamic backends)"
+		}
+		if a.passthrough {
+			if _, _, ok := a.passthroughAt.Header(); !ok {
+				return "an MCP backend takes passthrough in a header only"
+			}
+		}
+		for i := range a.fixed {
+			if _, _, ok := a.fixed[i].at.Header(); !ok {
+				return "an MCP backend takes credentials in headers only"
+			}
 		}
 	}
 	return ""

@@ -456,28 +456,13 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	for bi := range r.Backends {
-		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth)
+		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth, cr.auth)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
 		}
 		if _, ai := rb.target.(*llmTarget); !ai && routeAI != nil {
 			errs = append(errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
-		}
-		if _, ai := rb.target.(*llmTarget); !ai && rb.auth == nil && cr.auth != nil {
-			rb.auth = cr.auth
-			msg := ""
-			switch t := rb.target.(type) {
-			case *mcpRelay:
-				msg = cr.auth.headersOnly()
-			case *httpUpstream:
-				if t.dynamic != nil {
-					msg = cr.auth.fixedForDynamic()
-				}
-			}
-			if msg != "" {
-				errs = append(errs, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg + " (backends[" + strconv.Itoa(bi) + "])"})
-			}
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -569,7 +554,9 @@ var backendKinds = map[string]bool{
 // routeBackend compiles one backend of a route; routeSet is the route's
 // merged policies, of which the backend inherits the kinds it applies
 // (routeKinds without a build) below its own.
-func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeSet *config.PolicySet, routeAI *config.AIPolicy, routeAuth *config.BackendAuth) (*routeBackend, error) {
+// routeAuth is the route's backendAuth, compiled as routeAuthed (for the
+// backends without their own).
+func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteBackend, routeSet *config.PolicySet, routeAI *config.AIPolicy, routeAuth *config.BackendAuth, routeAuthed *backendAuth) (*routeBackend, error) {
 	if rb.Kind == config.BackendLLMModels {
 		// The llm section attached to a gateway listener.
 		return c.llmSection(routeName)
@@ -671,6 +658,18 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 			out.auth = a
 		}
 	}
+	// The backend's backendAuth, else its route's (ai backends' providers
+	// hold theirs); authCfg is its config, authAt the policy that set it,
+	// and a route's names the backend it does not fit.
+	authCfg, authAt, which := routeAuth, routeSet.Path("backendAuth"), " ("+path[strings.LastIndexByte(path, '.')+1:]+")"
+	if out.auth != nil {
+		authCfg, authAt, which = policies.BackendAuth, set.Path("backendAuth"), ""
+	} else if rb.Kind != config.BackendAI {
+		out.auth = routeAuthed
+	}
+	if msg := out.auth.misfit(rb.Kind); msg != "" {
+		errs = append(errs, &decode.FieldError{Path: authAt, Msg: msg + which})
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -679,22 +678,12 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		up := c.upstream(rb.Host, settings)
 		out.target = &httpUpstream{static: up}
 	case config.BackendDynamic:
-		if msg := out.auth.fixedForDynamic(); msg != "" {
-			return nil, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg}
-		}
 		d, _ := pool.LoadOrNew(c.lease, fmt.Sprintf("dynamic\x00%+v", settings), func() (*backend.Dynamic, error) {
 			return backend.NewDynamic(settings), nil
 		})
 		out.target = &httpUpstream{dynamic: d}
 	case config.BackendMCP:
-		if msg := out.auth.headersOnly(); msg != "" {
-			return nil, &decode.FieldError{Path: set.Path("backendAuth"), Msg: msg}
-		}
-		auth := routeAuth
-		if policies != nil && policies.BackendAuth != nil {
-			auth = policies.BackendAuth
-		}
-		m, err := c.mcpBackend(path, routeName, scope, rb.MCP, settings.TLS, set.Path("backendTLS"), auth)
+		m, err := c.mcpBackend(path, routeName, scope, rb.MCP, settings.TLS, set.Path("backendTLS"), authCfg)
 		if err != nil {
 			return nil, err
 		}
