@@ -185,10 +185,6 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close stops every session here (stdio processes stop) and the sweeper.
-// It does not end the sessions: streamable HTTP targets keep their
-// upstream sessions, so the clients' ids resume them on the backend that
-// replaces this one or on another replica.
 // EndStreams ends the clients' open streams (GET, and the legacy SSE
 // endpoint's), leaving their sessions: the gateway is draining, and a
 // stream carries no call to wait for, only what targets may send outside
@@ -211,6 +207,10 @@ func (b *Backend) EndStreams() {
 	}
 }
 
+// Close stops every session here (stdio processes stop) and the sweeper.
+// It does not end the sessions: streamable HTTP targets keep their
+// upstream sessions, so the clients' ids resume them on the backend that
+// replaces this one or on another replica.
 func (b *Backend) Close() {
 	b.mu.Lock()
 	if b.closed {

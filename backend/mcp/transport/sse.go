@@ -17,11 +17,9 @@ type SSEOptions struct {
 	URL string
 	// Client is required.
 	Client *http.Client
-	// Header is added to every request (the stream and each POST), where
-	// the SDK did not set the header itself.
-	Header http.Header
-	// HeaderFunc, when set, gives more headers for each request, added
-	// the same way (credentials that may rotate); its error fails the
+	// HeaderFunc, when set, gives headers for each request to the URL's
+	// origin (the stream and each POST: credentials, which may rotate),
+	// where the SDK did not set the header itself; its error fails the
 	// request.
 	HeaderFunc func() (http.Header, error)
 }
@@ -36,7 +34,7 @@ func DialSSE(ctx context.Context, o SSEOptions) (mcp.Connection, error) {
 	if o.Client == nil {
 		return nil, errors.New("SSE target: no HTTP client")
 	}
-	client := withHeaders(o.Client, o.URL, o.Header.Clone(), o.HeaderFunc)
+	client := withHeaders(o.Client, o.URL, o.HeaderFunc)
 	// The SDK ties the stream to the context given to Connect: give it one
 	// that outlives ctx, and cancel it when ctx ends before the handshake.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -69,18 +67,18 @@ func (c *sseConn) Close() error {
 }
 
 // withHeaders is a copy of client whose requests to target's origin get
-// header and fn's headers, where they do not set them themselves (client
-// itself when there are none).
-func withHeaders(client *http.Client, target string, header http.Header, fn func() (http.Header, error)) http.Client {
+// fn's headers, where they do not set them themselves (client itself when
+// fn is nil).
+func withHeaders(client *http.Client, target string, fn func() (http.Header, error)) http.Client {
 	c := *client
-	if len(header) == 0 && fn == nil {
+	if fn == nil {
 		return c
 	}
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c.Transport = &headerTransport{base: base, origin: originOf(target), header: header, fn: fn}
+	c.Transport = &headerTransport{base: base, origin: originOf(target), fn: fn}
 	return c
 }
 
@@ -93,15 +91,14 @@ func originOf(u string) string {
 	return p.Scheme + "://" + p.Host
 }
 
-// headerTransport adds headers to every request to the target's origin:
-// fixed ones, and those fn gives at the time. The headers are credentials
-// for that target, so a request elsewhere (a redirect the client follows,
-// a legacy SSE endpoint on another host) goes without them, as net/http
-// drops Authorization on a redirect to another domain.
+// headerTransport adds the headers fn gives at the time to every request
+// to the target's origin. They are credentials for that target, so a
+// request elsewhere (a redirect the client follows, a legacy SSE endpoint
+// on another host) goes without them, as net/http drops Authorization on
+// a redirect to another domain.
 type headerTransport struct {
 	base   http.RoundTripper
 	origin string
-	header http.Header
 	fn     func() (http.Header, error)
 }
 
@@ -109,23 +106,17 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Scheme+"://"+req.URL.Host != t.origin {
 		return t.base.RoundTrip(req)
 	}
-	var more http.Header
-	if t.fn != nil {
-		h, err := t.fn()
-		if err != nil {
-			if req.Body != nil {
-				req.Body.Close()
-			}
-			return nil, err
+	h, err := t.fn()
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
 		}
-		more = h
+		return nil, err
 	}
 	r := req.Clone(req.Context())
-	for _, h := range [2]http.Header{t.header, more} {
-		for k, v := range h {
-			if _, set := r.Header[k]; !set {
-				r.Header[k] = v
-			}
+	for k, v := range h {
+		if _, set := r.Header[k]; !set {
+			r.Header[k] = v
 		}
 	}
 	return t.base.RoundTrip(r)

@@ -19,7 +19,7 @@ func TestSSE(t *testing.T) {
 
 	// The connection outlives the context of the dial.
 	ctx, cancel := context.WithCancel(context.Background())
-	conn, err := DialSSE(ctx, SSEOptions{URL: ts.URL, Client: ts.Client(), Header: http.Header{"Authorization": {testToken}}})
+	conn, err := DialSSE(ctx, SSEOptions{URL: ts.URL, Client: ts.Client(), HeaderFunc: testCredentials})
 	cancel()
 	if err != nil {
 		t.Fatal(err)

@@ -27,12 +27,9 @@ type StreamableOptions struct {
 	// Client is required; the caller sets its timeouts and transport. A
 	// Client.Timeout also cuts SSE streams.
 	Client *http.Client
-	// Header is sent on every request (e.g. Authorization for passthrough);
-	// the transport's own headers win over it.
-	Header http.Header
-	// HeaderFunc, when set, gives more headers for each request, below
-	// Header's and the transport's (credentials that may rotate); its
-	// error fails the request.
+	// HeaderFunc, when set, gives headers for each request to the URL's
+	// origin (credentials, which may rotate), where the transport sets no
+	// such header itself; its error fails the request.
 	HeaderFunc func() (http.Header, error)
 	// SessionID resumes an existing upstream session: no initialize will
 	// pass through this connection, so the standalone stream opens at once.
@@ -88,7 +85,6 @@ var (
 type streamable struct {
 	url    string
 	client *http.Client
-	header http.Header
 	max    int
 	log    *zap.Logger
 
@@ -131,13 +127,12 @@ func DialStreamable(ctx context.Context, o StreamableOptions) (mcp.Connection, e
 	}
 	client := o.Client
 	if o.HeaderFunc != nil {
-		hc := withHeaders(o.Client, o.URL, nil, o.HeaderFunc)
+		hc := withHeaders(o.Client, o.URL, o.HeaderFunc)
 		client = &hc
 	}
 	c := &streamable{
 		url:       o.URL,
 		client:    client,
-		header:    o.Header,
 		max:       o.MaxMessageBytes,
 		log:       o.Logger,
 		incoming:  make(chan jsonrpc.Message, queueSize),
@@ -290,12 +285,9 @@ func (c *streamable) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return nil
 }
 
-// setHeaders adds the extra headers and, when withSession, the session and
-// protocol version headers; it returns the session id it sent.
+// setHeaders adds, when withSession, the session and protocol version
+// headers; it returns the session id it sent.
 func (c *streamable) setHeaders(h http.Header, withSession bool) string {
-	for k, v := range c.header {
-		h[k] = v
-	}
 	h.Del(headerSessionID)
 	h.Del(headerVersion)
 	if !withSession {

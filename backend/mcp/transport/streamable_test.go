@@ -17,6 +17,11 @@ import (
 
 const testToken = "Bearer test-token"
 
+// testCredentials are the credentials the tests' targets check.
+func testCredentials() (http.Header, error) {
+	return http.Header{"Authorization": {testToken}}, nil
+}
+
 // startSDK serves the SDK's Streamable HTTP handler on 127.0.0.1.
 func startSDK(t *testing.T, opts *mcp.StreamableHTTPOptions) (*httptest.Server, *recorder) {
 	t.Helper()
@@ -51,7 +56,7 @@ func TestStreamableSDKServer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ts, rec := startSDK(t, tt.opts)
-			conn := dial(t, StreamableOptions{URL: ts.URL, Client: ts.Client(), Header: http.Header{"Authorization": {testToken}}})
+			conn := dial(t, StreamableOptions{URL: ts.URL, Client: ts.Client(), HeaderFunc: testCredentials})
 			d := newDriver(t, conn)
 			exerciseStreamable(t, d, rec, tt.opts.JSONResponse, tt.stateless)
 			sid := conn.SessionID()
