@@ -138,9 +138,6 @@ func tunnelHost(c net.Conn) string {
 	return ""
 }
 
-// helloBufs hold the bytes of a PROXY header being peeked at.
-var helloBufs = sync.Pool{New: func() any { b := make([]byte, tlshello.MaxInput); return &b }}
-
 // helloPeek is a look at a connection's first bytes (readHello): their
 // buffer, the ClientHello parsed from them, and the test Peek calls, made
 // once per pooled value so that a look allocates nothing.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
@@ -103,6 +104,9 @@ const (
 	proxyHeaderMax = proxyV2Fixed + proxyV2BodyMax
 )
 
+// proxyHeaderBufs hold the bytes of a PROXY header being peeked at.
+var proxyHeaderBufs = sync.Pool{New: func() any { b := make([]byte, proxyHeaderMax); return &b }}
+
 // proxyHeaderTimeout bounds the wait for a whole header, as agentgateway
 // does: it is small and sent at once.
 var proxyHeaderTimeout = 5 * time.Second // a variable for the tests
@@ -195,9 +199,9 @@ func readProxyHeader(c net.Conn, pol *proxyPolicy) (src, dst net.Addr, err error
 	if !ok {
 		return nil, nil, errors.New("the connection cannot be peeked at")
 	}
-	bp := helloBufs.Get().(*[]byte)
-	defer helloBufs.Put(bp)
-	buf := (*bp)[:proxyHeaderMax]
+	bp := proxyHeaderBufs.Get().(*[]byte)
+	defer proxyHeaderBufs.Put(bp)
+	buf := *bp
 	_ = c.SetReadDeadline(time.Now().Add(proxyHeaderTimeout))
 	n, err := p.Peek(buf, func(b []byte) bool {
 		_, f := frameProxyHeader(b)
