@@ -3,7 +3,6 @@ package admin
 import (
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 )
 
@@ -50,27 +49,12 @@ func loopbackListener(ln net.Listener) bool {
 }
 
 // sameOriginWrites refuses a request that changes or computes something
-// (any method but GET and HEAD: POST /cel, pprof's symbol lookup) when a
-// browser sent it from another origin: a page cannot make the gateway
-// work for it through its operator's browser (a form posted to
-// localhost:15000/cel needs no preflight). Tools such as curl send no
-// Origin and pass.
+// (any method but GET, HEAD and OPTIONS: POST /cel, pprof's symbol lookup)
+// when a browser sent it from another origin (net/http's
+// CrossOriginProtection, by Sec-Fetch-Site or Origin against Host): a page
+// cannot make the gateway work for it through its operator's browser (a
+// form posted to localhost:15000/cel needs no preflight). Tools such as
+// curl send neither header and pass.
 func sameOriginWrites(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
-				writeBody(w, http.StatusForbidden, "text/plain; charset=utf-8",
-					[]byte("admin: cross-origin requests are refused\n"))
-				return
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-// sameOrigin reports whether origin (an Origin header) names host (the
-// request's Host) over http.
-func sameOrigin(origin, host string) bool {
-	u, err := url.Parse(origin)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
+	return http.NewCrossOriginProtection().Handler(h)
 }
