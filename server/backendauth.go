@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -28,16 +27,10 @@ import (
 type backendAuth struct {
 	passthrough   bool
 	passthroughAt credential.Location
-	fixed         []fixedCredential
+	fixed         []credential.Fixed
 	// signer signs each request with AWS SigV4 (aws), last, over its whole
 	// body (sign).
 	signer *awssign.Signer
-}
-
-// fixedCredential is a secret sent at a location.
-type fixedCredential struct {
-	at     credential.Location
-	secret *credential.Secret
 }
 
 // errBackendCredentials is the client's side of a secret that could not
@@ -72,21 +65,13 @@ func compileBackendAuth(path string, ba *config.BackendAuth) (*backendAuth, erro
 			}
 			return nil, &decode.FieldError{Path: p, Msg: err.Error()}
 		}
-		a.fixed = append(a.fixed, fixedCredential{at: loc, secret: secret})
+		a.fixed = append(a.fixed, credential.Fixed{At: loc, Secret: secret})
 	}
-	for i := range ba.Credentials {
-		c := &ba.Credentials[i]
-		p := path + ".credentials[" + strconv.Itoa(i) + "]"
-		loc, err := credential.NewLocation(&c.Location)
-		if err != nil {
-			return nil, &decode.FieldError{Path: p + ".location", Msg: err.Error()}
-		}
-		secret, err := credential.NewSecret("", c.Key)
-		if err != nil {
-			return nil, &decode.FieldError{Path: p + ".key", Msg: err.Error()}
-		}
-		a.fixed = append(a.fixed, fixedCredential{at: loc, secret: secret})
+	creds, err := credential.CompileCredentials(path, ba.Credentials)
+	if err != nil {
+		return nil, err
 	}
+	a.fixed = append(a.fixed, creds...)
 	if ba.AWS != nil {
 		if ba.AWS.AssumeRole != nil {
 			return nil, &decode.FieldError{Path: path + ".aws.assumeRole", Msg: "assuming an AWS role is not supported yet"}
@@ -139,15 +124,9 @@ func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
 	if a.passthrough && len(pc.Token) > 0 {
 		pc.KeepScratch(a.passthroughAt.Insert(req, pc.Token, pc.Scratch()))
 	}
-	for i := range a.fixed {
-		f := &a.fixed[i]
-		v, err := f.secret.Value()
-		if err != nil {
-			return err
-		}
-		pc.KeepScratch(f.at.Insert(req, v, pc.Scratch()))
-	}
-	return nil
+	buf, err := credential.InsertAll(req, a.fixed, pc.Scratch())
+	pc.KeepScratch(buf)
+	return err
 }
 
 // misfit is the error for a backendAuth on a backend of kind k that cannot
@@ -177,7 +156,7 @@ func (a *backendAuth) misfit(k config.BackendKind) string {
 			}
 		}
 		for i := range a.fixed {
-			if _, _, ok := a.fixed[i].at.Header(); !ok {
+			if _, _, ok := a.fixed[i].At.Header(); !ok {
 				return "an MCP backend takes credentials in headers only"
 			}
 		}
@@ -195,11 +174,11 @@ func (a *backendAuth) Header(token []byte) (http.Header, error) {
 	}
 	for i := range a.fixed {
 		f := &a.fixed[i]
-		v, err := f.secret.Value()
+		v, err := f.Secret.Value()
 		if err != nil {
 			return nil, err
 		}
-		name, prefix, _ := f.at.Header()
+		name, prefix, _ := f.At.Header()
 		h.Set(name, prefix+string(v))
 	}
 	return h, nil

@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
 )
 
 // MaxSecretFile bounds a secret file (an inline secret has at most 2048
@@ -158,4 +161,46 @@ func HeaderValue(prefix string, key []byte) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(prefix)+len(key))
 	return append(append(out, prefix...), key...), nil
+}
+
+// Fixed is a secret the gateway sends at a location: backendAuth's key and
+// credentials.
+type Fixed struct {
+	At     Location
+	Secret *Secret
+}
+
+// CompileCredentials compiles backendAuth's credentials, path being the
+// backendAuth's field: an error names ".credentials[i].location" or
+// ".credentials[i].key" below it.
+func CompileCredentials(path string, cs []config.BackendAuthCredential) ([]Fixed, error) {
+	var out []Fixed
+	for i := range cs {
+		p := path + ".credentials[" + strconv.Itoa(i) + "]"
+		loc, err := NewLocation(&cs[i].Location)
+		if err != nil {
+			return nil, &decode.FieldError{Path: p + ".location", Msg: err.Error()}
+		}
+		secret, err := NewSecret("", cs[i].Key)
+		if err != nil {
+			return nil, &decode.FieldError{Path: p + ".key", Msg: err.Error()}
+		}
+		out = append(out, Fixed{At: loc, Secret: secret})
+	}
+	return out, nil
+}
+
+// InsertAll puts each secret into req at its location, replacing every
+// value there (Insert). It fails only when a secret cannot be read (its
+// file gone or broken). scratch is a reusable buffer; the grown buffer is
+// returned for reuse.
+func InsertAll(req *fasthttp.Request, fs []Fixed, scratch []byte) ([]byte, error) {
+	for i := range fs {
+		v, err := fs[i].Secret.Value()
+		if err != nil {
+			return scratch, err
+		}
+		scratch = fs[i].At.Insert(req, v, scratch)
+	}
+	return scratch, nil
 }

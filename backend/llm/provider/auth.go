@@ -3,7 +3,6 @@ package provider
 import (
 	"bytes"
 	"context"
-	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -112,43 +111,11 @@ func (p *Provider) Authorize(ctx context.Context, req *fasthttp.Request) error {
 	return p.applyExtra(req)
 }
 
-// extraCredential is one of backendAuth's credentials.
-type extraCredential struct {
-	at     credential.Location
-	secret *credential.Secret
-}
-
-// compileExtra compiles backendAuth's credentials.
-func compileExtra(cs []config.BackendAuthCredential) ([]extraCredential, error) {
-	var out []extraCredential
-	for i := range cs {
-		path := authPath + ".credentials[" + strconv.Itoa(i) + "]"
-		loc, err := credential.NewLocation(&cs[i].Location)
-		if err != nil {
-			return nil, fieldError(path+".location", err.Error())
-		}
-		secret, err := credential.NewSecret("", cs[i].Key)
-		if err != nil {
-			return nil, fieldError(path+".key", err.Error())
-		}
-		out = append(out, extraCredential{at: loc, secret: secret})
-	}
-	return out, nil
-}
-
 // applyExtra puts backendAuth's credentials on req, each replacing every
 // value the client sent at its location.
 func (p *Provider) applyExtra(req *fasthttp.Request) error {
-	var scratch []byte
-	for i := range p.extra {
-		c := &p.extra[i]
-		v, err := c.secret.Value()
-		if err != nil {
-			return err
-		}
-		scratch = c.at.Insert(req, v, scratch)
-	}
-	return nil
+	_, err := credential.InsertAll(req, p.extra, nil)
+	return err
 }
 
 // AuthorizeFetches reports whether Authorize may fetch something (a token,

@@ -7,6 +7,7 @@ import (
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy/credential"
 )
 
 // kind is a provider kind.
@@ -59,7 +60,7 @@ type Provider struct {
 	// extra are backendAuth's credentials: more secrets, each at its
 	// location (an API manager's subscription key beside the provider's),
 	// put on after creds, or before a SigV4 signature, which covers them.
-	extra []extraCredential
+	extra []credential.Fixed
 }
 
 // New compiles a provider. auth is the backendAuth that applies to it (nil:
@@ -88,7 +89,7 @@ func New(p *config.NamedAIProvider, auth *config.BackendAuth) (*Provider, error)
 	}
 	out.creds = creds
 	if auth != nil {
-		if out.extra, err = compileExtra(auth.Credentials); err != nil {
+		if out.extra, err = credential.CompileCredentials(authPath, auth.Credentials); err != nil {
 			return nil, err
 		}
 	}
