@@ -144,8 +144,11 @@ type ExtAuthzHTTP struct {
 // Validate checks the header names.
 func (h *ExtAuthzHTTP) Validate(v *decode.Validation) {
 	for i, name := range h.IncludeResponseHeaders {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf(indexPath("includeResponseHeaders", i), "invalid header name %q", name)
+		case framingHeader(name):
+			v.Errorf(indexPath("includeResponseHeaders", i), "%s describes the service's answer, not the request: it cannot be copied into the request", name)
 		}
 	}
 	for name := range h.AddRequestHeaders {

@@ -78,18 +78,27 @@ func (*HeaderModifier) FieldRules() {}
 
 func (h *HeaderModifier) Validate(v *decode.Validation) {
 	for _, name := range slices.Sorted(maps.Keys(h.Add)) {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf(decode.JoinKey("add", name), "invalid header name")
+		case framingHeader(name):
+			v.Errorf(decode.JoinKey("add", name), errFraming)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(h.Set)) {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf(decode.JoinKey("set", name), "invalid header name")
+		case framingHeader(name):
+			v.Errorf(decode.JoinKey("set", name), errFraming)
 		}
 	}
 	for i, name := range h.Remove {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf(indexPath("remove", i), "invalid header name %q", name)
+		case framingHeader(name):
+			v.Errorf(indexPath("remove", i), errFraming)
 		}
 	}
 }

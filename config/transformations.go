@@ -78,13 +78,19 @@ var (
 // on the direction (Transformations.Validate).
 func (t *Transform) Validate(v *decode.Validation) {
 	for name := range t.Add {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf("add."+name, "invalid header name %q", name)
+		case framingHeader(name):
+			v.Errorf("add."+name, errFraming)
 		}
 	}
 	for i, name := range t.Remove {
-		if !validHeaderName(name) {
+		switch {
+		case !validHeaderName(name):
 			v.Errorf(indexPath("remove", i), "invalid header name %q", name)
+		case framingHeader(name):
+			v.Errorf(indexPath("remove", i), errFraming)
 		}
 	}
 }
@@ -104,8 +110,11 @@ func (t *Transformations) Validate(v *decode.Validation) {
 			continue
 		}
 		for name := range d.t.Set {
-			if !validHeaderName(name) && !d.pseudo[name] {
+			switch {
+			case !validHeaderName(name) && !d.pseudo[name]:
 				v.Errorf(d.field+".set."+name, "invalid header name %q", name)
+			case framingHeader(name):
+				v.Errorf(d.field+".set."+name, errFraming)
 			}
 		}
 	}

@@ -459,6 +459,17 @@ func checkHostPort(s string) error {
 	return nil
 }
 
+// framingHeader reports whether name is one of the fields the gateway writes
+// from the body it sends (Content-Length, Transfer-Encoding), which no header
+// edit may set or remove: an edit would make the message's framing disagree
+// with its body.
+func framingHeader(name string) bool {
+	return strings.EqualFold(name, "content-length") || strings.EqualFold(name, "transfer-encoding")
+}
+
+// errFraming is the message for a header edit naming a framing header.
+const errFraming = "the gateway writes this header from the body it sends; it cannot be set, added or removed"
+
 // validHeaderName reports whether s is an RFC 9110 token.
 func validHeaderName(s string) bool {
 	if s == "" {

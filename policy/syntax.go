@@ -73,6 +73,15 @@ func ValidHeaderValue(value string) bool { return validFieldValue(value) }
 // as it is, for headers an external service or an expression supplies.
 func ValidHeader(name, value string) bool { return validToken(name) && validFieldValue(value) }
 
+// FramingHeader reports whether name is Content-Length or
+// Transfer-Encoding, which the gateway writes from the body it sends. No
+// external service may set or remove them: framing that disagreed with the
+// body would make a message its peer reads wrong, or one the gateway cannot
+// send.
+func FramingHeader(name string) bool {
+	return equalFoldASCII(name, "content-length") || equalFoldASCII(name, "transfer-encoding")
+}
+
 // ValidOriginForm reports whether target can be a request's target in
 // origin form, as a policy or a service computes it: "/" then visible
 // ASCII without space or "#" (a fragment is never sent), so that it cannot

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -267,5 +268,62 @@ binds:
 		if len(authz.Checks()) != before {
 			t.Errorf("%s: the service was asked about a body cut short", path)
 		}
+	}
+}
+
+// TestExtAuthzCannotBreakFraming: a check service that sets or removes
+// Content-Length or Transfer-Encoding on the request it allows changes
+// nothing of how the body is framed. Before, a Content-Length of 0 set, or
+// the header removed, failed every POST with 502 and nothing reached the
+// backend; a larger one answered the client 400.
+func TestExtAuthzCannotBreakFraming(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%q %v te=%v", b, err, r.TransferEncoding))
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	for _, tc := range []struct {
+		desc string
+		ok   *authv3.OkHttpResponse
+	}{
+		{desc: "content-length 0 set", ok: &authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
+			{Header: &corev3.HeaderValue{Key: "content-length", Value: "0"}}}}},
+		{desc: "a larger content-length set", ok: &authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
+			{Header: &corev3.HeaderValue{Key: "Content-Length", Value: "100"}}}}},
+		{desc: "transfer-encoding set", ok: &authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
+			{Header: &corev3.HeaderValue{Key: "transfer-encoding", Value: "chunked"}}}}},
+		{desc: "content-length removed", ok: &authv3.OkHttpResponse{HeadersToRemove: []string{"content-length"}}},
+		{desc: "transfer-encoding removed", ok: &authv3.OkHttpResponse{HeadersToRemove: []string{"Transfer-Encoding"}}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			addr := extauthztest.Start(t, &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse {
+				return extauthztest.Allow(tc.ok, nil)
+			}})
+			tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - policies:
+      extAuthz: {host: '${AUTHZ}', protocol: {grpc: {}}}
+    routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr})
+			for _, chunked := range []bool{false, true} {
+				mu.Lock()
+				got = nil
+				mu.Unlock()
+				resp, body := postBody(t, tg.url(3000)+"/", `{"hello":"world"}`, chunked)
+				mu.Lock()
+				seen := got
+				mu.Unlock()
+				if resp.StatusCode != 200 || body != "ok" || len(seen) != 1 || !strings.HasPrefix(seen[0], `"{\"hello\":\"world\"}" <nil>`) {
+					t.Errorf("chunked %v: %d %q; the backend got %q", chunked, resp.StatusCode, body, seen)
+				}
+			}
+		})
 	}
 }

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
@@ -141,5 +145,51 @@ remoteRateLimit:
 	check, charge := reqs[0].GetDescriptors()[0], reqs[1].GetDescriptors()[0]
 	if check.GetHitsAddend().GetValue() != 0 || charge.GetHitsAddend().GetValue() != 100 {
 		t.Errorf("hits: check %v, charge %v; want 0 and 100", check.GetHitsAddend(), charge.GetHitsAddend())
+	}
+}
+
+// TestRemoteRateLimitCannotBreakFraming: Content-Length or
+// Transfer-Encoding among the service's headers change nothing of how the
+// gateway frames the request it forwards or the refusal it answers. Before,
+// a Content-Length of 0 on an allowed POST failed it with 502 and nothing
+// reached the backend.
+func TestRemoteRateLimitCannotBreakFraming(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s %v", b, err))
+		mu.Unlock()
+		w.Write([]byte("ok"))
+	}))
+	framing := []*corev3.HeaderValue{{Key: "content-length", Value: "0"}, {Key: "Transfer-Encoding", Value: "chunked"}}
+	rls := &rlstest.Server{Limit: 2, RequestHeaders: framing, ResponseHeaders: framing}
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        remoteRateLimit:
+          domain: gateway
+          host: '${RLS}'
+          descriptors:
+          - entries: [{key: route, value: '"one"'}]
+            type: requests
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "RLS": rlstest.Start(t, rls)})
+	for i, chunked := range []bool{false, true} {
+		resp, body := postBody(t, tg.url(3000)+"/", `{"n":1}`, chunked)
+		mu.Lock()
+		seen := got
+		mu.Unlock()
+		if resp.StatusCode != 200 || body != "ok" || len(seen) != i+1 || seen[i] != `{"n":1} <nil>` {
+			t.Errorf("chunked %v: %d %q; the backend got %q", chunked, resp.StatusCode, body, seen)
+		}
+	}
+	resp, body := postBody(t, tg.url(3000)+"/", `{"n":1}`, false)
+	if resp.StatusCode != 429 || resp.Header.Get("X-Ratelimit-Limit") != "limited" || len(resp.TransferEncoding) != 0 || !strings.Contains(body, "rate limit") {
+		t.Errorf("the refusal: %d %v %q", resp.StatusCode, resp.Header, body)
 	}
 }

@@ -195,8 +195,8 @@ func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 	if raw := hv.GetRawValue(); len(raw) > 0 {
 		value = string(raw)
 	}
-	if !policy.ValidHeader(key, value) {
-		return // never forward a header that would break the request
+	if !policy.ValidHeader(key, value) || policy.FramingHeader(key) {
+		return // never forward a header that would break the message
 	}
 	action := corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 	//lint:ignore SA1019 servers written before append_action still send append, and Envoy honours it
@@ -235,7 +235,7 @@ func applyOK(c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	}
 	for _, name := range ok.GetHeadersToRemove() {
 		// Envoy refuses to remove pseudo-headers and Host.
-		if name == "" || name[0] == ':' || equalFold(name, "host") {
+		if name == "" || name[0] == ':' || equalFold(name, "host") || policy.FramingHeader(name) {
 			continue
 		}
 		req.Header.Del(name)

@@ -83,12 +83,6 @@ func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 	return out, nil
 }
 
-// framing are the fields the gateway writes from the body it sends; the
-// service cannot set or remove them.
-func framing(name string) bool {
-	return name == "content-length" || name == "transfer-encoding"
-}
-
 // fields is what an edit needs of a request or a response header.
 type fields interface {
 	Peek(key string) []byte
@@ -128,7 +122,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 	req := &c.Fast.Request
 	for _, name := range m.GetRemoveHeaders() {
 		name = strings.ToLower(name)
-		if strings.HasPrefix(name, ":") || name == "host" || framing(name) {
+		if strings.HasPrefix(name, ":") || name == "host" || policy.FramingHeader(name) {
 			continue
 		}
 		req.Header.Del(name)
@@ -162,7 +156,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 			if strings.HasPrefix(e.name, ":") {
 				return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
 			}
-			if framing(e.name) {
+			if policy.FramingHeader(e.name) {
 				continue
 			}
 			applyEdit(&req.Header, e)
@@ -183,7 +177,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 	}
 	for _, name := range m.GetRemoveHeaders() {
 		name = strings.ToLower(name)
-		if strings.HasPrefix(name, ":") || framing(name) {
+		if strings.HasPrefix(name, ":") || policy.FramingHeader(name) {
 			continue
 		}
 		resp.Header.Del(name)
@@ -198,7 +192,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 			resp.SetStatusCode(code)
 		case strings.HasPrefix(e.name, ":"):
 			return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
-		case framing(e.name):
+		case policy.FramingHeader(e.name):
 		default:
 			applyEdit(&resp.Header, e)
 		}
@@ -223,7 +217,7 @@ func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp.SetStatusCode(code)
 	if es, err := edits(ir.GetHeaders()); err == nil {
 		for _, e := range es {
-			if !strings.HasPrefix(e.name, ":") && !framing(e.name) {
+			if !strings.HasPrefix(e.name, ":") && !policy.FramingHeader(e.name) {
 				applyEdit(&resp.Header, e)
 			}
 		}

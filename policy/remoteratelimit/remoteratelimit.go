@@ -190,7 +190,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 		return answer(c, http.StatusTooManyRequests, bodyLimited, resp)
 	}
 	for _, h := range resp.GetRequestHeadersToAdd() {
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
 			c.Fast.Request.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}
@@ -352,7 +352,7 @@ func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitRespons
 	r.Reset()
 	r.SetStatusCode(status)
 	for _, h := range resp.GetResponseHeadersToAdd() {
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
 			r.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}

@@ -25,6 +25,10 @@ type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	Limit uint64
 	Delay time.Duration
+	// RequestHeaders are added to an allowed request after the service's
+	// own x-ratelimit-checked; ResponseHeaders to a refusal's answer after
+	// its x-ratelimit-limit.
+	RequestHeaders, ResponseHeaders []*corev3.HeaderValue
 
 	mu       sync.Mutex
 	hits     map[string]uint64
@@ -71,9 +75,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest)
 		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: code})
 	}
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "limited"}}
+		resp.ResponseHeadersToAdd = append([]*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "limited"}}, s.ResponseHeaders...)
 	} else {
-		resp.RequestHeadersToAdd = []*corev3.HeaderValue{{Key: "x-ratelimit-checked", Value: "yes"}}
+		resp.RequestHeadersToAdd = append([]*corev3.HeaderValue{{Key: "x-ratelimit-checked", Value: "yes"}}, s.RequestHeaders...)
 	}
 	return resp, nil
 }
