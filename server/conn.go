@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"golang.org/x/net/http2"
 
@@ -87,6 +88,29 @@ func (bc *bindConfig) tlsListenerFor(sni string) *listenerConfig {
 		}
 	}
 	return nil
+}
+
+// misdirected checks the Host of a request over TLS against the listener l
+// its connection's server name chose, as the Gateway API asks: when another
+// TLS or HTTPS listener of the port serves host more specifically (or l
+// does not serve it and another does), the client reused a connection for a
+// name it was not opened for, which that listener's TLS settings (a client
+// certificate required, another certificate) never saw: 421, so that the
+// client opens one for it (RFC 9110 15.5.20). When no listener serves host,
+// 404. 0: l serves host. A request without a host is l's.
+func (bc *bindConfig) misdirected(l *listenerConfig, host []byte) int {
+	if len(host) == 0 {
+		return 0
+	}
+	for _, o := range bc.tlsListeners { // most specific first
+		if o.hostname == "" || o.hostname == "*" || router.MatchHostname(o.hostname, host) {
+			if o == l {
+				return 0
+			}
+			return fasthttp.StatusMisdirectedRequest
+		}
+	}
+	return fasthttp.StatusNotFound
 }
 
 // httpsListenerFor returns the HTTPS listener for server name sni, or nil

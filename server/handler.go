@@ -291,6 +291,17 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		path = requestPath(fctx)
 		pc.Host, pc.Path = rs.host, path
 	}
+	if overTLS {
+		if status := bc.misdirected(l, rs.host); status != 0 {
+			msg := "route not found"
+			if status == fasthttp.StatusMisdirectedRequest {
+				msg = "misdirected request: open a connection for this host"
+			}
+			status = respondError(fctx, status, msg)
+			rs.runResponse()
+			return end(status)
+		}
+	}
 	v, ok := l.table.Match(&fctx.Request, rs.host, path)
 	if !ok {
 		status := respondError(fctx, fasthttp.StatusNotFound, "route not found")

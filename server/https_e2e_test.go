@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -222,5 +223,97 @@ binds:
 	if c, err := tls.Dial("tcp", tg.addr(1), &tls.Config{InsecureSkipVerify: true}); err == nil {
 		c.Close()
 		t.Error("a client without a server name got a certificate")
+	}
+}
+
+// TestHTTPSMisdirectedRequest: the listener a connection's server name chose
+// serves only the hosts it is for. A request whose Host another TLS listener
+// of the port serves is 421 (the client reused a connection opened for
+// another name, so the other listener's TLS settings, here a client
+// certificate, never applied); one whose Host no listener serves is 404.
+// Before, any Host was routed by the chosen listener: a client that
+// connected as a.test without a certificate reached the shared backend as
+// mtls.test.
+func TestHTTPSMisdirectedRequest(t *testing.T) {
+	pki := newTestPKI(t, "misdirected")
+	srv := pki.Server("shared", "a.test", "mtls.test", "*.w.test", "other.test")
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "served "+r.Host)
+	}))
+	listeners := `
+binds:
+- port: 1
+  listeners:
+  - hostname: a.test
+    protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes: [{backends: [{host: ${UP}}]}]
+  - hostname: mtls.test
+    protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}, root: ${CA}}
+    routes: [{backends: [{host: ${UP}}]}]
+  - hostname: "*.w.test"
+    protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes: [{backends: [{host: ${UP}}]}]
+`
+	vars := map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile, "CA": pki.CAFile}
+	tg := startGateway(t, listeners, vars)
+	for _, tc := range []struct {
+		desc, sni, host string
+		want            int
+	}{
+		{"the chosen listener's host", "a.test", "a.test", 200},
+		{"its host in another case, with a port", "a.test", "A.Test:443", 200},
+		{"another host of the same wildcard listener", "x.w.test", "y.w.test", 200},
+		{"a host another listener serves", "a.test", "mtls.test", 421},
+		{"a wildcard listener's host on an exact listener's connection", "a.test", "x.w.test", 421},
+		{"a host no listener serves", "a.test", "other.test", 404},
+	} {
+		for _, h2 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, h2 %v", tc.desc, h2), func(t *testing.T) {
+				tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: tc.sni, RootCAs: pki.Pool}, ForceAttemptHTTP2: h2}
+				if !h2 {
+					tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+				}
+				defer tr.CloseIdleConnections()
+				req, _ := http.NewRequest(http.MethodGet, "https://"+tg.addr(1)+"/", nil)
+				req.Host = tc.host
+				resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.want || h2 != (resp.ProtoMajor == 2) {
+					t.Fatalf("%s: %d %q, want %d", resp.Proto, resp.StatusCode, body, tc.want)
+				}
+			})
+		}
+	}
+	// A listener for every name: a host only it serves is misdirected on
+	// a.test's connection (the client can open one that reaches it), and
+	// its own connection serves any host no other listener claims.
+	tg = startGateway(t, listeners+`
+  - protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes: [{backends: [{host: ${UP}}]}]
+`, vars)
+	for _, tc := range []struct {
+		sni, host string
+		want      int
+	}{{"a.test", "other.test", 421}, {"other.test", "other.test", 200}, {"other.test", "a.test", 421}} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: tc.sni, RootCAs: pki.Pool}}
+		req, _ := http.NewRequest(http.MethodGet, "https://"+tg.addr(1)+"/", nil)
+		req.Host = tc.host
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != tc.want {
+			t.Errorf("server name %s, host %s: %d, want %d", tc.sni, tc.host, resp.StatusCode, tc.want)
+		}
 	}
 }
