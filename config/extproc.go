@@ -104,8 +104,9 @@ type ExtProcOptions struct {
 	RequestHeaderMode  string `json:"requestHeaderMode,omitempty" cfg:"enum=send|skip"`
 	ResponseHeaderMode string `json:"responseHeaderMode,omitempty" cfg:"enum=send|skip"`
 	// RequestTrailerMode and ResponseTrailerMode: send (the default) or
-	// skip. HTTP/1.1 trailers are not read by this gateway, so there is
-	// nothing to send yet either way.
+	// skip. Trailers (HTTP/1.1 chunked, HTTP/2, gRPC's) are not sent to
+	// the service yet: they pass on unprocessed either way, and an
+	// explicit send is warned about when the policy compiles.
 	RequestTrailerMode  string `json:"requestTrailerMode,omitempty" cfg:"enum=send|skip"`
 	ResponseTrailerMode string `json:"responseTrailerMode,omitempty" cfg:"enum=send|skip"`
 	// AllowModeOverride lets the service change the body and response

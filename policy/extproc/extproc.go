@@ -170,6 +170,11 @@ func New(cfg *config.ExtProc, o Options) (*ExtProc, error) {
 	if o.MaxBuffer <= 0 {
 		o.MaxBuffer = 2 << 20
 	}
+	if po := cfg.ProcessingOptions; po != nil && (po.RequestTrailerMode == "send" || po.ResponseTrailerMode == "send") {
+		// Not silent: the setting is accepted (agentgateway's files set
+		// it) but not served yet.
+		o.Logger.Warn("extProc: trailers are not sent to the service yet: trailer mode send acts as skip, and trailers pass on unprocessed")
+	}
 	opts := cfg.Options()
 	p := &ExtProc{
 		failOpen:      cfg.FailOpen(),

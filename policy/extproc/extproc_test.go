@@ -9,6 +9,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -151,4 +153,29 @@ func FuzzHeaderMutation(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTrailerModeSendIsWarned: trailers are not sent to the service yet, so
+// a trailer mode set to send is said at load, not ignored in silence.
+func TestTrailerModeSendIsWarned(t *testing.T) {
+	for _, tc := range []struct {
+		opts *config.ExtProcOptions
+		warn bool
+	}{
+		{nil, false},
+		{&config.ExtProcOptions{RequestTrailerMode: "skip", ResponseTrailerMode: "skip"}, false},
+		{&config.ExtProcOptions{RequestTrailerMode: "send"}, true},
+		{&config.ExtProcOptions{ResponseTrailerMode: "send"}, true},
+	} {
+		core, logs := observer.New(zap.WarnLevel)
+		p, err := New(&config.ExtProc{Host: "127.0.0.1:1", ProcessingOptions: tc.opts}, Options{Addr: "127.0.0.1:1", Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = p.conn.Close()
+		warned := logs.FilterMessageSnippet("trailers are not sent").Len() == 1
+		if warned != tc.warn {
+			t.Errorf("options %+v: warned %v, want %v", tc.opts, warned, tc.warn)
+		}
+	}
 }
