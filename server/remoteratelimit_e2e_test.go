@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -154,15 +152,7 @@ remoteRateLimit:
 // a Content-Length of 0 on an allowed POST failed it with 502 and nothing
 // reached the backend.
 func TestRemoteRateLimitCannotBreakFraming(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, fmt.Sprintf("%s %v", b, err))
-		mu.Unlock()
-		w.Write([]byte("ok"))
-	}))
+	up, last := bodyRecorder(t, nil)
 	framing := []*corev3.HeaderValue{{Key: "content-length", Value: "0"}, {Key: "Transfer-Encoding", Value: "chunked"}}
 	rls := &rlstest.Server{Limit: 2, RequestHeaders: framing, ResponseHeaders: framing}
 	tg := startGateway(t, `
@@ -181,11 +171,8 @@ binds:
 `, map[string]string{"UP": up, "RLS": rlstest.Start(t, rls)})
 	for i, chunked := range []bool{false, true} {
 		resp, body := postBody(t, tg.url(3000)+"/", `{"n":1}`, chunked)
-		mu.Lock()
-		seen := got
-		mu.Unlock()
-		if resp.StatusCode != 200 || body != "ok" || len(seen) != i+1 || seen[i] != `{"n":1} <nil>` {
-			t.Errorf("chunked %v: %d %q; the backend got %q", chunked, resp.StatusCode, body, seen)
+		if seen, n := last(); resp.StatusCode != 200 || body != "ok" || n != i+1 || string(seen.body) != `{"n":1}` {
+			t.Errorf("chunked %v: %d %q; the backend got %d requests, the last with %q", chunked, resp.StatusCode, body, n, seen.body)
 		}
 	}
 	resp, body := postBody(t, tg.url(3000)+"/", `{"n":1}`, false)
