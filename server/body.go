@@ -31,6 +31,16 @@ import (
 // closed), and the client gets a 4xx: the fault is the client's, not the
 // backend's. It also counts the bytes read, for the access log and metrics.
 type requestBody struct {
+	bodyState
+	// interrupted says the gateway stopped the body's reading
+	// (InterruptBody): a read that fails from then on is no failure of
+	// the client's, since the upstream needs no more of the body.
+	interrupted atomic.Bool
+}
+
+// bodyState is what a requestBody knows of one request's body; reset
+// clears it whole, so a field added here cannot outlive its request.
+type bodyState struct {
 	r      io.Reader
 	conn   readEnder // nil when the connection cannot tell
 	client net.Conn
@@ -38,10 +48,6 @@ type requestBody struct {
 	want   int       // the declared length, -1 for a chunked body
 	n      int
 	err    error // the client's failure, once there is one
-	// interrupted says the gateway stopped the body's reading
-	// (InterruptBody): a read that fails from then on is no failure of
-	// the client's, since the upstream needs no more of the body.
-	interrupted atomic.Bool
 }
 
 // errBodyInterrupted ends a body whose reading the gateway stopped.
@@ -75,7 +81,7 @@ func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
 }
 
 func (b *requestBody) reset() {
-	b.r, b.conn, b.client, b.limit, b.want, b.n, b.err = nil, nil, nil, time.Time{}, 0, 0, nil
+	b.bodyState = bodyState{}
 	b.interrupted.Store(false)
 }
 
