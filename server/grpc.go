@@ -3,12 +3,15 @@ package server
 import (
 	"bytes"
 	"context"
+	"net"
 	"strconv"
 	"time"
 
+	"github.com/cloudwego/netpoll"
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // gRPC through the gateway: a request is gRPC by its Content-Type; it goes
@@ -207,8 +210,29 @@ func (rs *requestState) InterruptBody() {
 	}
 	fctx := rs.pc.Fast
 	fctx.SetConnectionClose()
-	if c := fctx.Conn(); c != nil {
+	if c := fctx.Conn(); c != nil && deadlineInterrupts(c) {
 		_ = c.SetReadDeadline(time.Now())
+	}
+}
+
+// deadlineInterrupts reports whether moving c's read deadline from another
+// goroutine ends a read in progress on it. Not on the netpoll transport:
+// netpoll keeps the deadline in a plain field that a read looks at only as
+// it begins, so moving it would not wake the read and would race with it.
+// There the read ends with the client's next bytes or the body idle
+// timeout, and the connection closes after the response.
+func deadlineInterrupts(c net.Conn) bool {
+	for {
+		switch x := c.(type) {
+		case *tlsConn:
+			c = x.raw
+		case *sock.PromptConn:
+			c = x.Conn
+		case netpoll.Connection:
+			return false
+		default:
+			return true
+		}
 	}
 }
 

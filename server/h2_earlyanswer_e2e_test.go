@@ -68,3 +68,27 @@ func TestHTTP2UpstreamAnswersBeforeTheBody(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTP2UpstreamAnswersBeforeTheBodyNetpoll: the same on the netpoll
+// transport, whose reads a deadline set meanwhile cannot interrupt. The
+// answer waits for the body idle timeout (shortened here) and then reaches
+// the client, and the interruption touches nothing of the connection that
+// its reader uses: netpoll keeps a read deadline in a plain field, which
+// the interrupter used to write every 50 ms while the reader read it (a
+// data race, which -race reports).
+func TestHTTP2UpstreamAnswersBeforeTheBodyNetpoll(t *testing.T) {
+	old := bodyIdleTimeout.Swap(int64(300 * time.Millisecond))
+	t.Cleanup(func() { bodyIdleTimeout.Store(old) })
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+	}))
+	tg := startGatewayWith(t, "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: "+up+"\n        policies: { http: { version: HTTP2 } }\n", nil, TransportNetpoll)
+	c, br := dialRaw(t, tg.addr(3000))
+	m := roundTripRaw(t, c, br, "POST", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	if m.status() != http.StatusRequestEntityTooLarge {
+		t.Fatalf("got %q, want 413", m.line)
+	}
+	if b, err := br.ReadByte(); !isClosed(err) {
+		t.Fatalf("after the answer: byte %q, %v; want the connection closed", b, err)
+	}
+}
