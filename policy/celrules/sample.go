@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 
+	"cel.dev/cel-go/cel"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/config"
@@ -60,6 +61,12 @@ type MCPNamed struct {
 // MaxSample bounds a sample's JSON.
 const MaxSample = 64 << 10
 
+// MaxSampleCost bounds what evaluating a sample's expression may cost, in
+// cel-go's units (about one an operation): a rule over a sample takes a
+// few hundred; lists built a million elements at a time are refused before
+// they take the gateway's memory.
+const MaxSampleCost = 1_000_000
+
 // EvalSample decodes a Sample (unknown fields refused), compiles its
 // expression as every CEL field is (with llmRequest available) and
 // evaluates it. The result is the value as JSON would hold it.
@@ -76,9 +83,21 @@ func EvalSample(data []byte) (any, error) {
 	if strings.TrimSpace(s.Expression) == "" {
 		return nil, errors.New("sample: expression is required")
 	}
-	p, err := config.CompileLLMExpression(s.Expression)
+	_, ast, err := config.CompileLLMExpressionAst(s.Expression)
 	if err != nil {
 		return nil, err
+	}
+	env, err := config.LLMCELEnv()
+	if err != nil {
+		return nil, err
+	}
+	// The load-time estimate (config.MaxCELCost) bounds what a rule may
+	// cost on the largest request; a sample is one small request, and the
+	// gateway serving traffic must not spend its memory on an expression
+	// tried out here, so its actual cost is bounded too.
+	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(MaxSampleCost))
+	if err != nil {
+		return nil, fmt.Errorf("invalid CEL expression: %v", err)
 	}
 	in := s.input()
 	v, err := EvalLLM(p, &in, s.LLMRequest)

@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,11 @@ func TestEvalSample(t *testing.T) {
 		{"no expression", `{}`, nil, "expression is required"},
 		{"an unknown field", `{"expression": "true", "requets": {}}`, nil, `unknown field "requets"`},
 		{"too large", `{"expression": "` + strings.Repeat(" ", MaxSample) + `true"}`, nil, "larger than"},
+		// Ten million elements built from constants pass the load-time
+		// estimate of a rule, but would take 600 MB of the gateway's memory
+		// here (8 GB one level deeper); the sample's cost bound stops them.
+		{"a list too large to build", `{"expression": "` + nestedMaps(7) + `.size()"}`, nil, "cost limit exceeded"},
+		{"a list of a thousand", `{"expression": "` + nestedMaps(3) + `.size()"}`, float64(10), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -42,4 +48,15 @@ func TestEvalSample(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nestedMaps is an expression building a list of 10^depth numbers, one
+// map within another over the literal list [0, ..., 9].
+func nestedMaps(depth int) string {
+	const digits = "[0,1,2,3,4,5,6,7,8,9]"
+	expr := "v0"
+	for i := depth - 1; i >= 0; i-- {
+		expr = digits + ".map(v" + strconv.Itoa(i) + ", " + expr + ")"
+	}
+	return expr
 }
