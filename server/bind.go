@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cloudwego/netpoll"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
@@ -269,12 +270,40 @@ func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 // that parks (a sock.Conn, or TLS over one: tlsConn) ends fasthttp's loop
 // with sock.ErrParked and is Held after fasthttp's Close.
 func (b *bind) serve(c net.Conn) {
+	setWriteStall(c, time.Duration(responseWriteStall.Load()))
 	_ = b.srv.Load().ServeConn(c)
 	b.awaitTunnel(c)
 	if p, ok := c.(sock.Parkable); ok && p.Held() && b.park(p) {
 		return
 	}
 	b.connClosed(c)
+}
+
+// responseWriteStall bounds how long writing a response may wait for the
+// client to take bytes (each wait afresh, as nginx's send_timeout): a client
+// that stops reading would otherwise hold its request, and the upstream
+// connection streaming to it, for as long as it stays connected. HTTP/2
+// connections have their own (h2WriteStall); tunnels (WebSocket, CONNECT,
+// h2c's upgrade) take it off, since a peer that reads nothing for a while
+// is theirs to allow.
+var responseWriteStall = newAtomicInt64(int64(60 * time.Second)) // settable by tests
+
+// setWriteStall gives the client connection c (under TLS, its socket) the
+// write stall d (0: none): sock.Conn.SetWriteStall, and for netpoll's
+// connections their write timeout, which bounds each wait of a flush.
+// Only the goroutine writing to c may call it.
+func setWriteStall(c net.Conn, d time.Duration) {
+	if tc, ok := c.(*tlsConn); ok {
+		c = tc.raw
+	}
+	switch x := c.(type) {
+	case *sock.Conn:
+		x.SetWriteStall(d)
+	case *sock.PromptConn:
+		if nc, ok := x.Conn.(netpoll.Connection); ok {
+			_ = nc.SetWriteTimeout(d)
+		}
+	}
 }
 
 // connClosed is the bookkeeping of a client connection's end.

@@ -194,6 +194,7 @@ func (b *bind) connect(rs *requestState) int {
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
+		setWriteStall(client, 0) // a tunnel, not a response
 		if _, err := client.Write(connectStatusLine); err != nil {
 			return
 		}

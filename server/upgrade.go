@@ -79,6 +79,7 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
 		defer conn.Close()
+		setWriteStall(client, 0) // a tunnel, not a response
 		if acct != nil {
 			defer acct.finish()
 			br = bufio.NewReader(io.TeeReader(br, &realtimeObserver{acct: acct}))

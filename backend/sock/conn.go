@@ -50,6 +50,15 @@ type Conn struct {
 	// await is set by AwaitAfterWrite for the next Write.
 	await bool
 
+	// writeStall bounds each wait of Write for the peer to take bytes
+	// (SetWriteStall); stallArmed says a wait of the Write in progress set
+	// the write deadline for it. explicitWrite says a write deadline set
+	// by SetWriteDeadline or SetDeadline is in force, which the stall
+	// leaves alone.
+	writeStall    time.Duration
+	stallArmed    bool
+	explicitWrite atomic.Bool
+
 	// received counts the bytes read (parking compares it between checks).
 	received int64
 
@@ -221,8 +230,24 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	if err := c.SetReadDeadline(t); err != nil {
 		return err
 	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetWriteDeadline sets the write deadline. While one is set, the write
+// stall (SetWriteStall) leaves the deadline alone.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.explicitWrite.Store(!t.IsZero())
 	return c.TCPConn.SetWriteDeadline(t)
 }
+
+// SetWriteStall bounds how long each Write may wait for the peer to take
+// bytes (0: no bound, the default): a peer that stops reading fails the
+// Write with os.ErrDeadlineExceeded once its socket buffer stayed full that
+// long, as nginx's send_timeout does. Every wait starts the bound afresh,
+// so a slow reader that keeps taking bytes is served to the end. A write
+// deadline set with SetWriteDeadline takes precedence while it is set.
+// Only the goroutine that writes may call it.
+func (c *Conn) SetWriteStall(d time.Duration) { c.writeStall = d }
 
 // rearm reports whether a deadline error from the poller came early, and if
 // so moves the poller's deadline to the one asked for (or to the next park
@@ -436,13 +461,34 @@ func (c *Conn) Write(p []byte) (int, error) {
 		p = c.wbuf
 		c.wbuf = nil
 		if sendErr := c.sendErr(); sendErr != nil {
+			c.disarmStall()
 			return total - len(p), sendErr
 		}
 		if err != nil {
+			if c.stallArmed && errors.Is(err, os.ErrDeadlineExceeded) {
+				// The peer stopped taking bytes: what is still unsent is
+				// dropped, and the close that follows resets the
+				// connection, rather than leave the kernel to trickle it
+				// out to a reader that may never take it.
+				_ = c.TCPConn.SetLinger(0)
+			}
+			c.disarmStall()
 			return total - len(p), c.opError("write", err)
 		}
 	}
+	c.disarmStall()
 	return total, nil
+}
+
+// disarmStall clears the write deadline a wait of this Write set, so that
+// it cannot fail a later Write after the connection sat idle.
+func (c *Conn) disarmStall() {
+	if c.stallArmed {
+		c.stallArmed = false
+		if !c.explicitWrite.Load() {
+			_ = c.TCPConn.SetWriteDeadline(time.Time{})
+		}
+	}
 }
 
 // send sends from c.wbuf until it is empty, the socket would block (false)
@@ -465,8 +511,18 @@ func (c *Conn) send(fd uintptr) bool {
 	return true
 }
 
-// sendStep is the raw write function.
-func (c *Conn) sendStep(fd uintptr) bool { return c.send(fd) }
+// sendStep is the raw write function. When the socket's buffer is full
+// and the poller is to wait, a write stall bounds the wait.
+func (c *Conn) sendStep(fd uintptr) bool {
+	if c.send(fd) {
+		return true
+	}
+	if c.writeStall > 0 && !c.explicitWrite.Load() {
+		_ = c.TCPConn.SetWriteDeadline(time.Now().Add(c.writeStall))
+		c.stallArmed = true
+	}
+	return false
+}
 
 // sendAwaitStep runs under the read side of the poller: the first call sends
 // (all of it, or as much as fits), later calls mean the connection became

@@ -614,3 +614,66 @@ func TestAbortResets(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteStall: with a write stall, a Write to a peer that takes nothing
+// fails once its wait lasted that long, and the close that follows resets
+// the connection; the deadline it set never fails a later Write; an explicit
+// write deadline is left alone.
+func TestWriteStall(t *testing.T) {
+	big := make([]byte, 64<<20) // more than both socket buffers hold
+
+	t.Run("a peer that takes nothing", func(t *testing.T) {
+		sc, peer := pair(t)
+		sc.SetWriteStall(200 * time.Millisecond)
+		start := time.Now()
+		n, err := sc.Write(big)
+		if !errors.Is(err, os.ErrDeadlineExceeded) || n == len(big) {
+			t.Fatalf("Write = %d, %v; want a deadline error before the end", n, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("the stalled Write took %v", d)
+		}
+		sc.Close()
+		_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, peer)
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("the peer read to %v; want a reset", err)
+		}
+	})
+
+	t.Run("a later write after the wait", func(t *testing.T) {
+		sc, peer := pair(t)
+		sc.SetWriteStall(300 * time.Millisecond)
+		// A Write that waits (the peer takes its bytes a moment later),
+		// then a pause longer than the stall, then another Write.
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(100 * time.Millisecond) // the peer starts reading late, within the stall
+			_, err := io.CopyN(io.Discard, peer, 8<<20)
+			done <- err
+		}()
+		if _, err := sc.Write(big[:8<<20]); err != nil {
+			t.Fatalf("a write the peer takes within the stall: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // past the deadline the wait had set
+		if _, err := sc.Write([]byte("later")); err != nil {
+			t.Fatalf("a later Write failed: %v", err)
+		}
+	})
+
+	t.Run("an explicit deadline wins", func(t *testing.T) {
+		sc, _ := pair(t)
+		sc.SetWriteStall(50 * time.Millisecond)
+		if err := sc.SetWriteDeadline(time.Now().Add(800 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err := sc.Write(big)
+		if d := time.Since(start); !errors.Is(err, os.ErrDeadlineExceeded) || d < 700*time.Millisecond {
+			t.Fatalf("Write = %v after %v; want the explicit deadline's error, not the stall's", err, d)
+		}
+	})
+}

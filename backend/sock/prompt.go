@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -46,6 +47,15 @@ type fdConn interface {
 // connection's.
 func (c *PromptConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
+	if err != nil && IsTimeout(err) {
+		// The peer stopped taking bytes (netpoll's write timeout: the
+		// server's write stall): what is unsent is dropped, and the close
+		// that follows resets the connection, as Conn.Write does.
+		if fc, ok := c.Conn.(fdConn); ok {
+			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+		}
+		return n, err
+	}
 	if err == nil || n != 0 || len(p) == 0 || c.closed.Load() {
 		return n, err
 	}
