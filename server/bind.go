@@ -288,6 +288,14 @@ func (b *bind) serve(c net.Conn) {
 // is theirs to allow.
 var responseWriteStall = newAtomicInt64(int64(60 * time.Second)) // settable by tests
 
+// halfCloseGrace is how long a plain route's request still waits on its
+// upstream after its client's FIN: a client may half-close after its
+// request and wait for the answer (RFC 9112 9.6), but one that closed for
+// good must not hold the request, its goroutine and an upstream connection
+// for as long as a silent upstream keeps it (a reset ends the wait at once,
+// and LLM and MCP requests take any hang-up at once, as nginx does).
+var halfCloseGrace = newAtomicInt64(int64(60 * time.Second)) // settable by tests
+
 // setWriteStall gives the client connection c (under TLS, its socket) the
 // write stall d (0: none): sock.Conn.SetWriteStall, and for netpoll's
 // connections their write timeout, which bounds each wait of a flush.

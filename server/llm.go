@@ -216,7 +216,7 @@ func (b *bind) serveLLM(rs *requestState, r *route, rb *routeBackend, t *llmTarg
 		// client hung up (clientWatch). As for nginx and hyper's default,
 		// a FIN is a hang-up here: an LLM client that half-closes after
 		// its request is not worth a generation nobody may read.
-		rs.hangup = sock.Hangups(rs.pc.Fast.Conn())
+		rs.hangup = sock.Hangups(rs.pc.Fast.Conn(), 0)
 	}
 	return b.llmAttempts(rs, r, rb, t, x)
 }

@@ -149,7 +149,7 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.B
 	var stop context.CancelFunc
 	if rs.h2 != nil {
 		req.Context = rs.h2.context()
-	} else if hangup = sock.Hangups(fctx.Conn()); hangup != nil {
+	} else if hangup = sock.Hangups(fctx.Conn(), 0); hangup != nil {
 		req.Context, stop = context.WithCancel(context.Background())
 		hangup.OnGone(stop)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // Hop-by-hop headers (RFC 9110 7.6.1) that a proxy must not forward.
@@ -107,6 +108,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 				deadline = dl
 			}
 		}
+	}
+	if rs.h2 == nil && rs.hangup == nil {
+		// A client that hangs up while its request waits on the upstream
+		// ends the wait: at once for a reset; for a FIN (a half-close may
+		// still want its answer, RFC 9112 9.6) once halfCloseGrace passed.
+		rs.hangup = sock.Hangups(fctx.Conn(), time.Duration(halfCloseGrace.Load()))
 	}
 	h2 := rs.upstreamH2(rb)
 	if rb.version == versionAuto {

@@ -39,20 +39,31 @@ type HangupWatch struct {
 	watched net.Conn // the upstream connection a hang-up ends, while one waits
 	onGone  func()   // run at the hang-up (OnGone)
 	gone    bool
+	// grace, when positive, makes a FIN alone a hang-up only once it is
+	// that old (a client that half-closes after its request may still
+	// wait for the answer, RFC 9112 9.6); a reset is one at once. finTimer
+	// runs out the grace of a FIN seen.
+	grace    time.Duration
+	finTimer *time.Timer
 }
 
 // Hangups returns the HangupWatch of the data-path connection c (a TCP
 // connection, under TLS or not), its socket watched from now on, or nil
 // when c cannot be watched. ForgetHangup must follow when c is done with.
-func Hangups(c net.Conn) *HangupWatch {
+// grace is how old a FIN alone must be to count as the client's hang-up (0:
+// at once, as nginx takes it); a reset counts at once whatever it is. The
+// grace asked for last holds for the connection's next hang-up.
+func Hangups(c net.Conn, grace time.Duration) *HangupWatch {
 	f := ServerFields(c)
 	if f == nil {
 		return nil
 	}
 	h := &f.hangup
 	if h.id != 0 {
+		h.setGrace(grace)
 		return h // (id is written only by the goroutine serving c)
 	}
+	h.setGrace(grace)
 	w := theHangupWatcher()
 	if w == nil {
 		return nil
@@ -100,9 +111,33 @@ func ForgetHangup(c net.Conn) {
 	delete(w.byID, h.id)
 	h.id = 0
 	h.mu.Lock()
-	h.watched, h.onGone, h.gone = nil, nil, false
+	h.watched, h.onGone, h.gone, h.grace = nil, nil, false, 0
+	if h.finTimer != nil {
+		h.finTimer.Stop()
+		h.finTimer = nil
+	}
 	h.mu.Unlock()
 	w.mu.Unlock()
+}
+
+// setGrace sets the grace of a FIN (Hangups).
+func (h *HangupWatch) setGrace(d time.Duration) {
+	h.mu.Lock()
+	h.grace = d
+	h.mu.Unlock()
+}
+
+// hangUp notes the hang-up: the upstream exchange waiting for this client
+// ends, and OnGone's function runs (h.mu held).
+func (h *HangupWatch) hangUp() {
+	h.gone = true
+	if h.watched != nil {
+		_ = h.watched.SetDeadline(LongAgo)
+	}
+	if f := h.onGone; f != nil {
+		h.onGone = nil
+		f()
+	}
 }
 
 // clientFd is the socket under a data-path connection, or -1.
@@ -215,21 +250,41 @@ func (w *hangupWatcher) run() {
 		}
 		w.mu.Lock()
 		for _, ev := range events[:n] {
-			h := w.byID[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]
+			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			h := w.byID[id]
 			if h == nil {
 				continue // forgotten meanwhile
 			}
+			reset := ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0
 			h.mu.Lock()
-			h.gone = true
-			if h.watched != nil {
-				_ = h.watched.SetDeadline(LongAgo)
-			}
-			if f := h.onGone; f != nil {
-				h.onGone = nil
-				f()
+			switch {
+			case h.gone:
+			case !reset && h.grace > 0:
+				// A FIN alone: a half-close may still wait for its answer.
+				if h.finTimer == nil {
+					h.finTimer = time.AfterFunc(h.grace, func() { w.expire(id, h) })
+				}
+			default:
+				h.hangUp()
 			}
 			h.mu.Unlock()
 		}
 		w.mu.Unlock()
 	}
+}
+
+// expire ends the grace of the FIN of watch id: from now on the client has
+// hung up.
+func (w *hangupWatcher) expire(id uint64, h *HangupWatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byID[id] != h {
+		return // forgotten meanwhile
+	}
+	h.mu.Lock()
+	h.finTimer = nil
+	if !h.gone {
+		h.hangUp()
+	}
+	h.mu.Unlock()
 }

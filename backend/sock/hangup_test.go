@@ -60,7 +60,7 @@ func TestHangupEndsTheUpstreamWait(t *testing.T) {
 	} {
 		t.Run(c.desc, func(t *testing.T) {
 			client, peer := pair(t)
-			h := Hangups(client)
+			h := Hangups(client, 0)
 			if h == nil {
 				t.Fatal("Hangups = nil for a TCP connection")
 			}
@@ -83,7 +83,7 @@ func TestHangupEndsTheUpstreamWait(t *testing.T) {
 // asked has the exchange end at once.
 func TestHangupBeforeWatch(t *testing.T) {
 	client, peer := pair(t)
-	h := Hangups(client)
+	h := Hangups(client, 0)
 	peer.Close()
 	eventuallyGone(t, h)
 	up, errc := awaitingUpstream(t)
@@ -97,14 +97,14 @@ func TestHangupBeforeWatch(t *testing.T) {
 // them, shows the watcher has seen them.
 func TestPipelinedBytesAreNoHangup(t *testing.T) {
 	client, peer := pair(t)
-	h := Hangups(client)
+	h := Hangups(client, 0)
 	up, errc := awaitingUpstream(t)
 	h.Watch(up)
 	if _, err := peer.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	other, otherPeer := pair(t)
-	oh := Hangups(other)
+	oh := Hangups(other, 0)
 	otherPeer.Close()
 	eventuallyGone(t, oh)
 	if h.Gone() {
@@ -127,8 +127,8 @@ func TestPipelinedBytesAreNoHangup(t *testing.T) {
 // watcher.
 func TestHangupWatchOnceAConnection(t *testing.T) {
 	client, _ := pair(t)
-	h := Hangups(client)
-	if again := Hangups(client); again != h {
+	h := Hangups(client, 0)
+	if again := Hangups(client, 0); again != h {
 		t.Fatal("a second request got another watch")
 	}
 	w := hangups.w.Load()
@@ -154,10 +154,10 @@ func TestHangupsNeedASocket(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	if h := Hangups(a); h != nil {
+	if h := Hangups(a, 0); h != nil {
 		t.Fatal("Hangups watches a pipe")
 	}
-	if h := Hangups(&PromptConn{Conn: a}); h != nil {
+	if h := Hangups(&PromptConn{Conn: a}, 0); h != nil {
 		t.Fatal("Hangups watches a pipe under a PromptConn")
 	}
 }
@@ -166,9 +166,9 @@ func TestHangupsNeedASocket(t *testing.T) {
 // (a parked one, served again later) is watched again when asked.
 func TestHangupAfterForget(t *testing.T) {
 	client, peer := pair(t)
-	Hangups(client)
+	Hangups(client, 0)
 	ForgetHangup(client)
-	h := Hangups(client)
+	h := Hangups(client, 0)
 	if h == nil {
 		t.Fatal("Hangups = nil for a connection forgotten and served again")
 	}
@@ -183,7 +183,7 @@ func TestHangupAfterForget(t *testing.T) {
 // when the client already went; OnGone(nil) takes it back.
 func TestHangupRunsOnGone(t *testing.T) {
 	client, peer := pair(t)
-	h := Hangups(client)
+	h := Hangups(client, 0)
 	taken := make(chan struct{}, 1)
 	h.OnGone(func() { taken <- struct{}{} })
 	h.OnGone(nil)

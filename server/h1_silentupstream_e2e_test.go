@@ -1,0 +1,82 @@
+package server
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestClientGoneFromASilentUpstream: a plain route's request waiting on an
+// upstream that never answers is let go when its client goes: at once for a
+// reset, and halfCloseGrace after a FIN, since a client that half-closes
+// after its request may still wait for its answer, which it gets when the
+// upstream answers within the grace. Before, every such request held its
+// goroutine, the client's socket (in CLOSE-WAIT) and an upstream
+// connection for as long as the upstream stayed silent.
+func TestClientGoneFromASilentUpstream(t *testing.T) {
+	old := halfCloseGrace.Swap(int64(500 * time.Millisecond))
+	t.Cleanup(func() { halfCloseGrace.Store(old) })
+	var arrived, released atomic.Int32
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				released.Add(1) // the gateway let the connection go
+				return
+			}
+			if strings.HasPrefix(line, "GET /never") {
+				arrived.Add(1)
+			}
+			if strings.HasPrefix(line, "GET /late") {
+				// Answer a moment later, within the grace.
+				for line != "\r\n" && err == nil {
+					line, err = br.ReadString('\n')
+				}
+				time.Sleep(100 * time.Millisecond) // the upstream's slowness, not a wait for a condition
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+			}
+			// Anything else is never answered.
+		}
+	})
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			for _, tc := range []struct {
+				desc   string
+				hangUp func(*net.TCPConn)
+			}{
+				{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() }},
+				{"close", func(c *net.TCPConn) { c.Close() }},
+				{"half-close", func(c *net.TCPConn) { _ = c.CloseWrite() }},
+			} {
+				t.Run(tc.desc, func(t *testing.T) {
+					before, sent := released.Load(), arrived.Load()
+					c, _ := dialRaw(t, tg.addr(3000))
+					if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+						t.Fatal(err)
+					}
+					// The request reaches the upstream, then the client goes.
+					eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
+					tc.hangUp(c.(*net.TCPConn))
+					eventually(t, 10*time.Second, "the upstream connection let go", func() bool {
+						return released.Load() > before
+					})
+				})
+			}
+			t.Run("half-closed, answered within the grace", func(t *testing.T) {
+				c, br := dialRaw(t, tg.addr(3000))
+				sendAndHalfClose(t, c, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
+				m, err := readReply(br, "GET")
+				if err != nil || m.status() != 200 || string(m.body) != "late" {
+					t.Fatalf("got %q %q, %v; want the late answer", m.line, m.body, err)
+				}
+			})
+		})
+	}
+}
