@@ -208,3 +208,49 @@ func TestHangupRunsOnGone(t *testing.T) {
 	}
 	ForgetHangup(client)
 }
+
+// TestHangupGrace: with a grace, a client's reset is a hang-up at once, and
+// a FIN alone only once the grace has passed; a watch forgotten before then
+// is left alone.
+func TestHangupGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	t.Run("reset at once", func(t *testing.T) {
+		client, peer := pair(t)
+		h := Hangups(client, time.Hour)
+		up, errc := awaitingUpstream(t)
+		h.Watch(up)
+		peer.SetLinger(0)
+		peer.Close()
+		mustEnd(t, errc)
+		if !h.Unwatch() {
+			t.Fatal("Unwatch did not report the reset")
+		}
+		ForgetHangup(client)
+	})
+	t.Run("a FIN once the grace passed", func(t *testing.T) {
+		client, peer := pair(t)
+		h := Hangups(client, grace)
+		up, errc := awaitingUpstream(t)
+		h.Watch(up)
+		start := time.Now()
+		peer.CloseWrite()
+		mustEnd(t, errc)
+		if d := time.Since(start); d < grace*3/4 {
+			t.Fatalf("the FIN ended the wait after %v, within the grace of %v", d, grace)
+		}
+		if !h.Unwatch() {
+			t.Fatal("Unwatch did not report the hang-up")
+		}
+		ForgetHangup(client)
+	})
+	t.Run("forgotten within the grace", func(t *testing.T) {
+		client, peer := pair(t)
+		h := Hangups(client, grace)
+		peer.CloseWrite()
+		ForgetHangup(client)
+		time.Sleep(2 * grace) // past the grace: the forgotten watch must stay untouched
+		if h.Gone() {
+			t.Fatal("a forgotten watch was marked gone")
+		}
+	})
+}
