@@ -188,6 +188,13 @@ func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.
 	ctx := context.Background()
 	if rs.h2 != nil {
 		ctx = rs.h2.context()
+	} else if h := rs.hangup; h != nil {
+		// An HTTP/1.1 client's hang-up ends the wait for the answer's head,
+		// as it ends an HTTP/1.1 exchange's (ExchangeWatched).
+		c, cancel := context.WithCancel(ctx)
+		h.OnGone(cancel)
+		defer h.OnGone(nil)
+		ctx = c
 	}
 	err := up.ExchangeH2(ctx, &fctx.Request, &fctx.Response, deadline, rs, rs.grpc)
 	if err == nil && rs.body.active() && fctx.Response.IsBodyStream() {

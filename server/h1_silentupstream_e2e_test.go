@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,6 +78,39 @@ func TestClientGoneFromASilentUpstream(t *testing.T) {
 					t.Fatalf("got %q %q, %v; want the late answer", m.line, m.body, err)
 				}
 			})
+		})
+	}
+}
+
+// TestClientGoneFromASilentHTTP2Upstream: the same for a backend spoken to
+// in HTTP/2: the hang-up of the HTTP/1.1 client resets the upstream stream
+// that waits for its answer.
+func TestClientGoneFromASilentHTTP2Upstream(t *testing.T) {
+	old := halfCloseGrace.Swap(int64(500 * time.Millisecond))
+	t.Cleanup(func() { halfCloseGrace.Store(old) })
+	var arrived, released atomic.Int32
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-r.Context().Done() // never answers; the stream's reset ends it
+		released.Add(1)
+	}))
+	tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: "+up+"\n        policies: { http: { version: HTTP2 } }\n", nil)
+	for _, tc := range []struct {
+		desc   string
+		hangUp func(*net.TCPConn)
+	}{
+		{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() }},
+		{"close", func(c *net.TCPConn) { c.Close() }},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			before, sent := released.Load(), arrived.Load()
+			c, _ := dialRaw(t, tg.addr(3000))
+			if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
+			tc.hangUp(c.(*net.TCPConn))
+			eventually(t, 10*time.Second, "the upstream stream let go", func() bool { return released.Load() > before })
 		})
 	}
 }
