@@ -48,26 +48,9 @@ func TestClientGoneFromASilentUpstream(t *testing.T) {
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
 			tg := startGatewayWith(t, oneRoute(up), nil, tr)
-			for _, tc := range []struct {
-				desc   string
-				hangUp func(*net.TCPConn)
-			}{
-				{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() }},
-				{"close", func(c *net.TCPConn) { c.Close() }},
-				{"half-close", func(c *net.TCPConn) { _ = c.CloseWrite() }},
-			} {
+			for _, tc := range clientHangups {
 				t.Run(tc.desc, func(t *testing.T) {
-					before, sent := released.Load(), arrived.Load()
-					c, _ := dialRaw(t, tg.addr(3000))
-					if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-						t.Fatal(err)
-					}
-					// The request reaches the upstream, then the client goes.
-					eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
-					tc.hangUp(c.(*net.TCPConn))
-					eventually(t, 10*time.Second, "the upstream connection let go", func() bool {
-						return released.Load() > before
-					})
+					leaveWhileWaiting(t, tg.addr(3000), &arrived, &released, tc.hangUp)
 				})
 			}
 			t.Run("half-closed, answered within the grace", func(t *testing.T) {
@@ -95,22 +78,34 @@ func TestClientGoneFromASilentHTTP2Upstream(t *testing.T) {
 		released.Add(1)
 	}))
 	tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: "+up+"\n        policies: { http: { version: HTTP2 } }\n", nil)
-	for _, tc := range []struct {
-		desc   string
-		hangUp func(*net.TCPConn)
-	}{
-		{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() }},
-		{"close", func(c *net.TCPConn) { c.Close() }},
-	} {
+	for _, tc := range clientHangups {
 		t.Run(tc.desc, func(t *testing.T) {
-			before, sent := released.Load(), arrived.Load()
-			c, _ := dialRaw(t, tg.addr(3000))
-			if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
-			tc.hangUp(c.(*net.TCPConn))
-			eventually(t, 10*time.Second, "the upstream stream let go", func() bool { return released.Load() > before })
+			leaveWhileWaiting(t, tg.addr(3000), &arrived, &released, tc.hangUp)
 		})
 	}
+}
+
+// clientHangups are the ways a client leaves while its request waits.
+var clientHangups = []struct {
+	desc   string
+	hangUp func(*net.TCPConn)
+}{
+	{"reset", func(c *net.TCPConn) { _ = c.SetLinger(0); c.Close() }},
+	{"close", func(c *net.TCPConn) { c.Close() }},
+	{"half-close", func(c *net.TCPConn) { _ = c.CloseWrite() }},
+}
+
+// leaveWhileWaiting sends the gateway at addr a request its upstream never
+// answers (GET /never), waits until the upstream has it (arrived grows),
+// hangs up, and waits until the upstream is let go (released grows).
+func leaveWhileWaiting(t *testing.T, addr string, arrived, released *atomic.Int32, hangUp func(*net.TCPConn)) {
+	t.Helper()
+	before, sent := released.Load(), arrived.Load()
+	c, _ := dialRaw(t, addr)
+	if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
+	hangUp(c.(*net.TCPConn))
+	eventually(t, 10*time.Second, "the upstream let go", func() bool { return released.Load() > before })
 }
