@@ -301,15 +301,23 @@ var halfCloseGrace = newAtomicInt64(int64(60 * time.Second)) // settable by test
 // connections their write timeout, which bounds each wait of a flush.
 // Only the goroutine writing to c may call it.
 func setWriteStall(c net.Conn, d time.Duration) {
-	if tc, ok := c.(*tlsConn); ok {
-		c = tc.raw
-	}
-	switch x := c.(type) {
-	case *sock.Conn:
-		x.SetWriteStall(d)
-	case *sock.PromptConn:
-		if nc, ok := x.Conn.(netpoll.Connection); ok {
-			_ = nc.SetWriteTimeout(d)
+	for {
+		switch x := c.(type) {
+		case *tlsConn:
+			c = x.raw
+		case *tunnelConn:
+			// HTTP inside a CONNECT tunnel: its client's connection.
+			c = x.raw
+		case *sock.Conn:
+			x.SetWriteStall(d)
+			return
+		case *sock.PromptConn:
+			if nc, ok := x.Conn.(netpoll.Connection); ok {
+				_ = nc.SetWriteTimeout(d)
+			}
+			return
+		default:
+			return
 		}
 	}
 }

@@ -190,15 +190,16 @@ func (b *bind) connect(rs *requestState) int {
 	if !b.connectAllowed(rs.bind, fctx.Conn(), host, port) {
 		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
-	done := b.startTunnel(fctx.Conn(), nil)
+	raw := fctx.Conn()
+	done := b.startTunnel(raw, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
-		setWriteStall(client, 0) // a tunnel, not a response
+		setWriteStall(raw, 0) // a tunnel, not a response
 		if _, err := client.Write(connectStatusLine); err != nil {
 			return
 		}
-		target.serveTunnel(client, host, port)
+		target.serveTunnel(client, raw, host, port)
 	})
 	return fasthttp.StatusOK
 }
@@ -208,14 +209,19 @@ func (b *bind) connect(rs *requestState) int {
 // classification needs), with where the tunnel was going.
 type tunnelConn struct {
 	sock.PromptConn
+	// raw is the client's connection itself, under fasthttp's hijacking
+	// wrapper (which hands out the bytes it had read ahead first): its
+	// socket is what a write stall and a hang-up watch work on.
+	raw  net.Conn
 	host string
 	port int
 }
 
-// serveTunnel serves a CONNECT tunnel's stream on this bind, as a
-// connection accepted here, until it ends.
-func (b *bind) serveTunnel(c net.Conn, host string, port int) {
-	tc := &tunnelConn{PromptConn: sock.PromptConn{Conn: c}, host: host, port: port}
+// serveTunnel serves a CONNECT tunnel's stream c on this bind, as a
+// connection accepted here, until it ends; raw is the client's connection
+// under it.
+func (b *bind) serveTunnel(c, raw net.Conn, host string, port int) {
+	tc := &tunnelConn{PromptConn: sock.PromptConn{Conn: c}, raw: raw, host: host, port: port}
 	b.metrics.ConnOpened()
 	if b.draining.Load() {
 		b.closeUnserved(tc)
@@ -242,6 +248,10 @@ func (b *bind) destPort(c net.Conn) int {
 
 // ServerFields are the stream's own (sock.ServerFields).
 func (c *tunnelConn) ServerFields() *sock.Server { return &c.PromptConn.Server }
+
+// NetConn is the client's connection the tunnel runs on, whose socket the
+// hang-up watch of a request inside the tunnel watches (sock.Hangups).
+func (c *tunnelConn) NetConn() net.Conn { return c.raw }
 
 // tunnelBind is the bind serving CONNECT tunnels to port: the bind of that
 // port (listening or internal), else the internal bind of every port, else

@@ -109,3 +109,52 @@ func leaveWhileWaiting(t *testing.T, addr string, arrived, released *atomic.Int3
 	hangUp(c.(*net.TCPConn))
 	eventually(t, 10*time.Second, "the upstream let go", func() bool { return released.Load() > before })
 }
+
+// TestClientGoneInsideAConnectTunnel: HTTP served inside a CONNECT tunnel
+// is watched on the tunnel's client connection: the client's going lets
+// the silent upstream go, as for a request on a connection of its own.
+// Before, the tunnel's stream had no socket the watch could find.
+func TestClientGoneInsideAConnectTunnel(t *testing.T) {
+	old := halfCloseGrace.Swap(int64(500 * time.Millisecond))
+	t.Cleanup(func() { halfCloseGrace.Store(old) })
+	var arrived, released atomic.Int32
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				released.Add(1)
+				return
+			}
+			if strings.HasPrefix(line, "GET /never") {
+				arrived.Add(1)
+			}
+		}
+	})
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - routes:
+    - backends: [{dynamic: {}}]
+`, nil)
+	for _, tc := range clientHangups {
+		t.Run(tc.desc, func(t *testing.T) {
+			before, sent := released.Load(), arrived.Load()
+			c, _, status := connectRaw(t, tg.addr(1), up)
+			if status != 200 {
+				t.Fatalf("CONNECT %s: %d", up, status)
+			}
+			if _, err := io.WriteString(c, "GET /never HTTP/1.1\r\nHost: "+up+"\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "the request at the upstream", func() bool { return arrived.Load() > sent })
+			tc.hangUp(c.(*net.TCPConn))
+			eventually(t, 10*time.Second, "the upstream let go", func() bool { return released.Load() > before })
+		})
+	}
+}

@@ -266,7 +266,7 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(c net.Conn) {
 		defer close(done)
-		setWriteStall(c, 0) // HTTP/2 bounds its writes itself (h2WriteStall)
+		setWriteStall(conn, 0) // HTTP/2 bounds its writes itself (h2WriteStall); c is fasthttp's wrapper of conn
 		if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"); err != nil {
 			releaseH2Exchange(x)
 			return

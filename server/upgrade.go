@@ -74,12 +74,13 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 	head := &resp.Header
 	_ = conn.SetDeadline(time.Time{})
 	rawHead := append([]byte(nil), head.Header()...)
-	done := b.startTunnel(fctx.Conn(), conn)
+	raw := fctx.Conn()
+	done := b.startTunnel(raw, conn)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
 		defer conn.Close()
-		setWriteStall(client, 0) // a tunnel, not a response
+		setWriteStall(raw, 0) // a tunnel, not a response (client is fasthttp's wrapper of raw)
 		if acct != nil {
 			defer acct.finish()
 			br = bufio.NewReader(io.TeeReader(br, &realtimeObserver{acct: acct}))

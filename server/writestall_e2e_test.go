@@ -154,3 +154,48 @@ func (s *slowReader) Read(p []byte) (int, error) {
 	s.left -= n
 	return n, err
 }
+
+// TestTunnelsHaveNoWriteStall: a CONNECT tunnel whose client pauses its
+// reading longer than responseWriteStall is not cut: a tunnel's peer may
+// hold its side back (backpressure), and the tunnel's own idle limits
+// apply. Before, the stall was taken off fasthttp's wrapper of the client's
+// connection, not the connection, and the tunnel was reset.
+func TestTunnelsHaveNoWriteStall(t *testing.T) {
+	old := responseWriteStall.Swap(int64(200 * time.Millisecond))
+	t.Cleanup(func() { responseWriteStall.Store(old) })
+	const size = 16 << 20 // more than the sockets on the way hold
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write(make([]byte, size))
+	}()
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": ln.Addr().String()})
+	c, br, status := connectRaw(t, tg.addr(1), ln.Addr().String())
+	if status != 200 {
+		t.Fatalf("CONNECT: %d", status)
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	time.Sleep(time.Second) // the client holds its side back, five stalls long
+	n, err := io.CopyN(io.Discard, br, size)
+	if err != nil || n != size {
+		t.Fatalf("the tunnel carried %d bytes, %v; want %d", n, err, size)
+	}
+}

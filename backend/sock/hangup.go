@@ -151,6 +151,8 @@ func clientFd(c net.Conn) int {
 		return clientFd(t.SockLayer().under)
 	case interface{ Fd() int }: // a netpoll connection
 		return t.Fd()
+	case interface{ NetConn() net.Conn }: // a stream on a connection (a CONNECT tunnel's)
+		return clientFd(t.NetConn())
 	}
 	return -1
 }
