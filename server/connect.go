@@ -249,6 +249,16 @@ func (b *bind) destPort(c net.Conn) int {
 // ServerFields are the stream's own (sock.ServerFields).
 func (c *tunnelConn) ServerFields() *sock.Server { return &c.PromptConn.Server }
 
+// CloseWrite half-closes the tunnel: the client's connection stops sending
+// (a FIN, or under TLS a close_notify), so that a TCP route passes the
+// upstream's half-close on through the tunnel.
+func (c *tunnelConn) CloseWrite() error {
+	if cw, ok := c.raw.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // NetConn is the client's connection the tunnel runs on, whose socket the
 // hang-up watch of a request inside the tunnel watches (sock.Hangups).
 func (c *tunnelConn) NetConn() net.Conn { return c.raw }

@@ -237,3 +237,36 @@ binds:
 		t.Fatalf("the client saw a certificate from %q; want the egress CA's", issuer)
 	}
 }
+
+// TestConnectTunnelPassesTheUpstreamsEnd: a TCP route reached through a
+// CONNECT tunnel passes the upstream's half-close on to the client, which
+// reads the end of the stream; before, the tunnel's stream could not
+// half-close and the client waited for an end that never came.
+func TestConnectTunnelPassesTheUpstreamsEnd(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn) {
+		_, _ = io.WriteString(c, "hello, then the end")
+		_ = c.(*net.TCPConn).CloseWrite()
+		_, _ = io.Copy(io.Discard, c) // until the client's end
+		c.Close()
+	})
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	c, br, status := connectRaw(t, tg.addr(1), up)
+	if status != 200 {
+		t.Fatalf("CONNECT: %d", status)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(br)
+	if err != nil || string(b) != "hello, then the end" {
+		t.Fatalf("read %q, %v; want the upstream's bytes, then the end of the stream", b, err)
+	}
+}
