@@ -249,17 +249,7 @@ func TestConnectTunnelPassesTheUpstreamsEnd(t *testing.T) {
 		_, _ = io.Copy(io.Discard, c) // until the client's end
 		c.Close()
 	})
-	tg := startGateway(t, `
-binds:
-- port: 1
-  tunnelProtocol: connect
-  listeners: []
-- mode: internal
-  listeners:
-  - protocol: TCP
-    tcpRoutes:
-    - backends: [{host: '${UP}'}]
-`, map[string]string{"UP": up})
+	tg := startGateway(t, connectToTCPRoute, map[string]string{"UP": up})
 	c, br, status := connectRaw(t, tg.addr(1), up)
 	if status != 200 {
 		t.Fatalf("CONNECT: %d", status)
@@ -270,3 +260,17 @@ binds:
 		t.Fatalf("read %q, %v; want the upstream's bytes, then the end of the stream", b, err)
 	}
 }
+
+// connectToTCPRoute is a CONNECT bind in front of an internal bind whose
+// TCP route forwards every tunnel to ${UP}.
+const connectToTCPRoute = `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+`

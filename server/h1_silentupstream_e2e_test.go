@@ -21,36 +21,13 @@ import (
 func TestClientGoneFromASilentUpstream(t *testing.T) {
 	old := halfCloseGrace.Swap(int64(500 * time.Millisecond))
 	t.Cleanup(func() { halfCloseGrace.Store(old) })
-	var arrived, released atomic.Int32
-	up := rawUpstream(t, func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				released.Add(1) // the gateway let the connection go
-				return
-			}
-			if strings.HasPrefix(line, "GET /never") {
-				arrived.Add(1)
-			}
-			if strings.HasPrefix(line, "GET /late") {
-				// Answer a moment later, within the grace.
-				for line != "\r\n" && err == nil {
-					line, err = br.ReadString('\n')
-				}
-				time.Sleep(100 * time.Millisecond) // the upstream's slowness, not a wait for a condition
-				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
-			}
-			// Anything else is never answered.
-		}
-	})
+	up, arrived, released := silentUpstream(t)
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
 			tg := startGatewayWith(t, oneRoute(up), nil, tr)
 			for _, tc := range clientHangups {
 				t.Run(tc.desc, func(t *testing.T) {
-					leaveWhileWaiting(t, tg.addr(3000), &arrived, &released, tc.hangUp)
+					leaveWhileWaiting(t, tg.addr(3000), arrived, released, tc.hangUp)
 				})
 			}
 			t.Run("half-closed, answered within the grace", func(t *testing.T) {
@@ -117,21 +94,7 @@ func leaveWhileWaiting(t *testing.T, addr string, arrived, released *atomic.Int3
 func TestClientGoneInsideAConnectTunnel(t *testing.T) {
 	old := halfCloseGrace.Swap(int64(500 * time.Millisecond))
 	t.Cleanup(func() { halfCloseGrace.Store(old) })
-	var arrived, released atomic.Int32
-	up := rawUpstream(t, func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				released.Add(1)
-				return
-			}
-			if strings.HasPrefix(line, "GET /never") {
-				arrived.Add(1)
-			}
-		}
-	})
+	up, arrived, released := silentUpstream(t)
 	tg := startGateway(t, `
 binds:
 - port: 1
@@ -157,4 +120,36 @@ binds:
 			eventually(t, 10*time.Second, "the upstream let go", func() bool { return released.Load() > before })
 		})
 	}
+}
+
+// silentUpstream is an upstream that never answers GET /never (arrived
+// counts those it got), answers GET /late a moment later, and counts in
+// released the connections the gateway let go.
+func silentUpstream(t *testing.T) (addr string, arrived, released *atomic.Int32) {
+	t.Helper()
+	arrived, released = new(atomic.Int32), new(atomic.Int32)
+	addr = rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				released.Add(1) // the gateway let the connection go
+				return
+			}
+			if strings.HasPrefix(line, "GET /never") {
+				arrived.Add(1)
+			}
+			if strings.HasPrefix(line, "GET /late") {
+				// Answer a moment later, within the grace.
+				for line != "\r\n" && err == nil {
+					line, err = br.ReadString('\n')
+				}
+				time.Sleep(100 * time.Millisecond) // the upstream's slowness, not a wait for a condition
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+			}
+			// Anything else is never answered.
+		}
+	})
+	return addr, arrived, released
 }

@@ -177,17 +177,7 @@ func TestTunnelsHaveNoWriteStall(t *testing.T) {
 		defer c.Close()
 		_, _ = c.Write(make([]byte, size))
 	}()
-	tg := startGateway(t, `
-binds:
-- port: 1
-  tunnelProtocol: connect
-  listeners: []
-- mode: internal
-  listeners:
-  - protocol: TCP
-    tcpRoutes:
-    - backends: [{host: '${UP}'}]
-`, map[string]string{"UP": ln.Addr().String()})
+	tg := startGateway(t, connectToTCPRoute, map[string]string{"UP": ln.Addr().String()})
 	c, br, status := connectRaw(t, tg.addr(1), ln.Addr().String())
 	if status != 200 {
 		t.Fatalf("CONNECT: %d", status)
