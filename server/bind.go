@@ -301,23 +301,30 @@ var halfCloseGrace = newAtomicInt64(int64(60 * time.Second)) // settable by test
 // connections their write timeout, which bounds each wait of a flush.
 // Only the goroutine writing to c may call it.
 func setWriteStall(c net.Conn, d time.Duration) {
+	switch x := clientSocket(c).(type) {
+	case *sock.Conn:
+		x.SetWriteStall(d)
+	case netpoll.Connection:
+		_ = x.SetWriteTimeout(d)
+	}
+}
+
+// clientSocket is the connection under c that holds the client's socket:
+// through terminated TLS, a CONNECT tunnel's stream (its client's
+// connection) and the prompt wrapper of netpoll's connections. It is a
+// *sock.Conn, a netpoll.Connection, or c itself when c is neither nor
+// wraps one.
+func clientSocket(c net.Conn) net.Conn {
 	for {
 		switch x := c.(type) {
 		case *tlsConn:
 			c = x.raw
 		case *tunnelConn:
-			// HTTP inside a CONNECT tunnel: its client's connection.
 			c = x.raw
-		case *sock.Conn:
-			x.SetWriteStall(d)
-			return
 		case *sock.PromptConn:
-			if nc, ok := x.Conn.(netpoll.Connection); ok {
-				_ = nc.SetWriteTimeout(d)
-			}
-			return
+			c = x.Conn
 		default:
-			return
+			return c
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
-	"github.com/relaygate/gateway/backend/sock"
 )
 
 // gRPC through the gateway: a request is gRPC by its Content-Type; it goes
@@ -229,18 +228,8 @@ func (rs *requestState) InterruptBody() {
 // There the read ends with the client's next bytes or the body idle
 // timeout, and the connection closes after the response.
 func deadlineInterrupts(c net.Conn) bool {
-	for {
-		switch x := c.(type) {
-		case *tlsConn:
-			c = x.raw
-		case *sock.PromptConn:
-			c = x.Conn
-		case netpoll.Connection:
-			return false
-		default:
-			return true
-		}
-	}
+	_, isNetpoll := clientSocket(c).(netpoll.Connection)
+	return !isNetpoll
 }
 
 var _ backend.BodyInterrupter = (*requestState)(nil)

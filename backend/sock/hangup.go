@@ -59,11 +59,10 @@ func Hangups(c net.Conn, grace time.Duration) *HangupWatch {
 		return nil
 	}
 	h := &f.hangup
+	h.setGrace(grace)
 	if h.id != 0 {
-		h.setGrace(grace)
 		return h // (id is written only by the goroutine serving c)
 	}
-	h.setGrace(grace)
 	w := theHangupWatcher()
 	if w == nil {
 		return nil
