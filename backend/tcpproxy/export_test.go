@@ -9,3 +9,6 @@ func SetSpanWait(d time.Duration) (restore func()) {
 	spanWait = d
 	return func() { spanWait = old }
 }
+
+// SentCount is sentCount.
+var SentCount = sentCount
