@@ -107,7 +107,12 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 		b.internal = true
 		return b, nil
 	}
-	a, err := listen(gw.transport, addr, b.keepaliveIdle, b.firstByte, b.serveConn)
+	a, err := listen(gw.transport, addr, acceptHooks{
+		serve:     b.serveConn,
+		idle:      b.keepaliveIdle,
+		firstByte: b.firstByte,
+		atAccept:  func() bool { return b.current.Load().tcp != nil },
+	})
 	if err != nil {
 		return nil, err
 	}

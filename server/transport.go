@@ -30,16 +30,30 @@ type acceptor interface {
 	Close() error
 }
 
-// listen opens addr with the transport and calls serve for every connection,
-// each on its own goroutine; serve owns the connection and closes it.
-// firstByte says how long a new connection may stay silent (serve applies it
-// itself; netpoll calls serve only once bytes arrive, so its acceptor closes
-// a connection that stays silent longer).
-func listen(t Transport, addr string, idle, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
+// acceptHooks is what an acceptor asks of its bind.
+type acceptHooks struct {
+	// serve owns a connection from the call on and closes it.
+	serve func(net.Conn)
+	// idle is the keep-alive idle time (netpoll turns on TCP keepalive
+	// probes at it).
+	idle func() time.Duration
+	// firstByte says how long a new connection may stay silent (serve
+	// applies it itself; netpoll calls serve only once bytes arrive, so
+	// its acceptor closes a connection that stays silent longer).
+	firstByte func() time.Duration
+	// atAccept reports whether a new connection is served at once, before
+	// its first byte: a TCP listener's protocol may have the server speak
+	// first.
+	atAccept func() bool
+}
+
+// listen opens addr with the transport and calls h.serve for every
+// connection, each on its own goroutine.
+func listen(t Transport, addr string, h acceptHooks) (acceptor, error) {
 	if t == TransportStd {
-		return listenStd(addr, serve)
+		return listenStd(addr, h.serve)
 	}
-	return listenNetpoll(addr, idle, firstByte, serve)
+	return listenNetpoll(addr, h)
 }
 
 // silenceWatch closes a netpoll connection that sends nothing in time;
@@ -57,13 +71,19 @@ type netpollAcceptor struct {
 	done chan struct{}
 }
 
-func listenNetpoll(addr string, idle, firstByte func() time.Duration, serve func(net.Conn)) (acceptor, error) {
+// listenNetpoll accepts on netpoll's event loop. netpoll reads each
+// connection's socket into a buffer of its own whenever it is readable,
+// whatever pace the reader keeps: it has no read backpressure
+// (cloudwego/netpoll#422), so a client that sends faster than its request
+// is forwarded is buffered in memory without bound. The std transport,
+// which reads only as its reader asks, is the default for that reason too.
+func listenNetpoll(addr string, h acceptHooks) (acceptor, error) {
 	ln, err := netpoll.CreateListener("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	onConnect := func(ctx context.Context, conn netpoll.Connection) context.Context {
-		if d := idle(); d > 0 {
+		if d := h.idle(); d > 0 {
 			// netpoll's idle timeout only turns on TCP keepalive probes at
 			// this interval (whole seconds): it does not close a connection
 			// that never sends a byte, which netpoll does not hand to serve
@@ -71,10 +91,20 @@ func listenNetpoll(addr string, idle, firstByte func() time.Duration, serve func
 			// timeout applies. Set per connection, it follows reloads.
 			_ = conn.SetIdleTimeout(d)
 		}
+		w := &silenceWatch{}
+		if h.atAccept() {
+			// Served here and now: netpoll calls OnRequest only once the
+			// client sent a byte, which a client of a server-first
+			// protocol never does. netpoll runs OnRequest only after
+			// OnConnect returned, and serve has closed the connection by
+			// then; served keeps OnRequest away all the same.
+			w.served.Store(true)
+			h.serve(conn)
+			return context.WithValue(ctx, silenceWatchKey{}, w)
+		}
 		// netpoll hands a connection to onRequest only once it has bytes: a
 		// silent one is closed here when its first-byte time passes.
-		w := &silenceWatch{}
-		w.timer = time.AfterFunc(firstByte(), func() {
+		w.timer = time.AfterFunc(h.firstByte(), func() {
 			if w.served.CompareAndSwap(false, true) {
 				conn.Close()
 			}
@@ -84,14 +114,14 @@ func listenNetpoll(addr string, idle, firstByte func() time.Duration, serve func
 	onRequest := func(ctx context.Context, conn netpoll.Connection) error {
 		if w, ok := ctx.Value(silenceWatchKey{}).(*silenceWatch); ok {
 			if !w.served.CompareAndSwap(false, true) {
-				return nil // closed for its silence meanwhile
+				return nil // closed for its silence meanwhile, or served at accept
 			}
 			w.timer.Stop()
 		}
 		// fasthttp reads the connection through net.Conn; this call returns when
 		// the connection is finished (an upgrade tunnel included, see
 		// bind.awaitTunnel), so netpoll never re-enters it.
-		serve(conn)
+		h.serve(conn)
 		return nil
 	}
 	opts := []netpoll.Option{netpoll.WithOnConnect(onConnect)}

@@ -265,6 +265,22 @@ func writeConfig(t *testing.T, path, body string) {
 	}
 }
 
+// TestNetpollTransportWarns: the netpoll transport, which cannot bound what
+// it buffers, says so at startup; the default says nothing of the kind.
+func TestNetpollTransportWarns(t *testing.T) {
+	for _, tr := range []string{"netpoll", "std"} {
+		cfg := filepath.Join(t.TempDir(), "gw.yaml")
+		port := freePort(t)
+		writeConfig(t, cfg, configWith(port, "ok", "127.0.0.1:1"))
+		p := startProcArgs(t, []string{"-f", cfg, "--transport", tr})
+		p.waitLog(fmt.Sprintf(`listening.*"port": %d`, port))
+		warned := strings.Contains(p.logs(), "transport netpoll reads every connection into memory")
+		if warned != (tr == "netpoll") {
+			t.Errorf("transport %s: warned %v:\n%s", tr, warned, p.logs())
+		}
+	}
+}
+
 func configWith(port int, body string, upstream string) string {
 	return fmt.Sprintf(`config:
   adminAddr: 127.0.0.1:0
