@@ -114,13 +114,24 @@ const awaitIdleLimit = time.Second
 // maxInterimResponses bounds 1xx responses skipped before the final one.
 const maxInterimResponses = 8
 
+// staleCheckIdle is how long a pooled connection may have been idle before
+// a request that could be sent again goes on it unchecked. One idle longer
+// is looked at first (connStale): a server that ends an idle keep-alive
+// connection may write a response first (a 408, as Go's net/http client
+// expects, golang/go#32310), and anything an upstream wrote unasked would be
+// read as the next request's response, a response for another client. A
+// connection reused sooner skips the look's system call: it is how a busy
+// pool runs, and an upstream's idle timeout is seconds, not this.
+const staleCheckIdle = time.Millisecond
+
 // maxStaleSkipped bounds the pooled connections found stale and closed
 // before one request is sent.
 const maxStaleSkipped = 8
 
 // roundTrip makes one attempt. stale reports a failure on a reused connection
 // before any response byte arrived. checkLive has a reused connection
-// checked (sock.Conn.Stale) before the request goes on it. w, when not
+// checked (sock.Conn.Stale) before the request goes on it, however briefly
+// it was idle (staleCheckIdle). w, when not
 // nil, ends the attempt if the client goes before the response head is in
 // (ExchangeWatched).
 func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, checkLive bool) (stale bool, err error) {
@@ -137,7 +148,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	}
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
-	for skipped := 0; checkLive && reused && skipped < maxStaleSkipped; skipped++ {
+	for skipped := 0; reused && skipped < maxStaleSkipped && (checkLive || time.Since(cc.LastUseTime()) >= staleCheckIdle); skipped++ {
 		if !connStale(conn) {
 			break
 		}

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -223,5 +225,68 @@ func TestExchangeStaleConnection(t *testing.T) {
 	resp, _ := do(t, req)
 	if resp.StatusCode != 200 && resp.StatusCode != 502 {
 		t.Fatalf("POST on a possibly stale connection: %d", resp.StatusCode)
+	}
+}
+
+// TestExchangeUnaskedBytesOnAnIdleConnection: an upstream writes to a
+// keep-alive connection while it is idle in the gateway's pool, a 408
+// before closing it (as servers do at their idle timeout, which Go's
+// net/http client expects, golang/go#32310) or a response nobody asked
+// for. What it wrote is no answer to the next request: that request goes
+// on a new connection and gets its own response, never the stray one.
+func TestExchangeUnaskedBytesOnAnIdleConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name, unasked string
+		closes        bool
+	}{
+		{"a 408, then the close", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", true},
+		{"a response nobody asked for", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			strayed := make(chan struct{}, 1)
+			var conns atomic.Int32
+			addr := rawUpstream(t, func(c net.Conn) {
+				defer c.Close()
+				first := conns.Add(1) == 1
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					body := "for " + req.URL.Path
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					if !first {
+						continue
+					}
+					first = false
+					// Idle a while (longer than the gateway's pool
+					// skips its look for), as at an idle timeout.
+					time.Sleep(20 * time.Millisecond)
+					io.WriteString(c, tc.unasked)
+					strayed <- struct{}{}
+					if tc.closes {
+						return
+					}
+				}
+			})
+			tg := startGateway(t, oneRoute(addr), nil)
+			for i, path := range []string{"/one", "/two", "/three"} {
+				resp, body := get(t, tg.url(3000)+path)
+				if resp.StatusCode != 200 || body != "for "+path {
+					t.Fatalf("request %d: %d %q; want 200 %q", i, resp.StatusCode, body, "for "+path)
+				}
+				if i == 0 {
+					select {
+					case <-strayed:
+					case <-time.After(10 * time.Second):
+						t.Fatal("the upstream never wrote its unasked bytes")
+					}
+				}
+			}
+			if n := conns.Load(); n != 2 {
+				t.Fatalf("%d upstream connections, want 2 (the one with unasked bytes dropped)", n)
+			}
+		})
 	}
 }
