@@ -2,8 +2,12 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +186,50 @@ func TestHalfClosedClientGetsItsAnswer(t *testing.T) {
 						t.Fatalf("status %d (%q), want %d", m.status(), m.body, tc.want)
 					}
 				})
+			}
+		})
+	}
+}
+
+// TestHalfCloseDuringALargeAnswer: a client that half-closes while a
+// large answer is on its way (it read the first bytes, then closed its
+// side) still gets all of it, on both transports. netpoll gives up on a
+// write under way when the FIN arrives, after sending part of it; the
+// rest goes to the descriptor (sock.PromptConn).
+func TestHalfCloseDuringALargeAnswer(t *testing.T) {
+	const size = 16 << 20
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(up.Close)
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, oneRoute(strings.TrimPrefix(up.URL, "http://")), nil, tr)
+			c, br := dialRaw(t, tg.addr(3000))
+			if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The answer is under way: far more of it than the sockets
+			// hold is still to be written.
+			first := make([]byte, 64<<10)
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("after %d bytes: %v", len(first)+len(rest), err)
+			}
+			if got := append(first, rest...); !bytes.Equal(got, body) {
+				t.Fatalf("got %d bytes (intact: %v), want the %d sent", len(got), bytes.Equal(got, body[:min(len(got), size)]), size)
 			}
 		})
 	}

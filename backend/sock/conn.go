@@ -161,7 +161,8 @@ func DataPath(c net.Conn) net.Conn {
 	if sc := Wrap(c); sc != c {
 		return sc
 	}
-	return &PromptConn{Conn: c}
+	// A connection just accepted: nothing was written to it yet.
+	return &PromptConn{Conn: c, baseOf: baseKnown}
 }
 
 // AwaitAfterWrite, when on, makes the next Write, once it has sent everything, wait

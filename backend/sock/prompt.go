@@ -29,7 +29,23 @@ type PromptConn struct {
 	peeked        []byte // read by Peek, handed out first by Read
 	closed        atomic.Bool
 	writeDeadline atomic.Int64 // UnixNano, 0 for none
+
+	// wrote counts the bytes the socket took through Write, and base is
+	// the socket's count (SocketSent) before the first of them, as baseOf
+	// says: together they tell how much of a write netpoll gave up on went
+	// out.
+	wrote, base int64
+	baseOf      baseState
 }
+
+// baseState says what PromptConn.base holds.
+type baseState uint8
+
+const (
+	baseUnread baseState = iota // not read yet: read before the first Write
+	baseKnown                   // read (or 0 for a connection nothing was written to)
+	baseFailed                  // unreadable: a given-up write cannot be finished
+)
 
 // fdConn is a connection that shows its descriptor and whether its library
 // still counts it as open (netpoll's).
@@ -44,26 +60,51 @@ type fdConn interface {
 // goes to the descriptor itself: netpoll closes a connection it serves only
 // once its OnRequest call returns, and the owner's whole use of the
 // connection happens inside that call, so the descriptor is still this
-// connection's.
+// connection's. A write under way when the half-close arrives is given up
+// too, after netpoll took all of p into its buffer and sent part of it: the
+// socket's count of what it took (SocketSent, against base and wrote) says
+// which part, and the rest goes to the descriptor.
 func (c *PromptConn) Write(p []byte) (int, error) {
+	fc, isFD := c.Conn.(fdConn)
+	if isFD && c.baseOf == baseUnread {
+		c.baseOf = baseFailed
+		if n, ok := SocketSent(fc.Fd()); ok {
+			c.base, c.baseOf = n, baseKnown
+		}
+	}
 	n, err := c.Conn.Write(p)
-	if err != nil && IsTimeout(err) {
+	if err == nil {
+		c.wrote += int64(n)
+		return n, nil
+	}
+	if IsTimeout(err) {
 		// The peer stopped taking bytes (netpoll's write timeout: the
 		// server's write stall): what is unsent is dropped, and the close
 		// that follows resets the connection, as Conn.Write does.
-		if fc, ok := c.Conn.(fdConn); ok {
+		if isFD {
 			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
 		}
 		return n, err
 	}
-	if err == nil || n != 0 || len(p) == 0 || c.closed.Load() {
+	if len(p) == 0 || c.closed.Load() || !isFD || fc.IsActive() {
 		return n, err
 	}
-	fc, ok := c.Conn.(fdConn)
-	if !ok || fc.IsActive() {
-		return n, err
+	taken := 0
+	if n != 0 {
+		// netpoll took p and sent some of it before giving up.
+		if c.baseOf != baseKnown {
+			return n, err
+		}
+		total, ok := SocketSent(fc.Fd())
+		k := total - c.base - c.wrote
+		if !ok || k < 0 || k > int64(len(p)) {
+			return n, err
+		}
+		taken = int(k)
 	}
-	return writeFD(fc.Fd(), p, c.writeDeadline.Load())
+	m, err := writeFD(fc.Fd(), p[taken:], c.writeDeadline.Load())
+	c.wrote += int64(taken + m)
+	return taken + m, err
 }
 
 // halfClosedWriteLimit bounds a write to a half-closed peer when no write

@@ -229,56 +229,12 @@ func (e *end) npWrite(p []byte, nocopy bool) (int, error) {
 // its peer acknowledged and those in its send queue, since the pipe began
 // (writtenBase).
 func (e *end) written() (int64, bool) {
-	n, ok := sentCount(e.acked, e.unacked)
-	return n - e.writtenBase, ok
-}
-
-// sentCount is how many bytes a socket took: those its peer acknowledged
-// (acked, TCP_INFO) and those still in its send queue (queued, SIOCOUTQ).
-// The two come from two calls, and an acknowledgement arriving between them
-// moves bytes from one count to the other: read the other way round, the
-// sum would miss them, and a caller that writes what the socket seems not
-// to have taken would send them twice. So the queue is read between two
-// reads of the acknowledged count until the two agree, and the sum is of
-// one moment. It gives up (false) after sentCountTries.
-func sentCount(acked, queued func() (int64, bool)) (int64, bool) {
-	for range sentCountTries {
-		a1, ok1 := acked()
-		q, ok2 := queued()
-		a2, ok3 := acked()
-		if !ok1 || !ok2 || !ok3 {
-			return 0, false
-		}
-		if a1 == a2 {
-			return a1 + q, true
-		}
-	}
-	return 0, false
-}
-
-// sentCountTries bounds sentCount's attempts at a quiet moment: it is
-// called once a connection's writer stopped, so acknowledgements catch up
-// with what was sent.
-const sentCountTries = 100
-
-// acked is the count of bytes the socket's peer acknowledged.
-func (e *end) acked() (int64, bool) {
-	info, ok := e.tcpInfo()
-	if !ok {
+	var n int64
+	var ok bool
+	if !e.control(func(fd int) { n, ok = sock.SocketSent(fd) }) || !ok {
 		return 0, false
 	}
-	return int64(info.Bytes_acked), true
-}
-
-// unacked is the count of bytes in the socket's send queue (sent and not
-// acknowledged, or not sent yet).
-func (e *end) unacked() (int64, bool) {
-	var n int
-	var err error
-	if !e.control(func(fd int) { n, err = unix.IoctlGetInt(fd, unix.SIOCOUTQ) }) || err != nil {
-		return 0, false
-	}
-	return int64(n), true
+	return n - e.writtenBase, true
 }
 
 // altConn returns a connection that writes to a netpoll connection's socket

@@ -9,6 +9,3 @@ func SetSpanWait(d time.Duration) (restore func()) {
 	spanWait = d
 	return func() { spanWait = old }
 }
-
-// SentCount is sentCount.
-var SentCount = sentCount

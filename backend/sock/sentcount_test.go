@@ -1,9 +1,9 @@
-package tcpproxy_test
+package sock_test
 
 import (
 	"testing"
 
-	"github.com/relaygate/gateway/backend/tcpproxy"
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // ackingSocket is a socket that took written bytes, whose peer acknowledges
@@ -53,7 +53,7 @@ func TestSentCountIsOfOneMoment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.sock
-			got, ok := tcpproxy.SentCount(s.ackedCount, s.queuedCount)
+			got, ok := sock.SentCount(s.ackedCount, s.queuedCount)
 			if got != tt.want || ok != tt.wantOK {
 				t.Errorf("got %d, %v; want %d, %v", got, ok, tt.want, tt.wantOK)
 			}

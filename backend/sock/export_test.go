@@ -1,0 +1,4 @@
+package sock
+
+// SentCount is sentCount.
+var SentCount = sentCount
