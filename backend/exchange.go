@@ -171,6 +171,13 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		w.Watch(conn)
 	}
 	bw := hc.AcquireWriter(conn)
+	// An upstream may answer before the request's end (a 413 or a 401 to
+	// a large upload) and stop reading: the write stops there, the answer
+	// is read and relayed, and the connection is closed after it.
+	plain, _ := conn.(*sock.Conn)
+	if plain != nil {
+		plain.WatchAnswer(true)
+	}
 	err = req.Write(bw)
 	if err == nil {
 		if sc, ok := conn.(*sock.Conn); ok && (!reused || time.Since(cc.LastUseTime()) < awaitIdleLimit) {
@@ -186,7 +193,12 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		}
 	}
 	hc.ReleaseWriter(bw)
-	if err != nil {
+	answered := false
+	if plain != nil {
+		answered = err != nil && plain.Answered()
+		plain.WatchAnswer(false)
+	}
+	if err != nil && !answered {
 		if w != nil && w.Unwatch() {
 			hc.CloseConn(cc)
 			return false, ErrClientGone
@@ -225,7 +237,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.CloseConn(cc)
 		return false, ErrUnsolicitedSwitch
 	}
-	closeConn := req.ConnectionClose() || resp.Header.ConnectionClose()
+	closeConn := answered || req.ConnectionClose() || resp.Header.ConnectionClose()
 	n := resp.Header.ContentLength()
 	status := resp.Header.StatusCode()
 	if resp.SkipBody || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || status == fasthttp.StatusSwitchingProtocols {

@@ -276,6 +276,7 @@ func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 // with sock.ErrParked and is Held after fasthttp's Close.
 func (b *bind) serve(c net.Conn) {
 	setWriteStall(c, time.Duration(responseWriteStall.Load()))
+	setLingerClose(c, true)
 	_ = b.srv.Load().ServeConn(c)
 	b.awaitTunnel(c)
 	if p, ok := c.(sock.Parkable); ok && p.Held() && b.park(p) {
@@ -311,6 +312,30 @@ func setWriteStall(c net.Conn, d time.Duration) {
 		x.SetWriteStall(d)
 	case netpoll.Connection:
 		_ = x.SetWriteTimeout(d)
+	}
+}
+
+// setLingerClose has the client connection c's socket linger at its close
+// while the client still sends (sock.Conn.SetLingerClose), so that an
+// answer written before the close is not lost to a reset: a client that
+// uploads a body the gateway refuses without reading (a 401, a 413, an
+// upstream's early answer) gets that answer.
+func setLingerClose(c net.Conn, on bool) {
+	for {
+		switch x := c.(type) {
+		case *tlsConn:
+			c = x.raw
+		case *tunnelConn:
+			c = x.raw
+		case *sock.Conn:
+			x.SetLingerClose(on)
+			return
+		case *sock.PromptConn:
+			x.SetLingerClose(on)
+			return
+		default:
+			return
+		}
 	}
 }
 
@@ -471,6 +496,10 @@ func (b *bind) fastConnState(c net.Conn, st fasthttp.ConnState) {
 		recordPending(c)
 		if st == fasthttp.StateClosed || st == fasthttp.StateHijacked {
 			sock.ForgetHangup(c)
+		}
+		if st == fasthttp.StateHijacked {
+			// A tunnel passes resets on: its close must not linger.
+			setLingerClose(c, false)
 		}
 	}
 	b.trackConn(c, fromFastHTTP(st))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,4 +290,49 @@ func TestExchangeUnaskedBytesOnAnIdleConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExchangeUpstreamAnswersBeforeTheBody: an HTTP/1.1 upstream answers a
+// large upload before reading it (a 413, as Go's net/http server does for
+// a handler that never reads: it stops reading, then resets the
+// connection). The gateway stops writing the body, relays the answer, and
+// closes the upstream connection; it used to write on until the reset,
+// which took the answer with it, and the client got 502.
+func TestExchangeUpstreamAnswersBeforeTheBody(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too big", http.StatusRequestEntityTooLarge)
+	}))
+	t.Cleanup(up.Close)
+	const size = 32 << 20
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, oneRoute(strings.TrimPrefix(up.URL, "http://")), nil, tr)
+			for _, chunked := range []bool{false, true} {
+				var body io.Reader = io.LimitReader(zeros{}, size)
+				req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/upload", body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !chunked {
+					req.ContentLength = size
+				}
+				resp, got := do(t, req)
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || got != "too big\n" {
+					t.Fatalf("chunked %v: %d %q; want the upstream's 413", chunked, resp.StatusCode, got)
+				}
+			}
+			// The gateway serves on.
+			if resp, got := get(t, tg.url(3000)+"/"); resp.StatusCode != http.StatusRequestEntityTooLarge || got != "too big\n" {
+				t.Fatalf("then a GET: %d %q", resp.StatusCode, got)
+			}
+		})
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -58,6 +58,21 @@ type Conn struct {
 	writeStall    time.Duration
 	stallArmed    bool
 	explicitWrite atomic.Bool
+	// explicitAt is that deadline (UnixNano, 0 for none).
+	explicitAt atomic.Int64
+
+	// lingerClose has Close linger while the peer still sends
+	// (SetLingerClose); reset says a reset was asked for instead (a write
+	// stall, Abort), which Close keeps.
+	lingerClose atomic.Bool
+	reset       bool
+	lingered    atomic.Bool // a lingering close began: later closes do nothing
+
+	// answerWatch makes a Write that must wait for the peer to take bytes
+	// look first, and every answerTick while it waits, whether the peer
+	// sent something (WatchAnswer); answered says it had. tickArmed says a
+	// wait set the write deadline for the next look.
+	answerWatch, answered, tickArmed bool
 
 	// received counts the bytes read (parking compares it between checks).
 	received int64
@@ -238,8 +253,36 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // stall (SetWriteStall) leaves the deadline alone.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.explicitWrite.Store(!t.IsZero())
+	if t.IsZero() {
+		c.explicitAt.Store(0)
+	} else {
+		c.explicitAt.Store(t.UnixNano())
+	}
 	return c.TCPConn.SetWriteDeadline(t)
 }
+
+// WatchAnswer, while on, has a Write that must wait for the peer to take
+// bytes look whether the peer has sent something meanwhile: before each
+// wait, and every answerTick while it waits. If it has (a response that
+// came before the end of the request being written, or the end of the
+// stream), the Write stops and returns ErrPeerAnswered, and Answered
+// reports it until WatchAnswer is called again. A client writing a request
+// body to a server that answers early (a 413, a 401) and then stops
+// reading would otherwise wait until the server resets the connection,
+// which takes the answer with it. A Write that never waits costs nothing
+// more. Only the goroutine that writes may call it; it is for plain TCP
+// connections (under TLS, bytes from the peer need not be an answer).
+func (c *Conn) WatchAnswer(on bool) { c.answerWatch, c.answered = on, false }
+
+// Answered reports whether a Write stopped because the peer had sent
+// something (WatchAnswer).
+func (c *Conn) Answered() bool { return c.answered }
+
+// ErrPeerAnswered is the error of a Write that WatchAnswer stopped.
+var ErrPeerAnswered = errors.New("sock: the peer answered before the write's end")
+
+// answerTick is how often a Write waiting under WatchAnswer looks again.
+const answerTick = 20 * time.Millisecond
 
 // SetWriteStall bounds how long each Write may wait for the peer to take
 // bytes (0: no bound, the default): a peer that stops reading fails the
@@ -465,6 +508,19 @@ func (c *Conn) Write(p []byte) (int, error) {
 			c.disarmStall()
 			return total - len(p), sendErr
 		}
+		if c.answered {
+			c.disarmStall()
+			return total - len(p), ErrPeerAnswered
+		}
+		if err != nil && c.tickArmed && errors.Is(err, os.ErrDeadlineExceeded) {
+			if at := c.explicitAt.Load(); at == 0 || time.Now().UnixNano() < at {
+				// The tick for another look, not a deadline: the poller
+				// refuses a write once its deadline passed, so the
+				// deadline goes back to what it was first.
+				c.disarmStall()
+				continue
+			}
+		}
 		if err != nil {
 			if c.stallArmed && errors.Is(err, os.ErrDeadlineExceeded) {
 				// The peer stopped taking bytes: what is still unsent is
@@ -472,6 +528,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 				// connection, rather than leave the kernel to trickle it
 				// out to a reader that may never take it.
 				_ = c.TCPConn.SetLinger(0)
+				c.reset = true
 			}
 			c.disarmStall()
 			return total - len(p), c.opError("write", err)
@@ -489,6 +546,14 @@ func (c *Conn) disarmStall() {
 		if !c.explicitWrite.Load() {
 			_ = c.TCPConn.SetWriteDeadline(time.Time{})
 		}
+	}
+	if c.tickArmed {
+		c.tickArmed = false
+		var t time.Time
+		if at := c.explicitAt.Load(); at != 0 {
+			t = time.Unix(0, at)
+		}
+		_ = c.TCPConn.SetWriteDeadline(t)
 	}
 }
 
@@ -517,6 +582,19 @@ func (c *Conn) send(fd uintptr) bool {
 func (c *Conn) sendStep(fd uintptr) bool {
 	if c.send(fd) {
 		return true
+	}
+	if c.answerWatch {
+		if c.pending(fd) {
+			c.answered = true
+			return true
+		}
+		at := time.Now().Add(answerTick)
+		if e := c.explicitAt.Load(); e != 0 && e < at.UnixNano() {
+			at = time.Unix(0, e)
+		}
+		_ = c.TCPConn.SetWriteDeadline(at)
+		c.tickArmed = true
+		return false
 	}
 	if c.writeStall > 0 && !c.explicitWrite.Load() {
 		_ = c.TCPConn.SetWriteDeadline(time.Now().Add(c.writeStall))
@@ -560,9 +638,11 @@ func Abort(c net.Conn) error {
 	switch t := c.(type) {
 	case *Conn:
 		_ = t.TCPConn.SetLinger(0)
+		t.reset = true
 	case *PromptConn:
 		if fc, ok := t.Conn.(fdConn); ok {
 			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+			t.reset.Store(true)
 		}
 	case *net.TCPConn:
 		_ = t.SetLinger(0)

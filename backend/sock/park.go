@@ -225,7 +225,7 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	if c.park.state.Load() == parkServing {
-		return c.TCPConn.Close()
+		return c.closeSocket()
 	}
 	prev := c.park.state.Swap(parkClosed)
 	if prev == parkParked {
@@ -240,7 +240,7 @@ func (c *Conn) Close() error {
 	if prev == parkClosed {
 		return c.opError("close", net.ErrClosed)
 	}
-	return c.TCPConn.Close()
+	return c.closeSocket()
 }
 
 // Park is Parkable's: it hands a held connection to the parker.

@@ -36,6 +36,10 @@ type PromptConn struct {
 	// out.
 	wrote, base int64
 	baseOf      baseState
+
+	// lingerClose has Close linger while the peer still sends
+	// (SetLingerClose); reset says a reset was asked for instead.
+	lingerClose, reset atomic.Bool
 }
 
 // baseState says what PromptConn.base holds.
@@ -83,15 +87,19 @@ func (c *PromptConn) Write(p []byte) (int, error) {
 		// that follows resets the connection, as Conn.Write does.
 		if isFD {
 			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+			c.reset.Store(true)
 		}
 		return n, err
 	}
-	if len(p) == 0 || c.closed.Load() || !isFD || fc.IsActive() {
+	if len(p) == 0 || c.closed.Load() || !isFD || n == 0 && fc.IsActive() {
 		return n, err
 	}
 	taken := 0
 	if n != 0 {
-		// netpoll took p and sent some of it before giving up.
+		// netpoll took p and sent some of it before giving up. (It may
+		// not count the connection as closed yet: the poller drops the
+		// descriptor's registration, which fails the flush, before it
+		// marks the connection.)
 		if c.baseOf != baseKnown {
 			return n, err
 		}
@@ -145,7 +153,10 @@ func writeFD(fd int, p []byte, deadline int64) (int, error) {
 
 // Close closes the connection; no write goes to its descriptor after it.
 func (c *PromptConn) Close() error {
-	c.closed.Store(true)
+	if c.closed.Swap(true) {
+		return c.Conn.Close()
+	}
+	c.lingerStart()
 	return c.Conn.Close()
 }
 
