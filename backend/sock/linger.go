@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,13 +50,23 @@ func (c *Conn) closeSocket() error {
 	return nil
 }
 
-// peerSending reports whether bytes from the peer wait unread.
+// peerSending reports whether bytes from the peer wait unread (not its
+// end of stream or an error: a peer that closed is not sending).
 func (c *Conn) peerSending() bool {
-	pending := false
-	if c.raw.Control(func(fd uintptr) { pending = c.pending(fd) }) != nil {
+	sending := false
+	var b [1]byte
+	if c.raw.Control(func(fd uintptr) {
+		for {
+			n, e := socketCall(syscall.SYS_RECVFROM, fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			if e != syscall.EINTR {
+				sending = e == 0 && n > 0
+				return
+			}
+		}
+	}) != nil {
 		return false
 	}
-	return pending
+	return sending
 }
 
 // linger reads and drops what the peer still sends, then closes.
