@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -335,4 +336,39 @@ type zeros struct{}
 func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// TestExchangeUnaskedContinueDoesNotStopTheBody: an upstream that sends
+// 100 Continue to every request with a body, asked or not (RFC 9110 lets
+// it), and reads the body only afterwards, is no upstream answering early:
+// the gateway sends the whole body and relays the final answer.
+func TestExchangeUnaskedContinueDoesNotStopTheBody(t *testing.T) {
+	const size = 32 << 20
+	addr := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
+			n, err := io.Copy(io.Discard, req.Body)
+			if err != nil {
+				return
+			}
+			body := strconv.FormatInt(n, 10)
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+	})
+	tg := startGateway(t, oneRoute(addr), nil)
+	req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/upload", io.LimitReader(zeros{}, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	resp, got := do(t, req)
+	if resp.StatusCode != http.StatusOK || got != strconv.Itoa(size) {
+		t.Fatalf("%d %q; want 200 %d", resp.StatusCode, got, size)
+	}
 }

@@ -73,6 +73,7 @@ type Conn struct {
 	// sent something (WatchAnswer); answered says it had. tickArmed says a
 	// wait set the write deadline for the next look.
 	answerWatch, answered, tickArmed bool
+	answerBuf                        [12]byte // what the look peeks at
 
 	// received counts the bytes read (parking compares it between checks).
 	received int64
@@ -465,6 +466,35 @@ func (c *Conn) pending(fd uintptr) bool {
 	}
 }
 
+// What a look of WatchAnswer found the peer to have sent.
+const (
+	peerNothing = iota // nothing, or too little to tell yet
+	peerInterim        // the start of an interim (1xx) response
+	peerFinal          // anything else: an answer, the end of the stream, an error
+)
+
+// peerAnswer looks, without consuming, at what the peer has sent.
+func (c *Conn) peerAnswer(fd uintptr) int {
+	for {
+		n, e := socketCall(syscall.SYS_RECVFROM, fd, c.answerBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			return peerNothing
+		case e != 0 || n == 0:
+			return peerFinal
+		case n < 10:
+			return peerNothing // "HTTP/1.1 1" not all there yet: look again
+		}
+		b := c.answerBuf[:n]
+		if string(b[:7]) == "HTTP/1." && b[8] == ' ' && b[9] == '1' {
+			return peerInterim
+		}
+		return peerFinal
+	}
+}
+
 // recvStep is the raw read function: false asks the poller to wait.
 func (c *Conn) recvStep(fd uintptr) bool {
 	for {
@@ -584,10 +614,19 @@ func (c *Conn) sendStep(fd uintptr) bool {
 		return true
 	}
 	if c.answerWatch {
-		if c.pending(fd) {
+		switch c.peerAnswer(fd) {
+		case peerFinal:
 			c.answered = true
 			return true
+		case peerInterim:
+			// A 1xx the peer sent unasked (100 Continue, as RFC 9110
+			// lets a server send to any request with a body): no answer,
+			// and the bytes stay where the reader will find them, so
+			// this request looks no more.
+			c.answerWatch = false
 		}
+	}
+	if c.answerWatch {
 		at := time.Now().Add(answerTick)
 		if e := c.explicitAt.Load(); e != 0 && e < at.UnixNano() {
 			at = time.Unix(0, e)
