@@ -340,35 +340,63 @@ func (zeros) Read(p []byte) (int, error) {
 
 // TestExchangeUnaskedContinueDoesNotStopTheBody: an upstream that sends
 // 100 Continue to every request with a body, asked or not (RFC 9110 lets
-// it), and reads the body only afterwards, is no upstream answering early:
-// the gateway sends the whole body and relays the final answer.
+// it), or its success before the body's end, and reads the body after it,
+// is no upstream refusing the body: the gateway sends all of it and
+// relays the final answer.
 func TestExchangeUnaskedContinueDoesNotStopTheBody(t *testing.T) {
 	const size = 32 << 20
-	addr := rawUpstream(t, func(c net.Conn) {
-		defer c.Close()
-		br := bufio.NewReader(c)
-		for {
-			req, err := http.ReadRequest(br)
+	for _, tc := range []struct {
+		name  string
+		early string // written when the request head is in
+		final bool   // the early answer is the final one
+	}{
+		{"100 Continue", "HTTP/1.1 100 Continue\r\n\r\n", false},
+		{"200 before the body's end", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			read := make(chan int64, 1)
+			addr := rawUpstream(t, func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.WriteString(c, tc.early)
+					n, err := io.Copy(io.Discard, req.Body)
+					read <- n
+					if err != nil {
+						return
+					}
+					if !tc.final {
+						body := strconv.FormatInt(n, 10)
+						fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+					}
+				}
+			})
+			tg := startGateway(t, oneRoute(addr), nil)
+			req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/upload", io.LimitReader(zeros{}, size))
 			if err != nil {
-				return
+				t.Fatal(err)
 			}
-			io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n")
-			n, err := io.Copy(io.Discard, req.Body)
-			if err != nil {
-				return
+			req.ContentLength = size
+			resp, got := do(t, req)
+			want := strconv.Itoa(size)
+			if tc.final {
+				want = "early"
 			}
-			body := strconv.FormatInt(n, 10)
-			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-		}
-	})
-	tg := startGateway(t, oneRoute(addr), nil)
-	req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/upload", io.LimitReader(zeros{}, size))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.ContentLength = size
-	resp, got := do(t, req)
-	if resp.StatusCode != http.StatusOK || got != strconv.Itoa(size) {
-		t.Fatalf("%d %q; want 200 %d", resp.StatusCode, got, size)
+			if resp.StatusCode != http.StatusOK || got != want {
+				t.Fatalf("%d %q; want 200 %q", resp.StatusCode, got, want)
+			}
+			select {
+			case n := <-read:
+				if n != size {
+					t.Fatalf("the upstream read %d bytes of the body, want %d", n, size)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the upstream never read the body to its end")
+			}
+		})
 	}
 }

@@ -264,9 +264,10 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 
 // WatchAnswer, while on, has a Write that must wait for the peer to take
 // bytes look whether the peer has sent something meanwhile: before each
-// wait, and every answerTick while it waits. If it has (a response that
-// came before the end of the request being written, or the end of the
-// stream), the Write stops and returns ErrPeerAnswered, and Answered
+// wait, and every answerTick while it waits. If it has sent a refusal (an
+// HTTP/1.x response whose status is not 1xx, 2xx or 3xx: a 413 or a 401
+// before the end of the request being written), or ended the stream, the
+// Write stops and returns ErrPeerAnswered, and Answered
 // reports it until WatchAnswer is called again. A client writing a request
 // body to a server that answers early (a 413, a 401) and then stops
 // reading would otherwise wait until the server resets the connection,
@@ -469,7 +470,7 @@ func (c *Conn) pending(fd uintptr) bool {
 // What a look of WatchAnswer found the peer to have sent.
 const (
 	peerNothing = iota // nothing, or too little to tell yet
-	peerInterim        // the start of an interim (1xx) response
+	peerInterim        // the start of an interim (1xx), success or redirect response
 	peerFinal          // anything else: an answer, the end of the stream, an error
 )
 
@@ -488,7 +489,10 @@ func (c *Conn) peerAnswer(fd uintptr) int {
 			return peerNothing // "HTTP/1.1 1" not all there yet: look again
 		}
 		b := c.answerBuf[:n]
-		if string(b[:7]) == "HTTP/1." && b[8] == ' ' && b[9] == '1' {
+		if string(b[:7]) == "HTTP/1." && b[8] == ' ' && '1' <= b[9] && b[9] <= '3' {
+			// An interim response, or a success before the body's end,
+			// whose server may well want the rest (RFC 9112 9.3 has a
+			// client stop only for a refusal).
 			return peerInterim
 		}
 		return peerFinal
@@ -620,8 +624,9 @@ func (c *Conn) sendStep(fd uintptr) bool {
 			return true
 		case peerInterim:
 			// A 1xx the peer sent unasked (100 Continue, as RFC 9110
-			// lets a server send to any request with a body): no answer,
-			// and the bytes stay where the reader will find them, so
+			// lets a server send to any request with a body), or a 2xx
+			// or 3xx before the body's end: no refusal, so the body goes
+			// on; the bytes stay where the reader will find them, and
 			// this request looks no more.
 			c.answerWatch = false
 		}
