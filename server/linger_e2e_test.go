@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
 	"testing"
@@ -39,5 +40,39 @@ binds:
 				}
 			}
 		})
+	}
+}
+
+// TestRefusedUploadGetsItsAnswerOverTLS: the same over an HTTPS listener,
+// whose socket lingers under the TLS close.
+func TestRefusedUploadGetsItsAnswerOverTLS(t *testing.T) {
+	const size = 32 << 20
+	pki := newTestPKI(t, "linger")
+	srv := pki.Server("up.test", "up.test")
+	tg := startGateway(t, `
+binds:
+- port: 1
+  listeners:
+  - protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes:
+    - policies:
+        apiKey: {keys: [{key: k-123}]}
+      backends: [{host: 127.0.0.1:1}]
+`, map[string]string{"CERT": srv.CertFile, "KEY": srv.KeyFile})
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{ServerName: "up.test", RootCAs: pki.Pool}}}
+	t.Cleanup(client.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodPost, "https://"+tg.addr(1)+"/upload", io.LimitReader(zeros{}, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("%d; want 401", resp.StatusCode)
 	}
 }
