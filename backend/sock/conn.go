@@ -65,7 +65,7 @@ type Conn struct {
 	// (SetLingerClose); reset says a reset was asked for instead (a write
 	// stall, Abort), which Close keeps.
 	lingerClose atomic.Bool
-	reset       bool
+	reset       atomic.Bool
 	lingered    atomic.Bool // a lingering close began: later closes do nothing
 
 	// answerWatch makes a Write that must wait for the peer to take bytes
@@ -562,7 +562,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 				// connection, rather than leave the kernel to trickle it
 				// out to a reader that may never take it.
 				_ = c.TCPConn.SetLinger(0)
-				c.reset = true
+				c.reset.Store(true)
 			}
 			c.disarmStall()
 			return total - len(p), c.opError("write", err)
@@ -682,7 +682,7 @@ func Abort(c net.Conn) error {
 	switch t := c.(type) {
 	case *Conn:
 		_ = t.TCPConn.SetLinger(0)
-		t.reset = true
+		t.reset.Store(true)
 	case *PromptConn:
 		if fc, ok := t.Conn.(fdConn); ok {
 			_ = syscall.SetsockoptLinger(fc.Fd(), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})

@@ -34,7 +34,7 @@ func (c *Conn) closeSocket() error {
 	if c.lingered.Load() {
 		return nil // the lingering goroutine closes it
 	}
-	if !c.lingerClose.Load() || c.reset || !c.peerSending() {
+	if !c.lingerClose.Load() || c.reset.Load() || !c.peerSending() {
 		return c.TCPConn.Close()
 	}
 	if lingering.Add(1) > maxLingering {
