@@ -321,21 +321,11 @@ func setWriteStall(c net.Conn, d time.Duration) {
 // uploads a body the gateway refuses without reading (a 401, a 413, an
 // upstream's early answer) gets that answer.
 func setLingerClose(c net.Conn, on bool) {
-	for {
-		switch x := c.(type) {
-		case *tlsConn:
-			c = x.raw
-		case *tunnelConn:
-			c = x.raw
-		case *sock.Conn:
-			x.SetLingerClose(on)
-			return
-		case *sock.PromptConn:
-			x.SetLingerClose(on)
-			return
-		default:
-			return
-		}
+	switch x := dataPathConn(c).(type) {
+	case *sock.Conn:
+		x.SetLingerClose(on)
+	case *sock.PromptConn:
+		x.SetLingerClose(on)
 	}
 }
 
@@ -345,14 +335,23 @@ func setLingerClose(c net.Conn, on bool) {
 // *sock.Conn, a netpoll.Connection, or c itself when c is neither nor
 // wraps one.
 func clientSocket(c net.Conn) net.Conn {
+	c = dataPathConn(c)
+	if pc, ok := c.(*sock.PromptConn); ok {
+		return pc.Conn
+	}
+	return c
+}
+
+// dataPathConn is the connection under c as sock.DataPath made it (a
+// *sock.Conn or a *sock.PromptConn): through terminated TLS and a CONNECT
+// tunnel's stream; c itself when it wraps neither.
+func dataPathConn(c net.Conn) net.Conn {
 	for {
 		switch x := c.(type) {
 		case *tlsConn:
 			c = x.raw
 		case *tunnelConn:
 			c = x.raw
-		case *sock.PromptConn:
-			c = x.Conn
 		default:
 			return c
 		}
