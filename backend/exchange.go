@@ -180,14 +180,14 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	}
 	err = req.Write(bw)
 	if err == nil {
-		if sc, ok := conn.(*sock.Conn); ok && (!reused || time.Since(cc.LastUseTime()) < awaitIdleLimit) {
+		if plain != nil && (!reused || time.Since(cc.LastUseTime()) < awaitIdleLimit) {
 			// The flush is the request's last write and its response is
 			// read next: wait for it inside the write (see sock). Not on
 			// a connection idle for long, which may have been closed or
 			// sent something unasked meanwhile.
-			sc.AwaitAfterWrite(true)
+			plain.AwaitAfterWrite(true)
 			err = bw.Flush()
-			sc.AwaitAfterWrite(false)
+			plain.AwaitAfterWrite(false)
 		} else {
 			err = bw.Flush()
 		}

@@ -52,13 +52,11 @@ type Conn struct {
 
 	// writeStall bounds each wait of Write for the peer to take bytes
 	// (SetWriteStall); stallArmed says a wait of the Write in progress set
-	// the write deadline for it. explicitWrite says a write deadline set
-	// by SetWriteDeadline or SetDeadline is in force, which the stall
-	// leaves alone.
-	writeStall    time.Duration
-	stallArmed    bool
-	explicitWrite atomic.Bool
-	// explicitAt is that deadline (UnixNano, 0 for none).
+	// the write deadline for it. explicitAt is the write deadline set by
+	// SetWriteDeadline or SetDeadline (UnixNano, 0 for none), which the
+	// stall leaves alone while it is set.
+	writeStall time.Duration
+	stallArmed bool
 	explicitAt atomic.Int64
 
 	// lingerClose has Close linger while the peer still sends
@@ -253,7 +251,6 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // SetWriteDeadline sets the write deadline. While one is set, the write
 // stall (SetWriteStall) leaves the deadline alone.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	c.explicitWrite.Store(!t.IsZero())
 	if t.IsZero() {
 		c.explicitAt.Store(0)
 	} else {
@@ -459,10 +456,19 @@ func (c *Conn) peekStep(fd uintptr) bool {
 // end of the stream or an error wait there. It looks without waiting or
 // consuming anything (recv with MSG_PEEK|MSG_DONTWAIT).
 func (c *Conn) pending(fd uintptr) bool {
+	_, e := peek(fd, c.peekBuf[:])
+	return e != syscall.EAGAIN
+}
+
+// peek copies into b what waits on the socket fd, without waiting or
+// consuming anything (recv with MSG_PEEK|MSG_DONTWAIT), and returns the
+// recv's count and error (EAGAIN: nothing waits; 0 bytes and no error: the
+// end of the stream).
+func peek(fd uintptr, b []byte) (int, syscall.Errno) {
 	for {
-		_, e := socketCall(syscall.SYS_RECVFROM, fd, c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, e := socketCall(syscall.SYS_RECVFROM, fd, b, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		if e != syscall.EINTR {
-			return e != syscall.EAGAIN
+			return n, e
 		}
 	}
 }
@@ -476,27 +482,23 @@ const (
 
 // peerAnswer looks, without consuming, at what the peer has sent.
 func (c *Conn) peerAnswer(fd uintptr) int {
-	for {
-		n, e := socketCall(syscall.SYS_RECVFROM, fd, c.answerBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case e == syscall.EINTR:
-			continue
-		case e == syscall.EAGAIN:
-			return peerNothing
-		case e != 0 || n == 0:
-			return peerFinal
-		case n < 10:
-			return peerNothing // "HTTP/1.1 1" not all there yet: look again
-		}
-		b := c.answerBuf[:n]
-		if string(b[:7]) == "HTTP/1." && b[8] == ' ' && '1' <= b[9] && b[9] <= '3' {
-			// An interim response, or a success before the body's end,
-			// whose server may well want the rest (RFC 9112 9.3 has a
-			// client stop only for a refusal).
-			return peerInterim
-		}
+	n, e := peek(fd, c.answerBuf[:])
+	switch {
+	case e == syscall.EAGAIN:
+		return peerNothing
+	case e != 0 || n == 0:
 		return peerFinal
+	case n < 10:
+		return peerNothing // "HTTP/1.1 1" not all there yet: look again
 	}
+	b := c.answerBuf[:n]
+	if string(b[:7]) == "HTTP/1." && b[8] == ' ' && '1' <= b[9] && b[9] <= '3' {
+		// An interim response, or a success before the body's end, whose
+		// server may well want the rest (RFC 9112 9.3 has a client stop
+		// only for a refusal).
+		return peerInterim
+	}
+	return peerFinal
 }
 
 // recvStep is the raw read function: false asks the poller to wait.
@@ -577,7 +579,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 func (c *Conn) disarmStall() {
 	if c.stallArmed {
 		c.stallArmed = false
-		if !c.explicitWrite.Load() {
+		if c.explicitAt.Load() == 0 {
 			_ = c.TCPConn.SetWriteDeadline(time.Time{})
 		}
 	}
@@ -640,7 +642,7 @@ func (c *Conn) sendStep(fd uintptr) bool {
 		c.tickArmed = true
 		return false
 	}
-	if c.writeStall > 0 && !c.explicitWrite.Load() {
+	if c.writeStall > 0 && c.explicitAt.Load() == 0 {
 		_ = c.TCPConn.SetWriteDeadline(time.Now().Add(c.writeStall))
 		c.stallArmed = true
 	}

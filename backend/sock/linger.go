@@ -1,10 +1,10 @@
 package sock
 
 import (
+	"errors"
 	"net"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,13 +56,8 @@ func (c *Conn) peerSending() bool {
 	sending := false
 	var b [1]byte
 	if c.raw.Control(func(fd uintptr) {
-		for {
-			n, e := socketCall(syscall.SYS_RECVFROM, fd, b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			if e != syscall.EINTR {
-				sending = e == 0 && n > 0
-				return
-			}
-		}
+		n, e := peek(fd, b[:])
+		sending = e == 0 && n > 0
 	}) != nil {
 		return false
 	}
@@ -113,24 +108,12 @@ func (c *PromptConn) lingerStart() bool {
 	if !ok || !c.lingerClose.Load() || c.reset.Load() {
 		return false
 	}
-	fd := fc.Fd()
 	if lingering.Add(1) > maxLingering {
 		lingering.Add(-1)
 		return false
 	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	tc, err := DupTCP(fc.Fd())
 	if err != nil {
-		lingering.Add(-1)
-		return false
-	}
-	f := os.NewFile(uintptr(dup), "linger")
-	nc, err := net.FileConn(f)
-	f.Close()
-	tc, ok := nc.(*net.TCPConn)
-	if err != nil || !ok {
-		if nc != nil {
-			nc.Close()
-		}
 		lingering.Add(-1)
 		return false
 	}
@@ -141,6 +124,29 @@ func (c *PromptConn) lingerStart() bool {
 	}
 	go lingerOn(tc)
 	return true
+}
+
+// DupTCP returns a connection of Go's net package on a duplicate of the TCP
+// socket fd, which another library owns (netpoll's): it writes, reads or
+// lingers on the socket after that library stopped, and after it closed
+// its own descriptor.
+func DupTCP(fd int) (*net.TCPConn, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(dup), "sock")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("sock: descriptor is not a TCP socket")
+	}
+	return tc, nil
 }
 
 // The lingering close's bounds: nginx's lingering_timeout and

@@ -251,20 +251,9 @@ func (e *end) altConn() (*net.TCPConn, error) {
 	if e.closed || e.fd < 0 {
 		return nil, net.ErrClosed
 	}
-	dup, err := unix.FcntlInt(uintptr(e.fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("fcntl", err)
-	}
-	f := os.NewFile(uintptr(dup), "tcpproxy")
-	c, err := net.FileConn(f)
-	f.Close()
+	tc, err := sock.DupTCP(e.fd)
 	if err != nil {
 		return nil, err
-	}
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		c.Close()
-		return nil, errors.New("tcpproxy: netpoll connection is not TCP")
 	}
 	e.alt = tc
 	return tc, nil
