@@ -176,7 +176,7 @@ func DataPath(c net.Conn) net.Conn {
 		return sc
 	}
 	// A connection just accepted: nothing was written to it yet.
-	return &PromptConn{Conn: c, baseOf: baseKnown}
+	return &PromptConn{Conn: c, counted: true}
 }
 
 // AwaitAfterWrite, when on, makes the next Write, once it has sent everything, wait

@@ -30,26 +30,17 @@ type PromptConn struct {
 	closed        atomic.Bool
 	writeDeadline atomic.Int64 // UnixNano, 0 for none
 
-	// wrote counts the bytes the socket took through Write, and base is
-	// the socket's count (SocketSent) before the first of them, as baseOf
-	// says: together they tell how much of a write netpoll gave up on went
-	// out.
-	wrote, base int64
-	baseOf      baseState
+	// wrote counts the bytes the socket took through Write; counted says
+	// they are all it ever took (DataPath wrapped it before its first
+	// write), so that the socket's own count (SocketSent) against wrote
+	// tells how much of a write netpoll gave up on went out.
+	wrote   int64
+	counted bool
 
 	// lingerClose has Close linger while the peer still sends
 	// (SetLingerClose); reset says a reset was asked for instead.
 	lingerClose, reset atomic.Bool
 }
-
-// baseState says what PromptConn.base holds.
-type baseState uint8
-
-const (
-	baseUnread baseState = iota // not read yet: read before the first Write
-	baseKnown                   // read (or 0 for a connection nothing was written to)
-	baseFailed                  // unreadable: a given-up write cannot be finished
-)
 
 // fdConn is a connection that shows its descriptor and whether its library
 // still counts it as open (netpoll's).
@@ -66,16 +57,10 @@ type fdConn interface {
 // connection happens inside that call, so the descriptor is still this
 // connection's. A write under way when the half-close arrives is given up
 // too, after netpoll took all of p into its buffer and sent part of it: the
-// socket's count of what it took (SocketSent, against base and wrote) says
-// which part, and the rest goes to the descriptor.
+// socket's count of what it took (SocketSent, against wrote) says which
+// part, and the rest goes to the descriptor.
 func (c *PromptConn) Write(p []byte) (int, error) {
 	fc, isFD := c.Conn.(fdConn)
-	if isFD && c.baseOf == baseUnread {
-		c.baseOf = baseFailed
-		if n, ok := SocketSent(fc.Fd()); ok {
-			c.base, c.baseOf = n, baseKnown
-		}
-	}
 	n, err := c.Conn.Write(p)
 	if err == nil {
 		c.wrote += int64(n)
@@ -100,11 +85,11 @@ func (c *PromptConn) Write(p []byte) (int, error) {
 		// not count the connection as closed yet: the poller drops the
 		// descriptor's registration, which fails the flush, before it
 		// marks the connection.)
-		if c.baseOf != baseKnown {
+		if !c.counted {
 			return n, err
 		}
 		total, ok := SocketSent(fc.Fd())
-		k := total - c.base - c.wrote
+		k := total - c.wrote
 		if !ok || k < 0 || k > int64(len(p)) {
 			return n, err
 		}
