@@ -143,15 +143,11 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 	hr := u.h2Request(ctx, req, te)
 	var body *upBody
 	if n := req.Header.ContentLength(); req.IsBodyStream() || len(req.Body()) > 0 {
-		var src io.Reader
-		if req.IsBodyStream() {
-			src = req.BodyStream()
-		} else {
-			src = bytes.NewReader(req.Body())
+		if !req.IsBodyStream() {
 			n = len(req.Body())
 		}
-		body = &upBody{src: src, intr: intr, req: req, hr: hr, streamed: req.IsBodyStream()}
-		hr.Body = body
+		body = newUpBody(req, hr, intr)
+		hr.Body, hr.GetBody = body.view(), body.replay
 		hr.ContentLength = int64(max(n, -1))
 		for k := range req.Header.Trailers() {
 			if hr.Trailer == nil {
@@ -175,6 +171,7 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 		}
 		return err
 	}
+	body.gotAnswer()
 	resp.Reset()
 	resp.Header.SetNoDefaultContentType(true)
 	resp.SetStatusCode(hresp.StatusCode)
@@ -285,62 +282,211 @@ func notOnH2(k []byte) bool {
 	return false
 }
 
+// h2ReplayMax bounds the start of a streamed request body that an
+// HTTP/2 exchange keeps so that it can send the request again: a stream the
+// upstream refused (RST_STREAM REFUSED_STREAM) or left unprocessed by its
+// GOAWAY was not processed (RFC 9113 8.7), and x/net's transport sends such
+// a request again when the body can start over (Request.GetBody). A body
+// read whole before the exchange is in memory already and has no bound.
+const h2ReplayMax = 64 << 10
+
 // upBody is a request body as an HTTP/2 exchange reads it, on the
-// transport's goroutine. detach ends that: a read in progress is
-// interrupted and waited for, and later reads fail, so that nothing reads
-// the client's body (pooled by the server) once the exchange is over.
+// transport's goroutine, through views (upView): the first is the
+// request's Body, and each sending again (replay, the request's GetBody)
+// takes a new one from the body's start, superseding the last. detach ends
+// them all: a read in progress is interrupted and waited for, and later
+// reads fail, so that nothing reads the client's body (pooled by the
+// server) once the exchange is over.
 type upBody struct {
 	mu       sync.Mutex
-	src      io.Reader
+	src      io.Reader // nil: the body is all in kept
 	intr     BodyInterrupter
 	reading  bool
 	detached bool
 	// streamed says src reads the client's connection (a body not read
 	// whole before the exchange); ended, that a read returned the body's
-	// end or an error.
+	// end or an error (endErr).
 	streamed bool
 	ended    bool
-	wait     chan struct{}
+	endErr   error
+	// read is how much of the body came from src; kept is what of it is
+	// kept for replays (all of it, unless lost), in full. keptLost: past
+	// h2ReplayMax; answered: the upstream answered, so the request is not
+	// sent again.
+	read     int
+	kept     []byte
+	keptLost bool
+	answered bool
+	// gen is the current view's generation: older views read no more.
+	gen int
+	// wait is closed when a read of src ends (detach and superseding views
+	// wait for it).
+	wait chan struct{}
 	// req's trailer fields go to hr's at the end of the body.
 	req *fasthttp.Request
 	hr  *http.Request
 }
 
-// errBodyDetached is what a read of a detached body gets.
-var errBodyDetached = errors.New("request body no longer read: the exchange is over")
+// newUpBody is req's body for hr: its content when read whole, else its
+// body stream.
+func newUpBody(req *fasthttp.Request, hr *http.Request, intr BodyInterrupter) *upBody {
+	b := &upBody{intr: intr, req: req, hr: hr}
+	if req.IsBodyStream() {
+		b.src, b.streamed = req.BodyStream(), true
+	} else {
+		b.kept, b.read, b.ended, b.endErr = req.Body(), len(req.Body()), true, io.EOF
+	}
+	return b
+}
 
-func (b *upBody) Read(p []byte) (int, error) {
+// upView is one reading of an upBody from its start.
+type upView struct {
+	b   *upBody
+	gen int
+	off int
+}
+
+var (
+	// errBodyDetached is what a read of a detached body (or a superseded
+	// view) gets.
+	errBodyDetached = errors.New("request body no longer read: the exchange is over")
+	// errNoReplay refuses a replay of a body that cannot start over.
+	errNoReplay = errors.New("request body cannot be sent again: more of it was sent than is kept, or the upstream answered")
+)
+
+// view is the request's first Body.
+func (b *upBody) view() *upView { return &upView{b: b} }
+
+// replay is the request's GetBody: a new view from the body's start, as
+// long as all that was read of it is kept and the upstream has not
+// answered.
+func (b *upBody) replay() (io.ReadCloser, error) {
 	b.mu.Lock()
-	if b.detached {
-		b.mu.Unlock()
-		return 0, errBodyDetached
+	defer b.mu.Unlock()
+	if b.detached || b.keptLost || b.answered {
+		return nil, errNoReplay
 	}
-	b.reading = true
+	b.gen++
+	return &upView{b: b, gen: b.gen}, nil
+}
+
+// gotAnswer says the upstream answered: no replay from now on, and what
+// was kept for one is let go once no view needs it.
+func (b *upBody) gotAnswer() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.answered = true
 	b.mu.Unlock()
-	n, err := b.src.Read(p)
-	if err == io.EOF && b.hr.Trailer != nil {
-		for k := range b.hr.Trailer {
-			if v := b.req.Header.Peek(k); v != nil {
-				b.hr.Trailer[k] = []string{string(v)}
-			}
-		}
-	}
-	b.mu.Lock()
+}
+
+// readEnded wakes whoever waits for a read of src to end (mu held).
+func (b *upBody) readEnded() {
 	b.reading = false
-	if err != nil {
-		b.ended = true
-	}
 	if b.wait != nil {
 		close(b.wait)
 		b.wait = nil
 	}
+}
+
+// waitRead returns a channel closed when the read of src in progress ends
+// (mu held).
+func (b *upBody) waitRead() chan struct{} {
+	if b.wait == nil {
+		b.wait = make(chan struct{})
+	}
+	return b.wait
+}
+
+func (v *upView) Read(p []byte) (int, error) {
+	b := v.b
+	b.mu.Lock()
+	for {
+		if b.detached || v.gen != b.gen {
+			b.mu.Unlock()
+			return 0, errBodyDetached
+		}
+		if v.off < b.read {
+			// Sending again what was sent before.
+			if b.keptLost {
+				b.mu.Unlock()
+				return 0, errNoReplay
+			}
+			n := copy(p, b.kept[v.off:b.read])
+			v.off += n
+			b.mu.Unlock()
+			return n, nil
+		}
+		if b.ended {
+			err := b.endErr
+			b.mu.Unlock()
+			if err == io.EOF {
+				b.copyTrailer()
+			}
+			return 0, err
+		}
+		if !b.reading {
+			break
+		}
+		// A superseded view's read is under way: what it reads is kept
+		// for this one.
+		w := b.waitRead()
+		b.mu.Unlock()
+		<-w
+		b.mu.Lock()
+	}
+	b.reading = true
 	b.mu.Unlock()
+	n, err := b.src.Read(p)
+	b.mu.Lock()
+	b.read += n
+	if !b.keptLost && !b.answered {
+		if len(b.kept)+n <= h2ReplayMax {
+			b.kept = append(b.kept, p[:n]...)
+		} else {
+			b.kept, b.keptLost = nil, true
+		}
+	} else if b.answered && b.kept != nil && v.gen == b.gen {
+		// Nothing will be sent again, and this view read past the kept
+		// part: it is nobody's.
+		b.kept, b.keptLost = nil, true
+	}
+	if err != nil {
+		b.ended, b.endErr = true, err
+	}
+	b.readEnded()
+	current := !b.detached && v.gen == b.gen
+	if current {
+		v.off += n
+	}
+	b.mu.Unlock()
+	if !current {
+		// Kept for the view that superseded this one (or for nobody,
+		// when the exchange is over).
+		return 0, errBodyDetached
+	}
+	if err == io.EOF {
+		b.copyTrailer()
+	}
 	return n, err
 }
 
 // Close does nothing: the transport closes the body whenever it is done
 // with it, possibly while a read is in progress; detach is the end.
-func (b *upBody) Close() error { return nil }
+func (v *upView) Close() error { return nil }
+
+// copyTrailer gives hr the request's trailer fields, at the body's end.
+func (b *upBody) copyTrailer() {
+	if b.hr.Trailer == nil {
+		return
+	}
+	for k := range b.hr.Trailer {
+		if v := b.req.Header.Peek(k); v != nil {
+			b.hr.Trailer[k] = []string{string(v)}
+		}
+	}
+}
 
 // detachPoll is how often a read that outlives the exchange is interrupted
 // again while it is waited for (an interruption may land just before the
@@ -364,8 +510,7 @@ func (b *upBody) detach() {
 		}
 		return
 	}
-	w := make(chan struct{})
-	b.wait = w
+	w := b.waitRead()
 	b.mu.Unlock()
 	t := time.NewTimer(0)
 	defer t.Stop()
