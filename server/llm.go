@@ -154,6 +154,9 @@ type llmExchange struct {
 	model    []byte // the model asked of the provider
 	reqModel []byte // the model the client asked for
 	uri      []byte // the client's request target (path and query)
+	// path is the client's path (rs.pc.Path), kept here: the request's
+	// target, which pc.Path pointed into, becomes the provider's.
+	path     []byte
 	usage    convert.Usage
 	hasUsage bool
 	// cut says the answer's stream ended before its end (the client
@@ -195,7 +198,7 @@ func (x *llmExchange) release() {
 	}
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
-		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], decoded: x.decoded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], saved: x.saved,
+		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], decoded: x.decoded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], path: x.path[:0], saved: x.saved,
 		early: earlyFailure{msg: x.early.msg[:0]},
 	}
 	llmExchanges.Put(x)
@@ -310,6 +313,8 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		req.Header.CopyTo(x.saved)
 	}
 	x.uri = append(x.uri[:0], req.Header.RequestURI()...)
+	x.path = append(x.path[:0], rs.pc.Path...)
+	rs.pc.Path = x.path
 
 	var deadline time.Time
 	if r.timeout > 0 {

@@ -942,3 +942,37 @@ func TestLLMPromptCaching(t *testing.T) {
 		}
 	})
 }
+
+// TestLLMAccessLogKeepsTheClientsPath: the provider's target replaces the
+// request's, and the access log and CEL's request.path still say what the
+// client asked for, also where the client's path is the longer one (it
+// once showed the provider's path written over the client's, with the
+// client's tail: "/v1/chat/completionsons").
+func TestLLMAccessLogKeepsTheClientsPath(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	cfg := strings.Replace(llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, ""),
+		"    - name: llm\n", "    - name: llm\n      matches: [{path: {pathPrefix: /team-a/}}]\n", 1) + `
+frontendPolicies:
+  accessLog:
+    add: {celpath: request.path}
+`
+	tg := startGateway(t, cfg, nil)
+	const path = "/team-a/v1/chat/completions"
+	resp, body := postJSON(t, tg.url(8080)+path+"?trace=1", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := o.Requests(); len(got) != 1 || got[0].Path != "/v1/chat/completions" {
+		t.Fatalf("provider saw %+v", got)
+	}
+	eventually(t, 5*time.Second, "the access log line", func() bool {
+		for _, e := range tg.accessLogs().FilterMessage("request").All() {
+			m := e.ContextMap()
+			if m["path"] != path || m["celpath"] != path {
+				t.Errorf("logged path %q, request.path %q; want %q", m["path"], m["celpath"], path)
+			}
+			return true
+		}
+		return false
+	})
+}
