@@ -181,6 +181,8 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 		return dst, s.err
 	}
 	if s.blind {
+		// Unread, the bytes count as the answer's for OutputEstimate.
+		s.deltaBytes += int64(len(p))
 		return append(dst, p...), nil
 	}
 	if s.info.Provider == Bedrock {
@@ -279,7 +281,13 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 		dst = s.end(dst)
 		return dst, nil
 	}
-	dst, _ = s.fail(dst, 502, "api_error", "provider stream ended early")
+	if s.pass && !s.mk.pass && !s.tap.on {
+		// Passed through, the stream is cut as the provider's was: no
+		// event of ours ends it (the server cuts the client's body).
+		s.blind, s.rd.ended = true, true
+	} else {
+		dst, _ = s.fail(dst, 502, "api_error", "provider stream ended early")
+	}
 	s.err = ErrTruncated
 	return dst, ErrTruncated
 }
@@ -289,9 +297,11 @@ func (s *Stream) fail(dst []byte, status int, typ, msg string) ([]byte, error) {
 	if s.err != nil {
 		return dst, s.err
 	}
-	if s.pass && !s.mk.pass && !s.tap.on {
+	if s.pass && !s.strip && !s.mk.pass && !s.tap.on {
 		// The client gets the provider's bytes as they are; only the usage
-		// is lost. (Not when tapped: the text would go uncollected.)
+		// is lost. (Not when tapped: the text would go uncollected; nor
+		// when the usage chunk is stripped: the stream is written event by
+		// event, and the failed event's start is gone.)
 		s.blind, s.rd.ended = true, true
 		return dst, nil
 	}
