@@ -161,8 +161,9 @@ type llmExchange struct {
 	hasUsage bool
 	// cut says the answer's stream ended before its end (the client
 	// left, the stream broke, a guard stopped it), or the client left
-	// before a whole answer came: the provider's usage may be missing,
-	// and outEstimate estimates the output streamed (chargedTokens).
+	// before a whole answer came: the provider's usage may be missing.
+	// outEstimate estimates the output streamed or answered, for an answer
+	// without the provider's usage (chargedTokens).
 	cut         bool
 	outEstimate int64
 	start       time.Duration

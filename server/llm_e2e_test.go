@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -966,13 +967,86 @@ frontendPolicies:
 		t.Fatalf("provider saw %+v", got)
 	}
 	eventually(t, 5*time.Second, "the access log line", func() bool {
-		for _, e := range tg.accessLogs().FilterMessage("request").All() {
-			m := e.ContextMap()
-			if m["path"] != path || m["celpath"] != path {
-				t.Errorf("logged path %q, request.path %q; want %q", m["path"], m["celpath"], path)
+		lines := tg.accessLogs().FilterMessage("request").All()
+		if len(lines) == 0 {
+			return false
+		}
+		if m := lines[0].ContextMap(); m["path"] != path || m["celpath"] != path {
+			t.Errorf("logged path %q, request.path %q; want %q", m["path"], m["celpath"], path)
+		}
+		return true
+	})
+}
+
+// TestLLMAnswerWithoutUsageChargesAnEstimate: a provider that reports no
+// usage (an OpenAI-compatible server without it, one that ignores
+// stream_options.include_usage) is charged an estimate, whole answers and
+// streams alike: the prompt by the tokenizer and the answer by its size.
+// It used to be charged nothing, which made token budgets unlimited behind
+// such a provider. A negative count from a provider counts as none: it
+// reaches neither the budgets nor the access log.
+func TestLLMAnswerWithoutUsageChargesAnEstimate(t *testing.T) {
+	answer := strings.Repeat("word ", 200) // about 200 tokens, 1000 bytes
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		usage := ""
+		if strings.Contains(r.Header.Get("X-Test"), "negative") {
+			usage = `,"usage":{"prompt_tokens":-1000000,"completion_tokens":3,"total_tokens":-999997}`
+		}
+		if bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, word := range strings.SplitAfter(answer, " ") {
+				fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", word)
+			}
+			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]%s}`, answer, usage)
+	}))
+	t.Cleanup(provider.Close)
+	limits := `
+localRateLimit:
+- {maxTokens: 150, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	post := func(tg *testGateway, stream bool, header string) int {
+		t.Helper()
+		body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+		if stream {
+			body = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		resp, got := postJSON(t, tg.url(8080)+"/v1/chat/completions", body, "X-Test", header)
+		if resp.StatusCode == 200 && !strings.Contains(got, "word") {
+			t.Fatalf("answer %q", got)
+		}
+		return resp.StatusCode
+	}
+	addr := strings.TrimPrefix(provider.URL, "http://")
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			tg := startGateway(t, llmConfig(`openAI: {}`, addr, `backendAuth: {key: k}`, "", limits), nil)
+			if got := post(tg, stream, ""); got != 200 {
+				t.Fatalf("first answer: %d", got)
+			}
+			if got := post(tg, stream, ""); got != 429 {
+				t.Fatalf("after an answer of about 200 tokens without usage: %d, want 429 (an estimate charged)", got)
+			}
+		})
+	}
+	t.Run("negative usage", func(t *testing.T) {
+		tg := startGateway(t, llmConfig(`openAI: {}`, addr, `backendAuth: {key: k}`, "", limits), nil)
+		if got := post(tg, false, "negative"); got != 200 {
+			t.Fatalf("answer: %d", got)
+		}
+		eventually(t, 5*time.Second, "the access log line", func() bool {
+			lines := tg.accessLogs().FilterMessage("request").All()
+			if len(lines) == 0 {
+				return false
+			}
+			if v := lines[0].ContextMap()["llm.input_tokens"]; v != int64(0) {
+				t.Errorf("logged input tokens %v, want 0", v)
 			}
 			return true
-		}
-		return false
+		})
 	})
 }

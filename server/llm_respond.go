@@ -150,7 +150,10 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		x.errType = "protocol"
 		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
-	x.out, x.usage, x.hasUsage = out, usage, true
+	x.out, x.usage, x.hasUsage = out, usage.Clamped(), true
+	// An answer is about four bytes a token, its JSON included: what it
+	// is charged when its provider reports no usage (chargedTokens).
+	x.outEstimate = int64(len(body)+3) / 4
 	out, st, ok := b.guardAnswer(rs, x, out)
 	if !ok {
 		b.llmComplete(rs, x)
@@ -504,9 +507,10 @@ func (ls *llmStream) Close() error {
 		x.errType = "client_gone"
 	}
 	if ls.s != nil {
-		x.usage, x.hasUsage = ls.s.Usage(), true
+		x.usage, x.hasUsage = ls.s.Usage().Clamped(), true
+		x.outEstimate = ls.s.OutputEstimate()
 		if err != nil {
-			x.cut, x.outEstimate = true, ls.s.OutputEstimate()
+			x.cut = true
 		}
 	}
 	n, obs, observed, b, rs := ls.n, ls.obs, ls.observed, ls.b, ls.rs
@@ -525,15 +529,19 @@ func (ls *llmStream) Close() error {
 }
 
 // chargedTokens is what the exchange costs the token budgets: the usage
-// the provider reported; for a stream cut before its end, at least what
-// the provider bills for it: the prompt (estimated by the compiled-in
-// tokenizer when the provider had not reported it yet) and the answer
-// streamed so far (convert.Stream.OutputEstimate); for a client that left
-// before a whole answer came, the prompt. Without the estimate a client
-// could take most of an answer, or have long prompts read, and leave
-// before the usage came, billed nothing.
+// the provider reported; for a stream cut before its end, or an answer
+// whose provider reported no usage (one that ignores stream_options, an
+// OpenAI-compatible server without usage), at least what the provider
+// bills for it: the prompt (estimated by the compiled-in tokenizer when
+// the provider had not reported it) and the answer (streamed so far:
+// convert.Stream.OutputEstimate; whole: its bytes over four); for a client
+// that left before a whole answer came, the prompt. Without the estimate a
+// client could take most of an answer, or have long prompts read, and
+// leave before the usage came, or use a provider that never tells, billed
+// nothing.
 func (x *llmExchange) chargedTokens() int64 {
-	if !x.cut {
+	reported := x.usage.InputTokens > 0 || x.usage.OutputTokens > 0
+	if !x.cut && reported {
 		return x.usage.TotalTokens()
 	}
 	in := x.usage.InputTokens

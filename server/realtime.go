@@ -103,6 +103,7 @@ type realtimeAccount struct {
 
 // add takes the usage of one response.done event.
 func (a *realtimeAccount) add(u convert.Usage) {
+	u = u.Clamped()
 	a.mu.Lock()
 	a.usage.InputTokens += u.InputTokens
 	a.usage.OutputTokens += u.OutputTokens

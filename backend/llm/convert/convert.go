@@ -120,6 +120,17 @@ type Usage struct {
 // TotalTokens is InputTokens + OutputTokens.
 func (u Usage) TotalTokens() int64 { return u.InputTokens + u.OutputTokens }
 
+// Clamped is u with no negative count: a provider's negative count is none
+// (it would refill token budgets, and lower metrics and costs).
+func (u Usage) Clamped() Usage {
+	u.InputTokens = max(u.InputTokens, 0)
+	u.OutputTokens = max(u.OutputTokens, 0)
+	u.CachedInputTokens = max(u.CachedInputTokens, 0)
+	u.CacheWriteInputTokens = max(u.CacheWriteInputTokens, 0)
+	u.ReasoningTokens = max(u.ReasoningTokens, 0)
+	return u
+}
+
 // merge takes the fields that o reports (non-zero): providers report usage
 // cumulatively, some fields in one event and some in another.
 func (u *Usage) merge(o Usage) {
