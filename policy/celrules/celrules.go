@@ -210,6 +210,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 			"scheme":  string(c.Scheme),
 			"uri":     string(f.Request.Header.RequestURI()),
 			"headers": headers,
+			"query":   queryMap(c),
 		},
 		Source: map[string]any{},
 	}

@@ -39,6 +39,8 @@ func TestInputFromCtx(t *testing.T) {
 		{`request.uri == "/a/b?x=1"`, true},
 		{`request.host == "api.example.com"`, true},
 		{`request.scheme == "http"`, true},
+		{`request.query["x"] == "1"`, true}, // MCP rules read the copy: it once had no query
+		{`"y" in request.query`, false},
 		{`request.headers["x-role"] == "admin"`, true},
 		{`request.headers["X-Role"] == "admin"`, false}, // names are lower-case
 		{`request.headers["x-multi"] == "first"`, true},

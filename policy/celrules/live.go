@@ -150,7 +150,6 @@ func (m liveMap) native() map[string]any {
 	in := InputFromCtx(m.c)
 	switch m.kind {
 	case liveRequest:
-		in.Request["query"] = queryMap(m.c)
 		return in.Request
 	case liveHeaders:
 		return in.Request["headers"].(map[string]any)
