@@ -496,9 +496,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		} else {
 			x.info = convert.RequestInfo{Client: cf, Provider: pf, Model: model}
 			x.model = append(x.model[:0], model...)
-			if jsonBody && model != "" && model != string(x.reqModel) {
+			if jsonBody && model != "" && (model != string(x.reqModel) || head != nil && head.RepeatsModel()) {
 				// An alias or the provider's model, in a body that is
-				// not translated.
+				// not translated; or the model, once, in a body that
+				// repeats it (convert.Request's rule).
 				x.scratch = llm.AppendString(x.scratch[:0], model)
 				out, err := llm.SetMember(x.sent[:0], body, "model", x.scratch)
 				if err != nil {

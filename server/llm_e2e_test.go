@@ -1050,3 +1050,25 @@ localRateLimit:
 		})
 	})
 }
+
+// TestLLMRepeatedModelIsSentOnce: a body that names its model twice is
+// routed, authorized and accounted by the last one, so the provider gets
+// that one alone. It used to get the body as sent: a provider whose JSON
+// parser takes the first member served a model the gateway never saw.
+func TestLLMRepeatedModelIsSentOnce(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, ""), nil)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"secret-1","model":"public-1","messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/embeddings", `{"model":"secret-1","input":"hi","model":"public-1"}`},
+	} {
+		resp, got := postJSON(t, tg.url(8080)+tc.path, tc.body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", tc.path, resp.StatusCode, got)
+		}
+		sent := string(o.Last().Body)
+		if strings.Count(sent, `"model"`) != 1 || !strings.Contains(sent, `"public-1"`) || strings.Contains(sent, "secret") {
+			t.Errorf("%s: the provider got %s", tc.path, sent)
+		}
+	}
+}

@@ -36,6 +36,8 @@ func TestPassRequest(t *testing.T) {
 			want: `{"model":"m"}`, wantModel: "m"},
 		{desc: "responses: same model untouched", f: Responses, body: `{"model":"m","input":"hi"}`, opts: Options{Model: "m"},
 			want: `{"model":"m","input":"hi"}`, wantModel: "m"},
+		{desc: "chat: a repeated model written once, also when the last is the model", f: Chat, body: `{"model":"secret","model":"m","n":1}`,
+			opts: Options{Model: "m"}, want: `{"model":"m","n":1}`, wantModel: "m"},
 	}
 	for _, tc := range cases {
 		// Request reads the head itself, or takes the caller's (the

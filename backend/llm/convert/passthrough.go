@@ -53,7 +53,11 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 	if o.Model != "" {
 		info.Model = o.Model
 		switch {
-		case modelIs(h.model, o.Model):
+		case h.models == 1 && modelIs(h.model, o.Model):
+			// (Repeated, the model is written once even when the last
+			// one is the model: a provider whose parser takes the first
+			// would serve another model than the one authorized,
+			// routed and accounted.)
 		case h.model != nil && h.models == 1:
 			// Spliced where the head found it: no second walk.
 			at := h.modelEnd - len(h.model)
@@ -100,6 +104,10 @@ type Head struct {
 	includeUsage bool
 	maxTokens    int // the largest of the formats' output bounds
 }
+
+// RepeatsModel reports whether the body has more than one member named
+// model (the last counts, as for codec/llm's decoder).
+func (h *Head) RepeatsModel() bool { return h.models > 1 }
 
 // Model is the model the body names, decoded; "" when it names none (or
 // an empty one). Without escapes it is a view of the body.
