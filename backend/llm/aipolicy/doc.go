@@ -47,10 +47,12 @@
 // when the policy is compiled, not per request.
 //
 // The texts a guard reads follow agentgateway's visit_text_mut of each
-// request type (texts.go), with one departure: agentgateway joins adjacent
-// text parts of one message into one text (and collapses the parts into
-// one when it masks); here each part is read and masked on its own, so the
-// message keeps its parts and a match split across two parts goes unseen.
+// request type (texts.go). agentgateway joins adjacent text parts of one
+// message into one text (and collapses the parts into one when it masks);
+// here a regex guard reads the parts of one message joined and each alone
+// (guard.AppendMaskParts), so a match split across parts is found, and
+// masks each part in place: the message keeps its parts, a match across
+// parts leaving its label in the part it starts in.
 //
 // Streamed answers (promptGuard.streaming: Enabled) are judged by the remote
 // response guards in windows (window.go): StreamWindow gathers the text,

@@ -270,9 +270,21 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format, remote *RemoteI
 			masked = masked || m
 			continue
 		}
-		for si := range t.spans {
+		for si := 0; si < len(t.spans); si++ {
 			s := &t.spans[si]
 			if s.scope&g.scope == 0 {
+				continue
+			}
+			if n := t.partsFrom(si, g.scope); n > 1 {
+				// The text blocks of one message are one text to the
+				// guard, as to the model reading them: a match split
+				// across blocks is found.
+				m, rejected := w.guardParts(tp.d, t.spans[si:si+n], g.g)
+				if rejected {
+					return false, g.rejection, nil
+				}
+				masked = masked || m
+				si += n - 1
 				continue
 			}
 			text := w.spanText(tp.d, s)
@@ -292,6 +304,49 @@ func (p *Policy) guardTexts(w *work, tp *tape, f convert.Format, remote *RemoteI
 		}
 	}
 	return masked, nil, nil
+}
+
+// partsFrom is how many spans from t.spans[i] are text blocks of one
+// message that scope covers, one after another.
+func (t *texts) partsFrom(i int, sc scope) int {
+	n := 1
+	for i+n < len(t.spans) && t.spans[i+n].msg == t.spans[i].msg && t.spans[i+n].scope&sc != 0 {
+		n++
+	}
+	return n
+}
+
+// guardParts runs g over the texts of parts, the text blocks of one
+// message, joined: it reports a rejection, or masks each part with what
+// g.AppendMaskParts made of it (a match across parts masked once, in the
+// part it starts in) and reports whether any changed.
+func (w *work) guardParts(body []byte, parts []textSpan, g *guard.Guard) (masked, rejected bool) {
+	w.partText, w.ends = w.partText[:0], w.ends[:0]
+	for i := range parts {
+		w.partText = append(w.partText, w.spanText(body, &parts[i])...)
+		w.ends = append(w.ends, len(w.partText))
+	}
+	if g.Action() == guard.ActionReject {
+		return false, g.CheckParts(w.partText, w.ends) == guard.Rejected
+	}
+	w.cuts = append(w.cuts[:0], w.ends...)
+	start := len(w.arena)
+	var ok bool
+	if w.arena, ok = g.AppendMaskParts(w.arena, w.partText, w.ends, w.cuts); !ok {
+		return false, false
+	}
+	from, at := 0, start
+	for i := range parts {
+		s := &parts[i]
+		out := w.arena[at:w.cuts[i]]
+		if !bytes.Equal(out, w.partText[from:w.ends[i]]) {
+			s.off, s.n, s.own, s.masked = at, len(out), true, true
+			s.escape = s.escape || !g.PlainLabels()
+			masked = true
+		}
+		from, at = w.ends[i], w.cuts[i]
+	}
+	return masked, false
 }
 
 // spanText is s's current text, decoding its escapes into the arena the

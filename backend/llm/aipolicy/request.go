@@ -27,15 +27,19 @@ const maxBody = math.MaxInt32
 
 // work is the scratch state of one call, pooled.
 type work struct {
-	staged  []byte // the fields applied first (Request's slow path)
-	arena   []byte // texts decoded or masked by the guards
-	celOut  []byte // transformations' results
-	results []result
-	seen    []bool
-	texts   texts
-	tape    tape
-	depth   int // what tape indexes, 0 for nothing
-	cursor  int // write's place in texts.spans
+	staged []byte // the fields applied first (Request's slow path)
+	arena  []byte // texts decoded or masked by the guards
+	// partText, ends and cuts are guardParts': one message's text blocks
+	// joined, where each ends in joined, and in its masked form.
+	partText   []byte
+	ends, cuts []int
+	celOut     []byte // transformations' results
+	results    []result
+	seen       []bool
+	texts      texts
+	tape       tape
+	depth      int // what tape indexes, 0 for nothing
+	cursor     int // write's place in texts.spans
 	// members are the top-level members write wrote, as offsets into what
 	// it wrote (RequestMembers).
 	members []Member

@@ -177,3 +177,57 @@ func FuzzStreamMasker(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMaskParts: masking a text cut into parts never fails; what it
+// finds covers every match of the whole text and of each part alone; one
+// part is AppendMask; and a rejecting guard's CheckParts agrees with it.
+func FuzzMaskParts(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add(s, []byte{byte(i), 5, 2})
+	}
+	f.Add("card 4111 1111 1111 1111 thanks", []byte{10, 5})
+	f.Fuzz(func(t *testing.T, s string, cuts []byte) {
+		text := []byte(s)
+		var ends []int
+		at := 0
+		for _, c := range cuts {
+			if at += int(c); at >= len(text) {
+				break
+			}
+			ends = append(ends, at)
+		}
+		ends = append(ends, len(text))
+		for _, g := range []*Guard{fuzzBuiltins, fuzzPatterns, fuzzMixed} {
+			out := make([]int, len(ends))
+			got, ok := g.AppendMaskParts(nil, text, ends, out)
+			spans := g.partMatches(text, ends, nil, false)
+			if ok != (len(spans) > 0) {
+				t.Fatalf("on %q %v: ok %v with %d matches", s, ends, ok, len(spans))
+			}
+			if !ok {
+				continue
+			}
+			prev := 0
+			for i, c := range out {
+				if c < prev || c > len(got) {
+					t.Fatalf("on %q %v: cut %d at %d of %d", s, ends, i, c, len(got))
+				}
+				prev = c
+			}
+			if len(ends) == 1 {
+				whole, _ := g.AppendMask(nil, text)
+				if !bytes.Equal(got, whole) {
+					t.Fatalf("one part %q: %q, AppendMask %q", s, got, whole)
+				}
+			}
+		}
+		rejects, err := New(Spec{Action: ActionReject, Builtins: []string{"ssn", "creditCard", "email"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(rejects.partMatches(text, ends, nil, false)) > 0
+		if got := rejects.CheckParts(text, ends) == Rejected; got != want {
+			t.Fatalf("on %q %v: CheckParts %v, matches %v", s, ends, got, want)
+		}
+	})
+}

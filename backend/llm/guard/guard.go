@@ -263,6 +263,77 @@ func (g *Guard) AppendMask(dst, text []byte) ([]byte, bool) {
 	return g.appendMasked(dst, text, 0, len(text), merge(spans)), true
 }
 
+// AppendMaskParts masks text that is parts joined, for parts kept apart
+// (the text blocks of one message): part i is text[ends[i-1]:ends[i]],
+// ends ascending and the last len(text). It appends each part's masked
+// text to dst in turn and sets cuts[i] (len(cuts) >= len(ends)) to where
+// part i's ends in dst. The matches are those of each part read alone
+// and those of the joined text (which finds what is split across parts,
+// and misses what a part's edge bounds: "123-45-6789" then "x" joined is
+// no SSN). A match inside a part is its label there; a match across parts
+// is its label in the part it starts in, and its rest is dropped from the
+// parts it reaches, so that the parts joined read as text masked whole.
+// When nothing matched it returns dst unchanged and false.
+func (g *Guard) AppendMaskParts(dst, text []byte, ends, cuts []int) ([]byte, bool) {
+	var buf [8]span
+	spans := g.partMatches(text, ends, buf[:0], false)
+	if len(spans) == 0 {
+		return dst, false
+	}
+	spans = merge(spans)
+	from := 0
+	for i, to := range ends {
+		at := from
+		for _, s := range spans {
+			if s.start >= to {
+				break
+			}
+			if s.end <= at {
+				continue
+			}
+			if s.start >= at {
+				dst = append(dst, text[at:s.start]...)
+				dst = append(dst, g.rules[s.rule].label...)
+			} // else the match began in an earlier part, its label there
+			at = min(s.end, to)
+		}
+		dst = append(dst, text[at:to]...)
+		cuts[i] = len(dst)
+		from = to
+	}
+	return dst, true
+}
+
+// CheckParts is Check of text that is parts joined (AppendMaskParts), for
+// a guard that rejects: Rejected when a part alone or the joined text
+// matches.
+func (g *Guard) CheckParts(text []byte, ends []int) Verdict {
+	var buf [1]span
+	if len(g.partMatches(text, ends, buf[:0], true)) > 0 {
+		return Rejected
+	}
+	return Clean
+}
+
+// partMatches appends the matches of each part of text alone (at their
+// places in text) and of text whole; with first it stops at the first.
+func (g *Guard) partMatches(text []byte, ends []int, dst []span, first bool) []span {
+	from := 0
+	for _, to := range ends {
+		n := len(dst)
+		dst = g.matches(text[from:to], 0, dst, first)
+		for i := n; i < len(dst); i++ {
+			dst[i].start += from
+			dst[i].end += from
+		}
+		if first && len(dst) > 0 {
+			return dst
+		}
+		from = to
+	}
+	return g.matches(text, 0, dst, first)
+}
+
 // appendMasked appends text[from:to] to dst with the (merged, sorted) spans
 // replaced by their labels; a span crossing to is masked up to it.
 func (g *Guard) appendMasked(dst, text []byte, from, to int, spans []span) []byte {

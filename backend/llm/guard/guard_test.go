@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -396,6 +397,50 @@ func TestFindEmailMatchesRegexp(t *testing.T) {
 			if start != want[0] || end != want[1] {
 				t.Fatalf("findEmail(%q, %d) = %d, %d; regexp: %v", b, pos, start, end, want)
 			}
+		}
+	}
+}
+
+// TestAppendMaskParts: the parts of one text are masked as the text joined
+// and each part alone would be, each part keeping its own text.
+func TestAppendMaskParts(t *testing.T) {
+	g, err := New(Spec{Builtins: []string{"ssn", "creditCard"}, Patterns: []string{"forbidden"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		parts, want []string
+	}{
+		{[]string{"no ", "match"}, nil},
+		{[]string{"ssn 123-45-", "6789 ok"}, []string{"ssn <SSN>", " ok"}},
+		{[]string{"card 4111 1111 ", "1111", " 1111 end"}, []string{"card <CREDIT_CARD>", "", " end"}},
+		{[]string{"forbid", "den"}, []string{"<masked>", ""}},
+		// A part's edge bounds a match the joined text does not see.
+		{[]string{"123-45-6789", "123-45-6789"}, []string{"<SSN>", "<SSN>"}},
+	} {
+		text := []byte(strings.Join(tc.parts, ""))
+		var ends []int
+		n := 0
+		for _, p := range tc.parts {
+			n += len(p)
+			ends = append(ends, n)
+		}
+		cuts := make([]int, len(ends))
+		out, ok := g.AppendMaskParts([]byte("x"), text, ends, cuts)
+		if !ok {
+			if tc.want != nil {
+				t.Errorf("%q: nothing masked", tc.parts)
+			}
+			continue
+		}
+		var got []string
+		from := 1
+		for _, c := range cuts {
+			got = append(got, string(out[from:c]))
+			from = c
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.parts, got, tc.want)
 		}
 	}
 }
