@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/relaygate/gateway/policy/jwtauth"
 	"github.com/relaygate/gateway/policy/remoteratelimit"
 	"github.com/relaygate/gateway/policy/transform"
+	"go.uber.org/zap"
 )
 
 // routeKind is one policy kind as a route compiles it from its merged
@@ -42,7 +44,16 @@ type routeCompile struct {
 // routeKinds are the kinds a route compiles, in the order they are
 // compiled (the chain's order is policy.Order, whatever this order).
 var routeKinds = []routeKind{
-	{"cors", chainKind(policy.KindCORS, policy.NewCORS)},
+	{"cors", func(c *compiler, rc *routeCompile, v any) error {
+		cfg := v.(*config.CORS)
+		if cfg.AllowCredentials && slices.Contains(cfg.AllowOrigins, "*") {
+			// As agentgateway and Envoy do, the origin is reflected, which
+			// browsers take: said at every load, as it is rarely meant.
+			c.gw.log.Warn("cors: allowOrigins \"*\" with allowCredentials lets every site make credentialed requests; list the origins instead",
+				zap.String("field", rc.set.Path("cors")))
+		}
+		return chainKind(policy.KindCORS, policy.NewCORS)(c, rc, v)
+	}},
 	{"jwtAuth", func(c *compiler, rc *routeCompile, v any) error {
 		p, err := jwtauth.New(v.(*config.JWTAuth), jwtauth.Options{Logger: c.gw.log, Lease: c.lease})
 		if err == nil {

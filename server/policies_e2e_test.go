@@ -708,3 +708,36 @@ binds:
 		t.Fatalf("preflights reached the upstream %d times", n)
 	}
 }
+
+// TestPolicyCORSWildcardWithCredentialsWarns: allowOrigins "*" with
+// allowCredentials reflects every origin with credentials allowed (as
+// agentgateway and Envoy do); the load says so, naming the field. A listed
+// origin, or "*" without credentials, says nothing.
+func TestPolicyCORSWildcardWithCredentialsWarns(t *testing.T) {
+	for _, tc := range []struct {
+		cors string
+		warn bool
+	}{
+		{`{allowOrigins: ["*"], allowCredentials: true}`, true},
+		{`{allowOrigins: ["https://app.example"], allowCredentials: true}`, false},
+		{`{allowOrigins: ["*"]}`, false},
+	} {
+		tg := startGateway(t, `
+binds:
+- port: 8080
+  listeners:
+  - routes:
+    - name: r
+      policies:
+        cors: `+tc.cors+`
+        directResponse: {status: 200, body: ok}
+`, nil)
+		found := tg.logs.FilterMessageSnippet("allowOrigins \"*\" with allowCredentials").All()
+		if (len(found) > 0) != tc.warn {
+			t.Errorf("%s: warned %d times, want a warning: %v", tc.cors, len(found), tc.warn)
+		}
+		if tc.warn && len(found) > 0 && !strings.Contains(found[0].ContextMap()["field"].(string), "cors") {
+			t.Errorf("the warning names %v", found[0].ContextMap())
+		}
+	}
+}
