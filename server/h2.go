@@ -278,7 +278,10 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 
 // hijackedConn is a connection fasthttp handed over after an upgrade
 // (possibly a reader of the bytes it had read ahead); its server words and
-// addresses are the socket's.
+// addresses are the socket's. Addresses must be: a stream's worker may
+// outlive the connection's serving, and once the hijack handler returned
+// fasthttp lets go of its wrapper (its connection is nil), which then
+// panics on RemoteAddr.
 type hijackedConn struct {
 	net.Conn
 	raw net.Conn
@@ -286,6 +289,12 @@ type hijackedConn struct {
 
 // ServerFields are the socket's (sock.ServerFields).
 func (c *hijackedConn) ServerFields() *sock.Server { return sock.ServerFields(c.raw) }
+
+// LocalAddr is the socket's.
+func (c *hijackedConn) LocalAddr() net.Addr { return c.raw.LocalAddr() }
+
+// RemoteAddr is the socket's.
+func (c *hijackedConn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
 
 var (
 	tokenH2C            = []byte("h2c")

@@ -593,3 +593,37 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// TestH2CUpgradeThenHangUp: clients that ask for the h2c upgrade and hang
+// up at once leave stream 1's worker running after the connection's
+// serving ended, when fasthttp has let go of the hijacked connection: the
+// worker's reads of the connection's addresses (X-Forwarded-For, the
+// access log) once panicked on it and took the process down. Both a
+// directResponse route and a proxied one, on both transports.
+func TestH2CUpgradeThenHangUp(t *testing.T) {
+	up := echoProtoUpstream(t)
+	for _, tr := range []Transport{TransportStd, TransportNetpoll} {
+		tg := startGatewayWith(t, oneRoute(up)+`
+- port: 3001
+  listeners:
+  - routes:
+    - policies: {directResponse: {status: 200, body: hi}}
+`, nil, tr)
+		const upgrade = "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+		for _, port := range []int{3000, 3001} {
+			for i := 0; i < 300; i++ {
+				c, err := net.Dial("tcp", tg.addr(port))
+				if err != nil {
+					t.Fatalf("%v: dial %d: %v", tr, i, err)
+				}
+				_, _ = io.WriteString(c, upgrade)
+				c.Close()
+			}
+			// Still serving.
+			resp, body := do(t, mustRequest(t, http.MethodGet, tg.url(port)+"/"))
+			if resp.StatusCode != 200 || body == "" {
+				t.Fatalf("%v port %d after the hang-ups: %d %q", tr, port, resp.StatusCode, body)
+			}
+		}
+	}
+}
