@@ -33,7 +33,12 @@ type h2Settings struct {
 	streamWindow, connWindow int32 // 0: the defaults (h2DefaultWindow)
 	frameSize                uint32
 	maxHeaderBytes           int // 0: h2DefaultHeaderList
-	pingAfter, pingTimeout   time.Duration
+	// headerBudget bounds the header lists the open streams of a
+	// connection hold, together: a stream past it is refused
+	// (REFUSED_STREAM, the client may try it again), unless it is the
+	// only one. Four lists of the limit, at least h2MinHeaderBudget.
+	headerBudget           int
+	pingAfter, pingTimeout time.Duration
 }
 
 // h2SettingsFrom reads frontendPolicies.http's HTTP/2 fields.
@@ -80,6 +85,7 @@ func (s h2Settings) withDefaults() h2Settings {
 	// Past 1 GiB a header list limit is no limit (SETTINGS carry 32 bits,
 	// and the decoder takes strings up to twice the limit).
 	s.maxHeaderBytes = min(s.maxHeaderBytes, 1<<30)
+	s.headerBudget = max(4*s.maxHeaderBytes, h2MinHeaderBudget)
 	if s.pingAfter > 0 && s.pingTimeout <= 0 {
 		s.pingTimeout = h2DefaultPingTimeout
 	}
@@ -116,11 +122,20 @@ const (
 	// before the connection is closed: they cost a little each and
 	// advance nothing.
 	h2EmptyFrameBudget = 100
-	// The defaults of the settings: 1 MiB windows and header list (as
-	// net/http's server), 16 KiB frames (the spec's), a 15 s ping timeout.
-	h2DefaultWindow      = 1 << 20
-	h2DefaultHeaderList  = 1 << 20
-	h2MinFrameSize       = 16384
+	// The defaults of the settings: 1 MiB windows (as net/http's
+	// server), a 64 KiB header list (Envoy's 60 KiB, near; net/http's
+	// 1 MiB let a client hold 100 MiB per connection through the HPACK
+	// table's references), 16 KiB frames (the spec's), a 15 s ping
+	// timeout.
+	h2DefaultWindow     = 1 << 20
+	h2DefaultHeaderList = 64 << 10
+	h2MinFrameSize      = 16384
+	// h2MinHeaderBudget is the least of a connection's budget for the
+	// header lists of its open streams (h2Settings.headerBudget): a
+	// header block of a few bytes may decode into a list as large as
+	// the limit, by references to the HPACK table, so 100 streams could
+	// hold 100 times the limit from a few kilobytes sent.
+	h2MinHeaderBudget    = 1 << 20
 	h2DefaultPingTimeout = 15 * time.Second
 	// h2PrefaceTimeout bounds the wait for the client's preface.
 	h2PrefaceTimeout = 10 * time.Second

@@ -415,3 +415,56 @@ func floodUntilClosed(h *h2Raw, write func(*http2.Framer) error) error {
 		return errors.New("the connection was still open after 15 s of flood")
 	}
 }
+
+// TestH2HeaderListBudget: a header block of a few bytes can decode into a
+// list as large as the limit, by references to the HPACK table (one 4 KB
+// field in the table, named 15 times: 60 KB from 20 bytes). The header
+// lists a connection's open streams hold are bounded together: past the
+// budget (1 MiB by default) a new stream is refused (REFUSED_STREAM), and
+// once streams close, new ones are served again. Without the bound, 99
+// such streams held 6 MB per connection (100 MB with the former 1 MiB
+// list limit), from kilobytes sent.
+func TestH2HeaderListBudget(t *testing.T) {
+	up := echoProtoUpstream(t)
+	tg := startGateway(t, oneRoute(up), nil)
+	h := dialH2Raw(t, tg.addr(3000))
+	big := strings.Repeat("a", 4000)
+	var fields []string
+	for range 15 {
+		fields = append(fields, "x-big", big)
+	}
+	const streams = 40
+	for i := uint32(0); i < streams; i++ {
+		// A POST whose body never comes: the stream stays open.
+		if err := h.request(1+2*i, "POST", "/hold", false, fields...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answers := map[uint32]*h2Answer{}
+	refused := func() int {
+		n := 0
+		for _, a := range answers {
+			if a.wasReset && a.reset == http2.ErrCodeRefusedStream {
+				n++
+			}
+		}
+		return n
+	}
+	// 1 MiB holds 17 such lists: the other 23 are refused.
+	if _, err := h.readUntil(10*time.Second, answers, func(http2.Frame) bool { return refused() >= streams-17 }); err != nil {
+		t.Fatalf("refused %d of %d streams: %v", refused(), streams, err)
+	}
+	// The held streams go; a stream with the same list is served.
+	for i := uint32(0); i < streams; i++ {
+		if a := answers[1+2*i]; a == nil || !a.wasReset {
+			_ = h.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(1+2*i, http2.ErrCodeCancel) })
+		}
+	}
+	next := uint32(1 + 2*streams)
+	if err := h.request(next, "GET", "/after", true, fields...); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.answer(t, answers, next); a.status != "200" || string(a.body) != "GET /after " {
+		t.Fatalf("after the streams closed: %+v", a)
+	}
+}

@@ -51,9 +51,12 @@ type h2Conn struct {
 
 	mu sync.Mutex
 	// Guarded by mu: the streams and everything written.
-	streams  map[uint32]*h2Exchange // open and half-closed streams
-	queue    []*h2Exchange          // streams waiting for a handler
-	handlers int                    // handlers running
+	streams map[uint32]*h2Exchange // open and half-closed streams
+	// headerBytes is what the header lists of those streams hold
+	// (h2Settings.headerBudget).
+	headerBytes int
+	queue       []*h2Exchange // streams waiting for a handler
+	handlers    int           // handlers running
 	// recentReset are the last streams the gateway reset, on which the
 	// client may still have frames in flight: those are dropped quietly
 	// (RFC 9113 5.1). Twice the stream limit covers every stream the
@@ -356,6 +359,10 @@ func (hc *h2Conn) handlerDone() {
 // the gateway ended it, or the connection is ending. Its handler, if it
 // runs, sees the stream reset; one that never ran is dropped.
 func (hc *h2Conn) closeStream(x *h2Exchange) {
+	if hc.streams[x.id] == x {
+		hc.headerBytes -= x.headerBytes
+		x.headerBytes = 0
+	}
 	delete(hc.streams, x.id)
 	if len(hc.streams) == 0 {
 		hc.lastActive = monoNow()

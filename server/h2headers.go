@@ -271,12 +271,23 @@ func (hc *h2Conn) endRequestHead(x *h2Exchange, id uint32) error {
 		releaseH2Exchange(x)
 		return hc.streamError(id, http2.ErrCodeProtocol)
 	}
+	size := hc.set.maxHeaderBytes - b.remain
 	hc.mu.Lock()
-	defer hc.mu.Unlock()
 	if hc.dead {
+		hc.mu.Unlock()
 		releaseH2Exchange(x)
 		return nil
 	}
+	if hc.headerBytes+size > hc.set.headerBudget && len(hc.streams) > 0 {
+		// The open streams hold as many header bytes as the connection
+		// may: this one waits for them (REFUSED_STREAM: not processed).
+		hc.mu.Unlock()
+		releaseH2Exchange(x)
+		return hc.streamError(id, http2.ErrCodeRefusedStream)
+	}
+	defer hc.mu.Unlock()
+	hc.headerBytes += size
+	x.headerBytes = size
 	x.open(hc, id, state)
 	hc.streams[id] = x
 	if !hc.startHandler(x) {

@@ -51,6 +51,9 @@ type h2State struct {
 	// (-1: none), gotLen what came.
 	reof, bodyClosed bool
 	declLen, gotLen  int64
+	// headerBytes is the size of the request's header list, counted in
+	// its connection's headerBytes while the stream is open.
+	headerBytes int
 	// recvWindow is what the client may still send on the stream;
 	// recvTaken what was read since the last WINDOW_UPDATE.
 	recvWindow, recvTaken int64
