@@ -390,6 +390,23 @@ type llmStream struct {
 	obs      backend.StreamObserver
 	observed bool
 	keepOnce bool // the next Close does nothing (Detach)
+
+	// A read prime waits for at most until its bound (readWithin) runs in
+	// a goroutine of its own, reading src into in and sending its result
+	// on reads: pending says it is under way (the next read waits for
+	// it), ready that it came, as readN and readErr. reads and timer stay
+	// with the pooled stream.
+	pending, ready bool
+	readN          int
+	readErr        error
+	reads          chan readResult
+	timer          *time.Timer
+}
+
+// readResult is what a read of the provider's stream returned.
+type readResult struct {
+	n   int
+	err error
 }
 
 var llmStreams = sync.Pool{New: func() any { return &llmStream{in: make([]byte, 16<<10)} }}
@@ -445,7 +462,7 @@ func (ls *llmStream) Read(p []byte) (int, error) {
 // get of them to dst. The stream is done after its end, or after an error
 // event.
 func (ls *llmStream) step(dst []byte) []byte {
-	n, err := ls.src.Read(ls.in)
+	n, err := ls.read()
 	if n > 0 {
 		var ferr error
 		dst, ferr = ls.s.Feed(dst, ls.in[:n])
@@ -476,6 +493,48 @@ func (ls *llmStream) step(dst []byte) []byte {
 		}
 	}
 	return dst
+}
+
+// read reads the provider's next bytes into in: those of the read prime
+// left (readWithin), or of a new one.
+func (ls *llmStream) read() (int, error) {
+	switch {
+	case ls.ready:
+		ls.ready = false
+		n, err := ls.readN, ls.readErr
+		ls.readErr = nil
+		return n, err
+	case ls.pending:
+		r := <-ls.reads
+		ls.pending = false
+		return r.n, r.err
+	}
+	return ls.src.Read(ls.in)
+}
+
+// readWithin starts the provider's next read, in a goroutine of its own,
+// and waits for it until t fires. It reports whether the read came in
+// time (the next read returns it); if not, the read goes on (the next
+// read waits for it), and nothing else may read src or in meanwhile.
+func (ls *llmStream) readWithin(t *time.Timer) bool {
+	if ls.reads == nil {
+		ls.reads = make(chan readResult, 1)
+	}
+	ls.pending = true
+	go ls.readAhead()
+	select {
+	case r := <-ls.reads:
+		ls.pending, ls.ready, ls.readN, ls.readErr = false, true, r.n, r.err
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// readAhead is readWithin's read.
+func (ls *llmStream) readAhead() {
+	n, err := ls.src.Read(ls.in)
+	ls.reads <- readResult{n, err}
 }
 
 // Close ends the exchange: the upstream body is closed (its connection
@@ -673,15 +732,18 @@ func (ls *llmStream) guardedFlush() {
 // primeMax bounds the client's events held back while a stream is primed,
 // and primeWait the time: a provider that thinks long before its first
 // token (a reasoning model) sends keep-alives meanwhile, which then reach
-// the client as they come.
+// the client as they come, and one that goes quiet after its head gets
+// its head and what it sent so far to the client all the same.
 const primeMax = 64 << 10
 
 var primeWait = newAtomicInt64(int64(10 * time.Second)) // atomic so that tests can shorten it
 
 // prime reads a translated stream before the client's head is written,
 // holding the client's events back, until the answer begins (its first
-// delta), primeMax of events are held, primeWait has passed at the end of
-// a read, or the stream ends. It reports a
+// delta), primeMax of events are held, primeWait has passed (by a timer:
+// a provider that sends nothing more does not hold the client's head
+// forever; the read under way then carries on as the stream's next), or
+// the stream ends. It reports a
 // stream that failed before its answer began (the provider's error event,
 // a stream that broke or was cut), with why in x.early: the client has
 // had nothing of it, so another provider may answer instead. A client
@@ -689,13 +751,19 @@ var primeWait = newAtomicInt64(int64(10 * time.Second)) // atomic so that tests 
 // the client reads.
 func (ls *llmStream) prime() bool {
 	s := ls.s
-	until := monoNow() + time.Duration(primeWait.Load())
+	wait := time.Duration(primeWait.Load())
+	if ls.timer == nil {
+		ls.timer = time.NewTimer(wait)
+	} else {
+		ls.timer.Reset(wait)
+	}
+	defer ls.timer.Stop()
 	for !ls.done && !s.Answered() {
 		if _, failed := s.ProviderFailure(); failed {
 			break // a same-format stream passes it on and reads on
 		}
-		if monoNow() > until {
-			break
+		if !ls.readWithin(ls.timer) {
+			break // primeWait passed: the client's head goes out
 		}
 		if ls.guard != nil {
 			ls.guardedRead()
@@ -735,6 +803,14 @@ func (ls *llmStream) abandon() {
 // closeUpstream closes the provider's body (its connection pooled when it
 // was read to its end) and the decoder over it.
 func (ls *llmStream) closeUpstream() {
+	if ls.pending {
+		// The read prime left under way has the body: it ends when the
+		// provider sends, its deadline passes or the client's watch cuts
+		// it, as a read of the stream's own would.
+		<-ls.reads
+		ls.pending = false
+	}
+	ls.ready, ls.readErr = false, nil
 	_ = ls.x.upResp.CloseBodyStream()
 	if ls.dec != nil {
 		ls.dec.Close()
@@ -750,8 +826,8 @@ func (ls *llmStream) recycle() {
 	if ls.guard != nil {
 		releaseStreamGuard(ls.guard)
 	}
-	in, out := ls.in, ls.out[:0]
-	*ls = llmStream{in: in, out: out}
+	in, out, reads, timer := ls.in, ls.out[:0], ls.reads, ls.timer
+	*ls = llmStream{in: in, out: out, reads: reads, timer: timer}
 	llmStreams.Put(ls)
 }
 

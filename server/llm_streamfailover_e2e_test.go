@@ -400,6 +400,126 @@ func TestLLMStreamPrimeWait(t *testing.T) {
 	}
 }
 
+// TestLLMStreamPrimeWaitQuiet: a stream held back for failover goes out
+// once primeWait has passed also when the provider sends nothing more
+// after its head (or after its role chunk, or a keep-alive): the bound is
+// a timer, not a check made when the next bytes come. The stream then
+// goes on as any stream that answered: its end reaches the client, and so
+// does its failure, with no other provider asked.
+func TestLLMStreamPrimeWaitQuiet(t *testing.T) {
+	old := primeWait.Swap(int64(100 * time.Millisecond))
+	t.Cleanup(func() { primeWait.Store(old) })
+
+	const (
+		oaiRole = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+		oaiRest = `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"late"},"finish_reason":null}]}` + "\n\n" +
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}` + "\n\n" +
+			"data: [DONE]\n\n"
+		antStart = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+	)
+	for _, tc := range []struct {
+		name, kind string
+		prelude    string // what the provider sends before it goes quiet
+		before     string // what the client reads of it before the provider goes on
+		rest       string // what the provider sends then ("": it cuts the stream)
+		want       string // what the client's stream ends with
+	}{
+		{name: "head only", kind: "openAI", rest: oaiRole + oaiRest, want: "data: [DONE]\n\n"},
+		{name: "role chunk", kind: "openAI", prelude: oaiRole, before: `"role":"assistant"`, rest: oaiRest, want: "data: [DONE]\n\n"},
+		{name: "keep-alive then cut", kind: "anthropic", prelude: antStart + ": keepalive\n\n", before: ": keepalive", want: `"error"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			free := func() { releaseOnce.Do(func() { close(release) }) }
+			t.Cleanup(free)
+			quiet := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(200)
+				io.WriteString(w, tc.prelude)
+				w.(http.Flusher).Flush()
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+				if tc.rest == "" {
+					c, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						c.Close()
+					}
+					return
+				}
+				io.WriteString(w, tc.rest)
+			}))
+			t.Cleanup(quiet.Close)
+			o := llmtest.NewOpenAI(t)
+			o.APIKey = "k"
+			tg := startGateway(t, failoverConfig(strings.TrimPrefix(quiet.URL, "http://"), tc.kind, o.Addr(), "openAI"), nil)
+
+			type result struct {
+				resp *http.Response
+				err  error
+			}
+			head := make(chan result, 1)
+			go func() {
+				resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json",
+					strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+				head <- result{resp, err}
+			}()
+			var r result
+			select {
+			case r = <-head:
+			case <-time.After(5 * time.Second):
+				free()
+				t.Fatal("no response head while the provider is quiet: the stream is held back past primeWait")
+			}
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			defer r.resp.Body.Close()
+			if r.resp.StatusCode != 200 {
+				t.Fatalf("status %d", r.resp.StatusCode)
+			}
+			br := bufio.NewReader(r.resp.Body)
+			if tc.before != "" {
+				// What the provider sent before going quiet came too.
+				got := make(chan string, 1)
+				go func() {
+					var seen strings.Builder
+					for {
+						line, err := br.ReadString('\n')
+						seen.WriteString(line)
+						if err != nil || strings.Contains(line, tc.before) {
+							got <- seen.String()
+							return
+						}
+					}
+				}()
+				select {
+				case seen := <-got:
+					if !strings.Contains(seen, tc.before) {
+						t.Fatalf("before the provider went on: %q; want %q", seen, tc.before)
+					}
+				case <-time.After(5 * time.Second):
+					free()
+					t.Fatalf("%q held back while the provider is quiet", tc.before)
+				}
+			}
+			free()
+			rest, _ := io.ReadAll(br)
+			if !strings.Contains(string(rest), tc.want) {
+				t.Fatalf("the rest: %q; want %q", rest, tc.want)
+			}
+			if n := len(o.Requests()); n != 0 {
+				t.Errorf("the second provider got %d requests, want none: the first had answered", n)
+			}
+		})
+	}
+}
+
 // TestLLMStreamFailoverThenSkipped: when the providers after one whose
 // stream failed before its answer are all skipped (their model's
 // authorization refuses the request), the failure is the answer, in the
