@@ -1072,3 +1072,128 @@ func TestLLMRepeatedModelIsSentOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMGeminiEmptyTextPart: Gemini often ends an answer with an empty
+// text part after its function calls. It makes no content block for an
+// Anthropic client (whose API refuses an empty text block when the turn
+// is sent back) and no message item for a Responses client, streamed or
+// not: the client sees the function call alone.
+func TestLLMGeminiEmptyTextPart(t *testing.T) {
+	g := llmtest.NewGemini(t)
+	tg := startGateway(t, llmConfig(`gemini: {}`, g.Addr(), `backendAuth: {key: `+g.APIKey+`}`, ""), nil)
+	call := llmtest.ToolCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}
+	for _, tc := range []struct {
+		path, body string
+		// types are the kinds of the answer's blocks or items: for a
+		// stream, those started and those of the final answer.
+		types func(t *testing.T, body []byte, stream bool) []string
+	}{
+		{"/v1/messages", `{"model":"gemini-2.5-flash","max_tokens":50,"messages":[{"role":"user","content":"weather?"}]`, messagesBlockTypes},
+		{"/v1/responses", `{"model":"gemini-2.5-flash","input":"weather?"`, responsesItemTypes},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s stream=%v", tc.path, stream), func(t *testing.T) {
+				g.Enqueue(llmtest.Reply{ToolCalls: []llmtest.ToolCall{call}, EmptyTextLast: true})
+				body := tc.body + `}`
+				if stream {
+					body = tc.body + `,"stream":true}`
+				}
+				resp, err := http.Post(tg.url(8080)+tc.path, "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("%d %v: %s", resp.StatusCode, err, out)
+				}
+				want := "tool_use"
+				if tc.path == "/v1/responses" {
+					want = "function_call"
+				}
+				got := tc.types(t, out, stream)
+				for _, typ := range got {
+					if typ != want {
+						t.Fatalf("the answer has %v; want %s alone:\n%s", got, want, out)
+					}
+				}
+				if len(got) == 0 {
+					t.Fatalf("no %s in the answer:\n%s", want, out)
+				}
+			})
+		}
+	}
+}
+
+// sseData is the JSON data of each event of an SSE stream.
+func sseData(t *testing.T, body []byte) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// messagesBlockTypes are the types of a Messages answer's content blocks
+// (a stream's started ones).
+func messagesBlockTypes(t *testing.T, body []byte, stream bool) []string {
+	var types []string
+	if !stream {
+		var m struct{ Content []struct{ Type string } }
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range m.Content {
+			types = append(types, b.Type)
+		}
+		return types
+	}
+	for _, ev := range sseData(t, body) {
+		if ev["type"] == "content_block_start" {
+			b, _ := ev["content_block"].(map[string]any)
+			types = append(types, fmt.Sprint(b["type"]))
+		}
+	}
+	return types
+}
+
+// responsesItemTypes are the types of a Responses answer's output items
+// (a stream's added ones and its completed response's).
+func responsesItemTypes(t *testing.T, body []byte, stream bool) []string {
+	var types []string
+	output := func(r any) {
+		m, _ := r.(map[string]any)
+		items, _ := m["output"].([]any)
+		for _, it := range items {
+			i, _ := it.(map[string]any)
+			types = append(types, fmt.Sprint(i["type"]))
+		}
+	}
+	if !stream {
+		var r map[string]any
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		output(r)
+		return types
+	}
+	for _, ev := range sseData(t, body) {
+		switch ev["type"] {
+		case "response.output_item.added":
+			i, _ := ev["item"].(map[string]any)
+			types = append(types, fmt.Sprint(i["type"]))
+		case "response.completed":
+			output(ev["response"])
+		}
+	}
+	return types
+}

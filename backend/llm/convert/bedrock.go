@@ -260,7 +260,9 @@ func (t *translator) readBedrockResponse(body []byte) error {
 		c := &g.Output.Message.Content[i]
 		switch {
 		case c.Text.IsString():
-			r.blocks = append(r.blocks, block{kind: kText, text: c.Text})
+			if len(c.Text) > 2 { // an empty text block makes none
+				r.blocks = append(r.blocks, block{kind: kText, text: c.Text})
+			}
 		case c.ToolUse.Name != "":
 			r.blocks = append(r.blocks, block{kind: kToolUse, id: c.ToolUse.ToolUseID, name: c.ToolUse.Name, input: c.ToolUse.Input})
 		case c.ReasoningContent.ReasoningText.Text.IsString():

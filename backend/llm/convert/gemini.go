@@ -205,6 +205,8 @@ func (t *translator) readGeminiResponse(body []byte) error {
 				b.id = string(r.names[start:])
 			}
 			r.blocks = append(r.blocks, b)
+		case emptyPart(p):
+			// No block for an empty text part (Gemini often ends with one).
 		case p.Text.IsString() && p.Thought:
 			r.addText(kThinking, p.Text, p.ThoughtSignature)
 		case p.Text.IsString():
@@ -213,6 +215,13 @@ func (t *translator) readGeminiResponse(body []byte) error {
 	}
 	r.stop = geminiStop(c.FinishReason, calls > 0)
 	return nil
+}
+
+// emptyPart reports a text part with no text (and, for a thought, no
+// signature either): nothing a client's block or item could carry.
+func emptyPart(p *llm.GeminiPart) bool {
+	return p.FunctionCall.Name == "" && p.Text.IsString() && len(p.Text) == 2 &&
+		(!p.Thought || !p.ThoughtSignature.IsString() || len(p.ThoughtSignature) == 2)
 }
 
 func geminiUsage(u *llm.GeminiUsage) Usage {

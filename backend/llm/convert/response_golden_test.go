@@ -16,10 +16,12 @@ func TestResponseGolden(t *testing.T) {
 		{desc: "messages: stop sequence", file: "stop-sequence.messages.json"},
 		{desc: "gemini: thought and text parts, cached and thought tokens", file: "text.gemini.json"},
 		{desc: "gemini: function call without id", file: "call.gemini.json"},
+		{desc: "gemini: empty text parts around a function call make no block", file: "call-empty.gemini.json"},
 		{desc: "gemini: blocked by safety", file: "safety.gemini.json"},
 		{desc: "bedrock: max tokens, cache read and write", file: "text.bedrock.json"},
 		{desc: "bedrock: reasoning, text and tool use", file: "tools.bedrock.json"},
 		{desc: "bedrock: guardrail intervened", file: "guardrail.bedrock.json"},
+		{desc: "bedrock: an empty text block after a tool use makes none", file: "tool-empty.bedrock.json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

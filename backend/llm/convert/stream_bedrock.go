@@ -57,6 +57,9 @@ func (s *Stream) bedrockMessage(dst []byte, m *llm.EventMessage) []byte {
 			return dst
 		}
 		if i < 0 {
+			if k == kText && len(d.Text) == 2 {
+				return dst // an empty text delta starts no block
+			}
 			dst, i = s.openBlock(dst, k, "", "", d.ReasoningContent.RedactedContent)
 			s.rd.setMapped(e.ContentBlockIndex, i)
 		}

@@ -52,6 +52,11 @@ func (s *Stream) geminiEvent(dst, data []byte) []byte {
 			dst = s.delta(dst, i, dArgs, s.scratch[start:])
 			s.scratch = s.scratch[:start]
 			dst = s.closeBlock(dst)
+		case emptyPart(p):
+			// Gemini often ends a stream with an empty text part: it makes
+			// no block (an Anthropic client would get an empty text block,
+			// which its API refuses when the turn is sent back; a Responses
+			// client an empty message item).
 		case p.Text.IsString() && p.Thought:
 			dst, i = s.ensureOpen(dst, kThinking)
 			dst = s.delta(dst, i, dThinking, p.Text)

@@ -91,7 +91,9 @@ var streamCases = []struct{ desc, file string }{
 	{desc: "messages: thinking with signature, text, tool use, ping", file: "text-tools.messages.sse"},
 	{desc: "messages: error event mid-stream", file: "error.messages.sse"},
 	{desc: "gemini: thought, text, whole function call, usage at the end", file: "text-call.gemini.sse"},
+	{desc: "gemini: empty text parts around a function call make no block", file: "call-empty.gemini.sse"},
 	{desc: "bedrock: reasoning, text, tool use, metadata", file: "text-tool.bedrock.events"},
+	{desc: "bedrock: an empty text block after a tool use makes none", file: "tool-empty.bedrock.events"},
 	{desc: "bedrock: throttling exception mid-stream", file: "exception.bedrock.events"},
 }
 

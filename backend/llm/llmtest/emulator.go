@@ -77,6 +77,11 @@ type Reply struct {
 	// stream format after the content, in place of the finishing events
 	// (stop reason, usage, [DONE]). Only its Type and Message are used.
 	StreamError *Failure
+	// EmptyTextLast (Gemini and Vertex's Gemini models only) ends the
+	// answer with an empty text part after its function calls, as Gemini
+	// often ends one; streamed, in a last event of its own that carries
+	// the finish reason and the usage.
+	EmptyTextLast bool
 }
 
 func (Reply) isAnswer() {}

@@ -228,7 +228,11 @@ func (f geminiFlavor) generate(x *exchange) {
 		if t := rep.text(); t != "" || len(callParts) == 0 {
 			parts = append(parts, obj{{"text", t}})
 		}
-		x.writeJSON(chunk(append(parts, callParts...), finish, true), rep.DropAfter)
+		parts = append(parts, callParts...)
+		if rep.EmptyTextLast {
+			parts = append(parts, obj{{"text", ""}})
+		}
+		x.writeJSON(chunk(parts, finish, true), rep.DropAfter)
 		return
 	}
 
@@ -275,7 +279,12 @@ func (f geminiFlavor) generate(x *exchange) {
 		}
 		return
 	}
-	send(chunk(append(last, callParts...), finish, true))
+	if rep.EmptyTextLast {
+		send(chunk(append(last, callParts...), "", false))
+		send(chunk([]obj{{{"text", ""}}}, finish, true))
+	} else {
+		send(chunk(append(last, callParts...), finish, true))
+	}
 	if !sse {
 		st.send([]byte("]"))
 	}
