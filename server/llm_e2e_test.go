@@ -1197,3 +1197,56 @@ func responsesItemTypes(t *testing.T, body []byte, stream bool) []string {
 	}
 	return types
 }
+
+// TestLLMStreamWithoutLastBlankLine: a provider that sends its whole
+// stream, its end marker included ("data: [DONE]", message_stop), but not
+// the blank line after it has answered whole: the client gets a complete
+// stream, ended as its format ends one, in its own format or translated,
+// over HTTP/1.1 and HTTP/2. It used to be taken for a cut stream: a
+// passed-through one was cut (the OpenAI SDK failed with "terminated"), a
+// translated one ended with an error event.
+func TestLLMStreamWithoutLastBlankLine(t *testing.T) {
+	chat := func(usage bool) string {
+		opt := ""
+		if usage {
+			opt = `"stream_options":{"include_usage":true},`
+		}
+		return `{"model":"m","stream":true,` + opt + `"messages":[{"role":"user","content":"hi"}]}`
+	}
+	const messages = `{"model":"m","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name, provider, path, body, end string
+		emulator                        func(t *testing.T) (*llmtest.Server, string)
+	}{
+		{"openAI to chat", `openAI: {}`, "/v1/chat/completions", chat(true), "data: [DONE]\n\n",
+			func(t *testing.T) (*llmtest.Server, string) { o := llmtest.NewOpenAI(t); return o.Server, o.APIKey }},
+		{"openAI to chat without usage", `openAI: {}`, "/v1/chat/completions", chat(false), "data: [DONE]\n\n",
+			func(t *testing.T) (*llmtest.Server, string) { o := llmtest.NewOpenAI(t); return o.Server, o.APIKey }},
+		{"openAI to messages", `openAI: {}`, "/v1/messages", messages, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+			func(t *testing.T) (*llmtest.Server, string) { o := llmtest.NewOpenAI(t); return o.Server, o.APIKey }},
+		{"anthropic to messages", `anthropic: {}`, "/v1/messages", messages, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+			func(t *testing.T) (*llmtest.Server, string) { a := llmtest.NewAnthropic(t); return a.Server, a.APIKey }},
+		{"anthropic to chat", `anthropic: {}`, "/v1/chat/completions", chat(false), "data: [DONE]\n\n",
+			func(t *testing.T) (*llmtest.Server, string) { a := llmtest.NewAnthropic(t); return a.Server, a.APIKey }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, key := tc.emulator(t)
+			tg := startGateway(t, llmConfig(tc.provider, e.Addr(), `backendAuth: {key: `+key+`}`, ""), nil)
+			for _, client := range []*http.Client{http.DefaultClient, h2cClient()} {
+				e.Enqueue(llmtest.Reply{Chunks: []string{"all ", "of ", "it"}, NoLastBlankLine: true})
+				resp, err := client.Post(tg.url(8080)+tc.path, "application/json", strings.NewReader(tc.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("%s: status %d, %v: the stream was cut:\n%s", resp.Proto, resp.StatusCode, err, got)
+				}
+				if !strings.HasSuffix(string(got), tc.end) || strings.Contains(string(got), "error") || !strings.Contains(string(got), `"it"`) {
+					t.Fatalf("%s: want the whole answer, ended with %q:\n%s", resp.Proto, tc.end, got)
+				}
+			}
+		})
+	}
+}

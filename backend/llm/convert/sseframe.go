@@ -89,6 +89,25 @@ func (f *sseFramer) pending() bool {
 	return len(f.data) > 0 || (len(f.line) > 0 && f.line[0] != ':')
 }
 
+// last returns the event the stream ended inside (pending), as if the
+// line or blank line missing at its end had come, and forgets it; ok is
+// false when there is none, or it outgrew the bound. The SSE spec
+// discards such an event: the caller decides whether it was whole.
+func (f *sseFramer) last() (ev sseEvent, ok bool) {
+	if len(f.line) > 0 {
+		line := f.line
+		f.line = f.line[:0]
+		if line[0] != ':' { // a comment line ends nothing
+			if _, _, err := f.process(line); err != nil {
+				f.data = f.data[:0]
+				return ev, false
+			}
+		}
+	}
+	ev, ok, _ = f.dispatch()
+	return ev, ok
+}
+
 func indexEOL(b []byte) int {
 	for i, c := range b {
 		if c == '\n' || c == '\r' {

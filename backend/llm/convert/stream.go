@@ -274,7 +274,26 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 	if s.rd.ended {
 		return dst, nil
 	}
-	if s.rd.stopped && !s.sse.pending() && !s.es.Pending() {
+	cut := s.sse.pending() || s.es.Pending()
+	if s.sse.pending() && !s.blind {
+		// The stream ended inside an event: no blank line after it, or not
+		// even the end of its line. The SSE spec drops such an event, but
+		// a provider that sends its end marker ([DONE]) or its last event
+		// whole and stops without that blank line has sent its answer
+		// whole: an event whose data is whole is taken, and counts when it
+		// ends the stream (or stops it: below). One cut inside its data
+		// is no event, and the stream is cut.
+		var ok bool
+		dst, ok = s.lastEvent(dst)
+		if s.err != nil {
+			return dst, s.err
+		}
+		cut = !ok || s.blind
+		if s.rd.ended && !cut {
+			return dst, nil
+		}
+	}
+	if s.rd.stopped && !cut {
 		// Gemini's stream has no last event: a finish reason and the end
 		// of the body are its end. Others may end without their marker.
 		dst = s.passFlushAll(dst)
@@ -290,6 +309,29 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 	}
 	s.err = ErrTruncated
 	return dst, ErrTruncated
+}
+
+// lastEvent reads the event the provider's stream ended inside
+// (sseFramer.last) when its data is whole, [DONE] or a JSON value, as Feed
+// reads an event, and reports whether it did. The client given the
+// provider's bytes as they are gets the blank line that ends it.
+func (s *Stream) lastEvent(dst []byte) ([]byte, bool) {
+	ev, ok := s.sse.last()
+	if !ok || !(string(ev.data) == "[DONE]" || llm.Valid(ev.data)) {
+		return dst, false
+	}
+	if s.pass && !s.strip && !s.mk.pass && !s.tap.on {
+		// Feed sent its bytes as they came (raw): "\n\n" ends its line
+		// if that is open, and the event (after a CR, the first LF only
+		// completes the CRLF; after a whole line, the second is a blank
+		// line more, which ends nothing).
+		dst = append(dst, "\n\n"...)
+	}
+	dst = s.sseEvent(dst, ev)
+	if s.err == nil && s.tap.on {
+		dst = s.tapEvent(dst, ev)
+	}
+	return dst, true
 }
 
 // fail ends the stream with an error event for the client.

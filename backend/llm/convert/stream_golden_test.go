@@ -88,6 +88,11 @@ func streamInput(t testing.TB, file string) (Format, []byte) {
 var streamCases = []struct{ desc, file string }{
 	{desc: "chat: text, two tool calls in pieces, usage chunk", file: "text-tools.chat.sse"},
 	{desc: "chat: ends without finish (CRLF, comment)", file: "truncated.chat.sse"},
+	{desc: "chat: whole, but no blank line after [DONE]", file: "done-unterminated.chat.sse"},
+	{desc: "chat: finish, then cut inside the usage chunk", file: "usage-cut.chat.sse"},
+	{desc: "chat: cut after a whole delta, without its blank line", file: "delta-unterminated.chat.sse"},
+	{desc: "messages: whole, but no blank line after message_stop", file: "stop-unterminated.messages.sse"},
+	{desc: "gemini: whole, but no blank line after the last event", file: "last-unterminated.gemini.sse"},
 	{desc: "messages: thinking with signature, text, tool use, ping", file: "text-tools.messages.sse"},
 	{desc: "messages: error event mid-stream", file: "error.messages.sse"},
 	{desc: "gemini: thought, text, whole function call, usage at the end", file: "text-call.gemini.sse"},
@@ -171,7 +176,9 @@ func TestStreamPassthrough(t *testing.T) {
 			provider, in := streamInput(t, tc.file)
 			info := RequestInfo{Client: provider, Provider: provider, IncludeUsage: true, Stream: true}
 			got := runStream(info, in, []int{len(in) / 3, len(in) / 2})
-			if !bytes.Equal(got.out, in) {
+			// A stream that ends inside an event whose data is whole gets
+			// the blank line that ends it (Stream.lastEvent).
+			if !bytes.Equal(got.out, in) && !bytes.Equal(got.out, append(in[:len(in):len(in)], "\n\n"...)) {
 				t.Errorf("passthrough changed the stream:\n%s", got.out)
 			}
 			other := Chat

@@ -267,6 +267,7 @@ func (f anthropicFlavor) messages(x *exchange) {
 		{"input_tokens", u.InputTokens}, {"cache_creation_input_tokens", 0},
 		{"cache_read_input_tokens", u.CachedInputTokens}, {"output_tokens", u.OutputTokens},
 	}})
+	st.last, st.unterminated = true, rep.NoLastBlankLine
 	event("message_stop")
 }
 

@@ -82,6 +82,10 @@ type Reply struct {
 	// often ends one; streamed, in a last event of its own that carries
 	// the finish reason and the usage.
 	EmptyTextLast bool
+	// NoLastBlankLine (Chat Completions and Anthropic streams) ends the stream
+	// without the line end and blank line after its last event ("data:
+	// [DONE]", message_stop): the provider sent everything else.
+	NoLastBlankLine bool
 }
 
 func (Reply) isAnswer() {}
@@ -601,6 +605,9 @@ type stream struct {
 	rc        *http.ResponseController
 	n         int
 	dropAfter int
+	// last marks the stream's last event, whose line end and blank line
+	// are left out when unterminated is set (Reply.NoLastBlankLine).
+	last, unterminated bool
 }
 
 func (x *exchange) startStream(contentType string, dropAfter int) *stream {
@@ -618,6 +625,9 @@ func (x *exchange) startStream(contentType string, dropAfter int) *stream {
 // send writes one event; it cuts the connection once dropAfter events were
 // sent.
 func (st *stream) send(event []byte) {
+	if st.last && st.unterminated {
+		event = bytes.TrimRight(event, "\r\n")
+	}
 	_, _ = st.x.w.Write(event)
 	_ = st.rc.Flush()
 	st.n++

@@ -349,6 +349,7 @@ func (f openaiFlavor) chat(x *exchange, authorize func(*exchange) bool) {
 		}
 		send(c)
 	}
+	st.last, st.unterminated = true, rep.NoLastBlankLine
 	st.send([]byte("data: [DONE]\n\n"))
 }
 
