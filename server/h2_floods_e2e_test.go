@@ -468,3 +468,43 @@ func TestH2HeaderListBudget(t *testing.T) {
 		t.Fatalf("after the streams closed: %+v", a)
 	}
 }
+
+// TestH2MalformedHeadsAreRefused: an HTTP/2 head whose :method is not a
+// token, whose :path holds whitespace, a control character or a
+// fragment, or whose field value starts or ends with SP or HTAB is
+// malformed (RFC 9113 8.2.1, 8.3.1): its stream is reset, and nothing goes
+// upstream. A :method "GET /admin" and :path "/x" once went to an HTTP/1.1
+// upstream as the request line "GET /admin /x HTTP/1.1", routed and
+// authorized as /x.
+func TestH2MalformedHeadsAreRefused(t *testing.T) {
+	up := echoProtoUpstream(t)
+	tg := startGateway(t, oneRoute(up), nil)
+	h := dialH2Raw(t, tg.addr(3000))
+	answers := map[uint32]*h2Answer{}
+	id := uint32(1)
+	for _, tc := range []struct {
+		method, path string
+		fields       []string
+	}{
+		{"GET /admin", "/x", nil},
+		{"GET\t", "/x", nil},
+		{"GET", "/x HTTP/1.0", nil},
+		{"GET", "/x\t/admin", nil},
+		{"GET", "/x#frag", nil},
+		{"GET", "/x\x7f", nil},
+		{"GET", "/x", []string{"x-a", " lead"}},
+		{"GET", "/x", []string{"x-a", "trail\t"}},
+	} {
+		if err := h.request(id, tc.method, tc.path, true, tc.fields...); err != nil {
+			t.Fatal(err)
+		}
+		a := h.answer(t, answers, id)
+		if !a.wasReset || a.reset != http2.ErrCodeProtocol || a.status != "" {
+			t.Errorf("%q %q %q: %+v, want a reset (PROTOCOL_ERROR)", tc.method, tc.path, tc.fields, a)
+		}
+		id += 2
+	}
+	if a := h.get(t, answers, id, "/ok?q=a%20b"); a.status != "200" || string(a.body) != "GET /ok?q=a%20b " {
+		t.Fatalf("a well-formed request: %+v", a)
+	}
+}

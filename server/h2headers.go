@@ -179,7 +179,9 @@ func (hc *h2Conn) onField(f hpack.HeaderField) {
 		return
 	}
 	b.sawRegular = true
-	if !validH2FieldName(f.Name) {
+	if !validH2FieldName(f.Name) || edgeSpace(f.Value) {
+		// A value may not start or end with SP or HTAB (RFC 9113
+		// 8.2.1).
 		b.malformed = true
 		return
 	}
@@ -318,4 +320,9 @@ func (hc *h2Conn) endTrailers(id uint32) error {
 	x.trailers = append(x.trailers, b.fields...)
 	x.endRemote()
 	return nil
+}
+
+// edgeSpace reports whether v starts or ends with SP or HTAB.
+func edgeSpace(v string) bool {
+	return len(v) > 0 && (v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t')
 }

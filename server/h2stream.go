@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -136,7 +137,9 @@ func (x *h2Exchange) open(hc *h2Conn, id uint32, state int) {
 // and what the path's checks of HTTP/1.x expect.
 func (x *h2Exchange) request(b *h2Block) bool {
 	h := &x.fctx.Request.Header
-	if b.method == "" {
+	if !httpguts.ValidHeaderFieldName(b.method) {
+		// A method is a token (RFC 9110 9.1): "GET /admin" would be a
+		// request line of its own to an HTTP/1.1 upstream.
 		return false
 	}
 	if b.method == fasthttp.MethodConnect {
@@ -149,7 +152,7 @@ func (x *h2Exchange) request(b *h2Block) bool {
 		if b.path == "" || b.scheme != "http" && b.scheme != "https" {
 			return false
 		}
-		if b.path[0] != '/' && (b.path != "*" || b.method != fasthttp.MethodOptions) {
+		if b.path[0] != '/' && (b.path != "*" || b.method != fasthttp.MethodOptions) || !validTarget(b.path) {
 			return false
 		}
 		h.SetRequestURI(b.path)
@@ -598,4 +601,17 @@ func (hc *h2Conn) copyBody(x *h2Exchange, body io.Reader) error {
 			return err
 		}
 	}
+}
+
+// validTarget reports whether an HTTP/2 :path holds a request target an
+// HTTP/1.1 request line can carry as it is: no whitespace or control
+// characters (RFC 9112 3.2; HTTP/1.1 requests with them get 400 here
+// too), and no fragment.
+func validTarget(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c == 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
 }
