@@ -259,7 +259,7 @@ func connTooOldNow(b *bind, c net.Conn) bool {
 // request to be served in HTTP/1.1, when the request does not qualify.
 func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	h := &fctx.Request.Header
-	if !bytes.EqualFold(h.Peek(fasthttp.HeaderUpgrade), tokenH2C) || declaredBodyLen(h) != 0 || !connectionNames(h, headerHTTP2Settings) {
+	if !h.IsHTTP11() || !bytes.EqualFold(h.Peek(fasthttp.HeaderUpgrade), tokenH2C) || declaredBodyLen(h) != 0 || !connectionNames(h, headerHTTP2Settings) {
 		return false
 	}
 	raw := h.Peek("HTTP2-Settings")

@@ -203,13 +203,15 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		status := respondErrorClose(fctx, fasthttp.StatusHTTPVersionNotSupported, "HTTP version not supported")
 		return end(status)
 	}
-	if n, upgrade := headerCount(&fctx.Request.Header); n > bc.frontend.maxHeaders {
+	if n, upgrade, connection := headerCount(&fctx.Request.Header); n > bc.frontend.maxHeaders {
 		status := respondErrorClose(fctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "too many request headers")
 		return end(status)
 	} else if upgrade && !overTLS && rs.h2 == nil && !expecting && b.upgradeH2C(fctx) {
 		// Served from here on in HTTP/2, this request on its stream 1.
 		releaseState(rs)
 		return nil, fasthttp.StatusSwitchingProtocols, true
+	} else if connection {
+		dropConnectionNamed(&fctx.Request.Header, upgrade)
 	}
 	if bc.connect {
 		// A CONNECT bind: tunnels, not routes (connect.go).
@@ -325,14 +327,46 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 
 // headerCount counts a request's header fields, as RequestHeader.Len does,
 // and reports whether one of them is Upgrade, in the same pass.
-func headerCount(h *fasthttp.RequestHeader) (n int, upgrade bool) {
+func headerCount(h *fasthttp.RequestHeader) (n int, upgrade, connection bool) {
 	for k := range h.All() {
 		n++
-		if len(k) == len(headerUpgrade) && bytes.EqualFold(k, headerUpgrade) {
-			upgrade = true
+		switch len(k) {
+		case len(headerUpgrade):
+			upgrade = upgrade || bytes.EqualFold(k, headerUpgrade)
+		case len(headerConnection):
+			connection = connection || bytes.EqualFold(k, headerConnection)
 		}
 	}
-	return n, upgrade
+	return n, upgrade, connection
+}
+
+// dropConnectionNamed removes the fields the client's Connection field
+// names, which are this hop's alone (RFC 9110 7.6.1), before any policy
+// runs: removed when the request goes upstream, they took the fields a
+// policy set under the same names with them (a client naming
+// x-gateway-verified in Connection stripped what a route set). Connection
+// then says only what this hop keeps of it: the upgrade of an upgrade
+// request (its Upgrade field stays), else nothing (close is the header's
+// flag, kept).
+func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
+	upgrade = upgrade && isUpgrade(h)
+	del := h.DelBytes
+	if upgrade {
+		del = delExceptUpgrade(h)
+	}
+	// (Deleting fields leaves the values PeekAll returned in place.)
+	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+		removeConnectionTokens(v, del)
+	}
+	if upgrade {
+		h.SetBytesKV(headerConnection, headerUpgrade)
+		return
+	}
+	closing := h.ConnectionClose()
+	h.DelBytes(headerConnection)
+	if closing {
+		h.SetConnectionClose()
+	}
 }
 
 // runResponse runs the response policies: the route's (when one was

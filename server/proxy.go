@@ -541,11 +541,25 @@ func appendIPv4(dst []byte, ip net.IP) []byte {
 // TLS, with a body) leaves an HTTP/1.1 request whose Upgrade and
 // HTTP2-Settings go as any hop-by-hop field.
 func isUpgrade(h *fasthttp.RequestHeader) bool {
-	if !h.ConnectionUpgrade() {
+	if !h.ConnectionUpgrade() || !h.IsHTTP11() {
+		// (An HTTP/1.0 request's Upgrade is ignored: RFC 9110 7.8.)
 		return false
 	}
-	u := h.Peek("Upgrade")
-	return len(u) > 0 && !bytes.EqualFold(u, tokenH2C)
+	offered := false
+	for _, v := range h.PeekAll(fasthttp.HeaderUpgrade) {
+		for tok := range bytes.SplitSeq(v, listComma) {
+			tok = bytes.TrimSpace(tok)
+			if bytes.EqualFold(tok, tokenH2C) {
+				// h2c is this hop's alone, wherever it is offered
+				// ("Upgrade: foo, h2c", a second Upgrade line): an
+				// upstream's 101 would make the connection a tunnel
+				// past routes and policies.
+				return false
+			}
+			offered = offered || len(tok) > 0
+		}
+	}
+	return offered
 }
 
 // onlyContinueExpected reports whether every Expect line of the request

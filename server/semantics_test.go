@@ -342,3 +342,122 @@ func TestSemUpgrade(t *testing.T) {
 		t.Fatalf("refused upgrade: %d %q", resp2.StatusCode, body)
 	}
 }
+
+// TestSemConnectionNamesOnlyTheClientsFields: the fields a client names in
+// Connection are its hop's alone and go before any policy runs, so a field
+// a route's policy sets under such a name reaches the upstream. A client
+// naming x-gateway-verified in Connection once stripped what the route
+// set. Connection: close still closes the client's connection.
+func TestSemConnectionNamesOnlyTheClientsFields(t *testing.T) {
+	ch := make(chan seen, 2)
+	up := recordingUpstream(t, ch)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        requestHeaderModifier: {set: {x-gateway-verified: "true"}, add: {x-tier: free}}
+      backends: [{host: `+up+`}]
+`, nil)
+	for _, closing := range []bool{false, true} {
+		conn := "x-gateway-verified, X-Tier, x-client-hop"
+		if closing {
+			conn = "close, " + conn
+		}
+		req, _ := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
+		req.Header.Set("Connection", conn)
+		req.Header.Set("X-Client-Hop", "1")
+		req.Header.Set("X-Gateway-Verified", "forged")
+		resp, body := do(t, req)
+		got := <-ch
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("status %d body %q", resp.StatusCode, body)
+		}
+		if v := got.header.Values("X-Gateway-Verified"); len(v) != 1 || v[0] != "true" {
+			t.Errorf("close=%v: upstream X-Gateway-Verified %q, want the route's", closing, v)
+		}
+		if v := got.header.Get("X-Tier"); v != "free" {
+			t.Errorf("close=%v: upstream X-Tier %q, want the route's", closing, v)
+		}
+		if v := got.header.Get("X-Client-Hop"); v != "" {
+			t.Errorf("close=%v: upstream saw the client's hop field: %q", closing, v)
+		}
+		if resp.Close != closing {
+			t.Errorf("close=%v: the response says close %v", closing, resp.Close)
+		}
+	}
+}
+
+// TestSemH2CUpgradeNeverGoesUpstream: an upgrade to h2c is this hop's
+// alone wherever it is offered: in a list ("foo, h2c"), on a second
+// Upgrade line, or on an HTTP/1.0 request (whose Upgrade is ignored, RFC
+// 9110 7.8). Such a request is served in HTTP/1.1 and its Upgrade does not
+// go upstream, where an upstream's 101 would make the connection a tunnel
+// past routes and policies.
+func TestSemH2CUpgradeNeverGoesUpstream(t *testing.T) {
+	heads := make(chan string, 8)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					var head strings.Builder
+					for {
+						line, err := r.ReadString('\n')
+						if err != nil {
+							return
+						}
+						head.WriteString(line)
+						if line == "\r\n" {
+							break
+						}
+					}
+					heads <- head.String()
+					if strings.Contains(strings.ToLower(head.String()), "upgrade: ") {
+						io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	tg := startGateway(t, oneRoute(ln.Addr().String()), nil)
+	settings := "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+	for _, head := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: foo, h2c\r\n" + settings + "\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: foo\r\nUpgrade: h2c\r\n" + settings + "\r\n",
+		"GET / HTTP/1.0\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" + settings + "\r\n",
+	} {
+		c, err := net.Dial("tcp", tg.addr(3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, head)
+		status, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || !strings.Contains(status, " 200 ") {
+			t.Errorf("%q: status %q %v, want 200", head, status, err)
+		}
+		select {
+		case got := <-heads:
+			if l := strings.ToLower(got); strings.Contains(l, "upgrade") || strings.Contains(l, "http2-settings") {
+				t.Errorf("%q: the upstream got\n%s", head, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q: nothing reached the upstream", head)
+		}
+	}
+}
