@@ -163,6 +163,10 @@ type Listener struct {
 	// the listener of and of its policies (SourcePath, PoliciesPath); ""
 	// for a listener of the binds.
 	at, policiesAt string
+	// gateway is the gateways entry Parse made the listener of, and
+	// inGateway the listener's name there (Gateway); "" for a listener
+	// of the binds.
+	gateway, inGateway string
 }
 
 // ListenerPolicy is `listeners[].policies` (gateway-level policies in

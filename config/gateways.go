@@ -349,6 +349,10 @@ func (f *File) gatewayBind(c checker, ix *gatewayIndex, ng NamedGateway) {
 	// listener whose name is taken).
 	add := func(ref string, register bool, l Listener, at string) {
 		l.at, l.policiesAt = at, at
+		l.gateway, l.inGateway = ng.Name, ng.Name
+		if gw, name, ok := strings.Cut(ref, "/"); ok && gw == ng.Name {
+			l.inGateway = name
+		}
 		if !contains(gatewayProtocols, l.Protocol) {
 			l.Protocol = "" // refused while decoding
 		}

@@ -88,7 +88,7 @@ func TestGatewaysErrors(t *testing.T) {
 		{"mcp on a TCP listener", "gateways: {t: {port: 9, protocol: TCP}}\nmcp: {gateways: t, targets: [{name: a, stdio: {cmd: x}}]}\n", []string{`mcp.gateways: gateway "t" has no HTTP or HTTPS listener (the mcp routes attach to HTTP or HTTPS listeners; the others take tcpRoutes)`}},
 		{"llm on a TLS listener", secure + "llm: {gateways: [secure/egress], models: [{name: a, provider: openAI}]}\n", []string{`llm.gateways[0]: listener "secure/egress" is a TLS listener, which takes tcpRoutes: the llm routes attach to HTTP or HTTPS listeners`}},
 		{"mcp port beside a gateway on it", "gateways: {web: {port: 3000, protocol: TCP}}\nmcp: {targets: [{name: a, stdio: {cmd: x}}]}\n", []string{"mcp.port: port 3000 is already used by gateways.web; attach the mcp section to it with mcp.gateways instead"}},
-		{"targeted policy at a gateway listener", secure + "routes:\n- {gateways: secure/api, backends: [{host: 'a:1'}]}\npolicies:\n- name: {name: p, namespace: default}\n  target: {gateway: {gatewayName: g, gatewayNamespace: default, listenerName: secure/api}}\n  policy: {cors: {allowOrigins: ['*']}}\n", nil},
+		{"targeted policy at a gateway listener", secure + "routes:\n- {gateways: secure/api, backends: [{host: 'a:1'}]}\npolicies:\n- name: {name: p, namespace: default}\n  target: {gateway: {gatewayName: secure, gatewayNamespace: default, listenerName: api}}\n  policy: {cors: {allowOrigins: ['*']}}\n", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -258,4 +258,13 @@ mcp:
 	if f.LLM.Attached() || f.MCP.attached || strings.Join(ports, " ") != "8080:gateways.default 3000:mcp" {
 		t.Errorf("with ports: binds %v, llm attached %v, mcp attached %v; want the sections on their own ports", ports, f.LLM.Attached(), f.MCP.attached)
 	}
+}
+
+// TestPolicyTargetErrorsGolden: a gateway target names one gateway of the
+// file (an entry of gateways, or "default", the listeners of binds) and a
+// listener of it by its own name; what the file does not hold is an error
+// at the field (testdata/targets_invalid.*), never a policy on every
+// gateway.
+func TestPolicyTargetErrorsGolden(t *testing.T) {
+	checkErrorsGolden(t, "targets_invalid.yaml", "targets_invalid.golden")
 }

@@ -189,6 +189,7 @@ func (f *File) crossCheck() Errors {
 	}
 	f.checkAI(v, names)
 	f.checkTelemetry(v, names)
+	f.checkPolicyTargets(v)
 	return errs
 }
 

@@ -1,6 +1,12 @@
 package config
 
-import "github.com/relaygate/gateway/config/decode"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
+)
 
 // TargetedPolicy is an entry of the top-level `policies`: one policy
 // attached to the gateway (every listener, or one by name or port), to
@@ -80,8 +86,11 @@ func (t *PolicyTarget) DecodeNode(n *decode.Node) {
 	decodeExactlyOne(n, (*plain)(t), "gateway", "route", "backend", "listenerSet")
 }
 
-// ListenerTarget is the gateway (a standalone file has one, whatever its
-// name), or one of its listeners by name or bind port.
+// ListenerTarget is a gateway by name, or one of its listeners by name or
+// bind port. The file's gateways are the entries of `gateways`, and the
+// gateway named "default" (agentgateway's name for the gateway of a
+// standalone file), which holds the listeners of the binds (see
+// Listener.Gateway); their namespace is "default".
 type ListenerTarget struct {
 	GatewayName      string  `json:"gatewayName" cfg:"required"`
 	GatewayNamespace string  `json:"gatewayNamespace" cfg:"required"`
@@ -113,4 +122,128 @@ type BackendTarget struct {
 func (t *BackendTarget) DecodeNode(n *decode.Node) {
 	type plain BackendTarget
 	decodeExactlyOne(n, (*plain)(t), "backend", "service")
+}
+
+// DefaultGateway is the name of the gateway the listeners of the binds
+// belong to, as agentgateway names the gateway of a standalone file; a
+// `gateways` entry of that name is the same gateway.
+const DefaultGateway = "default"
+
+// Gateway returns the gateway the listener belongs to and the listener's
+// name there: for a listener Parse made of a `gateways` entry, that entry's
+// name and the listener's own name (the gateway's, for a gateway with one
+// listener); for a listener of the binds, DefaultGateway and its name.
+func (l *Listener) Gateway() (gateway, listener string) {
+	if l.gateway != "" {
+		return l.gateway, l.inGateway
+	}
+	return DefaultGateway, l.Name
+}
+
+// Match reports whether the target names listener l of bind b, and at
+// which level it attaches there: LevelGateway for the whole gateway,
+// LevelListener when it names the listener (by name or port).
+func (t *ListenerTarget) Match(b *Bind, l *Listener) (Level, bool) {
+	gw, name := l.Gateway()
+	if t.GatewayName != gw || !SameNamespace(t.GatewayNamespace, "") {
+		return 0, false
+	}
+	if t.ListenerName != nil && *t.ListenerName != name || t.Port != nil && (b.Port == nil || *t.Port != *b.Port) {
+		return 0, false
+	}
+	if t.ListenerName == nil && t.Port == nil {
+		return LevelGateway, true
+	}
+	return LevelListener, true
+}
+
+// SameNamespace reports whether a target's namespace names an object of
+// the file in namespace ns: one without a namespace ("") is in "" and
+// "default".
+func SameNamespace(target, ns string) bool {
+	return target == ns || ns == "" && target == "default"
+}
+
+// checkPolicyTargets refuses a gateway target that names no gateway, or no
+// listener of it, of the file: such a policy would apply nowhere (or,
+// were the name ignored, everywhere).
+func (f *File) checkPolicyTargets(v checker) {
+	type gatewayInfo struct {
+		listeners []string // names in the gateway
+		ports     []int
+	}
+	gateways := map[string]*gatewayInfo{}
+	var names []string
+	known := func(name string) *gatewayInfo {
+		g := gateways[name]
+		if g == nil {
+			g = &gatewayInfo{}
+			gateways[name] = g
+			names = append(names, name)
+		}
+		return g
+	}
+	fromBinds := false
+	for bi := range f.Binds {
+		b := &f.Binds[bi]
+		for li := range b.Listeners {
+			gw, name := b.Listeners[li].Gateway()
+			if b.Listeners[li].gateway == "" {
+				fromBinds = true
+			}
+			g := known(gw)
+			g.listeners = append(g.listeners, name)
+			if b.Port != nil {
+				g.ports = append(g.ports, *b.Port)
+			}
+		}
+	}
+	// A gateway that failed to decode has no bind, yet it is there.
+	for _, ng := range f.Gateways {
+		known(ng.Name)
+	}
+	for i := range f.Policies {
+		t := f.Policies[i].Target.Gateway
+		if t == nil {
+			continue
+		}
+		path := indexPath("policies", i) + ".target.gateway"
+		if !SameNamespace(t.GatewayNamespace, "") {
+			v.Errorf(path+".gatewayNamespace", "no gateway in namespace %q: the file's gateways are in \"default\"", t.GatewayNamespace)
+			continue
+		}
+		g := gateways[t.GatewayName]
+		if g == nil {
+			hint := "the file has no gateways"
+			if len(names) > 0 {
+				list := slices.Clone(names)
+				for i, n := range list {
+					if n == DefaultGateway && fromBinds {
+						list[i] += " (the listeners of binds)"
+					}
+				}
+				hint = "gateways: " + strings.Join(list, ", ")
+			}
+			v.Errorf(path+".gatewayName", "no gateway named %q (%s)", t.GatewayName, hint)
+			continue
+		}
+		if len(g.listeners) == 0 {
+			continue // refused while decoding
+		}
+		if t.ListenerName != nil && !slices.Contains(g.listeners, *t.ListenerName) {
+			v.Errorf(path+".listenerName", "gateway %q has no listener named %q (listeners: %s)", t.GatewayName, *t.ListenerName, quotedList(g.listeners))
+		}
+		if t.Port != nil && !slices.Contains(g.ports, *t.Port) {
+			v.Errorf(path+".port", "gateway %q has no listener on port %d", t.GatewayName, *t.Port)
+		}
+	}
+}
+
+// quotedList writes names quoted, comma-separated.
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
 }

@@ -35,7 +35,7 @@ func TestGatewayPhasePolicies(t *testing.T) {
 	tg := startGateway(t, `
 policies:
 - name: {name: pick, namespace: default}
-  target: {gateway: {gatewayName: gateway, gatewayNamespace: default}}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
   phase: gateway
   policy:
     transformations:
@@ -44,13 +44,13 @@ policies:
       response:
         set: {x-gateway-phase: '"yes"'}
 - name: {name: key, namespace: default}
-  target: {gateway: {gatewayName: gateway, gatewayNamespace: default, listenerName: main}}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default, listenerName: main}}
   phase: gateway
   policy:
     apiKey:
       keys: [{key: k1}]
 - name: {name: proc, namespace: default}
-  target: {gateway: {gatewayName: gateway, gatewayNamespace: default}}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
   phase: gateway
   policy:
     extProc:

@@ -320,14 +320,10 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	// The listener's policies are the base of each route's set.
 	base := &config.PolicySet{}
 	listenerTarget := func(t *config.PolicyTarget) (config.Level, bool) {
-		g := t.Gateway
-		if g == nil || g.ListenerName != nil && *g.ListenerName != l.Name || g.Port != nil && (b.Port == nil || *g.Port != *b.Port) {
+		if t.Gateway == nil {
 			return 0, false
 		}
-		if g.ListenerName == nil && g.Port == nil {
-			return config.LevelGateway, true
-		}
-		return config.LevelListener, true
+		return t.Gateway.Match(b, l)
 	}
 	c.attachTargeted(base, listenerTarget)
 	base.Attach(config.LevelListener, l.PoliciesPath(path), l.Policies)
@@ -356,7 +352,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		routeTarget := func(rule bool) func(t *config.PolicyTarget) (config.Level, bool) {
 			return func(t *config.PolicyTarget) (config.Level, bool) {
 				rt := t.Route
-				if rt == nil || rt.Name != r.Name || !sameNamespace(rt.Namespace, r.Namespace) || (rt.RuleName != nil) != rule {
+				if rt == nil || rt.Name != r.Name || !config.SameNamespace(rt.Namespace, r.Namespace) || (rt.RuleName != nil) != rule {
 					return 0, false
 				}
 				if rule {
@@ -580,7 +576,8 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		out.name = nb.Name
 		c.attachTargeted(set, func(t *config.PolicyTarget) (config.Level, bool) {
 			bt := t.Backend
-			return config.LevelBackend, bt != nil && bt.Backend != nil && bt.Backend.Name == nb.Name
+			// Top-level backends have no namespace: "" or "default".
+			return config.LevelBackend, bt != nil && bt.Backend != nil && bt.Backend.Name == nb.Name && config.SameNamespace(bt.Backend.Namespace, "")
 		})
 		set.Attach(config.LevelBackend, c.namedPath[nb.Name]+".policies", nb.Policies)
 		rb = &config.RouteBackend{Kind: nb.Kind, Host: nb.Host, MCP: nb.MCP, AI: nb.AI, Policies: rb.Policies}
@@ -773,12 +770,6 @@ func (c *compiler) attachTargetedPhase(set *config.PolicySet, phase string, matc
 		set.Attach(m.level, fmt.Sprintf("policies[%d].policy", m.i), &c.file.Policies[m.i].Policy)
 		c.targetedUsed[m.i] = true
 	}
-}
-
-// sameNamespace reports whether a target's namespace names a route's: a
-// route without one is in "" and "default".
-func sameNamespace(target, route string) bool {
-	return target == route || route == "" && target == "default"
 }
 
 // upstream returns the connection pool to addr with settings s, the

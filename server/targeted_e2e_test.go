@@ -14,10 +14,10 @@ func TestTargetedPoliciesE2E(t *testing.T) {
 	tg := startGateway(t, `
 policies:
 - name: {name: gw-header, namespace: default}
-  target: {gateway: {gatewayName: gateway, gatewayNamespace: default}}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
   policy: {requestHeaderModifier: {set: {x-level: gateway}}}
 - name: {name: listener-header, namespace: default}
-  target: {gateway: {gatewayName: gateway, gatewayNamespace: default, listenerName: main}}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default, listenerName: main}}
   policy: {requestHeaderModifier: {set: {x-level: listener}}}
 - name: {name: api-rules, namespace: default}
   target: {route: {name: api, namespace: default}}
@@ -88,6 +88,62 @@ binds:
 	}
 }
 
+// TestTargetedPolicyGatewayScopeE2E: a gateway target applies to the
+// gateway it names and to no other: each entry of gateways is a gateway of
+// its own and the listeners of binds are the gateway "default", so each
+// gateway takes its own key only, and a gateway no policy names takes none.
+func TestTargetedPolicyGatewayScopeE2E(t *testing.T) {
+	tg := startGateway(t, `
+gateways:
+  pub:
+    port: 1
+  priv:
+    port: 2
+    listeners:
+    - name: api
+  open:
+    port: 3
+binds:
+- port: 4
+  listeners:
+  - name: main
+    routes:
+    - policies: {directResponse: {status: 200, body: ok}}
+routes:
+- gateways: [pub, priv/api, open]
+  policies: {directResponse: {status: 200, body: ok}}
+policies:
+- name: {name: p-priv, namespace: default}
+  target: {gateway: {gatewayName: priv, gatewayNamespace: default, listenerName: api}}
+  policy: {apiKey: {keys: [k-priv]}}
+- name: {name: p-pub, namespace: default}
+  target: {gateway: {gatewayName: pub, gatewayNamespace: default}}
+  policy: {apiKey: {keys: [k-pub]}}
+- name: {name: p-default, namespace: default}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
+  policy: {apiKey: {keys: [k-default]}}
+`, nil)
+	for _, tc := range []struct {
+		port   int
+		key    string
+		status int
+	}{
+		{1, "k-pub", 200}, {1, "k-priv", 401}, {1, "k-default", 401}, {1, "", 401},
+		{2, "k-priv", 200}, {2, "k-pub", 401}, {2, "k-default", 401}, {2, "", 401},
+		{3, "", 200},
+		{4, "k-default", 200}, {4, "k-pub", 401}, {4, "k-priv", 401},
+	} {
+		var headers []string
+		if tc.key != "" {
+			headers = []string{"Authorization", "Bearer " + tc.key}
+		}
+		resp, _ := get(t, tg.url(tc.port)+"/x", headers...)
+		if resp.StatusCode != tc.status {
+			t.Errorf("port %d key %q: %d, want %d", tc.port, tc.key, resp.StatusCode, tc.status)
+		}
+	}
+}
+
 // A top-level policy whose target matches nothing is a config error, as a
 // dangling reference is.
 func TestTargetedPolicyDangling(t *testing.T) {
@@ -106,5 +162,33 @@ binds:
 	err := Validate(f)
 	if err == nil || !strings.Contains(err.Error(), "policies[0].target: matches no listener, route or backend") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A backend target names a top-level backend by name and namespace (they
+// are in "default"): another namespace names no backend of the file.
+func TestTargetedPolicyBackendNamespace(t *testing.T) {
+	const cfg = `
+policies:
+- name: {name: p, namespace: default}
+  target: {backend: {backend: {name: svc, namespace: NS}}}
+  policy: {requestHeaderModifier: {set: {x-a: b}}}
+backends:
+- name: svc
+  host: 127.0.0.1:1
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{backend: svc}]
+`
+	for _, ns := range []string{"default", `""`} {
+		if err := Validate(parseConfig(t, strings.ReplaceAll(cfg, "NS", ns), nil)); err != nil {
+			t.Errorf("namespace %s: %v", ns, err)
+		}
+	}
+	err := Validate(parseConfig(t, strings.ReplaceAll(cfg, "NS", "prod"), nil))
+	if err == nil || !strings.Contains(err.Error(), "policies[0].target: matches no listener, route or backend") {
+		t.Fatalf("namespace prod: err = %v", err)
 	}
 }
