@@ -200,6 +200,9 @@ type compiler struct {
 	namedPath map[string]string
 	// targetedUsed marks the top-level policies that matched a target.
 	targetedUsed []bool
+	// targetedErrs are the conflicts between top-level policies found
+	// while attaching them (attachTargetedPhase).
+	targetedErrs config.Errors
 	// lease takes the snapshot's runtime state from the gateway's
 	// pool.Usage (see Snapshot.lease); compiling creates no state of its
 	// own, so a reload that changes nothing builds nothing.
@@ -301,6 +304,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 			errs = append(errs, &decode.FieldError{Path: fmt.Sprintf("policies[%d].target", i), Msg: "matches no listener, route or backend"})
 		}
 	}
+	errs = append(errs, c.targetedErrs...)
 	errs = appendNotServed(uniqueErrors(errs), notServedYet(f))
 	if len(errs) > 0 {
 		c.lease.Release()
@@ -766,11 +770,41 @@ func (c *compiler) attachTargetedPhase(set *config.PolicySet, phase string, matc
 	// Lowest level first, so a listener's entry wins over the gateway's
 	// wherever the file put them.
 	sort.SliceStable(ms, func(a, b int) bool { return ms[a].level < ms[b].level })
+	// Two entries of one kind at one level here would have no order
+	// between them (agentgateway keeps a target's policies in a hash
+	// set), so one would be dropped silently: refused, but for the kinds
+	// whose settings combine (authorization: every rule applies).
+	type placed struct {
+		level config.Level
+		kind  string
+	}
+	first := map[placed]int{}
+	for _, m := range ms {
+		for _, k := range c.file.Policies[m.i].Kinds() {
+			if _, ok := combinedKinds[k]; ok {
+				continue
+			}
+			key := placed{m.level, k}
+			if prev, dup := first[key]; dup {
+				c.targetedErrs = append(c.targetedErrs, &decode.FieldError{
+					Path: fmt.Sprintf("policies[%d].policy.%s", m.i, k),
+					Msg:  fmt.Sprintf("also set for this %s by policies[%d]: two entries of one kind on one target have no order, so one would be ignored (keep one)", m.level, prev),
+				})
+				continue
+			}
+			first[key] = m.i
+		}
+	}
 	for _, m := range ms {
 		set.Attach(m.level, fmt.Sprintf("policies[%d].policy", m.i), &c.file.Policies[m.i].Policy)
 		c.targetedUsed[m.i] = true
 	}
 }
+
+// combinedKinds are the kinds of which several top-level entries may
+// attach at one level: their settings combine rather than replace each
+// other (the spec: "all authorization rules across policies are merged").
+var combinedKinds = map[string]struct{}{"authorization": {}}
 
 // upstream returns the connection pool to addr with settings s, the
 // previous snapshot's when it had the same.

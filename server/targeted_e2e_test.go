@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
 
 // TestTargetedPoliciesE2E: top-level policies attach to the gateway, a
@@ -190,5 +192,120 @@ binds:
 	err := Validate(parseConfig(t, strings.ReplaceAll(cfg, "NS", "prod"), nil))
 	if err == nil || !strings.Contains(err.Error(), "policies[0].target: matches no listener, route or backend") {
 		t.Fatalf("namespace prod: err = %v", err)
+	}
+}
+
+// Two top-level entries of one kind that attach at one level of one place
+// have no order between them (agentgateway keeps them in a hash set), so
+// one of them would be ignored: a config error naming both, at any level
+// and phase, however the target names the place. Entries at different
+// levels, on different places, or of authorization (every rule applies)
+// are not in conflict.
+func TestTargetedPolicySameKindSameTarget(t *testing.T) {
+	const head = `
+backends:
+- name: svc
+  host: 127.0.0.1:1
+binds:
+- port: 3000
+  listeners:
+  - name: main
+    routes:
+    - name: api
+      ruleName: one
+      backends: [{backend: svc}]
+    - name: other
+      backends: [{host: 127.0.0.1:1}]
+policies:
+`
+	entry := func(name, target, policy string) string {
+		return "- name: {name: " + name + ", namespace: default}\n  target: " + target + "\n  policy: " + policy + "\n"
+	}
+	entryPhase := func(name, target, policy string) string {
+		return "- name: {name: " + name + ", namespace: default}\n  target: " + target + "\n  phase: gateway\n  policy: " + policy + "\n"
+	}
+	const (
+		gateway  = "{gateway: {gatewayName: default, gatewayNamespace: default}}"
+		byName   = "{gateway: {gatewayName: default, gatewayNamespace: default, listenerName: main}}"
+		byPort   = "{gateway: {gatewayName: default, gatewayNamespace: default, port: 3000}}"
+		route    = "{route: {name: api, namespace: default}}"
+		other    = "{route: {name: other, namespace: default}}"
+		rule     = "{route: {name: api, namespace: default, ruleName: one}}"
+		backend  = "{backend: {backend: {name: svc, namespace: default}}}"
+		keyA     = "{apiKey: {keys: [k-a]}}"
+		keyB     = "{apiKey: {keys: [k-b]}}"
+		jwtA     = "{jwtAuth: {issuer: a, jwks: {file: '${JWKS}'}}}"
+		jwtB     = "{jwtAuth: {mode: permissive, issuer: b, jwks: {file: '${JWKS}'}}}"
+		headerA  = "{requestHeaderModifier: {set: {x-a: a}}}"
+		headerB  = "{requestHeaderModifier: {set: {x-b: b}}}"
+		authzA   = "{authorization: {rules: [{require: 'true'}]}}"
+		authzB   = "{authorization: {rules: [{require: 'true'}]}}"
+		conflict = ": two entries of one kind on one target have no order, so one would be ignored (keep one)"
+	)
+	vars := map[string]string{"JWKS": jwttest.NewIssuer(t, "RS256").WriteJWKSFile(t)}
+	for _, tc := range []struct {
+		desc, policies string
+		want           []string // the errors; none: valid
+	}{
+		{"two apiKey on the gateway", entry("a", gateway, keyA) + entry("b", gateway, keyB),
+			[]string{"policies[1].policy.apiKey: also set for this gateway by policies[0]" + conflict}},
+		{"two jwtAuth on a route, the later permissive", entry("x", gateway, headerA) + entry("a", route, jwtA) + entry("b", route, jwtB),
+			[]string{"policies[2].policy.jwtAuth: also set for this route by policies[1]" + conflict}},
+		{"one listener by name and by port", entry("a", byName, keyA) + entry("b", byPort, keyB),
+			[]string{"policies[1].policy.apiKey: also set for this listener by policies[0]" + conflict}},
+		{"two on a route rule", entry("a", rule, headerA) + entry("b", rule, headerB),
+			[]string{"policies[1].policy.requestHeaderModifier: also set for this route rule by policies[0]" + conflict}},
+		{"two on a backend", entry("a", backend, headerA) + entry("b", backend, headerB),
+			[]string{"policies[1].policy.requestHeaderModifier: also set for this backend by policies[0]" + conflict}},
+		{"three in the gateway phase", entryPhase("a", gateway, keyA) + entryPhase("b", gateway, keyB) + entryPhase("c", gateway, keyB),
+			[]string{"policies[1].policy.apiKey: also set for this gateway by policies[0]" + conflict, "policies[2].policy.apiKey: also set for this gateway by policies[0]" + conflict}},
+		{"authorization rules combine", entry("a", route, authzA) + entry("b", route, authzB), nil},
+		{"different levels", entry("a", gateway, keyA) + entry("b", byName, keyB) + entry("c", route, keyA) + entry("d", rule, keyB), nil},
+		{"different places", entry("a", route, keyA) + entry("b", other, keyB), nil},
+		{"different phases", entry("a", gateway, keyA) + entryPhase("b", gateway, keyB), nil},
+		{"different kinds", entry("a", route, keyA) + entry("b", route, headerA), nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := Validate(parseConfig(t, head+tc.policies, vars))
+			var got []string
+			if err != nil {
+				for _, line := range strings.Split(err.Error(), "\n") {
+					got = append(got, line[:strings.LastIndex(line, " (line ")])
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestTargetedAuthorizationEntriesCombineE2E: two authorization entries on
+// one route both apply, as the rules of every level do.
+func TestTargetedAuthorizationEntriesCombineE2E(t *testing.T) {
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: api
+      policies: {directResponse: {status: 200, body: ok}}
+policies:
+- name: {name: team, namespace: default}
+  target: {route: {name: api, namespace: default}}
+  policy: {authorization: {rules: [{require: 'request.headers["x-team"] == "blue"'}]}}
+- name: {name: method, namespace: default}
+  target: {route: {name: api, namespace: default}}
+  policy: {authorization: {rules: [{require: 'request.method == "GET"'}]}}
+`, nil)
+	for _, tc := range []struct {
+		method, team string
+		status       int
+	}{{"GET", "blue", 200}, {"GET", "red", 403}, {"POST", "blue", 403}} {
+		req, _ := http.NewRequest(tc.method, tg.url(3000)+"/x", nil)
+		req.Header.Set("X-Team", tc.team)
+		if resp, _ := do(t, req); resp.StatusCode != tc.status {
+			t.Errorf("%s team %s: %d, want %d", tc.method, tc.team, resp.StatusCode, tc.status)
+		}
 	}
 }
