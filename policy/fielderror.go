@@ -2,7 +2,8 @@ package policy
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/relaygate/gateway/config/decode"
 )
 
 // FieldError is a constructor's refusal of a configuration value. Field is the
@@ -21,6 +22,11 @@ func (e *FieldError) Error() string {
 	return e.Field + ": " + e.Msg
 }
 
+// RelativeField returns the field, relative to the policy, and the
+// message (decode.RelativeError): decode.Under puts it below the policy's
+// path.
+func (e *FieldError) RelativeField() (field, msg string) { return e.Field, e.Msg }
+
 // fieldErrorf builds a *FieldError; it runs at configuration time only.
 func fieldErrorf(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -32,24 +38,14 @@ func indexed(field string, i int) string {
 }
 
 // PrefixField puts field before the field err names: a constructor's
-// error about a part it compiled with another constructor. An error that is
-// not a *FieldError becomes one about field.
+// error about a part it compiled with another constructor. err's field is
+// relative to that part, whether err is a *FieldError or a
+// *decode.FieldError (decode.Under); any other error becomes one about
+// field.
 func PrefixField(field string, err error) error {
-	if fe, ok := err.(*FieldError); ok {
-		return &FieldError{Field: JoinField(field, fe.Field), Msg: fe.Msg}
-	}
-	return &FieldError{Field: field, Msg: err.Error()}
+	fe := decode.Under(field, err)
+	return &FieldError{Field: fe.Path, Msg: fe.Msg}
 }
 
 // JoinField joins field paths ("a" + "b" is "a.b", "a" + "[1]" is "a[1]").
-func JoinField(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	case strings.HasPrefix(b, "["):
-		return a + b
-	}
-	return a + "." + b
-}
+func JoinField(a, b string) string { return decode.JoinPath(a, b) }

@@ -48,14 +48,14 @@ func compileBackendAuth(path string, ba *config.BackendAuth) (*backendAuth, erro
 	if ba.Passthrough != nil {
 		loc, err := credential.NewLocation(ba.Passthrough.Location)
 		if err != nil {
-			return nil, &decode.FieldError{Path: path + ".passthrough.location", Msg: err.Error()}
+			return nil, decode.Under(path+".passthrough.location", err)
 		}
 		a.passthrough, a.passthroughAt = true, loc
 	}
 	if k := ba.Key; k != nil {
 		loc, err := credential.NewLocation(k.Location)
 		if err != nil {
-			return nil, &decode.FieldError{Path: path + ".key.location", Msg: err.Error()}
+			return nil, decode.Under(path+".key.location", err)
 		}
 		secret, err := credential.NewSecret("", k.Value)
 		if err != nil {

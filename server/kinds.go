@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
@@ -328,19 +327,12 @@ func (c *compiler) compileRouteKinds(rc *routeCompile) config.Errors {
 }
 
 // kindError names the exact field of a kind's error: path is the kind's
-// field path, and a *policy.FieldError names the field below it.
+// field path, and a *policy.FieldError or a *decode.FieldError names the
+// field below it (decode.Under).
 func kindError(path string, err error) error {
 	var pe pathedError
 	if errors.As(err, &pe) {
 		return pe.error
 	}
-	var fe *policy.FieldError
-	if errors.As(err, &fe) && fe.Field != "" {
-		sep := "."
-		if strings.HasPrefix(fe.Field, "[") {
-			sep = ""
-		}
-		return &decode.FieldError{Path: path + sep + fe.Field, Msg: fe.Msg}
-	}
-	return &decode.FieldError{Path: path, Msg: err.Error()}
+	return decode.Under(path, err)
 }

@@ -58,3 +58,38 @@ func TestLLMPoliciesServed(t *testing.T) {
 		}
 	}
 }
+
+// A kind's error about a field below it names that field's whole path and
+// the field's line, whatever the type of error its constructor returned
+// (localRateLimit's are *decode.FieldError with a path of their own).
+func TestKindErrorNamesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		desc, policies, want string
+	}{
+		{"a list entry", `
+        localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s}, {maxTokens: 2000000000000000000, tokensPerFill: 1, fillInterval: 1s}]`,
+			"binds[0].listeners[0].routes[0].policies.localRateLimit[1].maxTokens: must be at most 2^60 (1152921504606846976) (line 7:91)"},
+		{"a conditional entry", `
+        localRateLimit:
+          conditional:
+          - condition: 'true'
+            maxTokens: 2000000000000000000
+            tokensPerFill: 1
+            fillInterval: 1s`,
+			"binds[0].listeners[0].routes[0].policies.localRateLimit.conditional[0].maxTokens: must be at most 2^60 (1152921504606846976) (line 10:24)"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := Validate(parseConfig(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:`+tc.policies+`
+      backends: [{host: 127.0.0.1:1}]
+`, nil))
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("err = %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

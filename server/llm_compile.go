@@ -249,7 +249,7 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 	if auth != nil && auth.Passthrough != nil {
 		loc, err := credential.NewLocation(auth.Passthrough.Location)
 		if err != nil {
-			return nil, &decode.FieldError{Path: path + ".policies.backendAuth.passthrough.location", Msg: err.Error()}
+			return nil, decode.Under(path+".policies.backendAuth.passthrough.location", err)
 		}
 		out.passthrough, out.passthroughAt = true, loc
 	}
@@ -293,22 +293,13 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 // prefixFieldError puts a compile error of a package (whose paths are
 // relative) under path.
 func prefixFieldError(path string, err error) error {
-	if fe, ok := err.(*decode.FieldError); ok {
-		p := path
-		switch {
-		case strings.HasPrefix(fe.Path, "["):
-			p += fe.Path
-		case fe.Path != "":
-			p += "." + fe.Path
-		}
-		if strings.Contains(fe.Msg, "not served yet") || strings.Contains(fe.Msg, "not implemented yet") {
-			// A feature config.File.NotServedYet lists too: --validate-only
-			// accepts it.
-			return &notServedError{decode.FieldError{Path: p, Msg: fe.Msg}}
-		}
-		return &decode.FieldError{Path: p, Msg: fe.Msg}
+	fe := decode.Under(path, err)
+	if _, ok := err.(*decode.FieldError); ok && (strings.Contains(fe.Msg, "not served yet") || strings.Contains(fe.Msg, "not implemented yet")) {
+		// A feature config.File.NotServedYet lists too: --validate-only
+		// accepts it.
+		return &notServedError{*fe}
 	}
-	return &decode.FieldError{Path: path, Msg: err.Error()}
+	return fe
 }
 
 // rateLimiter compiles a route's localRateLimit. Its buckets are kept

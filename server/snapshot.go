@@ -521,21 +521,13 @@ func appendErrors(errs config.Errors, err error) config.Errors {
 }
 
 // fieldError names the exact field of a policy constructor's error: path is
-// where the policy sits, field the policy below it, and a *policy.FieldError
-// names the field below that.
+// where the policy sits, field the policy below it, and the error's own
+// field path is below that (decode.Under).
 func fieldError(path, field string, err error) error {
 	if field == "" {
 		return err
 	}
-	var fe *policy.FieldError
-	if errors.As(err, &fe) && fe.Field != "" {
-		sep := "."
-		if strings.HasPrefix(fe.Field, "[") {
-			sep = ""
-		}
-		return &decode.FieldError{Path: path + "." + field + sep + fe.Field, Msg: fe.Msg}
-	}
-	return &decode.FieldError{Path: path + "." + field, Msg: err.Error()}
+	return decode.Under(path+"."+field, err)
 }
 
 // backendKinds are the policy kinds a backend applies, by field name under

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,40 @@ func (e *FieldError) Error() string {
 	}
 	return b.String()
 }
+
+// RelativeError is an error about a field below some value, its path
+// relative to that value, in the path syntax (policy.FieldError: a
+// constructor knows the fields of its policy, not where the policy sits).
+type RelativeError interface {
+	error
+	RelativeField() (path, msg string)
+}
+
+// Under returns err as an error about the value at path, a field path of
+// the file: a *FieldError's Path and a RelativeError's path are relative
+// to that value and are joined below path ("x" and "[1].y" make "x[1].y",
+// "x" and "y" make "x.y"); any other error is the message of one about
+// path itself. The result has no position: the file gives it the one of
+// the field it names (config.File.Position). Every place that puts a
+// sub-error under a path goes through Under, so that none writes the
+// sub-error's path into the message ("x: [1].y: msg") or joins an index
+// with a dot ("x.[1]").
+func Under(path string, err error) *FieldError {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Path: joinRel(path, fe.Path), Msg: fe.Msg}
+	}
+	var re RelativeError
+	if errors.As(err, &re) {
+		rel, msg := re.RelativeField()
+		return &FieldError{Path: joinRel(path, rel), Msg: msg}
+	}
+	return &FieldError{Path: path, Msg: err.Error()}
+}
+
+// JoinPath appends a relative path to a path: JoinPath("a", "b") is "a.b",
+// JoinPath("a", "[1].b") is "a[1].b"; an empty side is left out.
+func JoinPath(base, rel string) string { return joinRel(base, rel) }
 
 // Errors is every problem found in one decode, sorted by line, then column,
 // then path. A nil Errors means success.

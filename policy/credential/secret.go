@@ -179,7 +179,7 @@ func CompileCredentials(path string, cs []config.BackendAuthCredential) ([]Fixed
 		p := path + ".credentials[" + strconv.Itoa(i) + "]"
 		loc, err := NewLocation(&cs[i].Location)
 		if err != nil {
-			return nil, &decode.FieldError{Path: p + ".location", Msg: err.Error()}
+			return nil, decode.Under(p+".location", err)
 		}
 		secret, err := NewSecret("", cs[i].Key)
 		if err != nil {

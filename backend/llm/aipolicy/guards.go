@@ -80,10 +80,7 @@ func newRejection(c *config.GuardRejection, path string) (*Rejection, error) {
 // fieldError turns a policy constructor's error into a FieldError under
 // path.
 func fieldError(path string, err error) error {
-	if fe, ok := err.(*policy.FieldError); ok && fe.Field != "" {
-		return &decode.FieldError{Path: path + "." + fe.Field, Msg: fe.Msg}
-	}
-	return &decode.FieldError{Path: path, Msg: err.Error()}
+	return decode.Under(path, err)
 }
 
 // compileRequestGuards compiles promptGuard.request, the remote guards
@@ -202,13 +199,7 @@ func compileRemoteResponse(pg *config.PromptGuard, opts *guardrail.Options) ([]*
 // underPath puts a guardrail compile error (its path relative to the
 // guard) under path.
 func underPath(path string, err error) error {
-	if fe, ok := err.(*decode.FieldError); ok {
-		if fe.Path != "" {
-			path += "." + fe.Path
-		}
-		return &decode.FieldError{Path: path, Msg: fe.Msg}
-	}
-	return &decode.FieldError{Path: path, Msg: err.Error()}
+	return decode.Under(path, err)
 }
 
 // compileRegex builds a guard from a regex guard's rules (masking when

@@ -2,7 +2,6 @@ package guardrail
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -368,11 +367,7 @@ func newRejection(c *config.GuardRejection, defaultBody string) (*Rejection, err
 	if c.Headers != nil {
 		h, err := policy.NewHeaderModifier(c.Headers)
 		if err != nil {
-			var fe *policy.FieldError
-			if errors.As(err, &fe) && fe.Field != "" {
-				return nil, fieldError("rejection.headers."+fe.Field, fe.Msg)
-			}
-			return nil, fieldError("rejection.headers", err.Error())
+			return nil, decode.Under("rejection.headers", err)
 		}
 		r.headers = h
 	}

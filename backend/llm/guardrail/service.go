@@ -14,6 +14,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -298,9 +299,5 @@ func excerpt(body []byte) string {
 // policyFieldError turns a policy constructor's error into a FieldError
 // under path.
 func policyFieldError(path string, err error) error {
-	var fe *policy.FieldError
-	if errors.As(err, &fe) && fe.Field != "" {
-		return fieldError(path+"."+fe.Field, fe.Msg)
-	}
-	return fieldError(path, err.Error())
+	return decode.Under(path, err)
 }
