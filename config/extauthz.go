@@ -134,7 +134,7 @@ type ExtAuthzHTTP struct {
 	// AddRequestHeaders are set on the check request, by CEL; :method,
 	// :path and :authority set the check request's method, path and Host
 	// (agentgateway's tailscale example names the local API's host so).
-	AddRequestHeaders map[string]ValueExpression `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
+	AddRequestHeaders HeaderValueExpressions `json:"addRequestHeaders,omitempty" cfg:"maxItems=64"`
 	// Metadata becomes the extauthz variable of later expressions when the
 	// service allows, each value by CEL with `response` the service's
 	// answer (code, headers, body).

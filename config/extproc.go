@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 
@@ -22,7 +23,7 @@ type ExtProc struct {
 	FailureMode string `json:"failureMode,omitempty" cfg:"enum=failClosed|failOpen"`
 	// MetadataContext is sent as metadata_context.filter_metadata: a
 	// namespace, then keys whose values CEL computes from the request.
-	MetadataContext map[string]map[string]ValueExpression `json:"metadataContext,omitempty" cfg:"maxItems=64"`
+	MetadataContext ExtProcMetadataContext `json:"metadataContext,omitempty" cfg:"maxItems=64"`
 	// RequestAttributes and ResponseAttributes are sent as the attributes
 	// of the first message of each direction, under the namespace
 	// "envoy.filters.http.ext_proc".
@@ -56,6 +57,28 @@ func (e *ExtProc) Validate(v *decode.Validation) {
 			v.Errorf("metadataContext."+ns, "at most 64 keys")
 		}
 	}
+}
+
+// ExtProcGRPCMetadata is the metadataContext namespace whose keys and
+// (string) values are sent as the stream's gRPC metadata, headers of the
+// call to the service (agentgateway's reserved namespace).
+const ExtProcGRPCMetadata = "agentgateway.dev.grpc_initial_metadata"
+
+// ExtProcMetadataContext is extProc's metadataContext: namespaces of keys
+// whose values CEL computes. The keys of ExtProcGRPCMetadata are header
+// names, whose expressions /config_dump redacts as other header values
+// (HeaderExpressions): a service may authenticate its callers by them.
+type ExtProcMetadataContext map[string]map[string]ValueExpression
+
+// MarshalJSON writes the namespaces with the gRPC metadata of sensitive
+// headers (SensitiveHeader) redacted.
+func (m ExtProcMetadataContext) MarshalJSON() ([]byte, error) {
+	out := map[string]map[string]ValueExpression(m)
+	if md, ok := m[ExtProcGRPCMetadata]; ok {
+		out = maps.Clone(out)
+		out[ExtProcGRPCMetadata] = redactHeaderMap(md, redactedExpression)
+	}
+	return json.Marshal(out)
 }
 
 // FailOpen reports whether a request goes on unprocessed when the service

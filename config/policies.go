@@ -67,9 +67,9 @@ type BackendPolicies struct {
 
 // HeaderModifier adds, sets and removes headers.
 type HeaderModifier struct {
-	Add    map[string]string `json:"add,omitempty"`
-	Set    map[string]string `json:"set,omitempty"`
-	Remove []string          `json:"remove,omitempty"`
+	Add    HeaderValues `json:"add,omitempty"`
+	Set    HeaderValues `json:"set,omitempty"`
+	Remove []string     `json:"remove,omitempty"`
 }
 
 // Validate checks header names.

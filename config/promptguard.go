@@ -198,7 +198,7 @@ type WebhookGuard struct {
 	Target MirrorBackend `json:"target" cfg:"required"`
 	// Headers are set on the call, computed by CEL from the client's
 	// request; ":path", ":method" and ":authority" are allowed.
-	Headers map[string]CELExpression `json:"headers,omitempty"`
+	Headers HeaderExpressions `json:"headers,omitempty"`
 	// ForwardHeaderMatches selects client request headers to forward.
 	ForwardHeaderMatches []ValueMatch `json:"forwardHeaderMatches,omitempty"`
 	// FailureMode is "failClosed" (the default: an unreachable webhook
@@ -232,12 +232,11 @@ func checkMatchNames(v *decode.Validation, field string, matches []ValueMatch) {
 	}
 }
 
-// MarshalJSON writes the guard with the expressions of credential headers
-// (SensitiveHeader) and the values of credential header matches redacted.
+// MarshalJSON writes the guard with the values of credential header
+// matches (SensitiveHeader) redacted (Headers redacts itself).
 func (w WebhookGuard) MarshalJSON() ([]byte, error) {
 	type plain WebhookGuard // without this method
 	p := plain(w)
-	p.Headers = redactExpressions(w.Headers)
 	p.ForwardHeaderMatches = redactValueMatches(w.ForwardHeaderMatches)
 	return json.Marshal(p)
 }

@@ -17,17 +17,21 @@ var sensitiveWords = map[string]bool{
 	"authorization": true, "auth": true, "cookie": true, "cookies": true,
 	"key": true, "keys": true, "apikey": true, "token": true, "tokens": true,
 	"secret": true, "secrets": true, "password": true, "passwd": true,
-	"credential": true, "credentials": true, "signature": true, "session": true,
+	"credential": true, "credentials": true, "signature": true, "sig": true,
+	"session": true,
 }
 
 // SensitiveHeader reports whether a header's value is to be kept out of
 // /config_dump: when a word of its name (split at '-' and '_', any case) is
 // one of authorization, auth, cookie(s), key(s), apikey, token(s),
-// secret(s), password, passwd, credential(s), signature or session. So
-// Authorization, Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key,
+// secret(s), password, passwd, credential(s), signature, sig or session.
+// So Authorization, Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key,
 // Api-Key, X-Auth-Token, X-Amz-Security-Token, Ocp-Apim-Subscription-Key,
-// Private-Token and X-Hub-Signature are, X-Authenticated-User is not. Hiding
-// a value that was no secret only makes the dump less telling.
+// Private-Token, X-Hub-Signature and an Azure SAS URL's sig are,
+// X-Authenticated-User is not. Hiding a value that was no secret only makes
+// the dump less telling. It is the one rule for every header value the
+// config gives by name (redactHeaderMap, redactValueMatches) and for query
+// parameters (redactURL).
 func SensitiveHeader(name string) bool {
 	for w := range strings.FieldsFuncSeq(name, func(r rune) bool { return r == '-' || r == '_' }) {
 		if sensitiveWords[strings.ToLower(w)] {
@@ -37,36 +41,60 @@ func SensitiveHeader(name string) bool {
 	return false
 }
 
-// redactHeaders returns values with those of sensitive headers replaced by
-// Redacted, or values itself when it has none.
-func redactHeaders(values map[string]string) map[string]string {
-	var out map[string]string
+// HeaderValues are header values by name, as the config gives them (a
+// header modifier's set and add). /config_dump shows those of sensitive
+// headers (SensitiveHeader) as Redacted: a route may set a backend's API
+// key or a session cookie.
+type HeaderValues map[string]string
+
+// MarshalJSON writes the values with those of sensitive headers redacted.
+func (h HeaderValues) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string(redactHeaderMap(h, Redacted)))
+}
+
+// HeaderExpressions are header values by name, each computed by a CEL
+// expression (transformations' set and add, a webhook guard's headers).
+// /config_dump shows the expressions of sensitive headers (SensitiveHeader)
+// as redactedExpression: an expression may hold a literal token.
+type HeaderExpressions map[string]CELExpression
+
+// MarshalJSON writes the expressions with those of sensitive headers
+// redacted.
+func (h HeaderExpressions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]CELExpression(redactHeaderMap(h, redactedExpression)))
+}
+
+// HeaderValueExpressions are HeaderExpressions of ValueCELEnv (extAuthz's
+// addRequestHeaders), redacted in /config_dump the same way.
+type HeaderValueExpressions map[string]ValueExpression
+
+// MarshalJSON writes the expressions with those of sensitive headers
+// redacted.
+func (h HeaderValueExpressions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]ValueExpression(redactHeaderMap(h, redactedExpression)))
+}
+
+// redactHeaderMap returns values with those of sensitive headers
+// (SensitiveHeader) replaced by redacted, or values itself when none is.
+// Every map of header values by name in the config goes through it
+// (HeaderValues, HeaderExpressions, HeaderValueExpressions, the gRPC
+// metadata of ExtProcMetadataContext), so one rule decides what the dump
+// hides.
+func redactHeaderMap[M ~map[string]V, V ~string](values M, redacted V) M {
+	var out M
 	for name := range values {
 		if !SensitiveHeader(name) {
 			continue
 		}
 		if out == nil {
-			out = make(map[string]string, len(values))
-			for k, v := range values {
-				out[k] = v
-			}
+			out = maps.Clone(values)
 		}
-		out[name] = Redacted
+		out[name] = redacted
 	}
 	if out == nil {
 		return values
 	}
 	return out
-}
-
-// MarshalJSON writes the modifier with the values of sensitive headers
-// (SensitiveHeader) redacted, for /config_dump: a route may set a backend's
-// API key or a session cookie.
-func (h HeaderModifier) MarshalJSON() ([]byte, error) {
-	type plain HeaderModifier // without this method
-	p := plain(h)
-	p.Add, p.Set = redactHeaders(h.Add), redactHeaders(h.Set)
-	return json.Marshal(p)
 }
 
 // MarshalJSON writes the match with the values matched against sensitive
@@ -107,27 +135,7 @@ func redactValueMatches(matches []ValueMatch) []ValueMatch {
 
 // redactedExpression is a CEL expression redacted: the string literal
 // "<redacted>", so that the dump still compiles.
-const redactedExpression = CELExpression(`"` + Redacted + `"`)
-
-// redactExpressions returns header expressions with those of sensitive
-// headers (SensitiveHeader) replaced by redactedExpression, or exprs itself
-// when none is: an expression may hold a literal token.
-func redactExpressions(exprs map[string]CELExpression) map[string]CELExpression {
-	var out map[string]CELExpression
-	for name := range exprs {
-		if !SensitiveHeader(name) {
-			continue
-		}
-		if out == nil {
-			out = maps.Clone(exprs)
-		}
-		out[name] = redactedExpression
-	}
-	if out == nil {
-		return exprs
-	}
-	return out
-}
+const redactedExpression = `"` + Redacted + `"`
 
 // redactedRegex is a regex match's pattern redacted.
 var redactedRegex = regexp.MustCompile(regexp.QuoteMeta(Redacted))

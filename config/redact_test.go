@@ -3,8 +3,10 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -29,6 +31,8 @@ func TestSensitiveHeader(t *testing.T) {
 		{"subscription key", "Ocp-Apim-Subscription-Key", true},
 		{"gitlab", "Private-Token", true},
 		{"webhook signature", "X-Hub-Signature", true},
+		{"azure sas signature", "sig", true},
+		{"signed, not a signature", "x-signed-by", false},
 		{"plain", "x-env", false},
 		{"identity, not a credential", "X-Authenticated-User", false},
 		{"keep-alive", "Keep-Alive", false},
@@ -65,6 +69,7 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"regex header match", route(`matches: [{headers: [{name: authorization, value: {regex: "Bearer s3cret.*"}}]}]`), []string{`{"name":"authorization","value":{"regex":"\u003credacted\u003e"}}`}, "s3cret"},
 		{"query match kept", route(`matches: [{query: [{name: key, value: {exact: v1}}]}]`), []string{`{"name":"key","value":{"exact":"v1"}}`}, ""},
 		{"MCP target password", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://u:s3cret@h:1/mcp'}}]}}]"), []string{`"host":"http://u:xxxxx@h:1/mcp"`}, "s3cret"},
+		{"MCP target SAS signature", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?sv=2022&sig=s3cret'}}]}}]"), []string{`sig=%3Credacted%3E`, `sv=2022`}, "s3cret"},
 		{"MCP target query token", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?api_key=s3cret&v=2'}}]}}]"), []string{`"host":"http://h:1/mcp?api_key=%3Credacted%3E\u0026v=2"`}, "s3cret"},
 		{"backend key", route(`policies: {backendAuth: {key: s3cret}}`), []string{`"backendAuth":{"key":"\u003credacted\u003e"}`}, "s3cret"},
 		{"backend key with location", route(`policies: {backendAuth: {key: {value: s3cret, location: {header: {name: x-key}}}}}`), []string{`"value":"\u003credacted\u003e"`}, "s3cret"},
@@ -76,6 +81,10 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"ai provider key", route("backends: [{ai: {name: a, provider: {openAI: {}}, policies: {backendAuth: {key: s3cret}}}}]"), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
 		{"guard service key", route(`policies: {ai: {promptGuard: {request: [{openAIModeration: {policies: {backendAuth: {key: s3cret}}}}]}}}`), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
 		{"webhook header expression", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer s3cret"', x-tenant: 'request.headers["x-tenant"]'}}}]}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`}, "s3cret"},
+		{"transformation request set and add", route(`policies: {transformations: {request: {set: {authorization: '"Bearer s3cret"', x-tenant: '"acme"'}, add: {cookie: '"session=s3cret2"'}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"cookie":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`}, "s3cret"},
+		{"transformation response set and add", route(`policies: {transformations: {response: {set: {set-cookie: '"sid=s3cret"'}, add: {x-auth-token: '"s3cret2"'}}}}`), []string{`"set-cookie":"\"\u003credacted\u003e\""`, `"x-auth-token":"\"\u003credacted\u003e\""`}, "s3cret"},
+		{"extAuthz check request header", route(`policies: {extAuthz: {host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer s3cret"', x-tenant: '"acme"'}}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`}, "s3cret"},
+		{"extProc gRPC metadata", route(`policies: {extProc: {host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {x-api-key: '"s3cret"', x-tenant: '"acme"'}, gateway: {key: '"kept"'}}}}`), []string{`"x-api-key":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`, `"gateway":{"key":"\"kept\""}`}, "s3cret"},
 		{"webhook forwarded header match", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, forwardHeaderMatches: [{name: x-api-key, value: {exact: s3cret}}]}}]}}}`), []string{`{"name":"x-api-key","value":{"exact":"\u003credacted\u003e"}}`}, "s3cret"},
 		{"rejection headers", route(`policies: {ai: {promptGuard: {request: [{regex: {rules: []}, rejection: {headers: {set: {x-auth-token: s3cret}}}}]}}}`), []string{`"x-auth-token":"\u003credacted\u003e"`}, "s3cret"},
 		{"llm api key", "llm: {models: [{name: m, provider: openAI, params: {apiKey: s3cret}}]}\n", []string{`"apiKey":"\u003credacted\u003e"`}, "s3cret"},
@@ -139,6 +148,154 @@ func TestLLMExampleDumpsRedacted(t *testing.T) {
 		}
 		if _, err := Parse(dump, noEnv); err != nil {
 			t.Errorf("%s: the dump does not parse back: %v", name, err)
+		}
+	}
+}
+
+// TestConfigDumpRedactsEveryHeaderPlace: a config that sets a sensitive
+// header's value at every place a config may (header modifiers,
+// transformations, extAuthz's check request, extProc's gRPC metadata, a
+// webhook guard; plain and conditional forms; listener, route, backend,
+// targeted and llm policies) shows none of them in the dump, and keeps the
+// values of other headers beside them.
+func TestConfigDumpRedactsEveryHeaderPlace(t *testing.T) {
+	// places holds each policy kind that sets header values, with a
+	// sensitive header ("SECRET") and another ("KEEP") in each place.
+	places := map[string]string{
+		"transformations": `{request: {set: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}, add: {cookie: '"sid=SECRET"'}}, response: {set: {set-cookie: '"sid=SECRET"'}, add: {x-auth-token: '"SECRET"'}}}`,
+		"extAuthz":        `{host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}}`,
+		"extProc":         `{host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}`,
+	}
+	conditional := map[string]string{
+		"transformations": `{conditional: [{condition: 'true', request: {set: {x-api-key: '"SECRET"'}}}, {response: {add: {set-cookie: '"SECRET"'}}}]}`,
+		"extAuthz":        `{conditional: [{condition: 'true', host: 'a:1', protocol: {http: {addRequestHeaders: {x-api-key: '"SECRET"'}}}}, {host: 'a:1', protocol: {http: {addRequestHeaders: {proxy-authorization: '"SECRET"'}}}}]}`,
+		"extProc":         `{conditional: [{condition: 'true', host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {x-api-key: '"SECRET"'}}}, {host: 'p:1'}]}`,
+	}
+	policies := func(forms map[string]string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for _, kind := range []string{"transformations", "extAuthz", "extProc"} {
+			b.WriteString(kind + ": " + forms[kind] + ", ")
+		}
+		return strings.TrimSuffix(b.String(), ", ") + "}"
+	}
+	modifier := `{set: {authorization: SECRET, x-a: KEEP}, add: {cookie: SECRET}}`
+	webhook := `{ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}], response: [{regex: {rules: []}, rejection: {headers: {set: {set-cookie: SECRET}}}}]}}}`
+	var targeted strings.Builder
+	for i, kind := range []string{"transformations", "extAuthz", "extProc"} {
+		fmt.Fprintf(&targeted, "- name: {name: p%d, namespace: default}\n  target: {gateway: {gatewayName: g, gatewayNamespace: default}}\n  phase: gateway\n  policy: {%s: %s}\n", i, kind, places[kind])
+		fmt.Fprintf(&targeted, "- name: {name: r%d, namespace: default}\n  target: {route: {name: cond, namespace: default}}\n  policy: {%s: %s}\n", i, kind, conditional[kind])
+	}
+	yaml := "binds:\n- port: 1\n  listeners:\n  - policies: " + policies(places) + "\n    routes:\n" +
+		"    - name: plain\n      policies: " + strings.TrimSuffix(policies(places), "}") + ", requestHeaderModifier: " + modifier + ", responseHeaderModifier: " + modifier + "}\n" +
+		"      backends: [{host: 'h:1', policies: {requestHeaderModifier: " + modifier + "}}]\n" +
+		"    - name: cond\n      policies: " + policies(conditional) + "\n" +
+		"    - name: guard\n      policies: " + webhook + "\n" +
+		"backends:\n- name: b\n  host: h:1\n  policies: {requestHeaderModifier: " + modifier + ", responseHeaderModifier: " + modifier + "}\n" +
+		"policies:\n" + targeted.String() +
+		"llm:\n  port: 2\n  policies: " + policies(places) + "\n" +
+		"  models: [{name: m, provider: openAI, requestHeaders: " + modifier + ", responseHeaders: " + modifier + "}]\n"
+	f, err := Parse([]byte(yaml), noEnv)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, yaml)
+	}
+	dump, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(dump), "SECRET") {
+		t.Errorf("the dump shows a secret:\n%s", dump)
+	}
+	// Every place kept its other header: the rule hid the credentials
+	// only. 3 kinds at the listener, the route and llm, 3 targeted, 5
+	// modifiers on the route, its backend and the named backend, 2 on the
+	// model, the webhook.
+	if got, want := strings.Count(string(dump), "KEEP"), 3*3+3+5+2+1; got != want {
+		t.Errorf("the dump keeps %d other header values, want %d:\n%s", got, want, dump)
+	}
+	if _, err := Parse(dump, noEnv); err != nil {
+		t.Errorf("the dump does not parse back: %v\n%s", err, dump)
+	}
+}
+
+// TestHeaderMapsRedact holds every map of the config to the redaction rule:
+// a map of header values by name is of a type that redacts those of
+// sensitive headers in the dump (HeaderValues, HeaderExpressions,
+// HeaderValueExpressions, ExtProcMetadataContext), and any other map of
+// strings is listed here as holding no header values. A new map field
+// fails until it is one or the other.
+func TestHeaderMapsRedact(t *testing.T) {
+	redacting := map[reflect.Type]bool{
+		reflect.TypeFor[HeaderValues]():           true,
+		reflect.TypeFor[HeaderExpressions]():      true,
+		reflect.TypeFor[HeaderValueExpressions](): true,
+		reflect.TypeFor[ExtProcMetadataContext](): true,
+	}
+	notHeaders := map[string]string{
+		"AIPolicy.Transformations":        "body fields",
+		"AIPolicy.FinalTransformations":   "body fields",
+		"AIPolicy.ModelAliases":           "model names",
+		"LLMModel.FinalTransformation":    "body fields",
+		"LLMModelPolicies.Transformation": "body fields",
+		"ExtAuthzGRPC.Context":            "context_extensions",
+		"ExtAuthzGRPC.Metadata":           "metadata_context",
+		"ExtAuthzHTTP.Metadata":           "CEL's extauthz variable",
+		"ExtProc.RequestAttributes":       "attributes",
+		"ExtProc.ResponseAttributes":      "attributes",
+		"Transform.Metadata":              "CEL's metadata variable",
+		"MCPStdio.Env":                    "environment, shown by name only (MCPTarget.MarshalJSON)",
+		"AIPolicy.Routes":                 "route types by path",
+		"LogLevel.Modules":                "log levels",
+		"AccessLogPolicy.Add":             "log fields",
+		"AccessLogFields.Add":             "log fields",
+		"TracingFields.Add":               "span attributes",
+		"FrontendTracing.Attributes":      "span attributes",
+		"FrontendTracing.Resources":       "resource attributes",
+		"Tracing.Headers":                 "SecretString values, all redacted",
+	}
+	seen := map[reflect.Type]bool{}
+	used := map[string]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for field := range typ.Fields() {
+			if !field.IsExported() || field.Tag.Get("json") == "-" {
+				continue
+			}
+			ft := field.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Map && ft.Key().Kind() == reflect.String && !redacting[ft] {
+				elem := ft.Elem()
+				if elem.Kind() == reflect.Map {
+					elem = elem.Elem()
+				}
+				if elem.Kind() == reflect.String {
+					name := typ.Name() + "." + field.Name
+					if _, ok := notHeaders[name]; !ok {
+						t.Errorf("%s (%s) is a map of strings: make it a header type that redacts (HeaderValues, HeaderExpressions, HeaderValueExpressions) or list it here as holding no header values", name, ft)
+					}
+					used[name] = true
+				}
+			}
+			if ft.Kind() == reflect.Map {
+				walk(ft.Elem())
+				continue
+			}
+			walk(field.Type)
+		}
+	}
+	walk(reflect.TypeFor[File]())
+	for name := range notHeaders {
+		if !used[name] {
+			t.Errorf("%s is listed but is no map of strings the config holds: drop it", name)
 		}
 	}
 }

@@ -48,10 +48,10 @@ func (t *Transformations) DecodeNode(n *decode.Node) {
 // leaves its header alone.
 type Transform struct {
 	// Add appends a header per entry (a list result adds one per item).
-	Add map[string]CELExpression `json:"add,omitempty" cfg:"maxItems=64"`
+	Add HeaderExpressions `json:"add,omitempty" cfg:"maxItems=64"`
 	// Set replaces the header's values. In a request, :method, :path and
 	// :authority set those; in a response, :status sets the status.
-	Set map[string]CELExpression `json:"set,omitempty" cfg:"maxItems=64"`
+	Set HeaderExpressions `json:"set,omitempty" cfg:"maxItems=64"`
 	// Remove deletes headers by name.
 	Remove []string `json:"remove,omitempty" cfg:"maxItems=64"`
 	// Replace computes the whole header set: a map of names to a string or

@@ -47,7 +47,7 @@ const AttributesNamespace = "envoy.filters.http.ext_proc"
 // (string) values are sent as the stream's gRPC metadata instead
 // (agentgateway's reserved namespace), for services that authenticate or
 // route their callers by it.
-const GRPCMetadataNamespace = "agentgateway.dev.grpc_initial_metadata"
+const GRPCMetadataNamespace = config.ExtProcGRPCMetadata
 
 // Options are what New needs beyond the config.
 type Options struct {
