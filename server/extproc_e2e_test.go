@@ -582,3 +582,100 @@ func TestLLMAnswerReadWholeStillCounts(t *testing.T) {
 		return false
 	})
 }
+
+// TestExtProcAnswerOutOfTurn: through the gateway, a service that answers
+// out of turn fails the exchange at once, as the failure mode says. One
+// that answers the request's headers and, unasked, sends an answer for the
+// response's: the client never gets the early edit (500, or the response
+// unprocessed). One that answers the request's headers with an answer for
+// the response's body: 500 at once, not after the 10 s timeout, or the
+// request unprocessed with its body.
+func TestExtProcAnswerOutOfTurn(t *testing.T) {
+	early := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		if _, ok := m.Request.(*procv3.ProcessingRequest_RequestHeaders); ok {
+			return []*procv3.ProcessingResponse{
+				extproctest.Reply(st, m, nil, nil),
+				{Response: &procv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &procv3.HeadersResponse{Response: &procv3.CommonResponse{
+					HeaderMutation: extproctest.Set(map[string]string{"x-early": "unsolicited"}),
+				}}}},
+			}
+		}
+		if _, ok := m.Request.(*procv3.ProcessingRequest_ResponseHeaders); ok {
+			return nil // answered already, unasked
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	wrong := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		if _, ok := m.Request.(*procv3.ProcessingRequest_RequestHeaders); ok {
+			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ResponseBody{ResponseBody: &procv3.BodyResponse{}}}}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	// The upstream answers the early service's requests once the gateway
+	// has ended that stream, so that the early answer is in before the
+	// response is processed (without the check it would never end: the
+	// bound lets the response go on, and the test see what it became).
+	up := &echoUpstream{}
+	upAddr := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/early") {
+			if all := early.Streams(); len(all) > 0 {
+				select {
+				case <-all[len(all)-1].Done():
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}
+		up.ServeHTTP(w, r)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /early-closed}}]
+      policies:
+        extProc: {host: '${EARLY}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /early-open}}]
+      policies:
+        extProc: {host: '${EARLY}', failureMode: failOpen}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /wrong-closed}}]
+      policies:
+        extProc: {host: '${WRONG}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /wrong-open}}]
+      policies:
+        extProc: {host: '${WRONG}', failureMode: failOpen}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": upAddr, "EARLY": extproctest.Start(t, early), "WRONG": extproctest.Start(t, wrong)})
+	base := tg.url(3000)
+	tests := []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/early-closed", "", 500, "external processing failed\n"},
+		{"/early-open", "", 200, "echo:"},
+		{"/wrong-closed", "", 500, "external processing failed\n"},
+		{"/wrong-open", "", 200, "echo:"},
+		{"/wrong-closed/body", "payload", 500, "external processing failed\n"},
+		{"/wrong-open/body", "payload", 200, "echo:payload"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			resp, body := do(t, req)
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("answered after %v: the answer out of turn was waited on, not failed at once", took)
+			}
+			if resp.StatusCode != tc.status || body != tc.want || resp.Header.Get("X-Early") != "" {
+				t.Errorf("client got %d %q, x-early %q; want %d %q and no early edit", resp.StatusCode, body, resp.Header.Get("X-Early"), tc.status, tc.want)
+			}
+		})
+	}
+}

@@ -219,7 +219,7 @@ func (p *pump) run() {
 			m.Request = &procv3.ProcessingRequest_RequestBody{RequestBody: body}
 		}
 		// Send encodes the message before it returns, so buf is free again.
-		if p.s.send(m) != nil {
+		if p.s.sendChunk(m) != nil {
 			p.eof = eos
 			return
 		}
@@ -449,22 +449,29 @@ func (d *duplexBody) fill() error {
 			d.fail(errOutOfOrder("body"))
 			continue
 		}
-		switch m := cr.GetBodyMutation().GetMutation().(type) {
-		case *procv3.BodyMutation_StreamedResponse:
-			d.pending = m.StreamedResponse.GetBody()
-			d.eos = m.StreamedResponse.GetEndOfStream()
-		case *procv3.BodyMutation_Body:
-			// A chunk replaced whole (streamed mode's way).
-			d.pending = m.Body
-		case *procv3.BodyMutation_ClearBody:
-			// This chunk is dropped.
-		default:
-			// No mutation: the service is done with the body (as
-			// agentgateway reads it).
-			d.eos = true
-		}
+		d.pending, d.eos = streamedChunk(cr.GetBodyMutation())
 	}
 	return nil
+}
+
+// streamedChunk is what an answer's body mutation makes of a full-duplex
+// body: the bytes to send on, and whether the answer ends the body.
+// session.answered reads it too, to know when the service's answers on a
+// body end.
+func streamedChunk(m *procv3.BodyMutation) (chunk []byte, eos bool) {
+	switch x := m.GetMutation().(type) {
+	case *procv3.BodyMutation_StreamedResponse:
+		return x.StreamedResponse.GetBody(), x.StreamedResponse.GetEndOfStream()
+	case *procv3.BodyMutation_Body:
+		// A chunk replaced whole (streamed mode's way).
+		return x.Body, false
+	case *procv3.BodyMutation_ClearBody:
+		// This chunk is dropped.
+		return nil, false
+	}
+	// No mutation: the service is done with the body (as agentgateway
+	// reads it).
+	return nil, true
 }
 
 // await waits for the service's next answer on the body. Read's caller
@@ -476,6 +483,9 @@ func (d *duplexBody) fill() error {
 func (d *duplexBody) await() (*procv3.ProcessingResponse, error) {
 	if !d.pm.gated || d.sending {
 		return d.s.wait(d.ch, d.pm.fail)
+	}
+	if err := d.s.brokenOutOfTurn(); err != nil {
+		return nil, err
 	}
 	select {
 	case <-d.s.imm:

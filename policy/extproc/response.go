@@ -31,6 +31,14 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 	if s.skipResp {
 		return
 	}
+	if err := s.brokenOutOfTurn(); err != nil {
+		// The service answered out of turn after the request went on
+		// (an answer for a response it had not been sent, say): the
+		// response is the failure mode's at once, whatever of it was to
+		// be processed.
+		p.responseFailed(c, s, err, nil)
+		return
+	}
 	resp := &c.Fast.Response
 	hasBody := responseHasBody(c)
 	mode := s.respBody

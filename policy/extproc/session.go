@@ -31,14 +31,23 @@ type session struct {
 	lastSend atomic.Int64 // monotonic-ish: UnixNano of the last message sent
 
 	// The receiving goroutine hands answers to the phase that waits for
-	// them: request-side answers on reqCh, response-side ones on respCh.
-	// An immediate response ends both; it is kept in immediate and imm is
-	// closed. dead is closed when the stream ends, err saying why.
+	// them: request-side answers on reqCh, response-side ones on respCh,
+	// and only answers the service owes (answered); any other ends the
+	// stream (outOfTurn). An immediate response ends both; it is kept in
+	// immediate and imm is closed. dead is closed when the stream ends,
+	// err saying why.
 	reqCh, respCh chan *procv3.ProcessingResponse
 	imm           chan struct{}
 	immediate     *procv3.ImmediateResponse
 	dead          chan struct{}
 	err           error
+	// outOfTurn: receive stopped at an answer the service did not owe
+	// (err says which); the stream is broken for every phase after.
+	outOfTurn bool
+	// owed is what the service is to answer: the messages sent and not
+	// yet answered (owe, answered).
+	owedMu sync.Mutex
+	owed   [2]owedAnswers // by direction: request, response
 
 	refs   atomic.Int32
 	opened bool
@@ -142,23 +151,29 @@ func (s *session) receive() {
 			}
 			return
 		}
-		var ch chan *procv3.ProcessingResponse
-		switch r := m.Response.(type) {
-		case *procv3.ProcessingResponse_RequestHeaders, *procv3.ProcessingResponse_RequestBody, *procv3.ProcessingResponse_RequestTrailers:
-			ch = s.reqCh
-		case *procv3.ProcessingResponse_ResponseHeaders, *procv3.ProcessingResponse_ResponseBody, *procv3.ProcessingResponse_ResponseTrailers:
-			ch = s.respCh
-		case *procv3.ProcessingResponse_ImmediateResponse:
+		if r, ok := m.Response.(*procv3.ProcessingResponse_ImmediateResponse); ok {
+			// Valid in any phase (Envoy's protocol): it ends both.
 			if !immediate {
 				immediate = true
 				s.immediate = r.ImmediateResponse
 				close(s.imm)
 			}
 			continue
-		default:
-			s.err = &errService{"the external processing service sent an answer this gateway does not take"}
-			s.failed(s.err)
+		}
+		dir, err := s.answered(m)
+		if err != nil {
+			// Not the answer the gateway waits for: the stream is broken
+			// now, for the phase in progress (its wait returns err) and
+			// for every later one, never left queued for a phase it was
+			// not meant for, nor waited on until the timeout.
+			s.err, s.outOfTurn = err, true
+			s.failed(err)
+			s.cancel()
 			return
+		}
+		ch := s.reqCh
+		if dir == respDir {
+			ch = s.respCh
 		}
 		select {
 		case ch <- m:
@@ -170,8 +185,17 @@ func (s *session) receive() {
 }
 
 // send sends m, safe for concurrent use (the request body's pump and the
-// phases share the stream).
-func (s *session) send(m *procv3.ProcessingRequest) error {
+// phases share the stream): a headers message, or a buffered body's, each
+// owed one answer.
+func (s *session) send(m *procv3.ProcessingRequest) error { return s.transmit(m, false) }
+
+// sendChunk sends a chunk of a full-duplex body, whose answers come as the
+// service chooses until one ends the body.
+func (s *session) sendChunk(m *procv3.ProcessingRequest) error { return s.transmit(m, true) }
+
+func (s *session) transmit(m *procv3.ProcessingRequest, streamed bool) error {
+	// Owed before it goes: the answer may come before Send returns.
+	s.owe(m, streamed)
 	if m.MetadataContext == nil {
 		m.MetadataContext = s.metadata
 	}
@@ -217,12 +241,20 @@ func (s *session) wait(ch chan *procv3.ProcessingResponse, stop <-chan struct{})
 			return nil, errImmediate
 		default:
 		}
+		if err := s.brokenOutOfTurn(); err != nil {
+			return nil, err
+		}
 		select {
 		case m := <-ch:
 			return m, nil
 		case <-s.imm:
 			return nil, errImmediate
 		case <-s.dead:
+			if s.outOfTurn {
+				// Answers queued before it are not taken either: the
+				// service has broken the protocol.
+				return nil, s.err
+			}
 			select {
 			case m := <-ch:
 				return m, nil
@@ -247,6 +279,132 @@ func (s *session) wait(ch chan *procv3.ProcessingResponse, stop <-chan struct{})
 }
 
 var errPumpStopped = errors.New("the body being processed failed")
+
+// brokenOutOfTurn is the failure of a stream the service broke with an
+// answer out of turn, nil while it has not (or has not been opened).
+func (s *session) brokenOutOfTurn() error {
+	if s.dead == nil {
+		return nil
+	}
+	select {
+	case <-s.dead:
+		if s.outOfTurn {
+			return s.err
+		}
+	default:
+	}
+	return nil
+}
+
+// The directions of the exchange, indexing session.owed.
+const (
+	reqDir = iota
+	respDir
+)
+
+// owedAnswers is what the service owes the gateway in one direction.
+type owedAnswers struct {
+	headers  bool // the headers message awaits its answer
+	buffered int  // buffered body messages awaiting their answers
+	// streaming: full-duplex chunks were sent, and no answer has ended
+	// the body yet (ended); until then the service answers as it likes.
+	streaming, ended bool
+}
+
+// owe records the answer m calls for, before it is sent.
+func (s *session) owe(m *procv3.ProcessingRequest, streamed bool) {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	switch m.Request.(type) {
+	case *procv3.ProcessingRequest_RequestHeaders:
+		s.owed[reqDir].headers = true
+	case *procv3.ProcessingRequest_ResponseHeaders:
+		s.owed[respDir].headers = true
+	case *procv3.ProcessingRequest_RequestBody:
+		s.owed[reqDir].oweBody(streamed)
+	case *procv3.ProcessingRequest_ResponseBody:
+		s.owed[respDir].oweBody(streamed)
+	}
+}
+
+func (o *owedAnswers) oweBody(streamed bool) {
+	if streamed {
+		o.streaming = true
+	} else {
+		o.buffered++
+	}
+}
+
+// answered checks that m is an answer the service owes, in its order (a
+// direction's headers before its body), and settles that debt; it returns
+// m's direction, or why m is out of turn: an answer to a message not sent
+// (the other direction's, early or late, a second answer to headers,
+// trailers, which are never sent), or a body's before its headers'. An
+// immediate response is never out of turn; receive takes it first.
+func (s *session) answered(m *procv3.ProcessingResponse) (int, error) {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	var dir int
+	var headers bool
+	var cr *procv3.CommonResponse
+	switch r := m.Response.(type) {
+	case *procv3.ProcessingResponse_RequestHeaders:
+		dir, headers, cr = reqDir, true, r.RequestHeaders.GetResponse()
+	case *procv3.ProcessingResponse_ResponseHeaders:
+		dir, headers, cr = respDir, true, r.ResponseHeaders.GetResponse()
+	case *procv3.ProcessingResponse_RequestBody:
+		dir, cr = reqDir, r.RequestBody.GetResponse()
+	case *procv3.ProcessingResponse_ResponseBody:
+		dir, cr = respDir, r.ResponseBody.GetResponse()
+	case *procv3.ProcessingResponse_RequestTrailers, *procv3.ProcessingResponse_ResponseTrailers:
+		return 0, errOutOfTurn(m, "no trailers are sent to the service")
+	default:
+		return 0, &errService{"the external processing service sent an answer this gateway does not take"}
+	}
+	o := &s.owed[dir]
+	switch {
+	case headers && !o.headers:
+		return 0, errOutOfTurn(m, "its headers were not sent, or were answered already")
+	case headers:
+		o.headers = false
+		// In full-duplex mode the answer to the headers may carry the
+		// whole body (duplexBody.take).
+		if sr := cr.GetBodyMutation().GetStreamedResponse(); sr != nil && sr.GetEndOfStream() {
+			o.ended = true
+		}
+	case o.headers:
+		return 0, errOutOfTurn(m, "its headers are not answered yet")
+	case o.buffered > 0:
+		o.buffered--
+	case o.streaming && !o.ended:
+		if _, eos := streamedChunk(cr.GetBodyMutation()); eos {
+			o.ended = true
+		}
+	default:
+		return 0, errOutOfTurn(m, "no body of that direction awaits an answer")
+	}
+	return dir, nil
+}
+
+// errOutOfTurn is an answer the service did not owe.
+func errOutOfTurn(m *procv3.ProcessingResponse, why string) error {
+	kind := "an unknown"
+	switch m.Response.(type) {
+	case *procv3.ProcessingResponse_RequestHeaders:
+		kind = "request_headers"
+	case *procv3.ProcessingResponse_ResponseHeaders:
+		kind = "response_headers"
+	case *procv3.ProcessingResponse_RequestBody:
+		kind = "request_body"
+	case *procv3.ProcessingResponse_ResponseBody:
+		kind = "response_body"
+	case *procv3.ProcessingResponse_RequestTrailers:
+		kind = "request_trailers"
+	case *procv3.ProcessingResponse_ResponseTrailers:
+		kind = "response_trailers"
+	}
+	return &errService{"the external processing service answered out of turn: a " + kind + " answer, but " + why}
+}
 
 // hold takes a reference for a body stream.
 func (s *session) hold() { s.refs.Add(1) }

@@ -40,7 +40,29 @@ type Stream struct {
 	// Held is the test's own state across a stream's messages.
 	Held []*procv3.ProcessingResponse
 	body bytes.Buffer // the body chunks received so far, either direction
+
+	sendMu sync.Mutex
+	stream procv3.ExternalProcessor_ProcessServer
+	done   chan struct{}
 }
+
+// Send sends m on the stream now, out of the answer function's turn: a
+// service that sends what it was not asked for. It fails with io.EOF once
+// the stream has ended.
+func (st *Stream) Send(m *procv3.ProcessingResponse) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	select {
+	case <-st.done:
+		return io.EOF
+	default:
+	}
+	return st.stream.Send(m)
+}
+
+// Done is closed when the stream has ended (the gateway closed or
+// cancelled it, or the service ended it).
+func (st *Stream) Done() <-chan struct{} { return st.done }
 
 // Received returns the body bytes received so far (Reply records them).
 func (st *Stream) Received() []byte {
@@ -65,7 +87,12 @@ func (st *Stream) Messages() []*procv3.ProcessingRequest {
 // Process implements the service.
 func (s *Server) Process(stream procv3.ExternalProcessor_ProcessServer) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
-	st := &Stream{Metadata: md}
+	st := &Stream{Metadata: md, stream: stream, done: make(chan struct{})}
+	defer func() {
+		st.sendMu.Lock() // no Send after the handler returns
+		close(st.done)
+		st.sendMu.Unlock()
+	}()
 	s.mu.Lock()
 	s.streams = append(s.streams, st)
 	s.mu.Unlock()
@@ -85,7 +112,7 @@ func (s *Server) Process(stream procv3.ExternalProcessor_ProcessServer) error {
 			answer = Passthrough
 		}
 		for _, a := range answer(st, m) {
-			if err := stream.Send(a); err != nil {
+			if err := st.Send(a); err != nil {
 				return err
 			}
 		}
