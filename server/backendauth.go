@@ -2,9 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -182,26 +179,4 @@ func (a *backendAuth) Header(token []byte) (http.Header, error) {
 		h.Set(name, prefix+string(v))
 	}
 	return h, nil
-}
-
-// authIdentity is what tells two backendAuth policies apart, secrets
-// included (the config's JSON redacts them), for keying what outlives a
-// reload on them: an MCP backend's sessions hold the credentials they
-// were opened with, so another policy must make another backend.
-func authIdentity(ba *config.BackendAuth) string {
-	if ba == nil {
-		return ""
-	}
-	b, _ := json.Marshal(ba)
-	h := sha256.New()
-	h.Write(b)
-	if ba.Key != nil {
-		h.Write([]byte{0})
-		h.Write([]byte(ba.Key.Value.Inline))
-	}
-	for _, c := range ba.Credentials {
-		h.Write([]byte{0})
-		h.Write([]byte(c.Key.Inline))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }

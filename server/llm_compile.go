@@ -139,63 +139,21 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 			providerTLS[gi] = append(providerTLS[gi], p.upTLS)
 		}
 	}
-	spec, err := json.Marshal(struct {
+	// The key holds everything the providers were compiled from, secrets
+	// included (config.Fingerprint: their pools are keyed by the same
+	// settings), so a kept set's members are equal to the new ones.
+	spec := config.Fingerprint(struct {
 		Route       string
 		Cfg         *config.AIBackend
 		Shared      *config.AIPolicy
 		Auth        *config.BackendAuth
-		Secrets     []string
 		Settings    backend.PoolSettings
 		ProviderTLS [][]backend.UpstreamTLS
-	}{routeName, cfg, shared, auth, aiSecrets(cfg, auth), settings, providerTLS})
-	if err != nil {
-		return nil, fmt.Errorf("%s.ai: %w", path, err)
-	}
-	// The key holds everything the providers were compiled from (their
-	// pools are keyed by the same settings), so a kept set's members are
-	// equal to the new ones.
-	t.set, _ = pool.LoadOrNew(c.lease, "llm\x00"+string(spec), func() (*balance.Set[*llmProvider], error) {
+	}{routeName, cfg, shared, auth, settings, providerTLS})
+	t.set, _ = pool.LoadOrNew(c.lease, "llm\x00"+spec, func() (*balance.Set[*llmProvider], error) {
 		return balance.New(members, names, balance.Options{}), nil
 	})
 	return t, nil
-}
-
-// aiSecrets lists the inline secrets an ai backend's MarshalJSON hides: a
-// change of any must compile the backend anew.
-func aiSecrets(cfg *config.AIBackend, auth *config.BackendAuth) []string {
-	var out []string
-	add := func(a *config.BackendAuth) {
-		if a == nil {
-			return
-		}
-		if a.Key != nil {
-			out = append(out, a.Key.Value.Inline)
-		}
-		if a.AWS != nil {
-			out = append(out, string(a.AWS.SecretAccessKey), string(a.AWS.SessionToken))
-		}
-		if a.GCP != nil && a.GCP.Credential != nil {
-			out = append(out, a.GCP.Credential.Inline)
-		}
-		for _, c := range a.Credentials {
-			out = append(out, c.Key.Inline)
-		}
-	}
-	add(auth)
-	each := func(p *config.NamedAIProvider) {
-		if p.Policies != nil {
-			add(p.Policies.BackendAuth)
-		}
-	}
-	if cfg.Provider != nil {
-		each(cfg.Provider)
-	}
-	for gi := range cfg.Groups {
-		for pi := range cfg.Groups[gi].Providers {
-			each(&cfg.Groups[gi].Providers[pi])
-		}
-	}
-	return out
 }
 
 // llmProvider compiles one provider of an ai backend. Providers given the
@@ -305,14 +263,11 @@ func prefixFieldError(path string, err error) error {
 // rateLimiter compiles a route's localRateLimit. Its buckets are kept
 // across reloads that leave the route's limits as they were.
 func (c *compiler) rateLimiter(routeName string, cfg *config.LocalRateLimit) (*ratelimit.Limiter, error) {
-	spec, err := json.Marshal(struct {
+	spec := config.Fingerprint(struct {
 		Route string
 		Cfg   *config.LocalRateLimit
 	}{routeName, cfg})
-	if err != nil {
-		return nil, err
-	}
-	return pool.LoadOrNew(c.lease, "ratelimit\x00"+string(spec), func() (*ratelimit.Limiter, error) {
+	return pool.LoadOrNew(c.lease, "ratelimit\x00"+spec, func() (*ratelimit.Limiter, error) {
 		return ratelimit.New(cfg, nil)
 	})
 }

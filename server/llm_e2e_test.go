@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/relaygate/gateway/backend/llm/guardrail/guardrailtest"
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 )
 
@@ -1248,5 +1249,35 @@ func TestLLMStreamWithoutLastBlankLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLLMReloadOfASecretHeaderOnly: a reload that changes only a value the
+// config dump redacts (the Authorization a webhook guard's call carries)
+// makes the webhook get the new value. The provider set, kept across
+// reloads on a key of its config, took that key from the redacted JSON, so
+// the old value stayed until something else changed.
+func TestLLMReloadOfASecretHeaderOnly(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	wh := guardrailtest.NewWebhook(t)
+	cfg := func(token string) string {
+		return llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, `
+promptGuard:
+  request:
+  - webhook: {target: {host: `+wh.Addr()+`}, headers: {authorization: '"Bearer `+token+`"'}}
+`)
+	}
+	tg := startGateway(t, cfg("one"), nil)
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, token := range []string{"one", "two"} {
+		if token != "one" {
+			tg.apply(cfg(token), nil)
+		}
+		if resp, got := postJSON(t, tg.url(8080)+"/v1/chat/completions", body); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", token, resp.StatusCode, got)
+		}
+		if got := wh.Last().Header.Get("Authorization"); got != "Bearer "+token {
+			t.Errorf("after the reload to %q the webhook got %q", token, got)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -51,21 +50,20 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 			key = s.Session.Key
 		}
 	}
-	spec, err := json.Marshal(struct {
+	// Everything the backend is made of, secrets included
+	// (config.Fingerprint): its sessions hold the credentials and targets
+	// they were opened with, so another of any makes another backend.
+	spec := config.Fingerprint(struct {
 		Route  string
 		Scope  string
 		Config *config.MCPBackend
 		TTL    time.Duration
 		Key    []byte
-		Full   []any
 		TLS    backend.UpstreamTLS
 		Limits [2]int
-		Auth   string
-	}{routeName, scope, cfg, ttl, key, targetsInFull(cfg), upTLS, [2]int{maxSessions, maxProcs}, authIdentity(auth)})
-	if err != nil {
-		return nil, fmt.Errorf("%s.mcp: %w", path, err)
-	}
-	return pool.LoadOrNew(c.lease, "mcp\x00"+string(spec), func() (*mcpgw.Backend, error) {
+		Auth   *config.BackendAuth
+	}{routeName, scope, cfg, ttl, key, upTLS, [2]int{maxSessions, maxProcs}, auth})
+	return pool.LoadOrNew(c.lease, "mcp\x00"+spec, func() (*mcpgw.Backend, error) {
 		var tlsConfig *tls.Config
 		if upTLS.Enabled {
 			// No host: net/http names each target's (SNI, and the name
@@ -99,17 +97,6 @@ func (c *compiler) mcpBackend(path, routeName, scope string, cfg *config.MCPBack
 // are sealed to it, so a same-named route elsewhere refuses them.
 func routeScope(port int, l *config.Listener, routeName string) string {
 	return strconv.Itoa(port) + "\x00" + l.Namespace + "/" + l.Name + "\x00" + l.Hostname + "\x00" + routeName
-}
-
-// targetsInFull lists what MCPTarget.MarshalJSON hides of each target
-// (stdio environment values, passwords and tokens in URLs): a change of any
-// must connect anew.
-func targetsInFull(cfg *config.MCPBackend) []any {
-	out := make([]any, 0, len(cfg.Targets))
-	for _, t := range cfg.Targets {
-		out = append(out, []any{t.URL, t.Stdio})
-	}
-	return out
 }
 
 // serveMCP answers a request whose backend is an MCP backend.
