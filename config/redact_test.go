@@ -183,7 +183,7 @@ func TestConfigDumpRedactsEveryHeaderPlace(t *testing.T) {
 	webhook := `{ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}], response: [{regex: {rules: []}, rejection: {headers: {set: {set-cookie: SECRET}}}}]}}}`
 	var targeted strings.Builder
 	for i, kind := range []string{"transformations", "extAuthz", "extProc"} {
-		fmt.Fprintf(&targeted, "- name: {name: p%d, namespace: default}\n  target: {gateway: {gatewayName: g, gatewayNamespace: default}}\n  phase: gateway\n  policy: {%s: %s}\n", i, kind, places[kind])
+		fmt.Fprintf(&targeted, "- name: {name: p%d, namespace: default}\n  target: {gateway: {gatewayName: default, gatewayNamespace: default}}\n  phase: gateway\n  policy: {%s: %s}\n", i, kind, places[kind])
 		fmt.Fprintf(&targeted, "- name: {name: r%d, namespace: default}\n  target: {route: {name: cond, namespace: default}}\n  policy: {%s: %s}\n", i, kind, conditional[kind])
 	}
 	yaml := "binds:\n- port: 1\n  listeners:\n  - policies: " + policies(places) + "\n    routes:\n" +
