@@ -179,12 +179,22 @@ func (d *DirectResponse) Validate(v *decode.Validation) {
 	case d.Conditional == nil && d.Status == nil:
 		v.Errorf("status", "required")
 	}
+	if d.Status != nil && len(d.Body) > 0 && noContentStatus(*d.Status) {
+		v.Errorf("body", "a %d answer carries no content (RFC 9110 15.3.5, 15.3.6, 15.4.5): remove the body", *d.Status)
+	}
 	for i, c := range d.Conditional {
 		if c.Condition == "" && i != len(d.Conditional)-1 {
 			v.Errorf(indexPath("conditional", i)+".condition", "required: only the last entry may go without a condition")
 		}
+		if c.Status != nil && len(c.Body) > 0 && noContentStatus(*c.Status) {
+			v.Errorf(indexPath("conditional", i)+".body", "a %d answer carries no content (RFC 9110 15.3.5, 15.3.6, 15.4.5): remove the body", *c.Status)
+		}
 	}
 }
+
+// noContentStatus reports whether an answer of status has no content:
+// 204, 205 and 304.
+func noContentStatus(status int) bool { return status == 204 || status == 205 || status == 304 }
 
 // ConditionalDirectResponse is one entry of a conditional direct response.
 type ConditionalDirectResponse struct {
