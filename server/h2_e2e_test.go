@@ -627,3 +627,29 @@ func TestH2CUpgradeThenHangUp(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadOfTheGatewaysOwnAnswer: a HEAD the gateway answers itself (a
+// direct response, a refusal) says the Content-Length a GET would get, over
+// HTTP/2 as over HTTP/1.1 (RFC 9110 8.6); over HTTP/2 it said 0.
+func TestHeadOfTheGatewaysOwnAnswer(t *testing.T) {
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /direct}}]
+      policies: {directResponse: {status: 418, body: teapot}}
+    - matches: [{path: {exact: /guarded}}]
+      policies: {authorization: {rules: ['request.headers["x-key"] == "ok"']}}
+      backends: [{host: 127.0.0.1:1}]
+`, nil)
+	for _, c := range []*http.Client{http.DefaultClient, h2cClient()} {
+		for _, path := range []string{"/direct", "/guarded"} {
+			get, getBody := doWith(t, c, mustRequest(t, http.MethodGet, tg.url(3000)+path))
+			head, _ := doWith(t, c, mustRequest(t, http.MethodHead, tg.url(3000)+path))
+			if head.StatusCode != get.StatusCode || head.ContentLength != int64(len(getBody)) || len(getBody) == 0 {
+				t.Errorf("%s %s: HEAD %d length %d, GET %d with %d bytes", head.Proto, path, head.StatusCode, head.ContentLength, get.StatusCode, len(getBody))
+			}
+		}
+	}
+}

@@ -528,7 +528,11 @@ func (hc *h2Conn) respond(x *h2Exchange) (abort bool) {
 		cl := -1
 		if bodyOK {
 			cl = len(body)
-			if x.head {
+			if x.head && cl == 0 {
+				// A proxied HEAD's answer has no body and its length
+				// in the head; one the gateway made has its body, which
+				// the length is that of (RFC 9110 8.6: what GET would
+				// send).
 				cl = max(resp.Header.ContentLength(), -1)
 			}
 		}
