@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/relaygate/gateway/backend/mcp/transport"
 )
 
 // ItemKind is the kind of item an authorization rule is asked about.
@@ -231,8 +234,21 @@ var lists = map[string]listSpec{
 	"resources/templates/list": {"resourceTemplates", Resource, "uriTemplate"},
 }
 
-// maxPages bounds the pages read from one target for one list call.
-const maxPages = 100
+// Bounds of one list request (the four list methods, tasks/list, and the
+// lookups of prefixMode never), which reads every page of every target
+// and answers with one merged message. Without them a target's pages were
+// all kept: 20 pages of 13.5 MB took the gateway from 41 MB to 3.3 GB.
+const (
+	// maxPages bounds the pages read from one target.
+	maxPages = 100
+	// maxListBytes bounds the page results read, over all targets: the
+	// merged answer is then about one message as large as the gateway
+	// accepts from a target (transport.DefaultMaxMessageBytes).
+	maxListBytes = transport.DefaultMaxMessageBytes
+	// maxListItems bounds the items kept, over all targets: small items
+	// cost more kept (a map each) than their bytes say.
+	maxListItems = 100_000
+)
 
 // list fans a list call out to every target that serves it, reads all
 // pages, keeps the items the request may see and prefixes their names when
@@ -242,7 +258,10 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 	if len(targets) == 0 {
 		return s.notServed(clientID, method)
 	}
-	parts := s.collect(ctx, clientID, targets, method, spec.key)
+	parts, tooMuch := s.collect(ctx, clientID, targets, method, spec.key)
+	if tooMuch != nil {
+		return tooMuch
+	}
 	var out []map[string]json.RawMessage
 	failed := 0
 	names := map[string]int{}
@@ -299,10 +318,36 @@ type listPart struct {
 	err   *jsonrpc.Response
 }
 
+// listBudget is what one list request may still read, shared by its
+// targets' goroutines; the first to exceed it cancels the others.
+type listBudget struct {
+	bytes, items atomic.Int64
+	over         atomic.Bool
+	cancel       context.CancelFunc
+}
+
+// spend counts what a page brings; false (and the others cancelled) once
+// the request is past a bound.
+func (lb *listBudget) spend(bytes, items int) bool {
+	if lb.over.Load() || lb.bytes.Add(int64(bytes)) > maxListBytes || lb.items.Add(int64(items)) > maxListItems {
+		if lb.over.CompareAndSwap(false, true) {
+			lb.cancel()
+		}
+		return false
+	}
+	return true
+}
+
 // collect sends a list method to each target concurrently and reads every
 // page of its answer. A target that answers "method not found" lists
 // nothing: it did not declare its capabilities, or declared them wrongly.
-func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []int, method, key string) []listPart {
+// A target with more than maxPages pages fails; a request whose targets
+// together list more than maxListBytes or maxListItems fails as a whole
+// (the error response), so a list is never cut short silently.
+func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []int, method, key string) ([]listPart, *jsonrpc.Response) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	budget := &listBudget{cancel: cancel}
 	parts := make([]listPart, len(targets))
 	var wg sync.WaitGroup
 	for pi, i := range targets {
@@ -310,6 +355,9 @@ func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []in
 		go func() {
 			defer wg.Done()
 			name := s.b.targets[i].Name
+			malformed := func() {
+				parts[pi].err = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: malformed %s result", name, method))
+			}
 			cursor := ""
 			for range maxPages {
 				params := json.RawMessage(`{}`)
@@ -317,6 +365,9 @@ func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []in
 					params, _ = json.Marshal(map[string]string{"cursor": cursor})
 				}
 				r := s.forward(ctx, i, clientID, method, params, nil)
+				if budget.over.Load() {
+					return
+				}
 				if isMethodNotFound(r) {
 					return
 				}
@@ -324,13 +375,22 @@ func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []in
 					parts[pi].err = r
 					return
 				}
-				var page map[string]json.RawMessage
-				if json.Unmarshal(r.Result, &page) != nil {
-					parts[pi].err = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: malformed %s result", name, method))
+				if !budget.spend(len(r.Result), 0) {
 					return
 				}
-				var items []map[string]json.RawMessage
-				_ = json.Unmarshal(page[key], &items)
+				var page map[string]json.RawMessage
+				if json.Unmarshal(r.Result, &page) != nil {
+					malformed()
+					return
+				}
+				items, ok := pageItems(page[key], budget)
+				if budget.over.Load() {
+					return
+				}
+				if !ok {
+					malformed()
+					return
+				}
 				parts[pi].items = append(parts[pi].items, items...)
 				cursor = ""
 				_ = json.Unmarshal(page["nextCursor"], &cursor)
@@ -338,10 +398,42 @@ func (s *Session) collect(ctx context.Context, clientID jsonrpc.ID, targets []in
 					return
 				}
 			}
+			parts[pi].err = errorResponse(clientID, jsonrpc.CodeInternalError,
+				fmt.Sprintf("target %s: %s has more than %d pages, the gateway's bound for one list request", name, method, maxPages))
 		}()
 	}
 	wg.Wait()
-	return parts
+	if budget.over.Load() {
+		return nil, errorResponse(clientID, jsonrpc.CodeInternalError,
+			fmt.Sprintf("%s: the targets list more than the gateway's bound for one list request (%d MiB, %d items)", method, maxListBytes>>20, maxListItems))
+	}
+	return parts, nil
+}
+
+// pageItems decodes a page's array of items one at a time, each counted
+// against the budget before it is kept, so that a page of tiny items
+// cannot build millions of maps. Absent or null is no items; anything but
+// an array of objects is malformed (false).
+func pageItems(raw json.RawMessage, budget *listBudget) ([]map[string]json.RawMessage, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, false
+	}
+	var items []map[string]json.RawMessage
+	for dec.More() {
+		if !budget.spend(0, 1) {
+			return nil, false
+		}
+		var item map[string]json.RawMessage
+		if err := dec.Decode(&item); err != nil || item == nil {
+			return nil, false
+		}
+		items = append(items, item)
+	}
+	return items, true
 }
 
 func isMethodNotFound(r *jsonrpc.Response) bool {
@@ -608,7 +700,10 @@ func (s *Session) listTasks(ctx context.Context, clientID jsonrpc.ID) *jsonrpc.R
 	if len(targets) == 0 {
 		return s.notServed(clientID, "tasks/list")
 	}
-	parts := s.collect(ctx, clientID, targets, "tasks/list", "tasks")
+	parts, tooMuch := s.collect(ctx, clientID, targets, "tasks/list", "tasks")
+	if tooMuch != nil {
+		return tooMuch
+	}
 	out := []map[string]json.RawMessage{}
 	for pi, p := range parts {
 		if p.err != nil {

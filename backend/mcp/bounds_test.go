@@ -1,0 +1,154 @@
+package mcp
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/relaygate/gateway/config"
+)
+
+// fakeTarget is a hand-written streamable HTTP MCP target on 127.0.0.1
+// answering in plain JSON: initialize declares the tools capability,
+// notifications get 202, and every other request is answered by handle
+// (a nil result: method not found). It counts the requests per method.
+type fakeTarget struct {
+	URL   string
+	calls map[string]*atomic.Int64
+}
+
+func (f *fakeTarget) count(method string) int64 {
+	if c := f.calls[method]; c != nil {
+		return c.Load()
+	}
+	return 0
+}
+
+func startFakeTarget(t *testing.T, handle func(method string, params json.RawMessage) any) *fakeTarget {
+	t.Helper()
+	f := &fakeTarget{calls: map[string]*atomic.Int64{}}
+	for _, m := range []string{"initialize", "tools/list", "tools/call", "notifications/cancelled", "other"} {
+		f.calls[m] = new(atomic.Int64)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		data, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(data, &msg) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		c := f.calls[msg.Method]
+		if c == nil {
+			c = f.calls["other"]
+		}
+		c.Add(1)
+		if len(msg.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var result any
+		if msg.Method == "initialize" {
+			w.Header().Set("Mcp-Session-Id", "fake-session")
+			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "fake", "version": "1"}}
+		} else {
+			result = handle(msg.Method, msg.Params)
+		}
+		resp := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
+		if result == nil {
+			resp["error"] = map[string]any{"code": -32601, "message": "Method not found"}
+		} else {
+			resp["result"] = result
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(resp)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	f.URL = "http://" + ln.Addr().String() + "/mcp"
+	return f
+}
+
+// pager answers tools/list with pages of n tools whose names are padded to
+// pad bytes, the last page being last (-1: never).
+func pager(n, pad, last int) func(string, json.RawMessage) any {
+	return func(method string, params json.RawMessage) any {
+		if method != "tools/list" {
+			return nil
+		}
+		var p struct {
+			Cursor string `json:"cursor"`
+		}
+		_ = json.Unmarshal(params, &p)
+		page := len(p.Cursor) // the cursor is one more "x" per page
+		tools := make([]map[string]any, n)
+		for i := range tools {
+			tools[i] = map[string]any{"name": "t" + strings.Repeat("x", pad) + string(rune('a'+i%26)), "inputSchema": map[string]any{"type": "object"}}
+		}
+		res := map[string]any{"tools": tools}
+		if last < 0 || page < last {
+			res["nextCursor"] = strings.Repeat("x", page+1)
+		}
+		return res
+	}
+}
+
+// TestRelayBoundsListAggregation: a list request reads at most maxPages
+// pages of a target and at most maxListBytes / maxListItems over all its
+// targets; past a bound it fails with an error naming it, never cut short
+// in silence. It used to keep every page (20 pages of 13.5 MB: 3.3 GB) and
+// to answer the first 100 pages of an endless pager as if complete.
+func TestRelayBoundsListAggregation(t *testing.T) {
+	bigPage := pager(1, maxListBytes/3, -1) // three pages make a full message
+	cases := []struct {
+		name    string
+		targets []func(string, json.RawMessage) any
+		want    string // in the answer
+		pages   int64  // at most, per target
+	}{
+		{"within bounds", []func(string, json.RawMessage) any{pager(10, 0, 2)}, `"tools":[`, 3},
+		{"endless big pages", []func(string, json.RawMessage) any{bigPage}, "bound for one list request (16 MiB, 100000 items)", 4},
+		{"big pages over two targets", []func(string, json.RawMessage) any{pager(1, maxListBytes*2/3, 0), pager(1, maxListBytes*2/3, 0)}, "bound for one list request (16 MiB", 1},
+		{"tiny items", []func(string, json.RawMessage) any{pager(maxListItems/2+1, 0, 1)}, "100000 items", 2},
+		{"endless pager", []func(string, json.RawMessage) any{pager(1, 0, -1)}, "tools/list has more than 100 pages", maxPages},
+		{"not an array", []func(string, json.RawMessage) any{func(string, json.RawMessage) any { return map[string]any{"tools": map[string]any{"name": "x"}} }}, "malformed tools/list result", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.MCPBackend{}
+			var fakes []*fakeTarget
+			for i, h := range tc.targets {
+				f := startFakeTarget(t, h)
+				fakes = append(fakes, f)
+				cfg.Targets = append(cfg.Targets, config.MCPTarget{Name: string(rune('a' + i)), Kind: config.MCPTargetStreamable, URL: f.URL})
+			}
+			endpoint := serveBackend(t, newTestBackend(t, cfg), nil)
+			id := initSession(t, endpoint)
+			status, _, body := rpc{session: id, accept: "application/json", body: toolsList}.post(t, endpoint)
+			if status != http.StatusOK || !strings.Contains(body, tc.want) {
+				t.Fatalf("tools/list: %d %.300s; want %q in it", status, body, tc.want)
+			}
+			for _, f := range fakes {
+				if n := f.count("tools/list"); n > tc.pages {
+					t.Errorf("a target was asked for %d pages, want at most %d", n, tc.pages)
+				}
+			}
+		})
+	}
+}
