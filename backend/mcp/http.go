@@ -767,6 +767,13 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 			cancel()
 			return out
 		}
+		if m.Method == "initialize" && !s.claimInitialize() {
+			// initialize opens a session, once: a second one would connect
+			// every target again over the first's upstreams, which nothing
+			// would ever close.
+			s.toClient(-1, "", errorResponse(m.ID, jsonrpc.CodeInvalidRequest, "session already initialized: initialize is sent once per session"))
+			return out
+		}
 		o := b.connectOptions(r, s)
 		go func() {
 			ctx, cancel := b.callContext(r)

@@ -46,6 +46,7 @@ type Session struct {
 	stream     *sink                    // the client's GET (or legacy SSE) stream
 	backlog    [][]byte                 // messages waiting for a stream
 	closed     bool
+	inited     bool // initialize was taken (legacy SSE: claimInitialize)
 	gone       bool // a target forgot the upstream session: the session ended
 	version    string
 	init       json.RawMessage
@@ -278,7 +279,21 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 	return nil, fmt.Errorf("target %q: unknown kind", t.Name)
 }
 
-// attach starts reading from a connected target.
+// claimInitialize reports whether the session's initialize may run: only
+// the first asks. A legacy SSE session is opened by its stream and
+// initialized by a POST, which a client could send again.
+func (s *Session) claimInitialize() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inited {
+		return false
+	}
+	s.inited = true
+	return true
+}
+
+// attach starts reading from a connected target. A connection it replaces
+// is closed: none may outlive its place in the session.
 func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 	u := &upstream{idx: i, name: s.b.targets[i].Name, conn: conn}
 	u.touch()
@@ -288,10 +303,14 @@ func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 		_ = conn.Close()
 		return nil
 	}
+	old := s.ups[i]
 	s.ups[i] = u
 	s.parked[i] = false
 	listening := s.stream != nil
 	s.mu.Unlock()
+	if old != nil {
+		go old.conn.Close()
+	}
 	if listening {
 		listen(conn)
 	}
