@@ -94,6 +94,7 @@ type Backend struct {
 
 	legacyKeepAlive time.Duration // between comments on a legacy SSE stream
 	maxSessions     int
+	maxCalls        int32      // client calls in flight per session (maxSessionCalls)
 	procs           procBudget // stdio processes running
 
 	mu       sync.Mutex
@@ -120,6 +121,7 @@ func New(o Options) (*Backend, error) {
 		ttl:             o.SessionTTL,
 		scope:           o.Scope,
 		legacyKeepAlive: legacyKeepAlive,
+		maxCalls:        maxSessionCalls,
 		caps:            newCapabilitySet(len(c.Targets)),
 		sessions:        map[string]*Session{},
 		ended:           map[string]int64{},

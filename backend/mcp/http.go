@@ -280,6 +280,10 @@ func (b *Backend) servePost(r *Request) Outcome {
 			fctx.SetStatusCode(fasthttp.StatusAccepted)
 			return out
 		}
+		if !s.takeCall() {
+			b.tooManyCalls(fctx, m.ID)
+			return out
+		}
 		start := time.Now()
 		if acceptsSSE(fctx) && streamable(m.Method) {
 			var after func()
@@ -293,6 +297,7 @@ func (b *Backend) servePost(r *Request) Outcome {
 		ctx, cancel := b.clientContext(r)
 		resp := s.dispatch(ctx, m, r.Authz, nil, &out)
 		cancel()
+		s.doneCall()
 		b.observe(m.Method, out.Target, out.Tool, resp.Error != nil, start)
 		if s.ended() && !temporary {
 			// A target no longer knows this session: it ended elsewhere.
@@ -515,6 +520,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 	done := make(chan *jsonrpc.Response, 1)
 	probe := *out
 	go func() {
+		defer s.doneCall() // the caller took it
 		done <- s.dispatch(ctx, m, r.Authz, k, &probe)
 	}()
 	// Wait for either the answer or the first related message, so that a
@@ -774,8 +780,13 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 			s.toClient(-1, "", errorResponse(m.ID, jsonrpc.CodeInvalidRequest, "session already initialized: initialize is sent once per session"))
 			return out
 		}
+		if !s.takeCall() {
+			b.tooManyCalls(fctx, m.ID)
+			return out
+		}
 		o := b.connectOptions(r, s)
 		go func() {
+			defer s.doneCall() // once the answer is on the stream
 			ctx, cancel := b.callContext(r)
 			defer cancel()
 			var resp *jsonrpc.Response

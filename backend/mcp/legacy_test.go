@@ -142,3 +142,101 @@ func TestRelayLegacyRefusesSecondInitialize(t *testing.T) {
 		return len(srv.Recorder.Sessions()) == 1 && len(srv.Recorder.Closed()) == 1
 	})
 }
+
+// sessionCalls is the client calls in flight on b's sessions.
+func sessionCalls(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.sessions {
+		n += int(s.calls.Load())
+	}
+	return n
+}
+
+// blockCall is a tools/call of the target's "block" tool, which runs until
+// cancelled.
+func blockCall(id int) string {
+	return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"block","arguments":{}}}`
+}
+
+func cancelCall(id int) string {
+	return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + strconv.Itoa(id) + `}}`
+}
+
+// TestRelayBoundsCallsPerSession: a session runs at most maxCalls client
+// calls at once, over either transport; past it a call is refused with
+// 429, a JSON-RPC error naming the bound, and reaches no target. A legacy
+// SSE session used to accept any number (each answered 202 at once), each
+// holding a goroutine and an upstream connection for up to 10 minutes.
+func TestRelayBoundsCallsPerSession(t *testing.T) {
+	const bound = 4
+	cases := []struct {
+		name string
+		// start opens a session and returns a way to post to it, in the
+		// background for calls that do not end.
+		start func(t *testing.T, base string) (post func(body string, background bool) (int, string))
+	}{
+		{"legacy SSE", func(t *testing.T, base string) func(string, bool) (int, string) {
+			c := openLegacy(t, base)
+			c.post(legacyInit)
+			c.message()
+			return func(body string, _ bool) (int, string) { return c.post(body) }
+		}},
+		{"streamable HTTP", func(t *testing.T, base string) func(string, bool) (int, string) {
+			endpoint := base + "/mcp"
+			id := initSession(t, endpoint)
+			return func(body string, background bool) (int, string) {
+				r := rpc{session: id, accept: "application/json", body: body}
+				if background {
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Accept", "application/json")
+						req.Header.Set("Mcp-Session-Id", id)
+						if resp, err := http.DefaultClient.Do(req); err == nil {
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+						}
+					}()
+					return http.StatusAccepted, ""
+				}
+				status, _, body := r.post(t, endpoint)
+				return status, body
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, calls := target(t, "a", "block")
+			b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: url}}})
+			b.maxCalls = bound
+			b.legacyKeepAlive = 20 * time.Millisecond
+			base := strings.TrimSuffix(serveBackend(t, b, nil), "/mcp")
+			post := tc.start(t, base)
+			for id := 1; id <= bound; id++ {
+				if status, body := post(blockCall(id), true); status != http.StatusAccepted {
+					t.Fatalf("call %d: %d %s", id, status, body)
+				}
+			}
+			mcptest.WaitFor(t, func() bool { return calls.Load() == bound })
+			status, body := post(blockCall(bound+1), false)
+			if status != http.StatusTooManyRequests || !strings.Contains(body, `"id":5`) || !strings.Contains(body, "too many calls in flight on this session (4") {
+				t.Fatalf("call past the bound: %d %s", status, body)
+			}
+			// A call that ends makes room for another.
+			post(cancelCall(1), false)
+			mcptest.WaitFor(t, func() bool { return sessionCalls(b) == bound-1 })
+			if status, body := post(blockCall(bound+2), true); status != http.StatusAccepted {
+				t.Fatalf("call after one ended: %d %s", status, body)
+			}
+			mcptest.WaitFor(t, func() bool { return calls.Load() == bound+1 })
+			for id := 2; id <= bound+2; id++ {
+				post(cancelCall(id), false)
+			}
+			mcptest.WaitFor(t, func() bool { return sessionCalls(b) == 0 })
+		})
+	}
+}

@@ -7,7 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	codec "github.com/relaygate/gateway/codec/jsonrpc"
 
 	"github.com/relaygate/gateway/config"
 )
@@ -26,6 +30,39 @@ const evictionSample = 32
 
 // errTooManySessions refuses a session when every session is busy.
 var errTooManySessions = errors.New("too many MCP sessions, all in use; try again later")
+
+// maxSessionCalls bounds a session's client calls in flight. Each holds a
+// goroutine and, to an HTTP target, a connection until its answer is
+// delivered: a legacy SSE client, answered 202 at once, had 3000 calls
+// (and 3000 upstream connections) running 0.8 s after it began. Past it a
+// call is refused with 429 and Retry-After.
+const maxSessionCalls = 64
+
+// codeTooManyCalls is the JSON-RPC code of a call refused at
+// maxSessionCalls (implementation-defined server error).
+const codeTooManyCalls = -32000
+
+// takeCall counts a client call in flight; false at the session's bound.
+func (s *Session) takeCall() bool {
+	if s.calls.Add(1) > s.b.maxCalls {
+		s.calls.Add(-1)
+		return false
+	}
+	return true
+}
+
+// doneCall ends a call takeCall counted, once its answer is delivered.
+func (s *Session) doneCall() { s.calls.Add(-1) }
+
+// tooManyCalls refuses a call past maxSessionCalls.
+func (b *Backend) tooManyCalls(fctx *fasthttp.RequestCtx, id jsonrpc.ID) {
+	body, _ := codec.Encode(errorResponse(id, codeTooManyCalls,
+		fmt.Sprintf("too many calls in flight on this session (%d, the gateway's bound); try again later", b.maxCalls)))
+	fctx.Response.SetStatusCode(fasthttp.StatusTooManyRequests)
+	fctx.Response.Header.Set("Retry-After", tooManyRetryAfter)
+	fctx.Response.Header.SetContentType("application/json")
+	fctx.Response.SetBody(body)
+}
 
 // HTTP status of a refused session, and its Retry-After (seconds).
 const (

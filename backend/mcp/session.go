@@ -31,6 +31,7 @@ type Session struct {
 	subject  string // fingerprint of the identity that opened it, or ""
 	lastUsed atomic.Int64
 	nextID   atomic.Int64
+	calls    atomic.Int32 // client calls in flight (takeCall)
 	dialing  []sync.Mutex // by target index: one (re)connect at a time
 	// token is the client's validated token as its latest request carried
 	// it (noteToken), for a passthrough to HTTP targets: a client that
