@@ -94,8 +94,9 @@ type Backend struct {
 
 	legacyKeepAlive time.Duration // between comments on a legacy SSE stream
 	maxSessions     int
-	maxCalls        int32      // client calls in flight per session (maxSessionCalls)
-	procs           procBudget // stdio processes running
+	clientStall     time.Duration // a message waits this long for a slow client (sink.put)
+	maxCalls        int32         // client calls in flight per session (maxSessionCalls)
+	procs           procBudget    // stdio processes running
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -122,6 +123,7 @@ func New(o Options) (*Backend, error) {
 		scope:           o.Scope,
 		legacyKeepAlive: legacyKeepAlive,
 		maxCalls:        maxSessionCalls,
+		clientStall:     defaultClientStall,
 		caps:            newCapabilitySet(len(c.Targets)),
 		sessions:        map[string]*Session{},
 		ended:           map[string]int64{},

@@ -563,6 +563,8 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 			select {
 			case data := <-k.ch:
 				buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
+			case <-k.done:
+				return // the client read too slowly (sink.put): ctx ends the call
 			case resp := <-done:
 				// Related messages queued before the response go first.
 				for drained := false; !drained; {
@@ -611,6 +613,7 @@ func (b *Backend) serveStream(r *Request) {
 // keeps it open, and after runs when it ended.
 func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, keepAlive time.Duration, after func()) {
 	k := newSink()
+	k.stalled = after // a legacy session ends with its stream at once
 	s.mu.Lock()
 	if s.stream != nil {
 		s.stream.close()
@@ -750,7 +753,9 @@ func (b *Backend) serveLegacyStream(r *Request) {
 func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 	fctx := r.Fast
 	s := b.lookup(id, r.Subject)
-	if s == nil {
+	if s == nil || !s.streaming() {
+		// A session whose stream ended is over: an answer would have
+		// nowhere to go.
 		httpError(fctx, fasthttp.StatusNotFound, "Session not found")
 		return Outcome{}
 	}

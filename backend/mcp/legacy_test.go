@@ -3,10 +3,13 @@ package mcp
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +242,124 @@ func TestRelayBoundsCallsPerSession(t *testing.T) {
 			mcptest.WaitFor(t, func() bool { return sessionCalls(b) == 0 })
 		})
 	}
+}
+
+// rawLegacy opens a legacy SSE stream on a raw connection, reads up to
+// its endpoint event and returns the
+// connection, a reader of the stream's body and the endpoint URL: the test
+// then decides when the client reads.
+func rawLegacy(t *testing.T, base string) (net.Conn, *bufio.Reader, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req, _ := http.NewRequest(http.MethodGet, base+"/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4<<10), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bufio.NewReader(resp.Body)
+	for {
+		line, err := body.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: /sse?sessionId="); ok {
+			return conn, body, base + "/sse?sessionId=" + strings.TrimSpace(data)
+		}
+	}
+}
+
+// callCounter counts the calls of one method the backend answered
+// (Metrics).
+type callCounter struct {
+	method string
+	n      atomic.Int64
+}
+
+func (c *callCounter) ObserveMCP(method, _, _ string, _ bool, _ time.Duration) {
+	if method == c.method {
+		c.n.Add(1)
+	}
+}
+
+// TestRelayLegacySlowReaderLosesNoAnswer: answers for a legacy SSE client
+// that reads slowly wait for it (their calls held back), and all arrive;
+// one that reads nothing for clientStall has its stream, and so its
+// session, ended rather than answers dropped. The stream's 64-message
+// queue used to drop what did not fit: 87 of 201 answers were lost.
+func TestRelayLegacySlowReaderLosesNoAnswer(t *testing.T) {
+	const calls = 200
+	// The answers (25 MiB) outgrow the sockets' buffers and the stream's
+	// queue together.
+	big := strings.Repeat("x", 128<<10)
+	start := func(t *testing.T, stall time.Duration) (*Backend, *bufio.Reader, net.Conn, *legacyClient) {
+		srv := mcptest.StartHTTP(t, "a", mcptest.HTTPOptions{Options: mcptest.Options{Tools: []string{"echo"}}})
+		b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: srv.URL}}})
+		b.maxCalls = calls + 1
+		answered := &callCounter{method: "tools/call"}
+		b.opts.Metrics = answered
+		b.clientStall = stall
+		b.legacyKeepAlive = 20 * time.Millisecond
+		base := strings.TrimSuffix(serveBackend(t, b, nil), "/mcp")
+		conn, br, endpoint := rawLegacy(t, base)
+		c := &legacyClient{t: t, endpoint: endpoint}
+		if status, _ := c.post(legacyInit); status != http.StatusAccepted {
+			t.Fatalf("initialize: %d", status)
+		}
+		accepted := 0
+		for id := 2; id < calls+2; id++ {
+			body := `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + big + `"}}}`
+			status, out := c.post(body)
+			if status == http.StatusNotFound && stall < time.Second {
+				break // the stream has ended already
+			}
+			if status != http.StatusAccepted {
+				t.Fatalf("call %d: %d %s", id, status, out)
+			}
+			accepted++
+		}
+		// Every call has its answer, which waits for the client.
+		mcptest.WaitFor(t, func() bool { return answered.n.Load() == int64(accepted) })
+		return b, br, conn, c
+	}
+
+	t.Run("slow reader gets every answer", func(t *testing.T) {
+		_, br, conn, _ := start(t, time.Minute)
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		seen := map[string]bool{}
+		for len(seen) < calls+1 { // the initialize's answer too
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%d answers of %d, then: %v", len(seen), calls+1, err)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var m struct {
+					ID json.RawMessage `json:"id"`
+				}
+				if json.Unmarshal([]byte(data), &m) == nil && len(m.ID) > 0 {
+					seen[string(m.ID)] = true
+				}
+			}
+		}
+	})
+
+	t.Run("a client that reads nothing loses its session", func(t *testing.T) {
+		b, br, conn, c := start(t, 50*time.Millisecond)
+		mcptest.WaitFor(t, func() bool { return b.SessionCount() == 0 })
+		if status, _ := c.post(`{"jsonrpc":"2.0","id":999,"method":"ping"}`); status != http.StatusNotFound {
+			t.Fatalf("a POST after the stream ended: %d, want 404", status)
+		}
+		// The stream ends once what was written drains.
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			t.Fatalf("the stream did not end: %v", err)
+		}
+	})
 }

@@ -91,29 +91,62 @@ type sink struct {
 	ch     chan []byte
 	done   chan struct{}
 	closed sync.Once
+	// stalled, when set, runs once the stream is ended because its client
+	// stopped reading (a legacy SSE stream: its session ends with it).
+	stalled func()
 }
 
 const sinkQueue = 64
 
+// defaultClientStall is how long a message waits for a client stream whose
+// queue is full (Backend.clientStall).
+const defaultClientStall = 30 * time.Second
+
 func newSink() *sink { return &sink{ch: make(chan []byte, sinkQueue), done: make(chan struct{})} }
 
-// send queues msg; it drops it when the client stopped reading (the queue
-// is full) or the stream ended, so a slow client never blocks a target.
-func (k *sink) send(msg []byte) bool {
+// put queues msg. While the queue is full (the client reads slowly) it
+// waits, at most stall: the message's producer (a call's goroutine, a
+// target's reader) is held back rather than the message dropped. When the
+// wait runs out the stream is ended, so that its client sees it end rather
+// than a message missing. False when msg was not queued: the stream ended.
+func (k *sink) put(msg []byte, stall time.Duration) bool {
 	select {
 	case <-k.done:
 		return false
 	default:
 	}
 	select {
-	case k.ch <- msg:
+	case k.ch <- msg: // the common case: no timer
 		return true
 	default:
+	}
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	select {
+	case k.ch <- msg:
+		return true
+	case <-k.done:
+		return false
+	case <-t.C:
+		k.close()
+		if k.stalled != nil {
+			go k.stalled()
+		}
 		return false
 	}
 }
 
 func (k *sink) close() { k.closed.Do(func() { close(k.done) }) }
+
+// open reports whether the stream has not ended.
+func (k *sink) open() bool {
+	select {
+	case <-k.done:
+		return false
+	default:
+		return true
+	}
+}
 
 // maxBacklog bounds messages kept for a stream the client has not opened.
 const maxBacklog = 64
@@ -427,22 +460,31 @@ func (s *Session) relatedSink(target int, progress string) *sink {
 }
 
 // toClient sends a message to the client on the best stream, or keeps it for
-// the client's next stream.
+// the client's next stream when none is open. It waits while that stream's
+// client reads slowly (sink.put), and never holds s.mu meanwhile.
 func (s *Session) toClient(target int, progress string, msg jsonrpc.Message) {
 	data, err := codec.Encode(msg)
 	if err != nil {
 		return
 	}
-	if k := s.relatedSink(target, progress); k != nil && k.send(data) {
+	stall := s.b.clientStall
+	if k := s.relatedSink(target, progress); k != nil && k.put(data, stall) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stream != nil && s.stream.send(data) {
+	k := s.stream
+	if k == nil || !k.open() {
+		if len(s.backlog) < maxBacklog {
+			s.backlog = append(s.backlog, data)
+		} else {
+			s.b.log.Debug("mcp message dropped: no client stream open and the backlog is full", zap.String("backend", s.b.opts.Name))
+		}
+		s.mu.Unlock()
 		return
 	}
-	if len(s.backlog) < maxBacklog {
-		s.backlog = append(s.backlog, data)
+	s.mu.Unlock()
+	if !k.put(data, stall) {
+		s.b.log.Info("mcp client stream ended: its client read nothing for a while, a message waiting", zap.String("backend", s.b.opts.Name), zap.Duration("stall", stall))
 	}
 }
 
