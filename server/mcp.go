@@ -121,7 +121,7 @@ func (b *bind) serveMCP(rs *requestState, r *route, rb *routeBackend, m *mcpgw.B
 		Authz:   allow,
 		Timeout: callTimeout(r, rb),
 		MaxBody: rs.bind.frontend.maxBufferSize,
-		Subject: mcpgw.Subject(pc.Claims),
+		Subject: mcpgw.Subject(pc.Claims, pc.Token),
 	}
 	if rb.auth != nil {
 		req.Credentials = rb.auth

@@ -54,18 +54,25 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 
 // Subject is the fingerprint of an authenticated identity that a session is
 // bound to: the JWT's issuer and subject, hashed so that an id shows
-// neither. It is empty for a request without a subject.
-func Subject(claims map[string]any) string {
-	sub, _ := claims["sub"].(string)
-	if sub == "" {
+// neither. A validated token without a subject is fingerprinted by its
+// issuer and the token itself ("t." and the hash, never equal to a
+// subject's), so that such tokens do not share sessions with each other or
+// with anonymous clients; its session ends with the token. It is empty
+// only for a request without a validated token (claims nil).
+func Subject(claims map[string]any, token []byte) string {
+	if claims == nil {
 		return ""
 	}
 	iss, _ := claims["iss"].(string)
 	h := sha256.New()
 	h.Write([]byte(iss))
 	h.Write([]byte{0})
-	h.Write([]byte(sub))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
+	if sub, _ := claims["sub"].(string); sub != "" {
+		h.Write([]byte(sub))
+		return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
+	}
+	h.Write(token)
+	return "t." + base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
 }
 
 // encodeSessionID seals the state into an id with AES-256-GCM, bound to the
