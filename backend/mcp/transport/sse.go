@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -35,6 +36,7 @@ func DialSSE(ctx context.Context, o SSEOptions) (mcp.Connection, error) {
 		return nil, errors.New("SSE target: no HTTP client")
 	}
 	client := withHeaders(o.Client, o.URL, o.HeaderFunc)
+	client.Transport = sameOrigin(client.Transport, o.URL)
 	// The SDK ties the stream to the context given to Connect: give it one
 	// that outlives ctx, and cancel it when ctx ends before the handshake.
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -64,6 +66,45 @@ func (c *sseConn) Close() error {
 	err := c.Connection.Close()
 	c.cancel()
 	return err
+}
+
+// ErrEndpointOrigin is the error of a request of a legacy SSE connection
+// to another origin than the SSE URL's: an endpoint event naming another
+// host (or a redirect there).
+var ErrEndpointOrigin = errors.New("SSE target: endpoint origin does not match connection origin")
+
+// sameOrigin wraps base (http.DefaultTransport when nil) so that it refuses
+// every request to another origin than target's. The SDK's SSE client
+// POSTs to whatever URL the server's endpoint event names: a target could
+// point the gateway's POSTs, tool arguments and all, at any host (SSRF).
+// The TypeScript SDK refuses such an endpoint the same way.
+func sameOrigin(base http.RoundTripper, target string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &originGuard{base: base, origin: originOf(target)}
+}
+
+type originGuard struct {
+	base   http.RoundTripper
+	origin string
+}
+
+func (g *originGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme+"://"+req.URL.Host != g.origin {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w (%s, not %s)", ErrEndpointOrigin, req.URL.Scheme+"://"+req.URL.Host, g.origin)
+	}
+	return g.base.RoundTrip(req)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the base.
+func (g *originGuard) CloseIdleConnections() {
+	if c, ok := g.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // withHeaders is a copy of client whose requests to target's origin get
