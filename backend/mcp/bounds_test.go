@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -151,4 +153,32 @@ func TestRelayBoundsListAggregation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRelayCancelsCallBeforeResponseHead: a call that times out before a
+// plain-JSON target sent its response head (it sends it with the answer)
+// is cancelled at the target. The failed Write skipped the
+// notifications/cancelled that a call ending later gets.
+func TestRelayCancelsCallBeforeResponseHead(t *testing.T) {
+	release := make(chan struct{})
+	f := startFakeTarget(t, func(method string, _ json.RawMessage) any {
+		if method != "tools/call" {
+			return nil
+		}
+		<-release
+		return map[string]any{"content": []any{}}
+	})
+	t.Cleanup(func() { close(release) }) // before the target closes
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: f.URL}}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := serveBackendOn(t, b, ln, func(r *Request) { r.Timeout = 100 * time.Millisecond })
+	id := initSession(t, endpoint)
+	_, _, body := rpc{session: id, accept: "application/json", body: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{}}}`}.post(t, endpoint)
+	if !strings.Contains(body, "deadline exceeded") {
+		t.Fatalf("the call answered %s", body)
+	}
+	mcptest.WaitFor(t, func() bool { return f.count("notifications/cancelled") == 1 })
 }

@@ -590,7 +590,7 @@ func (s *Session) clientNotification(ctx context.Context, r *jsonrpc.Request) {
 		if json.Unmarshal(r.Params, &p) != nil {
 			return
 		}
-		s.cancelByClientID(ctx, p.RequestID)
+		s.cancelByClientID(p.RequestID)
 		return
 	}
 	for _, u := range s.live() {
@@ -613,7 +613,7 @@ func (s *Session) live() []*upstream {
 
 // cancelByClientID forwards the client's cancellation of a call in flight
 // to its target, under the target's id.
-func (s *Session) cancelByClientID(ctx context.Context, clientID any) {
+func (s *Session) cancelByClientID(clientID any) {
 	key := idKey(clientID)
 	if key == "" {
 		return
@@ -631,7 +631,7 @@ func (s *Session) cancelByClientID(ctx context.Context, clientID any) {
 	if c == nil {
 		return
 	}
-	s.cancelUpstream(ctx, c, "cancelled by the client")
+	s.cancelUpstream(c, "cancelled by the client")
 	c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "cancelled")
 }
 
@@ -795,6 +795,12 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	upID, _ := jsonrpc.MakeID(float64(up))
 	if err := u.conn.Write(ctx, &jsonrpc.Request{ID: upID, Method: method, Params: params}); err != nil {
 		s.drop(up)
+		if ctx.Err() != nil {
+			// The client left or the call timed out before the target's
+			// response head (a target answering in plain JSON sends it
+			// with the answer): the request may well be in its hands.
+			s.cancelUpstream(c, "cancelled by the gateway")
+		}
 		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, err))
 	}
 	select {
@@ -803,10 +809,13 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	case <-ctx.Done():
 		s.drop(up)
 		// Tell the target to stop working on it.
-		s.cancelUpstream(context.Background(), c, "cancelled by the gateway")
+		s.cancelUpstream(c, "cancelled by the gateway")
 		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err()))
 	}
 }
+
+// cancelTimeout bounds sending notifications/cancelled to a target.
+const cancelTimeout = 5 * time.Second
 
 func (s *Session) drop(up int64) {
 	s.mu.Lock()
@@ -814,8 +823,9 @@ func (s *Session) drop(up int64) {
 	s.mu.Unlock()
 }
 
-// cancelUpstream tells a call's target that the call was given up.
-func (s *Session) cancelUpstream(ctx context.Context, c *call, reason string) {
+// cancelUpstream tells a call's target that the call was given up, within
+// cancelTimeout: the call's own context may be what ended.
+func (s *Session) cancelUpstream(c *call, reason string) {
 	s.mu.Lock()
 	u := s.ups[c.target]
 	s.mu.Unlock()
@@ -823,6 +833,8 @@ func (s *Session) cancelUpstream(ctx context.Context, c *call, reason string) {
 		return
 	}
 	p, _ := json.Marshal(map[string]any{"requestId": c.upID, "reason": reason})
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
 	_ = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
 }
 
