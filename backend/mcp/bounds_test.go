@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func (f *fakeTarget) count(method string) int64 {
 func startFakeTarget(t *testing.T, handle func(method string, params json.RawMessage) any) *fakeTarget {
 	t.Helper()
 	f := &fakeTarget{calls: map[string]*atomic.Int64{}}
-	for _, m := range []string{"initialize", "tools/list", "tools/call", "notifications/cancelled", "other"} {
+	for _, m := range []string{"initialize", "tools/list", "tools/call", "notifications/cancelled", "notifications/initialized", "notifications/roots/list_changed", "other"} {
 		f.calls[m] = new(atomic.Int64)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -181,4 +182,52 @@ func TestRelayCancelsCallBeforeResponseHead(t *testing.T) {
 		t.Fatalf("the call answered %s", body)
 	}
 	mcptest.WaitFor(t, func() bool { return f.count("notifications/cancelled") == 1 })
+}
+
+// TestRelayForwardsOnlyMCPMethods: a request whose method MCP does not
+// define answers -32601 and a notification MCP does not define from a
+// client is dropped; neither reaches the target, with one target or
+// several. They used to be forwarded raw (a notification "tools/call"
+// naming a denied tool, "Tools/call", "tools/call\x00").
+func TestRelayForwardsOnlyMCPMethods(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		t.Run(strconv.Itoa(n)+" targets", func(t *testing.T) {
+			cfg := &config.MCPBackend{}
+			var fakes []*fakeTarget
+			for i := range n {
+				f := startFakeTarget(t, func(string, json.RawMessage) any { return map[string]any{} })
+				fakes = append(fakes, f)
+				cfg.Targets = append(cfg.Targets, config.MCPTarget{Name: string(rune('a' + i)), Kind: config.MCPTargetStreamable, URL: f.URL})
+			}
+			endpoint := serveBackend(t, newTestBackend(t, cfg), nil)
+			id := initSession(t, endpoint)
+			post := func(body string) (int, string) {
+				status, _, out := rpc{session: id, accept: "application/json", body: body}.post(t, endpoint)
+				return status, out
+			}
+			for _, method := range []string{"Tools/call", `tools/call\u0000`, "secret/method", "notifications/tools/call"} {
+				status, out := post(`{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":{"name":"secret"}}`)
+				if status != http.StatusOK || !strings.Contains(out, `"code":-32601`) {
+					t.Errorf("request %q: %d %s, want -32601", method, status, out)
+				}
+			}
+			for _, method := range []string{"tools/call", "Tools/call", "notifications/whatever", `notifications/initialized\u0000`} {
+				if status, out := post(`{"jsonrpc":"2.0","method":"` + method + `","params":{"name":"secret"}}`); status != http.StatusAccepted {
+					t.Errorf("notification %q: %d %s, want 202", method, status, out)
+				}
+			}
+			// What MCP defines still passes.
+			if status, _ := post(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`); status != http.StatusAccepted {
+				t.Fatalf("roots/list_changed: %d", status)
+			}
+			for _, f := range fakes {
+				if got := f.count("notifications/roots/list_changed"); got != 1 {
+					t.Errorf("a target got roots/list_changed %d times, want 1", got)
+				}
+				if got := f.count("other") + f.count("tools/call"); got != 0 {
+					t.Errorf("a target got %d messages of undefined methods", got)
+				}
+			}
+		})
+	}
 }

@@ -651,6 +651,10 @@ func (s *Session) dispatch(ctx context.Context, r *jsonrpc.Request, authz Author
 			return s.taskCall(ctx, r, k, info)
 		}
 	}
+	if !clientRequests[r.Method] {
+		// Not a method MCP defines: it reaches no target.
+		return methodNotFound(r.ID, r.Method)
+	}
 	// Anything else goes to a single target as it is; with several there is
 	// no telling which.
 	if !s.b.multi() {
@@ -661,6 +665,33 @@ func (s *Session) dispatch(ctx context.Context, r *jsonrpc.Request, authz Author
 		return s.notServed(r.ID, r.Method)
 	}
 	return methodNotFound(r.ID, r.Method)
+}
+
+// clientRequests are the requests MCP defines from client to server, up
+// to the newest protocol version the SDK speaks (server/discover and
+// subscriptions/listen). dispatch interprets most; the rest go to a single
+// target as they are. Any other method answers -32601 and reaches no
+// target: a relay must not become a way to send targets what no client
+// may (a "Tools/call" or "tools/call\x00" the rules never saw).
+var clientRequests = map[string]bool{
+	"initialize": true, "ping": true,
+	"tools/list": true, "tools/call": true,
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true,
+	"server/discover": true, "subscriptions/listen": true,
+}
+
+// clientNotifications are the notifications MCP defines from client to
+// server (notifications/tasks/status goes both ways); others are dropped.
+var clientNotifications = map[string]bool{
+	"notifications/initialized":        true,
+	"notifications/cancelled":          true,
+	"notifications/progress":           true,
+	"notifications/roots/list_changed": true,
+	"notifications/tasks/status":       true,
 }
 
 // multi reports whether several targets are multiplexed.

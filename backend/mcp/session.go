@@ -581,8 +581,13 @@ func (s *Session) clientResponse(ctx context.Context, r *jsonrpc.Response) {
 	_ = u.conn.Write(ctx, &jsonrpc.Response{ID: sr.id, Result: r.Result, Error: r.Error})
 }
 
-// clientNotification forwards a notification from the client.
+// clientNotification forwards a notification from the client. One MCP
+// does not define from a client is dropped (a notification has no answer).
 func (s *Session) clientNotification(ctx context.Context, r *jsonrpc.Request) {
+	if !clientNotifications[r.Method] {
+		s.b.log.Debug("mcp client notification dropped: not an MCP client notification", zap.String("backend", s.b.opts.Name), zap.String("method", r.Method))
+		return
+	}
 	if r.Method == "notifications/cancelled" {
 		var p struct {
 			RequestID any `json:"requestId"`
