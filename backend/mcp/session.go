@@ -300,10 +300,14 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 		if err := s.b.takeProcess(s); err != nil {
 			return nil, err
 		}
+		stderr := newStderrLog(log)
 		conn, err := transport.StartStdio(ctx, transport.StdioOptions{
 			Cmd: t.Stdio.Cmd, Args: t.Stdio.Args, Env: t.Stdio.Env, ClearEnv: t.Stdio.ClearEnv,
-			Stderr: func(line string) { log.Info("mcp target stderr", zap.String("line", line)) },
-			OnExit: s.b.procs.give,
+			Stderr: stderr.line,
+			OnExit: func() {
+				s.b.procs.give()
+				stderr.flush()
+			},
 		})
 		if err != nil {
 			s.b.procs.give() // no process runs

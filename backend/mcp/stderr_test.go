@@ -1,0 +1,59 @@
+package mcp
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
+)
+
+// TestRelayThrottlesStdioStderr: a stdio target's stderr is logged at
+// most stderrBurst lines and then stderrRate a second, each cut at
+// stderrLogLine; the lines left out are counted in the log. Every line
+// used to be logged (200 MB of stderr: 97,700 lines, 410 MB of log).
+func TestRelayThrottlesStdioStderr(t *testing.T) {
+	const lines = 20000
+	cmd, args, env := mcptest.StdioCommand("noisy")
+	// The process writes its stderr flood, one very long line included,
+	// then becomes the test's MCP server.
+	script := `head -c 3000 /dev/zero | tr '\0' x >&2; echo >&2; seq 1 ` + strconv.Itoa(lines-1) + ` >&2; exec "$0" "$@"`
+	core, logs := observer.New(zapcore.InfoLevel)
+	start := time.Now()
+	b := stdioBackend(t, Options{Logger: zap.New(core)}, "/bin/sh", append([]string{"-c", script, cmd}, args...), env)
+	endpoint := serveBackend(t, b, nil)
+	initSession(t, endpoint)
+	b.Close()                    // the process ends: what was suppressed is counted
+	elapsed := time.Since(start) // the most the rate allows lines for
+
+	logged, suppressed, cut := 0, 0, false
+	for _, e := range logs.FilterMessageSnippet("mcp target stderr").All() {
+		ctx := e.ContextMap()
+		if line, ok := ctx["line"].(string); ok {
+			logged++
+			if len(line) > stderrLogLine+len("…") {
+				t.Errorf("a logged line of %d bytes", len(line))
+			}
+			cut = cut || strings.HasSuffix(line, "x…")
+		}
+		for _, k := range []string{"suppressed", "suppressedBefore"} {
+			if n, ok := ctx[k].(int64); ok {
+				suppressed += int(n)
+			}
+		}
+	}
+	if limit := stderrBurst + int(elapsed.Seconds()*stderrRate) + 1; logged > limit {
+		t.Fatalf("%d stderr lines logged in %v, want at most %d", logged, elapsed, limit)
+	}
+	if !cut {
+		t.Error("the long line was not logged cut")
+	}
+	if logged+suppressed != lines {
+		t.Fatalf("%d lines logged and %d counted as suppressed, want %d in all", logged, suppressed, lines)
+	}
+}
