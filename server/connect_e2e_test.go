@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -274,3 +275,31 @@ binds:
     tcpRoutes:
     - backends: [{host: '${UP}'}]
 `
+
+// TestConnectOnARouteListenerIsRefused: tunnels are a CONNECT bind's; a
+// listener of routes answers CONNECT 501 in either form, and nothing goes
+// upstream. The origin form ("CONNECT /x") used to be forwarded as a
+// request, and the upstream's answer came back chunked.
+func TestConnectOnARouteListenerIsRefused(t *testing.T) {
+	hits := make(chan string, 4)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits <- r.Method }))
+	tg := startGateway(t, oneRoute(up), nil)
+	for _, target := range []string{"/x", "example.com:443"} {
+		c, err := net.Dial("tcp", tg.addr(3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+		status, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || !strings.Contains(status, " 501 ") {
+			t.Errorf("CONNECT %s: %q %v, want 501", target, status, err)
+		}
+	}
+	select {
+	case m := <-hits:
+		t.Errorf("the upstream got a %s", m)
+	default:
+	}
+}

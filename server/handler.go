@@ -217,6 +217,12 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		// A CONNECT bind: tunnels, not routes (connect.go).
 		return end(b.connect(rs))
 	}
+	if fctx.IsConnect() {
+		// Tunnels are a CONNECT bind's (tunnelProtocol: connect): here a
+		// CONNECT in any form is refused, never forwarded as a request
+		// (its origin form is no form of CONNECT: RFC 9112 3.2.3).
+		return end(respondErrorClose(fctx, fasthttp.StatusNotImplemented, "CONNECT is not served on this listener"))
+	}
 	if uri := fctx.Request.Header.RequestURI(); bytes.IndexByte(uri, '#') >= 0 {
 		// No form of request target holds a fragment (RFC 9112 3.2).
 		status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "fragment in request target")
