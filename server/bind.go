@@ -329,6 +329,16 @@ func setLingerClose(c net.Conn, on bool) {
 	}
 }
 
+// setPeerOwes tells the client connection c's socket whether the client
+// owes body bytes the gateway did not read (sock.Conn.SetPeerOwes): its
+// lingering close then lingers even before they arrive. netpoll's
+// connections linger at every close already.
+func setPeerOwes(c net.Conn, owes bool) {
+	if x, ok := dataPathConn(c).(*sock.Conn); ok {
+		x.SetPeerOwes(owes)
+	}
+}
+
 // clientSocket is the connection under c that holds the client's socket:
 // through terminated TLS, a CONNECT tunnel's stream (its client's
 // connection) and the prompt wrapper of netpoll's connections. It is a

@@ -48,6 +48,7 @@ type bodyState struct {
 	want   int       // the declared length, -1 for a chunked body
 	n      int
 	err    error // the client's failure, once there is one
+	eof    bool  // the body was read to its end
 }
 
 // errBodyInterrupted ends a body whose reading the gateway stopped.
@@ -137,8 +138,12 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		}
 		return n, b.err
 	}
+	b.eof = b.eof || err == io.EOF
 	return n, err
 }
+
+// ended reports whether the body was read to its end.
+func (b *requestBody) ended() bool { return b.eof }
 
 // failed returns the client's failure to send the body, nil when there
 // was none (or the gateway stopped reading it).

@@ -466,6 +466,14 @@ func (b *bind) finish(rs *requestState, status int) {
 		// replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
+	if rs.h2 == nil && (rs.body.active() || fctx.Request.IsBodyStream()) {
+		// A body answered before its end (a refusal, an upstream's early
+		// answer): the client may still be sending it, and the
+		// connection's close waits for it rather than reset it. (Once
+		// an exchange read it, the request holds the body no more: the
+		// guard that read it knows.)
+		setPeerOwes(fctx.Conn(), !rs.body.ended())
+	}
 	resp := &fctx.Response
 	if rs.grpc && !rs.upstreamAnswered && status != fasthttp.StatusOK {
 		// An answer of the gateway's own, in the form a gRPC client reads.

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"crypto/tls"
 	"io"
+	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestRefusedUploadGetsItsAnswer: a client uploading a large body to a
@@ -74,5 +77,53 @@ binds:
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("%d; want 401", resp.StatusCode)
+	}
+}
+
+// TestRefusedUploadLingersBeforeTheRestCame: a client that has sent only
+// the start of a large body when the gateway refuses it, and sends the rest
+// after a pause, meets a lingering close (it drains what comes), not a
+// reset: the gateway knows the body is owed, even with nothing of it
+// waiting at the close (sock.Conn.SetPeerOwes). The close used to linger
+// only when bytes were waiting, so a client whose next write came after
+// the close (a busy machine, a slow client) got "broken pipe" or a reset
+// instead of its answer.
+func TestRefusedUploadLingersBeforeTheRestCame(t *testing.T) {
+	for _, tr := range e2eTransports {
+		t.Run(string(tr), func(t *testing.T) {
+			tg := startGatewayWith(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        apiKey: {keys: [{key: k-123}]}
+      backends: [{host: 127.0.0.1:1}]
+`, nil, tr)
+			c, err := net.Dial("tcp", tg.addr(3000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			piece := make([]byte, 64<<10)
+			io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1073741824\r\n\r\n")
+			c.Write(piece[:8<<10])
+			// The answer, to its end: the gateway has closed its side.
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", resp.StatusCode)
+			}
+			// Then the rest of the body comes, and is taken.
+			for i := range 64 {
+				if _, err := c.Write(piece); err != nil {
+					t.Fatalf("write %d after the answer: %v (a reset, not a lingering close)", i, err)
+				}
+			}
+		})
 	}
 }

@@ -60,11 +60,12 @@ type Conn struct {
 	explicitAt atomic.Int64
 
 	// lingerClose has Close linger while the peer still sends
-	// (SetLingerClose); reset says a reset was asked for instead (a write
-	// stall, Abort), which Close keeps.
-	lingerClose atomic.Bool
-	reset       atomic.Bool
-	lingered    atomic.Bool // a lingering close began: later closes do nothing
+	// (SetLingerClose), or owes bytes (peerOwes, SetPeerOwes); reset says
+	// a reset was asked for instead (a write stall, Abort), which Close
+	// keeps.
+	lingerClose, peerOwes atomic.Bool
+	reset                 atomic.Bool
+	lingered              atomic.Bool // a lingering close began: later closes do nothing
 
 	// answerWatch makes a Write that must wait for the peer to take bytes
 	// look first, and every answerTick while it waits, whether the peer

@@ -27,6 +27,17 @@ import (
 // when the connection becomes a tunnel, which passes resets on.
 func (c *Conn) SetLingerClose(on bool) { c.lingerClose.Store(on) }
 
+// SetPeerOwes says whether the peer owes bytes the server did not read (a
+// request body it answered before its end): Close, lingering, then
+// lingers even when none of them has arrived yet, as a client that writes
+// its whole body first sends on after a pause (nginx's lingering_close
+// heuristics). Without it Close lingers only when bytes wait unread.
+func (c *Conn) SetPeerOwes(owes bool) {
+	if c.peerOwes.Load() != owes {
+		c.peerOwes.Store(owes)
+	}
+}
+
 // closeSocket closes the socket, lingering first if SetLingerClose asked
 // for it and the peer is still sending (Close, for a connection not
 // parked).
@@ -34,7 +45,7 @@ func (c *Conn) closeSocket() error {
 	if c.lingered.Load() {
 		return nil // the lingering goroutine closes it
 	}
-	if !c.lingerClose.Load() || c.reset.Load() || !c.peerSending() {
+	if !c.lingerClose.Load() || c.reset.Load() || !c.peerOwes.Load() && !c.peerSending() {
 		return c.TCPConn.Close()
 	}
 	if lingering.Add(1) > maxLingering {
