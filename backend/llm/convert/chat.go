@@ -430,7 +430,13 @@ func (t *translator) readChatResponse(body []byte) error {
 		r.blocks = append(r.blocks, block{kind: kThinking, text: m.ReasoningContent})
 	}
 	if m.Content.IsString() {
-		r.blocks = append(r.blocks, block{kind: kText, text: m.Content})
+		// An empty content beside tool calls ("content": "", as some
+		// OpenAI-compatible servers send) is no text block: an Anthropic
+		// client sending the turn back would have it refused, and a
+		// Responses client would get an empty message item.
+		if len(m.Content) > 2 || len(m.ToolCalls) == 0 {
+			r.blocks = append(r.blocks, block{kind: kText, text: m.Content})
+		}
 	} else if m.Refusal.IsString() {
 		r.blocks = append(r.blocks, block{kind: kText, text: m.Refusal})
 	}

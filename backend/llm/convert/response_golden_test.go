@@ -10,6 +10,7 @@ func TestResponseGolden(t *testing.T) {
 	cases := []struct{ desc, file string }{
 		{desc: "chat: text with cached tokens", file: "text.chat.json"},
 		{desc: "chat: two tool calls, one without arguments", file: "tools.chat.json"},
+		{desc: "chat: an empty content beside tool calls makes no text block", file: "tools-empty.chat.json"},
 		{desc: "chat: cut at max tokens, with reasoning", file: "length.chat.json"},
 		{desc: "messages: thinking, text, cache usage", file: "thinking.messages.json"},
 		{desc: "messages: tool use; server tool block dropped", file: "tools.messages.json"},
