@@ -397,43 +397,31 @@ binds:
 // past routes and policies.
 func TestSemH2CUpgradeNeverGoesUpstream(t *testing.T) {
 	heads := make(chan string, 8)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		r := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			var head strings.Builder
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				head.WriteString(line)
+				if line == "\r\n" {
+					break
+				}
+			}
+			heads <- head.String()
+			if strings.Contains(strings.ToLower(head.String()), "upgrade: ") {
+				// Taken, the upgrade would make the connection a tunnel.
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
 				return
 			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					var head strings.Builder
-					for {
-						line, err := r.ReadString('\n')
-						if err != nil {
-							return
-						}
-						head.WriteString(line)
-						if line == "\r\n" {
-							break
-						}
-					}
-					heads <- head.String()
-					if strings.Contains(strings.ToLower(head.String()), "upgrade: ") {
-						io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n")
-						return
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
-	tg := startGateway(t, oneRoute(ln.Addr().String()), nil)
+	})
+	tg := startGateway(t, oneRoute(up), nil)
 	settings := "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
 	for _, head := range []string{
 		"GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: foo, h2c\r\n" + settings + "\r\n",
