@@ -212,3 +212,55 @@ func TestH2RequestFields(t *testing.T) {
 		t.Fatalf("stream 3 with a connection-specific field: %+v; want RST_STREAM PROTOCOL_ERROR", a)
 	}
 }
+
+// TestH2DuplexStreamLivesWhileTheAnswerFlows: a stream whose client sends
+// part of its body and then nothing, while the server streams its answer
+// (a gRPC watch, a duplex stream), is not idle: the body's idle timeout
+// counts the answer's activity too, and the stream ends when the server
+// ends it. It was reset at the body idle timeout (60 s), the answer still
+// flowing. A stream quiet both ways still ends at the timeout.
+func TestH2DuplexStreamLivesWhileTheAnswerFlows(t *testing.T) {
+	old := bodyIdleTimeout.Swap(int64(300 * time.Millisecond))
+	t.Cleanup(func() { bodyIdleTimeout.Store(old) })
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return
+		}
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		if r.URL.Path == "/quiet" {
+			<-r.Context().Done()
+			return
+		}
+		// About 1.5 s of answer, five times the body idle timeout.
+		for range 30 {
+			io.WriteString(w, "tick\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}))
+	tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: "+up+"\n        policies: { http: { version: HTTP2 } }\n", nil)
+	for _, path := range []string{"/ticks", "/quiet"} {
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { pw.Close() })
+		go func() { _, _ = io.WriteString(pw, "hello") }() // then nothing, the body left open
+		req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+path, pr)
+		resp, err := h2cClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch path {
+		case "/ticks":
+			if err != nil || strings.Count(string(body), "tick\n") != 30 {
+				t.Errorf("%s: %d ticks, %v; want all 30 and the stream's end", path, strings.Count(string(body), "tick\n"), err)
+			}
+		case "/quiet":
+			if err == nil {
+				t.Errorf("%s: a stream quiet both ways ended cleanly (%q); want it reset at the idle timeout", path, body)
+			}
+		}
+	}
+}

@@ -55,6 +55,10 @@ type h2State struct {
 	// headerBytes is the size of the request's header list, counted in
 	// its connection's headerBytes while the stream is open.
 	headerBytes int
+	// sentAt is when the gateway last sent on the stream (monoNow; 0:
+	// never): the answer's activity keeps a wait for the body alive
+	// (answerFlows).
+	sentAt atomic.Int64
 	// recvWindow is what the client may still send on the stream;
 	// recvTaken what was read since the last WINDOW_UPDATE.
 	recvWindow, recvTaken int64
@@ -274,27 +278,44 @@ func (x *h2Exchange) waitSender(d time.Duration) bool {
 // waitReader waits for a wake of the body's reader, up to the stream's
 // read deadline (false).
 func (x *h2Exchange) waitReader() bool {
-	dl := x.stream.readDeadline.Load()
-	if dl == 0 {
-		<-x.rwake
-		return true
+	for {
+		dl := x.stream.readDeadline.Load()
+		if dl == 0 {
+			<-x.rwake
+			return true
+		}
+		d := time.Until(time.Unix(0, dl))
+		if d <= 0 {
+			if d = x.answerFlows(); d <= 0 {
+				return false
+			}
+		}
+		if x.rtimer == nil {
+			x.rtimer = time.NewTimer(d)
+		} else {
+			x.rtimer.Reset(d)
+		}
+		select {
+		case <-x.rwake:
+			x.rtimer.Stop()
+			return true
+		case <-x.rtimer.C:
+		}
 	}
-	d := time.Until(time.Unix(0, dl))
-	if d <= 0 {
-		return false
+}
+
+// answerFlows is how much longer a wait for the request body may go on
+// past its deadline because the answer is moving: a stream is idle only
+// when neither side sent for bodyIdleTimeout (Envoy's stream idle timeout
+// counts both ways), so a gRPC watch, or a duplex stream whose client
+// sends nothing while its server does, lives on. It was reset after 60 s.
+// 0 or less when the answer did not move that recently.
+func (x *h2Exchange) answerFlows() time.Duration {
+	sent := x.sentAt.Load()
+	if sent == 0 {
+		return 0
 	}
-	if x.rtimer == nil {
-		x.rtimer = time.NewTimer(d)
-	} else {
-		x.rtimer.Reset(d)
-	}
-	select {
-	case <-x.rwake:
-		x.rtimer.Stop()
-		return true
-	case <-x.rtimer.C:
-		return false
-	}
+	return time.Duration(sent) + time.Duration(bodyIdleTimeout.Load()) - monoNow()
 }
 
 // h2Stream is a stream as the request path sees its connection (the

@@ -249,6 +249,7 @@ func (hc *h2Conn) writeHead(x *h2Exchange, status int, h *fasthttp.ResponseHeade
 	if x.reset || hc.dead {
 		return errClientGone
 	}
+	x.sentAt.Store(int64(monoNow()))
 	hc.hbuf = hc.hbuf[:0]
 	_ = hc.henc.WriteField(hpack.HeaderField{Name: ":status", Value: h2StatusText(status)})
 	date := false
@@ -376,6 +377,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 		n := min(int64(len(p)), x.sendWindow, hc.sendWindow, int64(hc.peerMaxFrame), int64(room))
 		if n > 0 {
 			last := end && int(n) == len(p)
+			x.sentAt.Store(int64(monoNow()))
 			hc.appendData(x.id, last, p[:n])
 			x.sendWindow -= n
 			hc.sendWindow -= n
