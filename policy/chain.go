@@ -13,11 +13,21 @@ type Chain struct {
 	// (BodyReader): the server runs the chain only once the body can be
 	// read (not while a client waits for 100 Continue).
 	ReadsBody bool
+	// Waits is set when a request policy waits (Waiter): the server gives
+	// it the route's deadline (Ctx.Deadline), which other chains need not
+	// pay for.
+	Waits bool
 }
 
 // BodyReader is a request policy that may read the request's body.
 type BodyReader interface {
 	ReadsRequestBody() bool
+}
+
+// Waiter is a request policy that waits before the request goes on (a
+// fault's delay), bounded by Ctx.Deadline.
+type Waiter interface {
+	WaitsForDeadline()
 }
 
 // RunRequest runs the request policies in order and stops at the first that
@@ -85,6 +95,9 @@ func (b *ChainBuilder) Build() Chain {
 			}
 			if br, ok := e.p.(BodyReader); ok && br.ReadsRequestBody() {
 				ch.ReadsBody = true
+			}
+			if _, ok := e.p.(Waiter); ok {
+				ch.Waits = true
 			}
 			if r, ok := e.p.(Response); ok {
 				ch.Response = append(ch.Response, r)

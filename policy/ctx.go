@@ -5,6 +5,7 @@ package policy
 
 import (
 	"io"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -26,6 +27,9 @@ type Ctx struct {
 	// Fast is the request being served; policies read and modify Fast.Request and,
 	// when they answer themselves, write Fast.Response.
 	Fast *fasthttp.RequestCtx
+	// Deadline is when the route's request timeout answers the request (zero:
+	// none): a policy that waits (a fault's delay) waits no longer.
+	Deadline time.Time
 	// Host is the request host, lower-cased, without port.
 	Host []byte
 	// Path is the request path as received (no query, not decoded).
@@ -116,6 +120,7 @@ func (c *Ctx) Ran(p any) bool {
 // Reset clears the context for reuse.
 func (c *Ctx) Reset() {
 	c.Fast = nil
+	c.Deadline = time.Time{}
 	c.Host = nil
 	c.Path = nil
 	c.MatchedPrefix = nil

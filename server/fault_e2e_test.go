@@ -42,3 +42,32 @@ binds:
 		t.Fatalf("answered after %v, want at least the 60ms delay", waited)
 	}
 }
+
+// TestFaultDelayEndsAtTheRequestTimeout: a delay longer than the route's
+// request timeout ends at the timeout, answered 504 as the timeout answers
+// it, and the backend never sees the request. It used to run its whole
+// length (2 s past a 300 ms timeout).
+func TestFaultDelayEndsAtTheRequestTimeout(t *testing.T) {
+	hits := make(chan struct{}, 1)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits <- struct{}{} }))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        timeout: {requestTimeout: 300ms}
+        delay: {duration: '2000'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	start := time.Now()
+	resp, _ := get(t, tg.url(3000)+"/")
+	if waited := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || waited > 1500*time.Millisecond {
+		t.Fatalf("%d after %v; want 504 at the 300ms timeout", resp.StatusCode, waited)
+	}
+	select {
+	case <-hits:
+		t.Fatal("the backend got the request")
+	default:
+	}
+}

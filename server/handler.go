@@ -403,6 +403,9 @@ func (b *bind) runChain(rs *requestState) (status int, done bool) {
 	if r.chain.ReadsBody {
 		rs.guardBody()
 	}
+	if r.timeout > 0 && r.chain.Waits {
+		pc.Deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
+	}
 	if r.chain.RunRequest(pc) == policy.Done {
 		rs.runResponse()
 		status = fctx.Response.StatusCode()

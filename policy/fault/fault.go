@@ -10,6 +10,8 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -61,11 +63,28 @@ func (d *Delay) For(c *policy.Ctx) time.Duration {
 	return min(max(out, 0), config.MaxDelay)
 }
 
-// OnRequest waits, then lets the request go on.
+// WaitsForDeadline marks the delay a policy.Waiter.
+func (d *Delay) WaitsForDeadline() {}
+
+// OnRequest waits, then lets the request go on; a wait past the route's
+// request timeout (Ctx.Deadline) ends at it, and the request is answered
+// 504 as the timeout answers it.
 func (d *Delay) OnRequest(c *policy.Ctx) policy.Result {
-	if wait := d.For(c); wait > 0 {
-		time.Sleep(wait)
+	wait := d.For(c)
+	if wait <= 0 {
+		return policy.Continue
 	}
+	if !c.Deadline.IsZero() {
+		if left := time.Until(c.Deadline); left < wait {
+			time.Sleep(max(left, 0))
+			resp := &c.Fast.Response
+			resp.SetStatusCode(fasthttp.StatusGatewayTimeout)
+			resp.Header.SetContentType("text/plain; charset=utf-8")
+			resp.SetBodyString("request timeout\n")
+			return policy.Done
+		}
+	}
+	time.Sleep(wait)
 	return policy.Continue
 }
 
@@ -99,4 +118,5 @@ func itoa(i int) string {
 
 var (
 	_ policy.Request = (*Delay)(nil)
+	_ policy.Waiter  = (*Delay)(nil)
 )
