@@ -173,6 +173,35 @@ binds:
 	if _, _, status := connectRaw(t, tg.addr(1), "localhost:"+port); status != 403 {
 		t.Fatalf("CONNECT by name: %d; want 403", status)
 	}
+	// Inside an allowed tunnel, a request naming another destination (a
+	// host the rules refuse, another port) goes nowhere: 421, and the
+	// tunnel's destination alone is ever dialled. It used to reach what
+	// the request's Host named.
+	secret := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "SECRET")
+	}))
+	_, secretPort, _ := net.SplitHostPort(secret)
+	for _, host := range []string{"localhost:" + secretPort, "localhost:" + port, "127.0.0.1:" + secretPort} {
+		c, br, status := connectRaw(t, tg.addr(1), up)
+		if status != 200 {
+			t.Fatalf("CONNECT %s: %d", up, status)
+		}
+		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		switch {
+		case strings.Contains(string(body), "SECRET"):
+			t.Errorf("Host %s through a tunnel to %s reached the other server", host, up)
+		case host == "127.0.0.1:"+secretPort && (resp.StatusCode != 200 || string(body) != "plain "+host):
+			// The tunnel's host, another port: the tunnel's port is used.
+			t.Errorf("Host %s through a tunnel to %s: %d %q; want the tunnel's destination", host, up, resp.StatusCode, body)
+		case host != "127.0.0.1:"+secretPort && resp.StatusCode != http.StatusMisdirectedRequest:
+			t.Errorf("Host %s through a tunnel to %s: %d %q; want 421", host, up, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestConnectEgressTerminatedWithDynamicCA: agentgateway's dynamic-TLS

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -55,8 +57,21 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	req := &fctx.Request
 	up := t.static
 	if up == nil {
+		authority := req.Header.Host()
+		if tc := tunnelOf(fctx.Conn()); tc != nil {
+			// Through a CONNECT tunnel the destination is the tunnel's,
+			// which networkAuthorization and networkExtAuthz allowed:
+			// the request's Host may only name it (its host; the port is
+			// the tunnel's), or it would reach what no rule allowed.
+			if !sameHostName(hostOnly(authority), tc.host) {
+				return respondError(fctx, fasthttp.StatusMisdirectedRequest, "misdirected request: this tunnel goes to "+tc.host)
+			}
+			authority = rs.pc.Scratch()
+			authority = append(authority, net.JoinHostPort(tc.host, strconv.Itoa(tc.port))...)
+			rs.pc.KeepScratch(authority)
+		}
 		var err error
-		up, err = t.dynamic.For(req.Header.Host(), t.dynamic.DefaultPort())
+		up, err = t.dynamic.For(authority, t.dynamic.DefaultPort())
 		if err != nil {
 			rs.upstreamErr = err
 			return respondError(fctx, fasthttp.StatusBadRequest, "request names no destination")
@@ -581,3 +596,35 @@ var (
 	continueExpectation = []byte("100-continue")
 	listComma           = []byte(",") // separates the members of a field's list value
 )
+
+// hostOnly is an authority's host, without its port (and an IPv6
+// literal's brackets).
+func hostOnly(authority []byte) []byte {
+	if h, _, err := net.SplitHostPort(string(authority)); err == nil {
+		return []byte(h)
+	}
+	return bytes.Trim(authority, "[]")
+}
+
+// sameHostName reports whether host names name, ignoring case and a
+// trailing dot.
+func sameHostName(host []byte, name string) bool {
+	return strings.EqualFold(strings.TrimSuffix(string(host), "."), strings.TrimSuffix(name, "."))
+}
+
+// tunnelOf is the CONNECT tunnel stream c is (or that terminated TLS or
+// an HTTP/2 stream's connection carries), nil when c came otherwise.
+func tunnelOf(c net.Conn) *tunnelConn {
+	for {
+		switch x := c.(type) {
+		case *h2Stream:
+			c = x.hc.conn
+		case *tlsConn:
+			c = x.raw
+		case *tunnelConn:
+			return x
+		default:
+			return nil
+		}
+	}
+}
