@@ -240,6 +240,13 @@ func (b *bind) destPort(c net.Conn) int {
 	if tc, ok := c.(*tunnelConn); ok {
 		return tc.port
 	}
+	if f := sock.ServerFields(c); f != nil && f.Local != nil {
+		// A PROXY protocol header named the destination: its port, as
+		// its address is (LocalAddr).
+		if a, ok := f.Local.(*net.TCPAddr); ok {
+			return a.Port
+		}
+	}
 	if b.port != 0 {
 		return b.port
 	}

@@ -265,3 +265,31 @@ binds:
 		})
 	}
 }
+
+// TestProxyProtocolDestinationPort: behind a PROXY protocol header, the
+// destination networkAuthorization reads is the header's, port and
+// address alike; the port was the bind's own, so a rule on the port a
+// load balancer took the client on never saw it.
+func TestProxyProtocolDestinationPort(t *testing.T) {
+	up := xffUpstream(t)
+	tg := startGateway(t, `
+frontendPolicies:
+  proxy: {version: all}
+  networkAuthorization:
+    rules: ['destination.port != 8443']
+binds:
+- port: 1
+  listeners:
+  - routes:
+    - backends: [{host: ${UP}}]
+`, map[string]string{"UP": up})
+	for _, tc := range []struct {
+		dst    string
+		status int
+	}{{"203.0.113.1:80", 200}, {"203.0.113.1:8443", 0}} {
+		c := proxyDial(t, tg.addr(1), proxyHeaderBytes(t, 2, "198.51.100.7:40000", tc.dst))
+		if status, _ := getOn(t, c, bufio.NewReader(c), "/v"); status != tc.status {
+			t.Errorf("to %s: answered %d, want %d", tc.dst, status, tc.status)
+		}
+	}
+}
