@@ -195,6 +195,15 @@ func (c *PromptConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// TakePeeked returns the bytes Peek read that no Read has handed out yet,
+// and forgets them: for a caller that reads the connection under c from
+// now on (tcpproxy's pipe, which writes them first).
+func (c *PromptConn) TakePeeked() []byte {
+	p := c.peeked
+	c.peeked = nil
+	return p
+}
+
 // ReadEnds counts what Conn.ReadEnds does.
 func (c *PromptConn) ReadEnds() int { return c.readEnds }
 

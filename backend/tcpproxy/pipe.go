@@ -191,8 +191,19 @@ func Pipe(client, upstream net.Conn, opts Options) Result {
 			_ = e.tcp.SetDeadline(time.Time{})
 		}
 	}
-	if len(opts.ClientPrefix) > 0 {
-		n, err := p.dirs[0].dst.write(opts.ClientPrefix)
+	prefixes := [2][]byte{opts.ClientPrefix}
+	if pc, ok := client.(interface{ TakePeeked() []byte }); ok {
+		// Bytes a look at the connection's start read into the
+		// connection's buffer (a netpoll connection's peek: a ClientHello,
+		// what followed a PROXY header): the pipe reads under that buffer,
+		// so they go first, or they would be lost.
+		prefixes[1] = pc.TakePeeked()
+	}
+	for _, prefix := range prefixes {
+		if len(prefix) == 0 {
+			continue
+		}
+		n, err := p.dirs[0].dst.write(prefix)
 		p.dirs[0].n.Add(int64(n))
 		if err != nil {
 			p.fail(SideUpstream, err)
