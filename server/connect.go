@@ -179,6 +179,13 @@ func (b *bind) connect(rs *requestState) int {
 		fctx.Response.Header.Set("Allow", "CONNECT")
 		return fasthttp.StatusMethodNotAllowed
 	}
+	if declaredBodyLen(&fctx.Request.Header) != 0 {
+		// A CONNECT request has no content (RFC 9110 9.3.6): framing
+		// would have part of what follows taken as a body (swallowed, or
+		// its chunk framing tunnelled), where another proxy in front
+		// takes it all as tunnel data.
+		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "a CONNECT request has no content")
+	}
 	host, port, err := parseConnectTarget(fctx.Request.Header.RequestURI())
 	if err != nil {
 		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid CONNECT target: "+err.Error())

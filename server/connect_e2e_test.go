@@ -332,3 +332,39 @@ func TestConnectOnARouteListenerIsRefused(t *testing.T) {
 	default:
 	}
 }
+
+// TestConnectWithContentIsRefused: a CONNECT request has no content (RFC
+// 9110 9.3.6); one declaring some, by Content-Length or chunked, is
+// refused 400 rather than have part of what follows taken as its body
+// (swallowed, or its chunk framing tunnelled).
+func TestConnectWithContentIsRefused(t *testing.T) {
+	up := tcpEchoUpstream(t)
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: `+up+`}]
+`, nil)
+	for _, framing := range []string{"Content-Length: 5\r\n", "Transfer-Encoding: chunked\r\n"} {
+		c, err := net.Dial("tcp", tg.addr(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		body := "hello"
+		if strings.HasPrefix(framing, "Transfer") {
+			body = "5\r\nhello\r\n0\r\n\r\n"
+		}
+		io.WriteString(c, "CONNECT "+up+" HTTP/1.1\r\nHost: "+up+"\r\n"+framing+"\r\n"+body)
+		status, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || !strings.Contains(status, " 400 ") {
+			t.Errorf("%q: %q %v, want 400", framing, status, err)
+		}
+	}
+}
