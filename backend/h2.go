@@ -318,9 +318,7 @@ type upBody struct {
 	keptLost bool
 	answered bool
 	// gen is the current view's generation: older views read no more.
-	// closedGen is, plus one, the generation of the view the transport
-	// closed while it read (0: none).
-	gen, closedGen int
+	gen int
 	// wait is closed when a read of src ends (detach and superseding views
 	// wait for it).
 	wait chan struct{}
@@ -380,13 +378,7 @@ func (b *upBody) gotAnswer() {
 	}
 	b.mu.Lock()
 	b.answered = true
-	// The transport closed the current view while it read (Close): the
-	// read is interrupted now that nothing will send the body again.
-	interrupt := b.closedGen == b.gen+1 && b.reading && !b.detached
 	b.mu.Unlock()
-	if interrupt && b.intr != nil {
-		b.intr.InterruptBody()
-	}
 }
 
 // readEnded wakes whoever waits for a read of src to end (mu held).
@@ -480,31 +472,9 @@ func (v *upView) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close is the transport being done with the body: when the stream was
-// aborted (the upstream's connection lost, a reset) or ended before the
-// body's end. Once the upstream answered, nothing will send the body again,
-// so a read of it in progress is interrupted: the transport waits for it
-// before it ends the stream, and a client whose body is quiet (a gRPC
-// stream) would hold that end, and the answer's, until it sent more or the
-// body idle timeout passed. Before an answer the read is left alone: a
-// refused stream may be sent again, with what it reads (replay). detach is
-// the end.
-func (v *upView) Close() error {
-	b := v.b
-	b.mu.Lock()
-	current := b.reading && v.gen == b.gen && !b.detached
-	if current {
-		// Remembered: the answer may come after the close (a server that
-		// answers and goes at once), and gotAnswer interrupts then.
-		b.closedGen = v.gen + 1
-	}
-	interrupt := current && b.answered
-	b.mu.Unlock()
-	if interrupt && b.intr != nil {
-		b.intr.InterruptBody()
-	}
-	return nil
-}
+// Close does nothing: the transport closes the body whenever it is done
+// with it, possibly while a read is in progress; detach is the end.
+func (v *upView) Close() error { return nil }
 
 // copyTrailer gives hr the request's trailer fields, at the body's end.
 func (b *upBody) copyTrailer() {
