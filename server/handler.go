@@ -469,12 +469,13 @@ func (b *bind) finish(rs *requestState, status int) {
 		// replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
-	if rs.h2 == nil && (rs.body.active() || fctx.Request.IsBodyStream()) {
+	if rs.h2 == nil && !rs.bodyAsync && (rs.body.active() || fctx.Request.IsBodyStream()) {
 		// A body answered before its end (a refusal, an upstream's early
 		// answer): the client may still be sending it, and the
 		// connection's close waits for it rather than reset it. (Once
 		// an exchange read it, the request holds the body no more: the
-		// guard that read it knows.)
+		// guard that read it knows; one an HTTP/2 upstream's transport
+		// may still be reading is not looked at.)
 		setPeerOwes(fctx.Conn(), !rs.body.ended())
 	}
 	resp := &fctx.Response

@@ -174,13 +174,16 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			endAttempt(span, fctx.Response.StatusCode(), err)
 		}
 		// (An HTTP/2 exchange that got its answer may still be reading
-		// the body: its failure then ends the upstream stream, and so the
-		// response's.)
-		if err := rs.body.failed(); !rs.bodyAsync && err != nil {
-			// The client's body failed: the upstream request was cut off,
-			// and no attempt can send it whole.
-			rs.upstreamErr = err
-			return clientBodyStatus(fctx, err)
+		// the body, on the transport's goroutine: its failure then ends
+		// the upstream stream, and so the response's; the body is not
+		// looked at meanwhile.)
+		if !rs.bodyAsync {
+			if err := rs.body.failed(); err != nil {
+				// The client's body failed: the upstream request was cut
+				// off, and no attempt can send it whole.
+				rs.upstreamErr = err
+				return clientBodyStatus(fctx, err)
+			}
 		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
