@@ -298,17 +298,16 @@ const h2ReplayMax = 64 << 10
 // reads fail, so that nothing reads the client's body (pooled by the
 // server) once the exchange is over.
 type upBody struct {
-	mu       sync.Mutex
-	src      io.Reader // nil: the body is all in kept
+	mu sync.Mutex
+	// src reads the client's connection (a body not read whole before
+	// the exchange); nil: the body is all in kept.
+	src      io.Reader
 	intr     BodyInterrupter
 	reading  bool
 	detached bool
-	// streamed says src reads the client's connection (a body not read
-	// whole before the exchange); ended, that a read returned the body's
-	// end or an error (endErr).
-	streamed bool
-	ended    bool
-	endErr   error
+	// ended says a read returned the body's end or an error (endErr).
+	ended  bool
+	endErr error
 	// read is how much of the body came from src; kept is what of it is
 	// kept for replays (all of it, unless lost), in full. keptLost: past
 	// h2ReplayMax; answered: the upstream answered, so the request is not
@@ -332,7 +331,7 @@ type upBody struct {
 func newUpBody(req *fasthttp.Request, hr *http.Request, intr BodyInterrupter) *upBody {
 	b := &upBody{intr: intr, req: req, hr: hr}
 	if req.IsBodyStream() {
-		b.src, b.streamed = req.BodyStream(), true
+		b.src = req.BodyStream()
 	} else {
 		b.kept, b.read, b.ended, b.endErr = req.Body(), len(req.Body()), true, io.EOF
 	}
@@ -500,7 +499,7 @@ func (b *upBody) detach() {
 	b.mu.Lock()
 	b.detached = true
 	if !b.reading {
-		unread := b.streamed && !b.ended
+		unread := b.src != nil && !b.ended
 		b.mu.Unlock()
 		if unread && b.intr != nil {
 			// No read is in progress, but the rest of the client's body
