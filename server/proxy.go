@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -63,7 +62,8 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			// which networkAuthorization and networkExtAuthz allowed:
 			// the request's Host may only name it (its host; the port is
 			// the tunnel's), or it would reach what no rule allowed.
-			if !sameHostName(hostOnly(authority), tc.host) {
+			host, _ := appendHost(rs.pc.Scratch(), authority) // lower case, no port or trailing dot
+			if string(bytes.TrimSuffix(bytes.TrimPrefix(host, []byte("[")), []byte("]"))) != tc.host {
 				return respondError(fctx, fasthttp.StatusMisdirectedRequest, "misdirected request: this tunnel goes to "+tc.host)
 			}
 			authority = rs.pc.Scratch()
@@ -599,21 +599,6 @@ var (
 	continueExpectation = []byte("100-continue")
 	listComma           = []byte(",") // separates the members of a field's list value
 )
-
-// hostOnly is an authority's host, without its port (and an IPv6
-// literal's brackets).
-func hostOnly(authority []byte) []byte {
-	if h, _, err := net.SplitHostPort(string(authority)); err == nil {
-		return []byte(h)
-	}
-	return bytes.Trim(authority, "[]")
-}
-
-// sameHostName reports whether host names name, ignoring case and a
-// trailing dot.
-func sameHostName(host []byte, name string) bool {
-	return strings.EqualFold(strings.TrimSuffix(string(host), "."), strings.TrimSuffix(name, "."))
-}
 
 // tunnelOf is the CONNECT tunnel stream c is (or that terminated TLS or
 // an HTTP/2 stream's connection carries), nil when c came otherwise.
