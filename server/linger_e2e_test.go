@@ -10,6 +10,18 @@ import (
 	"time"
 )
 
+// keyedRoute is a route that refuses requests without its API key, before
+// reading their bodies.
+const keyedRoute = `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        apiKey: {keys: [{key: k-123}]}
+      backends: [{host: 127.0.0.1:1}]
+`
+
 // TestRefusedUploadGetsItsAnswer: a client uploading a large body to a
 // route that refuses it before reading it (here a missing API key) gets the
 // refusal, not "connection reset": the gateway closes the connection after
@@ -20,15 +32,7 @@ func TestRefusedUploadGetsItsAnswer(t *testing.T) {
 	const size = 32 << 20
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
-			tg := startGatewayWith(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - policies:
-        apiKey: {keys: [{key: k-123}]}
-      backends: [{host: 127.0.0.1:1}]
-`, nil, tr)
+			tg := startGatewayWith(t, keyedRoute, nil, tr)
 			for _, chunked := range []bool{false, true} {
 				req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/upload", io.LimitReader(zeros{}, size))
 				if err != nil {
@@ -91,15 +95,7 @@ binds:
 func TestRefusedUploadLingersBeforeTheRestCame(t *testing.T) {
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {
-			tg := startGatewayWith(t, `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - policies:
-        apiKey: {keys: [{key: k-123}]}
-      backends: [{host: 127.0.0.1:1}]
-`, nil, tr)
+			tg := startGatewayWith(t, keyedRoute, nil, tr)
 			c, err := net.Dial("tcp", tg.addr(3000))
 			if err != nil {
 				t.Fatal(err)
