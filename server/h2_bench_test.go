@@ -260,3 +260,55 @@ func BenchmarkH2Codec(b *testing.B) {
 		releaseH2Exchange(x)
 	}
 }
+
+// BenchmarkH2UpstreamPOST is a gRPC-like unary call: a POST with a small
+// body from an HTTP/2 client through the gateway to an HTTP/2 upstream
+// (x/net's server, reading the body and answering with a small one), one
+// call after another on one connection. The request body streams from the
+// client's stream to the upstream's (upBody's pump).
+func BenchmarkH2UpstreamPOST(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http2.Server{}
+	answer := []byte("answer")
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write(answer)
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
+		}
+	}()
+	b.Cleanup(func() { ln.Close() })
+	tg := startGatewayBench(b, oneRouteVersion(ln.Addr().String(), "HTTP2"), TransportStd)
+	client := h2cClient()
+	body := bytes.Repeat([]byte("x"), 100)
+	call := func() {
+		resp, err := client.Post("http://"+tg+"/bench", "application/grpc", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	for range 100 {
+		call()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for i := 0; i < b.N; i++ {
+		call()
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -263,4 +265,151 @@ func TestH2DuplexStreamLivesWhileTheAnswerFlows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestH2UpstreamLostWhileTheClientIsQuiet: an HTTP/2 upstream's
+// connection is lost while the client's request body is open and quiet
+// (a gRPC stream whose server dies), before its answer's head or in the
+// middle of its body: the client learns of it at once, not when its body's
+// idle timeout passes, over HTTP/2 and over HTTP/1.1 with a chunked body.
+func TestH2UpstreamLostWhileTheClientIsQuiet(t *testing.T) {
+	old := bodyIdleTimeout.Swap(int64(20 * time.Second))
+	t.Cleanup(func() { bodyIdleTimeout.Store(old) })
+	for _, tc := range []struct {
+		name       string
+		answerHead bool // the upstream answers its head and some body first
+		h1         bool // the client speaks HTTP/1.1
+	}{
+		{"h2 client, lost mid-answer", true, false},
+		{"h2 client, lost before the answer", false, false},
+		{"HTTP/1.1 client, lost mid-answer", true, true},
+		{"HTTP/1.1 client, lost before the answer", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Mid-answer, the upstream goes once the client has the answer's
+			// first part.
+			gotPart := make(chan struct{})
+			upstream := startDyingH2Upstream(t, tc.answerHead, gotPart)
+			tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: "+upstream+"\n        policies: { http: { version: HTTP2 } }\n", nil)
+			start := time.Now()
+			var status int
+			var err error
+			if tc.h1 {
+				status, err = quietChunkedPost(t, tg.addr(3000), gotPart)
+			} else {
+				status, err = quietH2Post(t, tg.url(3000), gotPart)
+			}
+			t.Logf("status %d, %v", status, err)
+			// The failure is the upstream's, not the client's.
+			lines := tg.accessLogs().FilterMessage("request").All()
+			if len(lines) != 1 || lines[0].ContextMap()["upstream_error"] == nil {
+				t.Errorf("access lines %v; want one naming the upstream's error", lines)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("the client learned of the lost upstream after %v (status %d, %v); want at once", d, status, err)
+			}
+			switch {
+			case tc.answerHead && err == nil:
+				t.Fatalf("the answer ended cleanly (status %d); want it cut", status)
+			case !tc.answerHead && err != nil:
+				t.Fatalf("no answer: %v; want the gateway's error status", err)
+			case !tc.answerHead && status < 500:
+				t.Fatalf("status %d; want the gateway's 5xx", status)
+			}
+		})
+	}
+}
+
+// startDyingH2Upstream is an h2c server that reads the request body's
+// first 5 bytes and then closes all its connections: at once, or after it
+// answered its head and a part of its body and gotPart was closed.
+func startDyingH2Upstream(t *testing.T, answerHead bool, gotPart chan struct{}) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: &p, ConnState: func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return
+		}
+		if answerHead {
+			io.WriteString(w, "part\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-gotPart:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// quietH2Post sends a POST over h2c whose body sends 5 bytes and then
+// nothing, open, and reads the answer: its status and what cut it. It
+// closes gotPart once it has the answer's first 5 bytes.
+func quietH2Post(t *testing.T, url string, gotPart chan struct{}) (int, error) {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go func() { _, _ = io.WriteString(pw, "hello") }()
+	req, _ := http.NewRequest(http.MethodPost, url+"/", pr)
+	resp, err := h2cClient().Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, readAfterPart(resp.Body, gotPart)
+}
+
+// readAfterPart reads body to its end, closing gotPart once it has read
+// the first 5 bytes.
+func readAfterPart(body io.Reader, gotPart chan struct{}) error {
+	part := make([]byte, 5)
+	if _, err := io.ReadFull(body, part); err != nil {
+		return err
+	}
+	close(gotPart)
+	_, err := io.ReadAll(body)
+	return err
+}
+
+// quietChunkedPost sends a chunked POST over HTTP/1.1 whose body sends one
+// 5-byte chunk and then nothing, open, and reads the answer: its status and
+// what cut it. It closes gotPart once it has the answer's first 5 bytes.
+func quietChunkedPost(t *testing.T, addr string, gotPart chan struct{}) (int, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, readAfterPart(resp.Body, gotPart)
 }
