@@ -47,6 +47,22 @@ type ClientWatch interface {
 // (ClientWatch).
 var ErrClientGone = errors.New("the client went away")
 
+// ReadInterrupter is a request body stream (the server's reader of a
+// client's body) whose read in progress InterruptRead ends, from any
+// goroutine, without blocking; reads fail from then on. An exchange sending
+// such a body to an HTTP/1.1 upstream interrupts it when the upstream hangs
+// up meanwhile, if MayWait says a read of it may wait for the client (the
+// rest of it is not in memory already).
+type ReadInterrupter interface {
+	sock.Interrupter
+	MayWait() bool
+}
+
+// ErrUpstreamHungUp is the error of an exchange whose upstream closed or
+// reset its connection while the request's streamed body was being sent,
+// without an answer.
+var ErrUpstreamHungUp = errors.New("the upstream closed the connection while the request body was sent")
+
 // ExchangeWatched is Exchange that gives up, with ErrClientGone, when w
 // (nil: none) says the client went away while the response head is
 // awaited: the upstream stops working on an answer nobody will read, as an
@@ -175,8 +191,15 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	// a large upload) and stop reading: the write stops there, the answer
 	// is read and relayed, and the connection is closed after it.
 	plain, _ := conn.(*sock.Conn)
+	hangupWatched := false
 	if plain != nil {
 		plain.WatchAnswer(true)
+		if bi, ok := req.BodyStream().(ReadInterrupter); ok && req.IsBodyStream() && bi.MayWait() {
+			// The body comes from the client as it is sent: an upstream
+			// that goes meanwhile ends the wait for the client's next
+			// bytes.
+			hangupWatched = plain.WatchPeerHangup(bi)
+		}
 	}
 	err = req.Write(bw)
 	if err == nil {
@@ -197,6 +220,14 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	if plain != nil {
 		answered = err != nil && plain.Answered()
 		plain.WatchAnswer(false)
+		if hangupWatched && plain.UnwatchPeerHangup() && err != nil && !answered {
+			// The upstream hung up while the body was sent: an answer it
+			// gave first is relayed, else the failure is the upstream's,
+			// not the client's whose read it cut.
+			if answered = plain.HasBytes(); !answered {
+				err = ErrUpstreamHungUp
+			}
+		}
 	}
 	if err != nil && !answered {
 		if w != nil && w.Unwatch() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/extproc"
@@ -46,6 +47,7 @@ type bodyState struct {
 	client net.Conn
 	limit  time.Time // bodyReadTimeout after the body began
 	want   int       // the declared length, -1 for a chunked body
+	whole  bool      // the body was in memory when wrapped (MayWait)
 	n      int
 	err    error // the client's failure, once there is one
 	eof    bool  // the body was read to its end
@@ -72,11 +74,14 @@ var (
 	_ extproc.EndWritesHeader = (*requestBody)(nil)
 )
 
-// wrap puts b in front of req's body stream.
-func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn) {
+// wrap puts b in front of req's body stream. A body of declared length up
+// to prefetched was read whole before the handler ran (fasthttp's
+// MaxRequestBodySize).
+func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn, prefetched int) {
 	n := req.Header.ContentLength()
 	b.reset()
 	b.r, b.want, b.client, b.limit = req.BodyStream(), n, conn, deadlineAfter(bodyReadTimeout)
+	b.whole = n >= 0 && n <= prefetched
 	b.conn, _ = conn.(readEnder)
 	req.SetBodyStream(b, n)
 }
@@ -122,6 +127,12 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		}
 		_ = b.client.SetReadDeadline(d)
 	}
+	if b.interrupted.Load() {
+		// Looked at after the deadline moved: an InterruptRead that came
+		// before it is seen here, one that comes after it moves it back.
+		b.err = errBodyInterrupted
+		return 0, b.err
+	}
 	n, err := b.r.Read(p)
 	b.n += n
 	if err == io.EOF && (b.want < 0 && b.conn != nil && b.conn.ReadEnds() != ends || b.want >= 0 && b.n < b.want) {
@@ -141,6 +152,40 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	b.eof = b.eof || err == io.EOF
 	return n, err
 }
+
+// InterruptRead ends a read of the body in progress and fails later ones,
+// from any goroutine (backend.ReadInterrupter): the upstream the body goes
+// to hung up. An HTTP/2 client's stream body is closed; an HTTP/1.x
+// client's connection gets a read deadline long past (not on netpoll,
+// where the read ends with the client's next bytes or the body idle
+// timeout: deadlineInterrupts). The connection is closed after the
+// response, its body unread (the exchange's caller, interruptedBody).
+func (b *requestBody) InterruptRead() {
+	b.interrupted.Store(true)
+	switch c := b.client.(type) {
+	case nil:
+	case *h2Stream:
+		c.closeBody()
+	default:
+		if deadlineInterrupts(c) {
+			_ = c.SetReadDeadline(sock.LongAgo)
+		}
+	}
+}
+
+// MayWait reports whether a read of the body may wait for the client: the
+// rest of it is not in memory already (backend.ReadInterrupter).
+func (b *requestBody) MayWait() bool {
+	if b.eof || b.err != nil {
+		return false
+	}
+	if hb, ok := b.r.(*h2RequestBody); ok {
+		return hb.mayWait()
+	}
+	return !b.whole
+}
+
+var _ backend.ReadInterrupter = (*requestBody)(nil)
 
 // ended reports whether the body was read to its end.
 func (b *requestBody) ended() bool { return b.eof }

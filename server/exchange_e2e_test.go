@@ -400,3 +400,66 @@ func TestExchangeUnaskedContinueDoesNotStopTheBody(t *testing.T) {
 		})
 	}
 }
+
+// TestExchangeUpstreamHangsUpWhileTheClientIsQuiet: an HTTP/1.1 upstream
+// closes or resets its connection while the client's streamed body is
+// open and quiet, with an answer first or without: the client gets the
+// answer, or the gateway's 502, at once, not when its body's idle timeout
+// passes (a 408 that blamed the client), over HTTP/1.1 with a chunked body
+// and over HTTP/2.
+func TestExchangeUpstreamHangsUpWhileTheClientIsQuiet(t *testing.T) {
+	old := bodyIdleTimeout.Swap(int64(20 * time.Second))
+	t.Cleanup(func() { bodyIdleTimeout.Store(old) })
+	for _, tc := range []struct {
+		name   string
+		hangUp func(c net.Conn)
+		status int
+	}{
+		{"reset", func(c net.Conn) { _ = c.(*net.TCPConn).SetLinger(0); c.Close() }, http.StatusBadGateway},
+		{"close", func(c net.Conn) { c.Close() }, http.StatusBadGateway},
+		{"answer then close", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 7\r\nConnection: close\r\n\r\ntoo big")
+			c.Close()
+		}, http.StatusRequestEntityTooLarge},
+	} {
+		for _, h2 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/h2 %v", tc.name, h2), func(t *testing.T) {
+				addr := rawUpstream(t, func(c net.Conn) {
+					req, err := http.ReadRequest(bufio.NewReader(c))
+					if err != nil {
+						c.Close()
+						return
+					}
+					if _, err := io.ReadFull(req.Body, make([]byte, 5)); err != nil {
+						c.Close()
+						return
+					}
+					tc.hangUp(c)
+				})
+				// HTTP/1.1 to the upstream whatever the client speaks.
+				tg := startGateway(t, oneRouteVersion(addr, "HTTP1"), nil)
+				start := time.Now()
+				var status int
+				var err error
+				if h2 {
+					status, err = quietH2Post(t, tg.url(3000), make(chan struct{}))
+				} else {
+					status, err = quietChunkedPost(t, tg.addr(3000), make(chan struct{}))
+				}
+				if d := time.Since(start); d > 5*time.Second {
+					t.Fatalf("answered after %v (status %d, %v); want at once", d, status, err)
+				}
+				if err != nil || status != tc.status {
+					t.Fatalf("status %d, %v; want %d", status, err, tc.status)
+				}
+				if tc.status == http.StatusBadGateway {
+					// The failure is the upstream's, not the client's.
+					lines := tg.accessLogs().FilterMessage("request").All()
+					if len(lines) != 1 || lines[0].ContextMap()["upstream_error"] == nil {
+						t.Errorf("access lines %v; want one naming the upstream's error", lines)
+					}
+				}
+			})
+		}
+	}
+}

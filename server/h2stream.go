@@ -402,6 +402,16 @@ var (
 	errH2BodyClosed = errors.New("http2: request body closed")
 )
 
+// mayWait reports whether a read may wait for the client: the stream's
+// body has not all come yet.
+func (b *h2RequestBody) mayWait() bool {
+	x := b.x
+	hc := x.hc
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return !x.reof && !x.reset && !hc.dead && !x.bodyClosed
+}
+
 func (b *h2RequestBody) Read(p []byte) (int, error) {
 	x := b.x
 	hc := x.hc

@@ -392,7 +392,7 @@ func (rs *requestState) runResponse() {
 func (rs *requestState) guardBody() {
 	req := &rs.pc.Fast.Request
 	if req.IsBodyStream() && !rs.body.active() {
-		rs.body.wrap(req, rs.pc.Fast.Conn())
+		rs.body.wrap(req, rs.pc.Fast.Conn(), rs.bind.frontend.maxBufferSize)
 	}
 }
 

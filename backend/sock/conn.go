@@ -118,6 +118,7 @@ type Server struct {
 	ServerPendingSet atomic.Bool
 
 	hangup HangupWatch // Hangups
+	peer   peerHangup  // WatchPeerHangup
 }
 
 // ServerFields returns the server's fields of a data-path connection, or

@@ -215,7 +215,14 @@ type hangupWatcher struct {
 	epfd int
 	mu   sync.Mutex
 	next uint64
-	byID map[uint64]*HangupWatch
+	byID map[uint64]watchEntry
+}
+
+// watchEntry is what the watcher holds for a socket: a client's
+// HangupWatch, or an upstream connection's peerHangup.
+type watchEntry interface {
+	// event notes the socket's epoll events (the watcher's lock held).
+	event(events uint32)
 }
 
 var hangups struct {
@@ -230,7 +237,7 @@ func theHangupWatcher() *hangupWatcher {
 		if err != nil {
 			return
 		}
-		w := &hangupWatcher{epfd: epfd, byID: make(map[uint64]*HangupWatch)}
+		w := &hangupWatcher{epfd: epfd, byID: make(map[uint64]watchEntry)}
 		go w.run()
 		hangups.w.Store(w)
 	})
@@ -252,26 +259,32 @@ func (w *hangupWatcher) run() {
 		w.mu.Lock()
 		for _, ev := range events[:n] {
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			h := w.byID[id]
-			if h == nil {
-				continue // forgotten meanwhile
+			if e := w.byID[id]; e != nil {
+				e.event(ev.Events)
 			}
-			reset := ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0
-			h.mu.Lock()
-			switch {
-			case h.gone:
-			case !reset && h.grace > 0:
-				// A FIN alone: a half-close may still wait for its answer.
-				if h.finTimer == nil {
-					h.finTimer = time.AfterFunc(h.grace, func() { w.expire(id, h) })
-				}
-			default:
-				h.hangUp()
-			}
-			h.mu.Unlock()
 		}
 		w.mu.Unlock()
 	}
+}
+
+// event notes a client's hang-up, or the start of a FIN's grace (the
+// watcher's lock held).
+func (h *HangupWatch) event(events uint32) {
+	w := hangups.w.Load()
+	reset := events&(unix.EPOLLHUP|unix.EPOLLERR) != 0
+	h.mu.Lock()
+	switch {
+	case h.gone:
+	case !reset && h.grace > 0:
+		// A FIN alone: a half-close may still wait for its answer.
+		if h.finTimer == nil {
+			id := h.id
+			h.finTimer = time.AfterFunc(h.grace, func() { w.expire(id, h) })
+		}
+	default:
+		h.hangUp()
+	}
+	h.mu.Unlock()
 }
 
 // expire ends the grace of the FIN of watch id: from now on the client has
@@ -279,7 +292,7 @@ func (w *hangupWatcher) run() {
 func (w *hangupWatcher) expire(id uint64, h *HangupWatch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.byID[id] != h {
+	if w.byID[id] != watchEntry(h) {
 		return // forgotten meanwhile
 	}
 	h.mu.Lock()
