@@ -78,9 +78,11 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		// Header names are matched without regard to case; a repeated
 		// header shows its first value, as in agentgateway.
 		v := f.Request.Header.Peek(string(k))
-		if v == nil {
+		if len(v) == 0 {
 			// Absent, empty, or a name fasthttp does not normalise the way
-			// it stored it: look at each.
+			// it stored it: look at each. (fasthttp keeps User-Agent and
+			// Content-Type apart, and Peek gives a reused header's absent
+			// one as an empty value, not nil.)
 			var ok bool
 			if v, ok = m.header(string(k)); !ok {
 				return nil, false
@@ -103,7 +105,7 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		}
 	case liveResponseHeaders:
 		v := f.Response.Header.Peek(string(k))
-		if v == nil {
+		if len(v) == 0 {
 			for name, value := range f.Response.Header.All() {
 				if bytes.EqualFold(name, []byte(k)) {
 					return types.String(value), true

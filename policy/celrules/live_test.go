@@ -113,3 +113,37 @@ func TestCostBound(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveHeadersAbsentOnReusedRequest: on a request reused from a pool
+// (the server's), a header that fasthttp keeps apart (User-Agent,
+// Content-Type) and that the new request lacks is absent, not present and
+// empty; one the request has is there.
+func TestLiveHeadersAbsentOnReusedRequest(t *testing.T) {
+	c := httpCtx("/a", "User-Agent", "old", "Content-Type", "text/plain")
+	c.Fast.Request.Header.Reset()
+	c.Fast.Request.Header.SetMethod("GET")
+	c.Fast.Request.SetRequestURI("/a")
+	c.Fast.Request.Header.SetHost("api.example.com")
+	c.Fast.Request.Header.Add("X-Role", "admin")
+	for _, tc := range []struct {
+		expr string
+		want bool
+	}{
+		{`"user-agent" in request.headers`, false},
+		{`"content-type" in request.headers`, false},
+		{`"x-role" in request.headers`, true},
+		{`request.headers["x-role"] == "admin"`, true},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			rs := compile(t, allow(tc.expr))
+			live := LiveInput(c)
+			got, _, err := rs.allowAny[0].prog.Eval(&activation{in: &live})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == boolTrue) != tc.want {
+				t.Fatalf("%v; want %v", got, tc.want)
+			}
+		})
+	}
+}
