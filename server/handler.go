@@ -264,7 +264,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	pc.Host = rs.host
 	pc.Path = path
 	if bc.tracing != nil {
-		if rs.span = bc.tracing.start(pc); rs.span != nil {
+		if rs.span = bc.tracing.start(pc, rs.h2 != nil); rs.span != nil {
 			// The parent of the policies' calls to external services.
 			pc.Trace = policy.NewTrace(rs.span, bc.tracing.tracer, bc.tracing.remove)
 		}

@@ -339,7 +339,7 @@ func (s *sampling) sampled(c *policy.Ctx) bool {
 // the client's trace when it sent one (clientSampling), else a new trace
 // (randomSampling). The span's context replaces traceparent in the request
 // (each upstream attempt replaces it again with its own).
-func (t *tracing) start(c *policy.Ctx) trace.Span {
+func (t *tracing) start(c *policy.Ctx, h2 bool) trace.Span {
 	h := &c.Fast.Request.Header
 	parent := propagator.Extract(context.Background(), policy.HeaderCarrier{H: h})
 	s := &t.random
@@ -355,9 +355,12 @@ func (t *tracing) start(c *policy.Ctx) trace.Span {
 		attribute.String("url.scheme", string(c.Scheme)),
 		attribute.String("server.address", string(c.Host)),
 		attribute.String("client.address", clientIP(c)),
-		attribute.String("network.protocol.version", protocolVersion(h)),
+		attribute.String("network.protocol.version", protocolVersion(h, h2)),
 	})
-	ctx, span := t.tracer.Start(parent, string(h.Method())+" "+string(c.Path), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	// Named by the method alone until a route matches (end names it by
+	// the route): the path is the client's, and names must stay few (the
+	// OpenTelemetry HTTP conventions) and carry nothing a path may hold.
+	ctx, span := t.tracer.Start(parent, spanMethod(h.Method()), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	if t.filter != nil {
 		t.held.hold(span.SpanContext().SpanID())
 	}
@@ -365,7 +368,37 @@ func (t *tracing) start(c *policy.Ctx) trace.Span {
 	return span
 }
 
-func protocolVersion(h *fasthttp.RequestHeader) string {
+// spanMethod is a span name's method: a standard method's name, "HTTP" for
+// any other (the OpenTelemetry HTTP conventions' _OTHER), so that a client
+// cannot make span names of its own.
+func spanMethod(m []byte) string {
+	switch string(m) {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "PATCH":
+		return "PATCH"
+	case "HEAD":
+		return "HEAD"
+	case "OPTIONS":
+		return "OPTIONS"
+	case "CONNECT":
+		return "CONNECT"
+	case "TRACE":
+		return "TRACE"
+	}
+	return "HTTP"
+}
+
+func protocolVersion(h *fasthttp.RequestHeader, h2 bool) string {
+	if h2 {
+		return "2"
+	}
 	if h.IsHTTP11() {
 		return "1.1"
 	}
@@ -435,9 +468,9 @@ func endAttempt(span trace.Span, status int, err error) {
 // end finishes the request's span with what the request came to: the
 // status and route, the GenAI attributes of an LLM request and the MCP
 // ones of an MCP request, then the attributes computed by CEL. A routed
-// request's span is named by its method and route (the path, which named
-// it until then, would give a name per URL), an MCP request's by its MCP
-// method, and "span.name" names it when set.
+// request's span is named by its method and route (a request no route
+// took keeps its method alone: the path would give a name per URL), an
+// MCP request's by its MCP method, and "span.name" names it when set.
 func (t *tracing) end(rs *requestState, method []byte, route string, status int) {
 	span := rs.span
 	attrs := make([]attribute.KeyValue, 0, 16)
@@ -445,7 +478,7 @@ func (t *tracing) end(rs *requestState, method []byte, route string, status int)
 	name := ""
 	if route != "" {
 		attrs = append(attrs, attribute.String("http.route", route))
-		name = string(method) + " " + route
+		name = spanMethod(method) + " " + route
 	}
 	if status >= 500 {
 		attrs = append(attrs, attribute.String("error.type", strconv.Itoa(status)))

@@ -1050,3 +1050,48 @@ binds:
 		t.Errorf("post %q", seen[0])
 	}
 }
+
+// TestTracingSpanNamesStayFew: a request no route takes is named by its
+// method alone, not by the client's path (which may hold a token), a
+// method outside the standard ones is "HTTP", and an HTTP/2 request's
+// protocol version is 2.
+func TestTracingSpanNamesStayFew(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	recv := &otlpReceiver{}
+	collector := upstream(t, recv)
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: http
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: known
+      matches: [{path: {exact: /known}}]
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "COLLECTOR": collector})
+	get(t, tg.url(3000)+"/unrouted-secret-token-123")
+	req, _ := http.NewRequest("BREW", tg.url(3000)+"/other-secret", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	resp, err := h2cClient().Get(tg.url(3000) + "/known")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	eventually(t, 10*time.Second, "the spans at the collector", func() bool {
+		return len(recv.named("GET")) >= 1 && len(recv.named("HTTP")) >= 1 && len(recv.named("GET known")) >= 1
+	})
+	for _, s := range recv.all() {
+		if strings.Contains(s.GetName(), "secret") {
+			t.Errorf("a span named %q: the client's path", s.GetName())
+		}
+	}
+	if v := spanAttrs(recv.named("GET known")[0])["network.protocol.version"]; v != "2" {
+		t.Errorf("network.protocol.version %q over HTTP/2; want 2", v)
+	}
+}
