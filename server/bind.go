@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +93,18 @@ func (b *bind) firstByte() time.Duration {
 		idle = bc.frontend.idle()
 	}
 	return min(idle, requestHeadTimeout())
+}
+
+// firstWait is how long a new connection of the bind's configuration bc
+// may stay silent: its first-byte time, and no longer than a handshake may
+// take on a port of TLS listeners alone, where the first byte begins the
+// ClientHello.
+func (b *bind) firstWait(bc *bindConfig) time.Duration {
+	first := b.firstByte()
+	if bc.tlsOnly() {
+		first = min(first, bc.handshakeTimeout)
+	}
+	return first
 }
 
 // newBind opens port with its first configuration bc, which serves from
@@ -236,11 +250,7 @@ func (b *bind) serveConn(conn net.Conn) {
 		b.dispatch(c)
 		return
 	}
-	first := b.firstByte()
-	if len(bc.tlsListeners) > 0 && len(bc.listeners) == 0 {
-		first = min(first, bc.handshakeTimeout)
-	}
-	_ = c.SetReadDeadline(deadlineAfter(first))
+	_ = c.SetReadDeadline(deadlineAfter(b.firstWait(bc)))
 	if sc, ok := c.(*sock.Conn); ok {
 		after := time.Duration(parkIdleAfter.Load())
 		sc.EnableParking(after)
@@ -256,12 +266,16 @@ func (b *bind) serveConn(conn net.Conn) {
 // preconnect, a client's warmed pool) or left silent holds no goroutine
 // while it waits. It reports whether the caller serves the connection now;
 // if not, the connection is parked or closed and accounted for. A connection
-// silent until its first-byte deadline is closed without an answer.
+// silent until its first-byte deadline is closed without an answer
+// (closedSilent).
 func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 	readable, err := c.AwaitFirstByte(after)
 	switch {
 	case err != nil:
 		c.Close()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			b.closedSilent(c)
+		}
 	case readable:
 		return true
 	case c.Hold() && b.park(c):
@@ -434,8 +448,13 @@ func (p parking) Wake(c net.Conn) {
 }
 
 // Closed accounts for a parked connection the parker (or drain) closed.
+// One parked before its first byte that the bind, not draining, did not
+// close was closed at its first-byte deadline (closedSilent).
 func (p parking) Closed(c net.Conn) {
 	p.b.metrics.ConnUnparked()
+	if f := sock.ServerFields(c); f != nil && !f.ServerClassified && !p.b.draining.Load() {
+		p.b.closedSilent(c)
+	}
 	p.b.connClosed(c)
 }
 

@@ -357,6 +357,33 @@ func (b *bind) readHello(c net.Conn, p peeker) (sni string, kind int) {
 	return string(hello.AppendLowerServerName(name[:0])), helloTLS
 }
 
+// closedSilent records a new connection the bind closed because it sent
+// nothing by its first-byte deadline, where its first bytes are looked at
+// before it is served: as one that sent too few of them is refused, with
+// a PROXY protocol header due, proxy_header; on a port of TLS listeners
+// alone (whose deadline is the handshake's), tls_failed. On a port that
+// serves plain HTTP it goes unrecorded, as an idle keep-alive connection.
+func (b *bind) closedSilent(c net.Conn) {
+	bc := b.current.Load()
+	end := endProxyHeader
+	switch {
+	case bc.proxy != nil:
+	case bc.tlsOnly():
+		end = endTLSFailed
+	default:
+		return
+	}
+	rec := newConnRecord(bc.connProtocol(false), bindName(bc.port), "", c, "")
+	rec.End = end
+	b.logConn(rec, c, c, nil, "", b.destPort(c))
+}
+
+// tlsOnly reports whether the port has TLS listeners alone: every
+// connection must begin with a ClientHello.
+func (bc *bindConfig) tlsOnly() bool {
+	return bc.tcp == nil && len(bc.tlsListeners) > 0 && len(bc.listeners) == 0
+}
+
 // closeUnserved closes a connection no listener took.
 func (b *bind) closeUnserved(c net.Conn) {
 	c.Close()

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSilentTLSConnections: a connection to a port of TLS listeners alone
+// (a passthrough one, an HTTPS one) that sends nothing, or a ClientHello's
+// record header and then nothing, is closed at
+// frontendPolicies.tls.handshakeTimeout, however it waited (parked, or on
+// its goroutine, the deadline before or after the park check), and leaves
+// one connection record: end tls_failed, an absent or unfinished
+// ClientHello (proxy_header where a PROXY protocol header is due first).
+func TestSilentTLSConnections(t *testing.T) {
+	const handshake = 400 * time.Millisecond
+	oldProxy := proxyHeaderTimeout
+	proxyHeaderTimeout = handshake
+	t.Cleanup(func() { proxyHeaderTimeout = oldProxy })
+	pki := newTestPKI(t, "silent")
+	srv := pki.Server("a.test", "a.test")
+	up := tlsUpstream(t, srv.TLS, "ok")
+	yaml := `
+frontendPolicies:
+  tls: {handshakeTimeout: 400ms}
+binds:
+- port: 1
+  listeners:
+  - protocol: TLS
+    tcpRoutes:
+    - backends: [{host: ${UP}}]
+- port: 2
+  listeners:
+  - protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes:
+    - backends: [{host: ${UP}}]
+- port: 3
+  tunnelProtocol: proxy
+  listeners:
+  - protocol: TLS
+    tcpRoutes:
+    - backends: [{host: ${UP}}]
+`
+	vars := map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile}
+	// A ClientHello's record header announcing 512 bytes, and 4 of them.
+	partial := []byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc}
+	cases := []struct {
+		name string
+		port int
+		send []byte
+		end  string
+	}{
+		{"silent", 1, nil, "tls_failed"},
+		{"partial ClientHello", 1, partial, "tls_failed"},
+		{"silent", 2, nil, "tls_failed"},
+		{"partial ClientHello", 2, partial, "tls_failed"},
+		// With a PROXY protocol header due, what it lacks is the header.
+		{"silent, PROXY header due", 3, nil, "proxy_header"},
+	}
+	ways := []struct {
+		name string
+		tr   Transport
+		park time.Duration // parkIdleAfter
+	}{
+		{"std, parked", TransportStd, 50 * time.Millisecond},
+		{"std, the deadline before the park check", TransportStd, 5 * time.Second},
+		{"std, no parking", TransportStd, 0},
+	}
+	for _, w := range ways {
+		t.Run(w.name, func(t *testing.T) {
+			old := parkIdleAfter.Swap(int64(w.park))
+			t.Cleanup(func() { parkIdleAfter.Store(old) })
+			tg := startGatewayWith(t, yaml, vars, w.tr)
+			for _, tc := range cases {
+				t.Run(bindName(tc.port)+", "+tc.name, func(t *testing.T) {
+					c := dialTest(t, tg.addr(tc.port))
+					start := time.Now()
+					if _, err := c.Write(tc.send); err != nil {
+						t.Fatal(err)
+					}
+					_ = c.SetReadDeadline(start.Add(5 * time.Second))
+					if n, err := c.Read(make([]byte, 1)); n != 0 || err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+						t.Fatalf("read %d bytes, %v; want the connection closed", n, err)
+					}
+					if took := time.Since(start); took < handshake*3/4 || took > handshake+2*time.Second {
+						t.Errorf("closed after %v; want the handshake timeout, %v", took, handshake)
+					}
+					rec := connRecordOf(t, tg, c.LocalAddr().String())
+					requireFields(t, rec, map[string]any{"protocol": "tls", "bind": bindName(tc.port), "end": tc.end})
+					requireAbsent(t, rec, "tls.sni", "endpoint")
+				})
+			}
+			// None is logged twice.
+			eventually(t, 5*time.Second, "the connections closed", func() bool {
+				return tg.bindMetrics(1).Open()+tg.bindMetrics(2).Open()+tg.bindMetrics(3).Open() == 0
+			})
+			loggedConns(t, tg, len(cases))
+		})
+	}
+}
+
+// connRecordOf waits for the connection record of the client at src and
+// returns its fields, failing if there is more than one.
+func connRecordOf(t *testing.T, tg *testGateway, src string) map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	eventually(t, 10*time.Second, "the connection record of "+src, func() bool {
+		recs = recs[:0]
+		for _, e := range tg.accessLogs().FilterMessage("connection").All() {
+			if rec := e.ContextMap(); rec["src"] == src {
+				recs = append(recs, rec)
+			}
+		}
+		return len(recs) > 0
+	})
+	if len(recs) != 1 {
+		t.Fatalf("%d connection records of %s: %v", len(recs), src, recs)
+	}
+	return recs[0]
+}
