@@ -124,7 +124,8 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 	a, err := listen(gw.transport, addr, acceptHooks{
 		serve:     b.serveConn,
 		idle:      b.keepaliveIdle,
-		firstByte: b.firstByte,
+		firstByte: func() time.Duration { return b.firstWait(b.current.Load()) },
+		silent:    b.closeSilentAtAccept,
 		atAccept:  func() bool { return b.current.Load().tcp != nil },
 	})
 	if err != nil {
@@ -283,6 +284,19 @@ func (b *bind) awaitFirstByte(c *sock.Conn, after time.Duration) bool {
 	}
 	b.connClosed(c)
 	return false
+}
+
+// closeSilentAtAccept is netpoll's acceptor closing a connection that sent
+// nothing for waited (firstWait) since its accept: netpoll never handed it
+// to serveConn, so it is counted here, and closed and recorded as the std
+// transport does one it waited for (closedSilent).
+func (b *bind) closeSilentAtAccept(conn net.Conn, waited time.Duration) {
+	c := sock.DataPath(conn)
+	b.metrics.ConnOpened()
+	setConnOpened(c, monoNow()-waited)
+	c.Close()
+	b.closedSilent(c)
+	b.connClosed(c)
 }
 
 // serve runs fasthttp's loop on c until c closes or parks. A connection

@@ -11,8 +11,9 @@ import (
 // TestSilentTLSConnections: a connection to a port of TLS listeners alone
 // (a passthrough one, an HTTPS one) that sends nothing, or a ClientHello's
 // record header and then nothing, is closed at
-// frontendPolicies.tls.handshakeTimeout, however it waited (parked, or on
-// its goroutine, the deadline before or after the park check), and leaves
+// frontendPolicies.tls.handshakeTimeout, on either transport and however it
+// waited (parked, or on its goroutine, the deadline before or after the
+// park check; netpoll's acceptor times it), and leaves
 // one connection record: end tls_failed, an absent or unfinished
 // ClientHello (proxy_header where a PROXY protocol header is due first).
 func TestSilentTLSConnections(t *testing.T) {
@@ -69,6 +70,7 @@ binds:
 		{"std, parked", TransportStd, 50 * time.Millisecond},
 		{"std, the deadline before the park check", TransportStd, 5 * time.Second},
 		{"std, no parking", TransportStd, 0},
+		{"netpoll", TransportNetpoll, 0}, // its connections do not park
 	}
 	for _, w := range ways {
 		t.Run(w.name, func(t *testing.T) {
@@ -92,6 +94,9 @@ binds:
 					rec := connRecordOf(t, tg, c.LocalAddr().String())
 					requireFields(t, rec, map[string]any{"protocol": "tls", "bind": bindName(tc.port), "end": tc.end})
 					requireAbsent(t, rec, "tls.sni", "endpoint")
+					if d, _ := rec["duration"].(time.Duration); d < handshake*3/4 {
+						t.Errorf("duration %v; want it from the accept", rec["duration"])
+					}
 				})
 			}
 			// None is logged twice.

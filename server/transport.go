@@ -39,8 +39,12 @@ type acceptHooks struct {
 	idle func() time.Duration
 	// firstByte says how long a new connection may stay silent (serve
 	// applies it itself; netpoll calls serve only once bytes arrive, so
-	// its acceptor closes a connection that stays silent longer).
+	// its acceptor has silent close a connection that stays silent
+	// longer).
 	firstByte func() time.Duration
+	// silent closes, instead of serve, a connection that sent nothing for
+	// the time firstByte gave it since its accept.
+	silent func(c net.Conn, waited time.Duration)
 	// atAccept reports whether a new connection is served at once, before
 	// its first byte: a TCP listener's protocol may have the server speak
 	// first.
@@ -104,9 +108,10 @@ func listenNetpoll(addr string, h acceptHooks) (acceptor, error) {
 		}
 		// netpoll hands a connection to onRequest only once it has bytes: a
 		// silent one is closed here when its first-byte time passes.
-		w.timer = time.AfterFunc(h.firstByte(), func() {
+		first := h.firstByte()
+		w.timer = time.AfterFunc(first, func() {
 			if w.served.CompareAndSwap(false, true) {
-				conn.Close()
+				h.silent(conn, first)
 			}
 		})
 		return context.WithValue(ctx, silenceWatchKey{}, w)
