@@ -475,9 +475,9 @@ func scriptedUpstream(t *testing.T, statuses ...int) (string, *atomic.Int32) {
 	return addr, &n
 }
 
-// TestPolicyRetry checks retry: status-code retries of idempotent requests,
-// no status-code retry of a POST, retries of a refused connection, and the
-// backoff kept within the request timeout.
+// TestPolicyRetry checks retry: status-code retries of any method whose body
+// is in memory (narrowed by a precondition), retries of a refused
+// connection, and the backoff kept within the request timeout.
 func TestPolicyRetry(t *testing.T) {
 	tests := []struct {
 		desc, method string
@@ -491,7 +491,11 @@ func TestPolicyRetry(t *testing.T) {
 		{desc: "codes not listed are not retried", method: "GET", statuses: []int{500, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 500, wantAttempts: 1},
 		{desc: "every listed code is retried", method: "GET", statuses: []int{502, 504}, policy: `{attempts: 3, codes: [502, 504]}`, wantStatus: 200, wantAttempts: 3},
 		{desc: "PUT is idempotent", method: "PUT", statuses: []int{503}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 200, wantAttempts: 2},
-		{desc: "POST is not retried on a status code", method: "POST", statuses: []int{503, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 503, wantAttempts: 1},
+		// Any method is retried, its body sent again (agentgateway's and
+		// Envoy's retries); a precondition narrows them.
+		{desc: "POST is retried on a listed status", method: "POST", statuses: []int{503, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 200, wantAttempts: 3},
+		{desc: "a precondition refusing POST keeps it to one attempt", method: "POST", statuses: []int{503, 503}, policy: `{attempts: 3, codes: [503], precondition: 'request.method == "GET"'}`, wantStatus: 503, wantAttempts: 1},
+		{desc: "a precondition allowing POST", method: "POST", statuses: []int{503}, policy: `{attempts: 3, codes: [503], precondition: 'request.method == "POST"'}`, wantStatus: 200, wantAttempts: 2},
 		{desc: "without retry policy one attempt", method: "GET", statuses: []int{503}, policy: ``, wantStatus: 503, wantAttempts: 1},
 		// Statuses are any three digits on the wire.
 		{desc: "a status above 599 is retried when listed", method: "GET", statuses: []int{799}, policy: `{attempts: 2, codes: [799]}`, wantStatus: 200, wantAttempts: 2},

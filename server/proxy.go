@@ -248,18 +248,18 @@ func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (s
 	return 0, true
 }
 
-// retryable reports whether another attempt may be made after a failure: a
-// request that never reached the backend may always be retried; one that did
-// only when its method is idempotent and its body can be sent again.
-// streamed says whether the body was a stream before the first attempt.
+// retryable reports whether another attempt may be made after a failure or
+// a status the retry policy lists: a request that never reached the
+// backend may always be retried; one that did when its body can be sent
+// again (it is in memory, bufferBody), whatever its method, as agentgateway
+// and Envoy retry: the policy (its codes, condition and precondition) says
+// what may be sent twice. streamed says whether the body was a stream
+// before the first attempt.
 func retryable(req *fasthttp.Request, streamed bool, f backend.Failure) bool {
 	if streamed {
 		return f == backend.FailureConnect && req.Header.ContentLength() == 0
 	}
-	if f == backend.FailureConnect {
-		return true
-	}
-	return backend.Idempotent(req.Header.Method())
+	return true
 }
 
 // waitBackoff sleeps the retry backoff unless that would pass the deadline.
