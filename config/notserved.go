@@ -19,9 +19,10 @@ type NotServed struct {
 // moderation, the copilot provider and provider presets without an
 // address, a few llm section settings (LLMConfig.notServedYet), backend
 // auth other than passthrough on backends that are not ai backends, and
-// some backend auth forms. The server refuses a file holding any when it applies
-// it, so that no setting is silently ignored, while `--validate-only`
-// accepts it. An entry goes when its feature is built.
+// some backend auth forms. The server refuses a file holding any when it
+// applies it, so that no setting is silently ignored, and `--validate-only`
+// (server.Validate) refuses it alike. An entry goes when its feature is
+// built.
 func (f *File) NotServedYet() []NotServed {
 	var out []NotServed
 	add := func(path, msg string) { out = append(out, NotServed{path, msg}) }

@@ -251,13 +251,7 @@ func (c *compiler) llmProvider(path string, np *config.NamedAIProvider, shared *
 // prefixFieldError puts a compile error of a package (whose paths are
 // relative) under path.
 func prefixFieldError(path string, err error) error {
-	fe := decode.Under(path, err)
-	if _, ok := err.(*decode.FieldError); ok && (strings.Contains(fe.Msg, "not served yet") || strings.Contains(fe.Msg, "not implemented yet")) {
-		// A feature config.File.NotServedYet lists too: --validate-only
-		// accepts it.
-		return &notServedError{*fe}
-	}
-	return fe
+	return decode.Under(path, err)
 }
 
 // rateLimiter compiles a route's localRateLimit. Its buckets are kept

@@ -288,7 +288,7 @@ func (c *compiler) llmModelEntry(path string, l *config.LLMConfig, mc *config.LL
 		e.fallback = provider.Passthrough
 	case "detect":
 		// config.File.NotServedYet lists it too.
-		return nil, &notServedError{decode.FieldError{Path: path + ".passthrough", Msg: `passthrough "detect" is not implemented yet`}}
+		return nil, &decode.FieldError{Path: path + ".passthrough", Msg: `passthrough "detect" is not implemented yet`}
 	}
 	if pols.RequestHeaders != nil {
 		h, err := policy.NewHeaderModifier(pols.RequestHeaders)
@@ -532,7 +532,7 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 			np.Provider.Custom = &cp
 			break
 		}
-		return nil, pols, &notServedError{decode.FieldError{Path: path + ".provider", Msg: "this provider is not served in the llm section yet"}}
+		return nil, pols, &decode.FieldError{Path: path + ".provider", Msg: "this provider is not served in the llm section yet"}
 	}
 	auth := pols.Auth
 	if params.APIKey != nil {

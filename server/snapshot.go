@@ -1022,8 +1022,10 @@ func objectPath(path string) string {
 
 // Validate compiles f as Apply would, without opening ports or starting
 // anything that lasts, and reports the errors only compiling finds (CEL
-// rules, key sets, regular expressions the router refuses). It is what
-// `gateway --validate-only` runs after parsing.
+// rules, key sets, regular expressions the router refuses) and the settings
+// not served yet: every error Apply would refuse f with, so that
+// `gateway --validate-only`, which runs it after parsing, accepts exactly
+// the files the gateway runs.
 func Validate(f *config.File) error {
 	g := New(Options{})
 	s, err := compile(g, f)
@@ -1032,21 +1034,16 @@ func Validate(f *config.File) error {
 		// is closed.
 		s.lease.Release()
 	}
-	return withoutNotServed(err)
+	return err
 }
 
-// notServedError refuses a setting the file format accepts that the data
-// plane does not serve yet (config.File.NotServedYet: ai backends and
-// policies, local rate limits, the llm section, backend auth other than
-// passthrough), so that Apply never runs a file without it.
-type notServedError struct{ decode.FieldError }
-
-func (e *notServedError) Unwrap() error { return &e.FieldError }
-
+// notServedYet refuses the settings the file format accepts that the data
+// plane does not serve yet (config.File.NotServedYet), so that neither
+// Apply nor Validate accepts a file holding one.
 func notServedYet(f *config.File) config.Errors {
 	var errs config.Errors
 	for _, ns := range f.NotServedYet() {
-		errs = append(errs, &notServedError{decode.FieldError{Path: ns.Path, Msg: ns.Msg}})
+		errs = append(errs, &decode.FieldError{Path: ns.Path, Msg: ns.Msg})
 	}
 	return errs
 }
@@ -1062,29 +1059,9 @@ func appendNotServed(errs, ns config.Errors) config.Errors {
 		}
 	}
 	for _, e := range ns {
-		if !seen[e.(*notServedError).Path] {
+		if !seen[e.(*decode.FieldError).Path] {
 			errs = append(errs, e)
 		}
 	}
 	return errs
-}
-
-// withoutNotServed drops the notServedErrors from compile's error, for
-// Validate: --validate-only accepts a file whose settings are valid, served
-// yet or not.
-func withoutNotServed(err error) error {
-	many, ok := err.(config.Errors)
-	if !ok {
-		return err
-	}
-	var kept config.Errors
-	for _, e := range many {
-		if _, ns := e.(*notServedError); !ns {
-			kept = append(kept, e)
-		}
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return kept
 }

@@ -104,8 +104,8 @@ binds:
 }
 
 // TestNotServedYetRefusedWhenRun: a setting the file format validates but
-// the data plane does not serve yet passes Validate (--validate-only) and
-// is refused by Apply with its path, never run without.
+// the data plane does not serve yet is refused by Apply with its path,
+// never run without, and by Validate (--validate-only) alike.
 func TestNotServedYetRefusedWhenRun(t *testing.T) {
 	f := parseConfig(t, `
 binds:
@@ -119,14 +119,15 @@ binds:
           name: openai
           provider: {openAI: {model: gpt-4o-mini}}
 `, nil)
-	if err := Validate(f); err != nil {
-		t.Fatalf("Validate: %v", err)
-	}
+	verr := Validate(f)
 	gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
 	defer gw.Shutdown(expiredContext())
 	err := gw.Apply(f)
 	want := `binds[0].listeners[0].routes[0].policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Apply: %v, want %q", err, want)
+	}
+	if verr == nil || verr.Error() != err.Error() {
+		t.Errorf("Validate: %v, want Apply's error: %v", verr, err)
 	}
 }

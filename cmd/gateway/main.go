@@ -124,6 +124,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.validateOnly {
+		// The errors starting would refuse the file with, settings not
+		// served yet among them: a file is valid when the gateway runs it.
 		if err := server.Validate(f); err != nil {
 			fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
 			return 1
@@ -133,13 +135,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())
-		if ns := f.NotServedYet(); len(ns) > 0 {
-			// Valid, but running it is refused until these are built.
-			fmt.Fprintf(stdout, "%s: not served yet, so running it fails:\n", src.name())
-			for _, n := range ns {
-				fmt.Fprintf(stdout, "  %s: %s\n", n.Path, n.Msg)
-			}
-		}
 		return 0
 	}
 	log, accessLog, flushAccessLog, err := newLoggers(f, stderr)
