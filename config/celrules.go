@@ -80,10 +80,11 @@ func (r *CELRule) check(n *decode.Node) {
 	}
 }
 
-// MarshalJSON writes the rule back in file form, for /config_dump.
+// MarshalJSON writes the rule back in file form, for /config_dump, its
+// literals redacted (redactCEL).
 func (r CELRule) MarshalJSON() ([]byte, error) {
 	key := map[CELRuleKind]string{RuleAllow: "allow", RuleDeny: "deny", RuleRequire: "require"}[r.Kind]
-	return json.Marshal(map[string]string{key: r.Expr})
+	return json.Marshal(map[string]string{key: redactCEL(r.Expr)})
 }
 
 var (

@@ -214,10 +214,11 @@ func (d *FaultDuration) DecodeNode(n *decode.Node) {
 // IsZero reports an unset duration.
 func (d FaultDuration) IsZero() bool { return d.Fixed == 0 && d.Expr == "" }
 
-// MarshalJSON writes the file form.
+// MarshalJSON writes the file form, an expression's literals redacted
+// (redactCEL).
 func (d FaultDuration) MarshalJSON() ([]byte, error) {
 	if d.Expr != "" {
-		return jsonString(d.Expr), nil
+		return jsonString(redactCEL(d.Expr)), nil
 	}
 	return jsonString(d.Fixed.String()), nil
 }

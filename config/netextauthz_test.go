@@ -39,7 +39,7 @@ func TestNetworkExtAuthz(t *testing.T) {
 // TestNetworkExtAuthzRoundTrip: the policy writes back in the file's form
 // (extAuthz's fields at its top, as the schema has them).
 func TestNetworkExtAuthzRoundTrip(t *testing.T) {
-	f, err := Parse([]byte("frontendPolicies:\n  networkExtAuthz:\n    host: 'a:1'\n    failureMode: allow\n    protocol: {http: {path: '\"/c\"'}}\n"), noEnv)
+	f, err := Parse([]byte("frontendPolicies:\n  networkExtAuthz:\n    host: 'a:1'\n    failureMode: allow\n    protocol: {http: {path: 'request.path'}}\n"), noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestNetworkExtAuthzRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"networkExtAuthz":{"host":"a:1","protocol":{"http":{"path":"\"/c\""}},"failureMode":"allow"}}`
+	want := `{"networkExtAuthz":{"host":"a:1","protocol":{"http":{"path":"request.path"}},"failureMode":"allow"}}`
 	if string(out) != want {
 		t.Fatalf("%s\nwant %s", out, want)
 	}

@@ -5,7 +5,16 @@ import (
 	"maps"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/common"
+	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
+	"cel.dev/cel-go/parser"
 )
 
 // Redacted stands for a secret in /config_dump.
@@ -172,4 +181,226 @@ func redactURL(raw string) string {
 		return raw
 	}
 	return u.String()
+}
+
+// MarshalJSON writes the expression with its literals redacted (redactCEL).
+func (e CELExpression) MarshalJSON() ([]byte, error) { return jsonString(redactCEL(string(e))), nil }
+
+// MarshalJSON writes the condition with its literals redacted (redactCEL).
+func (c CELCondition) MarshalJSON() ([]byte, error) { return jsonString(redactCEL(string(c))), nil }
+
+// MarshalJSON writes the expression with its literals redacted (redactCEL).
+func (e ValueExpression) MarshalJSON() ([]byte, error) { return jsonString(redactCEL(string(e))), nil }
+
+// MarshalJSON writes the condition with its literals redacted (redactCEL).
+func (e ValueCondition) MarshalJSON() ([]byte, error) { return jsonString(redactCEL(string(e))), nil }
+
+// MarshalJSON writes the expression with its literals redacted (redactCEL).
+func (e TelemetryExpression) MarshalJSON() ([]byte, error) {
+	return jsonString(redactCEL(string(e))), nil
+}
+
+// MarshalJSON writes the condition with its literals redacted (redactCEL).
+func (e TelemetryCondition) MarshalJSON() ([]byte, error) {
+	return jsonString(redactCEL(string(e))), nil
+}
+
+// MarshalJSON writes the expression with its literals redacted (redactCEL).
+func (e RateLimitCost) MarshalJSON() ([]byte, error) { return jsonString(redactCEL(string(e))), nil }
+
+// redactCELLiterals turns redactCEL off, for the tests that hold the dump's
+// marshalling to the file form value for value (roundTrip).
+var redactCELLiterals = true
+
+// celRedactParser parses expressions for redactCEL: without macros, so
+// that the tree holds the calls and literals as written.
+var celRedactParser = sync.OnceValues(func() (*parser.Parser, error) {
+	return parser.NewParser(parser.EnableOptionalSyntax(true))
+})
+
+// redactCEL returns a CEL expression as /config_dump shows it: every
+// string and bytes literal written "<redacted>" (b"<redacted>"), and the
+// comments left out. A literal is where an expression holds a secret (a
+// token compared with a header, set in a header or a body, replaced in a
+// value), and which literal is one cannot be told, so none is shown, but
+// for those that cannot hold one or must stay for the expression to
+// compile:
+//   - empty literals;
+//   - the keys that name what it reads: an index (request.headers["x-a"],
+//     jwt[?"sub"]) and a map literal's keys;
+//   - the numbers, times and addresses a literal converts to (int("5"),
+//     duration("5s"), timestamp(...), ip(...), cidr(...)), parsed when
+//     the program is built;
+//   - a string.format format's verbs ("<redacted>%s"), which its
+//     arguments are checked against.
+//
+// The dump keeps each expression's shape (what it reads, calls and
+// compares), parses back and compiles to the same types; the values are in
+// the file. Every CEL expression of the config marshals through it (the
+// expression types' MarshalJSON, CELRule, FaultDuration, Sampling;
+// TestCELTypesRedact). A header expression of a sensitive header
+// (HeaderExpressions) is redacted whole besides.
+func redactCEL(expr string) string {
+	if !redactCELLiterals {
+		return expr
+	}
+	// The literals written otherwise than redactedExpression, by rune
+	// offset: "" keeps one.
+	written := map[int32]string{}
+	if p, err := celRedactParser(); err == nil {
+		if a, iss := p.Parse(common.NewTextSource(expr)); iss == nil || len(iss.GetErrors()) == 0 {
+			info := a.SourceInfo()
+			literal := func(e ast.Expr, as string) {
+				if e.Kind() == ast.LiteralKind {
+					if r, ok := info.GetOffsetRange(e.ID()); ok {
+						written[r.Start] = as
+					}
+				}
+			}
+			nodes := ast.MatchDescendants(ast.NavigateAST(a), func(e ast.NavigableExpr) bool {
+				return e.Kind() == ast.CallKind || e.Kind() == ast.MapKind
+			})
+			for _, e := range nodes {
+				if e.Kind() == ast.MapKind {
+					for _, entry := range e.AsMap().Entries() {
+						literal(entry.AsMapEntry().Key(), "")
+					}
+					continue
+				}
+				call := e.AsCall()
+				switch args, name := call.Args(), call.FunctionName(); {
+				case name == operators.Index || name == operators.OptIndex:
+					if len(args) == 2 {
+						literal(args[1], "")
+					}
+				case parsedLiteral[name]:
+					if !call.IsMemberFunction() && len(args) == 1 {
+						literal(args[0], "")
+					}
+				case name == "format":
+					// The format's verbs stay, for its arguments to check.
+					if t := call.Target(); call.IsMemberFunction() && t.Kind() == ast.LiteralKind {
+						if f, ok := t.AsLiteral().Value().(string); ok {
+							literal(t, strconv.Quote(Redacted+formatVerbs(f)))
+						}
+					}
+				}
+			}
+		}
+	}
+	// A literal not found in the tree (none is, when the text does not
+	// parse) is redacted.
+	var b strings.Builder
+	runes := int32(0) // the rune offset of expr[i], as the tree counts
+	for i := 0; i < len(expr); {
+		if strings.HasPrefix(expr[i:], "//") {
+			// A comment, to the end of its line: left out.
+			n := strings.IndexByte(expr[i:], '\n')
+			if n < 0 {
+				n = len(expr) - i
+			}
+			runes += int32(utf8.RuneCountInString(expr[i : i+n]))
+			i += n
+			continue
+		}
+		if n, isBytes, empty := celLiteralLen(expr, i); n > 0 {
+			as, ok := written[runes]
+			switch {
+			case ok && as == "" || empty:
+				b.WriteString(expr[i : i+n])
+			case ok:
+				b.WriteString(as)
+			case isBytes:
+				b.WriteString("b" + redactedExpression)
+			default:
+				b.WriteString(redactedExpression)
+			}
+			runes += int32(utf8.RuneCountInString(expr[i : i+n]))
+			i += n
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(expr[i:])
+		b.WriteString(expr[i : i+size])
+		runes++
+		i += size
+	}
+	return b.String()
+}
+
+// parsedLiteral are the functions that parse a literal argument when the
+// program is built (cel-go's conversions, the network library's ip and
+// cidr), so that one that does not parse is an error: the numbers, times
+// and addresses redactCEL keeps.
+var parsedLiteral = map[string]bool{
+	overloads.TypeConvertInt: true, overloads.TypeConvertUint: true, overloads.TypeConvertDouble: true,
+	overloads.TypeConvertBool: true, overloads.TypeConvertDuration: true, overloads.TypeConvertTimestamp: true,
+	"ip": true, "cidr": true,
+}
+
+// formatVerbs returns the verbs of a string.format format ("%s", "%.2f"),
+// without the text around them.
+func formatVerbs(f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			continue
+		}
+		if i+1 < len(f) && f[i+1] == '%' {
+			i++
+			continue
+		}
+		j := i + 1
+		if j < len(f) && f[j] == '.' {
+			for j++; j < len(f) && '0' <= f[j] && f[j] <= '9'; j++ {
+			}
+		}
+		if j < len(f) {
+			j++ // the verb
+		}
+		b.WriteString(f[i:j])
+		i = j - 1
+	}
+	return b.String()
+}
+
+// celLiteralLen returns the length of the string or bytes literal starting
+// at expr[i] ("a", 'a', """a""", r"a", b"a", br'a', any case of the
+// prefixes), 0 when none does, whether it is a bytes literal and whether
+// it is empty.
+func celLiteralLen(expr string, i int) (n int, isBytes, empty bool) {
+	if i > 0 && celIdentByte(expr[i-1]) {
+		return 0, false, false // r or b ending an identifier, not a prefix
+	}
+	j, raw := i, false
+	for ; j < len(expr) && j-i < 2; j++ {
+		if c := expr[j] | 0x20; c == 'b' && !isBytes && !raw {
+			isBytes = true // b, or br: a bytes prefix comes first
+		} else if c == 'r' && !raw {
+			raw = true
+		} else {
+			break
+		}
+	}
+	if j == len(expr) || expr[j] != '"' && expr[j] != '\'' {
+		return 0, false, false
+	}
+	quote := expr[j : j+1]
+	if strings.HasPrefix(expr[j:], quote+quote+quote) {
+		quote += quote + quote
+	}
+	start := j + len(quote)
+	for k := start; k < len(expr); k++ {
+		switch {
+		case expr[k] == '\\' && !raw:
+			k++ // the escaped character
+		case strings.HasPrefix(expr[k:], quote):
+			return k + len(quote) - i, isBytes, k == start
+		}
+	}
+	return len(expr) - i, isBytes, false // unterminated: the rest
+}
+
+// celIdentByte reports whether c may be part of a CEL identifier.
+func celIdentByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }

@@ -81,10 +81,10 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"ai provider key", route("backends: [{ai: {name: a, provider: {openAI: {}}, policies: {backendAuth: {key: s3cret}}}}]"), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
 		{"guard service key", route(`policies: {ai: {promptGuard: {request: [{openAIModeration: {policies: {backendAuth: {key: s3cret}}}}]}}}`), []string{`"key":"\u003credacted\u003e"`}, "s3cret"},
 		{"webhook header expression", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer s3cret"', x-tenant: 'request.headers["x-tenant"]'}}}]}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`}, "s3cret"},
-		{"transformation request set and add", route(`policies: {transformations: {request: {set: {authorization: '"Bearer s3cret"', x-tenant: '"acme"'}, add: {cookie: '"session=s3cret2"'}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"cookie":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`}, "s3cret"},
+		{"transformation request set and add", route(`policies: {transformations: {request: {set: {authorization: 'jwt.token', x-tenant: 'request.headers["x-tenant"]'}, add: {cookie: '"session=s3cret2"'}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"cookie":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`}, "s3cret"},
 		{"transformation response set and add", route(`policies: {transformations: {response: {set: {set-cookie: '"sid=s3cret"'}, add: {x-auth-token: '"s3cret2"'}}}}`), []string{`"set-cookie":"\"\u003credacted\u003e\""`, `"x-auth-token":"\"\u003credacted\u003e\""`}, "s3cret"},
-		{"extAuthz check request header", route(`policies: {extAuthz: {host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer s3cret"', x-tenant: '"acme"'}}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`}, "s3cret"},
-		{"extProc gRPC metadata", route(`policies: {extProc: {host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {x-api-key: '"s3cret"', x-tenant: '"acme"'}, gateway: {key: '"kept"'}}}}`), []string{`"x-api-key":"\"\u003credacted\u003e\""`, `"x-tenant":"\"acme\""`, `"gateway":{"key":"\"kept\""}`}, "s3cret"},
+		{"extAuthz check request header", route(`policies: {extAuthz: {host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer s3cret"', x-tenant: 'request.headers["x-tenant"]'}}}}}`), []string{`"authorization":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`}, "s3cret"},
+		{"extProc gRPC metadata", route(`policies: {extProc: {host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {x-api-key: 'request.headers["x-api-key"]', x-tenant: 'request.headers["x-tenant"]'}, gateway: {key: 'jwt.sub'}}}}`), []string{`"x-api-key":"\"\u003credacted\u003e\""`, `"x-tenant":"request.headers[\"x-tenant\"]"`, `"gateway":{"key":"jwt.sub"}`}, ""},
 		{"webhook forwarded header match", route(`policies: {ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, forwardHeaderMatches: [{name: x-api-key, value: {exact: s3cret}}]}}]}}}`), []string{`{"name":"x-api-key","value":{"exact":"\u003credacted\u003e"}}`}, "s3cret"},
 		{"rejection headers", route(`policies: {ai: {promptGuard: {request: [{regex: {rules: []}, rejection: {headers: {set: {x-auth-token: s3cret}}}}]}}}`), []string{`"x-auth-token":"\u003credacted\u003e"`}, "s3cret"},
 		{"llm api key", "llm: {models: [{name: m, provider: openAI, params: {apiKey: s3cret}}]}\n", []string{`"apiKey":"\u003credacted\u003e"`}, "s3cret"},
@@ -162,9 +162,9 @@ func TestConfigDumpRedactsEveryHeaderPlace(t *testing.T) {
 	// places holds each policy kind that sets header values, with a
 	// sensitive header ("SECRET") and another ("KEEP") in each place.
 	places := map[string]string{
-		"transformations": `{request: {set: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}, add: {cookie: '"sid=SECRET"'}}, response: {set: {set-cookie: '"sid=SECRET"'}, add: {x-auth-token: '"SECRET"'}}}`,
-		"extAuthz":        `{host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}}`,
-		"extProc":         `{host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}`,
+		"transformations": `{request: {set: {authorization: '"Bearer SECRET"', x-a: 'request.headers["KEEP"]'}, add: {cookie: '"sid=SECRET"'}}, response: {set: {set-cookie: '"sid=SECRET"'}, add: {x-auth-token: '"SECRET"'}}}`,
+		"extAuthz":        `{host: 'a:1', protocol: {http: {addRequestHeaders: {authorization: '"Bearer SECRET"', x-a: 'request.headers["KEEP"]'}}}}`,
+		"extProc":         `{host: 'p:1', metadataContext: {agentgateway.dev.grpc_initial_metadata: {authorization: '"Bearer SECRET"', x-a: 'request.headers["KEEP"]'}}}`,
 	}
 	conditional := map[string]string{
 		"transformations": `{conditional: [{condition: 'true', request: {set: {x-api-key: '"SECRET"'}}}, {response: {add: {set-cookie: '"SECRET"'}}}]}`,
@@ -180,7 +180,7 @@ func TestConfigDumpRedactsEveryHeaderPlace(t *testing.T) {
 		return strings.TrimSuffix(b.String(), ", ") + "}"
 	}
 	modifier := `{set: {authorization: SECRET, x-a: KEEP}, add: {cookie: SECRET}}`
-	webhook := `{ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer SECRET"', x-a: '"KEEP"'}}}], response: [{regex: {rules: []}, rejection: {headers: {set: {set-cookie: SECRET}}}}]}}}`
+	webhook := `{ai: {promptGuard: {request: [{webhook: {target: {host: 'h:1'}, headers: {authorization: '"Bearer SECRET"', x-a: 'request.headers["KEEP"]'}}}], response: [{regex: {rules: []}, rejection: {headers: {set: {set-cookie: SECRET}}}}]}}}`
 	var targeted strings.Builder
 	for i, kind := range []string{"transformations", "extAuthz", "extProc"} {
 		fmt.Fprintf(&targeted, "- name: {name: p%d, namespace: default}\n  target: {gateway: {gatewayName: default, gatewayNamespace: default}}\n  phase: gateway\n  policy: {%s: %s}\n", i, kind, places[kind])
@@ -296,6 +296,174 @@ func TestHeaderMapsRedact(t *testing.T) {
 	for name := range notHeaders {
 		if !used[name] {
 			t.Errorf("%s is listed but is no map of strings the config holds: drop it", name)
+		}
+	}
+}
+
+// TestRedactCEL: an expression's string and bytes literals are redacted in
+// every form of literal, but for the keys and parsed values that name what
+// it reads, and the result compiles to the same type.
+func TestRedactCEL(t *testing.T) {
+	tests := []struct{ expr, want string }{
+		{`request.headers["authorization"] == "Bearer s3cret"`, `request.headers["authorization"] == "<redacted>"`},
+		{`request.headers[?"x-a"].orValue('s3cret') == jwt["sub"]`, `request.headers[?"x-a"].orValue("<redacted>") == jwt["sub"]`},
+		{`{"token": "s3cret", 'b': 1}["token"]`, `{"token": "<redacted>", 'b': 1}["token"]`},
+		{`"""tri"ple s3cret""" + '''s3cret''' + r"raw\" + R's3cret' + "esc\"aped s3cret"`, `"<redacted>" + "<redacted>" + "<redacted>" + "<redacted>" + "<redacted>"`},
+		{`b"s3cret" == bytes(request.body) || B's3cret' == b"" || br"s3cret" == b'x' || bR'''s3cret''' == b"x"`, `b"<redacted>" == bytes(request.body) || b"<redacted>" == b"" || b"<redacted>" == b"<redacted>" || b"<redacted>" == b"<redacted>"`},
+		{`request.path.replace("s3cret", "") // s3cret in a comment` + "\n" + `!= ""`, `request.path.replace("<redacted>", "") ` + "\n" + `!= ""`},
+		{`"Bearer s3cret-%s %.2f 100%%".format([jwt.sub, 1.0])`, `"<redacted>%s%.2f".format([jwt.sub, 1.0])`},
+		{`cidr("10.0.0.0/8").containsIP(ip("10.1.2.3")) && duration("5s") > duration("1s") && timestamp("2024-01-01T00:00:00Z") < timestamp(request.headers["date"]) && int("5") == 5 && bool("true")`,
+			`cidr("10.0.0.0/8").containsIP(ip("10.1.2.3")) && duration("5s") > duration("1s") && timestamp("2024-01-01T00:00:00Z") < timestamp(request.headers["date"]) && int("5") == 5 && bool("true")`},
+		{`string("s3cret") == request.headers["é"] + "s3cret"`, `string("<redacted>") == request.headers["é"] + "<redacted>"`},
+		{`"s3cret" in jwt.roles && request.path.matches("^/s3cret") && request.path.regexReplace("s3cret", "x") != ""`, `"<redacted>" in jwt.roles && request.path.matches("<redacted>") && request.path.regexReplace("<redacted>", "<redacted>") != ""`},
+		{`jwt.sub.with(s, s + "s3cret").size() > 0 && [1].exists(x, string(x) == "s3cret")`, `jwt.sub.with(s, s + "<redacted>").size() > 0 && [1].exists(x, string(x) == "<redacted>")`},
+		{`request.path`, `request.path`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.expr, func(t *testing.T) {
+			got := redactCEL(tc.expr)
+			if got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+			if again := redactCEL(got); again != got {
+				t.Errorf("redacted again: %s", again)
+			}
+			_, a1, err := CompileLLMExpressionAst(tc.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, a2, err := CompileLLMExpressionAst(got)
+			if err != nil {
+				t.Fatalf("the redacted expression does not compile: %v", err)
+			}
+			if a1.OutputType().String() != a2.OutputType().String() {
+				t.Errorf("type %s, redacted %s", a1.OutputType(), a2.OutputType())
+			}
+		})
+	}
+}
+
+// TestConfigDumpRedactsCELLiterals: a secret written as a literal in any
+// kind of CEL expression (a transformation's header, body and metadata, a
+// condition, an authorization rule, a log field, a sampling or delay
+// expression, a rate limit descriptor, an LLM transformation) is not in the
+// dump, which keeps each expression's shape and parses back.
+func TestConfigDumpRedactsCELLiterals(t *testing.T) {
+	yaml := `
+frontendPolicies:
+  accessLog: {filter: 'request.headers["x-key"] != "s3cret01"', add: {who: 'request.headers["x-tenant"] + "s3cret02"'}}
+  tracing: {host: 'c:4317', randomSampling: 'request.headers["x-key"] == "s3cret03"', filter: 'request.path != "s3cret04"', attributes: {a: '"s3cret05"'}}
+binds:
+- port: 1
+  listeners:
+  - routes:
+    - policies:
+        authorization: {rules: ['request.headers["x-api-key"] == "s3cret06"', {deny: 'jwt.sub == "s3cret07"'}]}
+        transformations:
+          request:
+            set: {x-upstream: '"s3cret08"'}
+            body: 'string(request.body).replace("s3cret09", "x")'
+            metadata: {m: '"s3cret10"'}
+            replace: '{"x-a": "s3cret11"}'
+        localRateLimit: {conditional: [{condition: 'request.headers["x-key"] == "s3cret12"', maxTokens: 1, tokensPerFill: 1, fillInterval: 1s}]}
+        delay: {duration: 'request.headers["x-key"] == "s3cret13" ? 1 : 2'}
+        remoteRateLimit: {host: 'r:1', domain: d, descriptors: [{entries: [{key: k, value: '"s3cret14"'}]}]}
+      backends: [{host: 'h:1'}]
+llm:
+  port: 2
+  models: [{name: m, provider: openAI, transformation: {user: '"s3cret15"'}, authorization: {rules: ['jwt.sub != "s3cret16"']}}]
+`
+	f, err := Parse([]byte(yaml), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 16; i++ {
+		if secret := fmt.Sprintf("s3cret%02d", i); strings.Contains(string(dump), secret) {
+			t.Errorf("the dump shows %s:\n%s", secret, dump)
+		}
+	}
+	for _, w := range []string{
+		`"filter":"request.headers[\"x-key\"] != \"\u003credacted\u003e\""`,
+		`{"allow":"request.headers[\"x-api-key\"] == \"\u003credacted\u003e\""}`,
+		`"body":"string(request.body).replace(\"\u003credacted\u003e\", \"\u003credacted\u003e\")"`,
+		`"replace":"{\"x-a\": \"\u003credacted\u003e\"}"`,
+	} {
+		if !strings.Contains(string(dump), w) {
+			t.Errorf("the dump lacks %s:\n%s", w, dump)
+		}
+	}
+	if _, err := Parse(dump, noEnv); err != nil {
+		t.Errorf("the dump does not parse back: %v\n%s", err, dump)
+	}
+}
+
+// TestCELTypesRedact holds every string type of the config to the
+// redaction rule: a CEL expression type marshals with its literals
+// redacted (redactCEL), and any other is listed here as holding no
+// expression. A new string type fails until it is one or the other.
+func TestCELTypesRedact(t *testing.T) {
+	expressions := map[reflect.Type]bool{
+		reflect.TypeFor[CELExpression]():       true,
+		reflect.TypeFor[CELCondition]():        true,
+		reflect.TypeFor[ValueExpression]():     true,
+		reflect.TypeFor[ValueCondition]():      true,
+		reflect.TypeFor[TelemetryExpression](): true,
+		reflect.TypeFor[TelemetryCondition]():  true,
+		reflect.TypeFor[RateLimitCost]():       true,
+	}
+	notExpressions := map[reflect.Type]string{
+		reflect.TypeFor[LLMRouteType](): "route type names",
+		reflect.TypeFor[ALPNProtocol](): "protocol names",
+		reflect.TypeFor[ContentScope](): "scope names",
+		reflect.TypeFor[SecretString](): "redacted whole",
+	}
+	seen := map[reflect.Type]bool{}
+	used := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Array || typ.Kind() == reflect.Map {
+			typ = typ.Elem()
+		}
+		if seen[typ] {
+			return
+		}
+		seen[typ] = true
+		if typ.Kind() == reflect.String && typ.Name() != "string" {
+			used[typ] = true
+			if expressions[typ] {
+				v := reflect.New(typ).Elem()
+				v.SetString(`"s3cret" == request.path`)
+				out, err := json.Marshal(v.Interface())
+				if err != nil || strings.Contains(string(out), "s3cret") {
+					t.Errorf("%s marshals as %s (%v), want its literal redacted", typ, out, err)
+				}
+			} else if _, ok := notExpressions[typ]; !ok {
+				t.Errorf("%s is a string type: give it a MarshalJSON that redacts its literals (redactCEL) and list it among the expressions, or list it here as holding none", typ)
+			}
+			return
+		}
+		if typ.Kind() != reflect.Struct {
+			return
+		}
+		for field := range typ.Fields() {
+			if field.IsExported() && field.Tag.Get("json") != "-" {
+				walk(field.Type)
+			}
+		}
+	}
+	walk(reflect.TypeFor[File]())
+	for typ := range expressions {
+		if !used[typ] {
+			t.Errorf("%s is listed but the config holds none", typ)
+		}
+	}
+	for typ := range notExpressions {
+		if !used[typ] {
+			t.Errorf("%s is listed but the config holds none", typ)
 		}
 	}
 }

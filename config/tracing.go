@@ -156,10 +156,11 @@ func (s *Sampling) DecodeNode(n *decode.Node) {
 	s.Expr = expr
 }
 
-// MarshalJSON writes the file form.
+// MarshalJSON writes the file form, an expression's literals redacted
+// (redactCEL).
 func (s Sampling) MarshalJSON() ([]byte, error) {
 	if s.Const != nil {
 		return []byte(strconv.FormatFloat(*s.Const, 'g', -1, 64)), nil
 	}
-	return jsonString(s.Expr), nil
+	return jsonString(redactCEL(s.Expr)), nil
 }

@@ -13,13 +13,29 @@ import (
 
 // roundTrip parses yaml, writes the result as JSON the way /config_dump
 // does, parses that JSON again and checks that it is the same
-// configuration. It returns the dump.
+// configuration. The dump redacts the literals of CEL expressions
+// (redactCEL): it is checked to parse back into a configuration whose dump
+// is the same, and the rest is checked with the literals kept. It returns
+// the dump with the literals kept.
 func roundTrip(t *testing.T, name string, yaml []byte) []byte {
 	t.Helper()
 	f1, err := Parse(yaml, noEnv)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	redacted, err := json.MarshalIndent(f1, "", "  ")
+	if err != nil {
+		t.Fatalf("%s: marshal: %v", name, err)
+	}
+	f3, err := Parse(redacted, noEnv)
+	if err != nil {
+		t.Fatalf("%s: the dump does not parse back:\n%v\ndump:\n%s", name, err, redacted)
+	}
+	if again, err := json.MarshalIndent(f3, "", "  "); err != nil || !bytes.Equal(again, redacted) {
+		t.Fatalf("%s: the dump of the dump differs (%v):\n%s\n----\n%s", name, err, redacted, again)
+	}
+	redactCELLiterals = false
+	defer func() { redactCELLiterals = true }()
 	dump, err := json.MarshalIndent(f1, "", "  ")
 	if err != nil {
 		t.Fatalf("%s: marshal: %v", name, err)
