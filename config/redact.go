@@ -31,24 +31,66 @@ var sensitiveWords = map[string]bool{
 }
 
 // SensitiveHeader reports whether a header's value is to be kept out of
-// /config_dump: when a word of its name (split at '-' and '_', any case) is
-// one of authorization, auth, cookie(s), key(s), apikey, token(s),
-// secret(s), password, passwd, credential(s), signature, sig or session.
-// So Authorization, Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key,
-// Api-Key, X-Auth-Token, X-Amz-Security-Token, Ocp-Apim-Subscription-Key,
-// Private-Token, X-Hub-Signature and an Azure SAS URL's sig are,
-// X-Authenticated-User is not. Hiding a value that was no secret only makes
-// the dump less telling. It is the one rule for every header value the
-// config gives by name (redactHeaderMap, redactValueMatches) and for query
-// parameters (redactURL).
+// /config_dump: when a word of its name (any case) is one of
+// authorization, auth, cookie(s), key(s), apikey, token(s), secret(s),
+// password, passwd, credential(s), signature, sig or session. Words are
+// split at '-' and '_' and at camelCase: before an upper-case letter that
+// follows a lower-case letter or a digit (accessToken, oauth2Token), and
+// before the last letter of an upper-case run of two or more followed by a
+// lower-case letter (APIKey; OAuth is one word). So Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie, X-Api-Key, Api-Key,
+// X-Auth-Token, X-Amz-Security-Token, Ocp-Apim-Subscription-Key,
+// Private-Token, X-Hub-Signature, an Azure SAS URL's sig and the query
+// parameters accessToken, apiKey and AWSAccessKeyId are,
+// X-Authenticated-User is not. Hiding a value that was no secret only
+// makes the dump less telling. It is the one rule for every header value
+// the config gives by name (redactHeaderMap, redactValueMatches) and for
+// query parameters (redactURL). It does not allocate.
 func SensitiveHeader(name string) bool {
-	for w := range strings.FieldsFuncSeq(name, func(r rune) bool { return r == '-' || r == '_' }) {
-		if sensitiveWords[strings.ToLower(w)] {
-			return true
+	start := 0 // the current word's
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '-' || c == '_' {
+			if sensitiveWord(name[start:i]) {
+				return true
+			}
+			start = i + 1
+			continue
+		}
+		if !isUpperASCII(c) || i == start {
+			continue
+		}
+		prev := name[i-1]
+		lowerBefore := isLowerASCII(prev) || '0' <= prev && prev <= '9'
+		acronymEnd := isUpperASCII(prev) && i-start >= 2 && i+1 < len(name) && isLowerASCII(name[i+1])
+		if lowerBefore || acronymEnd {
+			if sensitiveWord(name[start:i]) {
+				return true
+			}
+			start = i
 		}
 	}
-	return false
+	return sensitiveWord(name[start:])
 }
+
+// sensitiveWord reports whether w, in any case, is one of sensitiveWords.
+func sensitiveWord(w string) bool {
+	var lower [16]byte // longer than every sensitive word
+	if w == "" || len(w) > len(lower) {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if isUpperASCII(c) {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	return sensitiveWords[string(lower[:len(w)])] // no allocation: a map index
+}
+
+func isUpperASCII(c byte) bool { return 'A' <= c && c <= 'Z' }
+func isLowerASCII(c byte) bool { return 'a' <= c && c <= 'z' }
 
 // HeaderValues are header values by name, as the config gives them (a
 // header modifier's set and add). /config_dump shows those of sensitive

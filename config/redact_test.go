@@ -37,13 +37,37 @@ func TestSensitiveHeader(t *testing.T) {
 		{"identity, not a credential", "X-Authenticated-User", false},
 		{"keep-alive", "Keep-Alive", false},
 		{"pseudo-header", ":authority", false},
+		{"camelCase query parameter", "accessToken", true},
+		{"camelCase api key", "apiKey", true},
+		{"PascalCase", "ClientSecret", true},
+		{"a digit before the word", "oauth2Token", true},
+		{"an acronym before the word", "APIKey", true},
+		{"acronyms and words", "AWSAccessKeyId", true},
+		{"camelCase, then a dash", "x-sessionId", true},
+		{"camelCase, not a credential", "pageSize", false},
+		{"OAuth is one word", "X-OAuth-Scopes", false},
+		{"a word that holds a sensitive one", "monkeyBusiness", false},
+		{"upper-case run", "X-API-KEY", true},
+		{"a word longer than any sensitive one", "x-averyveryverylongwordindeed", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			if got := SensitiveHeader(tc.name); got != tc.want {
 				t.Fatalf("SensitiveHeader(%q) = %v, want %v", tc.name, got, tc.want)
 			}
+			if n := testing.AllocsPerRun(10, func() { SensitiveHeader(tc.name) }); n != 0 {
+				t.Errorf("SensitiveHeader(%q) allocates %v times", tc.name, n)
+			}
 		})
+	}
+}
+
+func BenchmarkSensitiveHeader(b *testing.B) {
+	names := []string{"Authorization", "X-Request-Id", "accessToken", "Content-Type", "X-Amz-Security-Token", "pageSize"}
+	for b.Loop() {
+		for _, n := range names {
+			SensitiveHeader(n)
+		}
 	}
 }
 
@@ -71,6 +95,8 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"MCP target password", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://u:s3cret@h:1/mcp'}}]}}]"), []string{`"host":"http://u:xxxxx@h:1/mcp"`}, "s3cret"},
 		{"MCP target SAS signature", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?sv=2022&sig=s3cret'}}]}}]"), []string{`sig=%3Credacted%3E`, `sv=2022`}, "s3cret"},
 		{"MCP target query token", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?api_key=s3cret&v=2'}}]}}]"), []string{`"host":"http://h:1/mcp?api_key=%3Credacted%3E\u0026v=2"`}, "s3cret"},
+		{"MCP target camelCase query tokens", route("backends: [{mcp: {targets: [{name: t, mcp: {host: 'http://h:1/mcp?accessToken=s3cret&apiKey=s3cret2&pageSize=2'}}]}}]"), []string{`accessToken=%3Credacted%3E`, `apiKey=%3Credacted%3E`, `pageSize=2`}, "s3cret"},
+		{"camelCase header", route(`policies: {requestHeaderModifier: {set: {xApiKey: s3cret, pageSize: "2"}}}`), []string{`"xApiKey":"\u003credacted\u003e"`, `"pageSize":"2"`}, "s3cret"},
 		{"backend key", route(`policies: {backendAuth: {key: s3cret}}`), []string{`"backendAuth":{"key":"\u003credacted\u003e"}`}, "s3cret"},
 		{"backend key with location", route(`policies: {backendAuth: {key: {value: s3cret, location: {header: {name: x-key}}}}}`), []string{`"value":"\u003credacted\u003e"`}, "s3cret"},
 		{"backend key file shown", route(`policies: {backendAuth: {key: {file: /run/key}}}`), []string{`"key":{"file":"/run/key"}`}, ""},
