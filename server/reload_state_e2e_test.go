@@ -121,9 +121,15 @@ binds:
 		t.Fatalf("the bind still reads bodies up to %d before the handler, want the new maxBufferSize 5000", srv.MaxRequestBodySize)
 	}
 
-	// Reload outcomes: metrics and the admin page.
-	tg.gw.NoteReload("gateway.yaml", errors.New("binds[0].port: must be >= 1"))
+	// Reload outcomes: metrics and the admin page. Before any failure the
+	// last reload counts as successful (the start's load).
 	var metrics strings.Builder
+	tg.metrics().WritePrometheus(&metrics)
+	if !strings.Contains(metrics.String(), "agentgateway_config_last_reload_successful 1") {
+		t.Errorf("a started gateway's last reload is not successful:\n%s", metrics.String())
+	}
+	metrics.Reset()
+	tg.gw.NoteReload("gateway.yaml", errors.New("binds[0].port: must be >= 1"))
 	tg.metrics().WritePrometheus(&metrics)
 	for _, want := range []string{
 		`agentgateway_config_reloads_total{result="failure"} 1`,

@@ -14,14 +14,20 @@ type ReloadMetrics struct {
 	lastAt     *metrics.Gauge
 }
 
-// Reload returns the handle for configuration reloads.
+// Reload returns the handle for configuration reloads. The last reload
+// counts as successful until one fails: the gateway runs only on a
+// configuration it loaded, as Prometheus's own
+// prometheus_config_last_reload_successful is 1 after its start, so that
+// an alert on 0 means a failed reload, not a fresh process.
 func (r *Registry) Reload() *ReloadMetrics {
-	return &ReloadMetrics{
+	m := &ReloadMetrics{
 		ok:     r.set.GetOrCreateCounter(seriesName(famConfigReloads, "result", "success")),
 		failed: r.set.GetOrCreateCounter(seriesName(famConfigReloads, "result", "failure")),
 		lastOK: r.set.GetOrCreateGauge(famConfigLastReloadOK, nil),
 		lastAt: r.set.GetOrCreateGauge(famConfigLastReloadTime, nil),
 	}
+	m.lastOK.Set(1)
+	return m
 }
 
 // Record counts one reload, failed when err is not nil.
