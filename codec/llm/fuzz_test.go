@@ -277,3 +277,83 @@ func FuzzLastMember(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHasDuplicateMembers: the scan never panics, and on valid JSON (and
+// UTF-8) it
+// agrees with a decoder that keeps every member (encoding/json's Decoder
+// tokens, objects' names compared per object).
+func FuzzHasDuplicateMembers(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":1},"b":[{"c":1,"c":2}]}`, `[1,"x",{}]`, `{"\u0061":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := HasDuplicateMembers(b)
+		if !json.Valid(b) || !utf8.Valid(b) {
+			// (encoding/json reads invalid UTF-8 as U+FFFD; the mask repairs
+			// a body so before it looks.)
+			return
+		}
+		if want := stdHasDuplicate(b); got != want {
+			t.Fatalf("%q: %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// stdHasDuplicate is HasDuplicateMembers by encoding/json's tokens.
+func stdHasDuplicate(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		obj   bool
+		names map[string]bool
+		key   bool // the next string token is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				stack = append(stack, &frame{obj: true, names: map[string]bool{}, key: true})
+				continue
+			case '[':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				stack = append(stack, &frame{})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return false
+				}
+				continue
+			}
+		case string:
+			if top != nil && top.obj && top.key {
+				if top.names[v] {
+					return true
+				}
+				top.names[v] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.obj {
+			top.key = true
+		}
+		if len(stack) == 0 {
+			return false
+		}
+	}
+}

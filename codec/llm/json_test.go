@@ -412,3 +412,33 @@ func TestLastMember(t *testing.T) {
 		})
 	}
 }
+
+// TestHasDuplicateMembers: a member name twice in one object, at any depth
+// and however escaped, is found; the same name in sibling or nested objects
+// is not a duplicate; text that is not JSON is left to the decoder.
+func TestHasDuplicateMembers(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"a":1,"b":2}`, false},
+		{`{"a":1,"a":2}`, true},
+		{`{"choices":[{"message":{"content":"x"}}],"choices":[]}`, true},
+		{`{"choices":[{"message":{"content":"x","content":"y"}}]}`, true},
+		{`{"a":1,"\u0061":2}`, true},
+		{`{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}`, false},
+		{`[{"x":1},{"x":1,"x":2}]`, true},
+		{` {"a" : [ 1 , "a" , {"b":null} ] } `, false},
+		{`{}`, false},
+		{`"s"`, false},
+		{`{"a":1`, false},
+		{`{"a":1} x`, false},
+		{`[DONE]`, false},
+		{`{"a":1,"a":2`, true},
+		{`{"a":"\ud800"}`, false},
+	} {
+		if got := HasDuplicateMembers([]byte(tc.in)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

@@ -551,3 +551,127 @@ const (
 	lows  = 0x0101010101010101
 	highs = 0x8080808080808080
 )
+
+// HasDuplicateMembers reports whether b is a JSON value in which an object
+// has two members of the same name (escapes decoded). Parsers read such a
+// body differently (the pooled decoder keeps the last member, others the
+// first or refuse it), so a gateway that rewrites what its decoder read (a
+// response guard's mask) must not pass on a body whose other reading it
+// did not see. Text that is not JSON gives false: decoding refuses it.
+func HasDuplicateMembers(b []byte) bool {
+	var c DuplicateCheck
+	return c.Has(b)
+}
+
+// DuplicateCheck is HasDuplicateMembers with its scratch kept from one
+// check to the next: once warm, a check allocates nothing.
+type DuplicateCheck struct{ s dupScanner }
+
+// Has reports whether b has a duplicate member (HasDuplicateMembers).
+func (c *DuplicateCheck) Has(b []byte) bool {
+	s := &c.s
+	s.d, s.names, s.buf, s.dup = b, s.names[:0], s.buf[:0], false
+	s.value(skipSpace(b, 0), 0)
+	s.d = nil
+	clear(s.names[:cap(s.names)]) // no view of b outlives the check
+	return s.dup
+}
+
+// dupScanner walks a JSON value looking for a duplicate member.
+type dupScanner struct {
+	d []byte
+	// names holds the member names of the objects being walked, each
+	// object's after its parent's: views of d, or of buf for a name with
+	// escapes (buf's earlier arrays stay valid when it grows).
+	names [][]byte
+	buf   []byte
+	dup   bool // a duplicate ended the walk
+}
+
+// value walks the value at d[i] and returns its end; ok is false for a
+// duplicate member (dup) or text that is not JSON.
+func (s *dupScanner) value(i, depth int) (int, bool) {
+	d := s.d
+	if i >= len(d) || depth >= MaxDepth {
+		return i, false
+	}
+	switch d[i] {
+	case '{':
+		mark := len(s.names)
+		end, ok := s.object(i, depth, mark)
+		s.names = s.names[:mark]
+		return end, ok
+	case '[':
+		i = skipSpace(d, i+1)
+		if i < len(d) && d[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = s.value(i, depth+1); !ok {
+				return i, false
+			}
+			if i = skipSpace(d, i); i >= len(d) {
+				return i, false
+			}
+			switch d[i] {
+			case ',':
+				i = skipSpace(d, i+1)
+			case ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	}
+	return skipValue(d, i, depth)
+}
+
+// object walks the object at d[i], whose names go in names from mark.
+func (s *dupScanner) object(i, depth, mark int) (int, bool) {
+	d := s.d
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		j, ok := skipString(d, i)
+		if !ok {
+			return j, false
+		}
+		tok := d[i:j]
+		start := len(s.buf)
+		name := KeyText(s.buf, tok)
+		if name == nil {
+			return j, false
+		}
+		if bytes.IndexByte(tok, '\\') >= 0 {
+			// Decoded into buf.
+			s.buf, name = name, name[start:]
+		}
+		for _, seen := range s.names[mark:] {
+			if bytes.Equal(seen, name) {
+				s.dup = true
+				return j, false
+			}
+		}
+		s.names = append(s.names, name)
+		if i = skipSpace(d, j); i >= len(d) || d[i] != ':' {
+			return i, false
+		}
+		if i, ok = s.value(skipSpace(d, i+1), depth+1); !ok {
+			return i, false
+		}
+		if i = skipSpace(d, i); i >= len(d) {
+			return i, false
+		}
+		switch d[i] {
+		case ',':
+			i = skipSpace(d, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}

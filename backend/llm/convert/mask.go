@@ -43,6 +43,7 @@ type answerMask struct {
 	chatParts          []llm.ChatContentPart
 	rsParts            []llm.ResponsesContent
 	rs                 rsPassResponse
+	dups               llm.DuplicateCheck
 }
 
 // maxKeptScratch bounds the scratch a pooled translator or stream keeps
@@ -125,6 +126,11 @@ func (t *translator) appendChatContent(dst []byte) []byte {
 func (t *translator) maskedPassResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 	m := &t.mask
 	body = m.repaired(body)
+	if m.dups.Has(body) {
+		// The mask rewrites what the decoder read (the last of a member
+		// given twice); a client reading the first would get it unmasked.
+		return dst, Usage{}, errDuplicateMembers
+	}
 	m.sp.reset()
 	ok := true
 	switch f {
@@ -160,6 +166,12 @@ func (t *translator) maskedPassResponse(dst, body []byte, f Format) ([]byte, Usa
 func errMaskFormat(f Format) *Error {
 	return &Error{Status: 500, Message: "response masking is not supported for " + f.String() + " clients"}
 }
+
+// errDuplicateMembers refuses an answer to be masked in which a member is
+// given twice in one object: parsers read it differently (the decoder
+// keeps the last, others the first), and the client's reading may be the
+// one the mask did not see.
+var errDuplicateMembers = &Error{Status: 502, Message: "invalid response from provider: a member given twice in one object"}
 
 // errMaskFailed: a token was not where its decoding said (not reached; the
 // answer is refused rather than sent unmasked).

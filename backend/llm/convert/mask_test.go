@@ -217,6 +217,22 @@ func TestMaskedResponseRefusals(t *testing.T) {
 	if _, _, err := Response(nil, []byte(`{"choices":[`), RequestInfo{Client: Chat, Provider: Chat, Mask: g}); err == nil {
 		t.Error("invalid provider body accepted")
 	}
+	// A member given twice: the decoder masks the last, a client reading
+	// the first would get it unmasked: refused, whatever the format.
+	for _, tc := range []struct {
+		f    Format
+		body string
+	}{
+		{Chat, `{"choices":[{"message":{"content":"a@b.co"}}],"choices":[{"message":{"content":"clean"}}]}`},
+		{Chat, `{"choices":[{"message":{"content":"a@b.co","content":"clean"}}]}`},
+		{Messages, `{"content":[{"type":"text","text":"a@b.co"}],"content":[{"type":"text","text":"clean"}]}`},
+		{Responses, `{"output":[{"type":"message","content":[{"type":"output_text","text":"a@b.co","text":"clean"}]}]}`},
+	} {
+		out, _, err := Response(nil, []byte(tc.body), RequestInfo{Client: tc.f, Provider: tc.f, Mask: g})
+		if e, ok := err.(*Error); !ok || e.Status != 502 {
+			t.Errorf("%v %s: %v (%s), want a 502", tc.f, tc.body, err, out)
+		}
+	}
 }
 
 // TestMaskedResponseSDK reads masked responses with the official SDKs'

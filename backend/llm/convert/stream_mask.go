@@ -244,6 +244,10 @@ func (s *Stream) maskFailed(dst []byte) []byte {
 // maskedPassEvent rewrites one event of a masked same-format stream.
 func (s *Stream) maskedPassEvent(dst []byte, ev sseEvent) []byte {
 	data := s.mk.repaired(ev.data)
+	if s.mk.dups.Has(data) {
+		dst, _ = s.fail(dst, errDuplicateMembers.Status, "api_error", errDuplicateMembers.Message)
+		return dst
+	}
 	s.mk.sp.reset()
 	switch s.info.Provider {
 	case Chat:

@@ -555,3 +555,23 @@ func TestMaskedStreamChunkAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestMaskedPassStreamRefusesDuplicateMembers: an event with a member
+// given twice (the decoder masks the last; a client reading the first
+// would get it unmasked) ends the stream with an error event; its text
+// never reaches the client.
+func TestMaskedPassStreamRefusesDuplicateMembers(t *testing.T) {
+	g := testGuard(t)
+	in := "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"mail a@b.co\",\"content\":\"clean\"}}]}\n\n" +
+		"data: [DONE]\n\n"
+	r := runStream(RequestInfo{Client: Chat, Provider: Chat, IncludeUsage: true, Mask: g}, []byte(in), nil)
+	if strings.Contains(string(r.out), "a@b.co") {
+		t.Fatalf("the unmasked text went out:\n%s", r.out)
+	}
+	if r.feedErr == nil && r.closeEr == nil {
+		t.Fatalf("the stream ended cleanly:\n%s", r.out)
+	}
+	if !strings.Contains(string(r.out), "given twice") {
+		t.Errorf("no error event naming the cause:\n%s", r.out)
+	}
+}
