@@ -441,10 +441,15 @@ func TestExchangeUpstreamHangsUpWhileTheClientIsQuiet(t *testing.T) {
 				start := time.Now()
 				var status int
 				var err error
+				closes := true
 				if h2 {
 					status, err = quietH2Post(t, tg.url(3000), make(chan struct{}))
 				} else {
-					status, err = quietChunkedPost(t, tg.addr(3000), make(chan struct{}))
+					status, closes, err = quietChunkedPostClose(t, tg.addr(3000), make(chan struct{}))
+				}
+				if !closes {
+					// The body's rest is still on the connection.
+					t.Error("the answer keeps the connection open")
 				}
 				if d := time.Since(start); d > 5*time.Second {
 					t.Fatalf("answered after %v (status %d, %v); want at once", d, status, err)

@@ -397,6 +397,13 @@ func readAfterPart(body io.Reader, gotPart chan struct{}) error {
 // 5-byte chunk and then nothing, open, and reads the answer: its status and
 // what cut it. It closes gotPart once it has the answer's first 5 bytes.
 func quietChunkedPost(t *testing.T, addr string, gotPart chan struct{}) (int, error) {
+	status, _, err := quietChunkedPostClose(t, addr, gotPart)
+	return status, err
+}
+
+// quietChunkedPostClose is quietChunkedPost that also reports whether the
+// answer said the connection closes after it.
+func quietChunkedPostClose(t *testing.T, addr string, gotPart chan struct{}) (int, bool, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -408,8 +415,8 @@ func quietChunkedPost(t *testing.T, addr string, gotPart chan struct{}) (int, er
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer resp.Body.Close()
-	return resp.StatusCode, readAfterPart(resp.Body, gotPart)
+	return resp.StatusCode, resp.Close, readAfterPart(resp.Body, gotPart)
 }

@@ -484,6 +484,14 @@ func (b *bind) finish(rs *requestState, status int) {
 		// guard that read it knows; one an HTTP/2 upstream's transport
 		// may still be reading is not looked at.)
 		setPeerOwes(fctx.Conn(), !rs.body.ended())
+		if rs.body.interrupted.Load() {
+			// The gateway cut the body's reading (its upstream hung up or
+			// answered first) where fasthttp's reader may not have seen
+			// it fail: the rest is still on the connection, which fasthttp
+			// would otherwise wait on to discard it. Set here, after any
+			// answer of the gateway's own (respondError resets it).
+			fctx.SetConnectionClose()
+		}
 	}
 	resp := &fctx.Response
 	if rs.grpc && !rs.upstreamAnswered && status != fasthttp.StatusOK {

@@ -170,11 +170,6 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		} else {
 			err = up.ExchangeWatched(rs.clientWatch(), req, &fctx.Response, attemptDeadline)
 		}
-		if rs.h2 == nil && rs.body.interrupted.Load() {
-			// The body's reading was cut (the upstream hung up, or
-			// answered first): its rest is still on the connection.
-			fctx.SetConnectionClose()
-		}
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)
 		}
