@@ -234,7 +234,7 @@ func (d *decision) apply(c *policy.Ctx) policy.Result {
 		applyOK(c, d.ok)
 	}
 	for _, h := range d.setHeaders {
-		c.Fast.Request.Header.Set(h[0], h[1])
+		replaceHeader(&c.Fast.Request.Header, h[0], h[1])
 	}
 	return policy.Continue
 }

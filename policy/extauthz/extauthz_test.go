@@ -389,3 +389,43 @@ func TestHTTPServiceErrorsCarryNoAnswerBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestSetReplacesEveryValue: a header the service sets replaces every
+// value the client sent under its name, not only the first (fasthttp's
+// Set), so a client's second copy never reaches the backend beside it.
+func TestSetReplacesEveryValue(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse {
+		return extauthztest.Allow(&authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
+			header("x-user", "alice", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+			header("x-role", "admin", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS),
+			{Header: &corev3.HeaderValue{Key: "x-team", Value: "eng"}, Append: wrapperspb.Bool(false)},
+		}}, nil)
+	}}
+	grpcAddr := extauthztest.Start(t, s)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-User", "alice")
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		desc  string
+		p     *ExtAuthz
+		names []string
+	}{
+		{"gRPC", newPolicy(t, config.ExtAuthz{}, grpcAddr), []string{"X-User", "X-Role", "X-Team"}},
+		{"HTTP includeResponseHeaders", newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"X-User"}})}, strings.TrimPrefix(srv.URL, "http://")), []string{"X-User"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := policytest.Ctx(policytest.NewRequest("GET", "/",
+				"X-User", "m1", "X-User", "m2", "X-Role", "r1", "X-Role", "r2", "X-Team", "t1", "X-Team", "t2"))
+			if res := tc.p.OnRequest(c); res != policy.Continue {
+				t.Fatalf("refused: %d", c.Fast.Response.StatusCode())
+			}
+			want := map[string]string{"X-User": "alice", "X-Role": "admin", "X-Team": "eng"}
+			for _, name := range tc.names {
+				if got := c.Fast.Request.Header.PeekAll(name); len(got) != 1 || string(got[0]) != want[name] {
+					t.Errorf("%s = %q, want only %q", name, got, want[name])
+				}
+			}
+		})
+	}
+}

@@ -181,11 +181,13 @@ func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 type headerSetter interface {
 	Add(key, value string)
 	Set(key, value string)
+	Del(key string)
 	Peek(key string) []byte
 }
 
 // setHeader applies one header option as Envoy does for ext_authz: append
 // when asked (the deprecated append flag or append_action), else overwrite.
+// An overwrite replaces every value of the header (replaceHeader).
 func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 	hv := o.GetHeader()
 	if hv == nil || hv.GetKey() == "" {
@@ -219,11 +221,19 @@ func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
 		}
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
 		if present {
-			h.Set(key, value)
+			replaceHeader(h, key, value)
 		}
 	default:
-		h.Set(key, value)
+		replaceHeader(h, key, value)
 	}
+}
+
+// replaceHeader sets key to value alone: fasthttp's Set replaces only the
+// first field of a name, so a client that sent the header twice would have
+// its second copy reach the backend beside the service's value.
+func replaceHeader(h headerSetter, key, value string) {
+	h.Del(key)
+	h.Set(key, value)
 }
 
 // applyOK edits the request the service allowed: headers set, added and

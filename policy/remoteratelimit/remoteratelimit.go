@@ -191,6 +191,10 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	for _, h := range resp.GetRequestHeadersToAdd() {
 		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
+			// Every value replaced (agentgateway's insert): fasthttp's Set
+			// replaces only the first, and the client's second copy of the
+			// header would reach the backend beside the service's.
+			c.Fast.Request.Header.Del(h.GetKey())
 			c.Fast.Request.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}
@@ -353,6 +357,7 @@ func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitRespons
 	r.SetStatusCode(status)
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
+			r.Header.Del(h.GetKey()) // every value replaced, as above
 			r.Header.Set(h.GetKey(), h.GetValue())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/relaygate/gateway/config"
@@ -134,5 +135,29 @@ func TestTokenCost(t *testing.T) {
 	}
 	if len(got) != 2 || got["weighted"] != 10+4*3+5 || got["total"] != 13 {
 		t.Fatalf("charged %v, want weighted 27 and total 13 (failing left out)", got)
+	}
+}
+
+// TestRequestHeadersReplaceEveryValue: a header the service adds to an
+// allowed request replaces every value the client sent under its name,
+// not only the first (fasthttp's Set): agentgateway inserts it.
+func TestRequestHeadersReplaceEveryValue(t *testing.T) {
+	rls := &rlstest.Server{Limit: 10, RequestHeaders: []*corev3.HeaderValue{{Key: "x-tenant", Value: "t1"}}}
+	addr := rlstest.Start(t, rls)
+	p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: []config.RateLimitDescriptor{
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"v"`}}},
+	}}, Options{Addr: addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policytest.Ctx(policytest.NewRequest("GET", "/",
+		"X-Ratelimit-Checked", "forged1", "X-Ratelimit-Checked", "forged2", "X-Tenant", "m1", "X-Tenant", "m2"))
+	if p.OnRequest(c) != policy.Continue {
+		t.Fatal("limited")
+	}
+	for name, want := range map[string]string{"X-Ratelimit-Checked": "yes", "X-Tenant": "t1"} {
+		if got := c.Fast.Request.Header.PeekAll(name); len(got) != 1 || string(got[0]) != want {
+			t.Errorf("%s = %q, want only %q", name, got, want)
+		}
 	}
 }
