@@ -429,3 +429,54 @@ func TestSetReplacesEveryValue(t *testing.T) {
 		})
 	}
 }
+
+// TestJWTClaimsByDefault: without metadata, the check carries the
+// request's verified JWT claims (c.Claims, set by jwtAuth) where Envoy's
+// jwt_authn filter leaves them, as the spec and agentgateway say; the
+// policy's own metadata replaces them.
+func TestJWTClaimsByDefault(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
+	addr := extauthztest.Start(t, s)
+	own := config.ValueExpression(`{"m": request.method}`)
+	const jwtAuthn = "envoy.filters.http.jwt_authn"
+	claims := map[string]any{"sub": "alice", "aud": "api", "exp": float64(1893456000), "groups": []any{"eng"}}
+	for _, tc := range []struct {
+		desc     string
+		metadata map[string]config.ValueExpression
+		claims   map[string]any
+		want     []string // filter metadata keys
+	}{
+		{"a verified token", nil, claims, []string{jwtAuthn}},
+		{"no token", nil, nil, nil},
+		{"the policy's metadata", map[string]config.ValueExpression{"gw": own}, claims, []string{"gw"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := newPolicy(t, config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{GRPC: &config.ExtAuthzGRPC{Metadata: tc.metadata}}}, addr)
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			c.Claims = tc.claims
+			if p.OnRequest(c) != policy.Continue {
+				t.Fatal("refused")
+			}
+			md := s.Last(t).GetAttributes().GetMetadataContext()
+			if md == nil {
+				t.Fatal("no metadata context")
+			}
+			got := md.GetFilterMetadata()
+			if len(got) != len(tc.want) {
+				t.Fatalf("filter metadata %v, want keys %v", got, tc.want)
+			}
+			for _, k := range tc.want {
+				if got[k] == nil {
+					t.Fatalf("filter metadata %v, want keys %v", got, tc.want)
+				}
+			}
+			if tc.want == nil || tc.want[0] != jwtAuthn {
+				return
+			}
+			payload, _ := got[jwtAuthn].AsMap()["jwt_payload"].(map[string]any)
+			if payload["sub"] != "alice" || payload["exp"] != float64(1893456000) || fmt.Sprint(payload["groups"]) != "[eng]" {
+				t.Errorf("jwt_payload %v", payload)
+			}
+		})
+	}
+}

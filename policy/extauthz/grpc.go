@@ -27,6 +27,9 @@ type grpcCheck struct {
 	addr     string // the service's host:port, for the calls' spans
 	context  map[string]string
 	metadata []metadataEntry // sorted by key
+	// jwtDefault says metadata is unset: the request's verified JWT
+	// claims go as Envoy's jwt_authn filter leaves them (jwtMetadata).
+	jwtDefault bool
 }
 
 type metadataEntry struct {
@@ -63,7 +66,7 @@ func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
 	if err != nil {
 		return nil, &policy.FieldError{Msg: fmt.Sprintf("cannot set up a gRPC client for %s: %v", o.Addr, err)}
 	}
-	g := &grpcCheck{conn: conn, addr: o.Addr, context: cfg.Context}
+	g := &grpcCheck{conn: conn, addr: o.Addr, context: cfg.Context, jwtDefault: cfg.Metadata == nil}
 	for key, expr := range cfg.Metadata {
 		p, err := config.CompileValueExpression(string(expr), false)
 		if err != nil {
@@ -122,6 +125,8 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			}
 		}
 		check.Attributes.MetadataContext = md
+	} else if g.jwtDefault {
+		check.Attributes.MetadataContext = jwtMetadata(c.Claims)
 	}
 	ctx, call := c.Trace.StartGRPC(ctx, policy.KindExtAuthz, authv3.Authorization_Check_FullMethodName, g.addr)
 	resp, err := g.conn.client.Check(ctx, check)
@@ -142,6 +147,27 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	}
 	d.ok = resp.GetOkResponse()
 	return d, nil
+}
+
+// jwtAuthnFilter is the filter metadata key Envoy's JWT filter
+// (jwt_authn) puts a verified token's payload under, as jwt_payload.
+const jwtAuthnFilter = "envoy.filters.http.jwt_authn"
+
+// jwtMetadata is the metadata context sent when the policy sets no
+// metadata (the spec's default, agentgateway's and Envoy's): the claims of
+// the request's verified JWT under jwtAuthnFilter, or no filter metadata
+// when the request has none.
+func jwtMetadata(claims map[string]any) *corev3.Metadata {
+	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{}}
+	if claims == nil {
+		return md
+	}
+	payload, err := structpb.NewValue(claims)
+	if err != nil {
+		return md // claims JSON decoding made cannot fail; left out if they did
+	}
+	md.FilterMetadata[jwtAuthnFilter] = &structpb.Struct{Fields: map[string]*structpb.Value{"jwt_payload": payload}}
+	return md
 }
 
 func toStruct(v any, err error) (*structpb.Struct, error) {
