@@ -99,6 +99,9 @@ type Ctx struct {
 	// ran are the policies of a conditional form that ran for this
 	// request (MarkRan), whose response side runs then.
 	ran []any
+	// responseEdits are the response header edits request policies left
+	// for their response side (KeepResponseEdit).
+	responseEdits []responseEdit
 
 	scratch []byte
 }
@@ -115,6 +118,32 @@ func (c *Ctx) Ran(p any) bool {
 		}
 	}
 	return false
+}
+
+// responseEdit is a HeaderEdit kept for the response of the policy that
+// made it.
+type responseEdit struct {
+	owner any
+	HeaderEdit
+}
+
+// KeepResponseEdit keeps e for the response, for owner's response side to
+// apply (ApplyResponseEdits): what an external service a request policy
+// asked wants on the response (ext_authz's response_headers_to_add, the
+// rate limit service's headers), whatever answers the request then.
+func (c *Ctx) KeepResponseEdit(owner any, e HeaderEdit) {
+	c.responseEdits = append(c.responseEdits, responseEdit{owner, e})
+}
+
+// ApplyResponseEdits makes on the response the edits owner kept, in the
+// order kept, once.
+func (c *Ctx) ApplyResponseEdits(owner any) {
+	for i := range c.responseEdits {
+		if e := &c.responseEdits[i]; e.owner == owner {
+			e.Apply(&c.Fast.Response.Header)
+			e.owner = nil
+		}
+	}
 }
 
 // Reset clears the context for reuse.
@@ -146,6 +175,8 @@ func (c *Ctx) Reset() {
 	c.Trace = Trace{}
 	clear(c.ran)
 	c.ran = c.ran[:0]
+	clear(c.responseEdits)
+	c.responseEdits = c.responseEdits[:0]
 	c.scratch = c.scratch[:0]
 }
 

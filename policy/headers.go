@@ -144,3 +144,60 @@ type ResponseHeaders struct{ *HeaderModifier }
 func (r ResponseHeaders) OnResponse(c *Ctx) {
 	r.ApplyResponse(&c.Fast.Response.Header)
 }
+
+// HeaderAction is how a HeaderEdit meets the values a header already has:
+// Envoy's HeaderValueOption.HeaderAppendAction.
+type HeaderAction uint8
+
+const (
+	// HeaderSet replaces every value of the header, or adds it
+	// (OVERWRITE_IF_EXISTS_OR_ADD).
+	HeaderSet HeaderAction = iota
+	// HeaderAppend adds a value beside those there (APPEND_IF_EXISTS_OR_ADD).
+	HeaderAppend
+	// HeaderAddIfAbsent adds the header only when it is absent
+	// (ADD_IF_ABSENT).
+	HeaderAddIfAbsent
+	// HeaderSetIfPresent replaces every value only when the header is
+	// present (OVERWRITE_IF_EXISTS).
+	HeaderSetIfPresent
+)
+
+// HeaderEdit is a change to one header that an external service asked for
+// (ext_authz, the rate limit service). Name and Value are valid, and Name
+// is not a framing header: the caller checked.
+type HeaderEdit struct {
+	Name, Value string
+	Action      HeaderAction
+}
+
+// Headers are a request's or a response's headers, as HeaderEdit changes
+// them (*fasthttp.RequestHeader, *fasthttp.ResponseHeader).
+type Headers interface {
+	Add(key, value string)
+	Set(key, value string)
+	Del(key string)
+	Peek(key string) []byte
+}
+
+// Apply makes the edit on h. A set deletes the name first: fasthttp's Set
+// replaces only the first field of a name, and a client's second copy
+// would stay beside the value set.
+func (e HeaderEdit) Apply(h Headers) {
+	present := h.Peek(e.Name) != nil
+	switch e.Action {
+	case HeaderAppend:
+		h.Add(e.Name, e.Value)
+		return
+	case HeaderAddIfAbsent:
+		if present {
+			return
+		}
+	case HeaderSetIfPresent:
+		if !present {
+			return
+		}
+	}
+	h.Del(e.Name)
+	h.Set(e.Name, e.Value)
+}

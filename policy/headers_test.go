@@ -233,3 +233,61 @@ func TestHeaderModifierZeroAllocs(t *testing.T) {
 		t.Errorf("allocations per request = %v, want 0", allocs)
 	}
 }
+
+// TestHeaderEdit: each action against a header sent twice, absent, or
+// present once; a set leaves the value alone, whatever was there.
+func TestHeaderEdit(t *testing.T) {
+	for _, tc := range []struct {
+		action HeaderAction
+		name   string
+		want   []string
+	}{
+		{HeaderSet, "X-Twice", []string{"new"}},
+		{HeaderSet, "X-None", []string{"new"}},
+		{HeaderAppend, "X-Twice", []string{"a", "b", "new"}},
+		{HeaderAddIfAbsent, "X-Twice", []string{"a", "b"}},
+		{HeaderAddIfAbsent, "X-None", []string{"new"}},
+		{HeaderSetIfPresent, "X-Twice", []string{"new"}},
+		{HeaderSetIfPresent, "X-None", nil},
+	} {
+		var req fasthttp.RequestHeader
+		var resp fasthttp.ResponseHeader
+		for _, h := range []Headers{&req, &resp} {
+			h.Add("X-Twice", "a")
+			h.Add("X-Twice", "b")
+			HeaderEdit{Name: tc.name, Value: "new", Action: tc.action}.Apply(h)
+		}
+		for i, got := range [][][]byte{req.PeekAll(tc.name), resp.PeekAll(tc.name)} {
+			if len(got) != len(tc.want) {
+				t.Errorf("action %d on %s (%d): %q, want %q", tc.action, tc.name, i, got, tc.want)
+				continue
+			}
+			for j := range got {
+				if string(got[j]) != tc.want[j] {
+					t.Errorf("action %d on %s (%d): %q, want %q", tc.action, tc.name, i, got, tc.want)
+				}
+			}
+		}
+	}
+}
+
+// TestResponseEdits: the edits a policy kept are its own, applied once,
+// and dropped with the request.
+func TestResponseEdits(t *testing.T) {
+	var fctx fasthttp.RequestCtx
+	c := &Ctx{Fast: &fctx}
+	a, b := new(int), new(int)
+	c.KeepResponseEdit(a, HeaderEdit{Name: "X-A", Value: "1", Action: HeaderAppend})
+	c.KeepResponseEdit(b, HeaderEdit{Name: "X-B", Value: "2"})
+	c.ApplyResponseEdits(a)
+	c.ApplyResponseEdits(a)
+	if got := fctx.Response.Header.PeekAll("X-A"); len(got) != 1 || fctx.Response.Header.Peek("X-B") != nil {
+		t.Fatalf("x-a %q, x-b %q: want a's edit alone, once", got, fctx.Response.Header.Peek("X-B"))
+	}
+	c.Reset()
+	c.Fast = &fctx
+	c.ApplyResponseEdits(b)
+	if fctx.Response.Header.Peek("X-B") != nil {
+		t.Fatal("an edit outlived its request")
+	}
+}

@@ -20,8 +20,9 @@ import (
 
 // TestExtAuthzE2E drives a listener's extAuthz (a real gRPC Authorization
 // service) through the gateway: the service decides by the token, the
-// header it adds reaches the backend, its metadata feeds a route's
-// authorization rule, and an HTTP-protocol service on another route.
+// header it adds reaches the backend and the one it adds to the response
+// the client, its metadata feeds a route's authorization rule, and an
+// HTTP-protocol service on another route.
 func TestExtAuthzE2E(t *testing.T) {
 	up, seen := headerRecorder(t, nil)
 	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
@@ -29,6 +30,8 @@ func TestExtAuthzE2E(t *testing.T) {
 		case "Bearer eng":
 			return extauthztest.Allow(&authv3.OkHttpResponse{Headers: []*corev3.HeaderValueOption{
 				{Header: &corev3.HeaderValue{Key: "x-user", Value: "alice"}},
+			}, ResponseHeadersToAdd: []*corev3.HeaderValueOption{
+				{Header: &corev3.HeaderValue{Key: "x-authz-session", Value: "s1"}},
 			}}, map[string]any{"group": "eng"})
 		case "Bearer ops":
 			return extauthztest.Allow(nil, map[string]any{"group": "ops"})
@@ -89,6 +92,9 @@ binds:
 	user := seen().Get("X-User")
 	if resp.StatusCode != 200 || user != "alice" {
 		t.Errorf("the backend saw x-user %q", user)
+	}
+	if got := resp.Header.Values("X-Authz-Session"); len(got) != 1 || got[0] != "s1" {
+		t.Errorf("the client got x-authz-session %q, want s1 (response_headers_to_add)", got)
 	}
 	if got := authz.Last(t).GetAttributes().GetContextExtensions()["listener"]; got != "main" {
 		t.Errorf("context extensions %v", authz.Last(t).GetAttributes().GetContextExtensions())

@@ -131,6 +131,11 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	return p, nil
 }
 
+// OnResponse adds to the response the headers the service asked for when
+// it allowed the request (gRPC: the OK response's
+// response_headers_to_add, as Envoy and agentgateway do).
+func (p *ExtAuthz) OnResponse(c *policy.Ctx) { c.ApplyResponseEdits(p) }
+
 // ReadsRequestBody reports whether the service is sent the request's body
 // (policy.BodyReader).
 func (p *ExtAuthz) ReadsRequestBody() bool { return p.body != nil }
@@ -144,7 +149,7 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 		in := celrules.LiveInput(c)
 		if key, cacheable = p.cache.key(&in); cacheable {
 			if d := p.cache.get(key); d != nil {
-				return d.apply(c)
+				return d.apply(p, c)
 			}
 		}
 	}
@@ -189,7 +194,7 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 		resp.SetBody(bodyFailed)
 		return policy.Done
 	}
-	res := d.apply(c)
+	res := d.apply(p, c)
 	if cacheable {
 		in := celrules.LiveInput(c)
 		p.cache.put(key, d, &in)
@@ -211,8 +216,8 @@ type decision struct {
 	body       []byte
 }
 
-// apply makes the decision on c.
-func (d *decision) apply(c *policy.Ctx) policy.Result {
+// apply makes p's decision on c.
+func (d *decision) apply(p *ExtAuthz, c *policy.Ctx) policy.Result {
 	if d.metadata != nil {
 		c.ExtAuthz = d.metadata
 	}
@@ -231,10 +236,10 @@ func (d *decision) apply(c *policy.Ctx) policy.Result {
 		return policy.Done
 	}
 	if d.ok != nil {
-		applyOK(c, d.ok)
+		applyOK(p, c, d.ok)
 	}
 	for _, h := range d.setHeaders {
-		replaceHeader(&c.Fast.Request.Header, h[0], h[1])
+		policy.HeaderEdit{Name: h[0], Value: h[1]}.Apply(&c.Fast.Request.Header)
 	}
 	return policy.Continue
 }
@@ -394,4 +399,7 @@ func isHopByHop(name []byte) bool {
 	return false
 }
 
-var _ policy.Request = (*ExtAuthz)(nil)
+var (
+	_ policy.Request  = (*ExtAuthz)(nil)
+	_ policy.Response = (*ExtAuthz)(nil)
+)

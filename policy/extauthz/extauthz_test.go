@@ -480,3 +480,75 @@ func TestJWTClaimsByDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestResponseHeadersToAdd: the OK response's response_headers_to_add go
+// on the response (Envoy's contract, agentgateway's response_headers),
+// each as its append action says, whatever answered the request; from
+// the cache too. A refusal's answer gets none.
+func TestResponseHeadersToAdd(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		if r.GetAttributes().GetRequest().GetHttp().GetHeaders()["authorization"] != "Bearer ok" {
+			return extauthztest.Deny(codes.PermissionDenied)
+		}
+		return extauthztest.Allow(&authv3.OkHttpResponse{
+			ResponseHeadersToAdd: []*corev3.HeaderValueOption{
+				header("x-session", "s1", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+				{Header: &corev3.HeaderValue{Key: "x-trail", Value: "authz"}, Append: wrapperspb.Bool(true)},
+				header("x-absent", "authz", corev3.HeaderValueOption_ADD_IF_ABSENT),
+				header("x-kept", "authz", corev3.HeaderValueOption_ADD_IF_ABSENT),
+				header("x-missing", "authz", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS),
+				header("content-length", "0", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+			},
+		}, nil)
+	}}
+	addr := extauthztest.Start(t, s)
+	key := config.ValueExpression(`request.headers["authorization"]`)
+	p := newPolicy(t, config.ExtAuthz{Cache: &config.ExtAuthzCache{Key: []config.ValueExpression{key}, TTL: `duration("1m")`}}, addr)
+	b := policy.NewChainBuilder()
+	b.Add(policy.KindExtAuthz, p)
+	chain := b.Build()
+	for _, tc := range []struct {
+		desc, token string
+		want        map[string][]string // nil: the refusal, no header added
+	}{
+		{"allowed", "ok", map[string][]string{
+			"X-Session": {"s1"}, "X-Trail": {"backend", "authz"}, "X-Absent": {"authz"}, "X-Kept": {"backend"}, "X-Missing": nil,
+		}},
+		{"allowed from the cache", "ok", map[string][]string{"X-Session": {"s1"}, "X-Trail": {"backend", "authz"}}},
+		{"refused", "no", nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			c := policytest.Ctx(policytest.NewRequest("GET", "/", "Authorization", "Bearer "+tc.token))
+			resp := &c.Fast.Response
+			if chain.RunRequest(c) == policy.Continue {
+				// The backend's answer.
+				resp.Header.Add("X-Session", "b1")
+				resp.Header.Add("X-Session", "b2")
+				resp.Header.Add("X-Trail", "backend")
+				resp.Header.Add("X-Kept", "backend")
+				resp.SetBodyString("from the backend")
+			} else if tc.want != nil {
+				t.Fatalf("refused: %d", resp.StatusCode())
+			}
+			chain.RunResponse(c)
+			if tc.want == nil {
+				if resp.StatusCode() != 403 || resp.Header.Peek("X-Session") != nil {
+					t.Fatalf("refusal %d with x-session %q", resp.StatusCode(), resp.Header.Peek("X-Session"))
+				}
+				return
+			}
+			for name, want := range tc.want {
+				got := resp.Header.PeekAll(name)
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) && !(len(got) == 0 && len(want) == 0) {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			if string(resp.Body()) != "from the backend" {
+				t.Errorf("body %q: a framing header was applied", resp.Body())
+			}
+		})
+	}
+	if n := len(s.Checks()); n != 2 {
+		t.Errorf("%d checks, want 2 (one cached)", n)
+	}
+}

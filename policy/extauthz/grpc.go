@@ -202,72 +202,57 @@ func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 	}
 }
 
-// headerSetter is what setHeader changes: a request's or a response's
-// headers.
-type headerSetter interface {
-	Add(key, value string)
-	Set(key, value string)
-	Del(key string)
-	Peek(key string) []byte
-}
-
-// setHeader applies one header option as Envoy does for ext_authz: append
-// when asked (the deprecated append flag or append_action), else overwrite.
-// An overwrite replaces every value of the header (replaceHeader).
-func setHeader(h headerSetter, o *corev3.HeaderValueOption) {
+// headerEdit reads one header option as Envoy does for ext_authz: append
+// when asked (the deprecated append flag or append_action), else
+// overwrite. ok is false for an option that would break the message (an
+// invalid field, a framing header), which is never applied.
+func headerEdit(o *corev3.HeaderValueOption) (e policy.HeaderEdit, ok bool) {
 	hv := o.GetHeader()
 	if hv == nil || hv.GetKey() == "" {
-		return
+		return e, false
 	}
 	key, value := hv.GetKey(), hv.GetValue()
 	if raw := hv.GetRawValue(); len(raw) > 0 {
 		value = string(raw)
 	}
 	if !policy.ValidHeader(key, value) || policy.FramingHeader(key) {
-		return // never forward a header that would break the message
+		return e, false
 	}
-	action := corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+	e = policy.HeaderEdit{Name: key, Value: value, Action: policy.HeaderSet}
 	//lint:ignore SA1019 servers written before append_action still send append, and Envoy honours it
 	appendFlag := o.GetAppend()
 	switch {
 	case appendFlag != nil:
 		if appendFlag.GetValue() {
-			action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
+			e.Action = policy.HeaderAppend
 		}
-	case o.GetAppendAction() != corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
-		action = o.GetAppendAction()
+	case o.GetAppendAction() == corev3.HeaderValueOption_ADD_IF_ABSENT:
+		e.Action = policy.HeaderAddIfAbsent
+	case o.GetAppendAction() == corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
+		e.Action = policy.HeaderSetIfPresent
 	}
-	present := h.Peek(key) != nil
-	switch action {
-	case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
-		h.Add(key, value)
-	case corev3.HeaderValueOption_ADD_IF_ABSENT:
-		if !present {
-			h.Set(key, value)
-		}
-	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
-		if present {
-			replaceHeader(h, key, value)
-		}
-	default:
-		replaceHeader(h, key, value)
-	}
+	return e, true
 }
 
-// replaceHeader sets key to value alone: fasthttp's Set replaces only the
-// first field of a name, so a client that sent the header twice would have
-// its second copy reach the backend beside the service's value.
-func replaceHeader(h headerSetter, key, value string) {
-	h.Del(key)
-	h.Set(key, value)
+// setHeader applies one header option to h (headerEdit).
+func setHeader(h policy.Headers, o *corev3.HeaderValueOption) {
+	if e, ok := headerEdit(o); ok {
+		e.Apply(h)
+	}
 }
 
 // applyOK edits the request the service allowed: headers set, added and
-// removed, query parameters set and removed.
-func applyOK(c *policy.Ctx, ok *authv3.OkHttpResponse) {
+// removed, query parameters set and removed; and keeps the headers it
+// wants on the response for p's response side (OnResponse).
+func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	req := &c.Fast.Request
 	for _, h := range ok.GetHeaders() {
 		setHeader(&req.Header, h)
+	}
+	for _, h := range ok.GetResponseHeadersToAdd() {
+		if e, valid := headerEdit(h); valid {
+			c.KeepResponseEdit(p, e)
+		}
 	}
 	for _, name := range ok.GetHeadersToRemove() {
 		// Envoy refuses to remove pseudo-headers and Host.
