@@ -112,7 +112,8 @@ binds:
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		return reply{status: resp.StatusCode, body: string(body), remaining: resp.Header.Get("RateLimit-Remaining"), limit: resp.Header.Get("RateLimit-Limit")}
+		return reply{status: resp.StatusCode, body: string(body), remaining: resp.Header.Get("RateLimit-Remaining"), limit: resp.Header.Get("RateLimit-Limit"),
+			xRemaining: resp.Header.Get("X-RateLimit-Remaining"), xLimit: resp.Header.Get("X-RateLimit-Limit")}
 	}
 
 	t.Run("the limit holds across both gateways", func(t *testing.T) {
@@ -219,9 +220,13 @@ type reply struct {
 	status           int
 	body             string
 	limit, remaining string // the service's RateLimit-* headers
+	// xLimit, xRemaining are the gateway's X-RateLimit-* headers, from the
+	// service's descriptor statuses.
+	xLimit, xRemaining string
 }
 
-// check wants status; a 429 must carry the service's answer.
+// check wants status; a 429 must carry the service's answer; both carry
+// the service's headers and the X-RateLimit-* its statuses give.
 func (r reply) check(t *testing.T, what string, status int) {
 	t.Helper()
 	switch {
@@ -231,6 +236,9 @@ func (r reply) check(t *testing.T, what string, status int) {
 		t.Errorf("%s: body %q, want the upstream's", what, r.body)
 	case status == 429 && (r.body != "rate limit exceeded\n" || r.remaining != "0" || r.limit != strconv.Itoa(rlsLimit)):
 		t.Errorf("%s: 429 %q with RateLimit-Limit %q, RateLimit-Remaining %q; want the service's headers (%d, 0)", what, r.body, r.limit, r.remaining, rlsLimit)
+	case r.limit != strconv.Itoa(rlsLimit) || r.remaining == "" || r.xLimit != r.limit || r.xRemaining != r.remaining:
+		t.Errorf("%s: %d with RateLimit-Limit %q, RateLimit-Remaining %q, X-RateLimit-Limit %q, X-RateLimit-Remaining %q; want the service's headers and the same from its statuses",
+			what, r.status, r.limit, r.remaining, r.xLimit, r.xRemaining)
 	}
 }
 

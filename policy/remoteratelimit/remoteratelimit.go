@@ -189,6 +189,12 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
 		return answer(c, http.StatusTooManyRequests, bodyLimited, resp)
 	}
+	// What the service wants on the response, and the x-ratelimit-*
+	// headers its statuses give, go on whatever answers the request
+	// (OnResponse), as agentgateway's apply does.
+	for _, e := range responseHeaders(resp) {
+		c.KeepResponseEdit(p, e)
+	}
 	for _, h := range resp.GetRequestHeadersToAdd() {
 		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
 			// Every value replaced (agentgateway's insert): fasthttp's Set
@@ -200,6 +206,10 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	return policy.Continue
 }
+
+// OnResponse adds to the response of an allowed request the headers the
+// service asked for (OnRequest).
+func (p *RemoteRateLimit) OnResponse(c *policy.Ctx) { c.ApplyResponseEdits(p) }
 
 // tokenDescriptor is a token descriptor a request was admitted under, and
 // its cost (nil: the exchange's total tokens).
@@ -351,19 +361,68 @@ func limitOverride(v ref.Val) (*rlcommon.RateLimitDescriptor_RateLimitOverride, 
 	return &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(n), Unit: unit}, true
 }
 
+// answer answers the request with status and body; a refusal (resp not
+// nil) has the service's response headers and x-ratelimit-* headers, and
+// its raw_body when it sent one.
 func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
 	r := &c.Fast.Response
 	r.Reset()
 	r.SetStatusCode(status)
-	for _, h := range resp.GetResponseHeadersToAdd() {
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
-			r.Header.Del(h.GetKey()) // every value replaced, as above
-			r.Header.Set(h.GetKey(), h.GetValue())
-		}
-	}
 	r.Header.SetContentTypeBytes(contentTypeText)
+	for _, e := range responseHeaders(resp) {
+		e.Apply(&r.Header) // the service's Content-Type wins (Envoy's)
+	}
+	if raw := resp.GetRawBody(); len(raw) > 0 {
+		body = raw
+	}
 	r.SetBody(body)
 	return policy.Done
 }
 
-var _ policy.Request = (*RemoteRateLimit)(nil)
+// Header names of the x-ratelimit-* headers, in fasthttp's canonical form.
+const (
+	hdrLimit     = "X-Ratelimit-Limit"
+	hdrRemaining = "X-Ratelimit-Remaining"
+	hdrReset     = "X-Ratelimit-Reset"
+)
+
+// responseHeaders are the headers resp puts on the response: the service's
+// response_headers_to_add, each replacing every value of its name
+// (agentgateway's insert), then, unless the service named one of them,
+// x-ratelimit-limit, -remaining and -reset from the descriptor status with
+// the fewest requests remaining among those with a current limit (the
+// first of equals): its requests per unit, its remaining requests, and the
+// whole seconds until it resets; none when no status has a limit.
+func responseHeaders(resp *rlsv3.RateLimitResponse) []policy.HeaderEdit {
+	var out []policy.HeaderEdit
+	named := false
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
+			out = append(out, policy.HeaderEdit{Name: h.GetKey(), Value: h.GetValue()})
+			named = named || strings.EqualFold(h.GetKey(), hdrLimit) || strings.EqualFold(h.GetKey(), hdrRemaining) || strings.EqualFold(h.GetKey(), hdrReset)
+		}
+	}
+	if named {
+		return out
+	}
+	var best *rlsv3.RateLimitResponse_DescriptorStatus
+	for _, st := range resp.GetStatuses() {
+		if st.GetCurrentLimit() != nil && (best == nil || st.GetLimitRemaining() < best.GetLimitRemaining()) {
+			best = st
+		}
+	}
+	if best == nil {
+		return out
+	}
+	reset := max(best.GetDurationUntilReset().GetSeconds(), 0)
+	return append(out,
+		policy.HeaderEdit{Name: hdrLimit, Value: strconv.FormatUint(uint64(best.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		policy.HeaderEdit{Name: hdrRemaining, Value: strconv.FormatUint(uint64(best.GetLimitRemaining()), 10)},
+		policy.HeaderEdit{Name: hdrReset, Value: strconv.FormatInt(reset, 10)},
+	)
+}
+
+var (
+	_ policy.Request  = (*RemoteRateLimit)(nil)
+	_ policy.Response = (*RemoteRateLimit)(nil)
+)

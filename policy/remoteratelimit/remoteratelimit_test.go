@@ -1,6 +1,7 @@
 package remoteratelimit
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -159,5 +160,88 @@ func TestRequestHeadersReplaceEveryValue(t *testing.T) {
 		if got := c.Fast.Request.Header.PeekAll(name); len(got) != 1 || string(got[0]) != want {
 			t.Errorf("%s = %q, want only %q", name, got, want)
 		}
+	}
+}
+
+// TestResponseHeaders: as agentgateway's apply, an allowed request's
+// response gets the service's response headers (each replacing every
+// value of its name) and x-ratelimit-* headers from the most constrained
+// status with a limit, unless the service named one of those; a refusal
+// gets the same on its 429, with the service's raw_body when it sent one.
+func TestResponseHeaders(t *testing.T) {
+	cost := config.RateLimitCost(`3`)
+	descriptors := []config.RateLimitDescriptor{
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"light"`}}},
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"heavy"`}}, Cost: &cost},
+	}
+	for _, tc := range []struct {
+		desc       string
+		rls        *rlstest.Server
+		wantStatus int
+		wantBody   string
+		want       map[string][]string // nil values: absent
+	}{
+		{
+			desc:       "allowed: the service's headers and the tightest limit's",
+			rls:        &rlstest.Server{Limit: 5, ReportLimits: true, ResetIn: 42500 * time.Millisecond, OKResponseHeaders: []*corev3.HeaderValue{{Key: "x-quota", Value: "q1"}}},
+			wantStatus: 200, wantBody: "backend",
+			want: map[string][]string{"X-Quota": {"q1"}, "X-Ratelimit-Limit": {"5"}, "X-Ratelimit-Remaining": {"2"}, "X-Ratelimit-Reset": {"42"}},
+		},
+		{
+			desc:       "allowed: the service names an x-ratelimit header",
+			rls:        &rlstest.Server{Limit: 5, ReportLimits: true, OKResponseHeaders: []*corev3.HeaderValue{{Key: "x-ratelimit-remaining", Value: "few"}}},
+			wantStatus: 200, wantBody: "backend",
+			want: map[string][]string{"X-Quota": {"b1", "b2"}, "X-Ratelimit-Remaining": {"few"}, "X-Ratelimit-Limit": nil},
+		},
+		{
+			desc:       "allowed: no status has a limit",
+			rls:        &rlstest.Server{Limit: 5},
+			wantStatus: 200, wantBody: "backend",
+			want: map[string][]string{"X-Ratelimit-Limit": nil, "X-Ratelimit-Remaining": {"backend"}},
+		},
+		{
+			desc:       "refused with a raw body",
+			rls:        &rlstest.Server{Limit: 2, ReportLimits: true, RawBody: []byte(`{"error":"slow down"}`), ResponseHeaders: []*corev3.HeaderValue{{Key: "content-type", Value: "application/json"}}},
+			wantStatus: 429, wantBody: `{"error":"slow down"}`,
+			want: map[string][]string{"Content-Type": {"application/json"}, "X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"0"}},
+		},
+		{
+			desc:       "refused without one",
+			rls:        &rlstest.Server{Limit: 2},
+			wantStatus: 429, wantBody: "rate limit exceeded\n",
+			want: map[string][]string{"Content-Type": {"text/plain; charset=utf-8"}, "X-Ratelimit-Limit": {"limited"}, "X-Ratelimit-Remaining": nil},
+		},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			addr := rlstest.Start(t, tc.rls)
+			p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: descriptors}, Options{Addr: addr, Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := policy.NewChainBuilder()
+			b.Add(policy.KindRemoteRateLimit, p)
+			chain := b.Build()
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			resp := &c.Fast.Response
+			if chain.RunRequest(c) == policy.Continue {
+				resp.Header.Add("X-Quota", "b1")
+				resp.Header.Add("X-Quota", "b2")
+				resp.Header.Set("X-Ratelimit-Remaining", "backend")
+				resp.SetBodyString("backend")
+			}
+			chain.RunResponse(c)
+			if resp.StatusCode() != tc.wantStatus || string(resp.Body()) != tc.wantBody {
+				t.Fatalf("%d %q, want %d %q", resp.StatusCode(), resp.Body(), tc.wantStatus, tc.wantBody)
+			}
+			for name, want := range tc.want {
+				got := resp.Header.PeekAll(name)
+				if name == "Content-Type" {
+					got = [][]byte{resp.Header.ContentType()}
+				}
+				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) && (len(got) != 0 || len(want) != 0) {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/relaygate/gateway/policy/policytest"
 )
@@ -27,8 +28,17 @@ type Server struct {
 	Delay time.Duration
 	// RequestHeaders are added to an allowed request after the service's
 	// own x-ratelimit-checked; ResponseHeaders to a refusal's answer after
-	// its x-ratelimit-limit.
-	RequestHeaders, ResponseHeaders []*corev3.HeaderValue
+	// its x-ratelimit-limit (limited); OKResponseHeaders to an allowed
+	// request's response.
+	RequestHeaders, ResponseHeaders, OKResponseHeaders []*corev3.HeaderValue
+	// ReportLimits makes each descriptor's status say its limit (Limit
+	// per minute), the hits it has left and ResetIn, as Envoy's service
+	// reports them; a refusal's answer then has no x-ratelimit-limit of
+	// the service's own.
+	ReportLimits bool
+	ResetIn      time.Duration
+	// RawBody is a refusal's raw_body.
+	RawBody []byte
 
 	mu       sync.Mutex
 	hits     map[string]uint64
@@ -72,12 +82,23 @@ func (s *Server) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest)
 			code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = code
 		}
-		resp.Statuses = append(resp.Statuses, &rlsv3.RateLimitResponse_DescriptorStatus{Code: code})
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: code}
+		if s.ReportLimits {
+			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: uint32(s.Limit), Unit: rlsv3.RateLimitResponse_RateLimit_MINUTE}
+			st.LimitRemaining = uint32(s.Limit - min(s.hits[key.String()], s.Limit))
+			st.DurationUntilReset = durationpb.New(s.ResetIn)
+		}
+		resp.Statuses = append(resp.Statuses, st)
 	}
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		resp.ResponseHeadersToAdd = append([]*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "limited"}}, s.ResponseHeaders...)
+		resp.ResponseHeadersToAdd = s.ResponseHeaders
+		if !s.ReportLimits {
+			resp.ResponseHeadersToAdd = append([]*corev3.HeaderValue{{Key: "x-ratelimit-limit", Value: "limited"}}, s.ResponseHeaders...)
+		}
+		resp.RawBody = s.RawBody
 	} else {
 		resp.RequestHeadersToAdd = append([]*corev3.HeaderValue{{Key: "x-ratelimit-checked", Value: "yes"}}, s.RequestHeaders...)
+		resp.ResponseHeadersToAdd = s.OKResponseHeaders
 	}
 	return resp, nil
 }
