@@ -39,6 +39,9 @@ type Ctx struct {
 	MatchedPrefix []byte
 	// Scheme is "http" or "https", as the client connected.
 	Scheme []byte
+	// HTTP2 says the client speaks HTTP/2 (Fast.Request's protocol says
+	// HTTP/1.1 then, for the request path's sake).
+	HTTP2 bool
 
 	// HostRewritten is set by a policy that chose the upstream Host header, so
 	// the proxy does not replace it with the backend's name.
@@ -154,6 +157,7 @@ func (c *Ctx) Reset() {
 	c.Path = nil
 	c.MatchedPrefix = nil
 	c.Scheme = nil
+	c.HTTP2 = false
 	c.CORS = nil
 	c.CORSOrigin = c.CORSOrigin[:0]
 	c.HostRewritten = false

@@ -319,3 +319,95 @@ binds:
 		})
 	}
 }
+
+// TestExtAuthzRequestSizeAndProtocolE2E: the check's request size and
+// protocol, as Envoy's attribute context says them, whatever the client
+// speaks: size is the Content-Length, 0 without a body, -1 when unknown
+// (a chunked body, an HTTP/2 one without Content-Length), the whole
+// body's length once includeRequestBody read it; protocol HTTP/1.0,
+// HTTP/1.1 or HTTP/2.
+func TestExtAuthzRequestSizeAndProtocolE2E(t *testing.T) {
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	authz := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
+	addr := extauthztest.Start(t, authz)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /body}}]
+      policies:
+        extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 4, allowPartialMessage: true}}
+      backends: [{host: '${UP}'}]
+    - policies:
+        extAuthz: {host: '${AUTHZ}'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr})
+	base := tg.url(3000)
+	// streamed is a body of unknown length: chunked in HTTP/1.1, DATA
+	// frames without Content-Length in HTTP/2.
+	streamed := func() io.Reader { return io.MultiReader(strings.NewReader("hello "), strings.NewReader("world")) }
+	for _, tc := range []struct {
+		desc         string
+		h2           bool
+		method, path string
+		body         func() io.Reader
+		length       int64 // the request's ContentLength (-1: unknown)
+		wantSize     int64
+		wantProtocol string
+	}{
+		{"HTTP/1.1 GET", false, "GET", "/", nil, 0, 0, "HTTP/1.1"},
+		{"HTTP/1.1 POST", false, "POST", "/", func() io.Reader { return strings.NewReader("hello") }, 5, 5, "HTTP/1.1"},
+		{"HTTP/1.1 chunked POST", false, "POST", "/", streamed, -1, -1, "HTTP/1.1"},
+		{"HTTP/1.1 chunked POST, body read", false, "POST", "/body", streamed, -1, 11, "HTTP/1.1"},
+		{"HTTP/2 GET", true, "GET", "/", nil, 0, 0, "HTTP/2"},
+		{"HTTP/2 POST", true, "POST", "/", func() io.Reader { return strings.NewReader("hello") }, 5, 5, "HTTP/2"},
+		{"HTTP/2 POST without Content-Length", true, "POST", "/", streamed, -1, -1, "HTTP/2"},
+		{"HTTP/2 POST without Content-Length, body read", true, "POST", "/body", streamed, -1, 11, "HTTP/2"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != nil {
+				body = tc.body()
+			}
+			req, err := http.NewRequest(tc.method, base+tc.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = tc.length
+			client := testClient
+			if tc.h2 {
+				client = h2cClient()
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			h := authz.Last(t).GetAttributes().GetRequest().GetHttp()
+			if h.GetSize() != tc.wantSize || h.GetProtocol() != tc.wantProtocol {
+				t.Errorf("size %d, protocol %q; want %d, %q", h.GetSize(), h.GetProtocol(), tc.wantSize, tc.wantProtocol)
+			}
+		})
+	}
+	t.Run("HTTP/1.0 GET", func(t *testing.T) {
+		c, err := net.Dial("tcp", tg.addr(3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.0\r\nHost: gw.test\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		h := authz.Last(t).GetAttributes().GetRequest().GetHttp()
+		if h.GetSize() != 0 || h.GetProtocol() != "HTTP/1.0" {
+			t.Errorf("size %d, protocol %q; want 0, HTTP/1.0", h.GetSize(), h.GetProtocol())
+		}
+	})
+}

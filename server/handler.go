@@ -186,6 +186,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		tc = c
 	case *h2Stream:
 		rs.h2, tc = c, c.hc.tls
+		pc.HTTP2 = true
 	}
 	overTLS := tc != nil
 	if overTLS {

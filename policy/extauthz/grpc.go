@@ -95,8 +95,8 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			Host:     string(req.Header.Host()),
 			Scheme:   string(c.Scheme),
 			Query:    string(uri.QueryString()),
-			Protocol: string(req.Header.Protocol()),
-			Size:     int64(req.Header.ContentLength()),
+			Protocol: protocol(c),
+			Size:     requestSize(c),
 		}},
 		ContextExtensions: g.context,
 	}}
@@ -168,6 +168,34 @@ func jwtMetadata(claims map[string]any) *corev3.Metadata {
 	}
 	md.FilterMetadata[jwtAuthnFilter] = &structpb.Struct{Fields: map[string]*structpb.Value{"jwt_payload": payload}}
 	return md
+}
+
+// protocol is the client's protocol as Envoy names it: HTTP/1.0, HTTP/1.1
+// or HTTP/2.
+func protocol(c *policy.Ctx) string {
+	if c.HTTP2 {
+		return "HTTP/2"
+	}
+	return string(c.Fast.Request.Header.Protocol())
+}
+
+// requestSize is the request's size for the check (attribute_context's
+// size): its body's length once read whole, else its Content-Length; 0
+// without a body (fasthttp's -2, a request with neither Content-Length
+// nor Transfer-Encoding), -1 when unknown (a chunked body, or an HTTP/2
+// one without Content-Length, not read).
+func requestSize(c *policy.Ctx) int64 {
+	req := &c.Fast.Request
+	if c.RequestBodyRead {
+		return int64(len(req.Body()))
+	}
+	switch n := req.Header.ContentLength(); {
+	case n >= 0:
+		return int64(n)
+	case n == -2:
+		return 0
+	}
+	return -1
 }
 
 func toStruct(v any, err error) (*structpb.Struct, error) {
