@@ -84,6 +84,51 @@ func compileHeaderFields(field string, in map[string]string) ([]headerField, err
 	return out, nil
 }
 
+// SetRequestHeader sets the request header name to value, replacing every
+// line of the name, as agentgateway's HeaderMap::insert and Envoy's
+// OVERWRITE_IF_EXISTS_OR_ADD do. fasthttp's Set replaces only the first
+// line: a second one the client sent would travel on beside the gateway's
+// value, and a backend that trusts a header a policy sets (x-user from a
+// JWT claim) could be handed a forged one.
+//
+// A name on one line is replaced where it stands. Only a name on several
+// lines is deleted first: fasthttp's Del fills each hole with the last
+// line, which moves the lines of other fields (a list set just before
+// would change order). Cookie is always deleted first: fasthttp's Set
+// merges the cookies it is given into those already there.
+func SetRequestHeader(h *fasthttp.RequestHeader, name, value string) {
+	if equalFoldASCII(name, "cookie") || len(h.PeekAll(name)) > 1 {
+		h.Del(name)
+	}
+	h.Set(name, value)
+}
+
+// SetResponseHeader is SetRequestHeader for a response: an upstream's
+// second line does not reach the client beside the gateway's value.
+// Set-Cookie is always deleted first (fasthttp's Set replaces only the
+// cookie of the same name).
+func SetResponseHeader(h *fasthttp.ResponseHeader, name, value string) {
+	if deleteFirst(h, name) {
+		h.Del(name)
+	}
+	h.Set(name, value)
+}
+
+// SetResponseHeaderBytes is SetResponseHeader with the value as bytes
+// (copied).
+func SetResponseHeaderBytes(h *fasthttp.ResponseHeader, name string, value []byte) {
+	if deleteFirst(h, name) {
+		h.Del(name)
+	}
+	h.SetBytesV(name, value)
+}
+
+// deleteFirst reports whether a response's name must be deleted before
+// it is set (SetResponseHeader).
+func deleteFirst(h *fasthttp.ResponseHeader, name string) bool {
+	return equalFoldASCII(name, "set-cookie") || len(h.PeekAll(name)) > 1
+}
+
 // ApplyRequest modifies request headers in place.
 func (m *HeaderModifier) ApplyRequest(h *fasthttp.RequestHeader) {
 	for _, f := range m.add {

@@ -291,3 +291,105 @@ func TestResponseEdits(t *testing.T) {
 		t.Fatal("an edit outlived its request")
 	}
 }
+
+// TestSetHeaderReplacesEveryLine: SetRequestHeader and SetResponseHeader
+// leave exactly one line of the name, whatever came before; a name on one
+// line is replaced where it stands (the other fields keep their order),
+// and cookies are replaced, not merged.
+func TestSetHeaderReplacesEveryLine(t *testing.T) {
+	tests := []struct {
+		desc   string
+		before []string // name: value lines, in order
+		name   string
+		want   []string // every line after the set, in order
+	}{
+		{desc: "absent", before: []string{"Via: a", "Via: b"}, name: "X-User",
+			want: []string{"Via: a", "Via: b", "X-User: gw"}},
+		{desc: "one line, in place", before: []string{"X-User: forged", "Via: a", "Via: b"}, name: "x-user",
+			want: []string{"X-User: gw", "Via: a", "Via: b"}},
+		{desc: "two lines", before: []string{"X-User: forged", "X-User: admin"}, name: "X-User",
+			want: []string{"X-User: gw"}},
+		{desc: "three lines, other case", before: []string{"x-user: a", "X-USER: b", "X-User: c"}, name: "x-user",
+			want: []string{"X-User: gw"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var req fasthttp.RequestHeader
+			var resp fasthttp.ResponseHeader
+			for _, l := range tt.before {
+				n, v, _ := strings.Cut(l, ": ")
+				req.Add(n, v)
+				resp.Add(n, v)
+			}
+			SetRequestHeader(&req, tt.name, "gw")
+			if got := linesInOrder(req.Header()); !equalLines(got, tt.want) {
+				t.Errorf("request: %q, want %q", got, tt.want)
+			}
+			SetResponseHeader(&resp, tt.name, "gw")
+			if got := linesInOrder(resp.Header()); !equalLines(got, tt.want) {
+				t.Errorf("response: %q, want %q", got, tt.want)
+			}
+			resp.Reset()
+			for _, l := range tt.before {
+				n, v, _ := strings.Cut(l, ": ")
+				resp.Add(n, v)
+			}
+			SetResponseHeaderBytes(&resp, tt.name, []byte("gw"))
+			if got := linesInOrder(resp.Header()); !equalLines(got, tt.want) {
+				t.Errorf("response (bytes): %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("cookies", func(t *testing.T) {
+		var req fasthttp.RequestHeader
+		req.Add("Cookie", "session=forged; theme=dark")
+		SetRequestHeader(&req, "cookie", "session=gw")
+		if got := linesInOrder(req.Header()); !equalLines(got, []string{"Cookie: session=gw"}) {
+			t.Errorf("request: %q", got)
+		}
+		var resp fasthttp.ResponseHeader
+		resp.Add("Set-Cookie", "a=1")
+		resp.Add("Set-Cookie", "b=2")
+		SetResponseHeader(&resp, "set-cookie", "c=3")
+		if got := linesInOrder(resp.Header()); !equalLines(got, []string{"Set-Cookie: c=3"}) {
+			t.Errorf("response: %q", got)
+		}
+	})
+}
+
+// linesInOrder is a header's field lines as written, in order (without the
+// request or status line; the Date, Server and Content-Type a response
+// is given by default left out).
+func linesInOrder(raw []byte) []string {
+	var out []string
+	for i, line := range strings.Split(string(raw), "\r\n") {
+		name, _, _ := strings.Cut(line, ":")
+		switch {
+		case i == 0, line == "", name == "Date", name == "Server", name == "Content-Type":
+		default:
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestSetHeaderZeroAllocs(t *testing.T) {
+	var req fasthttp.RequestHeader
+	var resp fasthttp.ResponseHeader
+	value := []byte("gw")
+	allocs := testing.AllocsPerRun(100, func() {
+		req.Reset()
+		req.Add("X-User", "a")
+		req.Add("X-User", "b")
+		SetRequestHeader(&req, "X-User", "gw")
+		resp.Reset()
+		resp.Add("X-Cache", "a")
+		resp.Add("X-Cache", "b")
+		SetResponseHeader(&resp, "X-Cache", "gw")
+		SetResponseHeaderBytes(&resp, "X-Other", value)
+	})
+	if allocs != 0 {
+		t.Errorf("allocations = %v, want 0", allocs)
+	}
+}

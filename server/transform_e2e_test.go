@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,73 @@ binds:
 	h = seen()
 	if resp.StatusCode != 201 || h.Get("X-Agentgateway-Req-Message") != "Hello from AgentGateway!" {
 		t.Errorf("the listener's transformations did not apply: %q", h.Get("X-Agentgateway-Req-Message"))
+	}
+}
+
+// TestTransformationsSetReplacesEveryValueE2E: a set replaces every value
+// of its header, as agentgateway's does. A client that sends x-user twice
+// (hoping the second copy reaches the backend beside the gateway's) and an
+// upstream that answers x-cache twice see only the gateway's values, over
+// HTTP/1.1 and HTTP/2 alike; a set to a list gives exactly the list.
+func TestTransformationsSetReplacesEveryValueE2E(t *testing.T) {
+	var mu sync.Mutex
+	var last http.Header
+	seen := func() http.Header {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
+	// (HTTP/2 requests go upstream in HTTP/2.)
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		last = r.Header.Clone()
+		mu.Unlock()
+		w.Header().Add("X-Cache", "hit")
+		w.Header().Add("X-Cache", "forged")
+		w.Write([]byte("ok")) //nolint:errcheck
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        transformations:
+          request:
+            set: {x-user: '"alice"', x-roles: '["reader", "writer"]'}
+          response:
+            set: {x-cache: '"miss"'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, kv := range [][2]string{{"X-User", "alice"}, {"X-User", "admin"}, {"X-Roles", "admin"}, {"X-Roles", "root"}} {
+				req.Header.Add(kv[0], kv[1])
+			}
+			resp, body := doWith(t, tc.client, req)
+			if resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("status %d body %q", resp.StatusCode, body)
+			}
+			h := seen()
+			for _, want := range []struct {
+				name   string
+				values []string
+			}{{"X-User", []string{"alice"}}, {"X-Roles", []string{"reader", "writer"}}} {
+				if got := h.Values(want.name); !slices.Equal(got, want.values) {
+					t.Errorf("the backend saw %s %q, want %q", want.name, got, want.values)
+				}
+			}
+			if got := resp.Header.Values("X-Cache"); !slices.Equal(got, []string{"miss"}) {
+				t.Errorf("the client saw X-Cache %q, want [miss]", got)
+			}
+		})
 	}
 }
 

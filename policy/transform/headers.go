@@ -10,10 +10,12 @@ import (
 	"github.com/relaygate/gateway/policy"
 )
 
-// requestHeaders edits the request being forwarded.
+// requestHeaders edits the request being forwarded. Set replaces every
+// value of the name (policy.SetRequestHeader), so that a client's second copy
+// never reaches the backend beside the gateway's.
 type requestHeaders struct{ c *policy.Ctx }
 
-func (r requestHeaders) Set(k, v string) { r.c.Fast.Request.Header.Set(k, v) }
+func (r requestHeaders) Set(k, v string) { policy.SetRequestHeader(&r.c.Fast.Request.Header, k, v) }
 func (r requestHeaders) Add(k, v string) { r.c.Fast.Request.Header.Add(k, v) }
 func (r requestHeaders) Del(k string)    { r.c.Fast.Request.Header.Del(k) }
 
@@ -59,10 +61,11 @@ func (r requestHeaders) setBody(b []byte) {
 	r.c.RequestBodyRead = true
 }
 
-// responseHeaders edits the response being returned.
+// responseHeaders edits the response being returned; Set replaces every
+// value of the name, as requestHeaders' does.
 type responseHeaders struct{ c *policy.Ctx }
 
-func (r responseHeaders) Set(k, v string) { r.c.Fast.Response.Header.Set(k, v) }
+func (r responseHeaders) Set(k, v string) { policy.SetResponseHeader(&r.c.Fast.Response.Header, k, v) }
 func (r responseHeaders) Add(k, v string) { r.c.Fast.Response.Header.Add(k, v) }
 func (r responseHeaders) Del(k string)    { r.c.Fast.Response.Header.Del(k) }
 

@@ -268,6 +268,9 @@ func (e *edits) apply(c *policy.Ctx, in *celrules.Input, h headers) {
 			}
 		}
 	}
+	// A set replaces every value of its name; a list's further values are
+	// added once every set has replaced its name, so that the deletion a
+	// duplicated name needs cannot move them (see policy.SetRequestHeader).
 	for i, s := range e.set {
 		values := sets[i]
 		if len(values) == 0 {
@@ -278,8 +281,12 @@ func (e *edits) apply(c *policy.Ctx, in *celrules.Input, h headers) {
 			continue
 		}
 		h.Set(s.name, values[0])
-		for _, v := range values[1:] {
-			h.Add(s.name, v)
+	}
+	for i, s := range e.set {
+		if len(sets[i]) > 1 && !strings.HasPrefix(s.name, ":") {
+			for _, v := range sets[i][1:] {
+				h.Add(s.name, v)
+			}
 		}
 	}
 	for i, a := range e.add {
