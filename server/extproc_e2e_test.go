@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
@@ -675,6 +678,125 @@ binds:
 			}
 			if resp.StatusCode != tc.status || body != tc.want || resp.Header.Get("X-Early") != "" {
 				t.Errorf("client got %d %q, x-early %q; want %d %q and no early edit", resp.StatusCode, body, resp.Header.Get("X-Early"), tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// TestExtProcSetReplacesEveryValueE2E: a header mutation's set_headers
+// entry acts on every value of its name, as Envoy's append_action says:
+// an overwrite replaces all the lines a client (or an upstream) sent,
+// twice here, so that no second copy reaches the backend (or the client)
+// beside the service's value; an append adds a line; add-if-absent and
+// overwrite-if-exists look at the name as the message has it. The
+// deprecated append flag is read when append_action is left unset. An
+// immediate response's gRPC status replaces the grpc-status its headers
+// gave. Over HTTP/1.1 and HTTP/2 alike.
+func TestExtProcSetReplacesEveryValueE2E(t *testing.T) {
+	opt := func(name, value string, action corev3.HeaderValueOption_HeaderAppendAction, appendFlag *bool) *corev3.HeaderValueOption {
+		o := &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: name, RawValue: []byte(value)}, AppendAction: action}
+		if appendFlag != nil {
+			o.Append = wrapperspb.Bool(*appendFlag) //lint:ignore SA1019 services still send it
+		}
+		return o
+	}
+	no, yes := false, true
+	proc := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		switch m.Request.(type) {
+		case *procv3.ProcessingRequest_RequestHeaders:
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, &procv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+				opt("x-user", "svc", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD, nil),
+				opt("x-tier", "svc", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS, nil),
+				opt("x-none", "svc", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS, nil),
+				opt("x-legacy", "svc", corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, &no),
+				opt("x-kept", "svc", corev3.HeaderValueOption_ADD_IF_ABSENT, nil),
+				opt("x-list", "svc", corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, &yes),
+				opt("x-new", "svc", corev3.HeaderValueOption_ADD_IF_ABSENT, nil),
+			}}, nil)}
+		case *procv3.ProcessingRequest_ResponseHeaders:
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, extproctest.Set(map[string]string{"x-cache": "svc"}), nil)}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	// immediate answers with grpc-status twice in its headers, and 7 as
+	// its gRPC status, which replaces them.
+	immediate := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+			Status: &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden},
+			Headers: &procv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+				opt("grpc-status", "0", corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, &yes),
+				opt("grpc-status", "0", corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD, &yes),
+			}},
+			GrpcStatus: &procv3.GrpcStatus{Status: 7},
+		}}}}
+	}}
+	up := &echoUpstream{}
+	upAddr := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Add("X-Cache", "hit")
+		w.Header().Add("X-Cache", "forged")
+		up.ServeHTTP(w, r)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /immediate}}]
+      policies:
+        extProc: {host: '${IMMEDIATE}'}
+      backends: [{host: '${UP}'}]
+    - policies:
+        extProc:
+          host: '${PROC}'
+          processingOptions: {requestBodyMode: none, responseBodyMode: none}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"PROC": extproctest.Start(t, proc), "IMMEDIATE": extproctest.Start(t, immediate), "UP": upAddr})
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"X-User", "X-Tier", "X-List", "X-Kept", "X-Legacy"} {
+				req.Header.Add(name, "c1")
+				req.Header.Add(name, "c2")
+			}
+			resp, _ := doWith(t, tc.client, req)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			_, _, h, _, _ := up.last()
+			for _, want := range []struct {
+				name   string
+				values []string
+			}{
+				{"X-User", []string{"svc"}},
+				{"X-Tier", []string{"svc"}},
+				{"X-None", nil},
+				{"X-List", []string{"c1", "c2", "svc"}},
+				{"X-Kept", []string{"c1", "c2"}},
+				{"X-New", []string{"svc"}},
+				{"X-Legacy", []string{"svc"}},
+			} {
+				// In any order: replacing a duplicated name deletes it,
+				// and fasthttp's Del fills each hole with the last line,
+				// which may be another name's (policy.SetRequestHeader).
+				got := slices.Sorted(slices.Values(h.Values(want.name)))
+				if !slices.Equal(got, want.values) {
+					t.Errorf("the backend saw %s %q, want %q", want.name, got, want.values)
+				}
+			}
+			if got := resp.Header.Values("X-Cache"); !slices.Equal(got, []string{"svc"}) {
+				t.Errorf("the client saw X-Cache %q, want [svc]", got)
+			}
+
+			req, _ = http.NewRequest(http.MethodGet, tg.url(3000)+"/immediate", nil)
+			resp, _ = doWith(t, tc.client, req)
+			if got := resp.Header.Values("Grpc-Status"); resp.StatusCode != 403 || !slices.Equal(got, []string{"7"}) {
+				t.Errorf("the immediate response: %d, grpc-status %q, want 403 and [7]", resp.StatusCode, got)
 			}
 		})
 	}

@@ -83,28 +83,43 @@ func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 	return out, nil
 }
 
-// fields is what an edit needs of a request or a response header.
+// fields is what an edit needs of a request or a response header:
+// replace sets a name replacing every value it had (policy.SetRequestHeader),
+// so that a client's or an upstream's second line never stays beside the
+// service's value.
 type fields interface {
 	Peek(key string) []byte
-	Set(key, value string)
 	Add(key, value string)
-	Del(key string)
+	replace(key, value string)
 }
 
+type requestFields struct{ *fasthttp.RequestHeader }
+
+func (f requestFields) replace(k, v string) { policy.SetRequestHeader(f.RequestHeader, k, v) }
+
+type responseFields struct{ *fasthttp.ResponseHeader }
+
+func (f responseFields) replace(k, v string) { policy.SetResponseHeader(f.ResponseHeader, k, v) }
+
+// applyEdit applies one set_headers entry as Envoy's HeaderValueOption
+// reads its append_action: APPEND_IF_EXISTS_OR_ADD adds a line,
+// ADD_IF_ABSENT sets a name not there, OVERWRITE_IF_EXISTS replaces every
+// value of a name that is there, OVERWRITE_IF_EXISTS_OR_ADD replaces every
+// value or adds the name.
 func applyEdit(h fields, e headerEdit) {
 	switch e.action {
 	case corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD:
 		h.Add(e.name, e.value)
 	case corev3.HeaderValueOption_ADD_IF_ABSENT:
 		if h.Peek(e.name) == nil {
-			h.Set(e.name, e.value)
+			h.Add(e.name, e.value)
 		}
 	case corev3.HeaderValueOption_OVERWRITE_IF_EXISTS:
 		if h.Peek(e.name) != nil {
-			h.Set(e.name, e.value)
+			h.replace(e.name, e.value)
 		}
 	default:
-		h.Set(e.name, e.value)
+		h.replace(e.name, e.value)
 	}
 }
 
@@ -159,7 +174,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 			if policy.FramingHeader(e.name) {
 				continue
 			}
-			applyEdit(&req.Header, e)
+			applyEdit(requestFields{&req.Header}, e)
 		}
 	}
 	return nil
@@ -194,7 +209,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 			return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
 		case policy.FramingHeader(e.name):
 		default:
-			applyEdit(&resp.Header, e)
+			applyEdit(responseFields{&resp.Header}, e)
 		}
 	}
 	return nil
@@ -203,7 +218,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 // respondImmediate answers the request with the service's immediate
 // response: its status (200 when unset; 500 for one outside 200..599), its
 // headers (invalid ones and framing left out), its body, and grpc-status
-// when it gave one.
+// when it gave one (replacing any its headers gave).
 func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp := &c.Fast.Response
 	resp.Reset()
@@ -218,12 +233,12 @@ func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	if es, err := edits(ir.GetHeaders()); err == nil {
 		for _, e := range es {
 			if !strings.HasPrefix(e.name, ":") && !policy.FramingHeader(e.name) {
-				applyEdit(&resp.Header, e)
+				applyEdit(responseFields{&resp.Header}, e)
 			}
 		}
 	}
 	if gs := ir.GetGrpcStatus(); gs != nil {
-		resp.Header.Set("grpc-status", strconv.FormatUint(uint64(gs.GetStatus()), 10))
+		policy.SetResponseHeader(&resp.Header, "grpc-status", strconv.FormatUint(uint64(gs.GetStatus()), 10))
 	}
 	resp.SetBody(ir.GetBody())
 }
