@@ -264,8 +264,10 @@ type HeaderCarrier struct{ H *fasthttp.RequestHeader }
 // Get returns the header's value ("" when none).
 func (c HeaderCarrier) Get(key string) string { return string(c.H.Peek(key)) }
 
-// Set sets the header.
-func (c HeaderCarrier) Set(key, value string) { c.H.Set(key, value) }
+// Set sets the header, replacing every value it had (SetRequestHeader):
+// only the gateway's trace context goes on, never a client's second
+// traceparent beside it.
+func (c HeaderCarrier) Set(key, value string) { SetRequestHeader(c.H, key, value) }
 
 // Keys lists the header names.
 func (c HeaderCarrier) Keys() []string {

@@ -227,6 +227,62 @@ binds:
 	}
 }
 
+// TestTracingReplacesEveryTraceparent: a client that sends traceparent
+// and tracestate twice has neither second copy reach the backend beside
+// the gateway's trace context: the backend sees one traceparent, the
+// gateway's (in the client's first trace), and one tracestate. Over
+// HTTP/1.1 and HTTP/2 alike.
+func TestTracingReplacesEveryTraceparent(t *testing.T) {
+	var mu sync.Mutex
+	var seen http.Header
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = r.Header.Clone()
+		mu.Unlock()
+	}))
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: http
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "COLLECTOR": upstream(t, &otlpReceiver{})})
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	first := "00-" + traceID + "-00f067aa0ba902b7-01"
+	second := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header["Traceparent"] = []string{first, second}
+			req.Header["Tracestate"] = []string{"a=1", "forged=1"}
+			if resp, _ := doWith(t, tc.client, req); resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			mu.Lock()
+			h := seen
+			mu.Unlock()
+			parents := h.Values("Traceparent")
+			if len(parents) != 1 || !strings.HasPrefix(parents[0], "00-"+traceID+"-") || parents[0] == first {
+				t.Errorf("the backend saw traceparent %q: want only the gateway's, in the client's first trace", parents)
+			}
+			if states := h.Values("Tracestate"); len(states) != 1 || states[0] != "a=1" {
+				t.Errorf("the backend saw tracestate %q: want only [a=1]", states)
+			}
+		})
+	}
+}
+
 func hexID(b []byte) string {
 	const digits = "0123456789abcdef"
 	out := make([]byte, 0, 2*len(b))
