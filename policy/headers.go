@@ -114,13 +114,23 @@ func SetResponseHeader(h *fasthttp.ResponseHeader, name, value string) {
 	h.Set(name, value)
 }
 
-// SetResponseHeaderBytes is SetResponseHeader with the value as bytes
-// (copied).
-func SetResponseHeaderBytes(h *fasthttp.ResponseHeader, name string, value []byte) {
-	if deleteFirst(h, name) {
-		h.Del(name)
+// SetResponseHeaderCanonical is SetResponseHeader for a name in
+// fasthttp's canonical form (X-Ratelimit-Limit) and a value as bytes
+// (copied), for the paths that set headers on every response they see
+// (CORS, rate limits): the name is not normalized, and its lines are
+// counted with a pass over the fields. (That pass allocates on a response
+// that announces trailers, whose Trailer value fasthttp builds.)
+func SetResponseHeaderCanonical(h *fasthttp.ResponseHeader, name, value []byte) {
+	lines := 0
+	for k := range h.All() {
+		if string(k) == string(name) {
+			lines++
+		}
 	}
-	h.SetBytesV(name, value)
+	if lines > 1 || string(name) == fasthttp.HeaderSetCookie {
+		h.DelBytes(name)
+	}
+	h.SetCanonical(name, value)
 }
 
 // deleteFirst reports whether a response's name must be deleted before

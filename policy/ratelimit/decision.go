@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/policy"
 )
 
 // Decision is the outcome of Admit. A zero Limit means no bucket applied (a
@@ -67,18 +69,19 @@ var (
 
 // WriteHeaders sets x-ratelimit-limit, x-ratelimit-remaining,
 // x-ratelimit-reset (seconds, rounded up) and, when refused, Retry-After
-// (seconds, rounded up, at least 1), replacing any already there. It writes
-// nothing when no bucket applied.
+// (seconds, rounded up, at least 1), replacing every value already there
+// (an upstream's, which may come twice). It writes nothing when no bucket
+// applied.
 func (d *Decision) WriteHeaders(h *fasthttp.ResponseHeader) {
 	if d.Limit == 0 {
 		return
 	}
 	var buf [20]byte
-	h.SetCanonical(hdrLimit, strconv.AppendUint(buf[:0], d.Limit, 10))
-	h.SetCanonical(hdrRemaining, strconv.AppendUint(buf[:0], d.Remaining, 10))
-	h.SetCanonical(hdrReset, strconv.AppendUint(buf[:0], ceilSeconds(d.Reset), 10))
+	policy.SetResponseHeaderCanonical(h, hdrLimit, strconv.AppendUint(buf[:0], d.Limit, 10))
+	policy.SetResponseHeaderCanonical(h, hdrRemaining, strconv.AppendUint(buf[:0], d.Remaining, 10))
+	policy.SetResponseHeaderCanonical(h, hdrReset, strconv.AppendUint(buf[:0], ceilSeconds(d.Reset), 10))
 	if !d.Allowed {
-		h.SetCanonical(hdrRetryAfter, strconv.AppendUint(buf[:0], max(ceilSeconds(d.RetryAfter), 1), 10))
+		policy.SetResponseHeaderCanonical(h, hdrRetryAfter, strconv.AppendUint(buf[:0], max(ceilSeconds(d.RetryAfter), 1), 10))
 	}
 }
 
