@@ -216,13 +216,16 @@ func (p *CORS) preflight(c *Ctx, o []byte) {
 	p.decorate(h)
 }
 
-// decorate adds the headers every allowed response carries besides the origin.
+// decorate adds the headers every allowed response carries besides the
+// origin, replacing every value an upstream gave them (agentgateway's
+// insert): a browser refuses a response with two allow-origin values, and
+// an upstream's second one must not stand beside the policy's.
 func (p *CORS) decorate(h *fasthttp.ResponseHeader) {
 	if p.credentials {
-		h.SetCanonical(hdrACAllowCreds, valueTrue)
+		SetResponseHeaderCanonical(h, hdrACAllowCreds, valueTrue)
 	}
 	if p.expose != nil {
-		h.SetCanonical(hdrACExposeHeaders, p.expose)
+		SetResponseHeaderCanonical(h, hdrACExposeHeaders, p.expose)
 	}
 	addVaryOrigin(h)
 }
@@ -236,7 +239,7 @@ func (p *CORS) OnResponse(c *Ctx) {
 		return
 	}
 	h := &c.Fast.Response.Header
-	h.SetCanonical(hdrACAllowOrigin, c.CORSOrigin)
+	SetResponseHeaderCanonical(h, hdrACAllowOrigin, c.CORSOrigin)
 	p.decorate(h)
 }
 

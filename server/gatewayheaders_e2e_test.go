@@ -12,7 +12,8 @@ import (
 // HTTP/2 alike.
 func TestGatewayHeadersReplaceUpstreamsE2E(t *testing.T) {
 	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+		for _, name := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset",
+			"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"} {
 			w.Header().Add(name, "up1")
 			w.Header().Add(name, "up2")
 		}
@@ -27,6 +28,13 @@ binds:
       policies:
         localRateLimit: [{maxTokens: 1000, tokensPerFill: 1, fillInterval: 1h}]
       backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /cors}}]
+      policies:
+        cors:
+          allowOrigins: [https://app.example.com]
+          allowCredentials: true
+          exposeHeaders: [x-session]
+      backends: [{host: '${UP}'}]
 `, map[string]string{"UP": up})
 	tests := []struct {
 		desc    string
@@ -36,6 +44,11 @@ binds:
 	}{
 		{desc: "rate limit", path: "/limited", want: map[string]string{
 			"X-Ratelimit-Limit": "1000", "X-Ratelimit-Remaining": "", "X-Ratelimit-Reset": "3600",
+		}},
+		{desc: "CORS", path: "/cors", headers: []string{"Origin", "https://app.example.com"}, want: map[string]string{
+			"Access-Control-Allow-Origin":      "https://app.example.com",
+			"Access-Control-Allow-Credentials": "true",
+			"Access-Control-Expose-Headers":    "x-session",
 		}},
 	}
 	for _, client := range []struct {
