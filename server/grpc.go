@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/policy"
 )
 
 // gRPC through the gateway: a request is gRPC by its Content-Type; it goes
@@ -68,11 +69,17 @@ func grpcStatusOf(status int, timedOut bool) int {
 	return grpcUnknown
 }
 
+var (
+	headerGRPCStatus  = []byte("Grpc-Status")
+	headerGRPCMessage = []byte("Grpc-Message")
+)
+
 // grpcLocalReply turns an answer the gateway made to a gRPC request into
 // the form a gRPC client reads: HTTP 200, application/grpc, no message, and
 // the status in grpc-status with the answer's text as grpc-message (a
 // "trailers-only" response). The fields that came with the answer
-// (WWW-Authenticate, the rate limit's) stay. It returns 200.
+// (WWW-Authenticate, the rate limit's) stay, but for any grpc-status and
+// grpc-message, which the gateway's replace. It returns 200.
 func grpcLocalReply(resp *fasthttp.Response, status int, timedOut bool) int {
 	msg := bytes.TrimSpace(resp.Body())
 	if len(msg) == 0 {
@@ -82,8 +89,9 @@ func grpcLocalReply(resp *fasthttp.Response, status int, timedOut bool) int {
 	resp.ResetBody()
 	resp.SetStatusCode(fasthttp.StatusOK)
 	resp.Header.SetContentTypeBytes(grpcContentType)
-	resp.Header.Set("Grpc-Status", strconv.Itoa(grpcStatusOf(status, timedOut)))
-	resp.Header.SetBytesV("Grpc-Message", buf)
+	var code [4]byte
+	policy.SetResponseHeaderCanonical(&resp.Header, headerGRPCStatus, strconv.AppendInt(code[:0], int64(grpcStatusOf(status, timedOut)), 10))
+	policy.SetResponseHeaderCanonical(&resp.Header, headerGRPCMessage, buf)
 	return fasthttp.StatusOK
 }
 

@@ -9,10 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +25,9 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/relaygate/gateway/policy/extproc/extproctest"
 )
 
 // grpcTestService is grpc-go's interop test service, answering as the
@@ -362,5 +369,60 @@ binds:
 `, nil))
 	if err == nil || !strings.Contains(err.Error(), "http.version: HTTP2 applies to host and dynamic backends") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestGRPCLocalReplyReplacesStatus: the gateway's own answer to a gRPC
+// request carries its grpc-status and grpc-message alone, even when the
+// answer came with those fields, twice (here an ext_proc service's
+// immediate response, 403 without a gRPC status): PERMISSION_DENIED and
+// the answer's text, over HTTP/1.1 and HTTP/2.
+func TestGRPCLocalReplyReplacesStatus(t *testing.T) {
+	proc := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		var set []*corev3.HeaderValueOption
+		for _, kv := range [][2]string{{"grpc-status", "0"}, {"grpc-status", "0"}, {"grpc-message", "fine"}, {"grpc-message", "fine"}} {
+			set = append(set, &corev3.HeaderValueOption{
+				Header:       &corev3.HeaderValue{Key: kv[0], RawValue: []byte(kv[1])},
+				AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD,
+				Append:       wrapperspb.Bool(true),
+			})
+		}
+		return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden},
+			Headers: &procv3.HeaderMutation{SetHeaders: set},
+			Body:    []byte("denied"),
+		}}}}
+	}}
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        extProc: {host: '${PROC}'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"PROC": extproctest.Start(t, proc), "UP": closedAddr(t)})
+	for _, client := range []struct {
+		name string
+		c    *http.Client
+	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		t.Run(client.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/grpc.testing.TestService/UnaryCall", strings.NewReader("\x00\x00\x00\x00\x00"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/grpc")
+			req.Header.Set("Te", "trailers")
+			resp, _ := doWith(t, client.c, req)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if got := resp.Header.Values("Grpc-Status"); !slices.Equal(got, []string{"7"}) {
+				t.Errorf("grpc-status %q, want [7]", got)
+			}
+			if got := resp.Header.Values("Grpc-Message"); !slices.Equal(got, []string{"denied"}) {
+				t.Errorf("grpc-message %q, want [denied]", got)
+			}
+		})
 	}
 }
