@@ -268,34 +268,66 @@ func (e *edits) apply(c *policy.Ctx, in *celrules.Input, h headers) {
 			}
 		}
 	}
+	// agentgateway's order is adds, then sets (a name both added and set
+	// keeps the set's value alone), then removes; an expression that fails
+	// (or gives no value) removes its header rather than leave the one the
+	// client sent: with `set: {x-user: jwt.sub}` and no token, a forged
+	// x-user must not reach the backend (agentgateway sanitizes so too).
+	// The same outcome, with every deletion first: fasthttp's Del fills a
+	// hole with the last line, which would move lines added before it.
+	gone := func(name string) bool {
+		for _, r := range e.remove {
+			if strings.EqualFold(r, name) {
+				return true
+			}
+		}
+		for i, s := range e.set {
+			if len(sets[i]) == 0 && strings.EqualFold(s.name, name) {
+				return true // a failed set removes what an add gave it
+			}
+		}
+		return false
+	}
+	for _, name := range e.remove {
+		h.Del(name)
+	}
+	for i, a := range e.add {
+		if len(adds[i]) == 0 && !strings.HasPrefix(a.name, ":") {
+			h.Del(a.name)
+		}
+	}
+	for i, s := range e.set {
+		if len(sets[i]) == 0 && !strings.HasPrefix(s.name, ":") {
+			h.Del(s.name)
+		}
+	}
+	for i, a := range e.add {
+		if gone(a.name) {
+			continue
+		}
+		for _, v := range adds[i] {
+			h.Add(a.name, v)
+		}
+	}
 	// A set replaces every value of its name; a list's further values are
 	// added once every set has replaced its name, so that the deletion a
 	// duplicated name needs cannot move them (see policy.SetRequestHeader).
 	for i, s := range e.set {
 		values := sets[i]
-		if len(values) == 0 {
-			continue
-		}
-		if strings.HasPrefix(s.name, ":") {
+		switch {
+		case len(values) == 0 || gone(s.name):
+		case strings.HasPrefix(s.name, ":"):
 			h.pseudo(s.name, values[0])
-			continue
+		default:
+			h.Set(s.name, values[0])
 		}
-		h.Set(s.name, values[0])
 	}
 	for i, s := range e.set {
-		if len(sets[i]) > 1 && !strings.HasPrefix(s.name, ":") {
+		if len(sets[i]) > 1 && !strings.HasPrefix(s.name, ":") && !gone(s.name) {
 			for _, v := range sets[i][1:] {
 				h.Add(s.name, v)
 			}
 		}
-	}
-	for i, a := range e.add {
-		for _, v := range adds[i] {
-			h.Add(a.name, v)
-		}
-	}
-	for _, name := range e.remove {
-		h.Del(name)
 	}
 	if e.body != nil {
 		h.setBody(body)

@@ -35,7 +35,9 @@ func TestRequestTransform(t *testing.T) {
 	}
 	h := &c.Fast.Request.Header
 	for _, tc := range []struct{ name, want string }{
-		{"X-User", "u-7"}, {"X-Json", `{"k":1}`}, {"X-Failing", "kept"}, {"X-Bad", ""}, {"X-Secret", ""}, {"X-Num", "3"}, {"Host", "other.test"},
+		// A set that fails removes the client's value (agentgateway's
+		// sanitizing): X-Failing and X-Bad are gone.
+		{"X-User", "u-7"}, {"X-Json", `{"k":1}`}, {"X-Failing", ""}, {"X-Bad", ""}, {"X-Secret", ""}, {"X-Num", "3"}, {"Host", "other.test"},
 	} {
 		if got := string(h.Peek(tc.name)); got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
@@ -254,5 +256,42 @@ func TestResponseBody(t *testing.T) {
 	c = run("HEAD", 200, "", 0)
 	if resp := &c.Fast.Response; len(resp.Body()) != 0 {
 		t.Errorf("HEAD: body %q", resp.Body())
+	}
+}
+
+// TestTransformOrderAndSanitizing: agentgateway's order (adds, then sets,
+// then removes) and its sanitizing (a failing expression removes its
+// header, so the client's value never stands in for the gateway's).
+func TestTransformOrderAndSanitizing(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		set, add map[string]config.CELExpression
+		remove   []string
+		want     []string // X-A's values after
+	}{
+		{desc: "a failing set removes the client's value", set: map[string]config.CELExpression{"x-a": expr(`jwt.sub`)}},
+		{desc: "a failing add removes the client's value", add: map[string]config.CELExpression{"x-a": expr(`jwt.sub`)}},
+		{desc: "added and set: the set's value alone", set: map[string]config.CELExpression{"x-a": expr(`"set"`)}, add: map[string]config.CELExpression{"x-a": expr(`"added"`)}, want: []string{"set"}},
+		{desc: "added and failing set: removed", set: map[string]config.CELExpression{"x-a": expr(`jwt.sub`)}, add: map[string]config.CELExpression{"x-a": expr(`"added"`)}},
+		{desc: "set and removed: removed", set: map[string]config.CELExpression{"x-a": expr(`"set"`)}, remove: []string{"X-A"}},
+		{desc: "added: after the client's", add: map[string]config.CELExpression{"x-a": expr(`"added"`)}, want: []string{"client", "added"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p, err := New(&config.Transformations{Request: &config.Transform{Set: tc.set, Add: tc.add, Remove: tc.remove}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := policytest.Ctx(policytest.NewRequest("GET", "/a", "X-A", "client"))
+			if p.OnRequest(c) != policy.Continue {
+				t.Fatal("answered")
+			}
+			var got []string
+			for _, v := range c.Fast.Request.Header.PeekAll("X-A") {
+				got = append(got, string(v))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("X-A = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
