@@ -368,3 +368,61 @@ binds:
 		}
 	}
 }
+
+// TestConnectRefusedLogsItsTarget: a refused CONNECT request's access line
+// shows its target as the request line had it (the authority form, or
+// what else was sent), whatever refused it: the CONNECT bind's checks
+// (networkAuthorization, no bind for the port, a malformed target) or a
+// listener of routes, which serves no CONNECT.
+func TestConnectRefusedLogsItsTarget(t *testing.T) {
+	up := tcpEchoUpstream(t)
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - deny: 'destination.hostname == "blocked.test"'
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- port: 443
+  mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	tests := []struct {
+		desc   string
+		port   int
+		target string
+		status int
+	}{
+		{"denied by networkAuthorization", 1, "blocked.test:443", 403},
+		{"no bind for the port", 1, "localhost:9", 404},
+		{"a malformed target", 1, "localhost:0", 400},
+		{"a listener of routes", 3000, "example.com:443", 501},
+		{"a listener of routes, origin form", 3000, "/x", 501},
+	}
+	for i, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			c, err := net.Dial("tcp", tg.addr(tc.port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "CONNECT "+tc.target+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+			if err != nil || resp.StatusCode != tc.status {
+				t.Fatalf("CONNECT %s: %v %v; want %d", tc.target, resp, err, tc.status)
+			}
+			line := lastAccessLine(t, tg.accessLogs(), i+1)
+			requireFields(t, line, map[string]any{"method": "CONNECT", "path": tc.target, "status": int64(tc.status)})
+		})
+	}
+}

@@ -195,6 +195,12 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	rs.http10 = !fctx.Request.Header.IsHTTP11()
 	rs.grpc = isGRPC(fctx.Request.Header.ContentType())
 	end := func(status int) (*requestState, int, bool) {
+		if pc.Path == nil {
+			// Answered before routing read the path (a CONNECT, served or
+			// refused, or a request refused at its head): the line shows
+			// the target as the request line had it, a CONNECT's host:port.
+			pc.Path = requestPath(fctx)
+		}
 		b.finish(rs, status)
 		return nil, status, true
 	}
