@@ -2,11 +2,13 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -423,6 +425,53 @@ binds:
 			}
 			line := lastAccessLine(t, tg.accessLogs(), i+1)
 			requireFields(t, line, map[string]any{"method": "CONNECT", "path": tc.target, "status": int64(tc.status)})
+		})
+	}
+}
+
+// TestConnectOverH2IsRefusedAndLogged: a CONNECT on an HTTP/2 stream is
+// refused 501 (no tunnel is carried on a stream), on a listener of routes
+// and on a CONNECT bind alike, and leaves its access line as any request
+// does, with its target.
+func TestConnectOverH2IsRefusedAndLogged(t *testing.T) {
+	up := tcpEchoUpstream(t)
+	tg := startGateway(t, `
+binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- port: 443
+  mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	for i, port := range []int{3000, 1} {
+		t.Run(strconv.Itoa(port), func(t *testing.T) {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			cc, err := (&http.Transport{Protocols: &p}).NewClientConn(context.Background(), "http", tg.addr(port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Host: "localhost:443"}, Host: "localhost:443", Header: http.Header{}}
+			resp, err := cc.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 501 || resp.ProtoMajor != 2 {
+				t.Fatalf("%s %d, want HTTP/2 501", resp.Proto, resp.StatusCode)
+			}
+			eventually(t, 5*time.Second, "the access line", func() bool { return tg.accessLogs().FilterMessage("request").Len() > i })
+			line := lastAccessLine(t, tg.accessLogs(), i+1)
+			requireFields(t, line, map[string]any{"method": "CONNECT", "path": "localhost:443", "status": int64(501)})
 		})
 	}
 }

@@ -33,10 +33,9 @@ type h2Exchange struct {
 // the handler starts is read-only from then on; the rest is guarded by
 // the connection's mu, except the timers (their waiters').
 type h2State struct {
-	hc      *h2Conn
-	id      uint32
-	head    bool // a HEAD request
-	connect bool // a CONNECT request
+	hc   *h2Conn
+	id   uint32
+	head bool // a HEAD request
 	// expect100: the client waits for 100 (Continue) before its body;
 	// sent100 once it went.
 	expect100, sent100 bool
@@ -150,8 +149,7 @@ func (x *h2Exchange) request(b *h2Block) bool {
 		if b.pseudo&(pseudoPath|pseudoScheme) != 0 || b.authority == "" {
 			return false
 		}
-		x.connect = true
-		h.SetRequestURI(b.authority)
+		h.SetRequestURI(b.authority) // (refused: begin)
 	} else {
 		if b.path == "" || b.scheme != "http" && b.scheme != "https" {
 			return false
@@ -486,12 +484,7 @@ func (x *h2Exchange) takeTrailers() {
 func (hc *h2Conn) run(x *h2Exchange) {
 	fctx := &x.fctx
 	fctx.Init2(&x.stream, fasthttpLogger{hc.b.gw.log}, true)
-	if x.connect {
-		// No tunnel is carried on a stream (RFC 9113 8.5 is not offered).
-		respondError(fctx, fasthttp.StatusNotImplemented, "CONNECT is not served over HTTP/2")
-	} else {
-		hc.b.handle(fctx)
-	}
+	hc.b.handle(fctx) // (which refuses a CONNECT: begin)
 	var abort bool
 	if fctx.Hijacked() {
 		// A tunnel the request path began has nothing to run on: it is

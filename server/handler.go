@@ -220,6 +220,11 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	} else if connection {
 		dropConnectionNamed(&fctx.Request.Header, upgrade)
 	}
+	if rs.h2 != nil && fctx.IsConnect() {
+		// No tunnel is carried on a stream (RFC 9113 8.5 is not offered),
+		// on a CONNECT bind or any other.
+		return end(respondError(fctx, fasthttp.StatusNotImplemented, "CONNECT is not served over HTTP/2"))
+	}
 	if bc.connect {
 		// A CONNECT bind: tunnels, not routes (connect.go).
 		return end(b.connect(rs))
