@@ -241,7 +241,7 @@ func (b *bind) closeDelimited(fctx *fasthttp.RequestCtx) {
 	head := h.AppendBytes(nil)
 	skipBody := fctx.Request.Header.IsHead()
 	conn := fctx.Conn()
-	done := b.startTunnel(conn, nil)
+	done := b.startTunnel(conn, nil, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(c net.Conn) {
 		defer close(done)

@@ -198,7 +198,7 @@ func (b *bind) connect(rs *requestState) int {
 		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
 	raw := fctx.Conn()
-	done := b.startTunnel(raw, nil)
+	done := b.startTunnel(raw, nil, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)

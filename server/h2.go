@@ -277,7 +277,7 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	x.fctx.Request.Header.SetProtocolBytes(protoHTTP11)
 	x.head = fctx.IsHead()
 	conn := fctx.Conn()
-	done := b.startTunnel(conn, nil)
+	done := b.startTunnel(conn, nil, nil)
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(c net.Conn) {
 		defer close(done)

@@ -63,6 +63,9 @@ type requestState struct {
 	// body while its response streams: the body's count waits for the
 	// stream's end (StreamClosed).
 	bodyAsync bool
+	// tunneled says the request became an upgrade tunnel: it is recorded
+	// when the tunnel ends (tunnelEnded).
+	tunneled bool
 
 	// What the record of the request needs once the request itself may be
 	// gone (finish, record).
@@ -103,7 +106,7 @@ func releaseState(rs *requestState) {
 		rs.span = nil
 	}
 	rs.http10, rs.chainPending = false, false
-	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync = nil, false, false, false
+	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync, rs.tunneled = nil, false, false, false, false
 	rs.hangup = nil
 	rs.gateway = nil
 	rs.srv, rs.status, rs.bytesIn, rs.bytesOut, rs.remote = nil, 0, 0, 0, nil
@@ -525,6 +528,17 @@ func (b *bind) finish(rs *requestState, status int) {
 	if !rs.bodyAsync {
 		rs.bytesIn = rs.requestBytes()
 	}
+	if rs.tunneled {
+		// An upgrade tunnel is recorded when it ends (tunnelEnded), with
+		// the bytes that went through it and its whole duration, as Envoy
+		// and nginx log an upgraded connection once, at its end. (The
+		// request outlives the handler as long: fasthttp lets go of a
+		// hijacked connection's once its tunnel returns.)
+		rs.method = append(rs.method[:0], fctx.Method()...)
+		rs.path = append(rs.path[:0], rs.pc.Path...)
+		rs.remote = fctx.RemoteAddr()
+		return
+	}
 	if resp.IsBodyStream() {
 		// The request may be gone by the time the stream closes (a hijacked
 		// connection's is reset first): keep what the record needs.
@@ -622,6 +636,15 @@ func (rs *requestState) StreamClosed(n int, err error) {
 		rs.bytesIn = rs.requestBytes()
 	}
 	rs.srv.record(rs, rs.method, rs.path, rs.remote, n)
+	releaseState(rs)
+}
+
+// tunnelEnded records a request that became an upgrade tunnel once the
+// tunnel ended (or never started): in and out are the bytes that went
+// through it from the client and to it.
+func (rs *requestState) tunnelEnded(in, out int64) {
+	rs.bytesIn += int(in)
+	rs.srv.record(rs, rs.method, rs.path, rs.remote, int(out))
 	releaseState(rs)
 }
 

@@ -183,3 +183,72 @@ func TestProxyUpgradeShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestProxyUpgradeAccessLog: an upgrade tunnel leaves one access line,
+// written when the tunnel ends (as Envoy and nginx log an upgraded
+// connection), with status 101, the bytes that went through it each way
+// and its whole duration; with or without an accessLog policy, whose
+// fields still read the request then.
+func TestProxyUpgradeAccessLog(t *testing.T) {
+	tests := []struct {
+		desc   string
+		policy string
+		want   map[string]any
+	}{
+		{desc: "built-in fields"},
+		{desc: "accessLog policy", policy: `
+frontendPolicies:
+  accessLog:
+    add:
+      upgrade: request.headers["upgrade"]
+`, want: map[string]any{"upgrade": "echo"}},
+	}
+	for _, tr := range e2eTransports {
+		for _, tc := range tests {
+			t.Run(string(tr)+"/"+tc.desc, func(t *testing.T) {
+				up, _ := upgradeUpstream(t)
+				tg := startGatewayWith(t, tc.policy+oneRoute(up), nil, tr)
+				c, br := dialRaw(t, tg.addr(3000))
+				io.WriteString(c, "GET /ws?x=1 HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+				if resp, err := readReply(br, "GET"); err != nil || resp.status() != 101 {
+					t.Fatalf("handshake: %q %v", resp.line, err)
+				}
+				opened := time.Now()
+				if line, err := br.ReadString('\n'); err != nil || line != "greeting\n" {
+					t.Fatalf("greeting: %q %v", line, err)
+				}
+				big := payload(64<<10, 7)
+				go c.Write(big)
+				if _, err := io.ReadFull(br, make([]byte, len(big))); err != nil {
+					t.Fatalf("echo: %v", err)
+				}
+				if n := tg.accessLogs().FilterMessage("request").Len(); n != 0 {
+					t.Fatalf("%d access lines while the tunnel is open, want none until it ends", n)
+				}
+				// A tunnel that stays open a while, quiet.
+				time.Sleep(50 * time.Millisecond)
+				io.WriteString(c, "ping\n")
+				if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+					t.Fatalf("echo of ping: %q %v", line, err)
+				}
+				open := time.Since(opened)
+				c.(*net.TCPConn).CloseWrite()
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+					t.Fatalf("after the client half-closed: %q %v", rest, err)
+				}
+				eventually(t, 5*time.Second, "the tunnel's access line", func() bool { return tg.accessLogs().FilterMessage("request").Len() > 0 })
+				line := lastAccessLine(t, tg.accessLogs(), 1)
+				want := map[string]any{"method": "GET", "path": "/ws", "status": int64(101),
+					"bytes_in": int64(len(big) + len("ping\n")), "bytes_out": int64(len("greeting\n") + len(big) + len("ping\n"))}
+				for k, v := range tc.want {
+					want[k] = v
+				}
+				requireFields(t, line, want)
+				if d, _ := line["duration"].(time.Duration); d < open {
+					t.Errorf("duration %v, want the tunnel's whole life (over %v)", line["duration"], open)
+				}
+			})
+		}
+	}
+}

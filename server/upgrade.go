@@ -75,20 +75,24 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 	_ = conn.SetDeadline(time.Time{})
 	rawHead := append([]byte(nil), head.Header()...)
 	raw := fctx.Conn()
-	done := b.startTunnel(raw, conn)
+	done := b.startTunnel(raw, conn, rs)
+	rs.tunneled = true
 	fctx.HijackSetNoResponse(true)
 	fctx.Hijack(func(client net.Conn) {
 		defer close(done)
-		defer conn.Close()
 		setWriteStall(raw, 0) // a tunnel, not a response (client is fasthttp's wrapper of raw)
 		if acct != nil {
-			defer acct.finish()
 			br = bufio.NewReader(io.TeeReader(br, &realtimeObserver{acct: acct}))
 		}
-		if _, err := client.Write(rawHead); err != nil {
-			return
+		var in, out int64
+		if _, err := client.Write(rawHead); err == nil {
+			in, out = splice(client, conn, br)
 		}
-		splice(client, conn, br)
+		conn.Close()
+		if acct != nil {
+			acct.finish()
+		}
+		rs.tunnelEnded(in, out)
 	})
 	return fasthttp.StatusSwitchingProtocols
 }
@@ -96,18 +100,21 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 // tunnel is a client connection handed over to an upgrade tunnel.
 type tunnel struct {
 	upstream io.Closer     // closed if the tunnel never starts (may be nil)
+	rec      *requestState // recorded if the tunnel never starts (may be nil)
 	done     chan struct{} // closed when the tunnel ends
 	started  bool          // fasthttp hijacked the connection and runs the tunnel
 }
 
 // startTunnel records that the client connection c is about to become a
 // tunnel to upstream; the returned channel must be closed when it ends.
-func (b *bind) startTunnel(c net.Conn, upstream io.Closer) chan struct{} {
+// rec, when set, is the request whose record waits for the tunnel's end
+// (tunnelEnded).
+func (b *bind) startTunnel(c net.Conn, upstream io.Closer, rec *requestState) chan struct{} {
 	// The client's bytes from here on are the tunnel's, not request heads.
 	if h := sock.HeadWatchOf(c); h != nil {
 		h.Stop()
 	}
-	t := &tunnel{upstream: upstream, done: make(chan struct{})}
+	t := &tunnel{upstream: upstream, rec: rec, done: make(chan struct{})}
 	b.mu.Lock()
 	b.tunnels[c] = t
 	b.mu.Unlock()
@@ -119,7 +126,7 @@ func (b *bind) startTunnel(c net.Conn, upstream io.Closer) chan struct{} {
 // ServeConn at once; the connection's serve call must last as long as the
 // tunnel, or netpoll would hand the connection's next bytes to a new serve
 // call. A tunnel fasthttp never started (its response could not be flushed)
-// closes its upstream connection here.
+// closes its upstream connection here, and its request is recorded.
 func (b *bind) awaitTunnel(c net.Conn) {
 	b.mu.Lock()
 	t := b.tunnels[c]
@@ -129,24 +136,32 @@ func (b *bind) awaitTunnel(c net.Conn) {
 	case t == nil:
 	case t.started:
 		<-t.done
-	case t.upstream != nil:
-		t.upstream.Close()
+	default:
+		if t.upstream != nil {
+			t.upstream.Close()
+		}
+		if t.rec != nil {
+			t.rec.tunnelEnded(0, 0)
+		}
 	}
 }
 
 // splice copies both directions until either side ends, then closes both.
 // upstreamBuf holds bytes the upstream sent right after its 101 response.
-func splice(client, upstream net.Conn, upstreamBuf *bufio.Reader) {
+// in and out are the bytes that went from the client to the upstream and
+// back.
+func splice(client, upstream net.Conn, upstreamBuf *bufio.Reader) (in, out int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, _ = io.Copy(upstream, client)
+		in, _ = io.Copy(upstream, client)
 		closeWrite(upstream)
 	}()
-	_, _ = io.Copy(client, upstreamBuf)
+	out, _ = io.Copy(client, upstreamBuf)
 	closeWrite(client)
 	wg.Wait()
+	return in, out
 }
 
 func closeWrite(c net.Conn) {
