@@ -44,6 +44,9 @@ type end struct {
 	// shut is set once the sending direction is closed: a socket's state
 	// tells a reset from a FIN only until then (wasReset).
 	shut atomic.Bool
+	// eof is set once the peer ended its sending in order (its FIN, read
+	// to the end).
+	eof atomic.Bool
 }
 
 func (e *end) init(c net.Conn, s Side) {

@@ -296,15 +296,27 @@ func (d *dir) ended(err error) {
 		return
 	}
 	p.record(End{Side: d.src.side, Reason: ReasonEOF})
+	d.src.eof.Store(true)
 	err = d.dst.closeWrite()
 	switch {
 	case err == errNoHalfClose:
 		// The end of one direction is the end of both.
 		p.cut.Store(true)
 		p.close(SideNone)
+	case err != nil && d.dst.eof.Load() && gone(err):
+		// The destination ended its sending in order before, and has
+		// closed its whole connection since (its reset answering a late
+		// byte: a TLS close_notify, sent as a client closes): both
+		// directions ended in order, and nothing was left to half-close.
 	case err != nil && !p.cut.Load():
 		p.fail(d.dst.side, err)
 	}
+}
+
+// gone reports whether a connection's error says its peer closed it
+// whole: a reset, or a socket a reset has closed already.
+func gone(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // writeFailed handles a failed write to d's destination.

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -555,5 +559,115 @@ func TestHybridSpans(t *testing.T) {
 	r := e.result()
 	if r.ClientBytes != total || r.UpstreamBytes != total {
 		t.Errorf("bytes %d up, %d down; want %d each", r.ClientBytes, r.UpstreamBytes, total)
+	}
+}
+
+// TestGoneAfterItsEnd: a side that ended its sending in order and then
+// closed its whole connection (a reset, as a peer that closes answers a
+// late byte, a TLS close_notify) before the other side ended ends the pipe
+// in order, once the other side ends too: the half-close towards it has
+// nothing left to close, and is no failure of either side. Either side
+// first.
+func TestGoneAfterItsEnd(t *testing.T) {
+	forEachKind(t, func(t *testing.T, k tcpproxytest.Kind) {
+		t.Run("upstream first", func(t *testing.T) {
+			if k.Upstream == tcpproxytest.Netpoll {
+				// An upstream connection of netpoll's own reset after its
+				// FIN may hold the pipe for good, fix or not (the gateway
+				// dials upstreams with Go's net).
+				t.Skip("netpoll-dialed upstream")
+			}
+			proxySide := make(chan [2]net.Addr, 1)
+			reset := make(chan struct{})
+			var once sync.Once
+			release := func() { once.Do(func() { close(reset) }) }
+			e := setup(t, k, func(c *net.TCPConn) {
+				proxySide <- [2]net.Addr{c.RemoteAddr(), c.LocalAddr()}
+				_ = c.CloseWrite()
+				<-reset
+				_ = c.SetLinger(0)
+				_ = c.Close()
+			}, tcpproxy.Options{}, tcpproxytest.StartOptions{})
+			t.Cleanup(release) // (before setup's, which wait for the handler)
+			c := e.dial()
+			if b, err := io.ReadAll(c); err != nil || len(b) != 0 {
+				t.Fatalf("client read %q, %v; want the end", b, err)
+			}
+			addrs := <-proxySide
+			release()
+			awaitSocketGone(t, addrs[0], addrs[1])
+			closeWrite(t, c)
+			r := e.result()
+			checkEnd(t, "first", r.First, tcpproxy.SideUpstream, tcpproxy.ReasonEOF)
+			checkEnd(t, "last", r.Last, tcpproxy.SideClient, tcpproxy.ReasonEOF)
+		})
+		t.Run("client first", func(t *testing.T) {
+			ended := make(chan struct{})
+			gone := make(chan struct{})
+			var once sync.Once
+			release := func() { once.Do(func() { close(gone) }) }
+			e := setup(t, k, func(c *net.TCPConn) {
+				_, _ = tcpproxytest.Drain(c)
+				close(ended)
+				<-gone
+				_ = c.CloseWrite()
+			}, tcpproxy.Options{}, tcpproxytest.StartOptions{})
+			t.Cleanup(release) // (before setup's, which wait for the handler)
+			c := e.dial()
+			if _, err := c.Write([]byte("req")); err != nil {
+				t.Fatal(err)
+			}
+			closeWrite(t, c)
+			select {
+			case <-ended:
+			case <-time.After(bound):
+				t.Fatal("the upstream never read the client's end")
+			}
+			tcp, ok := c.(*net.TCPConn)
+			if !ok {
+				tcp = c.(interface{ NetConn() net.Conn }).NetConn().(*net.TCPConn)
+			}
+			local, proxy := tcp.LocalAddr(), tcp.RemoteAddr()
+			_ = tcp.SetLinger(0)
+			_ = tcp.Close()
+			awaitSocketGone(t, proxy, local)
+			release()
+			r := e.result()
+			checkEnd(t, "first", r.First, tcpproxy.SideClient, tcpproxy.ReasonEOF)
+			checkEnd(t, "last", r.Last, tcpproxy.SideUpstream, tcpproxy.ReasonEOF)
+		})
+	})
+}
+
+// awaitSocketGone waits (bounded) until the IPv4 TCP socket from local to
+// remote has left the kernel's table (/proc/net/tcp), as a socket does
+// once a reset closed it.
+func awaitSocketGone(t *testing.T, local, remote net.Addr) {
+	t.Helper()
+	hex := func(a net.Addr) string {
+		ta := a.(*net.TCPAddr)
+		ip := ta.IP.To4()
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ta.Port)
+	}
+	l, r := hex(local), hex(remote)
+	deadline := time.Now().Add(bound)
+	for {
+		table, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Skipf("no socket table: %v", err)
+		}
+		found := false
+		for _, line := range strings.Split(string(table), "\n") {
+			if f := strings.Fields(line); len(f) > 3 && f[1] == l && f[2] == r && f[3] != "07" { // 07: CLOSE
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("socket %v to %v still open", local, remote)
+		}
+		<-time.After(time.Millisecond)
 	}
 }
