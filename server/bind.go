@@ -33,10 +33,13 @@ type bind struct {
 	unrouted *telemetry.RouteMetrics
 
 	draining atomic.Bool
-	mu       sync.Mutex
-	conns    map[net.Conn]connState
-	tunnels  map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
-	h2conns  map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
+	// cutAt is when a drain's time ran out and cut the requests still in
+	// flight (monoNow; 0: not cut), for their records (record).
+	cutAt   atomic.Int64
+	mu      sync.Mutex
+	conns   map[net.Conn]connState
+	tunnels map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
+	h2conns map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -611,7 +614,7 @@ func (b *bind) drain(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			b.closeAll()
+			b.cut()
 			return
 		case <-tick.C:
 		}
@@ -634,13 +637,62 @@ func (b *bind) closeIdle() int {
 	return active
 }
 
-func (b *bind) closeAll() {
+// cut ends what is left when a drain's time ran out: a request waiting on
+// an upstream stops waiting, as at its client's hang-up (an HTTP/2 stream's
+// ends as its connection closes), and every connection closes. Each
+// request cut leaves its one record, saying so (record), and cut waits for
+// them, up to cutGrace: Shutdown's caller exits the process next, and
+// their lines would be lost. (A request held where the cut does not reach,
+// a policy's call to an external service, may outlast the wait.)
+func (b *bind) cut() {
+	b.cutAt.Store(int64(monoNow()))
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	conns := make([]net.Conn, 0, len(b.conns))
 	for c := range b.conns {
+		sock.CutHangup(c)
 		c.Close()
-		delete(b.conns, c)
+		// Left in the map: a connection leaves it once its serving ended,
+		// its requests' records written (connClosed).
+		conns = append(conns, c)
 	}
+	h2 := make([]*h2Conn, 0, len(b.h2conns))
+	for hc := range b.h2conns {
+		h2 = append(h2, hc)
+	}
+	b.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(cutGrace)
+	for b.serving(conns, h2) && time.Now().Before(deadline) {
+		<-tick.C
+	}
+}
+
+// cutGrace bounds cut's wait for the records of the requests it cut. A
+// Kubernetes grace period leaves at least a second after the drain
+// (graceBeforeKill, cmd/gateway).
+const cutGrace = 500 * time.Millisecond
+
+// serving reports whether any of conns is still served, or any of h2 still
+// runs a stream's handler (whose record is written before it ends).
+func (b *bind) serving(conns []net.Conn, h2 []*h2Conn) bool {
+	b.mu.Lock()
+	for _, c := range conns {
+		if _, ok := b.conns[c]; ok {
+			b.mu.Unlock()
+			return true
+		}
+	}
+	b.mu.Unlock()
+	for _, hc := range h2 {
+		hc.mu.Lock()
+		n := hc.handlers
+		hc.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fasthttpLogger sends fasthttp's own messages to zap at debug level.

@@ -540,6 +540,13 @@ func (b *bind) finish(rs *requestState, status int) {
 		return
 	}
 	if resp.IsBodyStream() {
+		if rs.h2 == nil {
+			// A drain's cut (bind.cut) ends the wait for the upstream's
+			// next bytes (an HTTP/2 stream's ends as its connection does).
+			if w := sock.Cuts(fctx.Conn()); w != nil {
+				backend.WatchStream(resp, w)
+			}
+		}
 		// The request may be gone by the time the stream closes (a hijacked
 		// connection's is reset first): keep what the record needs.
 		rs.method = append(rs.method[:0], fctx.Method()...)
@@ -665,6 +672,11 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	a := &rs.access
 	a.Method, a.Path, a.Status, a.Duration = method, path, status, d
 	a.BytesIn, a.BytesOut, a.Src, a.UpstreamError = in, out, remote, rs.upstreamErr
+	if at := b.cutAt.Load(); at != 0 && int64(rs.start) <= at {
+		// In flight when a drain's time ran out (cut): whatever failure
+		// the cut caused, the cut ended it.
+		a.UpstreamError = errCutAtShutdown
+	}
 	if r != nil {
 		a.Route = r.name
 	}
@@ -696,6 +708,10 @@ func (b *bind) record(rs *requestState, method, path []byte, remote net.Addr, ou
 	clear(extra)
 	*a = logline.Access{Extra: extra[:0]} // the pooled state keeps no request's bytes
 }
+
+// errCutAtShutdown is the access line's upstream_error of a request a
+// drain cut (bind.cut), as `end: shutdown` is a connection record's.
+var errCutAtShutdown = errors.New("shutdown: the drain's time ran out with the request in flight")
 
 // connTooOld reports whether a connection has reached its maximum duration
 // (life) at now.

@@ -547,3 +547,131 @@ func TestLifecycleRemovedBindDrains(t *testing.T) {
 	blocked.unblock()
 	released(t, result, "in-flight request on the removed bind")
 }
+
+// TestLifecycleShutdownDeadlineLogsCutRequests: a request still in flight
+// when the drain's time runs out is cut, and leaves its one access line
+// before Shutdown returns (the process exits then), saying it was cut at
+// shutdown: one waiting on its upstream (HTTP/1.1, on both transports, and
+// HTTP/2), one whose response is streaming (either), an upgrade tunnel.
+func TestLifecycleShutdownDeadlineLogsCutRequests(t *testing.T) {
+	type inFlight struct {
+		tg   *testGateway
+		done <-chan struct{} // closed once the client saw the request end
+	}
+	// Each starts a gateway and a request that is in flight on return.
+	cases := []struct {
+		desc  string
+		start func(t *testing.T, tr Transport, release <-chan struct{}) inFlight
+	}{
+		{"waiting on its upstream", func(t *testing.T, tr Transport, release <-chan struct{}) inFlight {
+			blocked := newBlockingBackend(t)
+			go func() { <-release; blocked.unblock() }()
+			tg := startGatewayWith(t, oneRoute(blocked.addr), nil, tr)
+			done := make(chan struct{})
+			result := requestInBackground(tg.url(3000) + "/stuck")
+			go func() { <-result; close(done) }()
+			blocked.waitEntered(t)
+			return inFlight{tg, done}
+		}},
+		{"HTTP/2 waiting on its upstream", func(t *testing.T, tr Transport, release <-chan struct{}) inFlight {
+			blocked := newBlockingBackend(t)
+			go func() { <-release; blocked.unblock() }()
+			tg := startGatewayWith(t, oneRoute(blocked.addr), nil, tr)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if resp, err := h2cClient().Get(tg.url(3000) + "/stuck"); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			blocked.waitEntered(t)
+			return inFlight{tg, done}
+		}},
+		{"a streaming response", func(t *testing.T, tr Transport, release <-chan struct{}) inFlight {
+			up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				io.WriteString(w, "first\n")
+				w.(http.Flusher).Flush()
+				<-release
+			}))
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			c, br := dialRaw(t, tg.addr(3000))
+			io.WriteString(c, "GET /stream HTTP/1.1\r\nHost: a\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					t.Fatalf("the response's start: %v", err)
+				}
+				if strings.HasSuffix(line, "first\n") {
+					break
+				}
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); io.Copy(io.Discard, br) }()
+			return inFlight{tg, done}
+		}},
+		{"an HTTP/2 streaming response", func(t *testing.T, tr Transport, release <-chan struct{}) inFlight {
+			up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				io.WriteString(w, "first\n")
+				w.(http.Flusher).Flush()
+				<-release
+			}))
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			resp, err := h2cClient().Get(tg.url(3000) + "/stream")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "first\n" {
+				t.Fatalf("the response's start: %q %v", line, err)
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
+			return inFlight{tg, done}
+		}},
+		{"an upgrade tunnel", func(t *testing.T, tr Transport, _ <-chan struct{}) inFlight {
+			up, _ := upgradeUpstream(t)
+			tg := startGatewayWith(t, oneRoute(up), nil, tr)
+			c, br := dialRaw(t, tg.addr(3000))
+			io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			if resp, err := readReply(br, "GET"); err != nil || resp.status() != 101 {
+				t.Fatalf("handshake: %q %v", resp.line, err)
+			}
+			if line, err := br.ReadString('\n'); err != nil || line != "greeting\n" {
+				t.Fatalf("greeting: %q %v", line, err)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			done := make(chan struct{})
+			go func() { defer close(done); io.Copy(io.Discard, br) }()
+			return inFlight{tg, done}
+		}},
+	}
+	for _, tr := range e2eTransports {
+		for _, tc := range cases {
+			t.Run(string(tr)+"/"+tc.desc, func(t *testing.T) {
+				release := make(chan struct{})
+				var once sync.Once
+				t.Cleanup(func() { once.Do(func() { close(release) }) })
+				f := tc.start(t, tr, release)
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				defer cancel()
+				f.tg.gw.Shutdown(ctx)
+				lines := f.tg.logs.FilterMessage("request").All()
+				if len(lines) != 1 {
+					t.Fatalf("%d access lines when Shutdown returned, want the cut request's", len(lines))
+				}
+				if e, _ := lines[0].ContextMap()["upstream_error"].(string); !strings.Contains(e, "shutdown") {
+					t.Errorf("the cut request's line %v does not say it was cut at shutdown", lines[0].ContextMap())
+				}
+				select {
+				case <-f.done:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the client's request was not cut")
+				}
+				once.Do(func() { close(release) })
+				if n := f.tg.logs.FilterMessage("request").Len(); n != 1 {
+					t.Errorf("%d access lines, want 1", n)
+				}
+			})
+		}
+	}
+}

@@ -45,6 +45,11 @@ type HangupWatch struct {
 	// runs out the grace of a FIN seen.
 	grace    time.Duration
 	finTimer *time.Timer
+	// cut says the gateway cut the request (CutHangup); cutWatched is the
+	// upstream connection a response streams from, which only a cut ends
+	// (Cuts).
+	cut        bool
+	cutWatched net.Conn
 }
 
 // Hangups returns the HangupWatch of the data-path connection c (a TCP
@@ -117,6 +122,74 @@ func ForgetHangup(c net.Conn) {
 	}
 	h.mu.Unlock()
 	w.mu.Unlock()
+}
+
+// CutHangup ends the wait of the request on the data-path connection c
+// as its client's hang-up would (HangupWatch: the upstream exchange it
+// waits on, OnGone's function), now and for any wait the request begins
+// later: the gateway cuts the request (a drain whose time ran out). It may
+// be called from any goroutine.
+func CutHangup(c net.Conn) {
+	f := ServerFields(c)
+	if f == nil {
+		return
+	}
+	h := &f.hangup
+	h.mu.Lock()
+	h.hangUp()
+	h.cut = true
+	if h.cutWatched != nil {
+		_ = h.cutWatched.SetDeadline(LongAgo)
+	}
+	h.mu.Unlock()
+}
+
+// CutWatch is the watch of a data-path connection's request for its cut
+// alone (CutHangup), not its client's hang-up: a response streaming from
+// an upstream connection it watches is ended by the gateway's cut, while
+// a client that half-closed after its request still reads it whole. It is
+// a backend.ClientWatch; Gone reports the cut.
+type CutWatch HangupWatch
+
+// Cuts returns the CutWatch of the data-path connection c, nil when c has
+// none.
+func Cuts(c net.Conn) *CutWatch {
+	f := ServerFields(c)
+	if f == nil {
+		return nil
+	}
+	return (*CutWatch)(&f.hangup)
+}
+
+// Watch ends c when the request is cut (at once, if it was).
+func (w *CutWatch) Watch(c net.Conn) {
+	h := (*HangupWatch)(w)
+	h.mu.Lock()
+	cut := h.cut
+	if !cut {
+		h.cutWatched = c
+	}
+	h.mu.Unlock()
+	if cut {
+		_ = c.SetDeadline(LongAgo)
+	}
+}
+
+// Unwatch ends what Watch began and reports whether the request was cut.
+func (w *CutWatch) Unwatch() bool {
+	h := (*HangupWatch)(w)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cutWatched = nil
+	return h.cut
+}
+
+// Gone reports whether the request was cut.
+func (w *CutWatch) Gone() bool {
+	h := (*HangupWatch)(w)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cut
 }
 
 // setGrace sets the grace of a FIN (Hangups).
