@@ -751,10 +751,7 @@ binds:
           processingOptions: {requestBodyMode: none, responseBodyMode: none}
       backends: [{host: '${UP}'}]
 `, map[string]string{"PROC": extproctest.Start(t, proc), "IMMEDIATE": extproctest.Start(t, immediate), "UP": upAddr})
-	for _, tc := range []struct {
-		name   string
-		client *http.Client
-	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+	for _, tc := range bothClients() {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
 			if err != nil {

@@ -308,15 +308,12 @@ binds:
       - host: '`+up+`'
         policies: {http: {version: `+version+`}}
 `, nil)
-		for _, client := range []struct {
-			name string
-			c    *http.Client
-		}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		for _, client := range bothClients() {
 			t.Run(client.name+" to "+version, func(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/t", io.NopCloser(strings.NewReader("body")))
 				req.ContentLength = -1
 				req.Trailer = http.Header{"X-Req-Trailer": {"v"}}
-				resp, err := client.c.Do(req)
+				resp, err := client.client.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}

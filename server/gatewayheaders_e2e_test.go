@@ -51,10 +51,7 @@ binds:
 			"Access-Control-Expose-Headers":    "x-session",
 		}},
 	}
-	for _, client := range []struct {
-		name string
-		c    *http.Client
-	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+	for _, client := range bothClients() {
 		for _, tt := range tests {
 			t.Run(client.name+" "+tt.desc, func(t *testing.T) {
 				req, err := http.NewRequest(http.MethodGet, tg.url(3000)+tt.path, nil)
@@ -64,7 +61,7 @@ binds:
 				for i := 0; i+1 < len(tt.headers); i += 2 {
 					req.Header.Add(tt.headers[i], tt.headers[i+1])
 				}
-				resp, body := doWith(t, client.c, req)
+				resp, body := doWith(t, client.client, req)
 				if resp.StatusCode != 200 || body != "ok" {
 					t.Fatalf("status %d body %q", resp.StatusCode, body)
 				}

@@ -325,15 +325,12 @@ func TestTrailersBothWays(t *testing.T) {
 	}))
 	for _, version := range []string{"HTTP1", "HTTP2"} {
 		tg := startGateway(t, oneRouteVersion(up, version), nil)
-		for _, client := range []struct {
-			name string
-			c    *http.Client
-		}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+		for _, client := range bothClients() {
 			t.Run(client.name+" to "+version, func(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/t", io.NopCloser(strings.NewReader("body")))
 				req.ContentLength = -1
 				req.Trailer = http.Header{"X-Req-Trailer": {"v"}}
-				resp, err := client.c.Do(req)
+				resp, err := client.client.Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -402,10 +399,7 @@ binds:
         extProc: {host: '${PROC}'}
       backends: [{host: '${UP}'}]
 `, map[string]string{"PROC": extproctest.Start(t, proc), "UP": closedAddr(t)})
-	for _, client := range []struct {
-		name string
-		c    *http.Client
-	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+	for _, client := range bothClients() {
 		t.Run(client.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, tg.url(3000)+"/grpc.testing.TestService/UnaryCall", strings.NewReader("\x00\x00\x00\x00\x00"))
 			if err != nil {
@@ -413,7 +407,7 @@ binds:
 			}
 			req.Header.Set("Content-Type", "application/grpc")
 			req.Header.Set("Te", "trailers")
-			resp, _ := doWith(t, client.c, req)
+			resp, _ := doWith(t, client.client, req)
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d", resp.StatusCode)
 			}

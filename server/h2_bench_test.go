@@ -48,24 +48,10 @@ func benchH2GET(b *testing.B, addr string) {
 // chosen against: the same client against x/net's server answering with a
 // fixed body (docs/ARCHITECTURE.md, "HTTP/2 clients").
 func BenchmarkH2Direct(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	body := []byte("hello, this is a small upstream response body of about a hundred bytes for the proxy benchmark...")
-	srv := &http2.Server{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-		}
-	}()
-	b.Cleanup(func() { ln.Close() })
-	benchH2GET(b, ln.Addr().String())
+	addr := xnetH2Upstream(b, h)
+	benchH2GET(b, addr)
 }
 
 // BenchmarkH2Proxy is a GET from an HTTP/2 client through the gateway's
@@ -166,28 +152,14 @@ func processCPU() int64 {
 // BenchmarkH2ServerDirect: x/net's server answering with a fixed body,
 // measured from the frame client: the baseline (BenchmarkH2Direct).
 func BenchmarkH2ServerDirect(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	body := []byte("hello, this is a small upstream response body of about a hundred bytes for the proxy benchmark...")
-	srv := &http2.Server{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["Content-Type"] = []string{"text/plain; charset=utf-8"}
 		w.Header()["Server"] = []string{"fasthttp"}
 		_, _ = w.Write(body)
 	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-		}
-	}()
-	b.Cleanup(func() { ln.Close() })
-	benchH2Raw(b, ln.Addr().String())
+	addr := xnetH2Upstream(b, h)
+	benchH2Raw(b, addr)
 }
 
 // BenchmarkH2ServerProxy: the gateway's HTTP/2 front-end to an HTTP/1.1
@@ -267,27 +239,13 @@ func BenchmarkH2Codec(b *testing.B) {
 // call after another on one connection. The request body streams from the
 // client's stream to the upstream's (upBody's pump).
 func BenchmarkH2UpstreamPOST(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http2.Server{}
 	answer := []byte("answer")
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = w.Write(answer)
 	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-		}
-	}()
-	b.Cleanup(func() { ln.Close() })
-	tg := startGatewayBench(b, oneRouteVersion(ln.Addr().String(), "HTTP2"), TransportStd)
+	addr := xnetH2Upstream(b, h)
+	tg := startGatewayBench(b, oneRouteVersion(addr, "HTTP2"), TransportStd)
 	client := h2cClient()
 	body := bytes.Repeat([]byte("x"), 100)
 	call := func() {
@@ -311,4 +269,25 @@ func BenchmarkH2UpstreamPOST(b *testing.B) {
 		call()
 	}
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// xnetH2Upstream serves h with x/net's HTTP/2 server in cleartext (prior
+// knowledge) on a port of its own, and returns its address.
+func xnetH2Upstream(b *testing.B, h http.Handler) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http2.Server{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
+		}
+	}()
+	b.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
 }

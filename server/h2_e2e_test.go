@@ -38,6 +38,18 @@ func upstreamH2C(t testing.TB, h http.Handler) string {
 	return ln.Addr().String()
 }
 
+// namedClient is a client and the protocol it speaks, for a subtest's name.
+type namedClient struct {
+	name   string
+	client *http.Client
+}
+
+// bothClients are an HTTP/1.1 client and an h2c one, for tests that send
+// the same request over each.
+func bothClients() []namedClient {
+	return []namedClient{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}}
+}
+
 // h2cClient speaks HTTP/2 in cleartext with prior knowledge.
 func h2cClient() *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Transport: &http2.Transport{

@@ -372,25 +372,8 @@ func (t *tracing) start(c *policy.Ctx, h2 bool) trace.Span {
 // any other (the OpenTelemetry HTTP conventions' _OTHER), so that a client
 // cannot make span names of its own.
 func spanMethod(m []byte) string {
-	switch string(m) {
-	case "GET":
-		return "GET"
-	case "POST":
-		return "POST"
-	case "PUT":
-		return "PUT"
-	case "DELETE":
-		return "DELETE"
-	case "PATCH":
-		return "PATCH"
-	case "HEAD":
-		return "HEAD"
-	case "OPTIONS":
-		return "OPTIONS"
-	case "CONNECT":
-		return "CONNECT"
-	case "TRACE":
-		return "TRACE"
+	if s, ok := logline.StandardMethod(m); ok {
+		return s
 	}
 	return "HTTP"
 }

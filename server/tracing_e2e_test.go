@@ -255,10 +255,7 @@ binds:
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	first := "00-" + traceID + "-00f067aa0ba902b7-01"
 	second := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	for _, tc := range []struct {
-		name   string
-		client *http.Client
-	}{{"HTTP/1.1", testClient}, {"h2c", h2cClient()}} {
+	for _, tc := range bothClients() {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
 			if err != nil {

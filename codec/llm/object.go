@@ -607,20 +607,12 @@ func (s *dupScanner) value(i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		for {
-			var ok bool
+			var ok, more bool
 			if i, ok = s.value(i, depth+1); !ok {
 				return i, false
 			}
-			if i = skipSpace(d, i); i >= len(d) {
-				return i, false
-			}
-			switch d[i] {
-			case ',':
-				i = skipSpace(d, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return i, false
+			if i, more, ok = afterElement(d, i, ']'); !more {
+				return i, ok
 			}
 		}
 	}
@@ -662,16 +654,25 @@ func (s *dupScanner) object(i, depth, mark int) (int, bool) {
 		if i, ok = s.value(skipSpace(d, i+1), depth+1); !ok {
 			return i, false
 		}
-		if i = skipSpace(d, i); i >= len(d) {
-			return i, false
-		}
-		switch d[i] {
-		case ',':
-			i = skipSpace(d, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return i, false
+		var more bool
+		if i, more, ok = afterElement(d, i, '}'); !more {
+			return i, ok
 		}
 	}
+}
+
+// afterElement reads what follows an element of a container that closer
+// ends, from d[i]: a comma (more, i at the next element) or closer (i past
+// it, ok); anything else is not JSON.
+func afterElement(d []byte, i int, closer byte) (next int, more, ok bool) {
+	if i = skipSpace(d, i); i >= len(d) {
+		return i, false, false
+	}
+	switch d[i] {
+	case ',':
+		return skipSpace(d, i+1), true, true
+	case closer:
+		return i + 1, false, true
+	}
+	return i, false, false
 }
