@@ -540,14 +540,19 @@ func (s *streamBody[C]) Read(p []byte) (int, error) {
 // which AddTrailerBytes refuses.
 func (s *streamBody[C]) copyTrailer() {
 	for key := range s.up.Header.Trailers() {
-		v := s.up.Header.PeekBytes(key)
-		if v == nil {
+		vs := s.up.Header.PeekAll(string(key))
+		if len(vs) == 0 {
 			continue
 		}
 		if !announced(s.dst, key) && s.dst.AddTrailerBytes(key) != nil {
 			continue
 		}
-		s.dst.SetBytesKV(key, v)
+		// Every line of the field, in order (PeekAll's views are copied
+		// as they are added).
+		s.dst.DelBytes(key)
+		for _, v := range vs {
+			s.dst.AddBytesKV(key, v)
+		}
 	}
 }
 

@@ -138,10 +138,11 @@ binds:
 }
 
 // TestResponseTrailersForwarded: the trailer fields of a chunked response
-// reach the client after the body (RFC 9110 6.5), announced or not.
+// reach the client after the body (RFC 9110 6.5), announced or not, a
+// field on several lines with each.
 func TestResponseTrailersForwarded(t *testing.T) {
 	addr, _ := rawHTTPUpstream(t, func(message) (string, bool) {
-		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\nX-Other: o\r\n\r\n", false
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: abc\r\nX-Other: o\r\nX-Other: p\r\n\r\n", false
 	})
 	tg := startGateway(t, oneRoute(addr), nil)
 	c, br := dialRaw(t, tg.addr(3000))
@@ -163,8 +164,8 @@ func TestResponseTrailersForwarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if trailer.get("X-Sum") != "abc" || trailer.get("X-Other") != "o" {
-		t.Fatalf("trailer fields %v, want X-Sum: abc and X-Other: o", trailer)
+	if trailer.get("X-Sum") != "abc" || trailer.get("X-Other") != "o, p" {
+		t.Fatalf("trailer fields %v, want X-Sum: abc and X-Other: o and p, a field's every line", trailer)
 	}
 	// The connection stays usable: the message ended where it should.
 	if m := roundTripRaw(t, c, br, "GET", "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); m.status() != 200 {
