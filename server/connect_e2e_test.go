@@ -383,21 +383,7 @@ frontendPolicies:
   networkAuthorization:
     rules:
     - deny: 'destination.hostname == "blocked.test"'
-binds:
-- port: 1
-  tunnelProtocol: connect
-  listeners: []
-- port: 443
-  mode: internal
-  listeners:
-  - protocol: TCP
-    tcpRoutes:
-    - backends: [{host: '${UP}'}]
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: '${UP}'}]
-`, map[string]string{"UP": up})
+`+connectBinds, map[string]string{"UP": up})
 	tests := []struct {
 		desc   string
 		port   int
@@ -435,22 +421,7 @@ binds:
 // does, with its target.
 func TestConnectOverH2IsRefusedAndLogged(t *testing.T) {
 	up := tcpEchoUpstream(t)
-	tg := startGateway(t, `
-binds:
-- port: 1
-  tunnelProtocol: connect
-  listeners: []
-- port: 443
-  mode: internal
-  listeners:
-  - protocol: TCP
-    tcpRoutes:
-    - backends: [{host: '${UP}'}]
-- port: 3000
-  listeners:
-  - routes:
-    - backends: [{host: '${UP}'}]
-`, map[string]string{"UP": up})
+	tg := startGateway(t, connectBinds, map[string]string{"UP": up})
 	for i, port := range []int{3000, 1} {
 		t.Run(strconv.Itoa(port), func(t *testing.T) {
 			var p http.Protocols
@@ -475,3 +446,21 @@ binds:
 		})
 	}
 }
+
+// connectBinds are a CONNECT bind (port 1) whose tunnels reach an internal
+// TCP bind (443) to ${UP}, and a listener of routes (3000) to ${UP}.
+const connectBinds = `binds:
+- port: 1
+  tunnelProtocol: connect
+  listeners: []
+- port: 443
+  mode: internal
+  listeners:
+  - protocol: TCP
+    tcpRoutes:
+    - backends: [{host: '${UP}'}]
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`
