@@ -278,10 +278,6 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	}
 	pc.Host = rs.host
 	pc.Path = path
-	if status, ok := answerTrace(fctx, rs.h2 != nil); ok {
-		// Max-Forwards: 0 (maxforwards.go).
-		return end(status)
-	}
 	if bc.tracing != nil {
 		if rs.span = bc.tracing.start(pc, rs.h2 != nil); rs.span != nil {
 			// The parent of the policies' calls to external services.

@@ -6,8 +6,6 @@ import (
 	"strconv"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/relaygate/gateway/config"
 )
 
 // Max-Forwards (RFC 9110 7.6.2): a TRACE or OPTIONS request whose
@@ -18,12 +16,14 @@ import (
 // it cannot be decremented, and refusing the request over it would break
 // what forwarding it did before.
 //
-// TRACE is answered as soon as the request is known valid, before routing
-// (answerTrace): its answer reflects the request as received, which a
-// route's policies change (a header they set, a backend's credentials).
-// OPTIONS is answered where the request would be forwarded (applyMaxForwards),
-// so that the route's policies (a CORS preflight, an authorization) answer
-// it first, as they do without Max-Forwards.
+// Both are answered where the request would be forwarded (applyMaxForwards),
+// so that the route's policies (authentication, a CORS preflight, an
+// authorization) answer first, as they do without Max-Forwards. OPTIONS
+// gets an empty 200; TRACE a 501: the gateway does not echo requests. An
+// echo reflected the credentials a route reads from fields or query
+// parameters of its own choosing (an apiKey's header, an access_token
+// parameter), which no list of sensitive names catches, and answered
+// before the route's authentication (an outside probe found both).
 
 var headerMaxForwards = []byte(fasthttp.HeaderMaxForwards)
 
@@ -59,61 +59,18 @@ func maxForwards(fctx *fasthttp.RequestCtx) (n uint64, ok bool) {
 	return n, true
 }
 
-// answerTrace answers a TRACE request whose Max-Forwards is 0, as its
-// final recipient (RFC 9110 9.3.8): 200 with the request as received, as
-// message/http, without the fields that may hold credentials
-// (config.SensitiveHeader: Authorization, Cookie, X-Api-Key, ...), which
-// the RFC asks the recipient to leave out. The request line names the
-// version the request came in (HTTP/2.0 for an HTTP/2 stream's). ok is
-// false for any other request.
-func answerTrace(fctx *fasthttp.RequestCtx, h2 bool) (status int, ok bool) {
-	if !fctx.IsTrace() {
-		return 0, false
-	}
-	if n, valid := maxForwards(fctx); !valid || n != 0 {
-		return 0, false
-	}
-	req := &fctx.Request.Header
-	var b []byte
-	b = append(b, req.Method()...)
-	b = append(b, ' ')
-	b = append(b, req.RequestURI()...)
-	if h2 {
-		b = append(b, " HTTP/2.0\r\n"...)
-	} else {
-		b = append(b, ' ')
-		b = append(b, req.Protocol()...)
-		b = append(b, "\r\n"...)
-	}
-	for k, v := range req.All() {
-		if config.SensitiveHeader(string(k)) {
-			continue
-		}
-		b = append(b, k...)
-		b = append(b, ": "...)
-		b = append(b, v...)
-		b = append(b, "\r\n"...)
-	}
-	b = append(b, "\r\n"...)
-	resp := &fctx.Response
-	resp.Reset()
-	resp.SetStatusCode(fasthttp.StatusOK)
-	resp.Header.SetContentType("message/http")
-	resp.SetBody(b)
-	return fasthttp.StatusOK, true
-}
-
 // applyMaxForwards readies an OPTIONS or TRACE request for its backend: with
-// its Max-Forwards one less, or, for an OPTIONS whose Max-Forwards is 0,
-// answered here (200, no body: the gateway knows no options of the target
-// resource to tell). answered reports the latter.
+// its Max-Forwards one less, or, when its Max-Forwards is 0, answered here:
+// OPTIONS with 200 and no body (the gateway knows no options of the target
+// resource to tell), TRACE with 501 (no echo). answered reports the latter.
 func applyMaxForwards(fctx *fasthttp.RequestCtx) (status int, answered bool) {
 	n, ok := maxForwards(fctx)
 	switch {
 	case !ok:
 		return 0, false
+	case n == 0 && fctx.IsTrace():
+		return respondError(fctx, fasthttp.StatusNotImplemented, "TRACE is not answered by the gateway"), true
 	case n == 0:
-		// (A TRACE's was answered by answerTrace.)
 		resp := &fctx.Response
 		resp.Reset()
 		resp.SetStatusCode(fasthttp.StatusOK)
