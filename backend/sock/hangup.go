@@ -82,14 +82,9 @@ func Hangups(c net.Conn, grace time.Duration) *HangupWatch {
 	h.id = id
 	w.byID[id] = h
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
-	err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
-	if errors.Is(err, unix.EEXIST) {
-		// Forgotten while its socket stayed open (a parked connection,
-		// handed back to fasthttp later): the socket takes the new key.
-		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
-	}
-	if err != nil {
+	// (A socket forgotten while it stayed open, a parked connection handed
+	// back to fasthttp later, is in the set already: it takes the new key.)
+	if err := w.arm(fd, id, unix.EPOLLRDHUP|unix.EPOLLET, false); err != nil {
 		w.mu.Lock()
 		delete(w.byID, id)
 		h.id = 0
@@ -296,6 +291,26 @@ type hangupWatcher struct {
 type watchEntry interface {
 	// event notes the socket's epoll events (the watcher's lock held).
 	event(events uint32)
+}
+
+// arm gives the socket fd the key id and the events to watch in the
+// epoll set: added, or, inSet, modified; a socket whose presence was
+// guessed wrong (added before and forgotten, or taken out by its close)
+// takes the other operation.
+func (w *hangupWatcher) arm(fd int, id uint64, events uint32, inSet bool) error {
+	ev := unix.EpollEvent{Events: events, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	op := unix.EPOLL_CTL_ADD
+	if inSet {
+		op = unix.EPOLL_CTL_MOD
+	}
+	err := unix.EpollCtl(w.epfd, op, fd, &ev)
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+	case errors.Is(err, unix.ENOENT):
+		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+	return err
 }
 
 var hangups struct {

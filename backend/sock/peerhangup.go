@@ -1,9 +1,7 @@
 package sock
 
 import (
-	"errors"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,21 +67,10 @@ func (c *Conn) WatchPeerHangup(intr Interrupter) bool {
 	}
 	w.byID[p.id] = p
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(uint32(p.id)), Pad: int32(uint32(p.id >> 32))}
 	// Once in the set, the socket stays there (disarmed by EPOLLONESHOT
 	// or by an event nobody waits for), so the next watch is one MOD;
 	// closing the socket takes it out.
-	op := unix.EPOLL_CTL_ADD
-	if p.inSet {
-		op = unix.EPOLL_CTL_MOD
-	}
-	err := unix.EpollCtl(w.epfd, op, c.fd, &ev)
-	switch {
-	case errors.Is(err, unix.EEXIST):
-		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, c.fd, &ev)
-	case errors.Is(err, syscall.ENOENT):
-		err = unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev)
-	}
+	err := w.arm(c.fd, p.id, unix.EPOLLRDHUP|unix.EPOLLONESHOT, p.inSet)
 	if err != nil {
 		c.UnwatchPeerHangup()
 		return false
@@ -115,11 +102,4 @@ func (c *Conn) UnwatchPeerHangup() (hungUp bool) {
 
 // HasBytes reports whether bytes from the peer wait to be read (an answer
 // that came before a hang-up), without waiting or taking them.
-func (c *Conn) HasBytes() bool {
-	has := false
-	_ = c.raw.Control(func(fd uintptr) {
-		n, e := peek(fd, c.peekBuf[:])
-		has = e == 0 && n > 0
-	})
-	return has
-}
+func (c *Conn) HasBytes() bool { return c.peerSending() }
