@@ -159,7 +159,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 // client's connection gets a read deadline long past (not on netpoll,
 // where the read ends with the client's next bytes or the body idle
 // timeout: deadlineInterrupts). The connection is closed after the
-// response, its body unread (the exchange's caller, interruptedBody).
+// response, its body unread (finish, or InterruptBody).
 func (b *requestBody) InterruptRead() {
 	b.interrupted.Store(true)
 	switch c := b.client.(type) {

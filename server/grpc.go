@@ -213,19 +213,13 @@ func (b *bind) exchangeH2(rs *requestState, up *backend.Upstream, deadline time.
 }
 
 // InterruptBody ends a read of the client's request body that outlives an
-// HTTP/2 exchange (backend.BodyInterrupter): an HTTP/2 client's stream
-// body is closed; an HTTP/1.1 client's connection gets a read deadline now
-// and closes after the response, its body unread to the end.
+// HTTP/2 exchange (backend.BodyInterrupter), on the exchange's goroutine:
+// the body's own interruption (requestBody.InterruptRead), and an HTTP/1.1
+// client's connection closes after the response, its body unread.
 func (rs *requestState) InterruptBody() {
-	rs.body.interrupted.Store(true)
-	if rs.h2 != nil {
-		rs.h2.closeBody()
-		return
-	}
-	fctx := rs.pc.Fast
-	fctx.SetConnectionClose()
-	if c := fctx.Conn(); c != nil && deadlineInterrupts(c) {
-		_ = c.SetReadDeadline(time.Now())
+	rs.body.InterruptRead()
+	if rs.h2 == nil {
+		rs.pc.Fast.SetConnectionClose()
 	}
 }
 
