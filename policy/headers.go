@@ -96,19 +96,18 @@ func compileHeaderFields(field string, in map[string]string) ([]headerField, err
 // line, which moves the lines of other fields (a list set just before
 // would change order). Cookie is always deleted first: fasthttp's Set
 // merges the cookies it is given into those already there.
-func SetRequestHeader(h *fasthttp.RequestHeader, name, value string) {
-	if equalFoldASCII(name, "cookie") || len(h.PeekAll(name)) > 1 {
-		h.Del(name)
-	}
-	h.Set(name, value)
-}
+func SetRequestHeader(h *fasthttp.RequestHeader, name, value string) { setEvery(h, name, value) }
 
 // SetResponseHeader is SetRequestHeader for a response: an upstream's
 // second line does not reach the client beside the gateway's value.
 // Set-Cookie is always deleted first (fasthttp's Set replaces only the
 // cookie of the same name).
-func SetResponseHeader(h *fasthttp.ResponseHeader, name, value string) {
-	if deleteFirst(h, name) {
+func SetResponseHeader(h *fasthttp.ResponseHeader, name, value string) { setEvery(h, name, value) }
+
+// setEvery is SetRequestHeader and SetResponseHeader: a name on several
+// lines, and Cookie and Set-Cookie always, are deleted before the set.
+func setEvery(h Headers, name, value string) {
+	if equalFoldASCII(name, "cookie") || equalFoldASCII(name, "set-cookie") || len(h.PeekAll(name)) > 1 {
 		h.Del(name)
 	}
 	h.Set(name, value)
@@ -131,12 +130,6 @@ func SetResponseHeaderCanonical(h *fasthttp.ResponseHeader, name, value []byte) 
 		h.DelBytes(name)
 	}
 	h.SetCanonical(name, value)
-}
-
-// deleteFirst reports whether a response's name must be deleted before
-// it is set (SetResponseHeader).
-func deleteFirst(h *fasthttp.ResponseHeader, name string) bool {
-	return equalFoldASCII(name, "set-cookie") || len(h.PeekAll(name)) > 1
 }
 
 // ApplyRequest modifies request headers in place.
@@ -233,11 +226,12 @@ type Headers interface {
 	Set(key, value string)
 	Del(key string)
 	Peek(key string) []byte
+	PeekAll(key string) [][]byte
 }
 
-// Apply makes the edit on h. A set deletes the name first: fasthttp's Set
-// replaces only the first field of a name, and a client's second copy
-// would stay beside the value set.
+// Apply makes the edit on h. A set replaces every line of the name
+// (setEvery): fasthttp's Set replaces only the first, and a client's
+// second copy would stay beside the value set.
 func (e HeaderEdit) Apply(h Headers) {
 	present := h.Peek(e.Name) != nil
 	switch e.Action {
@@ -253,6 +247,5 @@ func (e HeaderEdit) Apply(h Headers) {
 			return
 		}
 	}
-	h.Del(e.Name)
-	h.Set(e.Name, e.Value)
+	setEvery(h, e.Name, e.Value)
 }
