@@ -200,8 +200,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 			// Every value replaced (agentgateway's insert): fasthttp's Set
 			// replaces only the first, and the client's second copy of the
 			// header would reach the backend beside the service's.
-			c.Fast.Request.Header.Del(h.GetKey())
-			c.Fast.Request.Header.Set(h.GetKey(), h.GetValue())
+			policy.SetRequestHeader(&c.Fast.Request.Header, h.GetKey(), h.GetValue())
 		}
 	}
 	return policy.Continue
