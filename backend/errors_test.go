@@ -24,6 +24,7 @@ func TestClassify(t *testing.T) {
 		{desc: "dial op error", err: &net.OpError{Op: "dial", Err: errors.New("x")}, want: FailureConnect, status: 503},
 		{desc: "dns", err: &net.DNSError{Err: "no such host", Name: "x"}, want: FailureConnect, status: 503},
 		{desc: "no free conns", err: fasthttp.ErrNoFreeConns, want: FailureConnect, status: 503},
+		{desc: "h2 stream refused", err: fmt.Errorf("%w (3 times): x", ErrStreamRefused), want: FailureConnect, status: 503},
 		{desc: "fasthttp timeout", err: fasthttp.ErrTimeout, want: FailureTimeout, status: 504},
 		{desc: "deadline", err: os.ErrDeadlineExceeded, want: FailureTimeout, status: 504},
 		{desc: "closed early", err: fasthttp.ErrConnectionClosed, want: FailureProtocol, status: 502},

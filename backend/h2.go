@@ -27,11 +27,12 @@ import (
 // The exchange reads and writes the same fasthttp request and response as
 // the HTTP/1.1 one (Exchange), so the request path around it is shared.
 
-// h2Pool is an upstream's HTTP/2 side.
+// h2Pool is an upstream's HTTP/2 side: its transport and connections,
+// made on first use.
 type h2Pool struct {
-	once sync.Once
-	mu   sync.Mutex
-	t    *http2.Transport
+	once  sync.Once
+	mu    sync.Mutex
+	conns *h2Conns
 }
 
 // h2Ping is how long an upstream HTTP/2 connection may be silent before it
@@ -51,12 +52,11 @@ var errNotH2 = errors.New("the upstream did not negotiate HTTP/2 (ALPN h2)")
 // (ALPNVersion).
 var ErrPickedHTTP1 = errors.New("the upstream picked http/1.1 over h2 (ALPN)")
 
-// h2Transport returns the upstream's HTTP/2 transport, made on first use.
-func (u *Upstream) h2Transport() *http2.Transport {
+// h2Conns returns the upstream's HTTP/2 connections, made on first use.
+func (u *Upstream) h2Conns() *h2Conns {
 	u.h2.once.Do(func() {
-		nd := u.dialing.netDialer()
-		network := u.dialing.network()
-		t := &http2.Transport{
+		p := &h2Conns{u: u}
+		p.t = &http2.Transport{
 			AllowHTTP: u.tls == nil,
 			// A proxy passes bodies as they are: no Accept-Encoding of its
 			// own, no decompression.
@@ -64,15 +64,15 @@ func (u *Upstream) h2Transport() *http2.Transport {
 			IdleConnTimeout:    u.idle,
 			ReadIdleTimeout:    h2PingAfter,
 			PingTimeout:        h2PingTimeout,
-			DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
-				return u.dialH2(ctx, nd, network)
-			},
+			// Connections are dialled and kept by p, which x/net tells
+			// when one dies.
+			ConnPool: p,
 		}
 		u.h2.mu.Lock()
-		u.h2.t = t
+		u.h2.conns = p
 		u.h2.mu.Unlock()
 	})
-	return u.h2.t
+	return u.h2.conns
 }
 
 // dialH2 opens an HTTP/2 connection to the upstream: TCP, then TLS with
@@ -107,14 +107,14 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 	return tc, nil
 }
 
-// closeH2 closes the idle connections of the upstream's HTTP/2 transport,
-// if it has one.
+// closeH2 retires the upstream's HTTP/2 connections, if it has any: the
+// idle ones close now, the others when their streams end.
 func (u *Upstream) closeH2() {
 	u.h2.mu.Lock()
-	t := u.h2.t
+	p := u.h2.conns
 	u.h2.mu.Unlock()
-	if t != nil {
-		t.CloseIdleConnections()
+	if p != nil {
+		p.closeIdle()
 	}
 }
 
@@ -135,7 +135,7 @@ type BodyInterrupter interface {
 // whole response. te asks for trailers (TE: trailers, which gRPC servers
 // expect).
 func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *fasthttp.Response, deadline time.Time, intr BodyInterrupter, te bool) error {
-	t := u.h2Transport()
+	conns := u.h2Conns()
 	var cancel context.CancelFunc
 	if !deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -156,7 +156,7 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 			hr.Trailer[string(k)] = nil
 		}
 	}
-	hresp, err := t.RoundTrip(hr)
+	hresp, err := conns.roundTrip(hr)
 	if err != nil {
 		body.detach()
 		// Past the deadline, whatever ended the exchange (the upstream

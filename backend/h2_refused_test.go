@@ -248,3 +248,47 @@ func TestExchangeH2RefusedWhileTheBodyIsOnItsWay(t *testing.T) {
 		t.Fatalf("upstream saw %q", seen)
 	}
 }
+
+// An upstream that refuses every stream (RST_STREAM REFUSED_STREAM or a
+// GOAWAY that leaves it out) gets the request h2Attempts times, at once,
+// and the exchange then fails with ErrStreamRefused (a 503): x/net's own
+// retries waited 1, 2, 4 ... 32 s between seven more tries, so a client
+// waited over a minute, here until the exchange's deadline.
+func TestExchangeH2UpstreamRefusingEveryStream(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		streamed, goAway bool
+	}{
+		{"no body", false, false}, {"buffered body", false, false}, {"streamed body", true, false},
+		{"no body, GOAWAY", false, true}, {"streamed body, GOAWAY", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &refusingH2Upstream{refuse: 1 << 20, goAway: tc.goAway}
+			u := NewUpstream(up.start(t), PoolSettings{})
+			t.Cleanup(u.Close)
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(resp)
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/svc.Echo/Say")
+			switch {
+			case tc.streamed:
+				req.SetBodyStream(strings.NewReader("body"), -1)
+			case strings.HasPrefix(tc.name, "buffered"):
+				req.SetBodyString("body")
+			default:
+				req.Header.SetMethod("GET")
+			}
+			err := u.ExchangeH2(context.Background(), req, resp, time.Now().Add(30*time.Second), nil, false)
+			if !errors.Is(err, ErrStreamRefused) {
+				t.Fatalf("exchange: %v; want ErrStreamRefused", err)
+			}
+			if f := Classify(err); f.Status() != 503 {
+				t.Fatalf("classified %v, status %d; want 503", f, f.Status())
+			}
+			if seen := up.seen(); len(seen) != h2Attempts {
+				t.Fatalf("upstream saw %d requests; want %d", len(seen), h2Attempts)
+			}
+		})
+	}
+}

@@ -3,12 +3,15 @@ package backend
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,5 +93,101 @@ func TestExchangeH2RefusedWithoutALPN(t *testing.T) {
 	err := u.ExchangeH2(context.Background(), req, resp, time.Time{}, nil, false)
 	if Classify(err) != FailureConnect {
 		t.Fatalf("%v: %v; want a connect failure (nothing sent)", err, Classify(err))
+	}
+}
+
+// Requests in flight at once to a new HTTP/2 upstream share one dial and
+// one connection (its streams), and Close closes that connection once it
+// is idle; the next request dials anew.
+func TestExchangeH2RequestsShareOneConnection(t *testing.T) {
+	const n = 16
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]http.ConnState{}
+	)
+	arrived := make(chan struct{}, n+1)
+	release := make(chan struct{})
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, r.Proto) //nolint:errcheck
+	}))
+	ts.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		conns[c] = s
+		mu.Unlock()
+	}
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	roots := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := NewUpstream(strings.TrimPrefix(ts.URL, "https://"), PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
+	t.Cleanup(u.Close)
+	exchange := func() error {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("/")
+		if err := u.ExchangeH2(context.Background(), req, resp, time.Now().Add(10*time.Second), nil, false); err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.BodyStream())
+		_ = resp.CloseBodyStream()
+		if err == nil && string(body) != "HTTP/2.0" {
+			err = fmt.Errorf("body %q", body)
+		}
+		return err
+	}
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- exchange() }()
+	}
+	for range n {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the requests did not all reach the upstream at once")
+		}
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(want http.ConnState) (open, inState int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range conns {
+			if s != http.StateClosed && s != http.StateHijacked {
+				open++
+			}
+			if s == want {
+				inState++
+			}
+		}
+		return open, len(conns)
+	}
+	if open, all := count(http.StateClosed); all != 1 || open != 1 {
+		t.Fatalf("%d connections, %d open; want the %d requests on one", all, open, n)
+	}
+	u.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if open, _ := count(http.StateClosed); open == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close left the idle connection open")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := exchange(); err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	if _, all := count(http.StateClosed); all != 2 {
+		t.Fatalf("%d connections; want a second one after Close", all)
 	}
 }
