@@ -108,7 +108,7 @@ func SetResponseHeader(h *fasthttp.ResponseHeader, name, value string) { setEver
 // lines, and Cookie and Set-Cookie always, are deleted before the set.
 func setEvery(h Headers, name, value string) {
 	if equalFoldASCII(name, "cookie") || equalFoldASCII(name, "set-cookie") || len(h.PeekAll(name)) > 1 {
-		h.Del(name)
+		delKeepingOrder(h, name)
 	}
 	h.Set(name, value)
 }
@@ -127,7 +127,7 @@ func SetResponseHeaderCanonical(h *fasthttp.ResponseHeader, name, value []byte) 
 		}
 	}
 	if lines > 1 || string(name) == fasthttp.HeaderSetCookie {
-		h.DelBytes(name)
+		DelResponseHeader(h, name)
 	}
 	h.SetCanonical(name, value)
 }
@@ -139,11 +139,11 @@ func (m *HeaderModifier) ApplyRequest(h *fasthttp.RequestHeader) {
 	}
 	for _, f := range m.set {
 		// fasthttp's Set replaces only the first line of a name.
-		h.DelBytes(f.name)
+		DelRequestHeader(h, f.name)
 		h.SetBytesKV(f.name, f.value)
 	}
 	for _, name := range m.remove {
-		h.DelBytes(name)
+		DelRequestHeader(h, name)
 	}
 }
 
@@ -154,11 +154,11 @@ func (m *HeaderModifier) ApplyResponse(h *fasthttp.ResponseHeader) {
 	}
 	for _, f := range m.set {
 		// fasthttp's Set replaces only the first line of a name.
-		h.DelBytes(f.name)
+		DelResponseHeader(h, f.name)
 		h.SetBytesKV(f.name, f.value)
 	}
 	for _, name := range m.remove {
-		h.DelBytes(name)
+		DelResponseHeader(h, name)
 	}
 }
 
@@ -221,6 +221,20 @@ type HeaderEdit struct {
 
 // Headers are a request's or a response's headers, as HeaderEdit changes
 // them (*fasthttp.RequestHeader, *fasthttp.ResponseHeader).
+// delKeepingOrder deletes every line of name from h, and moves no other
+// name's lines (DelRequestHeader) when h is a fasthttp header; other
+// Headers delete as they do.
+func delKeepingOrder(h Headers, name string) {
+	switch h := h.(type) {
+	case *fasthttp.RequestHeader:
+		DelRequestHeader(h, []byte(name))
+	case *fasthttp.ResponseHeader:
+		DelResponseHeader(h, []byte(name))
+	default:
+		h.Del(name)
+	}
+}
+
 type Headers interface {
 	Add(key, value string)
 	Set(key, value string)

@@ -235,7 +235,7 @@ func (b *bind) closeDelimited(fctx *fasthttp.RequestCtx) {
 	resp := &fctx.Response
 	body := resp.BodyStream()
 	h := &resp.Header
-	h.Del(fasthttp.HeaderTransferEncoding)
+	policy.DelResponseHeader(h, headerTransferEncoding)
 	h.Del(fasthttp.HeaderTrailer) // no trailer section without chunks
 	h.SetContentLength(-2)        // no length: sets Connection: close
 	head := h.AppendBytes(nil)

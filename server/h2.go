@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
 )
 
 // HTTP/2 clients: over TLS (ALPN h2), in cleartext with prior knowledge
@@ -272,7 +273,7 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	x := acquireH2Exchange()
 	h.CopyTo(&x.fctx.Request.Header)
 	for _, k := range [][]byte{headerConnection, headerUpgrade, headerHTTP2Settings, headerContentLength} {
-		x.fctx.Request.Header.DelBytes(k)
+		policy.DelRequestHeader(&x.fctx.Request.Header, k)
 	}
 	x.fctx.Request.Header.SetProtocolBytes(protoHTTP11)
 	x.head = fctx.IsHead()

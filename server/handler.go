@@ -371,7 +371,7 @@ func headerCount(h *fasthttp.RequestHeader) (n int, upgrade, connection bool) {
 // flag, kept).
 func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
 	upgrade = upgrade && isUpgrade(h)
-	del := h.DelBytes
+	del := func(name []byte) { policy.DelRequestHeader(h, name) }
 	if upgrade {
 		del = delExceptUpgrade(h)
 	}
@@ -384,7 +384,7 @@ func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
 		return
 	}
 	closing := h.ConnectionClose()
-	h.DelBytes(headerConnection)
+	policy.DelRequestHeader(h, headerConnection)
 	if closing {
 		h.SetConnectionClose()
 	}
@@ -516,7 +516,7 @@ func (b *bind) finish(rs *requestState, status int) {
 		if resp.IsBodyStream() {
 			b.closeDelimited(fctx)
 		} else {
-			resp.Header.Del(fasthttp.HeaderTransferEncoding)
+			policy.DelResponseHeader(&resp.Header, headerTransferEncoding)
 			resp.Header.SetContentLength(-2)
 		}
 	}

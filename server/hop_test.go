@@ -2,8 +2,12 @@ package server
 
 import (
 	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -76,5 +80,69 @@ func TestCleanResponseRemovesHopAndListedFieldsOnly(t *testing.T) {
 	}
 	if string(resp.Header.Peek("X-Kept")) != "yes" {
 		t.Error("X-Kept was removed")
+	}
+}
+
+// Deleting a field on the way (a hop-by-hop one, one Connection names, one
+// a header policy removes) leaves the lines of every other name in their
+// order, both ways: fasthttp's Del fills the hole with the last line, and
+// `X-A: 1`, `X-A: 2`, `X-A: 3` after a Keep-Alive reached the backend as
+// 3, 1, 2 (and an upstream's WWW-Authenticate challenges, its order of
+// preference, reached the client turned round).
+func TestDeletedFieldsLeaveTheOrderOfTheOthers(t *testing.T) {
+	seen := make(chan http.Header, 4)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		// Written sorted by name: A-Drop, Keep-Alive, the challenges, Date.
+		w.Header()["Keep-Alive"] = []string{"timeout=5"}
+		w.Header()["A-Drop"] = []string{"x"}
+		w.Header()["Www-Authenticate"] = []string{"Negotiate", `Basic realm="a"`, `Bearer realm="b"`}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        requestHeaderModifier: {remove: [x-remove]}
+        responseHeaderModifier: {remove: [a-drop]}
+      backends: [{host: `+up+`}]
+`, nil)
+	for _, tc := range []struct{ name, fields string }{
+		{"hop-by-hop", "Keep-Alive: timeout=5\r\nX-A: 1\r\nX-A: 2\r\nX-A: 3\r\n"},
+		{"named by Connection", "Connection: keep-alive, x-hop\r\nX-Hop: 1\r\nX-A: 1\r\nX-B: b\r\nX-A: 2\r\nX-A: 3\r\n"},
+		{"removed by a policy", "X-Remove: 1\r\nX-A: 1\r\nX-A: 2\r\nX-Remove: 2\r\nX-A: 3\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", tg.addr(3000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n"+tc.fields+"\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			var got http.Header
+			select {
+			case got = <-seen:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the upstream saw no request")
+			}
+			if v := got["X-A"]; strings.Join(v, "|") != "1|2|3" {
+				t.Errorf("the upstream got X-A %q; want 1, 2, 3 in order", v)
+			}
+			if v := resp.Header["Www-Authenticate"]; strings.Join(v, "|") != `Negotiate|Basic realm="a"|Bearer realm="b"` {
+				t.Errorf("the client got the challenges %q; want them in the upstream's order", v)
+			}
+			if got.Get("X-Remove") != "" || got.Get("X-Hop") != "" || resp.Header.Get("Keep-Alive") != "" || resp.Header.Get("A-Drop") != "" {
+				t.Errorf("a field was not deleted: request %v, response %v", got, resp.Header)
+			}
+		})
 	}
 }

@@ -300,11 +300,11 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	// (It fails only on backendAuth secrets: an ai backend's are its
 	// providers', each attempt's.)
 	_ = b.prepareRequest(rs, rb, nil, false, fields, false)
-	req.Header.Del(fasthttp.HeaderAcceptEncoding) // the gateway reads the answer
+	policy.DelRequestHeader(&req.Header, headerAcceptEncoding) // the gateway reads the answer
 	// Content-Encoding is almost never there: a look first costs nothing,
 	// a Del normalises its name and walks every header.
 	if len(req.Header.ContentEncoding()) > 0 {
-		req.Header.Del(fasthttp.HeaderContentEncoding)
+		policy.DelRequestHeader(&req.Header, headerContentEncoding)
 	}
 	if t.set.Len() > 1 {
 		// Only a second attempt needs the head back as it is now.

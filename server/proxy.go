@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/sock"
+	"github.com/relaygate/gateway/policy"
 )
 
 // Hop-by-hop headers (RFC 9110 7.6.1) that a proxy must not forward.
@@ -304,7 +305,7 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 				// headers go.
 				removeConnectionTokens(v, delExceptUpgrade(h))
 			} else {
-				removeConnectionTokens(v, h.DelBytes)
+				removeConnectionTokens(v, func(name []byte) { policy.DelRequestHeader(h, name) })
 			}
 		}
 	}
@@ -312,7 +313,7 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 		if fields&(1<<i) == 0 || upgrade && 1<<i == fieldUpgrade {
 			continue
 		}
-		h.DelBytes(name)
+		policy.DelRequestHeader(h, name)
 	}
 	h.ResetConnectionClose()
 	if upgrade {
@@ -321,7 +322,7 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 		h.SetBytesKV(headerConnection, headerUpgrade)
 	}
 	if fields&fieldExpect != 0 {
-		h.DelBytes(headerExpect)
+		policy.DelRequestHeader(h, headerExpect)
 	}
 
 	// X-Forwarded-For and -Proto: every prior line, in order, then this hop,
@@ -332,7 +333,7 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	}
 	buf = appendIP(buf, fctx.RemoteAddr())
 	if prior {
-		h.DelBytes(headerXFF)
+		policy.DelRequestHeader(h, headerXFF)
 	}
 	h.SetCanonical(headerXFF, buf)
 	buf, prior = buf[:0], false
@@ -341,7 +342,7 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	}
 	buf = append(buf, rs.pc.Scheme...)
 	if prior {
-		h.DelBytes(headerXFP)
+		policy.DelRequestHeader(h, headerXFP)
 	}
 	h.SetCanonical(headerXFP, buf)
 	rs.pc.KeepScratch(buf)
@@ -390,7 +391,7 @@ var (
 func delExceptUpgrade(h *fasthttp.RequestHeader) func([]byte) {
 	return func(name []byte) {
 		if !bytes.EqualFold(name, headerUpgrade) {
-			h.DelBytes(name)
+			policy.DelRequestHeader(h, name)
 		}
 	}
 }
@@ -425,12 +426,12 @@ func cleanResponse(h *fasthttp.ResponseHeader) {
 	}
 	if present&fieldConnection != 0 {
 		for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
-			removeConnectionTokens(v, h.DelBytes)
+			removeConnectionTokens(v, func(name []byte) { policy.DelResponseHeader(h, name) })
 		}
 	}
 	for i, name := range hopHeaders {
 		if present&(1<<i) != 0 {
-			h.DelBytes(name)
+			policy.DelResponseHeader(h, name)
 		}
 	}
 	h.ResetConnectionClose()
@@ -524,6 +525,9 @@ var (
 	headerHost             = []byte(fasthttp.HeaderHost)
 	headerContentLength    = []byte(fasthttp.HeaderContentLength)
 	headerTransferEncoding = []byte(fasthttp.HeaderTransferEncoding)
+	headerAcceptEncoding   = []byte(fasthttp.HeaderAcceptEncoding)
+	headerContentEncoding  = []byte(fasthttp.HeaderContentEncoding)
+	headerWSExtensions     = []byte("Sec-WebSocket-Extensions")
 )
 
 // appendIP appends the IP of a TCP address without allocating.

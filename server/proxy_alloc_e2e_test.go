@@ -64,6 +64,15 @@ func TestProxyAllocationsBeyondPlainGET(t *testing.T) {
 			req.Header.Set("X-Bar", "2")
 			req.Header.Set("Keep-Alive", "timeout=5")
 		}},
+		// Deleting Keep-Alive would move the X-A lines: the header is
+		// rebuilt from there (policy.DelRequestHeader), in pooled buffers.
+		{desc: "hop-by-hop field before a repeated one", size: 0, setup: func(req *fasthttp.Request) {
+			req.SetRequestURI("/h")
+			req.Header.Set("Keep-Alive", "timeout=5")
+			req.Header.Add("X-A", "1")
+			req.Header.Add("X-A", "2")
+			req.Header.Add("X-A", "3")
+		}},
 		{desc: "streamed chunked response", size: len(big), setup: func(req *fasthttp.Request) { req.SetRequestURI("/chunked") }},
 		// A body of known length goes out through the client connection's
 		// ReadFrom: the gateway's own (package sock) copies through a pooled

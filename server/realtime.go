@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/provider"
+	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -56,7 +57,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	}
 	_ = b.prepareRequest(rs, rb, prov.up, true, fields, false) // an ai backend's credentials are its providers'
 	// No compression is negotiated, so the server's events can be read.
-	req.Header.Del("Sec-WebSocket-Extensions")
+	policy.DelRequestHeader(&req.Header, headerWSExtensions)
 	uri := prov.p.AppendPath(rs.pc.Scratch(), provider.Passthrough, "", false, req.Header.RequestURI())
 	req.SetRequestURIBytes(uri)
 	rs.pc.KeepScratch(uri)

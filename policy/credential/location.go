@@ -172,7 +172,7 @@ func (l *Location) Remove(c *policy.Ctx) {
 	req := &c.Fast.Request
 	switch l.kind {
 	case locHeader:
-		req.Header.DelBytes(l.name)
+		policy.DelRequestHeader(&req.Header, l.name)
 	case locQuery:
 		head, query, tail := splitTarget(req.Header.RequestURI())
 		if query == nil {
@@ -205,7 +205,7 @@ func (l *Location) Insert(req *fasthttp.Request, token, scratch []byte) []byte {
 	case locHeader:
 		b = append(b, l.prefix...)
 		b = append(b, token...)
-		req.Header.DelBytes(l.name)
+		policy.DelRequestHeader(&req.Header, l.name)
 		req.Header.SetBytesKV(l.name, b)
 	case locQuery:
 		head, query, tail := splitTarget(req.Header.RequestURI())

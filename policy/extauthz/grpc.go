@@ -287,7 +287,7 @@ func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 		if name == "" || name[0] == ':' || equalFold(name, "host") || policy.FramingHeader(name) {
 			continue
 		}
-		req.Header.Del(name)
+		policy.DelRequestHeader(&req.Header, []byte(name))
 	}
 	set, remove := ok.GetQueryParametersToSet(), ok.GetQueryParametersToRemove()
 	if len(set) == 0 && len(remove) == 0 {

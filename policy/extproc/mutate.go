@@ -140,7 +140,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 		if strings.HasPrefix(name, ":") || name == "host" || policy.FramingHeader(name) {
 			continue
 		}
-		req.Header.Del(name)
+		policy.DelRequestHeader(&req.Header, []byte(name))
 	}
 	for _, e := range es {
 		switch e.name {
@@ -195,7 +195,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 		if strings.HasPrefix(name, ":") || policy.FramingHeader(name) {
 			continue
 		}
-		resp.Header.Del(name)
+		policy.DelResponseHeader(&resp.Header, []byte(name))
 	}
 	for _, e := range es {
 		switch {

@@ -17,7 +17,9 @@ type requestHeaders struct{ c *policy.Ctx }
 
 func (r requestHeaders) Set(k, v string) { policy.SetRequestHeader(&r.c.Fast.Request.Header, k, v) }
 func (r requestHeaders) Add(k, v string) { r.c.Fast.Request.Header.Add(k, v) }
-func (r requestHeaders) Del(k string)    { r.c.Fast.Request.Header.Del(k) }
+func (r requestHeaders) Del(k string) {
+	policy.DelRequestHeader(&r.c.Fast.Request.Header, []byte(k))
+}
 
 // reset removes every header but Host (the request's authority) and the
 // framing headers, which describe the body the gateway forwards.
@@ -67,7 +69,9 @@ type responseHeaders struct{ c *policy.Ctx }
 
 func (r responseHeaders) Set(k, v string) { policy.SetResponseHeader(&r.c.Fast.Response.Header, k, v) }
 func (r responseHeaders) Add(k, v string) { r.c.Fast.Response.Header.Add(k, v) }
-func (r responseHeaders) Del(k string)    { r.c.Fast.Response.Header.Del(k) }
+func (r responseHeaders) Del(k string) {
+	policy.DelResponseHeader(&r.c.Fast.Response.Header, []byte(k))
+}
 
 // reset removes every header but the framing ones.
 func (r responseHeaders) reset() {

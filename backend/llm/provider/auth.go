@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/credential"
 )
 
@@ -48,7 +49,7 @@ func removeClientCredentials(h *fasthttp.RequestHeader) {
 	}
 	for i, name := range clientCredentialHeaders {
 		if found[i] {
-			h.Del(name) // every value: a second one would survive a Set
+			policy.DelRequestHeader(h, []byte(name)) // every value: a second one would survive a Set
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/credential"
 )
 
@@ -89,7 +90,7 @@ func (c *keyCredentials) apply(_ context.Context, req *fasthttp.Request) error {
 		return nil
 	}
 	if c.removeHeader {
-		h.Del(c.name) // every value the client sent there
+		policy.DelRequestHeader(h, []byte(c.name)) // every value the client sent there
 	}
 	h.SetCanonical(c.header, value)
 	return nil
