@@ -34,6 +34,7 @@ type Redirect struct {
 var (
 	hdrLocation       = []byte("Location")
 	msgRedirectFailed = []byte("request redirect: cannot build the redirect URL for this request")
+	msgRedirectNoHost = []byte("request redirect: the request has no Host to redirect to")
 )
 
 // NewRedirect compiles a redirect.
@@ -80,8 +81,10 @@ func (p *Redirect) OnRequest(c *Ctx) Result {
 	if len(authority) == 0 {
 		authority = req.URI().Host()
 	}
-	if len(authority) == 0 {
-		answerText(c, fasthttp.StatusInternalServerError, msgRedirectFailed)
+	if len(authority) == 0 && p.authority.kind != hostFull {
+		// An HTTP/1.0 request may come without Host: there is no
+		// authority to keep, and the client's request is what lacks it.
+		answerText(c, fasthttp.StatusBadRequest, msgRedirectNoHost)
 		return Done
 	}
 	host, port, ok := splitAuthority(authority)

@@ -91,6 +91,12 @@ func TestRedirect(t *testing.T) {
 		{desc: "prefix without prefix match", cfg: config.RequestRedirect{Path: &config.PathRewrite{Prefix: strp("/v1")}}, target: "/exact", host: "test.com", want: "", wantStatus: 500},
 		{desc: "full path without prefix match", cfg: config.RequestRedirect{Path: &config.PathRewrite{Full: strp("/new-exact")}}, target: "/exact", host: "test.com", want: "http://test.com/new-exact", wantStatus: 302},
 		{desc: "absolute-form target", target: "http://test.com/a?b=c", host: "test.com", want: "http://test.com/a?b=c", wantStatus: 302},
+		// An HTTP/1.0 request may have no Host: a redirect that keeps the
+		// request's authority has none (the client's fault, 400); one that
+		// names its own needs none.
+		{desc: "no host", target: "/a", want: "", wantStatus: 400},
+		{desc: "no host, port rewrite", cfg: config.RequestRedirect{Authority: &config.HostRewrite{Port: 8080}}, target: "/a", want: "", wantStatus: 400},
+		{desc: "no host, full authority", cfg: config.RequestRedirect{Authority: &config.HostRewrite{Full: "newhost.com:8080"}}, target: "/a", want: "http://newhost.com:8080/a", wantStatus: 302},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -98,7 +104,11 @@ func TestRedirect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := newCtx("GET", tt.target, "Host: "+tt.host)
+			var head []string
+			if tt.host != "" {
+				head = append(head, "Host: "+tt.host)
+			}
+			c := newCtx("GET", tt.target, head...)
 			if tt.scheme != "" {
 				c.Scheme = []byte(tt.scheme)
 			}
