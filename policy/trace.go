@@ -261,8 +261,27 @@ func (m mdCarrier) Keys() []string {
 // headers, for OpenTelemetry's propagators.
 type HeaderCarrier struct{ H *fasthttp.RequestHeader }
 
-// Get returns the header's value ("" when none).
-func (c HeaderCarrier) Get(key string) string { return string(c.H.Peek(key)) }
+// Get returns the header's value ("" when none). A field on several lines
+// is one list, its lines joined with commas (RFC 9110 5.3), as W3C trace
+// context says of tracestate; traceparent is one value, and a second line
+// of it is not read.
+func (c HeaderCarrier) Get(key string) string {
+	lines := c.H.PeekAll(key)
+	switch {
+	case len(lines) == 0:
+		return ""
+	case len(lines) == 1 || strings.EqualFold(key, "traceparent"):
+		return string(lines[0])
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(l)
+	}
+	return b.String()
+}
 
 // Set sets the header, replacing every value it had (SetRequestHeader):
 // only the gateway's trace context goes on, never a client's second
