@@ -730,6 +730,16 @@ func TestExtProcSetReplacesEveryValueE2E(t *testing.T) {
 			GrpcStatus: &procv3.GrpcStatus{Status: 7},
 		}}}}
 	}}
+	// unknown sets a header with an append_action Envoy's enum does not
+	// define: the answer is invalid (failure mode: closed, a 500).
+	unknown := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		if _, ok := m.Request.(*procv3.ProcessingRequest_RequestHeaders); ok {
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, &procv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
+				opt("x-user", "svc", corev3.HeaderValueOption_HeaderAppendAction(9), nil),
+			}}, nil)}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
 	up := &echoUpstream{}
 	upAddr := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("X-Cache", "hit")
@@ -745,12 +755,16 @@ binds:
       policies:
         extProc: {host: '${IMMEDIATE}'}
       backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /unknown}}]
+      policies:
+        extProc: {host: '${UNKNOWN}'}
+      backends: [{host: '${UP}'}]
     - policies:
         extProc:
           host: '${PROC}'
           processingOptions: {requestBodyMode: none, responseBodyMode: none}
       backends: [{host: '${UP}'}]
-`, map[string]string{"PROC": extproctest.Start(t, proc), "IMMEDIATE": extproctest.Start(t, immediate), "UP": upAddr})
+`, map[string]string{"PROC": extproctest.Start(t, proc), "IMMEDIATE": extproctest.Start(t, immediate), "UNKNOWN": extproctest.Start(t, unknown), "UP": upAddr})
 	for _, tc := range bothClients() {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
@@ -778,10 +792,9 @@ binds:
 				{"X-New", []string{"svc"}},
 				{"X-Legacy", []string{"svc"}},
 			} {
-				// In any order: replacing a duplicated name deletes it,
-				// and fasthttp's Del fills each hole with the last line,
-				// which may be another name's (policy.SetRequestHeader).
-				got := slices.Sorted(slices.Values(h.Values(want.name)))
+				// In order: a name deleted or replaced moves no other
+				// name's lines (policy.DelRequestHeader).
+				got := h.Values(want.name)
 				if !slices.Equal(got, want.values) {
 					t.Errorf("the backend saw %s %q, want %q", want.name, got, want.values)
 				}
@@ -794,6 +807,12 @@ binds:
 			resp, _ = doWith(t, tc.client, req)
 			if got := resp.Header.Values("Grpc-Status"); resp.StatusCode != 403 || !slices.Equal(got, []string{"7"}) {
 				t.Errorf("the immediate response: %d, grpc-status %q, want 403 and [7]", resp.StatusCode, got)
+			}
+
+			req, _ = http.NewRequest(http.MethodGet, tg.url(3000)+"/unknown", nil)
+			req.Header.Set("X-User", "client")
+			if resp, body := doWith(t, tc.client, req); resp.StatusCode != 500 || !strings.Contains(body, "external processing") {
+				t.Errorf("an unknown append_action: %d %q, want 500 (the answer is invalid)", resp.StatusCode, body)
 			}
 		})
 	}

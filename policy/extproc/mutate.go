@@ -71,6 +71,12 @@ func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 			return nil, &errService{"the external processing service set an invalid header " + strconv.Quote(h.GetKey())}
 		}
 		action := o.GetAppendAction()
+		if _, known := corev3.HeaderValueOption_HeaderAppendAction_name[int32(action)]; !known {
+			// Envoy's validation refuses a value its enum does not define
+			// (defined_only): guessing one would apply an edit the service
+			// did not mean.
+			return nil, &errService{"the external processing service sent an unknown append_action " + strconv.Itoa(int(action)) + " for header " + strconv.Quote(h.GetKey())}
+		}
 		if action == corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
 			action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
 			//lint:ignore SA1019 ext_proc services still send the deprecated flag, and Envoy honours it
