@@ -55,7 +55,9 @@ func DelRequestHeader(h *fasthttp.RequestHeader, name []byte) {
 	l.release()
 }
 
-// DelResponseHeader is DelRequestHeader for a response.
+// DelResponseHeader is DelRequestHeader for a response. (The two are
+// written out: a generic one, or one reading the lines through an
+// interface, allocates the range's iterator state on every call.)
 func DelResponseHeader(h *fasthttp.ResponseHeader, name []byte) {
 	c := orderCheck{name: name}
 	if !keptApart(name) {
