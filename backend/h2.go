@@ -257,6 +257,11 @@ func (u *Upstream) h2Request(ctx context.Context, req *fasthttp.Request, te bool
 	if te {
 		hr.Header["Te"] = teTrailers
 	}
+	if _, ok := hr.Header["User-Agent"]; !ok {
+		// x/net sends a User-Agent of its own (Go-http-client/2.0) unless
+		// the name is there: a proxy adds none (nor does the HTTP/1.1 path).
+		hr.Header["User-Agent"] = nil
+	}
 	return hr
 }
 

@@ -191,3 +191,38 @@ func TestExchangeH2RequestsShareOneConnection(t *testing.T) {
 		t.Fatalf("%d connections; want a second one after Close", all)
 	}
 }
+
+// A request without User-Agent goes upstream without one: x/net's
+// transport would add its own (Go-http-client/2.0). One with it keeps it.
+func TestExchangeH2AddsNoUserAgent(t *testing.T) {
+	seen := make(chan []string, 2)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values("User-Agent")
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	roots := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := NewUpstream(strings.TrimPrefix(ts.URL, "https://"), PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
+	t.Cleanup(u.Close)
+	for _, ua := range []string{"", "client/1.0"} {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		req.SetRequestURI("/")
+		if ua != "" {
+			req.Header.SetUserAgent(ua)
+		}
+		if err := u.ExchangeH2(context.Background(), req, resp, time.Now().Add(10*time.Second), nil, false); err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.CloseBodyStream()
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+		got := <-seen
+		if ua == "" && len(got) != 0 || ua != "" && (len(got) != 1 || got[0] != ua) {
+			t.Errorf("sent User-Agent %q, the upstream saw %q", ua, got)
+		}
+	}
+}
