@@ -17,8 +17,12 @@ const maxCacheFor = 5 * time.Minute
 // costs a hash, not a signature check (an RS256 check takes tens of
 // microseconds). An entry holds until the token's exp (at most
 // maxCacheFor), and only while its provider's key set is the one that
-// verified it: a rotated or refetched key set checks the token again. The
-// claims entries hold are shared and never modified.
+// verified it: a rotated or refetched key set checks the token again. An
+// entry of a fetched key set also ends when that set's cacheDuration does:
+// the next request then goes through the key lookup, which uses the keys
+// and refetches them per the remoteSource rules, so a key withdrawn from
+// the JWKS stops verifying once the set is refreshed. The claims entries
+// hold are shared and never modified.
 type tokenCache struct {
 	memo *credential.Memo[tokenEntry]
 }
@@ -54,6 +58,11 @@ func (c *tokenCache) store(k credential.MemoKey, claims map[string]any, p *provi
 	until := now.Add(maxCacheFor)
 	if exp, err := jwt.MapClaims(claims).GetExpirationTime(); err == nil && exp != nil && exp.Before(until) {
 		until = exp.Time
+	}
+	if r := p.keys.remote; r != nil && keys != nil {
+		if stale := keys.fetched.Add(r.ttl); stale.Before(until) {
+			until = stale
+		}
 	}
 	if !until.After(now) || keys == nil {
 		return

@@ -97,3 +97,43 @@ func BenchmarkJWTValidateCached(b *testing.B) {
 		}
 	}
 }
+
+// A remembered token lasts no longer than the key set's cacheDuration: the
+// first request after it reaches the key lookup, which refetches the set,
+// and a key withdrawn from it stops verifying.
+func TestTokenCacheEndsWithKeySetTTL(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "RS256")
+	other := jwttest.NewIssuer(t, "RS256")
+	ks := jwttest.ServeJWKS(t, iss.JWKS())
+	clock := jwttest.NewClock()
+	v, r := remoteValidator(t, ks.URL, clock, 2*time.Second)
+	waitIdle(t, r) // the first fetch
+	tok := []byte(iss.Sign(iss.Claims("a")))
+	if _, f := v.Validate(tok); f != OK {
+		t.Fatal(f)
+	}
+	if _, _, hit := v.cache.lookup(tok, clock.Now()); !hit {
+		t.Fatal("not cached")
+	}
+	ks.Set(other.JWKS()) // iss's key withdrawn
+	clock.Advance(3 * time.Second)
+	if _, _, hit := v.cache.lookup(tok, clock.Now()); hit {
+		t.Fatal("still cached past the key set's cacheDuration")
+	}
+	// Requests that find the set stale are still served by it, and start
+	// the refetch once the refetch interval (10s here) allows.
+	if _, f := v.Validate(tok); f != OK {
+		t.Fatalf("stale key set: %v", f)
+	}
+	clock.Advance(8 * time.Second)
+	if _, f := v.Validate(tok); f != OK {
+		t.Fatalf("stale key set: %v", f)
+	}
+	waitIdle(t, r)
+	if h := ks.Hits(); h != 2 {
+		t.Fatalf("%d fetches, want 2 (the refresh)", h)
+	}
+	if _, f := v.Validate(tok); f != FailUnknownKey {
+		t.Fatalf("token of the withdrawn key after the refresh: %v", f)
+	}
+}
