@@ -53,10 +53,10 @@ func (c *tokenCache) lookup(token []byte, now time.Time) (map[string]any, creden
 	return e.claims, k, true
 }
 
-// store remembers a token p verified with keys.
-func (c *tokenCache) store(k credential.MemoKey, claims map[string]any, p *provider, keys *keySnapshot, now time.Time) {
+// store remembers a token p verified with keys; exp is its exp, nil if none.
+func (c *tokenCache) store(k credential.MemoKey, claims map[string]any, exp *jwt.NumericDate, p *provider, keys *keySnapshot, now time.Time) {
 	until := now.Add(maxCacheFor)
-	if exp, err := jwt.MapClaims(claims).GetExpirationTime(); err == nil && exp != nil && exp.Before(until) {
+	if exp != nil && exp.Before(until) {
 		until = exp.Time
 	}
 	if r := p.keys.remote; r != nil && keys != nil {

@@ -10,7 +10,8 @@
 // or none). Then required claims must be present, exp and nbf hold within a
 // 60 s leeway, and aud must intersect the configured audiences when there
 // are any. On success the claims and raw token go to policy.Ctx and the
-// credential is removed from the forwarded request.
+// credential is removed from the forwarded request. Numbers in the claims
+// are exact: int64, uint64 above it, float64 otherwise (exactNumbers).
 //
 // Modes: strict (the default) needs a valid token; optional lets requests
 // without a token through but refuses invalid ones; permissive never

@@ -3,6 +3,7 @@ package jwtauth
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -59,7 +60,19 @@ func strictForm(t *jwt.Token) Failure {
 	}
 	claims, _ := t.Claims.(jwt.MapClaims)
 	for _, name := range [...]string{"exp", "nbf", "iat"} {
-		if f, ok := claims[name].(float64); ok && !(f >= -maxNumericDate && f <= maxNumericDate) {
+		var f float64
+		switch v := claims[name].(type) {
+		case float64:
+			f = v
+		case json.Number:
+			var err error
+			if f, err = v.Float64(); err != nil {
+				return FailDateRange
+			}
+		default:
+			continue
+		}
+		if !(f >= -maxNumericDate && f <= maxNumericDate) {
 			return FailDateRange
 		}
 	}

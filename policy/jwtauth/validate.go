@@ -3,8 +3,10 @@ package jwtauth
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/MicahParks/jwkset"
@@ -134,7 +136,9 @@ var (
 // single-issuer form, so errors name "jwks" rather than "providers[0].jwks".
 func newValidator(provs []config.JWTProvider, single bool, o *Options) (*Validator, error) {
 	v := &Validator{
-		parser: jwt.NewParser(jwt.WithValidMethods(Algorithms), jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding()),
+		// JSON numbers are decoded as json.Number and made exact once the
+		// token is valid (exactNumbers).
+		parser: jwt.NewParser(jwt.WithValidMethods(Algorithms), jwt.WithoutClaimsValidation(), jwt.WithStrictDecoding(), jwt.WithJSONNumber()),
 		cache:  newTokenCache(),
 		now:    o.Now,
 	}
@@ -308,16 +312,64 @@ func (v *Validator) Validate(token []byte) (map[string]any, Failure) {
 	if err := p.validator.Validate(claims); err != nil {
 		return nil, classifyClaims(err)
 	}
+	exp, _ := claims.GetExpirationTime() // read while a json.Number
+	if !exactNumbers(claims) {
+		return nil, FailMalformed
+	}
 	if cache {
 		for i, q := range v.providers {
 			// Remembered only when the key set that checked it is still
 			// the provider's (no fetch replaced it meanwhile).
 			if q == p && before[i] != nil && q.keys.snap.Load() == before[i] {
-				v.cache.store(key, claims, p, before[i], v.now())
+				v.cache.store(key, claims, exp, p, before[i], v.now())
 			}
 		}
 	}
 	return claims, OK
+}
+
+// exactNumbers replaces the json.Number values of valid claims, at any
+// depth, with an int64 when the number is an integer within its range, a
+// uint64 when an integer above it, else a float64: as API key metadata
+// holds numbers (config/decode), and as agentgateway's claims do. Read as
+// float64, an integer above 2^53 would round, and a rule naming one user's
+// numeric id would admit its neighbours. False when a number is beyond
+// float64's range (encoding/json refuses such a number as a float64; the
+// token is malformed).
+func exactNumbers(claims map[string]any) bool {
+	for k, e := range claims {
+		n, ok := exactValue(e)
+		if !ok {
+			return false
+		}
+		claims[k] = n
+	}
+	return true
+}
+
+func exactValue(v any) (any, bool) {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return i, true
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u, true
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		return f, err == nil
+	case map[string]any:
+		return v, exactNumbers(v)
+	case []any:
+		for i, e := range v {
+			n, ok := exactValue(e)
+			if !ok {
+				return nil, false
+			}
+			v[i] = n
+		}
+	}
+	return v, true
 }
 
 // classifyParse maps a parse or signature error to a Failure.

@@ -2,6 +2,8 @@ package jwtauth
 
 import (
 	"encoding/base64"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/jwtauth/jwttest"
 )
 
@@ -259,4 +262,90 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("accepted %q: %v", tok, claims)
 		}
 	})
+}
+
+// TestValidateExactNumbers: numeric claims are exact (int64, uint64 above
+// it, float64 for the rest), at any depth, and rules compare them as
+// before: a rule naming one numeric id admits no other, and int and double
+// claims compare with int and double literals.
+func TestValidateExactNumbers(t *testing.T) {
+	iss := jwttest.NewIssuer(t, "ES256")
+	v := mustValidator(t, inlineProvider(iss.Iss, iss.JWKS(), jwttest.DefaultAudience))
+	exp := time.Now().Add(time.Hour).Unix()
+	sign := func(extra string) []byte {
+		return []byte(iss.SignRaw(iss.RawHeader(), `{"iss":"`+iss.Iss+`","aud":"`+jwttest.DefaultAudience+`","exp":`+strconv.FormatInt(exp, 10)+extra+`}`))
+	}
+	claims, f := v.Validate(sign(`,"uid":1234567890123456789,"big":18446744073709551615,"neg":-9223372036854775808,` +
+		`"score":0.75,"e":1e3,"huge":18446744073709551616,"org":{"id":9007199254740993,"ids":[1,2.5]}`))
+	if f != OK {
+		t.Fatal(f)
+	}
+	org, _ := claims["org"].(map[string]any)
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"exp", claims["exp"], exp},
+		{"uid", claims["uid"], int64(1234567890123456789)},
+		{"big", claims["big"], uint64(18446744073709551615)},
+		{"neg", claims["neg"], int64(-9223372036854775808)},
+		{"score", claims["score"], 0.75},
+		{"e", claims["e"], float64(1000)},
+		{"huge", claims["huge"], float64(18446744073709551616)},
+		{"org.id", org["id"], int64(9007199254740993)},
+		{"org.ids", org["ids"], []any{int64(1), 2.5}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+	// exp 0 is 1970, not "no exp" (golang-jwt's reading of a float64 zero).
+	zero := iss.SignRaw(iss.RawHeader(), `{"iss":"`+iss.Iss+`","aud":"`+jwttest.DefaultAudience+`","exp":0}`)
+	if _, f := v.Validate([]byte(zero)); f != FailExpired {
+		t.Errorf("exp 0: %v, want %v", f, FailExpired)
+	}
+	// A number beyond float64 is malformed, as it was when read as float64.
+	if _, f := v.Validate(sign(`,"x":1e999`)); f != FailMalformed {
+		t.Errorf("1e999: %v, want %v", f, FailMalformed)
+	}
+
+	rules := []struct {
+		rule  string
+		claim string
+		want  bool
+	}{
+		{"jwt.uid == 1234567890123456789", `"uid":1234567890123456789`, true},
+		{"jwt.uid == 1234567890123456789", `"uid":1234567890123456800`, false},
+		{"jwt.uid == 1234567890123456789", `"uid":1234567890123456700`, false},
+		{"jwt.uid in [1234567890123456789]", `"uid":1234567890123456788`, false},
+		{"jwt.org.id == 9007199254740993", `"org":{"id":9007199254740992}`, false},
+		{"jwt.big == 18446744073709551615u", `"big":18446744073709551615`, true},
+		{"jwt.big > 9223372036854775807", `"big":18446744073709551615`, true},
+		{"jwt.exp > 0", `"x":0`, true},
+		{"jwt.exp > 1000.5", `"x":0`, true},
+		{"jwt.age >= 18", `"age":18`, true},
+		{"jwt.age >= 18", `"age":17`, false},
+		{"jwt.age >= 18.0", `"age":18`, true},
+		{"jwt.age == 18.0", `"age":18`, true},
+		{"jwt.age >= 18", `"age":18.0`, true},
+		{"jwt.score > 0.5", `"score":0.75`, true},
+		{"jwt.score > 0", `"score":0.75`, true},
+		{"jwt.score < 1", `"score":0.75`, true},
+		{"jwt.tenant in [1, 2]", `"tenant":2`, true},
+		{"jwt.tenant in [1, 2]", `"tenant":2.0`, true},
+		{"jwt.tenant in [1, 2]", `"tenant":3`, false},
+	}
+	for _, r := range rules {
+		rs, err := celrules.Compile(&config.CELRuleSet{Rules: []config.CELRule{{Expr: r.rule}}})
+		if err != nil {
+			t.Fatalf("%s: %v", r.rule, err)
+		}
+		claims, f := v.Validate(sign("," + r.claim))
+		if f != OK {
+			t.Fatalf("%s: %v", r.claim, f)
+		}
+		if got := rs.Allowed(&celrules.Input{Claims: claims}); got != r.want {
+			t.Errorf("%s with %s: allowed %v, want %v", r.rule, r.claim, got, r.want)
+		}
+	}
 }
