@@ -211,7 +211,8 @@ func (s *JWKSource) checkURL(n *decode.Node) {
 	}
 }
 
-// MarshalJSON writes the source back in file form, for /config_dump.
+// MarshalJSON writes the source back in file form, for /config_dump; a
+// URL's password and credential query parameters are redacted (redactURL).
 func (s JWKSource) MarshalJSON() ([]byte, error) {
 	switch s.Kind {
 	case JWKSInline:
@@ -219,13 +220,24 @@ func (s JWKSource) MarshalJSON() ([]byte, error) {
 	case JWKSFile:
 		return json.Marshal(map[string]string{"file": s.File})
 	case JWKSURL:
-		m := map[string]any{"url": s.URL}
+		m := map[string]any{"url": redactURL(s.URL)}
 		if s.CacheDuration != nil {
 			m["cacheDuration"] = s.CacheDuration
 		}
 		return json.Marshal(m)
 	}
 	return []byte("null"), nil
+}
+
+// RedactURL is a configured URL as a log line may show it (a key set's,
+// or one derived from an mcpAuthentication issuer): its password and
+// credential query parameters redacted as in /config_dump (redactURL), or
+// Redacted whole when it does not parse.
+func RedactURL(raw string) string {
+	if _, err := url.Parse(raw); err != nil {
+		return Redacted
+	}
+	return redactURL(raw)
 }
 
 // AuthLocation says where a credential travels: exactly one of a header
@@ -337,6 +349,16 @@ type MCPAuthentication struct {
 	// pre-registered client instead of proxying it to the identity provider.
 	ClientID     *string     `json:"clientId,omitempty"`
 	ClientSecret Unsupported `json:"clientSecret,omitzero"`
+}
+
+// MarshalJSON writes the policy with the issuer's password and credential
+// query parameters redacted (redactURL), for /config_dump: the key set,
+// metadata and registration URLs are derived from it.
+func (m MCPAuthentication) MarshalJSON() ([]byte, error) {
+	type plain MCPAuthentication // without this method
+	p := plain(m)
+	p.Issuer = redactURL(m.Issuer)
+	return json.Marshal(p)
 }
 
 // ModeOrDefault returns the mode, AuthModeStrict when unset.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -141,5 +142,69 @@ func TestAuthDecodedValues(t *testing.T) {
 	var again RoutePolicies
 	if errs := decode.YAML(b, &again); len(errs) > 0 {
 		t.Fatalf("dump does not decode: %v\n%s", errs, b)
+	}
+}
+
+// TestAuthDumpRedactsURLs: a key set URL's password and credential query
+// parameters, and an mcpAuthentication issuer's (the URLs fetched are
+// derived from it), are redacted in the dump, which still parses; other
+// URLs are shown as written.
+func TestAuthDumpRedactsURLs(t *testing.T) {
+	tests := []struct {
+		desc   string
+		yaml   string
+		want   []string // fragments of the compact dump
+		secret string
+	}{
+		{"jwks password and token", "        jwtAuth: {issuer: i, jwks: {url: 'http://u:s3cret@h:1/jwks.json?access_token=s3cret2&v=2', cacheDuration: 2s}}\n",
+			[]string{`"url":"http://u:xxxxx@h:1/jwks.json?access_token=%3Credacted%3E\u0026v=2"`, `"cacheDuration":"2s"`}, "s3cret"},
+		{"provider jwks", "        jwtAuth: {providers: [{issuer: i, jwks: {url: 'https://u:s3cret@h/k'}}]}\n",
+			[]string{`"url":"https://u:xxxxx@h/k"`}, "s3cret"},
+		{"jwks without credentials", "        jwtAuth: {issuer: i, jwks: {url: 'https://u@h/k?kid=a'}}\n",
+			[]string{`"url":"https://u@h/k?kid=a"`}, ""},
+		{"mcp issuer and jwks", "        mcpAuthentication: {issuer: 'http://u:s3cret@h/realm?apiKey=s3cret2', audiences: [a], resourceMetadata: {}, jwks: {url: 'http://h/k?token=s3cret3'}}\n",
+			[]string{`"issuer":"http://u:xxxxx@h/realm?apiKey=%3Credacted%3E"`, `"url":"http://h/k?token=%3Credacted%3E"`}, "s3cret"},
+		{"mcp issuer plain", "        mcpAuthentication: {issuer: 'https://kc/realms/r', audiences: [a], resourceMetadata: {}}\n",
+			[]string{`"issuer":"https://kc/realms/r"`}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			f, err := Parse([]byte(routePolicies(tc.yaml)), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dump, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, dump); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(compact.String(), w) {
+					t.Errorf("dump lacks %s:\n%s", w, compact.String())
+				}
+			}
+			if tc.secret != "" && strings.Contains(string(dump), tc.secret) {
+				t.Errorf("dump shows %q:\n%s", tc.secret, dump)
+			}
+			if _, err := Parse(dump, noEnv); err != nil {
+				t.Errorf("the dump does not parse back: %v\n%s", err, dump)
+			}
+		})
+	}
+}
+
+// TestRedactURL: what log lines show of a configured URL.
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://u:s3cret@h:1/jwks.json?access_token=s3cret2", "http://u:xxxxx@h:1/jwks.json?access_token=%3Credacted%3E"},
+		{"https://h/k?kid=a", "https://h/k?kid=a"},
+		{"http://u:s3cret@[::1", Redacted},
+	} {
+		if got := RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

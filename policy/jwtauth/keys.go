@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/MicahParks/jwkset"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/pool"
 )
 
@@ -263,6 +265,7 @@ func loadKeyFile(path string) (*keySnapshot, error) {
 //     flood of tokens with made-up kids cannot hammer the identity provider.
 type remoteSource struct {
 	url     string
+	logURL  string // url as log lines show it (config.RedactURL)
 	client  *http.Client
 	ttl     time.Duration
 	minGap  time.Duration
@@ -297,7 +300,7 @@ func remoteKeySet(url string, ttl time.Duration, o *Options) *keySet {
 func newRemoteKeySet(url string, ttl time.Duration, o *Options) *keySet {
 	ks := &keySet{}
 	ks.remote = &remoteSource{
-		url: url, client: o.HTTPClient, ttl: ttl, minGap: o.RefetchInterval,
+		url: url, logURL: config.RedactURL(url), client: o.HTTPClient, ttl: ttl, minGap: o.RefetchInterval,
 		timeout: o.FetchTimeout, now: o.Now, log: o.Logger, set: ks,
 	}
 	return ks
@@ -381,7 +384,7 @@ func (r *remoteSource) fetch(done chan struct{}) {
 	}()
 	s, err := r.get()
 	if err != nil {
-		r.log.Warn("jwtauth: cannot fetch key set", zap.String("url", r.url), zap.Error(err))
+		r.log.Warn("jwtauth: cannot fetch key set", zap.String("url", r.logURL), zap.Error(err))
 		return
 	}
 	s.fetched = r.now()
@@ -396,19 +399,20 @@ func (r *remoteSource) get() (*keySnapshot, error) {
 	return parseKeySet(data, false)
 }
 
-// fetchJSON GETs url within timeout and returns its body, refusing any
-// status but 200 and bodies over max bytes.
-func fetchJSON(client *http.Client, url, accept string, timeout time.Duration, max int) ([]byte, error) {
+// fetchJSON GETs rawURL within timeout and returns its body, refusing any
+// status but 200 and bodies over max bytes. Its errors name the URL as log
+// lines may show it (redactError).
+func fetchJSON(client *http.Client, rawURL, accept string, timeout time.Duration, max int) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return nil, err
+		return nil, redactError(err)
 	}
 	req.Header.Set("Accept", accept)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, redactError(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -422,4 +426,14 @@ func fetchJSON(client *http.Client, url, accept string, timeout time.Duration, m
 		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
 	return data, nil
+}
+
+// redactError returns err with the URL of a *url.Error redacted
+// (config.RedactURL): net/http's errors name the request's URL, its query
+// included (only a password is masked), and they reach the log.
+func redactError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return &url.Error{Op: ue.Op, URL: config.RedactURL(ue.URL), Err: ue.Err}
+	}
+	return err
 }

@@ -339,7 +339,7 @@ func (p *MCPAuth) protectedResource(c *policy.Ctx, path []byte) {
 func (p *MCPAuth) authorizationServer(c *policy.Ctx, path []byte) {
 	raw, err := p.asMetadata.get()
 	if err != nil {
-		p.log.Warn("jwtauth: cannot fetch authorization server metadata", zap.String("url", p.asMetadata.url), zap.Error(err))
+		p.log.Warn("jwtauth: cannot fetch authorization server metadata", zap.String("url", config.RedactURL(p.asMetadata.url)), zap.Error(err))
 		answerError(c, fasthttp.StatusInternalServerError, "authorization server metadata unavailable")
 		return
 	}
@@ -425,7 +425,7 @@ func (p *MCPAuth) clientRegistration(c *policy.Ctx) {
 	out.Header.Set("Content-Type", ct)
 	up, err := p.client.Do(out)
 	if err != nil {
-		p.log.Warn("jwtauth: client registration failed", zap.String("url", p.dcrURL), zap.Error(err))
+		p.log.Warn("jwtauth: client registration failed", zap.String("url", config.RedactURL(p.dcrURL)), zap.Error(redactError(err)))
 		answerError(c, fasthttp.StatusInternalServerError, "client registration failed")
 		return
 	}

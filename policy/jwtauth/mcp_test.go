@@ -2,13 +2,21 @@ package jwtauth
 
 import (
 	"encoding/json"
-	"github.com/relaygate/gateway/policy/policytest"
+	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/relaygate/gateway/policy/policytest"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -404,5 +412,59 @@ func TestASMetadataURL(t *testing.T) {
 		if got := asMetadataURL(tc.issuer, tc.prov); got != tc.want {
 			t.Errorf("asMetadataURL(%q) = %q, want %q", tc.issuer, got, tc.want)
 		}
+	}
+}
+
+// TestFetchLogsRedactURLs: the WARN lines of failed fetches (key set,
+// authorization server metadata, client registration) show the URLs, and
+// the errors naming them, with the password and credential query
+// parameters redacted.
+func TestFetchLogsRedactURLs(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String() // nothing listens: every fetch fails to connect
+	ln.Close()
+	core, logs := observer.New(zap.WarnLevel)
+	o := Options{Logger: zap.New(core), FetchTimeout: 2 * time.Second}
+
+	jwt, err := New(&config.JWTAuth{Single: true, Providers: []config.JWTProvider{{Issuer: "i",
+		JWKS: &config.JWKSource{Kind: config.JWKSURL, URL: "http://u:s3cret@" + down + "/jwks.json?access_token=s3cret2"}}}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, jwt.Validator().providers[0].keys.remote)
+
+	cfg := mcpConfig("http://u:s3cret@"+down+"/realm?token=s3cret2", config.MCPProviderKeycloak, map[string]any{})
+	p, err := NewMCP(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, p.v.providers[0].keys.remote)
+	c := policytest.Ctx(policytest.NewRequest("GET", "/.well-known/oauth-authorization-server/mcp"))
+	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 500 {
+		t.Fatalf("metadata: %d", c.Fast.Response.StatusCode())
+	}
+	fctx := policytest.NewRequest("POST", "/.well-known/oauth-authorization-server/mcp/client-registration", "Content-Type", "application/json")
+	fctx.Request.SetBodyString(`{}`)
+	if p.OnRequest(policytest.Ctx(fctx)) != policy.Done || fctx.Response.StatusCode() != 500 {
+		t.Fatalf("registration: %d", fctx.Response.StatusCode())
+	}
+
+	want := map[string]int{"jwtauth: cannot fetch key set": 2, "jwtauth: cannot fetch authorization server metadata": 1, "jwtauth: client registration failed": 1}
+	got := map[string]int{}
+	for _, e := range logs.All() {
+		got[e.Message]++
+		line := fmt.Sprint(e.ContextMap())
+		if strings.Contains(line, "s3cret") || !strings.Contains(line, "u:xxxxx@") || !strings.Contains(line, "token=%3Credacted%3E") {
+			t.Errorf("%s: %s", e.Message, line)
+		}
+		if errText, _ := e.ContextMap()["error"].(string); !strings.Contains(errText, down) {
+			t.Errorf("%s: error %q does not name the URL", e.Message, errText)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("logged %v, want %v", got, want)
 	}
 }
