@@ -208,9 +208,67 @@ func FuzzParse(f *testing.F) {
 	f.Add("a:$2y$05$abc")
 	f.Add("a:{SHA}!!\nb")
 	f.Fuzz(func(t *testing.T, text string) {
-		users, err := Parse(text)
-		if err == nil && len(users) == 0 {
-			t.Fatal("no error and no users")
+		users, decoy, err := Parse(text)
+		if err == nil && (len(users) == 0 || users[decoy] == nil) {
+			t.Fatalf("no error and no users (%d) or no decoy (%q)", len(users), decoy)
 		}
 	})
+}
+
+// TestDecoyIsTheCostliestHash: unknown users are checked against the hash
+// costliest to check, the first in the file on a tie, whatever the order
+// of the users' map.
+func TestDecoyIsTheCostliestHash(t *testing.T) {
+	hash := func(cost int) string {
+		h, err := bcrypt.GenerateFromPassword([]byte("p"), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	bcrypt4, bcrypt5, bcrypt11 := hash(bcrypt.MinCost), hash(5), hash(11)
+	const (
+		sha1      = "{SHA}CBdexjHDZ4kfVcYV+41xChABNis="
+		apr1      = "$apr1$saltsalt$5MCuaE4VxZK/CDugVarlJ."
+		sha256    = "$5$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD"
+		sha512    = "$6$saltsalt$sJQ//Um8FaXxhPwlNM8HXPv/AOW4xO7O1OfRAAjjcXJ0llh.4e6XQKF9OnCI4ND3Dd6xNcUrwQ//rq6.Wp1HR/"
+		sha256Big = "$5$rounds=200000$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD"
+	)
+	tests := []struct {
+		desc  string
+		users [][2]string // user, hash, in file order
+		want  string
+	}{
+		{"bcrypt before SHA-1", [][2]string{{"slow", bcrypt11}, {"fast", sha1}}, "slow"},
+		{"SHA-1 before bcrypt", [][2]string{{"fast", sha1}, {"slow", bcrypt11}}, "slow"},
+		{"higher bcrypt cost", [][2]string{{"a", bcrypt4}, {"b", bcrypt5}, {"c", bcrypt4}}, "b"},
+		{"SHA-512 crypt over MD5 and SHA-256 crypt", [][2]string{{"a", apr1}, {"b", sha256}, {"c", sha512}, {"d", sha1}}, "c"},
+		{"many SHA-256 crypt rounds over bcrypt 4", [][2]string{{"a", bcrypt4}, {"b", sha256Big}}, "b"},
+		{"bcrypt 4 over SHA-256 crypt's 5000 rounds", [][2]string{{"a", sha256}, {"b", bcrypt4}}, "b"},
+		{"a tie is the first", [][2]string{{"x", sha1}, {"y", sha1}, {"z", sha1}}, "x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			var text strings.Builder
+			for _, u := range tc.users {
+				text.WriteString(u[0] + ":" + u[1] + "\n")
+			}
+			for range 20 { // a map's order would change the pick between runs
+				users, decoy, err := Parse(text.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if decoy != tc.want {
+					t.Fatalf("decoy %q, want %q", decoy, tc.want)
+				}
+				if users[decoy] == nil {
+					t.Fatal("the decoy is not a user")
+				}
+			}
+			p := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: text.String()}})
+			if p.decoy != p.users[tc.want] {
+				t.Fatalf("the policy's decoy is not %q's hash", tc.want)
+			}
+		})
+	}
 }
