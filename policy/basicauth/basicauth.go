@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -204,7 +205,33 @@ func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
 			return h, nil
 		}
 	}
+	if desCrypt(hash) {
+		return nil, errors.New("DES crypt hashes are refused as insecure (DES crypt reads only the first 8 characters of a password): hash it with bcrypt (htpasswd -B)")
+	}
 	return nil, fmt.Errorf("not a supported password hash (bcrypt, MD5 $apr1$ or $1$, SHA-256/512 crypt $5$ or $6$, SHA-1 {SHA}); raw passwords are refused")
+}
+
+// desCrypt reports whether hash has the form of a traditional DES crypt
+// hash (13 characters of ./0-9A-Za-z: a 2-character salt and the hash) or
+// BSDi's extended one (_ and 19 such characters). No maintained Go library
+// checks them, and they are weak: they are refused with a message saying
+// so (a raw password of that form is refused too, as it should be).
+func desCrypt(hash string) bool {
+	switch {
+	case len(hash) == 13:
+	case len(hash) == 20 && hash[0] == '_':
+		hash = hash[1:]
+	default:
+		return false
+	}
+	for i := 0; i < len(hash); i++ {
+		switch c := hash[i]; {
+		case c == '.', c == '/', '0' <= c && c <= '9', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func scheme(hash string) string {

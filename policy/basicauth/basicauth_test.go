@@ -155,6 +155,8 @@ func TestBasicAuthConfigErrors(t *testing.T) {
 	}{
 		{"raw password", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice:hunter2"}}, "htpasswd", `line 1 (user "alice"): not a supported password hash`},
 		{"raw password is not echoed", config.BasicAuth{Htpasswd: config.Secret{Inline: "\n\nbob:$apr1$x"}}, "htpasswd", `line 3 (user "bob"): malformed MD5 hash`},
+		{"DES crypt", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\ndes:abNANd1rDfiNc"}}, "htpasswd", `line 2 (user "des"): DES crypt hashes are refused as insecure (DES crypt reads only the first 8 characters of a password): hash it with bcrypt (htpasswd -B)`},
+		{"extended DES crypt", config.BasicAuth{Htpasswd: config.Secret{Inline: "bsdi:_J9..saltAbCdEfGhIjK"}}, "htpasswd", `line 1 (user "bsdi"): DES crypt hashes are refused as insecure`},
 		{"no colon", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice"}}, "htpasswd", "line 1: expected user:hash"},
 		{"twice", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\na:{SHA}CBdexjHDZ4kfVcYV+41xChABNis="}}, "htpasswd", `line 2: user "a" is listed twice`},
 		{"empty", config.BasicAuth{Htpasswd: config.Secret{Inline: "# nobody\n"}}, "htpasswd", "no users"},
@@ -171,7 +173,7 @@ func TestBasicAuthConfigErrors(t *testing.T) {
 			if fe.Field != tc.wantField || !strings.Contains(fe.Msg, tc.wantMsg) {
 				t.Errorf("got %s: %s, want %s: ...%s...", fe.Field, fe.Msg, tc.wantField, tc.wantMsg)
 			}
-			if strings.Contains(fe.Msg, "hunter2") || strings.Contains(fe.Msg, "$apr1$x") {
+			if strings.Contains(fe.Msg, "hunter2") || strings.Contains(fe.Msg, "$apr1$x") || strings.Contains(fe.Msg, "abNANd1rDfiNc") || strings.Contains(fe.Msg, "saltAbCd") {
 				t.Errorf("the message quotes the password or hash: %s", fe.Msg)
 			}
 		})
