@@ -173,13 +173,7 @@ func hashCost(hash string) int64 {
 		}
 		return 50_000 << cost
 	case "SHA crypt":
-		rounds := int64(5000)
-		if r, ok := strings.CutPrefix(hash[3:], "rounds="); ok {
-			digits, _, _ := strings.Cut(r, "$")
-			if n, err := strconv.ParseInt(digits, 10, 64); err == nil {
-				rounds = min(max(n, 1000), 999_999_999) // as the crypt library clamps them
-			}
-		}
+		rounds, _ := shaCryptRounds(hash)
 		if strings.HasPrefix(hash, "$6$") {
 			return 230 * rounds
 		}
@@ -195,6 +189,11 @@ func hashCost(hash string) int64 {
 var hashParsers = []htpasswd.PasswdParser{htpasswd.AcceptBcrypt, htpasswd.AcceptMd5, htpasswd.AcceptCryptSha, htpasswd.AcceptSha}
 
 func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
+	if scheme(hash) == "SHA crypt" {
+		if _, ok := shaCryptRounds(hash); !ok {
+			return nil, errors.New("malformed SHA crypt hash: rounds= must be a number from 1000 to 999999999")
+		}
+	}
 	for _, parse := range hashParsers {
 		h, err := parse(hash)
 		if err != nil {
@@ -209,6 +208,33 @@ func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
 		return nil, errors.New("DES crypt hashes are refused as insecure (DES crypt reads only the first 8 characters of a password): hash it with bcrypt (htpasswd -B)")
 	}
 	return nil, fmt.Errorf("not a supported password hash (bcrypt, MD5 $apr1$ or $1$, SHA-256/512 crypt $5$ or $6$, SHA-1 {SHA}); raw passwords are refused")
+}
+
+// shaCryptRounds returns the rounds of a SHA-256 or SHA-512 crypt hash
+// ($5$ or $6$), 5000 when it names none; false when go-htpasswd cannot
+// check the hash. It reads the first of three fields ($5$x$salt$hash) as
+// the rounds, and the crypt library reads a salt starting "rounds="
+// ($5$rounds=x$hash) as rounds too: rounds it cannot read as a number, or
+// with no salt after them, made each check of the user panic (on the
+// request path, which does not recover); another first field, or rounds
+// outside 1000 to 999999999 (clamped, and written back changed), never
+// matched. A hash a crypt tool wrote has none of these.
+func shaCryptRounds(hash string) (int64, bool) {
+	parts := strings.SplitN(hash[3:], "$", 3)
+	digits, rounds := strings.CutPrefix(parts[0], "rounds=")
+	if len(parts) < 3 {
+		// Two fields are salt and hash; a salt starting "rounds=" is
+		// read by the crypt library as rounds with no salt (a panic).
+		return 5000, !rounds
+	}
+	if !rounds {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 1000 || n > 999_999_999 || strconv.FormatInt(n, 10) != digits {
+		return 0, false
+	}
+	return n, true
 }
 
 // desCrypt reports whether hash has the form of a traditional DES crypt

@@ -46,7 +46,8 @@ func newPolicy(t testing.TB, cfg config.BasicAuth) *BasicAuth {
 }
 
 func TestBasicAuth(t *testing.T) {
-	users := opensslUsers + bcryptLine(t, "bcrypt", "secret6")
+	// With rounds, made by glibc's crypt (perl -e 'print crypt("secret7", "$5$rounds=6000$saltsalt")').
+	users := opensslUsers + bcryptLine(t, "bcrypt", "secret6") + "rounds:$5$rounds=6000$saltsalt$h2w5YXuzHlgzMToG0tBblWTeNF4oa8jJRSfFM32k0v.\n"
 	strict := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: users}})
 	optional := newPolicy(t, config.BasicAuth{Htpasswd: config.Secret{Inline: users}, Mode: config.AuthModeOptional})
 	realm := "Staff only"
@@ -66,6 +67,7 @@ func TestBasicAuth(t *testing.T) {
 		{desc: "SHA-512 crypt", p: strict, header: basic("sha512", "secret4"), wantUser: "sha512"},
 		{desc: "SHA-1", p: strict, header: basic("sha1", "secret5"), wantUser: "sha1"},
 		{desc: "bcrypt", p: strict, header: basic("bcrypt", "secret6"), wantUser: "bcrypt"},
+		{desc: "SHA-256 crypt with rounds", p: strict, header: basic("rounds", "secret7"), wantUser: "rounds"},
 		{desc: "scheme in any case", p: strict, header: "bAsIc " + base64.StdEncoding.EncodeToString([]byte("sha1:secret5")), wantUser: "sha1"},
 		{desc: "password with a colon", p: strict, header: basic("sha1", "secret5:x"), wantBody: "authentication failure: invalid credentials\n"},
 		{desc: "wrong password", p: strict, header: basic("apr1", "secret2"), wantBody: "authentication failure: invalid credentials\n"},
@@ -157,6 +159,13 @@ func TestBasicAuthConfigErrors(t *testing.T) {
 		{"raw password is not echoed", config.BasicAuth{Htpasswd: config.Secret{Inline: "\n\nbob:$apr1$x"}}, "htpasswd", `line 3 (user "bob"): malformed MD5 hash`},
 		{"DES crypt", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\ndes:abNANd1rDfiNc"}}, "htpasswd", `line 2 (user "des"): DES crypt hashes are refused as insecure (DES crypt reads only the first 8 characters of a password): hash it with bcrypt (htpasswd -B)`},
 		{"extended DES crypt", config.BasicAuth{Htpasswd: config.Secret{Inline: "bsdi:_J9..saltAbCdEfGhIjK"}}, "htpasswd", `line 1 (user "bsdi"): DES crypt hashes are refused as insecure`},
+		{"SHA crypt rounds not a number", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$rounds=abc$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD"}}, "htpasswd", `line 1 (user "r"): malformed SHA crypt hash: rounds= must be a number from 1000 to 999999999`},
+		{"SHA crypt rounds beyond int64", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$6$rounds=99999999999999999999$saltsalt$x"}}, "htpasswd", "malformed SHA crypt hash"},
+		{"SHA crypt rounds too few", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$rounds=10$saltsalt$x"}}, "htpasswd", "malformed SHA crypt hash"},
+		{"SHA crypt rounds with a sign", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$rounds=+5000$saltsalt$x"}}, "htpasswd", "malformed SHA crypt hash"},
+		{"SHA crypt rounds and no salt", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$rounds=5000$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD"}}, "htpasswd", "malformed SHA crypt hash"},
+		{"SHA crypt rounds not a number and no salt", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$6$rounds=abc$x"}}, "htpasswd", "malformed SHA crypt hash"},
+		{"SHA crypt three fields without rounds", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$abc$saltsalt$x"}}, "htpasswd", "malformed SHA crypt hash"},
 		{"no colon", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice"}}, "htpasswd", "line 1: expected user:hash"},
 		{"twice", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\na:{SHA}CBdexjHDZ4kfVcYV+41xChABNis="}}, "htpasswd", `line 2: user "a" is listed twice`},
 		{"empty", config.BasicAuth{Htpasswd: config.Secret{Inline: "# nobody\n"}}, "htpasswd", "no users"},
