@@ -184,6 +184,14 @@ func hashCost(hash string) int64 {
 	return 100
 }
 
+// maxHashCost bounds hashCost: a hash slower to check would let any
+// client tie up a core for as long per request (an unknown user is
+// checked against the costliest hash), and a mistyped cost or rounds
+// (bcrypt's go up to 31, SHA crypt's to 999,999,999: hours a check) would
+// make the route unusable. bcrypt cost 15 (about 1.6 s) is the last
+// allowed; htpasswd -B writes 5 unless told.
+const maxHashCost = 2_000_000_000
+
 // hashParsers are the accepted hash schemes; go-htpasswd's plain-text
 // parser is left out, so a raw password is refused.
 var hashParsers = []htpasswd.PasswdParser{htpasswd.AcceptBcrypt, htpasswd.AcceptMd5, htpasswd.AcceptCryptSha, htpasswd.AcceptSha}
@@ -201,6 +209,9 @@ func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
 			return nil, fmt.Errorf("malformed %s hash", scheme(hash))
 		}
 		if h != nil {
+			if c := hashCost(hash); c > maxHashCost {
+				return nil, fmt.Errorf("%s hash too costly to check on every request (about %.1f s a check, for this user and, as the decoy, for unknown ones): use at most bcrypt cost 15 or 5,000,000 SHA crypt rounds", scheme(hash), float64(c)/1e9)
+			}
 			return h, nil
 		}
 	}

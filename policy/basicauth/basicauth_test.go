@@ -166,6 +166,10 @@ func TestBasicAuthConfigErrors(t *testing.T) {
 		{"SHA crypt rounds and no salt", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$rounds=5000$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD"}}, "htpasswd", "malformed SHA crypt hash"},
 		{"SHA crypt rounds not a number and no salt", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$6$rounds=abc$x"}}, "htpasswd", "malformed SHA crypt hash"},
 		{"SHA crypt three fields without rounds", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$5$abc$saltsalt$x"}}, "htpasswd", "malformed SHA crypt hash"},
+		// A hash that takes seconds a check would let any client tie up a
+		// core per request (unknown users are checked against it too).
+		{"bcrypt cost too high", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:$2y$05$4bN3S1Ig0j1Yf2Y4rR0n0.BvT5n9n1nOjC2G4n8cK1Oe6V4bG1Xz2\nb:$2y$16$4bN3S1Ig0j1Yf2Y4rR0n0.BvT5n9n1nOjC2G4n8cK1Oe6V4bG1Xz2"}}, "htpasswd", `line 2 (user "b"): bcrypt hash too costly to check on every request (about 3.3 s a check`},
+		{"SHA crypt rounds too many", config.BasicAuth{Htpasswd: config.Secret{Inline: "r:$6$rounds=999999999$saltsalt$YRbUDIGoNGrxXtmPVbVXfkKmOQ6JcDprgCaNCdHS8Ri7J8ZRmnIYnFEAxnyXD79EvxOrnN.Nx7Z6eizLZU3n50"}}, "htpasswd", `SHA crypt hash too costly to check on every request`},
 		{"no colon", config.BasicAuth{Htpasswd: config.Secret{Inline: "alice"}}, "htpasswd", "line 1: expected user:hash"},
 		{"twice", config.BasicAuth{Htpasswd: config.Secret{Inline: "a:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\na:{SHA}CBdexjHDZ4kfVcYV+41xChABNis="}}, "htpasswd", `line 2: user "a" is listed twice`},
 		{"empty", config.BasicAuth{Htpasswd: config.Secret{Inline: "# nobody\n"}}, "htpasswd", "no users"},
