@@ -304,7 +304,8 @@ func newExporter(s *traceSettings) (*otlptrace.Exporter, error) {
 		}
 		return otlptracehttp.New(ctx, opts...)
 	}
-	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(s.endpoint), otlptracegrpc.WithHeaders(s.headers)}
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(s.endpoint), otlptracegrpc.WithHeaders(s.headers),
+		otlptracegrpc.WithDialOption(policy.GRPCReconnect)}
 	if !s.tls {
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	}

@@ -1149,3 +1149,73 @@ binds:
 		t.Errorf("network.protocol.version %q over HTTP/2; want 2", v)
 	}
 }
+
+// TestTracingGRPCCollectorReconnects: while an OTLP/gRPC collector fails
+// (it accepts each connection and closes it), the exporter tries it again
+// at least about once a second (grpc-go's default backoff grows to two
+// minutes, and spans were lost that long after the collector's return).
+func TestTracingGRPCCollectorReconnects(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan time.Time, 256)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case accepted <- time.Now():
+			default:
+			}
+		}
+	}()
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: 'http://${COLLECTOR}'
+    otlpProtocol: grpc
+    randomSampling: true
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        directResponse: {status: 200}
+`, map[string]string{"COLLECTOR": ln.Addr().String()})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		// A span to export every 100 ms.
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if resp, err := http.Get(tg.url(3000) + "/"); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	// grpc-go's default waits 1, 1.6, 2.56 s (±20%) between attempts: the
+	// third wait is over 2 s.
+	const attempts, maxGap = 4, 1800 * time.Millisecond
+	deadline := time.After(20 * time.Second)
+	var last time.Time
+	for i := range attempts {
+		select {
+		case at := <-accepted:
+			if i > 0 && at.Sub(last) > maxGap {
+				t.Fatalf("attempt %d came %v after the one before, want at most %v", i+1, at.Sub(last), maxGap)
+			}
+			last = at
+		case <-deadline:
+			t.Fatalf("%d connection attempts in 20 s, want %d", i, attempts)
+		}
+	}
+}

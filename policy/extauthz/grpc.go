@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"time"
 
 	"cel.dev/cel-go/cel"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -45,17 +43,6 @@ type grpcConn struct {
 	client authv3.AuthorizationClient
 }
 
-// reconnect bounds grpc-go's reconnect backoff, which grows from 1 s to
-// 120 s by default: after an outage of the service the gateway kept
-// treating it as down for up to two minutes after its return (the failure
-// mode deciding meanwhile). Reconnects start after 100 ms and wait at most
-// 1 s, so the service is asked again within about a second of its return;
-// an unreachable service costs one dial a second.
-var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-	MinConnectTimeout: 20 * time.Second, // grpc-go's default (the zero value would give dials no time)
-})
-
 // Close implements io.Closer for the lease.
 func (g *grpcConn) Close() error { return g.cc.Close() }
 
@@ -63,7 +50,7 @@ func newGRPCCheck(cfg *config.ExtAuthzGRPC, o Options) (*grpcCheck, error) {
 	dial := func() (*grpcConn, error) {
 		// Plain HTTP/2 (h2c); connecting is lazy, so an unreachable service
 		// is the failure mode's business, per request.
-		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect)
+		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), policy.GRPCReconnect)
 		if err != nil {
 			return nil, err
 		}

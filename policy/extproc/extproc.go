@@ -25,7 +25,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -150,17 +149,6 @@ type metadataNamespace struct {
 	keys []attribute
 }
 
-// reconnect bounds grpc-go's reconnect backoff, which grows from 1 s to
-// 120 s by default: after an outage of the service the gateway kept
-// treating it as down for up to two minutes after its return (the failure
-// mode deciding meanwhile). Reconnects start after 100 ms and wait at most
-// 1 s, so the service is asked again within about a second of its return;
-// an unreachable service costs one dial a second.
-var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-	MinConnectTimeout: 20 * time.Second, // grpc-go's default (the zero value would give dials no time)
-})
-
 // grpcConn is a client connection to one service, kept in the lease.
 type grpcConn struct {
 	cc     *grpc.ClientConn
@@ -233,7 +221,7 @@ func New(cfg *config.ExtProc, o Options) (*ExtProc, error) {
 		}
 		cc, err := grpc.NewClient("passthrough:///"+o.Addr,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(recv)), reconnect)
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(recv)), policy.GRPCReconnect)
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -70,17 +69,6 @@ type entry struct {
 	key  string
 	prog cel.Program
 }
-
-// reconnect bounds grpc-go's reconnect backoff, which grows from 1 s to
-// 120 s by default: after an outage of the service the gateway kept
-// treating it as down for up to two minutes after its return (the failure
-// mode deciding meanwhile). Reconnects start after 100 ms and wait at most
-// 1 s, so the service is asked again within about a second of its return;
-// an unreachable service costs one dial a second.
-var reconnect = grpc.WithConnectParams(grpc.ConnectParams{
-	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-	MinConnectTimeout: 20 * time.Second, // grpc-go's default (the zero value would give dials no time)
-})
 
 // conn is a client connection to one service, kept in the lease.
 type conn struct {
@@ -143,7 +131,7 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 		p.descriptors = append(p.descriptors, cd)
 	}
 	dial := func() (*conn, error) {
-		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), reconnect)
+		cc, err := grpc.NewClient("passthrough:///"+o.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()), policy.GRPCReconnect)
 		if err != nil {
 			return nil, err
 		}
