@@ -84,6 +84,11 @@ func NewMCP(cfg *config.MCPAuthentication, o Options) (*MCPAuth, error) {
 		return nil, fieldErrorf("", "no configuration")
 	}
 	o = o.withDefaults()
+	if u, err := url.Parse(cfg.Issuer); err == nil && u.User != nil {
+		// The issuer goes to every client, in the protected resource's
+		// metadata (authorization_servers): credentials in it would too.
+		return nil, fieldErrorf("issuer", "must not carry credentials (user:password@): it is published to clients as the authorization server")
+	}
 	a, err := newAuthenticator(cfg.Mode, "authorizationLocation", cfg.AuthorizationLocation)
 	if err != nil {
 		return nil, err

@@ -368,6 +368,7 @@ func TestNewMCPErrors(t *testing.T) {
 		{"bad mode", &config.MCPAuthentication{Issuer: "https://i", Mode: "x"}, "mode: must be one of"},
 		{"bad location", &config.MCPAuthentication{Issuer: "https://i", AuthorizationLocation: &config.AuthLocation{}}, "authorizationLocation: exactly one of"},
 		{"bad inline keys", &config.MCPAuthentication{Issuer: "https://i", JWKS: &config.JWKSource{Kind: config.JWKSInline, Inline: "{}"}}, "jwks: invalid key set"},
+		{"credentials in the issuer", &config.MCPAuthentication{Issuer: "https://user:secret@idp.example/realms/r"}, "issuer: must not carry credentials"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
