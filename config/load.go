@@ -81,6 +81,15 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	return &f, out
 }
 
+// Blank reports whether the file holds nothing to run: a document with no
+// value (empty, only comments or document markers, null, ~) or a `binds:`
+// with no value, and no bind made of another section. Such a file is what a
+// tool that truncates, then writes, leaves mid-write: cmd/gateway refuses it
+// rather than stop every listener; `binds: []` runs none on purpose.
+func (f *File) Blank() bool {
+	return len(f.Binds) == 0 && (f.pos.Null("") || f.pos.Null("binds"))
+}
+
 // Locate returns the line and column of the value at path in the file the
 // config was parsed from (0, 0 when unknown: a File built in code).
 func (f *File) Locate(path string) (line, col int) { return f.pos.Locate(path) }

@@ -422,3 +422,36 @@ func TestBackendRefSpellings(t *testing.T) {
 		t.Errorf("requestMirror backend = %q, want %q", got, "b")
 	}
 }
+
+// TestBlank: a file that holds nothing (no value, or a `binds:` with none
+// and no section that makes a bind) is blank; `binds: []` and a file that
+// listens through another section are not.
+func TestBlank(t *testing.T) {
+	for _, tc := range []struct {
+		yaml  string
+		blank bool
+	}{
+		{"", true},
+		{"  \n# only a comment\n", true},
+		{"---\n", true},
+		{"...\n", true},
+		{"--- # c\n...\n", true},
+		{"null\n", true},
+		{"~\n", true},
+		{"config: {adminAddr: 'off'}\nbinds:\n", true},
+		{"binds: ~\n", true},
+		{"{}", false},
+		{"binds: []\n", false},
+		{"config: {adminAddr: 'off'}\n", false},
+		{"binds:\nmcp: {port: 3000, targets: [{name: a, stdio: {cmd: x}}]}\n", false},
+		{"binds:\n- port: 3000\n  listeners: []\n", false},
+	} {
+		f, err := Parse([]byte(tc.yaml), noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := f.Blank(); got != tc.blank {
+			t.Errorf("%q: Blank() = %v, want %v", tc.yaml, got, tc.blank)
+		}
+	}
+}

@@ -123,6 +123,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
 		return 1
 	}
+	if f.Blank() {
+		// Refused at start as on reload: a file caught mid-write, or
+		// emptied by mistake, would run nothing.
+		fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), errBlank)
+		return 1
+	}
 	if o.validateOnly {
 		// The errors starting would refuse the file with, settings not
 		// served yet among them: a file is valid when the gateway runs it.

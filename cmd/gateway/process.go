@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -356,18 +355,18 @@ func (cw *configWatch) follow() {
 // reload applies the config read from the file, or logs why it cannot,
 // and reports whether it applied it.
 func (p *process) reload(data []byte, err error) bool {
-	if err == nil && blankConfig(data) {
-		// Mid-write (an editor or a tool that truncates, then writes) or a
-		// mistake: applied, it would stop every listener until the next
-		// change.
-		err = errBlankReload
-	}
 	if err != nil {
 		p.gw.NoteReload(p.src.name(), err)
 		p.log.Error("config reload failed; keeping the running config", zap.Error(err))
 		return false
 	}
 	f, err := config.Parse(data, os.LookupEnv)
+	if err == nil && f.Blank() {
+		// Mid-write (an editor or a tool that truncates, then writes) or a
+		// mistake: applied, it would stop every listener until the next
+		// change.
+		err = errBlank
+	}
 	if err == nil {
 		err = p.gw.Apply(f)
 	}
@@ -381,19 +380,9 @@ func (p *process) reload(data []byte, err error) bool {
 	return true
 }
 
-// errBlankReload refuses a reload from a file with nothing in it.
-var errBlankReload = errors.New("the config file holds nothing (being written?): an empty config would stop every listener; write `binds: []` to run none")
-
-// blankConfig reports whether a config file holds nothing but white space
-// and comments.
-func blankConfig(data []byte) bool {
-	for line := range bytes.Lines(data) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			return false
-		}
-	}
-	return true
-}
+// errBlank refuses a config that holds nothing (config.File.Blank), at
+// start and on reload.
+var errBlank = errors.New("the config holds nothing (being written?): an empty or null document, or `binds:` with no value, would run no listener; write `binds: []` to run none")
 
 // shutdown drains: readiness fails at once, listeners keep accepting for the
 // minimum termination deadline, then close, and in-flight requests get up to

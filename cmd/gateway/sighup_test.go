@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server"
 )
 
 // TestSIGHUPReloads: SIGHUP reads the config file again and applies it,
@@ -40,6 +49,20 @@ func TestSIGHUPReloads(t *testing.T) {
 	waitBody(t, fmt.Sprintf("http://127.0.0.1:%d/direct", port2), "inline")
 }
 
+// blankConfigs are files that hold nothing: white space and comments, an
+// empty or null document, a `binds:` with no value (a file caught after its
+// config section). Each would run no listener.
+var blankConfigs = []string{
+	"\n# being rewritten\n  \n",
+	"---\n",
+	"...\n",
+	"--- # c\n...\n",
+	"null\n",
+	"~\n",
+	"config: {adminAddr: 127.0.0.1:0}\nbinds:\n",
+	"binds: null\n",
+}
+
 // TestBlankConfigNotReloaded: a config file that holds nothing (caught
 // mid-write by a tool that truncates it first, or emptied by mistake) is
 // not applied on reload: it would stop every listener until the next
@@ -55,7 +78,8 @@ func TestBlankConfigNotReloaded(t *testing.T) {
 	p.waitLog(fmt.Sprintf(`listening.*"port": %d`, port))
 	url := fmt.Sprintf("http://127.0.0.1:%d/direct", port)
 	waitBody(t, url, "v1")
-	if err := os.WriteFile(path, []byte("\n# being rewritten\n  \n"), 0o644); err != nil {
+	// End to end, one of them; TestBlankReloadRefused has each.
+	if err := os.WriteFile(path, []byte(blankConfigs[len(blankConfigs)-2]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -70,4 +94,52 @@ func TestBlankConfigNotReloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitLog(`config reloaded`)
+}
+
+// TestBlankConfigRefusedAtStart: a config that holds nothing is refused at
+// start and by --validate-only, with the reload's message.
+func TestBlankConfigRefusedAtStart(t *testing.T) {
+	for _, blank := range blankConfigs {
+		for _, validate := range []bool{true, false} {
+			args := []string{"-f", "-"}
+			if validate {
+				args = append(args, "--validate-only")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, gatewayBin, args...)
+			cmd.Stdin = strings.NewReader(blank)
+			cmd.Env = append(os.Environ(), "ADMIN_ADDR=off", "STATS_ADDR=off", "READINESS_ADDR=off")
+			out, err := cmd.CombinedOutput()
+			cancel()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), errBlank.Error()) {
+				t.Errorf("%q (validate %v): %v, want exit 1 with %q:\n%s", blank, validate, err, errBlank, out)
+			}
+		}
+	}
+}
+
+// TestBlankReloadRefused: each config that holds nothing is refused by
+// reload, and the running binds serve on; `binds: []` is applied.
+func TestBlankReloadRefused(t *testing.T) {
+	port := freePort(t)
+	first, err := config.Parse([]byte(configWith(port, "v1", "127.0.0.1:1")), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{log: zap.NewNop(), src: newSource(options{file: "c.yaml"}, nil), gw: server.New(server.Options{BindHost: "127.0.0.1"})}
+	if err := p.gw.Apply(first); err != nil {
+		t.Fatal(err)
+	}
+	defer p.gw.Shutdown(context.Background())
+	url := fmt.Sprintf("http://127.0.0.1:%d/direct", port)
+	waitBody(t, url, "v1")
+	for _, blank := range blankConfigs {
+		if p.reload([]byte(blank), nil) {
+			t.Errorf("%q: applied", blank)
+		}
+		waitBody(t, url, "v1")
+	}
+	if !p.reload([]byte("binds: []\n"), nil) {
+		t.Error("binds: [] refused")
+	}
 }

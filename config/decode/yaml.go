@@ -60,6 +60,34 @@ func (p Positions) Locate(path string) (line, col int) {
 	return n.line, n.col
 }
 
+// Null reports whether the value at path (the package's path syntax) is
+// in the document and null; for "", whether the document holds no value
+// (empty, only comments and markers, or null).
+func (p Positions) Null(path string) bool {
+	if path == "" {
+		return p.root.Kind() == Null
+	}
+	segs, ok := parseRel(path)
+	if !ok {
+		return false
+	}
+	cur := p.root
+	for _, s := range segs {
+		switch {
+		case s.isIndex && cur.Kind() == List && s.index < len(cur.items):
+			cur = cur.items[s.index]
+		case !s.isIndex:
+			cur = cur.Get(s.key)
+		default:
+			cur = nil
+		}
+		if cur == nil {
+			return false
+		}
+	}
+	return cur.Kind() == Null
+}
+
 // parse runs the YAML parser. Duplicate keys are let through so that they
 // are reported like other errors, with all the others.
 func parse(data []byte) (f *ast.File, err error) {
