@@ -186,14 +186,16 @@ func (t MCPTarget) MarshalJSON() ([]byte, error) {
 	case MCPTargetSSE:
 		m["sse"] = map[string]any{"host": redactURL(t.URL)}
 	case MCPTargetStdio:
-		// Environment values may hold secrets: only their names are shown.
-		s := map[string]any{"cmd": t.Stdio.Cmd, "args": t.Stdio.Args}
+		// Environment values may hold secrets: every one is redacted,
+		// the names kept (a map, so that the dump parses back), and so is
+		// the value of a flag with a credential name.
+		s := map[string]any{"cmd": t.Stdio.Cmd, "args": redactArgs(t.Stdio.Args)}
 		if len(t.Stdio.Env) > 0 {
-			names := make([]string, 0, len(t.Stdio.Env))
+			env := make(map[string]string, len(t.Stdio.Env))
 			for k := range t.Stdio.Env {
-				names = append(names, k)
+				env[k] = Redacted
 			}
-			s["env"] = names
+			s["env"] = env
 		}
 		if t.Stdio.ClearEnv {
 			s["clear_env"] = true

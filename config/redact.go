@@ -27,13 +27,23 @@ var sensitiveWords = map[string]bool{
 	"key": true, "keys": true, "apikey": true, "token": true, "tokens": true,
 	"secret": true, "secrets": true, "password": true, "passwd": true,
 	"credential": true, "credentials": true, "signature": true, "sig": true,
-	"session": true,
+	"session": true, "jwt": true, "assertion": true,
 }
+
+// sensitiveParts are credential words that mark a word of a header name
+// holding them anywhere (x-apitoken, x-upstream-authtoken, clientsecret,
+// client_assertion's assertion), written without a separator. The shorter
+// sensitiveWords (auth, key, sig, session) are whole words only: as parts
+// they are in author, monkey, signal.
+var sensitiveParts = []string{"token", "secret", "passw", "credential", "cookie", "apikey", "jwt", "assertion", "authorization"}
 
 // SensitiveHeader reports whether a header's value is to be kept out of
 // /config_dump: when a word of its name (any case) is one of
 // authorization, auth, cookie(s), key(s), apikey, token(s), secret(s),
-// password, passwd, credential(s), signature, sig or session. Words are
+// password, passwd, credential(s), signature, sig, session, jwt or
+// assertion, or holds one of token, secret, passw, credential, cookie,
+// apikey, jwt, assertion or authorization (X-Apitoken, X-Upstream-Authtoken,
+// X-Jwt-Assertion). Words are
 // split at '-' and '_' and at camelCase: before an upper-case letter that
 // follows a lower-case letter or a digit (accessToken, oauth2Token), and
 // before the last letter of an upper-case run of two or more followed by a
@@ -73,8 +83,14 @@ func SensitiveHeader(name string) bool {
 	return sensitiveWord(name[start:])
 }
 
-// sensitiveWord reports whether w, in any case, is one of sensitiveWords.
+// sensitiveWord reports whether w, in any case, is one of sensitiveWords
+// or holds one of sensitiveParts.
 func sensitiveWord(w string) bool {
+	for _, part := range sensitiveParts {
+		if containsFoldASCII(w, part) {
+			return true
+		}
+	}
 	var lower [16]byte // longer than every sensitive word
 	if w == "" || len(w) > len(lower) {
 		return false
@@ -87,6 +103,27 @@ func sensitiveWord(w string) bool {
 		lower[i] = c
 	}
 	return sensitiveWords[string(lower[:len(w)])] // no allocation: a map index
+}
+
+// containsFoldASCII reports whether s holds part (lower-case ASCII) in any
+// case, without allocating.
+func containsFoldASCII(s, part string) bool {
+	for i := 0; i+len(part) <= len(s); i++ {
+		j := 0
+		for ; j < len(part); j++ {
+			c := s[i+j]
+			if isUpperASCII(c) {
+				c += 'a' - 'A'
+			}
+			if c != part[j] {
+				break
+			}
+		}
+		if j == len(part) {
+			return true
+		}
+	}
+	return false
 }
 
 func isUpperASCII(c byte) bool { return 'A' <= c && c <= 'Z' }
@@ -149,19 +186,20 @@ func redactHeaderMap[M ~map[string]V, V ~string](values M, redacted V) M {
 }
 
 // MarshalJSON writes the match with the values matched against sensitive
-// headers (SensitiveHeader) redacted, for /config_dump: a route may be
-// reserved to requests carrying a given key. A redacted match keeps its kind
-// (exact or regex).
+// headers and query parameters (SensitiveHeader) redacted, for
+// /config_dump: a route may be reserved to requests carrying a given key.
+// A redacted match keeps its kind (exact or regex).
 func (m RouteMatch) MarshalJSON() ([]byte, error) {
 	type plain RouteMatch // without this method
 	p := plain(m)
 	p.Headers = redactValueMatches(m.Headers)
+	p.Query = redactValueMatches(m.Query)
 	return json.Marshal(p)
 }
 
-// redactValueMatches returns header matches with the values matched
-// against sensitive headers (SensitiveHeader) redacted, keeping each
-// match's kind, or matches itself when none is sensitive.
+// redactValueMatches returns header (or query parameter) matches with the
+// values matched against sensitive names (SensitiveHeader) redacted,
+// keeping each match's kind, or matches itself when none is sensitive.
 func redactValueMatches(matches []ValueMatch) []ValueMatch {
 	out := matches
 	copied := false
@@ -223,6 +261,48 @@ func redactURL(raw string) string {
 		return raw
 	}
 	return u.String()
+}
+
+// redactArgs returns a command's arguments (a stdio MCP target's) with the
+// value of each flag whose name is sensitive (SensitiveHeader: --api-key,
+// --token, --client-secret) redacted, in both forms, "--flag value" and
+// "--flag=value", or args itself when none is; other arguments stay, so
+// the dump still tells what runs.
+func redactArgs(args []string) []string {
+	out, copied := args, false
+	set := func(i int, v string) {
+		if !copied {
+			out, copied = append([]string(nil), args...), true
+		}
+		out[i] = v
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "--" {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !SensitiveHeader(name) {
+			continue
+		}
+		switch {
+		case hasValue:
+			set(i, a[:strings.IndexByte(a, '=')+1]+Redacted)
+		case i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
+			i++
+			set(i, Redacted)
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes the endpoint with the password of its user info and
+// credential query parameters redacted (redactURL), for /config_dump.
+func (t Tracing) MarshalJSON() ([]byte, error) {
+	type plain Tracing // without this method
+	p := plain(t)
+	p.OTLPEndpoint = redactURL(t.OTLPEndpoint)
+	return json.Marshal(p)
 }
 
 // MarshalJSON writes the expression with its literals redacted (redactCEL).
