@@ -3,6 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -51,6 +54,9 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	}
 	var f File
 	pos, errs := decode.YAMLPositions(expanded, &f)
+	if e := resourceError(pos.Root()); e != nil {
+		return nil, Errors{e} // not a config file: its errors say nothing
+	}
 	out := make(Errors, 0, len(errs))
 	for _, e := range errs {
 		out = append(out, e)
@@ -79,6 +85,52 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 		f.Position(e)
 	}
 	return &f, out
+}
+
+// resourceKinds are the spec's declarative resources, not served yet.
+var resourceKinds = []string{"ProxyBackend", "ProxyPolicy", "ProxyParameters"}
+
+// fileFields are the top-level fields of the config file.
+var fileFields = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[File]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" {
+			m[name] = true
+		}
+	}
+	return m
+}()
+
+// resourceError returns the one error for a document that is a resource
+// (an apiVersion or kind at its top level, and no field of the config
+// file), such as the spec's ProxyBackend: not supported yet, and its fields
+// are not worth an "unknown field" each. Otherwise nil.
+func resourceError(root *decode.Node) error {
+	kindNode, apiNode := root.Get("kind"), root.Get("apiVersion")
+	if kindNode == nil && apiNode == nil {
+		return nil
+	}
+	for _, k := range root.Keys() {
+		if fileFields[k] {
+			return nil // a config file with a stray field: reported as such
+		}
+	}
+	const reads = "gateway -f reads a config file (config, binds, backends, policies, ...)"
+	if kind, _ := kindNode.String(); slices.Contains(resourceKinds, kind) {
+		return &decode.FieldError{Path: "kind", Line: kindNode.Line(), Col: kindNode.Col(),
+			Msg: fmt.Sprintf("%s resources are not supported yet: %s, not the declarative resources (ProxyBackend, ProxyPolicy, ProxyParameters)", kind, reads)}
+	}
+	field, n := "kind", kindNode
+	if n == nil {
+		field, n = "apiVersion", apiNode
+	}
+	what := n.Describe()
+	if s, ok := n.String(); ok {
+		what = strconv.Quote(s)
+	}
+	return &decode.FieldError{Path: field, Line: n.Line(), Col: n.Col(),
+		Msg: fmt.Sprintf("the file is a resource (%s %s), not a config file: %s; the declarative resources (ProxyBackend, ProxyPolicy, ProxyParameters) are not supported yet", field, what, reads)}
 }
 
 // Blank reports whether the file holds nothing to run: a document with no

@@ -455,3 +455,30 @@ func TestBlank(t *testing.T) {
 		}
 	}
 }
+
+// TestResourcesNotSupported: a file that is one of the spec's declarative
+// resources (or another resource) is refused with one error naming its kind,
+// not an "unknown field" per envelope field; a config file with a stray
+// kind field is a config file.
+func TestResourcesNotSupported(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want string
+	}{
+		{"apiVersion: gateway.example/v1alpha1\nkind: ProxyBackend\nmetadata: {name: b1}\nspec:\n  static: {host: 127.0.0.1, port: 1}\n",
+			"kind: ProxyBackend resources are not supported yet: gateway -f reads a config file (config, binds, backends, policies, ...), not the declarative resources (ProxyBackend, ProxyPolicy, ProxyParameters) (line 2:7)"},
+		{"kind: ProxyPolicy\nspec: {}\n", "kind: ProxyPolicy resources are not supported yet"},
+		{`{"apiVersion": "x/v1alpha1", "kind": "ProxyParameters", "spec": {}}`, "kind: ProxyParameters resources are not supported yet"},
+		{"apiVersion: apps/v1\nkind: Deployment\n", `kind: the file is a resource (kind "Deployment"), not a config file`},
+		{"apiVersion: x/v1\nspec: {}\n", `apiVersion: the file is a resource (apiVersion "x/v1"), not a config file`},
+		{"kind: ProxyBackend\nbinds: []\n", `kind: unknown field "kind"`},
+	} {
+		_, err := Parse([]byte(tc.yaml), noEnv)
+		if err == nil {
+			t.Fatalf("%q: accepted", tc.yaml)
+		}
+		errs, _ := err.(Errors)
+		if len(errs) != 1 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %d errors:\n%v\nwant one holding %q", tc.yaml, len(errs), err, tc.want)
+		}
+	}
+}

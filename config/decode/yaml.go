@@ -60,6 +60,10 @@ func (p Positions) Locate(path string) (line, col int) {
 	return n.line, n.col
 }
 
+// Root returns the document's root value (nil for a document with none),
+// for checks on the document's shape before its errors are read.
+func (p Positions) Root() *Node { return p.root }
+
 // Null reports whether the value at path (the package's path syntax) is
 // in the document and null; for "", whether the document holds no value
 // (empty, only comments and markers, or null).
