@@ -136,8 +136,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), err)
 			return 1
 		}
-		if _, err := resolveSideAddrs(f); err != nil {
+		addrs, err := resolveSideAddrs(f)
+		if err != nil {
 			fmt.Fprintf(stderr, "gateway: invalid environment:\n%s\n", err)
+			return 1
+		}
+		// Addresses that cannot all be listened on: starting would fail.
+		if errs := f.CheckSideAddrs(addrs.sources); len(errs) > 0 {
+			fmt.Fprintf(stderr, "%s: invalid configuration:\n%s\n", src.name(), errs)
 			return 1
 		}
 		fmt.Fprintf(stdout, "%s: configuration is valid\n", src.name())

@@ -122,6 +122,19 @@ func TestFlags(t *testing.T) {
 			"configuration is valid"}},
 		{desc: "a bad address in the file, though the environment overrides it", args: []string{"-c", "config: {adminAddr: garbage}", "--validate-only"}, env: []string{"ADMIN_ADDR=127.0.0.1:0"}, wantCode: 1, want: []string{
 			`config.adminAddr: address "garbage"`}},
+		// Addresses that cannot all be listened on are refused by
+		// --validate-only and at start, naming the field to change.
+		{desc: "side servers on one address", args: []string{"-c", "config: {adminAddr: '127.0.0.1:19340', statsAddr: '127.0.0.1:19340', readinessAddr: '127.0.0.1:19340'}\nbinds: []", "--validate-only"}, wantCode: 1, want: []string{
+			`config.statsAddr: address "127.0.0.1:19340" is also used by config.adminAddr (127.0.0.1:19340) (line 1:`,
+			`config.readinessAddr: address "127.0.0.1:19340" is also used by config.adminAddr`}, notWant: []string{"configuration is valid"}},
+		{desc: "side servers on one address from the environment", args: []string{"-c", "binds: []", "--validate-only"}, env: []string{"ADMIN_ADDR=off", "STATS_ADDR=127.0.0.1:19341", "READINESS_ADDR=127.0.0.1:19341"}, wantCode: 1, want: []string{
+			`READINESS_ADDR: address "127.0.0.1:19341" is also used by STATS_ADDR (127.0.0.1:19341)`}},
+		{desc: "a bind on the admin port", args: []string{"-c", "config: {adminAddr: '127.0.0.1:19340', statsAddr: 'off', readinessAddr: 'off'}\nbinds:\n- port: 8080\n  listeners: []\n- port: 19340\n  listeners: []\n", "--validate-only"}, wantCode: 1, want: []string{
+			`binds[1].port: port 19340 is also used by config.adminAddr (127.0.0.1:19340) (line 5:9)`}},
+		{desc: "a bind on the default stats port", args: []string{"-c", "binds:\n- port: 15020\n  listeners: []\n", "--validate-only"}, env: []string{"ADMIN_ADDR=off", "READINESS_ADDR=off"}, wantCode: 1, want: []string{
+			`binds[0].port: port 15020 is also used by config.statsAddr (default 0.0.0.0:15020)`}},
+		{desc: "a bind on the admin port at startup", args: []string{"-c", "config: {adminAddr: '127.0.0.1:0', statsAddr: 'off', readinessAddr: 'off'}\nbinds:\n- port: 19342\n  listeners: []\n"}, env: []string{"ADMIN_ADDR=127.0.0.1:19342"}, wantCode: 1, want: []string{
+			`failed to start`, `binds[0].port: port 19342 is also used by ADMIN_ADDR (127.0.0.1:19342)`}},
 		{desc: "bad side server address in the environment at startup", args: []string{"-c", "binds: []"}, env: []string{"ADMIN_ADDR=garbage"}, wantCode: 1, want: []string{
 			`failed to start`, `ADMIN_ADDR: address \"garbage\"`}},
 	}

@@ -114,9 +114,11 @@ func contentState(data []byte, files []string) string {
 	return string(h.Sum(nil))
 }
 
-// sideAddrs are the admin, stats and readiness servers' addresses.
+// sideAddrs are the admin, stats and readiness servers' addresses, and
+// what set each (for config.File.CheckSideAddrs).
 type sideAddrs struct {
 	admin, stats, readiness string
+	sources                 []config.SideAddr
 }
 
 // resolveSideAddrs resolves each side-server address: environment first,
@@ -129,23 +131,28 @@ func resolveSideAddrs(f *config.File) (sideAddrs, error) {
 		settings = &config.Settings{}
 	}
 	var errs []error
-	addr := func(env string, v *string, def string) string {
+	var sources []config.SideAddr
+	addr := func(env, field string, v *string, def string) string {
 		if e, ok := os.LookupEnv(env); ok && e != "" {
 			if err := config.CheckListenAddr(e); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", env, err))
 			}
+			sources = append(sources, config.SideAddr{Name: env, Addr: e})
 			return e
 		}
 		if v != nil && *v != "" {
+			sources = append(sources, config.SideAddr{Name: "config." + field, Addr: *v, InFile: true})
 			return *v
 		}
+		sources = append(sources, config.SideAddr{Name: "config." + field, Addr: def, Default: true})
 		return def
 	}
 	a := sideAddrs{
-		admin:     addr("ADMIN_ADDR", settings.AdminAddr, "localhost:15000"),
-		stats:     addr("STATS_ADDR", settings.StatsAddr, "0.0.0.0:15020"),
-		readiness: addr("READINESS_ADDR", settings.ReadinessAddr, "0.0.0.0:15021"),
+		admin:     addr("ADMIN_ADDR", "adminAddr", settings.AdminAddr, "localhost:15000"),
+		stats:     addr("STATS_ADDR", "statsAddr", settings.StatsAddr, "0.0.0.0:15020"),
+		readiness: addr("READINESS_ADDR", "readinessAddr", settings.ReadinessAddr, "0.0.0.0:15021"),
 	}
+	a.sources = sources
 	return a, errors.Join(errs...)
 }
 
@@ -154,6 +161,9 @@ func (p *process) start(f *config.File) error {
 	addrs, err := resolveSideAddrs(f)
 	if err != nil {
 		return err
+	}
+	if errs := f.CheckSideAddrs(addrs.sources); len(errs) > 0 {
+		return errs
 	}
 	side, err := admin.Start(admin.Options{
 		AdminAddr:     addrs.admin,
