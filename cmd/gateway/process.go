@@ -45,17 +45,30 @@ func (s *source) name() string {
 // maxConfigSize bounds a config file.
 const maxConfigSize = 64 << 20
 
+// errConfigTooLarge refuses a config over maxConfigSize: cut off there, it
+// could still parse, missing what followed.
+var errConfigTooLarge = fmt.Errorf("config file larger than %d MiB", maxConfigSize>>20)
+
+// readConfig reads r whole, refusing more than maxConfigSize bytes.
+func readConfig(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err == nil && len(data) > maxConfigSize {
+		return nil, errConfigTooLarge
+	}
+	return data, err
+}
+
 func (s *source) read() ([]byte, error) {
 	switch {
 	case s.o.file == "-":
-		return io.ReadAll(io.LimitReader(s.stdin, maxConfigSize))
+		return readConfig(s.stdin)
 	case s.o.file != "":
 		f, err := os.Open(s.o.file)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		return io.ReadAll(io.LimitReader(f, maxConfigSize))
+		return readConfig(f)
 	case s.o.inline != "":
 		return []byte(s.o.inline), nil
 	}

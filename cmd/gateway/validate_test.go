@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,4 +81,44 @@ func TestValidateOnlyAgreesWithStart(t *testing.T) {
 	if startErr == "" || startErr != validateErr {
 		t.Errorf("start refuses the file with\n%s\n--validate-only with\n%s", startErr, validateErr)
 	}
+}
+
+// TestConfigSizeLimit: a config file (or standard input) of more than 64
+// MiB is refused, not cut off at 64 MiB and parsed; one of exactly 64 MiB
+// is read whole.
+func TestConfigSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int64{maxConfigSize, maxConfigSize + 1} {
+		// A comment line, then spaces: cut anywhere, still a YAML document.
+		path := filepath.Join(dir, fmt.Sprint(size))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("binds: []\n#"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil { // the rest reads as NUL bytes
+			t.Fatal(err)
+		}
+		f.Close()
+		for _, src := range []*source{newSource(options{file: path}, nil), newSource(options{file: "-"}, io.LimitReader(zeros{}, size))} {
+			data, err := src.read()
+			if size > maxConfigSize {
+				if err != errConfigTooLarge || data != nil {
+					t.Errorf("%s, %d bytes: %d bytes read, error %v; want %v", src.name(), size, len(data), err, errConfigTooLarge)
+				}
+			} else if err != nil || int64(len(data)) != size {
+				t.Errorf("%s, %d bytes: %d bytes read, error %v", src.name(), size, len(data), err)
+			}
+		}
+	}
+}
+
+// zeros reads as endless NUL bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
