@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -48,6 +49,9 @@ func ParsePartial(data []byte, lookup func(string) (string, bool)) (*File, error
 }
 
 func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
+	// One leading byte order mark, which YAML allows (and editors on
+	// Windows write), is not part of the document.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	expanded, envErrs := ExpandEnv(data, lookup)
 	if len(envErrs) > 0 {
 		return nil, Errors(envErrs)

@@ -482,3 +482,25 @@ func TestResourcesNotSupported(t *testing.T) {
 		}
 	}
 }
+
+// TestByteOrderMark: one leading UTF-8 byte order mark, which YAML allows
+// and Windows editors write, is not part of the document, in YAML and JSON;
+// positions are counted without it.
+func TestByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	for _, doc := range []string{
+		"config: {adminAddr: 'off'}\nbinds: []\n",
+		`{"config": {"adminAddr": "off"}, "binds": []}`,
+	} {
+		f, err := Parse([]byte(bom+doc), noEnv)
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if f.Config == nil || f.Config.AdminAddr == nil || *f.Config.AdminAddr != "off" || f.Binds == nil {
+			t.Errorf("%q: decoded %+v", doc, f)
+		}
+	}
+	checkParse(t, bom+"binds:\n- port: 0\n  listeners: []\n", "binds[0].port: must be >= 1 (line 2:9)")
+	checkParse(t, bom+"port: 1\n", `port: unknown field "port" (line 1:1)`)
+	checkParse(t, bom+bom+"binds: []\n", "unknown field")
+}
