@@ -203,6 +203,10 @@ type ConditionalDirectResponse struct {
 	Condition ValueCondition `json:"condition,omitempty"`
 	Status    *int           `json:"status" cfg:"required,min=200,max=599"`
 	Body      Bytes          `json:"body,omitempty"`
+	// BodyExpression and Headers are the plain form's, not built there
+	// either.
+	BodyExpression Unsupported `json:"bodyExpression,omitzero"`
+	Headers        Unsupported `json:"headers,omitzero"`
 }
 
 // CORS answers preflight requests and decorates responses with CORS headers.
