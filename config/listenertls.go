@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -307,34 +308,42 @@ func checkListenerProtocol(v checker, lpath string, l *Listener, backends map[st
 
 // checkBindProtocols checks that a bind's listeners can be told apart: a
 // connection to a TCP listener carries nothing to choose by, so a TCP
-// listener is alone on its port; TLS listeners are chosen by SNI, so no two
-// share a hostname. Plain HTTP and TLS listeners may share a port: each
-// connection's first byte says which it is.
+// listener is alone on its port; TLS listeners are chosen by SNI and HTTP
+// ones by Host, so no two of a kind share a hostname (compared in any case,
+// none being "*"): the second would never be chosen. Plain HTTP and TLS
+// listeners may share a port: each connection's first byte says which it
+// is.
 func checkBindProtocols(v checker, ls []Listener, lpaths func(int) string) {
 	tcp, other := -1, -1
-	tlsHosts := map[string]int{}
+	hosts := map[[2]string]int{} // {HTTP or TLS, hostname} -> listener
 	for i, l := range ls {
 		lpath := lpaths(i)
-		switch l.ListenerProtocol() {
+		kind := l.ListenerProtocol()
+		switch kind {
 		case "TCP":
 			if tcp >= 0 {
 				v.Errorf(lpath+".protocol", "listeners[%d] is already a TCP listener on this port: TCP connections carry no name to choose a listener by", tcp)
 				continue
 			}
 			tcp = i
+			continue
 		case "HTTPS", "TLS":
-			h := l.Hostname
-			if h == "" {
-				h = "*"
-			}
-			if prev, dup := tlsHosts[h]; dup {
-				v.Errorf(lpath+".hostname", "listeners[%d] already serves TLS for %q on this port", prev, h)
-			}
-			tlsHosts[h] = i
-			other = i
-		default:
-			other = i
+			kind = "TLS"
 		}
+		other = i
+		if kind != "TLS" && kind != "HTTP" {
+			continue
+		}
+		h := strings.ToLower(l.Hostname)
+		what := strconv.Quote(h)
+		if h == "" || h == "*" {
+			h, what = "*", "every hostname"
+		}
+		if prev, dup := hosts[[2]string{kind, h}]; dup {
+			v.Errorf(lpath+".hostname", "%s already serves %s for %s on this port: this listener would never be chosen", lpaths(prev), kind, what)
+			continue
+		}
+		hosts[[2]string{kind, h}] = i
 	}
 	if tcp >= 0 && other >= 0 {
 		v.Errorf(lpaths(tcp)+".protocol", "a TCP listener must be alone on its port (listeners[%d] shares it)", other)
