@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -134,6 +135,13 @@ type sideAddrs struct {
 	sources                 []config.SideAddr
 }
 
+// The side servers' default addresses.
+const (
+	defaultAdminAddr     = "localhost:15000"
+	defaultStatsAddr     = "0.0.0.0:15020"
+	defaultReadinessAddr = "0.0.0.0:15021"
+)
+
 // resolveSideAddrs resolves each side-server address: environment first,
 // then config, then the default. The file's addresses are checked when it is
 // parsed; one from the environment is checked here, and an invalid one is an
@@ -161,9 +169,9 @@ func resolveSideAddrs(f *config.File) (sideAddrs, error) {
 		return def
 	}
 	a := sideAddrs{
-		admin:     addr("ADMIN_ADDR", "adminAddr", settings.AdminAddr, "localhost:15000"),
-		stats:     addr("STATS_ADDR", "statsAddr", settings.StatsAddr, "0.0.0.0:15020"),
-		readiness: addr("READINESS_ADDR", "readinessAddr", settings.ReadinessAddr, "0.0.0.0:15021"),
+		admin:     addr("ADMIN_ADDR", "adminAddr", settings.AdminAddr, defaultAdminAddr),
+		stats:     addr("STATS_ADDR", "statsAddr", settings.StatsAddr, defaultStatsAddr),
+		readiness: addr("READINESS_ADDR", "readinessAddr", settings.ReadinessAddr, defaultReadinessAddr),
 	}
 	a.sources = sources
 	return a, errors.Join(errs...)
@@ -400,7 +408,59 @@ func (p *process) reload(data []byte, err error) bool {
 	}
 	p.files = f.FilesRead()
 	p.log.Info("config reloaded", zap.String("file", p.src.name()))
+	for _, field := range startOnlyChanges(p.first, f) {
+		p.log.Warn("config reloaded, but this setting is read only at start: restart the gateway to apply it", zap.String("field", field))
+	}
 	return true
+}
+
+// startOnly are the settings the process reads only at start (the side
+// servers, logging, GOMAXPROCS) or from the config it started with (the
+// drain deadlines), each as the process reads it from a file, with the
+// environment variable that overrides it, if any.
+var startOnly = []struct {
+	field, env string
+	get        func(*config.Settings) any
+}{
+	{"config.adminAddr", "ADMIN_ADDR", func(s *config.Settings) any { return addrOr(s.AdminAddr, defaultAdminAddr) }},
+	{"config.statsAddr", "STATS_ADDR", func(s *config.Settings) any { return addrOr(s.StatsAddr, defaultStatsAddr) }},
+	{"config.readinessAddr", "READINESS_ADDR", func(s *config.Settings) any { return addrOr(s.ReadinessAddr, defaultReadinessAddr) }},
+	{"config.logging", "", func(s *config.Settings) any { return logSettingsOf(&config.File{Config: s}) }},
+	{"config.workerThreads", "", func(s *config.Settings) any { return s.WorkerThreads }},
+	{"config.connectionTerminationDeadline", "CONNECTION_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionTerminationDeadline }},
+	{"config.connectionMinTerminationDeadline", "CONNECTION_MIN_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionMinTerminationDeadline }},
+}
+
+// addrOr is a side server's address from the file, or def.
+func addrOr(v *string, def string) string {
+	if v != nil && *v != "" {
+		return *v
+	}
+	return def
+}
+
+// startOnlyChanges returns the start-only settings (startOnly) that next
+// sets otherwise than first, the config the process started with: a reload
+// applies the rest, and these wait for a restart. One its environment
+// variable overrides is left out: a restart would not apply it either.
+func startOnlyChanges(first, next *config.File) []string {
+	settings := func(f *config.File) *config.Settings {
+		if f == nil || f.Config == nil {
+			return &config.Settings{}
+		}
+		return f.Config
+	}
+	a, b := settings(first), settings(next)
+	var changed []string
+	for _, s := range startOnly {
+		if s.env != "" && os.Getenv(s.env) != "" {
+			continue
+		}
+		if !reflect.DeepEqual(s.get(a), s.get(b)) {
+			changed = append(changed, s.field)
+		}
+	}
+	return changed
 }
 
 // errBlank refuses a config that holds nothing (config.File.Blank), at

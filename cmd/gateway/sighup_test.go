@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/server"
@@ -141,5 +143,62 @@ func TestBlankReloadRefused(t *testing.T) {
 	}
 	if !p.reload([]byte("binds: []\n"), nil) {
 		t.Error("binds: [] refused")
+	}
+}
+
+// TestReloadWarnsOfStartOnlySettings: a reload that changes a setting read
+// only at start is applied, and warns that the setting needs a restart,
+// naming it; one the environment overrides, or written as its default, is
+// no change.
+func TestReloadWarnsOfStartOnlySettings(t *testing.T) {
+	const first = "config: {adminAddr: 'off', statsAddr: 'off', logging: {level: info}, connectionTerminationDeadline: 5s}\nbinds: []\n"
+	for _, tc := range []struct {
+		desc, next string
+		env        []string
+		want       []string
+	}{
+		{"unchanged", first, nil, nil},
+		{"other settings", "config: {adminAddr: 'off', statsAddr: 'off', logging: {level: info}, connectionTerminationDeadline: 5s, backend: {connectTimeout: 1s}}\nbinds: []\n", nil, nil},
+		{"the default written out", "config: {adminAddr: 'off', statsAddr: 'off', readinessAddr: '0.0.0.0:15021', logging: {level: info, format: text}, connectionTerminationDeadline: 5s}\nbinds: []\n", nil, nil},
+		{"side servers", "config: {adminAddr: '127.0.0.1:0', readinessAddr: '127.0.0.1:0', logging: {level: info}, connectionTerminationDeadline: 5s}\nbinds: []\n", nil,
+			[]string{"config.adminAddr", "config.statsAddr", "config.readinessAddr"}},
+		{"overridden by the environment", "config: {adminAddr: '127.0.0.1:0', statsAddr: 'off', logging: {level: info}, connectionTerminationDeadline: 5s}\nbinds: []\n", []string{"ADMIN_ADDR=off"}, nil},
+		{"logging, threads and deadlines", "config: {adminAddr: 'off', statsAddr: 'off', logging: {level: debug}, workerThreads: 2, connectionMinTerminationDeadline: 1s}\nbinds: []\n", nil,
+			[]string{"config.logging", "config.workerThreads", "config.connectionTerminationDeadline", "config.connectionMinTerminationDeadline"}},
+		{"no config section", "binds: []\n", nil,
+			[]string{"config.adminAddr", "config.statsAddr", "config.connectionTerminationDeadline"}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			for _, name := range []string{"ADMIN_ADDR", "STATS_ADDR", "READINESS_ADDR", "CONNECTION_TERMINATION_DEADLINE", "CONNECTION_MIN_TERMINATION_DEADLINE"} {
+				t.Setenv(name, "") // as unset
+			}
+			for _, e := range tc.env {
+				name, value, _ := strings.Cut(e, "=")
+				t.Setenv(name, value)
+			}
+			f, err := config.Parse([]byte(first), func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatal(err)
+			}
+			core, logs := observer.New(zap.InfoLevel)
+			p := &process{log: zap.New(core), first: f, src: newSource(options{file: "c.yaml"}, nil), gw: server.New(server.Options{BindHost: "127.0.0.1"})}
+			defer p.gw.Shutdown(context.Background())
+			if err := p.gw.Apply(f); err != nil {
+				t.Fatal(err)
+			}
+			if !p.reload([]byte(tc.next), nil) {
+				t.Fatalf("not reloaded:\n%v", logs.All())
+			}
+			var got []string
+			for _, e := range logs.FilterMessageSnippet("read only at start").All() {
+				if e.Level != zap.WarnLevel {
+					t.Errorf("logged at %v", e.Level)
+				}
+				got = append(got, e.ContextMap()["field"].(string))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("warned of %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
