@@ -40,6 +40,7 @@ var (
 // when it implements Validator and decoded without error.
 func (s *state) decode(n *Node, v reflect.Value) {
 	if n.bad {
+		s.badSeen = append(s.badSeen, n.path)
 		return
 	}
 	if s.calls >= maxCalls {
@@ -49,7 +50,7 @@ func (s *state) decode(n *Node, v reflect.Value) {
 	s.calls++
 	defer func() { s.calls-- }()
 
-	before, kept := s.count(), len(s.errs)
+	before, kept, keptBad := s.count(), len(s.errs), len(s.badSeen)
 	s.value(n, v)
 	if n.kind == Null || !v.CanAddr() {
 		return
@@ -67,10 +68,11 @@ func (s *state) decode(n *Node, v reflect.Value) {
 	// failed are dropped. Rules across fields do not run: they would
 	// report cascades of the same mistake.
 	if _, ok := p.Interface().(FieldRules); ok {
-		failed := make([]string, 0, len(s.errs)-kept)
+		failed := make([]string, 0, len(s.errs)-kept+len(s.badSeen)-keptBad)
 		for _, e := range s.errs[kept:] {
 			failed = append(failed, e.Path)
 		}
+		failed = append(failed, s.badSeen[keptBad:]...)
 		p.Interface().(Validator).Validate(&Validation{n: n, failed: failed})
 	}
 }
@@ -104,10 +106,18 @@ func (s *state) value(n *Node, v reflect.Value) {
 		return
 	}
 	if v.Kind() == reflect.Pointer {
-		if v.IsNil() {
+		fresh := v.IsNil()
+		if fresh {
 			v.Set(reflect.New(t.Elem()))
 		}
+		before := s.count()
 		s.decode(n, v.Elem())
+		// A scalar that failed to decode is absent, not zero: the checks
+		// across fields would see a value the file does not hold (two
+		// ports "8080" read as port 0 twice).
+		if fresh && s.count() != before && scalarKind(t.Elem().Kind()) {
+			v.SetZero()
+		}
 		return
 	}
 	if v.CanAddr() {
@@ -162,6 +172,18 @@ func (s *state) value(n *Node, v reflect.Value) {
 	default:
 		s.errorf(n, "cannot decode into Go type %s", t)
 	}
+}
+
+// scalarKind reports whether values of kind k are single numbers,
+// booleans or strings.
+func scalarKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
 }
 
 func (s *state) expected(n *Node, what string) {

@@ -11,6 +11,10 @@ import (
 type state struct {
 	errs    Errors
 	dropped int
+	// badSeen are the paths of the values decode met already broken (their
+	// errors recorded when the tree was built, such as an unknown tag): a
+	// value holding one did not decode, though it added no error.
+	badSeen []string
 
 	anchors   map[string]ast.Node
 	expanding int // > 0 while building the target of an alias
@@ -42,8 +46,9 @@ func (s *state) errorf(n *Node, format string, args ...any) {
 	n.Errorf(format, args...)
 }
 
-// count is the number of errors found so far, recorded or not.
-func (s *state) count() int { return len(s.errs) + s.dropped }
+// count is the number of failures found so far: errors recorded or not,
+// and broken values met (badSeen).
+func (s *state) count() int { return len(s.errs) + s.dropped + len(s.badSeen) }
 
 // finish sorts the errors and returns them, nil when there are none.
 func (s *state) finish() Errors {

@@ -169,3 +169,41 @@ func TestCheckType(t *testing.T) {
 		t.Error("CheckType(nil) = nil")
 	}
 }
+
+// portBind requires a port in Validate, as config.Bind does.
+type portBind struct {
+	Port  *int `json:"port"`
+	Other *int `json:"other"`
+}
+
+func (b *portBind) Validate(v *decode.Validation) {
+	if b.Port == nil {
+		v.Errorf("port", "required")
+	}
+}
+
+// TestFailedValuesAreAbsent: a value that failed to decode brings no
+// further error: its struct's Validate does not run, whether the value
+// failed when decoded (a string for an integer) or when the document was
+// read (an unknown tag, an integer with a leading zero); and a scalar
+// behind a pointer that failed is left nil, not zero, for the checks that
+// read the decoded values.
+func TestFailedValuesAreAbsent(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want string
+	}{
+		{"port: '8080'", `port: expected integer, got string "8080" (line 1:7)`},
+		{"port: 012", "port: integer 012 has a leading zero; write 12 (decimal) or 0o12 (octal) (line 1:7)"},
+		{"port: !ENV X", `port: unsupported tag "!ENV" (line 1:7)`},
+		{"port: 1\nother: x", `other: expected integer, got string "x" (line 2:8)`},
+	} {
+		var b portBind
+		errs := decode.YAML([]byte(tc.yaml), &b)
+		if len(errs) != 1 || errs[0].Error() != tc.want {
+			t.Errorf("%q: %v, want only %s", tc.yaml, errs, tc.want)
+		}
+		if b.Other != nil || (b.Port != nil) != strings.HasPrefix(tc.yaml, "port: 1\n") {
+			t.Errorf("%q: decoded port %v, other %v", tc.yaml, b.Port, b.Other)
+		}
+	}
+}
