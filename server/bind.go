@@ -599,8 +599,9 @@ func (b *bind) stopAccepting() {
 }
 
 // drain stops accepting, closes idle connections, and waits for in-flight
-// requests until ctx ends; then it closes whatever is left.
-func (b *bind) drain(ctx context.Context) {
+// requests until ctx ends; then it closes whatever is left, and returns how
+// many connections that cut (0: every one ended by itself).
+func (b *bind) drain(ctx context.Context) (cut int) {
 	b.draining.Store(true)
 	b.stopAccepting()
 	// HTTP/2 connections are told to go away (GOAWAY) and close once their
@@ -610,12 +611,11 @@ func (b *bind) drain(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		if b.closeIdle() == 0 {
-			return
+			return 0
 		}
 		select {
 		case <-ctx.Done():
-			b.cut()
-			return
+			return b.cut()
 		case <-tick.C:
 		}
 	}
@@ -643,8 +643,9 @@ func (b *bind) closeIdle() int {
 // request cut leaves its one record, saying so (record), and cut waits for
 // them, up to cutGrace: Shutdown's caller exits the process next, and
 // their lines would be lost. (A request held where the cut does not reach,
-// a policy's call to an external service, may outlast the wait.)
-func (b *bind) cut() {
+// a policy's call to an external service, may outlast the wait.) It
+// returns how many connections it closed.
+func (b *bind) cut() int {
 	b.cutAt.Store(int64(monoNow()))
 	b.mu.Lock()
 	conns := make([]net.Conn, 0, len(b.conns))
@@ -666,6 +667,7 @@ func (b *bind) cut() {
 	for b.serving(conns, h2) && time.Now().Before(deadline) {
 		<-tick.C
 	}
+	return len(conns)
 }
 
 // cutGrace bounds cut's wait for the records of the requests it cut. A

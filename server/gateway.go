@@ -136,13 +136,7 @@ func (g *Gateway) Apply(f *config.File) error {
 		opened[port] = b
 	}
 	for _, old := range replaced {
-		old.draining.Store(true)
-		old.stopAccepting()
-		go func(b *bind) {
-			ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
-			defer cancel()
-			b.drain(ctx)
-		}(old)
+		g.closeBind(old)
 	}
 	for port, b := range opened {
 		g.binds[port] = b
@@ -169,16 +163,7 @@ func (g *Gateway) Apply(f *config.File) error {
 			continue
 		}
 		delete(g.binds, port)
-		// Close the socket now, not in the background drain, so that a later
-		// reload can open the same port again at once.
-		b.draining.Store(true)
-		b.stopAccepting()
-		go func(b *bind) {
-			ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
-			defer cancel()
-			b.drain(ctx)
-			g.log.Info("stopped listening", zap.Int("port", b.port))
-		}(b)
+		g.closeBind(b)
 	}
 	tunnels := make(map[int]*bind, len(g.binds))
 	for port, b := range g.binds {
@@ -225,6 +210,27 @@ func (g *Gateway) LastReload() (ReloadStatus, bool) {
 
 // removedBindDrain bounds draining a bind removed by a reload.
 const removedBindDrain = 30 * time.Second
+
+// closeBind ends a bind a reload removed or replaced: its socket closes now,
+// not in the background drain, so that a later reload can open the same
+// port again at once, and the log says the port stopped listening when it
+// did; its connections end in the background, within removedBindDrain, and
+// the log says when (by then the port may be listening again, in another
+// bind).
+func (g *Gateway) closeBind(b *bind) {
+	b.draining.Store(true)
+	b.stopAccepting()
+	if b.acceptor != nil {
+		g.log.Info("stopped listening", zap.Int("port", b.port))
+	}
+	go func() {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), removedBindDrain)
+		defer cancel()
+		cut := b.drain(ctx)
+		g.log.Info("closed bind drained", zap.Int("port", b.port), zap.Duration("took", time.Since(start)), zap.Int("cut", cut))
+	}()
+}
 
 func (g *Gateway) listenAddr(port int) string {
 	if g.listenAt != nil {

@@ -548,6 +548,46 @@ func TestLifecycleRemovedBindDrains(t *testing.T) {
 	released(t, result, "in-flight request on the removed bind")
 }
 
+// TestLifecycleRemovedBindLogsItsStop: a reload that removes a port logs
+// that it stopped listening when its socket closes, while a request is
+// still in flight on it, and logs the end of its drain, naming the port,
+// once that request is answered. (The stop was logged at the drain's end,
+// up to 30 s later: after a remove-then-re-add, it said the port stopped
+// while it was listening again.)
+func TestLifecycleRemovedBindLogsItsStop(t *testing.T) {
+	blocked := newBlockingBackend(t)
+	p := newProbe(t, "up")
+	vars := map[string]string{"SLOW": blocked.addr}
+	with := oneRoute(p.addr) + `- port: 3001
+  listeners:
+  - routes:
+    - backends: [{host: '${SLOW}'}]
+`
+	tg := startGateway(t, with, vars)
+	t.Cleanup(blocked.unblock)
+	result := requestInBackground(tg.url(3001) + "/slow")
+	blocked.waitEntered(t)
+	logged := func(msg string) []observer.LoggedEntry {
+		return tg.logs.FilterMessage(msg).FilterField(zap.Int("port", 3001)).All()
+	}
+	tg.apply(oneRoute(p.addr), vars)
+	if n := len(logged("stopped listening")); n != 1 {
+		t.Fatalf("%d lines say port 3001 stopped listening once the reload removed it, want 1", n)
+	}
+	if n := len(logged("closed bind drained")); n != 0 {
+		t.Fatalf("the drain's end logged while a request is in flight")
+	}
+	blocked.unblock()
+	released(t, result, "in-flight request on the removed bind")
+	eventually(t, 5*time.Second, "the drain's end to be logged", func() bool { return len(logged("closed bind drained")) == 1 })
+	if e := logged("closed bind drained")[0]; e.ContextMap()["cut"] != int64(0) {
+		t.Fatalf("drain's end: %v, want nothing cut", e.ContextMap())
+	}
+	if n := len(logged("stopped listening")); n != 1 {
+		t.Fatalf("%d lines say port 3001 stopped listening, want 1", n)
+	}
+}
+
 // TestLifecycleShutdownDeadlineLogsCutRequests: a request still in flight
 // when the drain's time runs out is cut, and leaves its one access line
 // before Shutdown returns (the process exits then), saying it was cut at
