@@ -23,6 +23,7 @@ type bind struct {
 	port     int
 	gw       *Gateway
 	acceptor acceptor // nil for an internal bind
+	addr     string   // the address acceptor was opened at (Gateway.listenAddr)
 	internal bool
 	// srv serves the bind's connections; a reload that changes a setting
 	// fasthttp reads (maxBufferSize) swaps in a new one, which the next
@@ -124,7 +125,16 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 		b.internal = true
 		return b, nil
 	}
-	a, err := listen(gw.transport, addr, acceptHooks{
+	if err := b.listen(addr); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// listen opens the bind's socket at addr: at its start, or again after a
+// failed reload closed it to open the port at another address.
+func (b *bind) listen(addr string) error {
+	a, err := listen(b.gw.transport, addr, acceptHooks{
 		serve:     b.serveConn,
 		idle:      b.keepaliveIdle,
 		firstByte: func() time.Duration { return b.firstWait(b.current.Load()) },
@@ -132,10 +142,10 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 		atAccept:  func() bool { return b.current.Load().tcp != nil },
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	b.acceptor = a
-	return b, nil
+	b.acceptor, b.addr = a, addr
+	return nil
 }
 
 // newServer is the bind's fasthttp server for frontend settings fs.

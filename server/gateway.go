@@ -33,12 +33,14 @@ type Options struct {
 	// Transport accepts connections; the default is TransportStd, which
 	// measured faster than netpoll under fasthttp (docs/ARCHITECTURE.md).
 	Transport Transport
-	// BindHost is the address binds listen on; "" means every interface.
+	// BindHost is the address binds listen on; "" means every interface
+	// (IPv4's alone when the config turns IPv6 off: listenAddr).
 	BindHost string
 	// Metrics is the registry to record into; nil creates one.
 	Metrics *telemetry.Registry
 	// ListenAddr, when set, maps a configured port to the address to listen on
-	// (tests use it to let the OS choose ports); Addrs reports the result.
+	// (tests use it to let the OS choose ports); Addrs reports the result. An
+	// address without a host is every interface, as with BindHost "".
 	ListenAddr func(port int) string
 }
 
@@ -113,22 +115,36 @@ func (g *Gateway) Apply(f *config.File) error {
 		return err
 	}
 	opened := map[int]*bind{}
-	var replaced []*bind
+	var replaced, moved []*bind
+	v4 := ipv4Only(f)
 	for port, bc := range s.binds {
+		addr := g.listenAddr(port, v4)
 		if old, ok := g.binds[port]; ok {
-			if old.internal == bc.internal {
+			if old.internal == bc.internal && (bc.internal || old.addr == addr) {
 				continue
 			}
 			// A bind becoming internal closes its socket; one leaving
-			// internal opens one: a new bind either way.
+			// internal opens one; one whose address changes (enableIpv6)
+			// opens another, once the old one, which holds the port, is
+			// closed: a new bind each time.
 			replaced = append(replaced, old)
+			if !old.internal && !bc.internal {
+				old.stopAccepting()
+				moved = append(moved, old)
+			}
 		}
 		bc := s.binds[port]
 		bc.frontend = s.frontend
-		b, err := newBind(g, port, g.listenAddr(port), bc)
+		b, err := newBind(g, port, addr, bc)
 		if err != nil {
 			for _, nb := range opened {
 				nb.stopAccepting()
+			}
+			for _, old := range moved {
+				// Back where it was, as the running config has it.
+				if lerr := old.listen(old.addr); lerr != nil {
+					g.log.Error("reopening a port after a failed reload", zap.Int("port", old.port), zap.Error(lerr))
+				}
 			}
 			s.lease.Release()
 			return fmt.Errorf("binds: port %d: %w", port, err)
@@ -232,11 +248,19 @@ func (g *Gateway) closeBind(b *bind) {
 	}()
 }
 
-func (g *Gateway) listenAddr(port int) string {
+// listenAddr is the address the bind of port listens on: ListenAddr's, or
+// BindHost's. Without a host it is every interface: IPv6's and IPv4's
+// (dual stack) by default, IPv4's alone when the config turns IPv6 off
+// (v4), as agentgateway binds 0.0.0.0 then.
+func (g *Gateway) listenAddr(port int, v4 bool) string {
+	addr := net.JoinHostPort(g.bindHost, strconv.Itoa(port))
 	if g.listenAt != nil {
-		return g.listenAt(port)
+		addr = g.listenAt(port)
 	}
-	return net.JoinHostPort(g.bindHost, strconv.Itoa(port))
+	if host, p, err := net.SplitHostPort(addr); err == nil && host == "" && v4 {
+		return net.JoinHostPort("0.0.0.0", p)
+	}
+	return addr
 }
 
 // Ready reports whether every bind of the running config is listening and the

@@ -588,6 +588,75 @@ func TestLifecycleRemovedBindLogsItsStop(t *testing.T) {
 	}
 }
 
+// TestLifecycleListenFollowsEnableIpv6: a bind without a host listens on
+// every interface, IPv4's alone when config.enableIpv6 is false (0.0.0.0, as
+// agentgateway binds then; it listened on [::], dual stack, whatever the
+// setting said). A reload that changes the setting moves open ports to the
+// other address (their connections drain), and one that fails after moving
+// a port puts it back.
+func TestLifecycleListenFollowsEnableIpv6(t *testing.T) {
+	ln6, err := net.Listen("tcp6", "[::1]:0")
+	if ln6 != nil {
+		ln6.Close()
+	}
+	hasV6 := err == nil
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	for _, tr := range []Transport{TransportStd, TransportNetpoll} {
+		t.Run(string(tr), func(t *testing.T) {
+			gw := New(Options{Transport: tr, ListenAddr: func(port int) string {
+				if port == 5000 {
+					return busy.Addr().String()
+				}
+				return ":0" // every interface, as BindHost "" has it
+			}})
+			tg := &testGateway{t: t, gw: gw}
+			t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+			p := newProbe(t, "up")
+			v4Only := "config: {enableIpv6: false}\n" + oneRoute(p.addr)
+			// addr is port 3000's address, which must be IPv4's every
+			// interface (v4) or IPv6's, and serve on 127.0.0.1.
+			addr := func(v4 bool) string {
+				t.Helper()
+				a := gw.Addrs()[3000].(*net.TCPAddr)
+				if got := a.IP.To4() != nil; got != v4 || !a.IP.IsUnspecified() {
+					t.Fatalf("port 3000 listens on %s, want the unspecified IPv4 address: %v", a, v4)
+				}
+				local := net.JoinHostPort("127.0.0.1", itoa(a.Port))
+				c := dialKeepAlive(t, local) // a new connection
+				defer c.c.Close()
+				if got := c.ask("/"); got != "up" {
+					t.Fatalf("port 3000 answered from %q", got)
+				}
+				return local
+			}
+			tg.apply(v4Only, nil)
+			kept := dialKeepAlive(t, addr(true))
+			if got := kept.ask("/"); got != "up" {
+				t.Fatalf("kept connection: %q", got)
+			}
+			if !hasV6 {
+				t.Skip("no IPv6 here: the dual-stack side is not checked")
+			}
+			tg.apply(oneRoute(p.addr), nil)
+			addr(false)
+			kept.closedByPeer(5 * time.Second)
+			tg.apply(v4Only, nil)
+			addr(true)
+			failing := oneRoute(p.addr) + "- port: 5000\n  listeners:\n  - routes:\n    - backends: [{host: '" + p.addr + "'}]\n"
+			for range 10 { // in either order of the two ports
+				if err := gw.Apply(parseConfig(t, failing, nil)); err == nil {
+					t.Fatal("a config with a port already taken applied")
+				}
+				addr(true)
+			}
+		})
+	}
+}
+
 // TestLifecycleShutdownDeadlineLogsCutRequests: a request still in flight
 // when the drain's time runs out is cut, and leaves its one access line
 // before Shutdown returns (the process exits then), saying it was cut at

@@ -841,12 +841,17 @@ func (bc *bindConfig) listenerFor(host []byte) *listenerConfig {
 	return nil
 }
 
+// ipv4Only reports whether the config turns IPv6 off (config.enableIpv6:
+// false): upstreams are dialed over IPv4 alone, and binds listen on IPv4's
+// every-interface address (Gateway.listenAddr).
+func ipv4Only(f *config.File) bool {
+	return f.Config != nil && f.Config.EnableIPv6 != nil && !*f.Config.EnableIPv6
+}
+
 func poolDefaults(f *config.File) backend.PoolSettings {
 	s := backend.PoolSettings{Dialing: backend.Dialing{ConnectTimeout: backend.DefaultConnectTimeout, Keepalive: backend.DefaultKeepalive}}
+	s.IPv4Only = ipv4Only(f)
 	if f.Config != nil {
-		if f.Config.EnableIPv6 != nil && !*f.Config.EnableIPv6 {
-			s.IPv4Only = true
-		}
 		if d := f.Config.Backend; d != nil {
 			var ct *time.Duration
 			if d.ConnectTimeout != nil {
