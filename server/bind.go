@@ -34,6 +34,12 @@ type bind struct {
 	unrouted *telemetry.RouteMetrics
 
 	draining atomic.Bool
+	// closing counts what has connections close once their request is
+	// answered: closingDrain while the bind drains, and one for each
+	// connection a reload retired with a request in flight (retire.go).
+	// finish reads it once per request, and looks at the connection only
+	// when it is not zero.
+	closing atomic.Int32
 	// cutAt is when a drain's time ran out and cut the requests still in
 	// flight (monoNow; 0: not cut), for their records (record).
 	cutAt   atomic.Int64
@@ -41,6 +47,11 @@ type bind struct {
 	conns   map[net.Conn]connState
 	tunnels map[net.Conn]*tunnel // client connections becoming or being upgrade tunnels
 	h2conns map[*h2Conn]struct{} // connections served in HTTP/2 (goAwayH2)
+	// retiring holds the HTTP/1 connections without a state word
+	// (stateWord) that a reload retired with a request in flight: they close
+	// once it is answered (retire.go). One with a word carries the mark in
+	// it (connRetiring).
+	retiring map[net.Conn]struct{}
 }
 
 // frontendSettings are the per-process HTTP settings of frontendPolicies.http
@@ -114,7 +125,7 @@ func (b *bind) firstWait(bc *bindConfig) time.Duration {
 // newBind opens port with its first configuration bc, which serves from
 // the first connection on.
 func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) {
-	b := &bind{port: port, gw: gw, conns: map[net.Conn]connState{}, tunnels: map[net.Conn]*tunnel{}, h2conns: map[*h2Conn]struct{}{}}
+	b := &bind{port: port, gw: gw, conns: map[net.Conn]connState{}, tunnels: map[net.Conn]*tunnel{}, h2conns: map[*h2Conn]struct{}{}, retiring: map[net.Conn]struct{}{}}
 	b.metrics = gw.metrics.Bind(port)
 	b.unrouted = gw.metrics.Route("", "")
 	b.srv.Store(b.newServer(bc.frontend))
@@ -431,7 +442,7 @@ func (b *bind) park(c sock.Parkable) bool {
 	defer b.mu.Unlock()
 	if !b.draining.Load() {
 		if w := stateWord(c); w != nil {
-			w.Store(int32(connIdle))
+			b.storeState(w, connIdle)
 		}
 		b.conns[c] = connIdle
 		b.metrics.ConnParked()
@@ -496,8 +507,9 @@ func (p parking) Closed(c net.Conn) {
 // request makes (active, then idle) take no lock.
 func (b *bind) trackConn(c net.Conn, st connState) {
 	w := stateWord(c)
+	retired := false
 	if w != nil {
-		w.Store(int32(st))
+		retired = b.storeState(w, st)
 	}
 	switch st {
 	case connActive:
@@ -511,7 +523,7 @@ func (b *bind) trackConn(c net.Conn, st connState) {
 	case connIdle:
 		_ = c.SetReadDeadline(b.idleDeadline(c))
 		sock.ServerWaits(c, true) // may park
-		if w != nil && !b.draining.Load() {
+		if w != nil && !retired && !b.draining.Load() {
 			return
 		}
 	}
@@ -520,9 +532,11 @@ func (b *bind) trackConn(c net.Conn, st connState) {
 	switch st {
 	case connClosed:
 		delete(b.conns, c)
+		b.endRetired(c)
 	case connHijacked:
 		// An upgrade tunnel: in flight until it ends, so drain waits for it
 		// and closes it when its time is up.
+		b.endRetired(c)
 		if t := b.tunnels[c]; t != nil {
 			t.started = true
 			b.conns[c] = st
@@ -530,9 +544,9 @@ func (b *bind) trackConn(c net.Conn, st connState) {
 			delete(b.conns, c)
 		}
 	case connIdle:
-		if b.draining.Load() {
-			// A finished request on a draining bind: close instead of waiting
-			// for the next one.
+		if b.endRetired(c) || retired || b.draining.Load() {
+			// A finished request on a draining bind, or on a connection a
+			// reload retired: close instead of waiting for the next one.
 			c.Close()
 			delete(b.conns, c)
 			return
@@ -593,9 +607,21 @@ func connLifeLeft(c net.Conn, now, life time.Duration) (time.Duration, bool) {
 // the map.
 func stateOf(c net.Conn, mapped connState) connState {
 	if w := stateWord(c); w != nil {
-		return connState(w.Load())
+		return connState(w.Load()) &^ connRetiring
 	}
 	return mapped
+}
+
+// storeState makes st the state in a connection's word w, and reports
+// whether the connection was marked retiring (retire.go), which the store
+// takes off. A Swap: as cheap as a store where it matters (amd64's is an
+// XCHG either way).
+func (b *bind) storeState(w *atomic.Int32, st connState) (retired bool) {
+	if connState(w.Swap(int32(st)))&connRetiring == 0 {
+		return false
+	}
+	b.closing.Add(-1)
+	return true
 }
 
 // stopAccepting closes the listening socket.
@@ -608,11 +634,22 @@ func (b *bind) stopAccepting() {
 	}
 }
 
+// startDraining has the bind's connections close once their requests are
+// answered (and new ones close at once).
+func (b *bind) startDraining() {
+	if b.draining.CompareAndSwap(false, true) {
+		b.closing.Add(closingDrain)
+	}
+}
+
+// closingDrain is what draining adds to bind.closing.
+const closingDrain = 1 << 24
+
 // drain stops accepting, closes idle connections, and waits for in-flight
 // requests until ctx ends; then it closes whatever is left, and returns how
 // many connections that cut (0: every one ended by itself).
 func (b *bind) drain(ctx context.Context) (cut int) {
-	b.draining.Store(true)
+	b.startDraining()
 	b.stopAccepting()
 	// HTTP/2 connections are told to go away (GOAWAY) and close once their
 	// streams are done; drain waits for that as for requests in flight.

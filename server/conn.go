@@ -53,11 +53,11 @@ func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) 
 		if c.file.FrontendPolicies != nil {
 			ft = c.file.FrontendPolicies.TLS
 		}
-		cfg, err := serverTLS(path+".tls", l.TLS, ft, alpn)
+		cfg, digest, err := serverTLS(path+".tls", l.TLS, ft, alpn)
 		if err != nil {
 			errs = appendErrors(errs, err)
 		} else if lc != nil {
-			lc.tls = cfg
+			lc.tls, lc.tlsDigest = cfg, digest
 		}
 	}
 	if len(errs) > 0 {
@@ -258,7 +258,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 	if l.protocol != "TLS" {
 		// Served as HTTP: the socket follows the records from the
 		// handshake's first byte on (sock.Layer).
-		hc = newTLSConn(tc, c, sni)
+		hc = newTLSConn(tc, c, sni, l.tlsDigest)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	err := tc.HandshakeContext(ctx)
@@ -409,15 +409,19 @@ func (b *bind) forwardConn(c, via net.Conn, r *tcpRoute, sni string) {
 // and is served again as the same tlsConn, its TLS session kept.
 type tlsConn struct {
 	*tls.Conn
-	raw   net.Conn
-	sni   string
-	layer sock.Layer
+	raw net.Conn
+	sni string
+	// tlsDigest is the digest of the TLS settings it was handshaken under
+	// (listenerConfig.tlsDigest): a reload that changes them retires it
+	// (retire.go).
+	tlsDigest string
+	layer     sock.Layer
 }
 
-// newTLSConn is the connection tc, terminated on raw with server name sni,
-// before its handshake.
-func newTLSConn(tc *tls.Conn, raw net.Conn, sni string) *tlsConn {
-	c := &tlsConn{Conn: tc, raw: raw, sni: sni}
+// newTLSConn is the connection tc, terminated on raw with server name sni
+// under the TLS settings of digest, before its handshake.
+func newTLSConn(tc *tls.Conn, raw net.Conn, sni, digest string) *tlsConn {
+	c := &tlsConn{Conn: tc, raw: raw, sni: sni, tlsDigest: digest}
 	c.layer.Init(raw)
 	return c
 }

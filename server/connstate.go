@@ -15,6 +15,11 @@ const (
 	connHijacked                    // handed over to an upgrade or CONNECT tunnel
 	connClosed                      // done
 	connForwarding                  // bytes forwarded (TCP, TLS passthrough): active, without HTTP deadlines
+
+	// connRetiring is a mark on an active connection's state word: a reload
+	// retired it, and it closes once its request is answered (retire.go).
+	// The next state stored takes it off (bind.storeState).
+	connRetiring connState = 1 << 8
 )
 
 // fromFastHTTP is the bind's state for one of fasthttp's.

@@ -163,8 +163,13 @@ func (g *Gateway) Apply(f *config.File) error {
 			continue
 		}
 		bc.frontend = s.frontend
-		b.current.Store(bc)
+		prev := b.current.Swap(bc)
 		b.applyFrontend(s.frontend)
+		if _, fresh := opened[port]; !fresh && !bc.setsUpAs(prev) {
+			// Connections whose TLS handshake or protocol the new
+			// configuration would not make end gracefully (retire.go).
+			b.retireStale(bc)
+		}
 	}
 	prev := g.snap.Swap(s)
 	s.lease.Start()
@@ -234,7 +239,7 @@ const removedBindDrain = 30 * time.Second
 // the log says when (by then the port may be listening again, in another
 // bind).
 func (g *Gateway) closeBind(b *bind) {
-	b.draining.Store(true)
+	b.startDraining()
 	b.stopAccepting()
 	if b.acceptor != nil {
 		g.log.Info("stopped listening", zap.Int("port", b.port))

@@ -212,7 +212,7 @@ func (b *bind) serveH2(c net.Conn, tc *tlsConn, upgrade *h2Exchange, settings []
 	// Drain waits for the connection until it closes, after the GOAWAY it
 	// sends and the streams in flight (goAwayH2).
 	if w := stateWord(c); w != nil {
-		w.Store(int32(connActive))
+		b.storeState(w, connActive)
 	} else {
 		b.mu.Lock()
 		if _, ok := b.conns[c]; ok {

@@ -286,8 +286,12 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	}
 	var l *listenerConfig
 	if overTLS {
-		// The connection's listener is the one its server name chose.
-		l = bc.httpsListenerFor(tc.sni)
+		// The connection's listener is the one its server name chose; a
+		// reload may have changed it, or its TLS settings, since the
+		// handshake (retire.go).
+		if l = bc.httpsListenerFor(tc.sni); l == nil || l.tlsDigest != tc.tlsDigest {
+			b.retireConn(rs)
+		}
 	} else {
 		l = bc.listenerFor(rs.host)
 	}
@@ -481,10 +485,10 @@ func (b *bind) proceed(rs *requestState) {
 // is released then; the handler must not touch it after finish.
 func (b *bind) finish(rs *requestState, status int) {
 	fctx := rs.pc.Fast
-	if b.draining.Load() || rs.bind.frontend.maxConnLife > 0 && connTooOld(fctx.Conn(), rs.start, rs.bind.frontend.maxConnLife) {
-		// Draining, or the connection reached maxConnectionDuration: this
-		// response is its last. (Set here, after the backend's response
-		// replaced fctx.Response.)
+	if b.closing.Load() != 0 && b.lastResponse(fctx.Conn()) || rs.bind.frontend.maxConnLife > 0 && connTooOld(fctx.Conn(), rs.start, rs.bind.frontend.maxConnLife) {
+		// Draining, a reload retired the connection (retire.go), or it
+		// reached maxConnectionDuration: this response is its last. (Set
+		// here, after the backend's response replaced fctx.Response.)
 		fctx.SetConnectionClose()
 	}
 	if rs.h2 == nil && !rs.bodyAsync && (rs.body.active() || fctx.Request.IsBodyStream()) {

@@ -87,8 +87,11 @@ type listenerConfig struct {
 	// protocol is HTTP, HTTPS, TLS or TCP.
 	protocol string
 	// tls terminates the listener's connections (HTTPS, and TLS with a tls
-	// block); nil for plain ones and TLS passthrough.
-	tls *tls.Config
+	// block); nil for plain ones and TLS passthrough. tlsDigest sums up
+	// what its handshakes decide by (serverTLS): a connection handshaken
+	// under another is retired (retire.go).
+	tls       *tls.Config
+	tlsDigest string
 	// tcpRoutes are a TCP or TLS listener's routes, most specific first.
 	tcpRoutes []*tcpRoute
 	table     *router.Table

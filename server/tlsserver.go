@@ -1,10 +1,12 @@
 package server
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"slices"
 	"time"
@@ -47,11 +49,12 @@ var tls13Suites = map[string]uint16{
 }
 
 // serverTLS compiles a terminating listener's tls block, under
-// frontendPolicies.tls, into the configuration its handshakes use. alpn is
-// what the listener offers when frontendPolicies.tls.alpn does not say.
-// Files are read now: an unreadable or mismatched pair, or a root file
-// without a certificate, is an error naming the field.
-func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn []string) (*tls.Config, error) {
+// frontendPolicies.tls, into the configuration its handshakes use, and the
+// digest of what that configuration decides (tlsDigest). alpn is what the
+// listener offers when frontendPolicies.tls.alpn does not say. Files are
+// read now: an unreadable or mismatched pair, or a root file without a
+// certificate, is an error naming the field.
+func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn []string) (*tls.Config, string, error) {
 	if ft == nil {
 		ft = &config.FrontendTLS{}
 	}
@@ -60,6 +63,7 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 		errs = append(errs, &decode.FieldError{Path: path + "." + field, Msg: fmt.Sprintf(format, args...)})
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS13}
+	var d tlsDigest
 	switch lt.Mode {
 	case "", "static":
 		cert, err := loadKeyPair(lt.Cert, lt.Key)
@@ -67,6 +71,7 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 			fieldErr(err.field, "%v", err.err)
 		} else {
 			cfg.Certificates = []tls.Certificate{cert}
+			d.add("static", cert.Certificate...)
 		}
 	case "dynamicCa":
 		ca, err := newDynamicCA(lt.Cert, lt.Key)
@@ -74,15 +79,17 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 			fieldErr(err.field, "%v", err.err)
 		} else {
 			cfg.GetCertificate = ca.certificate
+			d.add("dynamicCa", ca.ca.Raw)
 		}
 	}
 	if lt.Root != "" {
-		pool, err := readRoots(lt.Root)
+		pool, pem, err := readRoots(lt.Root)
 		if err != nil {
 			fieldErr("root", "%v", err)
 		} else {
 			cfg.ClientCAs = pool
 			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+			d.add("root", pem)
 		}
 	}
 	// The listener's own settings win over frontendPolicies.tls.
@@ -100,8 +107,8 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 	suitesErr := func(format string, args ...any) {
 		errs = append(errs, &decode.FieldError{Path: suitesPath, Msg: fmt.Sprintf(format, args...)})
 	}
+	var tls13 []uint16 // the TLS 1.3 suites listed
 	if len(suites) > 0 {
-		var tls13 []uint16
 		for _, s := range suites {
 			if id, ok := tls12Suites[s]; ok {
 				cfg.CipherSuites = append(cfg.CipherSuites, id)
@@ -145,9 +152,54 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, "", errs
 	}
-	return cfg, nil
+	d.addNumbers("versions", cfg.MinVersion, cfg.MaxVersion)
+	d.addNumbers("tls12", cfg.CipherSuites...)
+	d.addNumbers("tls13", tls13...)
+	for _, c := range cfg.CurvePreferences {
+		d.addNumbers("group", uint16(c))
+	}
+	for _, p := range cfg.NextProtos {
+		d.add("alpn", []byte(p))
+	}
+	return cfg, d.sum(), nil
+}
+
+// tlsDigest sums up a terminating listener's TLS settings: the certificate
+// chain it presents (or, in mode dynamicCa, the CA that signs them), the
+// client CAs, the versions, suites, groups and ALPN protocols. Two compiles
+// of the same settings and file contents have the same sum, and settings
+// that could change a handshake's outcome change it: a reload retires the
+// connections whose listener's sum changed (retire.go).
+type tlsDigest struct{ h hash.Hash }
+
+// add sums up a labelled item of parts.
+func (d *tlsDigest) add(label string, parts ...[]byte) {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	fmt.Fprintf(d.h, "%s %d\n", label, len(parts))
+	for _, p := range parts {
+		fmt.Fprintf(d.h, "%d:", len(p))
+		d.h.Write(p)
+	}
+}
+
+// addNumbers sums up a labelled list of TLS code points.
+func (d *tlsDigest) addNumbers(label string, ns ...uint16) {
+	parts := make([][]byte, len(ns))
+	for i, n := range ns {
+		parts[i] = []byte{byte(n >> 8), byte(n)}
+	}
+	d.add(label, parts...)
+}
+
+func (d *tlsDigest) sum() string {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	return string(d.h.Sum(nil))
 }
 
 // allowTLS13Suites refuses a TLS 1.3 handshake whose suite is not listed.
@@ -198,15 +250,16 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
 	return *cert, nil
 }
 
-// readRoots reads a PEM file of CA certificates (backend.ParseRoots).
-func readRoots(file string) (*x509.CertPool, error) {
+// readRoots reads a PEM file of CA certificates (backend.ParseRoots), and
+// returns its content too.
+func readRoots(file string) (*x509.CertPool, []byte, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the CA certificates: %w", err)
+		return nil, nil, fmt.Errorf("cannot read the CA certificates: %w", err)
 	}
 	pool, err := backend.ParseRoots(data)
 	if err != nil {
-		return nil, fmt.Errorf("%q: %v", file, err)
+		return nil, nil, fmt.Errorf("%q: %v", file, err)
 	}
-	return pool, nil
+	return pool, data, nil
 }

@@ -1,0 +1,177 @@
+package server
+
+import (
+	"net"
+	"sync/atomic"
+)
+
+// Connections a reload retires. A bind whose port stays keeps its socket and
+// its connections across a reload, and each request reads the bind's
+// configuration as it is now; but what a connection's setup decided stays
+// as it was: its TLS handshake (the certificate, the client certificate
+// checked against the client CAs, the version, suite and ALPN protocol). A
+// connection whose setup the new configuration would not make is retired,
+// closed the graceful way, as Envoy drains the connections of a changed
+// filter chain: a terminated one whose listener (the one its server name
+// picks now) has other TLS settings (tlsDigest), or none. So rotating or
+// revoking a client CA, or turning mTLS on, reaches clients that keep their
+// connections open.
+//
+// The reload walks the bind's connections (retireStale): an idle HTTP/1.1
+// one closes at once, one with a request in flight closes once it is
+// answered (with Connection: close: finish), an HTTP/2 one gets GOAWAY and
+// finishes its streams. The mark of one in flight is a bit in its state
+// word (connRetiring), which its next change of state takes off and acts
+// on, so the request path pays for it only while some connection of the
+// bind is marked: a look at the connection's word in finish. A connection
+// set up under the old configuration that the walk missed (a handshake
+// under way across the reload) is caught by its first request (begin): one
+// comparison of digests per request over TLS. Cleartext connections,
+// forwarded ones (TCP, TLS passthrough or termination) and upgrade tunnels
+// are left alone.
+
+// keeps reports whether bc still serves the HTTP connection c as its setup
+// made it: a terminated one, under the TLS settings of its handshake for the
+// listener its server name picks now.
+func (bc *bindConfig) keeps(c net.Conn) bool {
+	if tc, ok := c.(*tlsConn); ok {
+		l := bc.httpsListenerFor(tc.sni)
+		return l != nil && l.tlsDigest == tc.tlsDigest
+	}
+	return true
+}
+
+// setsUpAs reports whether bc sets connections up as o does: the same TLS
+// listeners (by hostname, protocol and TLS settings, in the same order). A
+// reload from o to bc retires nothing, and need not look at the
+// connections.
+func (bc *bindConfig) setsUpAs(o *bindConfig) bool {
+	if len(bc.tlsListeners) != len(o.tlsListeners) {
+		return false
+	}
+	for i, l := range bc.tlsListeners {
+		ol := o.tlsListeners[i]
+		if l.hostname != ol.hostname || l.protocol != ol.protocol || l.tlsDigest != ol.tlsDigest {
+			return false
+		}
+	}
+	return true
+}
+
+// retireStale retires the connections that the bind's new configuration
+// bc does not keep. The reload calls it once bc is the bind's current one,
+// so that a connection set up after the walk was set up under bc.
+func (b *bind) retireStale(bc *bindConfig) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h2 := make(map[net.Conn]bool, len(b.h2conns))
+	for hc := range b.h2conns {
+		h2[hc.conn] = true
+		if !bc.keeps(hc.conn) {
+			hc.goAway()
+		}
+	}
+	for c, st := range b.conns {
+		if _, terminated := c.(*tlsConn); h2[c] || !terminated || bc.keeps(c) {
+			continue
+		}
+		if w := stateWord(c); w != nil {
+			b.retireWord(c, w)
+			continue
+		}
+		switch st {
+		case connIdle:
+			c.Close()
+			delete(b.conns, c)
+		case connActive:
+			b.markRetiring(c)
+		}
+	}
+}
+
+// retireWord retires the connection c, whose state is in its word w: an
+// idle one (or one yet to send its first request) closes, an active one is
+// marked to close once its request is answered, in one step with the
+// connection's own change of state (a request ending now either is marked,
+// and closes itself at the end, or is idle, and closes here). mu is held.
+func (b *bind) retireWord(c net.Conn, w *atomic.Int32) {
+	for {
+		old := connState(w.Load())
+		switch old &^ connRetiring {
+		case connNew, connIdle:
+			c.Close()
+			delete(b.conns, c)
+			return
+		case connActive:
+			if old&connRetiring != 0 {
+				return
+			}
+			if w.CompareAndSwap(int32(old), int32(old|connRetiring)) {
+				b.closing.Add(1)
+				return
+			}
+			// Its state changed meanwhile: look again.
+		default:
+			return
+		}
+	}
+}
+
+// retireConn retires the HTTP connection of the request rs, found set up
+// under another configuration by the request: an HTTP/2 connection gets
+// GOAWAY (its streams go on), an HTTP/1 one closes once this request is
+// answered.
+func (b *bind) retireConn(rs *requestState) {
+	if rs.h2 != nil {
+		rs.h2.hc.goAway()
+		return
+	}
+	c := rs.pc.Fast.Conn()
+	if w := stateWord(c); w != nil {
+		if connState(w.Or(int32(connRetiring)))&connRetiring == 0 {
+			b.closing.Add(1)
+		}
+		return
+	}
+	b.mu.Lock()
+	b.markRetiring(c)
+	b.mu.Unlock()
+}
+
+// markRetiring marks the connection c, which has no state word, to close
+// once its request is answered (mu held).
+func (b *bind) markRetiring(c net.Conn) {
+	if _, ok := b.retiring[c]; !ok {
+		b.retiring[c] = struct{}{}
+		b.closing.Add(1)
+	}
+}
+
+// endRetired reports whether c, which has no state word, was marked
+// retiring, and forgets it (mu held).
+func (b *bind) endRetired(c net.Conn) bool {
+	if len(b.retiring) == 0 {
+		return false
+	}
+	if _, ok := b.retiring[c]; !ok {
+		return false
+	}
+	delete(b.retiring, c)
+	b.closing.Add(-1)
+	return true
+}
+
+// lastResponse reports whether the response on c is its last: the bind
+// drains, or a reload retired c. Asked when closing is not zero.
+func (b *bind) lastResponse(c net.Conn) bool {
+	if b.draining.Load() {
+		return true
+	}
+	if w := stateWord(c); w != nil {
+		return connState(w.Load())&connRetiring != 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, retiring := b.retiring[c]
+	return retiring
+}
