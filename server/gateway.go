@@ -168,7 +168,7 @@ func (g *Gateway) Apply(f *config.File) error {
 		if _, fresh := opened[port]; !fresh && !bc.setsUpAs(prev) {
 			// Connections whose TLS handshake or protocol the new
 			// configuration would not make end gracefully (retire.go).
-			b.retireStale(bc)
+			b.retireStale(prev, bc)
 		}
 	}
 	prev := g.snap.Swap(s)

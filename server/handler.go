@@ -292,8 +292,9 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		if l = bc.httpsListenerFor(tc.sni); l == nil || l.tlsDigest != tc.tlsDigest {
 			b.retireConn(rs)
 		}
-	} else {
-		l = bc.listenerFor(rs.host)
+	} else if l = bc.listenerFor(rs.host); l == nil && !bc.servesPlain() {
+		// The port serves no cleartext HTTP any more (a reload).
+		b.retireConn(rs)
 	}
 	if l == nil {
 		return end(respondError(fctx, fasthttp.StatusNotFound, "route not found"))

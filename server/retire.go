@@ -9,13 +9,16 @@ import (
 // its connections across a reload, and each request reads the bind's
 // configuration as it is now; but what a connection's setup decided stays
 // as it was: its TLS handshake (the certificate, the client certificate
-// checked against the client CAs, the version, suite and ALPN protocol). A
-// connection whose setup the new configuration would not make is retired,
-// closed the graceful way, as Envoy drains the connections of a changed
-// filter chain: a terminated one whose listener (the one its server name
-// picks now) has other TLS settings (tlsDigest), or none. So rotating or
+// checked against the client CAs, the version, suite and ALPN protocol), and
+// that the port serves it HTTP at all. A connection whose setup the new
+// configuration would not make is retired, closed the graceful way, as Envoy
+// drains the connections of a changed filter chain: a terminated one whose
+// listener (the one its server name picks now) has other TLS settings
+// (tlsDigest), or none; a cleartext one on a port that serves no cleartext
+// HTTP any more (a TCP listener, TLS listeners alone). So rotating or
 // revoking a client CA, or turning mTLS on, reaches clients that keep their
-// connections open.
+// connections open, and pooled clients of a port whose protocol changed
+// reconnect instead of getting 404s forever.
 //
 // The reload walks the bind's connections (retireStale): an idle HTTP/1.1
 // one closes at once, one with a request in flight closes once it is
@@ -26,27 +29,35 @@ import (
 // bind is marked: a look at the connection's word in finish. A connection
 // set up under the old configuration that the walk missed (a handshake
 // under way across the reload) is caught by its first request (begin): one
-// comparison of digests per request over TLS. Cleartext connections,
-// forwarded ones (TCP, TLS passthrough or termination) and upgrade tunnels
-// are left alone.
+// comparison of digests per request over TLS, and nothing on a cleartext
+// request that found its listener. Forwarded connections (TCP, TLS
+// passthrough or termination) and upgrade tunnels are left alone: they
+// carry bytes, not requests, and end when their peers end them.
+
+// servesPlain reports whether the port serves HTTP in cleartext, as
+// dispatch decides: no TCP listener, and plain HTTP listeners or no TLS
+// ones.
+func (bc *bindConfig) servesPlain() bool {
+	return bc.tcp == nil && (len(bc.listeners) > 0 || len(bc.tlsListeners) == 0)
+}
 
 // keeps reports whether bc still serves the HTTP connection c as its setup
 // made it: a terminated one, under the TLS settings of its handshake for the
-// listener its server name picks now.
+// listener its server name picks now; a cleartext one, at all.
 func (bc *bindConfig) keeps(c net.Conn) bool {
 	if tc, ok := c.(*tlsConn); ok {
 		l := bc.httpsListenerFor(tc.sni)
 		return l != nil && l.tlsDigest == tc.tlsDigest
 	}
-	return true
+	return bc.servesPlain()
 }
 
-// setsUpAs reports whether bc sets connections up as o does: the same TLS
-// listeners (by hostname, protocol and TLS settings, in the same order). A
-// reload from o to bc retires nothing, and need not look at the
-// connections.
+// setsUpAs reports whether bc sets connections up as o does: cleartext HTTP
+// served or not alike, and the same TLS listeners (by hostname, protocol and
+// TLS settings, in the same order). A reload from o to bc retires nothing,
+// and need not look at the connections.
 func (bc *bindConfig) setsUpAs(o *bindConfig) bool {
-	if len(bc.tlsListeners) != len(o.tlsListeners) {
+	if bc.servesPlain() != o.servesPlain() || len(bc.tlsListeners) != len(o.tlsListeners) {
 		return false
 	}
 	for i, l := range bc.tlsListeners {
@@ -59,9 +70,16 @@ func (bc *bindConfig) setsUpAs(o *bindConfig) bool {
 }
 
 // retireStale retires the connections that the bind's new configuration
-// bc does not keep. The reload calls it once bc is the bind's current one,
-// so that a connection set up after the walk was set up under bc.
-func (b *bind) retireStale(bc *bindConfig) {
+// bc, replacing prev, does not keep. The reload calls it once bc is the
+// bind's current one, so that a connection set up after the walk was set
+// up under bc.
+func (b *bind) retireStale(prev, bc *bindConfig) {
+	// Cleartext connections go when the port stops serving cleartext HTTP.
+	// Idle ones may not have been classified yet (parked before their first
+	// byte): on a port that served cleartext HTTP they were accepted for it
+	// and go too; on one of TLS listeners alone they can only be ClientHellos
+	// to come, left alone with every cleartext one.
+	plainEnds := prev.servesPlain() && !bc.servesPlain()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h2 := make(map[net.Conn]bool, len(b.h2conns))
@@ -72,11 +90,12 @@ func (b *bind) retireStale(bc *bindConfig) {
 		}
 	}
 	for c, st := range b.conns {
-		if _, terminated := c.(*tlsConn); h2[c] || !terminated || bc.keeps(c) {
+		_, terminated := c.(*tlsConn)
+		if h2[c] || !terminated && !plainEnds || bc.keeps(c) {
 			continue
 		}
 		if w := stateWord(c); w != nil {
-			b.retireWord(c, w)
+			b.retireWord(c, w, terminated)
 			continue
 		}
 		switch st {
@@ -90,15 +109,22 @@ func (b *bind) retireStale(bc *bindConfig) {
 }
 
 // retireWord retires the connection c, whose state is in its word w: an
-// idle one (or one yet to send its first request) closes, an active one is
-// marked to close once its request is answered, in one step with the
-// connection's own change of state (a request ending now either is marked,
-// and closes itself at the end, or is idle, and closes here). mu is held.
-func (b *bind) retireWord(c net.Conn, w *atomic.Int32) {
+// idle one closes, an active one is marked to close once its request is
+// answered, in one step with the connection's own change of state (a
+// request ending now either is marked, and closes itself at the end, or is
+// idle, and closes here). Before its first request a cleartext connection
+// may still be anything (in its TLS handshake, reading a PROXY header) and
+// is left alone: its first request is checked instead (begin). mu is held.
+func (b *bind) retireWord(c net.Conn, w *atomic.Int32, terminated bool) {
 	for {
 		old := connState(w.Load())
 		switch old &^ connRetiring {
-		case connNew, connIdle:
+		case connNew:
+			if !terminated {
+				return
+			}
+			fallthrough
+		case connIdle:
 			c.Close()
 			delete(b.conns, c)
 			return

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -406,4 +407,87 @@ func TestReloadRetiresHandshakeAcrossIt(t *testing.T) {
 			tg.noneRetiring(3000)
 		})
 	}
+}
+
+// TestReloadRetiresConnectionsOfChangedProtocol: a reload after which a
+// port serves no cleartext HTTP (a TCP listener, HTTPS alone) closes its
+// cleartext HTTP connections gracefully: an idle HTTP/1.1 one closes, an
+// HTTP/2 one gets GOAWAY, and one served as HTTP before the reload whose
+// first request comes after it is answered (404: no listener serves it)
+// with Connection: close. A reload that keeps cleartext HTTP on the port
+// keeps them. (They got 404 route not found forever, so pooled clients
+// never reconnected.)
+func TestReloadRetiresConnectionsOfChangedProtocol(t *testing.T) {
+	v := newRetireVars(t)
+	tcp := rawUpstream(t, func(c net.Conn) { defer c.Close(); io.WriteString(c, "tcp hello\n") })
+	plain := func(gen int) string {
+		return fmt.Sprintf(`binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies: {responseHeaderModifier: {set: {x-gen: "%d"}}}
+      backends: [{host: '%s', policies: {http: {version: HTTP1}}}]
+`, gen, v.up)
+	}
+	https := strings.Replace(v.config("", "", 2), "binds:\n- port: 3000\n  listeners:\n", "", 1)
+	toTCP := "binds:\n- port: 3000\n  listeners:\n  - protocol: TCP\n    tcpRoutes: [{backends: [{host: '" + tcp + "'}]}]\n"
+	cases := []struct {
+		desc, after string
+		retired     bool
+	}{
+		{"HTTP to TCP", toTCP, true},
+		{"HTTP to HTTPS", "binds:\n- port: 3000\n  listeners:\n" + https, true},
+		{"HTTP to HTTP and HTTPS", plain(2) + https, false},
+		{"HTTP routes changed", plain(2), false},
+	}
+	for _, tr := range []Transport{TransportStd, TransportNetpoll} {
+		for _, tc := range cases {
+			t.Run(string(tr)+"/"+tc.desc, func(t *testing.T) {
+				tg := startGatewayWith(t, plain(1), nil, tr)
+				addr := tg.addr(3000)
+				h1 := newH1Conn(t, dialTest(t, addr))
+				h1.get("/", 1)
+				h2 := newH2Client(t, dialTest(t, addr), false)
+				h2.getOK("/", 1)
+
+				tg.apply(tc.after, nil)
+				if tc.retired {
+					h1.closedByPeer()
+					h2.goingAway()
+					return
+				}
+				h1.get("/", 2)
+				h2.getOK("/", 2)
+				if !h2.open() {
+					t.Fatal("GOAWAY on a port that still serves cleartext HTTP")
+				}
+			})
+		}
+	}
+	t.Run("first request after the reload", func(t *testing.T) {
+		// A connection the reload's walk cannot judge: served as HTTP
+		// before it (here, handed to the bind's HTTP server directly), its
+		// first request after it.
+		tg := startGateway(t, plain(1), nil)
+		tg.gw.mu.Lock()
+		b := tg.gw.binds[3000]
+		tg.gw.mu.Unlock()
+		client, server := net.Pipe()
+		served := make(chan struct{})
+		b.metrics.ConnOpened()
+		go func() { defer close(served); b.serve(server) }()
+		tg.apply(toTCP, nil)
+		h := newH1Conn(t, client)
+		h.send("/")
+		if resp := h.read(); resp.StatusCode != 404 || !resp.Close {
+			t.Fatalf("first request after the reload: %d, close %v; want 404 with Connection: close", resp.StatusCode, resp.Close)
+		}
+		h.closedByPeer()
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the connection is still served")
+		}
+		tg.noneRetiring(3000)
+	})
 }
