@@ -437,7 +437,8 @@ func TestFetchLogsRedactURLs(t *testing.T) {
 	}
 	waitIdle(t, jwt.Validator().providers[0].keys.remote)
 
-	cfg := mcpConfig("http://u:s3cret@"+down+"/realm?token=s3cret2", config.MCPProviderKeycloak, map[string]any{})
+	// (An issuer with a password is refused: TestNewMCPErrors.)
+	cfg := mcpConfig("http://"+down+"/realm?token=s3cret2", config.MCPProviderKeycloak, map[string]any{})
 	p, err := NewMCP(cfg, o)
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func TestFetchLogsRedactURLs(t *testing.T) {
 	for _, e := range logs.All() {
 		got[e.Message]++
 		line := fmt.Sprint(e.ContextMap())
-		if strings.Contains(line, "s3cret") || !strings.Contains(line, "u:xxxxx@") || !strings.Contains(line, "token=%3Credacted%3E") {
+		if strings.Contains(line, "s3cret") || strings.Contains(line, "u:") && !strings.Contains(line, "u:xxxxx@") || !strings.Contains(line, "token=%3Credacted%3E") {
 			t.Errorf("%s: %s", e.Message, line)
 		}
 		if errText, _ := e.ContextMap()["error"].(string); !strings.Contains(errText, down) {
