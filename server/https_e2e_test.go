@@ -61,7 +61,7 @@ binds:
 		if cfg.RootCAs == nil {
 			cfg.RootCAs = pki.Pool
 		}
-		return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+		return tls.DialWithDialer(&net.Dialer{Timeout: 15 * time.Second}, "tcp", addr, cfg)
 	}
 	roundTrip := func(c net.Conn, host string) (string, error) {
 		defer c.Close()
