@@ -16,7 +16,7 @@ const unixPrefix = "unix:"
 
 // listenAddr is a parsed side-server address.
 type listenAddr struct {
-	network string // "tcp" or "unix"
+	network string // "tcp", "tcp4" (an IPv4 host) or "unix"
 	address string // host:port, or the socket path
 }
 
@@ -33,6 +33,14 @@ func parseAddr(s string) (listenAddr, error) {
 	}
 	if path, ok := strings.CutPrefix(s, unixPrefix); ok {
 		return listenAddr{network: "unix", address: path}, nil
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+			// An IPv4 address is IPv4 alone: Go opens "tcp" on 0.0.0.0 as
+			// a dual-stack socket, which answers on every IPv6 address too
+			// (past firewall rules written for IPv4).
+			return listenAddr{network: "tcp4", address: s}, nil
+		}
 	}
 	return listenAddr{network: "tcp", address: s}, nil
 }

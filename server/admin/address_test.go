@@ -16,10 +16,11 @@ func TestParseAddr(t *testing.T) {
 		wantAddress string
 		wantErr     string // "" for success; "disabled" for errDisabled
 	}{
-		{"tcp loopback", "127.0.0.1:15000", "tcp", "127.0.0.1:15000", ""},
+		{"tcp loopback", "127.0.0.1:15000", "tcp4", "127.0.0.1:15000", ""},
+		{"tcp wildcard v4 (IPv4 alone)", "0.0.0.0:15020", "tcp4", "0.0.0.0:15020", ""},
 		{"tcp wildcard v6", "[::]:15020", "tcp", "[::]:15020", ""},
 		{"tcp any host", ":15021", "tcp", ":15021", ""},
-		{"os-chosen port", "127.0.0.1:0", "tcp", "127.0.0.1:0", ""},
+		{"os-chosen port", "127.0.0.1:0", "tcp4", "127.0.0.1:0", ""},
 		{"unix socket", "unix:/run/gw/admin.sock", "unix", "/run/gw/admin.sock", ""},
 		{"unix relative path", "unix:admin.sock", "unix", "admin.sock", ""},
 		{"abstract unix socket", "unix:@gw-admin", "unix", "@gw-admin", ""},
@@ -72,7 +73,7 @@ func FuzzParseAddr(f *testing.F) {
 			if a.address == "" || "unix:"+a.address != s {
 				t.Errorf("unix %q parsed from %q", a.address, s)
 			}
-		case "tcp":
+		case "tcp", "tcp4":
 			_, port, err := net.SplitHostPort(a.address)
 			if err != nil {
 				t.Fatalf("accepted %q but SplitHostPort fails: %v", s, err)
@@ -107,5 +108,22 @@ func TestBrowserURL(t *testing.T) {
 				t.Errorf("browserURL(%q) = %q, want %q", tc.bound, got, tc.want)
 			}
 		})
+	}
+}
+
+// An IPv4 wildcard listens on IPv4 alone: Go's "tcp" would open it dual
+// stack, answering on IPv6 addresses too.
+func TestListenIPv4WildcardIsIPv4Alone(t *testing.T) {
+	a, err := parseAddr("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := a.listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if ip := ln.Addr().(*net.TCPAddr).IP; ip.To4() == nil {
+		t.Fatalf("listening on %v: dual stack", ln.Addr())
 	}
 }
