@@ -41,8 +41,8 @@ func TestTokensPassTheGatewaysValidator(t *testing.T) {
 		if claims["sub"] != sub {
 			t.Errorf("%s: sub %v, want %q", filepath.Base(path), claims["sub"], sub)
 		}
-		exp, ok := claims["exp"].(float64)
-		if until := time.Until(time.Unix(int64(exp), 0)); !ok || until < time.Hour || until > 2*time.Hour {
+		exp, ok := claims["exp"].(int64) // numeric claims are exact (jwtauth)
+		if until := time.Until(time.Unix(exp, 0)); !ok || until < time.Hour || until > 2*time.Hour {
 			t.Errorf("%s: exp %v is not about 2h ahead", filepath.Base(path), claims["exp"])
 		}
 	}
