@@ -539,11 +539,11 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 		auth = &config.BackendAuth{Key: &config.BackendAuthKey{Value: *params.APIKey}}
 	}
 	ai := &config.AIPolicy{Defaults: pols.Defaults, Overrides: pols.Overrides, Transformations: pols.Transformation, FinalTransformations: mc.FinalTransformation, PromptCaching: pols.PromptCaching}
-	if mc.Guardrails != nil {
-		ai.PromptGuard = mc.Guardrails
-	} else if l.Policies != nil && l.Policies.Guardrails != nil {
-		ai.PromptGuard = l.Policies.Guardrails
+	var shared *config.PromptGuard
+	if l.Policies != nil {
+		shared = l.Policies.Guardrails
 	}
+	ai.PromptGuard = mergePromptGuards(shared, mc.Guardrails)
 	np.Policies = &config.BackendPolicies{AI: ai, BackendAuth: auth}
 	t := &llmTarget{name: "llm/" + name, metrics: c.gw.metrics.LLM(), catalog: c.catalog}
 	settings := c.defaults
@@ -561,6 +561,28 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	t.set = balance.New([][]*llmProvider{{p}}, [][]string{{name}}, balance.Options{})
 	c.llm = append(c.llm, t)
 	return t, pols, nil
+}
+
+// mergePromptGuards adds a model's guardrails to the section's, as
+// agentgateway's merge_prompt_guards does: the section's request and
+// response guards run first, then the model's, so a model naming its own
+// guards never drops the section's; the model's streaming: Enabled wins.
+// Neither argument is changed (the section's guards are shared by every
+// model).
+func mergePromptGuards(shared, model *config.PromptGuard) *config.PromptGuard {
+	if shared == nil {
+		return model
+	}
+	if model == nil {
+		return shared
+	}
+	m := &config.PromptGuard{Streaming: shared.Streaming}
+	if model.Streaming == "Enabled" {
+		m.Streaming = model.Streaming
+	}
+	m.Request = append(append(m.Request, shared.Request...), model.Request...)
+	m.Response = append(append(m.Response, shared.Response...), model.Response...)
+	return m
 }
 
 func deref(s *string) string {

@@ -724,3 +724,56 @@ llm:
 		t.Errorf("the gold provider got %d requests, want 2 (only the gold tier's)", n)
 	}
 }
+
+// TestLLMSectionGuardrailsMerge: a model's own guardrails run after the
+// section's policies.guardrails, as agentgateway's merge_prompt_guards
+// concatenates them: a model with only a response guard still has the
+// section's request guard (a rejected prompt never reaches the provider)
+// and both response guards; a model without guardrails has the section's.
+func TestLLMSectionGuardrailsMerge(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	cfg := `
+llm:
+  models:` + sectionModel("own-guards", o, `guardrails: {response: [{regex: {action: mask, rules: [{builtin: creditCard}]}}]}`) +
+		sectionModel("no-guards", o) + `
+  policies:
+    guardrails:
+      request: [{regex: {action: reject, rules: [{builtin: ssn}]}}]
+      response: [{regex: {action: mask, rules: [{builtin: email}]}}]
+`
+	tg := startGateway(t, cfg, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+	tests := []struct {
+		model, want, notWant string
+	}{
+		{"own-guards", "<EMAIL_ADDRESS>", "4111"},
+		{"no-guards", "4111 1111 1111 1111", "x@y.com"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.model, func(t *testing.T) {
+			before := len(o.Requests())
+			ask := func(prompt string) openai.ChatCompletionNewParams {
+				p := guardAsk(prompt)
+				p.Model = tc.model
+				return p
+			}
+			_, err := c.Chat.Completions.New(llmCtx(t), ask("my ssn is 123-45-6789"))
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode/100 != 4 {
+				t.Errorf("a prompt with an SSN: %v, want refused by the section's request guard", err)
+			}
+			if len(o.Requests()) != before {
+				t.Errorf("a prompt with an SSN reached the provider: %s", o.Last().Body)
+			}
+			o.Enqueue(llmtest.Reply{Text: "mail x@y.com card 4111 1111 1111 1111"})
+			resp, err := c.Chat.Completions.New(llmCtx(t), ask("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := resp.Choices[0].Message.Content
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.notWant) || strings.Contains(got, "x@y.com") {
+				t.Errorf("answer %q, want %q in it and neither %q nor the email", got, tc.want, tc.notWant)
+			}
+		})
+	}
+}
