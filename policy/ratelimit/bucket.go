@@ -11,12 +11,9 @@ import (
 // for as long as the limiter lives; these bounds keep every sum of the bucket
 // arithmetic below 2^63.
 const (
-	// maxBucketTokens bounds maxTokens (and so tokensPerFill).
+	// maxBucketTokens bounds maxTokens (and so tokensPerFill), and so the
+	// debt (below).
 	maxBucketTokens = 1 << 60
-	// maxDebt bounds how far charged LLM tokens may drive a bucket below
-	// zero: a bucket that deep in debt stays there however much more is
-	// charged.
-	maxDebt = 1 << 60
 	// maxScheduled bounds tokensPerFill x fills: a bucket stops filling
 	// after maxScheduled/tokensPerFill intervals, which New requires to be
 	// at least fillHorizon away.
@@ -110,13 +107,19 @@ func (b *bucket) giveBack(n int64) {
 }
 
 // charge takes n >= 1 tokens after k fills whatever the bucket holds, going
-// into debt (down to -maxDebt) when it holds fewer.
+// into debt when it holds fewer: down to -max at most, one bucketful owed.
+// The debt makes a client that used more than the bucket held wait for the
+// fills to pay it, but a bounded wait: from the floor, the bucket admits
+// again after (max+1)/perFill fills, about the time it takes to fill from
+// empty. Unbounded, one exchange's true-up (a stream whose usage came in
+// millions of tokens, or an estimate) could shut every client of the
+// bucket out for days. (agentgateway's amend_tokens stops at empty.)
 func (b *bucket) charge(k, n int64) {
-	n = min(n, b.max+maxDebt) // more cannot go deeper than the floor
+	n = min(n, 2*b.max) // more cannot go deeper than the floor
 	scheduled := b.perFill * k
 	for {
 		drawn := b.drawn.Load()
-		next := min(max(drawn, scheduled-b.max)+n, scheduled+maxDebt)
+		next := min(max(drawn, scheduled-b.max)+n, scheduled+b.max)
 		if next == drawn || b.drawn.CompareAndSwap(drawn, next) {
 			return
 		}

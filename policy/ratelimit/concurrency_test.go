@@ -65,7 +65,7 @@ func TestConcurrentAdmit(t *testing.T) {
 
 // TestConcurrentCharge: concurrent charges all count.
 func TestConcurrentCharge(t *testing.T) {
-	l, clock := newLimiter(t, spec(1000, 1, time.Hour, "tokens"))
+	l, clock := newLimiter(t, spec(10000, 1, time.Hour, "tokens"))
 	d := l.Admit(nil, 0)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -76,8 +76,8 @@ func TestConcurrentCharge(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := held(l, clock, 0); got != 1000-8*500*3 {
-		t.Fatalf("holds %d, want %d", got, 1000-8*500*3)
+	if got := held(l, clock, 0); got != 10000-8*500*3 {
+		t.Fatalf("holds %d, want %d", got, 10000-8*500*3)
 	}
 }
 

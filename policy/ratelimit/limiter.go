@@ -8,8 +8,9 @@
 // the end of every whole fillInterval. A request takes one token from every
 // `requests` bucket that applies, and is refused (429) when any cannot give
 // one. A `tokens` bucket is billed the input and output tokens of an LLM
-// exchange once they are known (Charge), which may put it in debt, and
-// refuses requests while it holds nothing; with a prompt estimate
+// exchange once they are known (Charge), which may put it in debt (of one
+// bucketful at most), and refuses requests while it holds nothing; with a
+// prompt estimate
 // (`tokenize: true`) it also refuses a prompt larger than what it holds.
 package ratelimit
 
@@ -249,8 +250,8 @@ func giveBack(set []bucket) {
 }
 
 // Charge bills n LLM tokens (an exchange's input plus output) to the tokens
-// buckets that applied to d, which may put them in debt: later requests wait
-// until the fills have paid it off. It does nothing for a refused d or when
+// buckets that applied to d, which may put them in debt (down to -maxTokens:
+// bucket.charge): later requests wait until the fills have paid it off. It does nothing for a refused d or when
 // n <= 0.
 func (l *Limiter) Charge(d *Decision, n int64) {
 	if d == nil || !d.Allowed || n <= 0 || !l.hasTokenBuckets {

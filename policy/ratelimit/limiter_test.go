@@ -178,10 +178,15 @@ func TestTokenBuckets(t *testing.T) {
 		ops  []op
 	}{
 		{"debt delays later requests", []op{
-			{0, 0, 250, true, 0, -150},
-			{0, 0, 0, false, 16 * time.Second, -150}, // 151 tokens needed: 16 fills of 10
-			{15 * time.Second, 0, 0, false, time.Second, 0},
+			{0, 0, 150, true, 0, -50},
+			{0, 0, 0, false, 6 * time.Second, -50}, // 51 tokens needed: 6 fills of 10
+			{5 * time.Second, 0, 0, false, time.Second, 0},
 			{time.Second, 0, 5, true, 0, 5},
+		}},
+		{"debt stops at one bucketful", []op{
+			{0, 0, 250, true, 0, -100},
+			{0, 0, 0, false, 11 * time.Second, -100}, // 101 tokens needed: 11 fills of 10
+			{0, 0, 0, false, 11 * time.Second, -100},
 		}},
 		{"estimate within what the bucket holds", []op{
 			{0, 100, 60, true, 0, 40},
@@ -199,8 +204,8 @@ func TestTokenBuckets(t *testing.T) {
 			{0, 101, 1000, false, 0, 100},
 		}},
 		{"a huge charge stops at the debt floor", []op{
-			{0, 0, math.MaxInt64, true, 0, -maxDebt},
-			{0, 0, math.MaxInt64, false, math.MaxInt64, -maxDebt}, // a wait beyond time.Duration saturates
+			{0, 0, math.MaxInt64, true, 0, -100},
+			{0, 0, math.MaxInt64, false, 11 * time.Second, -100},
 		}},
 	}
 	for _, tc := range tests {
