@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -657,6 +658,51 @@ localRateLimit:
 			if got := post(); got != 429 {
 				t.Fatalf("after a cut stream: %d, want 429 (its estimate charged)", got)
 			}
+		})
+	}
+}
+
+// TestLLMBigStreamEventChargesUsage: a same-format stream with an event
+// past convert.MaxEventBytes (a generated image in base64, a huge delta)
+// reaches the client whole, and the token bucket is charged the usage the
+// provider reported (in the big response.completed itself for Responses).
+// Such a stream used to lose its usage and be charged its bytes over four
+// as an estimate: one 1.2 MB stream put a 100k bucket in debt for every
+// client (Retry-After: 720 s).
+func TestLLMBigStreamEventChargesUsage(t *testing.T) {
+	limits := `
+localRateLimit:
+- {maxTokens: 100000, tokensPerFill: 100000, fillInterval: 60s, type: tokens}
+`
+	o := llmtest.NewOpenAI(t)
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), nil)
+	huge := strings.Repeat("iVBORw0KGgo", 110000) // 1.2 MB
+	remaining := 100000
+	for _, tc := range []struct {
+		name, path, body string
+	}{
+		{"responses", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`},
+		{"chat with usage", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o.Enqueue(llmtest.Reply{Chunks: []string{"a ", huge}, Usage: llmtest.Usage{InputTokens: 11, OutputTokens: 22}})
+			resp, err := http.Post(tg.url(8080)+tc.path, "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), huge) {
+				t.Fatalf("status %d, %v, %d bytes: the big event did not come through", resp.StatusCode, err, len(body))
+			}
+			remaining -= 33
+			settleRecords(t, tg.gw)
+			o.Enqueue(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
+			after, _ := postJSON(t, tg.url(8080)+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			if got := after.Header.Get("X-Ratelimit-Remaining"); after.StatusCode != 200 || got != strconv.Itoa(remaining) {
+				t.Fatalf("next request: %d, %s tokens left, want 200 and %d (the usage charged, 33 tokens)", after.StatusCode, got, remaining)
+			}
+			remaining -= 10
 		})
 	}
 }

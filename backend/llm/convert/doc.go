@@ -82,7 +82,8 @@
 // SSE input is framed by the same WHATWG rules as codec/sse (which pulls
 // from an io.Reader; a Stream is pushed to); Bedrock's binary event stream
 // is decoded with the AWS SDK's eventstream package, CRCs checked. Each
-// provider event is bounded by MaxEventBytes.
+// provider event read is bounded by MaxEventBytes; a same-format stream
+// passes a larger SSE event on unread, reading only its usage and type.
 //
 // For remote guards on streams, TapText has a Stream keep the text of the
 // deltas it writes (after masking) for TakeText, and Abort ends a stream

@@ -57,6 +57,8 @@ type readState struct {
 	// index maps the provider's block (or Chat tool call) index to ours;
 	// -1: ignored.
 	index []int
+	// bigLast: the last event was too large to read (bigevent.go).
+	bigLast bool
 }
 
 func (r *readState) reset() {

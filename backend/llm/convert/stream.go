@@ -65,7 +65,10 @@ type Stream struct {
 }
 
 // MaxEventBytes bounds one provider event (an SSE event's data, an event
-// stream message); a larger one fails the stream.
+// stream message) that a Stream reads; a larger one fails the stream,
+// unless the stream passes the provider's SSE events on as they came:
+// then it is passed on unread, only its usage and type followed
+// (bigevent.go).
 const MaxEventBytes = 1 << 20
 
 // ErrTruncated is returned by Close when the provider's stream ended before
@@ -114,6 +117,10 @@ func (s *Stream) Reset(info RequestInfo) {
 	// usage chunk there (chatPass).
 	s.strip = s.pass && info.Client == Chat && !info.IncludeUsage && !s.mk.pass
 	s.sse.reset(MaxEventBytes)
+	// A stream sent as it came passes an event too large to hold on
+	// unread (bigevent.go); a masked or tapped one must read every event,
+	// and fails instead.
+	s.sse.skipBig = s.pass && !s.mk.pass && !s.strip
 	s.es.Reset()
 	s.es.Max = MaxEventBytes
 	s.err, s.blind = nil, false
@@ -140,7 +147,10 @@ func (s *Stream) Usage() Usage { return s.usage }
 // for a stream cut before the provider reported them (most report usage
 // last): a token for each text, reasoning or argument delta (providers
 // send about one a token), or for each four bytes of their text, whichever
-// is more.
+// is more. A delta too large to read counts as one; bytes passed on
+// unread (a same-format stream after an event it could not read) count
+// for nothing: their events' JSON and whatever else they carry (images in
+// base64) are no measure of the answer's tokens.
 func (s *Stream) OutputEstimate() int64 { return max(s.deltas, (s.deltaBytes+3)/4) }
 
 // Answered reports whether the answer has begun: a text, reasoning or
@@ -181,8 +191,6 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 		return dst, s.err
 	}
 	if s.blind {
-		// Unread, the bytes count as the answer's for OutputEstimate.
-		s.deltaBytes += int64(len(p))
 		return append(dst, p...), nil
 	}
 	if s.info.Provider == Bedrock {
@@ -220,6 +228,16 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			break
 		}
 		p = rest
+		if ev.begun {
+			continue
+		}
+		if ev.big {
+			dst = s.bigEvent(dst, ev.typ)
+			if s.err != nil {
+				return dst, s.err
+			}
+			continue
+		}
 		if ev.comment {
 			// A provider's keep-alive reaches the client in any format:
 			// a comment is one in every SSE stream (a client behind an
@@ -229,6 +247,7 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 			}
 			continue
 		}
+		s.rd.bigLast = false
 		dst = s.sseEvent(dst, ev)
 		if s.err != nil {
 			return dst, s.err
@@ -293,9 +312,12 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 			return dst, nil
 		}
 	}
-	if s.rd.stopped && !cut {
+	if (s.rd.stopped || s.rd.bigLast) && !cut {
 		// Gemini's stream has no last event: a finish reason and the end
 		// of the body are its end. Others may end without their marker.
+		// A last event too large to read may have held the finish
+		// reason: the stream ended as it would have (the client has its
+		// bytes).
 		dst = s.passFlushAll(dst)
 		dst = s.end(dst)
 		return dst, nil
@@ -317,6 +339,11 @@ func (s *Stream) Close(dst []byte) ([]byte, error) {
 // provider's bytes as they are gets the blank line that ends it.
 func (s *Stream) lastEvent(dst []byte) ([]byte, bool) {
 	ev, ok := s.sse.last()
+	if ok && ev.big {
+		// Passed on unread: its bytes went out as they came.
+		dst = append(dst, "\n\n"...)
+		return s.bigEvent(dst, ev.typ), true
+	}
 	if !ok || !(string(ev.data) == "[DONE]" || llm.Valid(ev.data)) {
 		return dst, false
 	}

@@ -475,7 +475,7 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 	case "response.completed", "response.incomplete", "response.failed", "error":
 		dst = s.passFlushAll(dst)
 	}
-	dst = s.responsesRead(dst, e.Type, &e.Response.Usage, e.Message)
+	dst = s.responsesRead(dst, e.Type, responsesUsage(&e.Response.Usage), e.Message)
 	if s.err != nil {
 		return dst
 	}

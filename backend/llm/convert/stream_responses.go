@@ -20,12 +20,12 @@ func (s *Stream) responsesEvent(dst, data []byte) []byte {
 	if len(e.Delta) > 2 && e.Delta.IsString() && strings.HasSuffix(e.Type, ".delta") {
 		s.countDelta(e.Delta)
 	}
-	return s.responsesRead(dst, e.Type, &e.Response.Usage, e.Message)
+	return s.responsesRead(dst, e.Type, responsesUsage(&e.Response.Usage), e.Message)
 }
 
 // responsesRead reads what a Responses event of type typ says of the
 // stream: its usage and end, or the provider's error message.
-func (s *Stream) responsesRead(dst []byte, typ string, u *llm.ResponsesUsage, message llm.Raw) []byte {
+func (s *Stream) responsesRead(dst []byte, typ string, u Usage, message llm.Raw) []byte {
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
 		if typ == "response.failed" && s.failed.Status == 0 {
@@ -34,7 +34,7 @@ func (s *Stream) responsesRead(dst []byte, typ string, u *llm.ResponsesUsage, me
 			s.failMsg = append(s.failMsg[:0], "the provider's response failed"...)
 			s.failed = StreamFailure{Status: 500, Message: s.failMsg}
 		}
-		s.addUsage(responsesUsage(u))
+		s.addUsage(u)
 		s.rd.stopped = true
 		return s.end(dst)
 	case "error":

@@ -51,6 +51,7 @@ var errTapFormat = errors.New("convert: a same-format bedrock stream cannot be t
 // after AcquireStream or Reset, before the first Feed; Reset turns it off.
 func (s *Stream) TapText() {
 	s.tap.on = true
+	s.sse.skipBig = false // every event's text is read
 	if s.mk.g != nil {
 		s.mk.tap = &s.tap.text
 	}
