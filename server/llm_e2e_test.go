@@ -668,7 +668,9 @@ localRateLimit:
 // provider reported (in the big response.completed itself for Responses).
 // Such a stream used to lose its usage and be charged its bytes over four
 // as an estimate: one 1.2 MB stream put a 100k bucket in debt for every
-// client (Retry-After: 720 s).
+// client (Retry-After: 720 s). A Chat client that did not ask for the
+// usage gets the big chunk too, and not the usage chunk the gateway asked
+// for; its stream used to end with an error event instead.
 func TestLLMBigStreamEventChargesUsage(t *testing.T) {
 	limits := `
 localRateLimit:
@@ -683,6 +685,7 @@ localRateLimit:
 	}{
 		{"responses", "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`},
 		{"chat with usage", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`},
+		{"chat without usage", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o.Enqueue(llmtest.Reply{Chunks: []string{"a ", huge}, Usage: llmtest.Usage{InputTokens: 11, OutputTokens: 22}})
@@ -693,7 +696,13 @@ localRateLimit:
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), huge) {
-				t.Fatalf("status %d, %v, %d bytes: the big event did not come through", resp.StatusCode, err, len(body))
+				t.Fatalf("status %d, %v, %d bytes: the big event did not come through: %.300q", resp.StatusCode, err, len(body), body)
+			}
+			if strings.HasPrefix(tc.name, "chat") {
+				usage := strings.Contains(string(body), `"usage":{`)
+				if usage != strings.Contains(tc.body, "include_usage") || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+					t.Errorf("usage chunk sent: %v; stream ends %q", usage, body[len(body)-40:])
+				}
 			}
 			remaining -= 33
 			settleRecords(t, tg.gw)

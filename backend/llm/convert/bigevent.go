@@ -7,12 +7,14 @@ import (
 )
 
 // Events too large to hold. A same-format stream whose bytes reach the
-// client as they came does not need to hold an event to pass it on: one
-// past MaxEventBytes (a Responses event carrying a generated image in
-// base64, a huge delta) is passed on unread (sseFramer.skip) instead of
-// failing the stream, and bigScan follows its JSON for the little the
-// accounting needs: its usage and its type. The events after it are read
-// as before, so the usage a provider sends last is not lost.
+// client as they came, or event by event (Chat's usage chunk stripped),
+// does not need to hold an event to pass it on: one past MaxEventBytes (a
+// Responses event carrying a generated image in base64, a huge delta) is
+// passed on unread (sseFramer.skip: event by event, its start as the
+// framer had it, then its bytes as they come) instead of failing the
+// stream, and bigScan follows its JSON for the little the accounting
+// needs: its usage and its type. The events after it are read as before,
+// so the usage a provider sends last is not lost.
 
 // bigKeep bounds each value bigScan keeps (a usage object is a few hundred
 // bytes).

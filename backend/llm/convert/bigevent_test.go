@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/relaygate/gateway/codec/sse"
 )
 
 // TestBigScan: the scanner of events too large to hold keeps the top-level
@@ -58,12 +60,14 @@ func sseData(typ, data string) string {
 
 // TestStreamBigEvent: an event past MaxEventBytes in a same-format stream
 // (a Responses event with an image in base64, a huge delta) is passed on
-// unread, as it came; the events after it are still read, and so is the
-// usage and type in it, so the usage a provider reports (last, or in the
-// big event itself) is known, the end is seen, and the stream's estimate
-// counts it as one delta, not as its bytes. It used to make the rest of
-// the stream blind: usage lost, and every byte after it counted as text,
-// so the token bucket was charged the stream's bytes over four.
+// unread, as it came or, the usage chunk stripped, event by event; the
+// events after it are still read, and so is the usage and type in it, so
+// the usage a provider reports (last, or in the big event itself) is
+// known, the end is seen, and the stream's estimate counts it as one
+// delta, not as its bytes. It used to make the rest of the stream blind:
+// usage lost, and every byte after it counted as text, so the token
+// bucket was charged the stream's bytes over four. With the usage chunk
+// stripped, the stream failed.
 func TestStreamBigEvent(t *testing.T) {
 	huge := strings.Repeat("iVBORw0KGgo", MaxEventBytes/11+100) // base64 past the bound
 	chatDelta := func(s string) string {
@@ -99,6 +103,15 @@ func TestStreamBigEvent(t *testing.T) {
 	}{
 		{name: "chat, as it came", info: RequestInfo{Client: Chat, Provider: Chat, IncludeUsage: true},
 			events: []string{chatDelta("a"), chatDelta(huge), chatStop, chatUsage, "data: [DONE]\n\n"}, stripped: -1,
+			usage: Usage{InputTokens: 11, OutputTokens: 22}, estimate: 2},
+		{name: "chat, usage stripped", info: RequestInfo{Client: Chat, Provider: Chat},
+			events: []string{chatDelta("a"), chatDelta(huge), chatStop, chatUsage, "data: [DONE]\n\n"}, stripped: 3,
+			usage: Usage{InputTokens: 11, OutputTokens: 22}, estimate: 2},
+		{name: "chat, usage stripped, the big chunk first and in lines", info: RequestInfo{Client: Chat, Provider: Chat},
+			events: []string{"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\r\ndata: \"delta\":{\"content\":\"" + huge + "\"}}]}\r\n\r\n", chatStop, chatUsage, "data: [DONE]\n\n"}, stripped: 2,
+			usage: Usage{InputTokens: 11, OutputTokens: 22}, estimate: 1},
+		{name: "chat, usage stripped, the big chunk last", info: RequestInfo{Client: Chat, Provider: Chat},
+			events: []string{chatDelta("a"), chatUsage, chatDelta(huge)}, stripped: 1,
 			usage: Usage{InputTokens: 11, OutputTokens: 22}, estimate: 2},
 		{name: "responses, usage in the big last event", info: RequestInfo{Client: Responses, Provider: Responses},
 			events: []string{rsEvent("response.created", `,"response":{"id":"r","status":"in_progress","output":[],"usage":null}`),
@@ -197,4 +210,66 @@ func TestStreamBigEventRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzSSEFramerSkip: a framer that skips events past its bound, written
+// out as a stream relayed event by event writes them (events read: their
+// data; skipped ones: their start, then their bytes as they come), gives a
+// stream with the same events' data as the input, for any input cut
+// anywhere.
+func FuzzSSEFramerSkip(f *testing.F) {
+	f.Add([]byte("data: 0123456789abcdef0123456789\r\ndata: x\n\ndata: y\r\n\r\n"), uint8(3))
+	f.Add([]byte("event: e\ndata: 0123456789\ndata: 0123456789\r: c\rid: 1\r\rdata: z\n\n"), uint8(1))
+	f.Add([]byte("\xef\xbb\xbfdata: 0123456789abcdef0123456789\n\n"), uint8(30))
+	f.Fuzz(func(t *testing.T, in []byte, step uint8) {
+		const max = 16
+		datas := func(b []byte) []string {
+			var out []string
+			r := sse.NewReader(bytes.NewReader(b), 1<<20)
+			for {
+				e, err := r.Next()
+				if err != nil {
+					return out
+				}
+				out = append(out, string(e.Data))
+			}
+		}
+		var fr sseFramer
+		fr.reset(max)
+		fr.skipBig = true
+		var out []byte
+		n := int(step%31) + 1
+		for i := 0; i < len(in); i += n {
+			p := in[i:min(i+n, len(in))]
+			for len(p) > 0 {
+				skipping := fr.big.on
+				e, rest, ok, err := fr.next(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if skipping {
+					out = append(out, p[:len(p)-len(rest)]...)
+				}
+				if !ok {
+					break
+				}
+				p = rest
+				switch {
+				case e.begun:
+					out = fr.prefix(out)
+				case e.big:
+					if fr.skipLF {
+						out = append(out, '\n')
+					}
+				case e.comment:
+				default:
+					out = sse.AppendEvent(out, sse.Event{Data: e.data})
+				}
+			}
+		}
+		got, want := datas(out), datas(in)
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+			t.Fatalf("events %q, want %q (out %q)", got, want, out)
+		}
+	})
 }

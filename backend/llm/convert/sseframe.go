@@ -30,7 +30,12 @@ type sseFramer struct {
 
 // bigSkip is the state of an event too large to hold being skipped.
 type bigSkip struct {
-	on      bool  // inside one
+	on    bool // inside one
+	fresh bool // just begun: data and line still hold its start (prefix)
+	// tail is the line whose data outgrew the bound when it was whole,
+	// and tailEnd its end of line, for prefix.
+	tail    []byte
+	tailEnd byte
 	line    uint8 // where in a line the skip is (lineStart, ...)
 	name    [5]byte
 	nameLen int
@@ -53,9 +58,10 @@ type sseEvent struct {
 	// such as ": OPENROUTER PROCESSING"): data is the line, colon included.
 	// One inside an event (among its fields) is skipped, as before.
 	comment bool
-	// begun marks the start of an event too large to hold (skipBig): the
-	// rest of it is skipped. big marks its end: data is nil, what was
-	// read of it is the framer's big.scan.
+	// begun marks the start of an event too large to hold (skipBig): its
+	// bytes so far are the framer's (prefix), the rest are skipped. big
+	// marks its end: data is nil, what was read of it is the framer's
+	// big.scan.
 	begun, big bool
 }
 
@@ -110,11 +116,12 @@ func (f *sseFramer) next(p []byte) (ev sseEvent, rest []byte, ok bool, err error
 		p = p[i+1:]
 		ev, ok, err = f.process(line)
 		f.line = f.line[:0]
-		if err == errEventTooLarge && f.skipBig {
-			// A whole data line took the data past the bound.
-			return f.begin(p, line)
-		}
 		if err != nil || ok {
+			if err == errEventTooLarge && f.skipBig {
+				// A whole data line (line still holds it: f.line is
+				// only emptied) took the data past the bound.
+				return f.begin(p, line)
+			}
 			return ev, p, ok, err
 		}
 	}
@@ -124,13 +131,18 @@ func (f *sseFramer) next(p []byte) (ev sseEvent, rest []byte, ok bool, err error
 // begin starts skipping the event whose data outgrew the bound (with
 // skipBig; else the stream fails): the data so far and the line begun
 // (f.line, when tail is nil) or just ended (tail) are followed, and what
-// comes from rest on is skipped.
+// comes from rest on is skipped. The framer's buffers keep the event's
+// start until the next call, for prefix.
 func (f *sseFramer) begin(rest, tail []byte) (sseEvent, []byte, bool, error) {
 	if !f.skipBig {
 		return sseEvent{}, nil, false, errEventTooLarge
 	}
 	b := &f.big
-	b.on = true
+	b.on, b.fresh, b.tail = true, true, tail
+	b.tailEnd = '\n'
+	if f.skipLF {
+		b.tailEnd = '\r' // (only a whole line, tail, has ended)
+	}
 	b.line, b.nameLen = lineStart, 0
 	b.scan.reset()
 	b.scan.write(f.data)
@@ -149,7 +161,6 @@ func (f *sseFramer) begin(rest, tail []byte) (sseEvent, []byte, bool, error) {
 	default:
 		b.resume(f.line)
 	}
-	f.line, f.data = f.line[:0], f.data[:0]
 	return sseEvent{begun: true}, rest, true, nil
 }
 
@@ -197,6 +208,11 @@ func (b *bigSkip) field(seg []byte) []byte {
 // its data, and returns it (big) at the blank line that ends it.
 func (f *sseFramer) skip(p []byte) (sseEvent, []byte, bool, error) {
 	b := &f.big
+	if b.fresh {
+		// (prefix was had, or not wanted)
+		b.fresh, b.tail = false, nil
+		f.line, f.data = f.line[:0], f.data[:0]
+	}
 	for len(p) > 0 {
 		if f.skipLF {
 			f.skipLF = false
@@ -246,6 +262,27 @@ func (f *sseFramer) endBig() sseEvent {
 	return sseEvent{typ: typ, big: true}
 }
 
+// prefix appends what the event being skipped had before it began to be
+// (valid right after next returned begun): its type, its data lines and
+// the line begun, as SSE fields. A stream written event by event sends
+// it, then the event's bytes as they come.
+func (f *sseFramer) prefix(dst []byte) []byte {
+	if f.typSet {
+		dst = append(dst, "event: "...)
+		dst = append(append(dst, f.typ...), '\n')
+	}
+	for d := f.data; len(d) > 0; {
+		i := bytes.IndexByte(d, '\n')
+		dst = append(dst, "data: "...)
+		dst = append(dst, d[:i+1]...)
+		d = d[i+1:]
+	}
+	if f.big.tail != nil {
+		return append(append(dst, f.big.tail...), f.big.tailEnd)
+	}
+	return append(dst, f.line...)
+}
+
 // pending reports an event or a field line begun and not finished.
 func (f *sseFramer) pending() bool {
 	return f.big.on || len(f.data) > 0 || (len(f.line) > 0 && f.line[0] != ':')
@@ -258,6 +295,10 @@ func (f *sseFramer) pending() bool {
 func (f *sseFramer) last() (ev sseEvent, ok bool) {
 	if f.big.on {
 		// Skipped: whole when its JSON value ended.
+		if f.big.fresh {
+			f.big.fresh, f.big.tail = false, nil
+			f.line, f.data = f.line[:0], f.data[:0]
+		}
 		ev = f.endBig()
 		return ev, f.big.scan.closed
 	}

@@ -117,10 +117,10 @@ func (s *Stream) Reset(info RequestInfo) {
 	// usage chunk there (chatPass).
 	s.strip = s.pass && info.Client == Chat && !info.IncludeUsage && !s.mk.pass
 	s.sse.reset(MaxEventBytes)
-	// A stream sent as it came passes an event too large to hold on
-	// unread (bigevent.go); a masked or tapped one must read every event,
-	// and fails instead.
-	s.sse.skipBig = s.pass && !s.mk.pass && !s.strip
+	// A stream sent as it came, or event by event, passes an event too
+	// large to hold on unread (bigevent.go); a masked or tapped one must
+	// read every event, and fails instead.
+	s.sse.skipBig = s.pass && !s.mk.pass
 	s.es.Reset()
 	s.es.Max = MaxEventBytes
 	s.err, s.blind = nil, false
@@ -220,18 +220,32 @@ func (s *Stream) Feed(dst, p []byte) ([]byte, error) {
 		dst = append(dst, p...)
 	}
 	for len(p) > 0 {
+		skipping := s.sse.big.on
 		ev, rest, ok, err := s.sse.next(p)
 		if err != nil {
 			return s.fail(dst, 502, "api_error", "invalid event stream from provider: "+err.Error())
+		}
+		if skipping && s.strip {
+			// An event too large to hold goes out as it comes.
+			dst = append(dst, p[:len(p)-len(rest)]...)
 		}
 		if !ok {
 			break
 		}
 		p = rest
 		if ev.begun {
+			if s.strip {
+				dst = s.sse.prefix(dst)
+			}
 			continue
 		}
 		if ev.big {
+			if s.strip && s.sse.skipLF {
+				// Its blank line ended with a CR: the LF that may follow
+				// is skipped as part of it (a CRLF is one line end, as
+				// is a CR), so it goes out now.
+				dst = append(dst, '\n')
+			}
 			dst = s.bigEvent(dst, ev.typ)
 			if s.err != nil {
 				return dst, s.err
