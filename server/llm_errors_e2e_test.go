@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/relaygate/gateway/backend/llm/llmtest"
 )
 
 // TestLLMClientErrorsUnderLoad: the gateway's own errors in the client's
@@ -79,5 +81,64 @@ func TestLLMPassthroughKeepsContentType(t *testing.T) {
 	}
 	if got, want := <-seen, "/v1/audio/transcriptions "+mw.FormDataContentType(); got != want {
 		t.Fatalf("the provider got %q, want %q", got, want)
+	}
+}
+
+// TestLLMErrorWithSuccessStatus: a provider that answers 200 with an error
+// object (Anthropic's, Gemini's, Bedrock's, OpenAI's) or with JSON that is
+// no answer (null) gives the client that error in its shape, with the
+// status the error names (else 502), and another provider is asked first
+// when there is one. Such answers used to be translated into empty
+// successful answers (content null), and failover did not happen.
+func TestLLMErrorWithSuccessStatus(t *testing.T) {
+	const overloaded = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	t.Run("failover", func(t *testing.T) {
+		a, o, tg := anthropicThenOpenAI(t)
+		a.Enqueue(llmtest.Failure{Status: 200, Body: overloaded})
+		o.Enqueue(llmtest.Reply{Text: "from the second"})
+		c := openaiVia(tg)
+		resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest("m"))
+		if err != nil || resp.Choices[0].Message.Content != "from the second" {
+			t.Fatalf("answer: %v %v; want the second provider's", resp, err)
+		}
+		firstFailedOnce(t, a.Server, tg)
+	})
+
+	a := llmtest.NewAnthropic(t)
+	g := llmtest.NewGemini(t)
+	b := llmtest.NewBedrock(t)
+	o := llmtest.NewOpenAI(t)
+	bedrock := `bedrock: {region: ` + b.Region + `}`
+	bedrockAuth := `backendAuth: {aws: {accessKeyId: ` + b.AccessKeyID + `, secretAccessKey: ` + b.SecretAccessKey + `}}`
+	for _, tc := range []struct {
+		name           string
+		emulator       *llmtest.Server
+		provider, auth string
+		path, answer   string
+		status         int
+		want           string // in the client's error body
+	}{
+		{"anthropic to chat", a.Server, `anthropic: {}`, `backendAuth: {key: ` + a.APIKey + `}`, "/v1/chat/completions", overloaded, 529, `"message":"Overloaded"`},
+		{"anthropic to messages", a.Server, `anthropic: {}`, `backendAuth: {key: ` + a.APIKey + `}`, "/v1/messages", overloaded, 529, `"type":"overloaded_error"`},
+		{"gemini", g.Server, `gemini: {}`, `backendAuth: {key: ` + g.APIKey + `}`, "/v1/chat/completions",
+			`{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}`, 429, `"message":"Resource exhausted"`},
+		{"bedrock", b.Server, bedrock, bedrockAuth, "/v1/chat/completions", `{"message":"throttled"}`, 502, `"message":"throttled"`},
+		{"openai, null", o.Server, `openAI: {}`, `backendAuth: {key: ` + o.APIKey + `}`, "/v1/chat/completions", `null`, 502, `"error":{`},
+		{"openai, an error object", o.Server, `openAI: {}`, `backendAuth: {key: ` + o.APIKey + `}`, "/v1/chat/completions",
+			`{"error":{"message":"The server had an error","type":"server_error"}}`, 502, `"message":"The server had an error"`},
+		{"anthropic to chat, no content", a.Server, `anthropic: {}`, `backendAuth: {key: ` + a.APIKey + `}`, "/v1/chat/completions", `{}`, 502, `"error":{`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := startGateway(t, llmConfig(tc.provider, tc.emulator.Addr(), tc.auth, ""), nil)
+			tc.emulator.Enqueue(llmtest.Failure{Status: 200, Body: tc.answer})
+			body := `{"model":"anthropic.claude-3-haiku-20240307-v1:0","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+			resp, got := postJSON(t, tg.url(8080)+tc.path, body)
+			if resp.StatusCode != tc.status || !strings.Contains(got, tc.want) {
+				t.Fatalf("status %d %s, want %d with %s", resp.StatusCode, got, tc.status, tc.want)
+			}
+			if tc.path == "/v1/messages" && !strings.HasPrefix(got, `{"type":"error"`) {
+				t.Errorf("not in the Anthropic shape: %s", got)
+			}
+		})
 	}
 }

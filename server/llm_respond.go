@@ -143,6 +143,11 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	}
 	out, usage, err := convert.Response(x.out[:0], body, x.info)
 	if err != nil {
+		// (declared here: the target errors.As takes escapes)
+		var ae *convert.AnswerError
+		if errors.As(err, &ae) {
+			return b.llmAnswerError(rs, x, ae)
+		}
 		rs.upstreamErr = err
 		if x.failEarly(err) {
 			return 0 // llmAttempts asks the next provider
@@ -163,6 +168,28 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	finishResponse(resp)
 	b.llmComplete(rs, x)
 	return status
+}
+
+// llmAnswerError answers an exchange whose provider sent an error (or no
+// answer at all) with a success status as it answers a provider's error
+// status: another provider is asked when one is left (an early failure,
+// as for a stream's error event before its answer), else the client gets
+// the error in its shape with the status the error names (else 502).
+func (b *bind) llmAnswerError(rs *requestState, x *llmExchange, ae *convert.AnswerError) int {
+	if x.prime {
+		e := &x.early
+		e.status, e.typ, e.msg = ae.Status, ae.Type, append(e.msg[:0], ae.Message...)
+		e.errType = strconv.Itoa(ae.Status)
+		return 0 // llmAttempts asks the next provider
+	}
+	resp := &x.fctx.Response
+	x.out = convert.AppendProviderError(x.out[:0], x.info.Client, ae.Status, ae.Type, ae.Message)
+	resp.SetStatusCode(ae.Status)
+	resp.SetBody(x.out)
+	x.errType = "provider_" + itoa3(ae.Status)
+	finishResponse(resp)
+	b.llmComplete(rs, x)
+	return ae.Status
 }
 
 // itoa3 writes a three-digit status.

@@ -340,6 +340,11 @@ func (t *translator) readAnthropicResponse(body []byte) error {
 	if err := a.Decode(&t.dec, body); err != nil {
 		return providerInvalid(err)
 	}
+	if a.Type != "message" {
+		if e := answerError(body, Messages); e != nil {
+			return e
+		}
+	}
 	r := &t.resp
 	r.id, r.model = a.ID, a.Model
 	r.usage = anthropicUsage(&a.Usage)

@@ -253,6 +253,11 @@ func (t *translator) readBedrockResponse(body []byte) error {
 	if err := g.Decode(&t.dec, body); err != nil {
 		return providerInvalid(err)
 	}
+	if g.StopReason == "" && len(g.Output.Message.Content) == 0 {
+		if e := answerError(body, Bedrock); e != nil {
+			return e
+		}
+	}
 	r := &t.resp
 	r.usage = bedrockUsage(&g.Usage)
 	r.stop = bedrockStop(g.StopReason)

@@ -422,6 +422,9 @@ func (t *translator) readChatResponse(body []byte) error {
 	r.id, r.model, r.created = c.ID, c.Model, c.Created
 	r.usage = chatUsage(&c.Usage)
 	if len(c.Choices) == 0 {
+		if e := answerError(body, Chat); e != nil {
+			return e
+		}
 		return nil
 	}
 	ch := &c.Choices[0]

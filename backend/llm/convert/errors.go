@@ -214,3 +214,107 @@ func bedrockExceptionStatus(typ string) int {
 	}
 	return 500
 }
+
+// AnswerError is a provider's answer with a success status (2xx) that is
+// no answer: an error object in the provider's shape (Anthropic's
+// {"type":"error"}, Gemini's {"error":{...}}, Bedrock's {"message":...}),
+// or JSON without what an answer must have (null, {}, a chat completion
+// without choices). Translated, it would be an empty answer that the
+// client takes as a success, and another provider would not be asked: it
+// is the provider's error instead, with the status its error names (an
+// Anthropic error type's, a Gemini code), else 502. Type is the error's
+// type in the provider's vocabulary ("" when it names none); AppendProviderError
+// writes it in the client's shape.
+type AnswerError struct {
+	Status  int
+	Type    string
+	Message []byte
+}
+
+func (e *AnswerError) Error() string {
+	return "convert: the provider's answer is an error: " + string(e.Message)
+}
+
+// answerError looks at a provider's answer in format f that lacks what
+// the caller read of an answer (its choices, content, candidates, output,
+// or its usage, for one passed on unread) and returns why it is none, or
+// nil when it is an answer after all. One walk over its top-level members:
+// only answers that look empty pay for it.
+func answerError(body []byte, f Format) *AnswerError {
+	var errV, typ, message llm.Raw
+	var answer bool // a member only answers have, not empty
+	var m llm.Members
+	m.Reset(body)
+	for m.Next() {
+		v := m.Value()
+		switch {
+		case m.NameIs("error"):
+			errV = v
+		case m.NameIs("type"):
+			typ = v
+		case m.NameIs("message"), m.NameIs("Message"):
+			message = v
+		case m.NameIs("choices") && f == Chat,
+			m.NameIs("content") && f == Messages,
+			m.NameIs("candidates") && f == Gemini,
+			m.NameIs("output") && (f == Bedrock || f == Responses):
+			answer = answer || len(v) > 2 // a non-empty array or object
+		case m.NameIs("promptFeedback") && f == Gemini:
+			answer = answer || v.IsObject() // a blocked prompt's answer
+		}
+	}
+	if m.Err() != nil {
+		return &AnswerError{Status: 502, Message: []byte("invalid response from provider: " + m.Err().Error())}
+	}
+	var dec llm.Decoder
+	switch f {
+	case Messages:
+		switch {
+		case string(typ) == `"message"` || (typ == nil && answer):
+			return nil
+		case string(typ) == `"error"`:
+			var e llm.AnthropicErrorBody
+			if dec.Decode(body, &e) == nil && e.Error.Message != "" {
+				return &AnswerError{Status: anthropicErrorStatus(e.Error.Type), Type: e.Error.Type, Message: bytesOf(e.Error.Message)}
+			}
+		}
+		return &AnswerError{Status: 502, Message: []byte("the provider's answer is not a message")}
+	case Gemini:
+		if answer {
+			return nil
+		}
+		var e llm.GeminiErrorBody
+		if errV.IsObject() && dec.Decode(body, &e) == nil && e.Error.Message != "" {
+			status := e.Error.Code
+			if status < 400 || status > 599 {
+				status = 502
+			}
+			return &AnswerError{Status: status, Type: googleErrorType(e.Error.Status, status, Messages), Message: bytesOf(e.Error.Message)}
+		}
+		return &AnswerError{Status: 502, Message: []byte("the provider's answer has no candidates")}
+	case Bedrock:
+		if answer {
+			return nil
+		}
+		if message.IsString() {
+			var e llm.BedrockErrorBody
+			if dec.Decode(body, &e) == nil && e.Text() != "" {
+				return &AnswerError{Status: 502, Message: bytesOf(e.Text())}
+			}
+		}
+		return &AnswerError{Status: 502, Message: []byte("the provider's answer has no output")}
+	}
+	// Chat, Responses (a Responses answer's "error" is null unless it
+	// failed, and then it has its output).
+	if answer {
+		return nil
+	}
+	var e llm.ErrorBody
+	if errV.IsObject() && dec.Decode(body, &e) == nil && e.Error.Message != "" {
+		return &AnswerError{Status: 502, Type: e.Error.Type, Message: bytesOf(e.Error.Message)}
+	}
+	if f == Responses {
+		return &AnswerError{Status: 502, Message: []byte("the provider's answer has no output")}
+	}
+	return &AnswerError{Status: 502, Message: []byte("the provider's answer has no choices")}
+}

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,5 +112,52 @@ func TestProviderErrorSameFormat(t *testing.T) {
 				t.Errorf("got  %d %s\nwant %d %s", status, got, tc.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestAnswerError: an answer with a success status that is an error object,
+// or no answer, is an AnswerError with the status its error names (else
+// 502), translated or passed on; answers that only look empty (a Gemini
+// prompt blocked, an Anthropic-compatible answer without its type) are
+// answers.
+func TestAnswerError(t *testing.T) {
+	for _, tc := range []struct {
+		provider Format
+		body     string
+		status   int // 0: an answer
+		typ, msg string
+	}{
+		{Messages, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, 529, "overloaded_error", "Overloaded"},
+		{Messages, `{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}`, 400, "invalid_request_error", "bad"},
+		{Messages, `{}`, 502, "", "the provider's answer is not a message"},
+		{Messages, `{"content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}`, 0, "", ""},
+		{Gemini, `{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}`, 429, "rate_limit_error", "Resource exhausted"},
+		{Gemini, `{"error":{"code":200,"message":"odd"}}`, 502, "api_error", "odd"},
+		{Gemini, `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":3}}`, 0, "", ""},
+		{Gemini, `{"usageMetadata":{"promptTokenCount":3}}`, 502, "", "the provider's answer has no candidates"},
+		{Bedrock, `{"message":"throttled"}`, 502, "", "throttled"},
+		{Bedrock, `{"Message":"throttled"}`, 502, "", "throttled"},
+		{Bedrock, `null`, 502, "", "invalid response from provider: llm: invalid JSON object"},
+		{Chat, `{"error":{"message":"The server had an error","type":"server_error"}}`, 502, "server_error", "The server had an error"},
+		{Chat, `{"id":"x","choices":[]}`, 502, "", "the provider's answer has no choices"},
+	} {
+		for _, client := range []Format{tc.provider, Chat, Messages} {
+			if client == Bedrock || client == Gemini {
+				continue
+			}
+			t.Run(tc.provider.String()+" to "+client.String()+" "+tc.body, func(t *testing.T) {
+				_, _, err := Response(nil, []byte(tc.body), RequestInfo{Client: client, Provider: tc.provider, Model: "m"})
+				var ae *AnswerError
+				if tc.status == 0 {
+					if err != nil {
+						t.Fatalf("an answer refused: %v", err)
+					}
+					return
+				}
+				if !errors.As(err, &ae) || ae.Status != tc.status || ae.Type != tc.typ || string(ae.Message) != tc.msg {
+					t.Fatalf("err %v (%+v), want status %d type %q message %q", err, ae, tc.status, tc.typ, tc.msg)
+				}
+			})
+		}
 	}
 }

@@ -188,6 +188,9 @@ func (t *translator) readGeminiResponse(body []byte) error {
 	r.id, r.model = g.ResponseID, g.ModelVersion
 	r.usage = geminiUsage(&g.UsageMetadata)
 	if len(g.Candidates) == 0 {
+		if e := answerError(body, Gemini); e != nil {
+			return e
+		}
 		r.stop = stopFilter // a blocked prompt has no candidates
 		return nil
 	}

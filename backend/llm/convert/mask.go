@@ -152,6 +152,11 @@ func (t *translator) maskedPassResponse(dst, body []byte, f Format) ([]byte, Usa
 		if err := t.dec.Decode(body, r); err != nil {
 			return dst, Usage{}, providerInvalid(err)
 		}
+		if len(r.Output) == 0 {
+			if e := answerError(body, Responses); e != nil {
+				return dst, Usage{}, e
+			}
+		}
 		t.resp.usage = responsesUsage(&r.Usage)
 		ok = m.maskResponsesOutput(&t.dec, body, r)
 	default:

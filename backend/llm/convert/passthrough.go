@@ -275,6 +275,12 @@ func passResponse(dst, body []byte, f Format) ([]byte, Usage, error) {
 	if !ok {
 		return dst, Usage{}, providerInvalid(llm.ErrSyntax)
 	}
+	if v == nil || isNull(v) {
+		// No usage: an error object, or no answer at all?
+		if e := answerError(body, f); e != nil {
+			return dst, Usage{}, e
+		}
+	}
 	var u Usage
 	if v != nil {
 		var err error

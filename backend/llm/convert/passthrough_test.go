@@ -78,8 +78,9 @@ func TestPassResponseUsage(t *testing.T) {
 			want: Usage{InputTokens: 3, OutputTokens: 2}},
 		{f: Bedrock, body: `{"output":{},"usage":{"inputTokens":3,"outputTokens":2}}`,
 			want: Usage{InputTokens: 3, OutputTokens: 2}},
-		{f: Chat, body: `{"choices":[],"usage":null}`},
-		{f: Chat, body: `{"choices":[]}`},
+		{f: Chat, body: `{"choices":[{"message":{"content":"hi"}}],"usage":null}`},
+		{f: Chat, body: `{"choices":[{"message":{"content":"hi"}}]}`},
+		{f: Chat, body: `{"choices":[]}`, wantErr: true}, // no answer (answerError)
 		{f: Chat, body: `{"usage":{"prompt_tokens":"three"}}`, wantErr: true},
 		{f: Chat, body: `{"choices":[`, wantErr: true},
 		{f: Chat, body: `"text"`, wantErr: true},
