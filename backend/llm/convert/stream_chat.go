@@ -77,10 +77,13 @@ type chatWriter struct {
 	head   []byte // {"id":...,"model":...
 	tool   []int  // block index -> tool call index (-1: not a tool call)
 	tools  int
+	// bare is the open tool call's block while it has no arguments yet
+	// (-1: none): one that ends so gets "{}", as a whole answer does.
+	bare int
 }
 
 func (w *chatWriter) reset() {
-	*w = chatWriter{prefix: w.prefix[:0], head: w.head[:0], tool: w.tool[:0]}
+	*w = chatWriter{prefix: w.prefix[:0], head: w.head[:0], tool: w.tool[:0], bare: -1}
 }
 
 const chatChunkEnd = ",\"finish_reason\":null}]}\n\n"
@@ -119,6 +122,7 @@ func (s *Stream) chatWrite(dst []byte, ev *event) []byte {
 		}
 		w.tool[ev.index] = w.tools
 		w.tools++
+		w.bare = ev.index
 		dst = append(dst, w.prefix...)
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = appendInt(dst, int64(w.tool[ev.index]))
@@ -140,19 +144,23 @@ func (s *Stream) chatWrite(dst []byte, ev *event) []byte {
 			if ev.index >= len(w.tool) || w.tool[ev.index] < 0 {
 				return dst
 			}
-			dst = append(dst, w.prefix...)
-			dst = append(dst, `{"tool_calls":[{"index":`...)
-			dst = appendInt(dst, int64(w.tool[ev.index]))
-			dst = append(dst, `,"function":{"arguments":`...)
-			dst = append(dst, ev.text...)
-			dst = append(dst, `}}]}`...)
-			return append(dst, chatChunkEnd...)
+			if ev.index == w.bare {
+				w.bare = -1
+			}
+			return w.appendArgs(dst, w.tool[ev.index], ev.text)
 		default:
 			return dst
 		}
 		dst = append(dst, ev.text...)
 		dst = append(dst, '}')
 		return append(dst, chatChunkEnd...)
+	case evBlockStop:
+		if ev.index == w.bare {
+			// A call without arguments (Anthropic's empty partial_json,
+			// Bedrock's none) has the empty object.
+			w.bare = -1
+			return w.appendArgs(dst, w.tool[ev.index], llm.Raw(`"{}"`))
+		}
 	case evStop:
 		dst = append(dst, w.prefix...)
 		dst = append(dst, `{},"finish_reason":`...)
@@ -173,4 +181,16 @@ func (s *Stream) chatWrite(dst []byte, ev *event) []byte {
 		return append(dst, "\n\n"...)
 	}
 	return dst
+}
+
+// appendArgs writes a chunk with a piece of tool call call's arguments
+// (a string token).
+func (w *chatWriter) appendArgs(dst []byte, call int, args llm.Raw) []byte {
+	dst = append(dst, w.prefix...)
+	dst = append(dst, `{"tool_calls":[{"index":`...)
+	dst = appendInt(dst, int64(call))
+	dst = append(dst, `,"function":{"arguments":`...)
+	dst = append(dst, args...)
+	dst = append(dst, `}}]}`...)
+	return append(dst, chatChunkEnd...)
 }

@@ -305,6 +305,15 @@ func (s *Stream) responsesItemDone(dst []byte, i int) []byte {
 		dst = append(dst, it.text...)
 		dst = append(dst, "\",\"annotations\":[]}}\n\n"...)
 	case kToolUse:
+		if len(it.text) == 0 {
+			// A call without arguments (Anthropic's empty partial_json,
+			// Bedrock's none) has the empty object, as a whole answer
+			// does.
+			it.text = append(it.text, "{}"...)
+			dst = w.begin(dst, "response.function_call_arguments.delta")
+			dst = w.appendItemRef(dst, i)
+			dst = append(dst, `,"delta":"{}"}`+"\n\n"...)
+		}
 		dst = w.begin(dst, "response.function_call_arguments.done")
 		dst = w.appendItemRef(dst, i)
 		dst = append(dst, `,"arguments":"`...)
