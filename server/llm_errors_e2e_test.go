@@ -142,3 +142,50 @@ func TestLLMErrorWithSuccessStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMPassStreamErrorLogged: a stream passed on in the client's own
+// format that ends with the provider's error event (Anthropic's overloaded
+// error, an OpenAI error chunk, a Responses error event) reaches the
+// client as it came and is recorded as the failure it is, as a translated
+// one is: llm.error and upstream_error in the access log, error_type in
+// the GenAI duration metric. It used to be recorded as a success.
+func TestLLMPassStreamErrorLogged(t *testing.T) {
+	boom := &llmtest.Failure{Status: 529, Type: "overloaded_error", Message: "Overloaded"}
+	a := llmtest.NewAnthropic(t)
+	o := llmtest.NewOpenAI(t)
+	for _, tc := range []struct {
+		name           string
+		emulator       *llmtest.Server
+		provider, auth string
+		path, body     string
+		seen           string // in the client's stream
+	}{
+		{"anthropic", a.Server, `anthropic: {}`, `backendAuth: {key: ` + a.APIKey + `}`, "/v1/messages",
+			`{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: error"},
+		{"openai chat", o.Server, `openAI: {}`, `backendAuth: {key: ` + o.APIKey + `}`, "/v1/chat/completions",
+			`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, `"error":{`},
+		{"openai responses", o.Server, `openAI: {}`, `backendAuth: {key: ` + o.APIKey + `}`, "/v1/responses",
+			`{"model":"m","stream":true,"input":"hi"}`, "event: error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := startGateway(t, llmConfig(tc.provider, tc.emulator.Addr(), tc.auth, ""), nil)
+			tc.emulator.Enqueue(llmtest.Reply{Chunks: []string{"one ", "two"}, StreamError: boom})
+			resp, got := postJSON(t, tg.url(8080)+tc.path, tc.body)
+			if resp.StatusCode != 200 || !strings.Contains(got, "Overloaded") || !strings.Contains(got, tc.seen) {
+				t.Fatalf("status %d: %s", resp.StatusCode, got)
+			}
+			lines := tg.accessLogs().FilterMessage("request").All()
+			if len(lines) != 1 {
+				t.Fatalf("%d access lines", len(lines))
+			}
+			f := lines[0].ContextMap()
+			if f["llm.error"] != "stream" || !strings.Contains(fmt.Sprint(f["upstream_error"]), "Overloaded") {
+				t.Errorf("llm.error %v, upstream_error %v: want the stream's failure", f["llm.error"], f["upstream_error"])
+			}
+			fams := scrapeGateway(t, tg.gw)
+			if s := seriesOf(fams, "agentgateway_gen_ai_server_request_duration_seconds", map[string]string{"error_type": "stream"}); s == nil || s.GetHistogram().GetSampleCount() != 1 {
+				t.Errorf("the failed stream in the duration metric: %v, want once under error_type stream", s)
+			}
+		})
+	}
+}

@@ -589,6 +589,15 @@ func (ls *llmStream) Close() error {
 	case !ls.done || ls.off < len(ls.out):
 		err = backend.ErrStreamAbandoned
 	}
+	if err == nil && ls.s != nil {
+		if f, failed := ls.s.ProviderFailure(); failed {
+			// A same-format stream passed the provider's error event on
+			// and ended cleanly: it failed all the same (a translated
+			// one's Feed returned it, ls.failed).
+			err = f.Err()
+			x.errType = "stream"
+		}
+	}
 	if errors.Is(err, backend.ErrClientGone) {
 		x.errType = "client_gone"
 	}

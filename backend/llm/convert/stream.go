@@ -173,6 +173,12 @@ func (s *Stream) ProviderFailure() (StreamFailure, bool) {
 	return s.failed, s.failed.Status != 0
 }
 
+// Err is the failure as the error a translated stream's Feed returns for
+// it.
+func (f StreamFailure) Err() error {
+	return &Error{Status: f.Status, Message: string(f.Message)}
+}
+
 // countDelta counts a delta's string token for OutputEstimate.
 func (s *Stream) countDelta(tok llm.Raw) {
 	s.deltas++
