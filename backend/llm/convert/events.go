@@ -175,6 +175,7 @@ func (s *Stream) delta(dst []byte, i int, d deltaKind, tok llm.Raw) []byte {
 }
 
 func (s *Stream) stopWith(dst []byte, reason stopReason, seq llm.Raw) []byte {
+	dst = s.flushCalls(dst)
 	dst = s.start(dst, "", "")
 	dst = s.closeBlock(dst)
 	s.rd.stopped = true
@@ -188,6 +189,7 @@ func (s *Stream) end(dst []byte) []byte {
 	if s.rd.ended {
 		return dst
 	}
+	dst = s.flushCalls(dst)
 	dst = s.start(dst, "", "")
 	dst = s.closeBlock(dst)
 	s.rd.ended = true

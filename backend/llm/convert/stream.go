@@ -56,6 +56,9 @@ type Stream struct {
 	failed  StreamFailure
 	failMsg []byte
 
+	// held are a Chat provider's tool calls held back (stream_chat.go).
+	held []heldCall
+
 	chatW chatWriter
 	anW   anthropicWriter
 	rsW   responsesWriter
@@ -128,6 +131,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.usage = Usage{}
 	s.deltas, s.deltaBytes = 0, 0
 	s.failed, s.failMsg = StreamFailure{}, s.failMsg[:0]
+	s.held = s.held[:0]
 	s.scratch = s.scratch[:0]
 	s.chatW.reset()
 	s.anW.reset()

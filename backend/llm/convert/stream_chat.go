@@ -34,11 +34,13 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 		ch := &c.Choices[0]
 		d := &ch.Delta
 		if len(d.ReasoningContent.Inner()) > 0 {
+			dst = s.flushCalls(dst)
 			var i int
 			dst, i = s.ensureOpen(dst, kThinking)
 			dst = s.delta(dst, i, dThinking, d.ReasoningContent)
 		}
 		if len(d.Content.Inner()) > 0 {
+			dst = s.flushCalls(dst)
 			var i int
 			dst, i = s.ensureOpen(dst, kText)
 			dst = s.delta(dst, i, dText, d.Content)
@@ -46,16 +48,29 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 		for j := range d.ToolCalls {
 			tc := &d.ToolCalls[j]
 			i := s.rd.mapped(tc.Index)
-			if i < 0 {
-				id := tc.ID
-				if id == "" {
-					start := len(s.scratch)
-					s.scratch = appendID(s.scratch, "call_")
-					id = string(s.scratch[start:])
-				}
-				dst, i = s.openBlock(dst, kToolUse, id, tc.Function.Name, nil)
-				s.rd.setMapped(tc.Index, i)
+			if i >= 0 {
+				dst = s.delta(dst, i, dArgs, tc.Function.Arguments)
+				continue
 			}
+			if p := s.pendingCall(tc.Index); p != nil {
+				p.add(s, tc.Function.Arguments)
+				continue
+			}
+			id := tc.ID
+			if id == "" {
+				start := len(s.scratch)
+				s.scratch = appendID(s.scratch, "call_")
+				id = string(s.scratch[start:])
+			}
+			if s.rd.open >= 0 && s.rd.openKind == kToolUse {
+				// Another call is under way, and a provider may interleave
+				// their arguments (0, 1, 0, 1): a block once stopped takes
+				// no more, so this one waits until the calls end.
+				s.holdCall(tc.Index, id, tc.Function.Name, tc.Function.Arguments)
+				continue
+			}
+			dst, i = s.openBlock(dst, kToolUse, id, tc.Function.Name, nil)
+			s.rd.setMapped(tc.Index, i)
 			dst = s.delta(dst, i, dArgs, tc.Function.Arguments)
 		}
 		if ch.FinishReason != "" {
@@ -68,6 +83,80 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 			return s.invalid(dst, err)
 		}
 		s.addUsage(chatUsage(&s.cu))
+	}
+	return dst
+}
+
+// heldCall is a Chat provider's tool call begun while another one's block
+// was open: its name and arguments so far (a string token without its
+// closing quote), until the calls end (flushCalls).
+type heldCall struct {
+	index    int
+	id, name []byte
+	args     []byte
+}
+
+// pendingCall is the held call of the provider's tool call index, or nil.
+func (s *Stream) pendingCall(index int) *heldCall {
+	for k := range s.held {
+		if s.held[k].index == index {
+			return &s.held[k]
+		}
+	}
+	return nil
+}
+
+// holdCall holds a tool call back (chatEvent), reusing a former one's
+// buffers.
+func (s *Stream) holdCall(index int, id, name string, args llm.Raw) {
+	n := len(s.held)
+	if n < cap(s.held) {
+		s.held = s.held[:n+1]
+	} else {
+		s.held = append(s.held, heldCall{})
+	}
+	p := &s.held[n]
+	p.index = index
+	p.id = append(p.id[:0], id...)
+	p.name = append(p.name[:0], name...)
+	p.args = append(p.args[:0], '"')
+	p.add(s, args)
+}
+
+// add appends a piece of the call's arguments (a string token), counted
+// for OutputEstimate now.
+func (p *heldCall) add(s *Stream, args llm.Raw) {
+	if !args.IsString() || len(args) == 2 {
+		return
+	}
+	s.countDelta(args)
+	p.args = append(p.args, args.Inner()...)
+}
+
+// flushCalls ends the open call and writes the held ones, each a block
+// with its arguments whole: the calls ended (text follows, the answer
+// stops or ends). (Inlined: a text chunk costs a length check.)
+func (s *Stream) flushCalls(dst []byte) []byte {
+	if len(s.held) == 0 {
+		return dst
+	}
+	return s.flushHeld(dst)
+}
+
+func (s *Stream) flushHeld(dst []byte) []byte {
+	held := s.held
+	s.held = s.held[:0] // (openBlock's closing flushes nothing more)
+	for k := range held {
+		p := &held[k]
+		var i int
+		// Views of p's buffers: the writers copy what they keep.
+		dst, i = s.openBlock(dst, kToolUse, stringOf(p.id), stringOf(p.name), nil)
+		s.rd.setMapped(p.index, i)
+		if len(p.args) > 1 {
+			p.args = append(p.args, '"')
+			s.ev = event{kind: evDelta, index: i, delta: dArgs, text: p.args}
+			dst = s.emit(dst)
+		}
 	}
 	return dst
 }

@@ -100,6 +100,7 @@ var streamCases = []struct{ desc, file string }{
 	{desc: "bedrock: reasoning, text, tool use, metadata", file: "text-tool.bedrock.events"},
 	{desc: "bedrock: an empty text block after a tool use makes none", file: "tool-empty.bedrock.events"},
 	{desc: "bedrock: throttling exception mid-stream", file: "exception.bedrock.events"},
+	{desc: "chat: two tool calls whose arguments interleave", file: "tools-interleaved.chat.sse"},
 	{desc: "messages: a tool use without arguments (an empty partial_json)", file: "tool-noargs.messages.sse"},
 	{desc: "bedrock: a tool use without arguments (no delta)", file: "tool-noargs.bedrock.events"},
 }

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"strings"
 	"testing"
@@ -169,6 +170,68 @@ func TestStreamProviderFailure(t *testing.T) {
 					t.Errorf("Reset kept the failure or the answer")
 				}
 			})
+		}
+	}
+}
+
+// TestStreamInterleavedToolCalls: a Chat provider that interleaves two tool
+// calls' arguments (0, 1, 0, 1) gives an Anthropic client each call's
+// arguments whole, never a delta after its block stopped, and a Responses
+// client each item's whole arguments: the second call is held back until
+// the calls end. The first call's last piece used to come after its
+// block's content_block_stop, lost to the client.
+func TestStreamInterleavedToolCalls(t *testing.T) {
+	_, in := streamInput(t, "tools-interleaved.chat.sse")
+	want := map[string]string{"f1": `{"a":1}`, "f2": `{"b":2}`}
+	for _, client := range []Format{Messages, Responses} {
+		got := runStream(RequestInfo{Client: client, Provider: Chat, Model: "m", Stream: true}, in, []int{len(in) / 2})
+		if got.feedErr != nil || got.closeEr != nil {
+			t.Fatalf("%v: %v %v", client, got.feedErr, got.closeEr)
+		}
+		args := map[string]string{}
+		var f sseFramer
+		f.reset(MaxEventBytes)
+		p := got.out
+		names := map[int]string{}
+		stopped := map[int]bool{}
+		for {
+			ev, rest, ok, err := f.next(p)
+			if err != nil || !ok {
+				break
+			}
+			p = rest
+			var e struct {
+				Type         string
+				Index        int
+				ContentBlock struct{ Name string } `json:"content_block"`
+				Delta        json.RawMessage
+				Item         struct{ Name, Arguments string }
+			}
+			if err := json.Unmarshal(ev.data, &e); err != nil {
+				t.Fatalf("%v: %s: %v", client, ev.data, err)
+			}
+			switch e.Type {
+			case "content_block_start":
+				names[e.Index] = e.ContentBlock.Name
+			case "content_block_delta":
+				if stopped[e.Index] {
+					t.Errorf("%v: a delta for block %d after its stop", client, e.Index)
+				}
+				var d struct {
+					PartialJSON string `json:"partial_json"`
+				}
+				_ = json.Unmarshal(e.Delta, &d)
+				args[names[e.Index]] += d.PartialJSON
+			case "content_block_stop":
+				stopped[e.Index] = true
+			case "response.output_item.done":
+				args[e.Item.Name] = e.Item.Arguments
+			}
+		}
+		for name, a := range want {
+			if args[name] != a {
+				t.Errorf("%v: %s's arguments %q, want %q", client, name, args[name], a)
+			}
 		}
 	}
 }

@@ -135,3 +135,7 @@ func comma(dst []byte, n *int) []byte {
 
 // bytesOf views s as bytes, for reading only.
 func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// stringOf is b as a string without a copy: b must not change while the
+// string is in use.
+func stringOf(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
