@@ -630,6 +630,9 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		// (a 4xx error event).
 		x.prime = false
 		outcome = balance.OutcomeOf(x.early.status, false, x.early.status == fasthttp.StatusGatewayTimeout)
+		if x.early.retryable && outcome == balance.ClientError {
+			outcome = balance.ServerError // the provider's failure, not the request's
+		}
 		t.reportHealth(prov, member, outcome, 0)
 		x.errType = x.early.errType
 		if outcome == balance.ClientError || (!deadline.IsZero() && !time.Now().Before(deadline)) {

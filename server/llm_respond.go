@@ -179,6 +179,7 @@ func (b *bind) llmAnswerError(rs *requestState, x *llmExchange, ae *convert.Answ
 	if x.prime {
 		e := &x.early
 		e.status, e.typ, e.msg = ae.Status, ae.Type, append(e.msg[:0], ae.Message...)
+		e.retryable = false
 		e.errType = strconv.Itoa(ae.Status)
 		return 0 // llmAttempts asks the next provider
 	}
@@ -276,7 +277,7 @@ func (x *llmExchange) failEarly(err error) bool {
 	}
 	failure := backend.Classify(err) // err is not nil: never FailureNone
 	e := &x.early
-	e.status, e.typ = failure.Status(), ""
+	e.status, e.typ, e.retryable = failure.Status(), "", false
 	e.msg = append(e.msg[:0], failureMessage(failure)...)
 	e.errType = failureType(failure)
 	return true
@@ -290,6 +291,9 @@ type earlyFailure struct {
 	typ     string
 	msg     []byte
 	errType string
+	// retryable: another provider may answer although the status is a
+	// 4xx (convert.StreamFailure.Retryable).
+	retryable bool
 }
 
 // llmEarlyFailed answers an exchange whose last provider's stream failed
@@ -823,6 +827,7 @@ func (ls *llmStream) prime() bool {
 	e := &ls.x.early
 	if provFailed {
 		e.status, e.typ, e.msg = f.Status, f.Type, append(e.msg[:0], f.Message...)
+		e.retryable = f.Retryable
 		e.errType = strconv.Itoa(f.Status)
 		return true
 	}

@@ -136,24 +136,30 @@ func TestLLMStreamFailoverBeforeTheAnswer(t *testing.T) {
 	}
 
 	// Bedrock reports its failures as exceptions in its binary event
-	// stream.
-	t.Run("bedrock exception first", func(t *testing.T) {
-		b := llmtest.NewBedrock(t)
-		o := llmtest.NewOpenAI(t)
-		o.APIKey = "k"
-		tg := startGateway(t, failoverConfigOf(
-			`{name: first, hostOverride: "`+b.Addr()+`", provider: {bedrock: {region: `+b.Region+`, model: anthropic.claude-3-haiku-20240307-v1:0}}, policies: {backendAuth: {aws: {accessKeyId: `+b.AccessKeyID+`, secretAccessKey: `+b.SecretAccessKey+`}}}}`,
-			`{name: second, hostOverride: "`+o.Addr()+`", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}`), nil)
-		b.Enqueue(llmtest.Reply{StreamError: &llmtest.Failure{Status: 503, Type: "serviceUnavailableException", Message: "busy"}})
-		o.Enqueue(llmtest.Reply{Text: "from the second"})
-		got, err := streamText(t, tg, false)
-		if err != nil || got != "from the second" {
-			t.Fatalf("stream: %q, %v; want the second provider's answer", got, err)
-		}
-		if n := len(b.Requests()); n != 1 {
-			t.Errorf("bedrock got %d requests, want 1", n)
-		}
-	})
+	// stream; modelStreamErrorException's status is a 424, but AWS
+	// documents it as retryable (it used to end the request there).
+	for _, exc := range []llmtest.Failure{
+		{Status: 503, Type: "serviceUnavailableException", Message: "busy"},
+		{Status: 424, Type: "modelStreamErrorException", Message: "the model's stream failed"},
+	} {
+		t.Run("bedrock exception first/"+exc.Type, func(t *testing.T) {
+			b := llmtest.NewBedrock(t)
+			o := llmtest.NewOpenAI(t)
+			o.APIKey = "k"
+			tg := startGateway(t, failoverConfigOf(
+				`{name: first, hostOverride: "`+b.Addr()+`", provider: {bedrock: {region: `+b.Region+`, model: anthropic.claude-3-haiku-20240307-v1:0}}, policies: {backendAuth: {aws: {accessKeyId: `+b.AccessKeyID+`, secretAccessKey: `+b.SecretAccessKey+`}}}}`,
+				`{name: second, hostOverride: "`+o.Addr()+`", provider: {openAI: {}}, policies: {backendAuth: {key: k}}}`), nil)
+			b.Enqueue(llmtest.Reply{StreamError: &exc})
+			o.Enqueue(llmtest.Reply{Text: "from the second"})
+			got, err := streamText(t, tg, false)
+			if err != nil || got != "from the second" {
+				t.Fatalf("stream: %q, %v; want the second provider's answer", got, err)
+			}
+			if n := len(b.Requests()); n != 1 {
+				t.Errorf("bedrock got %d requests, want 1", n)
+			}
+		})
+	}
 
 	// The same over HTTP/2 (h2c), whose streams the gateway serves on
 	// its own front end.

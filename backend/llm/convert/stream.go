@@ -169,6 +169,10 @@ type StreamFailure struct {
 	Status  int
 	Type    string
 	Message []byte // valid until the Stream is reset or released
+	// Retryable marks a failure the provider documents as worth trying
+	// again although its status is a 4xx (Bedrock's
+	// modelStreamErrorException, 424): another provider may answer.
+	Retryable bool
 }
 
 // ProviderFailure returns the error event the provider's stream ended

@@ -20,8 +20,14 @@ func (s *Stream) bedrockMessage(dst []byte, m *llm.EventMessage) []byte {
 		if len(m.Payload) > 0 && s.dec.Decode(m.Payload, &e) == nil && e.Text() != "" {
 			msg = bytesOf(e.Text())
 		}
-		status := bedrockExceptionStatus(typ)
-		return s.providerError(dst, status, "", msg)
+		first := s.failed.Status == 0
+		dst = s.providerError(dst, bedrockExceptionStatus(typ), typ, msg)
+		if first {
+			// AWS documents it as retryable: an error while the model
+			// streamed, not the request's.
+			s.failed.Retryable = typ == "modelStreamErrorException"
+		}
+		return dst
 	}
 	e := &s.bd
 	if len(m.Payload) > 0 {
