@@ -798,6 +798,9 @@ func TestLLMFailuresInTheMetrics(t *testing.T) {
 // are estimated before the request is sent, so a prompt the token bucket
 // cannot pay for is refused (429) without reaching the provider, the same
 // prompt again too (its count now cached), while a short one still passes.
+// A prompt larger than the bucket can ever hold gets no Retry-After (it
+// used to get "Retry-After: 1" forever) and a body saying why; one that
+// must wait for the bucket to fill gets one.
 func TestLLMTokenizeRefusesUpFront(t *testing.T) {
 	o := llmtest.NewOpenAI(t)
 	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
@@ -808,31 +811,38 @@ localRateLimit:
 	cfg := llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits)
 	cfg = strings.Replace(cfg, "          name: p\n", "          name: p\n          tokenize: true\n", 1)
 	tg := startGateway(t, cfg, nil)
-	post := func(prompt string) int {
+	post := func(prompt string, retry bool) int {
 		t.Helper()
 		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + prompt + `"}]}`
 		resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
+		got, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
-			t.Error("429 without Retry-After")
+		if resp.StatusCode == 429 && (resp.Header.Get("Retry-After") != "") != retry {
+			t.Errorf("429 with Retry-After %q, want one: %v", resp.Header.Get("Retry-After"), retry)
+		}
+		if resp.StatusCode == 429 && !retry && !strings.Contains(string(got), "exceeds the rate limit's capacity") {
+			t.Errorf("429 body %q", got)
 		}
 		return resp.StatusCode
 	}
 	long := strings.Repeat("Count these words before sending them. ", 40) // about 280 tokens
+	medium := strings.Repeat("Count these words. ", 20)                   // about 80 tokens
 	for i, c := range []struct {
 		prompt string
+		retry  bool // a 429 says when to retry
 		status int
 		sent   int
 	}{
-		{"hi", 200, 1},
-		{long, 429, 1},
-		{long, 429, 1},
-		{"hello again", 200, 2},
+		{"hi", false, 200, 1},
+		{long, false, 429, 1},
+		{long, false, 429, 1},
+		{"hello again", false, 200, 2},
+		{medium, true, 429, 2}, // more than the 80 left, less than 100: wait
 	} {
-		if got := post(c.prompt); got != c.status {
+		if got := post(c.prompt, c.retry); got != c.status {
 			t.Fatalf("request %d: status %d, want %d", i, got, c.status)
 		}
 		if n := len(o.Requests()); n != c.sent {

@@ -132,10 +132,8 @@ func (b *bucket) untilNextFill(elapsed int64) time.Duration {
 }
 
 // wait is how long from elapsed until the bucket, holding have after k fills
-// and left alone, holds need tokens. A need beyond max is never met; it is
-// answered with the time until the bucket is full.
+// and left alone, holds need (<= max) tokens.
 func (b *bucket) wait(elapsed, have, need int64) time.Duration {
-	need = min(need, b.max)
 	if have >= need {
 		return 0
 	}

@@ -145,7 +145,6 @@ func TestWait(t *testing.T) {
 		{"one fill covers three", 4 * time.Second, 0, 3, 6 * time.Second},
 		{"two fills", 4 * time.Second, 0, 4, 16 * time.Second},
 		{"debt", 0, -20, 1, 70 * time.Second},
-		{"beyond maxTokens waits until full", 0, 0, 11, 40 * time.Second},
 		{"at an interval end", 10 * time.Second, 0, 1, 10 * time.Second},
 	}
 	for _, tc := range tests {

@@ -10,8 +10,8 @@
 // one. A `tokens` bucket is billed the input and output tokens of an LLM
 // exchange once they are known (Charge), which may put it in debt (of one
 // bucketful at most), and refuses requests while it holds nothing; with a
-// prompt estimate
-// (`tokenize: true`) it also refuses a prompt larger than what it holds.
+// prompt estimate (`tokenize: true`) it also refuses a prompt larger than
+// what it holds, and one larger than it can ever hold with no Retry-After.
 package ratelimit
 
 import (

@@ -93,6 +93,40 @@ func TestReject(t *testing.T) {
 	}
 }
 
+// TestExceedsCapacity: a prompt estimate beyond a tokens bucket's
+// maxTokens can never pass: its 429 has no Retry-After (a client would
+// retry forever: it used to get "Retry-After: 1" every time) and a body
+// that says why, also when another bucket refuses it for a while.
+func TestExceedsCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		desc    string
+		buckets []config.RateLimitBucket
+		before  int // requests admitted first
+	}{
+		{"one bucket", []config.RateLimitBucket{spec(40, 40, time.Minute, "tokens")}, 0},
+		{"another bucket empty", []config.RateLimitBucket{spec(1, 1, time.Hour, ""), spec(40, 40, time.Minute, "tokens")}, 1},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			l, _ := newLimiter(t, tc.buckets...)
+			for range tc.before {
+				l.Admit(nil, 0)
+			}
+			d := l.Admit(nil, 41)
+			if d.Allowed || !d.Exceeds {
+				t.Fatalf("allowed %v exceeds %v, want a refusal that can never pass", d.Allowed, d.Exceeds)
+			}
+			var resp fasthttp.Response
+			d.Reject(&resp)
+			if got := headers(&d); got != [4]string{"40", "40", "60", ""} || string(resp.Body()) != "request exceeds the rate limit's capacity\n" {
+				t.Fatalf("headers %q, body %q", got, resp.Body())
+			}
+			if d := l.Admit(nil, 40); d.Exceeds {
+				t.Fatal("an estimate of maxTokens exceeds it")
+			}
+		})
+	}
+}
+
 // TestMultipleBuckets: every bucket applies, a request passes only if all
 // can, a refusal takes nothing from any, and the headers describe the most
 // constraining bucket.
@@ -196,9 +230,9 @@ func TestTokenBuckets(t *testing.T) {
 			{500 * time.Millisecond, 41, 0, true, 0, 50},
 		}},
 		{"estimate beyond maxTokens is never allowed", []op{
-			{0, 101, 0, false, 0, 100}, // the bucket is full: no better time to retry
+			{0, 101, 0, false, 0, 100}, // no time to retry: Exceeds (TestExceedsCapacity)
 			{0, 100, 10, true, 0, 90},
-			{0, 101, 0, false, time.Second, 90},
+			{0, 101, 0, false, 0, 90},
 		}},
 		{"a refused decision is not charged", []op{
 			{0, 101, 1000, false, 0, 100},

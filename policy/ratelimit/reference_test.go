@@ -22,9 +22,8 @@ func (r *refBucket) at(elapsed int64) int64 {
 	return r.tokens
 }
 
-// wait steps through future fills until the bucket holds need (or is full).
+// wait steps through future fills until the bucket holds need (<= max).
 func (r *refBucket) wait(elapsed, need int64) time.Duration {
-	need = min(need, r.max)
 	have := r.at(elapsed)
 	fills := int64(0)
 	for have < need {
@@ -73,7 +72,7 @@ func FuzzAgainstReference(f *testing.F) {
 				d := l.Admit(nil, estimate)
 				want := refAdmit(refs, elapsed, estimate)
 				if d.Allowed != want.Allowed || d.Limit != want.Limit || d.Remaining != want.Remaining ||
-					d.Reset != want.Reset || d.RetryAfter != want.RetryAfter {
+					d.Reset != want.Reset || d.RetryAfter != want.RetryAfter || d.Exceeds != want.Exceeds {
 					t.Fatalf("op %d at %d ns, estimate %d: got %+v, want %+v", i/3, elapsed, estimate, d, want)
 				}
 				last = d
@@ -103,6 +102,11 @@ func refAdmit(refs [2]*refBucket, elapsed, estimate int64) Decision {
 		have := r.at(elapsed)
 		if have >= needs[i] {
 			continue
+		}
+		if needs[i] > r.max {
+			// Never: this refusal describes the decision.
+			return Decision{Exceeds: true, Limit: uint64(r.max), Remaining: uint64(max(have, 0)),
+				Reset: time.Duration(r.interval - elapsed%r.interval)}
 		}
 		wait := r.wait(elapsed, needs[i])
 		if !refused || wait > d.RetryAfter {
