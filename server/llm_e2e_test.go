@@ -1346,3 +1346,23 @@ promptGuard:
 		}
 	}
 }
+
+// TestLLMStreamOptionsKept: the gateway asks an OpenAI-format provider for
+// a stream's usage by setting stream_options.include_usage, and keeps the
+// client's other stream options (include_obfuscation); it used to replace
+// the whole object. The client, which did not ask for the usage, gets no
+// usage chunk. (The ai policy's defaults make the server read the body's
+// head from the members it wrote; TestPassRequest reads it otherwise.)
+func TestLLMStreamOptionsKept(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, `defaults: {temperature: 0.5}`), nil)
+	body := `{"model":"m","stream":true,"stream_options":{"include_obfuscation":false},"messages":[{"role":"user","content":"hi"}]}`
+	resp, got := postJSON(t, tg.url(8080)+"/v1/chat/completions", body)
+	if resp.StatusCode != 200 || strings.Contains(got, `"usage":{`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	so, _ := o.Last().JSON()["stream_options"].(map[string]any)
+	if so["include_usage"] != true || so["include_obfuscation"] != false || len(so) != 2 {
+		t.Errorf("the provider got stream_options %v, want the client's and include_usage", so)
+	}
+}

@@ -77,8 +77,19 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 	}
 	if info.Client == Chat && info.Stream && o.StreamUsage && !info.IncludeUsage {
 		next := len(dst)
+		options := []byte(`{"include_usage":true}`)
+		if h.streamOptions {
+			// The client's other stream options (include_obfuscation,
+			// ...) stay: only include_usage is set.
+			if v, _ := llm.LastMember(out, "stream_options"); v.IsObject() {
+				var err error
+				if options, err = llm.SetMember(nil, v, "include_usage", []byte("true")); err != nil {
+					return dst[:start], *info, badRequest("invalid request body")
+				}
+			}
+		}
 		var err error
-		dst, err = llm.SetMember(dst, out, "stream_options", []byte(`{"include_usage":true}`))
+		dst, err = llm.SetMember(dst, out, "stream_options", options)
 		if err != nil {
 			return dst[:start], *info, badRequest("invalid request body")
 		}
@@ -102,7 +113,10 @@ type Head struct {
 	size         int     // the length of the body read
 	stream       bool
 	includeUsage bool
-	maxTokens    int // the largest of the formats' output bounds
+	// streamOptions: the last stream_options is an object (its other
+	// options are kept when include_usage is set).
+	streamOptions bool
+	maxTokens     int // the largest of the formats' output bounds
 }
 
 // RepeatsModel reports whether the body has more than one member named
@@ -180,6 +194,7 @@ func (h *Head) AddMember(name, v llm.Raw, end int) error {
 	case "stream_options":
 		var err error
 		h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
+		h.streamOptions = v.IsObject()
 		return err
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
 		return h.bound(v)
