@@ -9,7 +9,7 @@ import (
 func (t *translator) readAnthropicRequest(body []byte) error {
 	a := &t.anReq
 	if err := a.Decode(&t.dec, body); err != nil {
-		return badRequest("invalid messages request: " + err.Error())
+		return requestError("messages request", body, err, true, func(b []byte) error { return a.Decode(&t.dec, b) })
 	}
 	r := &t.req
 	r.model, r.stream, r.maxTokens = a.Model, a.Stream, a.MaxTokens
@@ -87,7 +87,10 @@ func (t *translator) readAnthropicRequest(body []byte) error {
 func (t *translator) anDecode(content llm.Raw, dst *[]llm.AnthropicBlock) error {
 	*dst = clearParts(*dst)
 	if err := t.dec.DecodeTrusted(content, dst); err != nil {
-		return badRequest("invalid content: " + err.Error())
+		return requestError("content", content, err, false, func(b []byte) error {
+			*dst = clearParts(*dst)
+			return t.dec.DecodeTrusted(b, dst)
+		})
 	}
 	return nil
 }

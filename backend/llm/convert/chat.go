@@ -9,7 +9,7 @@ import (
 func (t *translator) readChatRequest(body []byte) error {
 	c := &t.chatReq
 	if err := c.Decode(&t.dec, body); err != nil {
-		return badRequest("invalid chat completions request: " + err.Error())
+		return requestError("chat completions request", body, err, true, func(b []byte) error { return c.Decode(&t.dec, b) })
 	}
 	r := &t.req
 	r.model, r.stream, r.includeUsage = c.Model, c.Stream, c.StreamOptions.IncludeUsage
@@ -95,7 +95,10 @@ func (t *translator) chatText(content llm.Raw, dst *[]block, what string) error 
 func (t *translator) chatDecodeParts(content llm.Raw) error {
 	t.chatParts = clearParts(t.chatParts)
 	if err := t.dec.DecodeTrusted(content, &t.chatParts); err != nil {
-		return badRequest("invalid message content: " + err.Error())
+		return requestError("message content", content, err, false, func(b []byte) error {
+			t.chatParts = clearParts(t.chatParts)
+			return t.dec.DecodeTrusted(b, &t.chatParts)
+		})
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"errors"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/relaygate/gateway/codec/llm"
@@ -317,4 +319,93 @@ func answerError(body []byte, f Format) *AnswerError {
 		return &AnswerError{Status: 502, Message: []byte("the provider's answer has no output")}
 	}
 	return &AnswerError{Status: 502, Message: []byte("the provider's answer has no choices")}
+}
+
+// requestError is a client's body (or a value of it: what names it) that
+// the decoder refused, as a 400 whose text never quotes the body, as the
+// decoder's does around the error: an empty or invalid body says so; for a
+// whole request (top), a head member of the wrong type gets the message a
+// same-format route gives (ReadHead's); otherwise the message names the
+// value of the wrong type (messages[0].role), found by decoding pieces of v
+// again with decode (only on this path: the request is refused anyway).
+func requestError(what string, v []byte, err error, top bool, decode func(piece []byte) error) error {
+	if errors.Is(err, llm.ErrEmpty) || errors.Is(err, llm.ErrSyntax) {
+		return badRequest("invalid " + what + ": " + err.Error())
+	}
+	if top {
+		if _, herr := ReadHead(v); herr != nil {
+			return badRequest("invalid " + what + ": " + herr.Error())
+		}
+	}
+	if path := wrongTypePath(nil, nil, v, 0, decode); path != "" {
+		return badRequest("invalid " + what + ": " + path + " has the wrong type")
+	}
+	if r := llm.Raw(v); !r.IsObject() && !r.IsArray() {
+		return badRequest("invalid " + what + ": the value has the wrong type")
+	}
+	return badRequest("invalid " + what + ": a value in it has the wrong type")
+}
+
+// wrongTypePath finds the value of v that decode refuses: a member of an
+// object, an element of an array, decoded alone in the containers around
+// v (prefix and suffix), then within it, down to a few levels. It returns
+// its path (name, [index], name.name), or "" when no single piece is
+// refused.
+func wrongTypePath(prefix, suffix []byte, v llm.Raw, depth int, decode func([]byte) error) string {
+	if depth == 4 {
+		return ""
+	}
+	piece := func(open []byte, part llm.Raw, close byte) []byte {
+		b := append(append(append([]byte(nil), prefix...), open...), part...)
+		return append(append(b, close), suffix...)
+	}
+	sub := func(here string, open []byte, part llm.Raw, close byte) string {
+		inner := wrongTypePath(append(append([]byte(nil), prefix...), open...), append([]byte{close}, suffix...), part, depth+1, decode)
+		switch {
+		case inner == "":
+			return here
+		case inner[0] == '[':
+			return here + inner
+		}
+		return here + "." + inner
+	}
+	switch {
+	case v.IsObject():
+		var m llm.Members
+		m.Reset(v)
+		for m.Next() {
+			open := append(append([]byte{'{'}, m.Name()...), ':')
+			if decode(piece(open, m.Value(), '}')) != nil {
+				var buf [64]byte
+				name := llm.KeyText(buf[:0], m.Name())
+				if len(name) > len(buf) {
+					name = append(name[:len(buf)-3:len(buf)-3], "..."...)
+				}
+				return sub(string(name), open, m.Value(), '}')
+			}
+		}
+	case v.IsArray():
+		i := skipSpaceAt(v, 1)
+		for n := 0; i < len(v) && v[i] != ']'; n++ {
+			end, ok := llm.ValueEnd(v, i, 0)
+			if !ok {
+				return ""
+			}
+			if decode(piece([]byte{'['}, v[i:end], ']')) != nil {
+				return sub("["+strconv.Itoa(n)+"]", []byte{'['}, v[i:end], ']')
+			}
+			i = skipSpaceAt(v, end)
+			if i < len(v) && v[i] == ',' {
+				i = skipSpaceAt(v, i+1)
+			}
+		}
+	}
+	return ""
+}
+
+func skipSpaceAt(v []byte, i int) int {
+	for i < len(v) && isSpace(v[i]) {
+		i++
+	}
+	return i
 }

@@ -161,3 +161,34 @@ func TestAnswerError(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestTypeErrors: a translated request with a value of the wrong
+// type is refused with a message naming it, and the head's members with
+// the message a same-format route gives; never the decoder's text, which
+// quoted the body around the error ("Mismatch type int64 with value ...
+// at index 74").
+func TestRequestTypeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		client Format
+		body   string
+		want   string
+	}{
+		{Chat, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, "invalid chat completions request: an output token bound is not an integer"},
+		{Messages, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, "invalid messages request: an output token bound is not an integer"},
+		{Chat, `{"model":"m","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "stream" is not a boolean`},
+		{Chat, `{"model":"m","tools":{},"messages":[{"role":"user","content":"hi"}]}`, "invalid chat completions request: tools has the wrong type"},
+		{Messages, `{"model":"m","max_tokens":5,"tools":{},"messages":[{"role":"user","content":"hi"}]}`, "invalid messages request: tools has the wrong type"},
+		{Responses, `{"model":"m","tools":{},"input":"hi"}`, "invalid responses request: tools has the wrong type"},
+		{Chat, `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":5,"content":"x"}]}`, "invalid chat completions request: messages[1].role has the wrong type"},
+		{Messages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":5}]}`, "invalid content: the value has the wrong type"},
+		{Messages, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":5}]}]}`, "invalid content: [1].source has the wrong type"},
+	} {
+		t.Run(tc.client.String()+" "+tc.body, func(t *testing.T) {
+			_, _, err := Request(nil, tc.client, Gemini, []byte(tc.body), nil)
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Status != 400 || ce.Message != tc.want {
+				t.Fatalf("err %v, want 400 %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -11,7 +11,7 @@ import (
 func (t *translator) readResponsesRequest(body []byte) error {
 	q := &t.rsReq
 	if err := q.Decode(&t.dec, body); err != nil {
-		return badRequest("invalid responses request: " + err.Error())
+		return requestError("responses request", body, err, true, func(b []byte) error { return q.Decode(&t.dec, b) })
 	}
 	r := &t.req
 	r.model, r.stream, r.maxTokens = q.Model, q.Stream, q.MaxOutputTokens
@@ -37,7 +37,10 @@ func (t *translator) readResponsesRequest(body []byte) error {
 	case q.Input.IsArray():
 		t.rsItems = clearParts(t.rsItems)
 		if err := t.dec.DecodeTrusted(q.Input, &t.rsItems); err != nil {
-			return badRequest("invalid input: " + err.Error())
+			return requestError("input", q.Input, err, false, func(b []byte) error {
+				t.rsItems = clearParts(t.rsItems)
+				return t.dec.DecodeTrusted(b, &t.rsItems)
+			})
 		}
 		for i := range t.rsItems {
 			if err := t.responsesItem(&t.rsItems[i]); err != nil {
@@ -106,7 +109,10 @@ func (t *translator) responsesItem(it *llm.ResponsesItem) error {
 		} else if it.Output.IsArray() {
 			t.rsParts = clearParts(t.rsParts)
 			if err := t.dec.DecodeTrusted(it.Output, &t.rsParts); err != nil {
-				return badRequest("invalid function_call_output: " + err.Error())
+				return requestError("function_call_output", it.Output, err, false, func(b []byte) error {
+					t.rsParts = clearParts(t.rsParts)
+					return t.dec.DecodeTrusted(b, &t.rsParts)
+				})
 			}
 			b.sub = len(r.sub)
 			for i := range t.rsParts {
@@ -155,7 +161,10 @@ func (t *translator) responsesContent(content llm.Raw, ro role, system bool) err
 	}
 	t.rsParts = clearParts(t.rsParts)
 	if err := t.dec.DecodeTrusted(content, &t.rsParts); err != nil {
-		return badRequest("invalid message content: " + err.Error())
+		return requestError("message content", content, err, false, func(b []byte) error {
+			t.rsParts = clearParts(t.rsParts)
+			return t.dec.DecodeTrusted(b, &t.rsParts)
+		})
 	}
 	for i := range t.rsParts {
 		p := &t.rsParts[i]
