@@ -158,7 +158,10 @@ type llmExchange struct {
 	// target, which pc.Path pointed into, becomes the provider's.
 	path     []byte
 	usage    convert.Usage
-	hasUsage bool
+	hasUsage bool // the provider reported it (convert.Usage.Reported)
+	// answered: an answer came, whole or streamed, so it is charged
+	// (chargedTokens: its usage, or an estimate without one).
+	answered bool
 	// cut says the answer's stream ended before its end (the client
 	// left, the stream broke, a guard stopped it), or the client left
 	// before a whole answer came: the provider's usage may be missing.

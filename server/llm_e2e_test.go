@@ -1366,3 +1366,58 @@ func TestLLMStreamOptionsKept(t *testing.T) {
 		t.Errorf("the provider got stream_options %v, want the client's and include_usage", so)
 	}
 }
+
+// TestLLMNoUsageReported: an answer whose provider reports no usage (an
+// OpenAI-compatible server without it, a Gemini answer without
+// usageMetadata) is logged without token counts, and a translated answer
+// invents none for the client (Chat's usage member is left out, Responses'
+// is null); the token buckets are still charged an estimate. It used to
+// log 0 and 0, and give the client a usage of zeros.
+func TestLLMNoUsageReported(t *testing.T) {
+	g := llmtest.NewGemini(t)
+	o := llmtest.NewOpenAI(t)
+	limits := `
+localRateLimit:
+- {maxTokens: 1000, tokensPerFill: 1, fillInterval: 1h, type: tokens}
+`
+	for _, tc := range []struct {
+		name, provider, auth, path, body string
+		emulator                         *llmtest.Server
+		answer                           string
+		want, notWant                    string // in the client's answer
+	}{
+		{"gemini to chat", `gemini: {}`, `backendAuth: {key: ` + g.APIKey + `}`, "/v1/chat/completions",
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, g.Server,
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"hello"}]},"finishReason":"STOP"}]}`, `"content":"hello"`, `"usage"`},
+		{"gemini to responses", `gemini: {}`, `backendAuth: {key: ` + g.APIKey + `}`, "/v1/responses",
+			`{"model":"m","input":"hi"}`, g.Server,
+			`{"candidates":[{"content":{"role":"model","parts":[{"text":"hello"}]},"finishReason":"STOP"}]}`, `"usage":null`, `"input_tokens"`},
+		{"openai, passed on", `openAI: {}`, `backendAuth: {key: ` + o.APIKey + `}`, "/v1/chat/completions",
+			`{"model":"m","messages":[{"role":"user","content":"hi"}]}`, o.Server,
+			`{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}`, `"content":"hello"`, `"usage"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := startGateway(t, llmConfig(tc.provider, tc.emulator.Addr(), tc.auth, "", limits), nil)
+			tc.emulator.Enqueue(llmtest.Failure{Status: 200, Body: tc.answer})
+			resp, got := postJSON(t, tg.url(8080)+tc.path, tc.body)
+			if resp.StatusCode != 200 || !strings.Contains(got, tc.want) || strings.Contains(got, tc.notWant) {
+				t.Fatalf("status %d: %s; want %s in it, not %s", resp.StatusCode, got, tc.want, tc.notWant)
+			}
+			lines := tg.accessLogs().FilterMessage("request").All()
+			if len(lines) != 1 {
+				t.Fatalf("%d access lines", len(lines))
+			}
+			f := lines[0].ContextMap()
+			for _, k := range []string{"llm.input_tokens", "llm.output_tokens"} {
+				if v, ok := f[k]; ok {
+					t.Errorf("%s logged (%v) though the provider reported no usage", k, v)
+				}
+			}
+			tc.emulator.Enqueue(llmtest.Reply{Text: "ok"})
+			next, _ := postJSON(t, tg.url(8080)+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+			if r := next.Header.Get("X-Ratelimit-Remaining"); r == "" || r == "1000" {
+				t.Errorf("x-ratelimit-remaining %q after an answer without usage: want an estimate charged", r)
+			}
+		})
+	}
+}

@@ -155,7 +155,8 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		x.errType = "protocol"
 		return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 	}
-	x.out, x.usage, x.hasUsage = out, usage.Clamped(), true
+	x.out, x.usage, x.answered = out, usage.Clamped(), true
+	x.hasUsage = x.usage.Reported()
 	// An answer is about four bytes a token, its JSON included: what it
 	// is charged when its provider reports no usage (chargedTokens).
 	x.outEstimate = int64(len(body)+3) / 4
@@ -324,7 +325,7 @@ func (b *bind) llmFailed(rs *requestState, x *llmExchange, status int, msg strin
 // before the client has its answer, and the metrics with the request's
 // record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
-	if (x.hasUsage || x.cut) && (x.limited || len(rs.pc.TokenCharges) > 0) {
+	if (x.answered || x.cut) && (x.limited || len(rs.pc.TokenCharges) > 0) {
 		charged := x.chargedTokens()
 		if x.limited && rs.route != nil && rs.route.limiter != nil {
 			rs.route.limiter.Charge(&x.limit, charged)
@@ -606,7 +607,8 @@ func (ls *llmStream) Close() error {
 		x.errType = "client_gone"
 	}
 	if ls.s != nil {
-		x.usage, x.hasUsage = ls.s.Usage().Clamped(), true
+		x.usage, x.answered = ls.s.Usage().Clamped(), true
+		x.hasUsage = x.usage.Reported()
 		x.outEstimate = ls.s.OutputEstimate()
 		if err != nil {
 			x.cut = true

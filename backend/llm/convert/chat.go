@@ -535,8 +535,13 @@ func (t *translator) writeChatResponse(dst []byte) []byte {
 	}
 	dst = append(dst, `},"finish_reason":`...)
 	dst = append(dst, chatFinish(r.stop)...)
-	dst = append(dst, `}],"usage":`...)
-	dst = appendChatUsage(dst, r.usage)
+	dst = append(dst, `}]`...)
+	if r.usage.Reported() {
+		// (none invented when the provider reported none: the member is
+		// optional)
+		dst = append(dst, `,"usage":`...)
+		dst = appendChatUsage(dst, r.usage)
+	}
 	return append(dst, '}')
 }
 

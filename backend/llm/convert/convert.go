@@ -120,6 +120,11 @@ type Usage struct {
 // TotalTokens is InputTokens + OutputTokens.
 func (u Usage) TotalTokens() int64 { return u.InputTokens + u.OutputTokens }
 
+// Reported reports whether u holds a provider's usage: one that reports it
+// counts at least its prompt's tokens, so none (an OpenAI-compatible
+// server without usage, a stream cut before it) is all zero.
+func (u Usage) Reported() bool { return u.InputTokens > 0 || u.OutputTokens > 0 }
+
 // Clamped is u with no negative count: a provider's negative count is none
 // (it would refill token budgets, and lower metrics and costs).
 func (u Usage) Clamped() Usage {

@@ -274,6 +274,10 @@ func (t *translator) writeResponsesResponse(dst []byte) []byte {
 	dst = append(dst, `],"incomplete_details":`...)
 	dst = appendIncomplete(dst, reason)
 	dst = append(dst, `,"usage":`...)
+	if !r.usage.Reported() {
+		// (none invented when the provider reported none)
+		return append(dst, "null}"...)
+	}
 	dst = appendResponsesUsage(dst, r.usage)
 	return append(dst, '}')
 }
