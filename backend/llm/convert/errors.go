@@ -243,7 +243,7 @@ func (e *AnswerError) Error() string {
 // nil when it is an answer after all. One walk over its top-level members:
 // only answers that look empty pay for it.
 func answerError(body []byte, f Format) *AnswerError {
-	var errV, typ, message llm.Raw
+	var errV, typ, message, object llm.Raw
 	var answer bool // a member only answers have, not empty
 	var m llm.Members
 	m.Reset(body)
@@ -256,6 +256,8 @@ func answerError(body []byte, f Format) *AnswerError {
 			typ = v
 		case m.NameIs("message"), m.NameIs("Message"):
 			message = v
+		case m.NameIs("object"):
+			object = v
 		case m.NameIs("choices") && f == Chat,
 			m.NameIs("content") && f == Messages,
 			m.NameIs("candidates") && f == Gemini,
@@ -309,6 +311,12 @@ func answerError(body []byte, f Format) *AnswerError {
 	// Chat, Responses (a Responses answer's "error" is null unless it
 	// failed, and then it has its output).
 	if answer {
+		return nil
+	}
+	if f == Responses && string(object) == `"response"` {
+		// A response object is the answer even without output: a
+		// background request's is queued (status "queued", output []),
+		// a failed one says why in its own error member.
 		return nil
 	}
 	var e llm.ErrorBody

@@ -120,6 +120,20 @@ func TestProviderErrorSameFormat(t *testing.T) {
 // 502), translated or passed on; answers that only look empty (a Gemini
 // prompt blocked, an Anthropic-compatible answer without its type) are
 // answers.
+// A Responses answer without output is still one when it is a response
+// object: a background request's answer is queued (output [], usage null),
+// and passed on as it is.
+func TestResponsesQueuedIsAnAnswer(t *testing.T) {
+	body := `{"id":"resp_1","object":"response","status":"queued","background":true,"output":[],"usage":null}`
+	out, _, err := Response(nil, []byte(body), RequestInfo{Client: Responses, Provider: Responses, Model: "m"})
+	if err != nil {
+		t.Fatalf("a queued response refused: %v", err)
+	}
+	if !strings.Contains(string(out), `"status":"queued"`) {
+		t.Fatalf("passed on as %s", out)
+	}
+}
+
 func TestAnswerError(t *testing.T) {
 	for _, tc := range []struct {
 		provider Format
@@ -140,9 +154,11 @@ func TestAnswerError(t *testing.T) {
 		{Bedrock, `null`, 502, "", "invalid response from provider: llm: invalid JSON object"},
 		{Chat, `{"error":{"message":"The server had an error","type":"server_error"}}`, 502, "server_error", "The server had an error"},
 		{Chat, `{"id":"x","choices":[]}`, 502, "", "the provider's answer has no choices"},
+		{Responses, `{"error":{"message":"The server had an error","type":"server_error"}}`, 502, "server_error", "The server had an error"},
+		{Responses, `{"id":"r"}`, 502, "", "the provider's answer has no output"},
 	} {
 		for _, client := range []Format{tc.provider, Chat, Messages} {
-			if client == Bedrock || client == Gemini {
+			if client == Bedrock || client == Gemini || tc.provider == Responses && client != Responses {
 				continue
 			}
 			t.Run(tc.provider.String()+" to "+client.String()+" "+tc.body, func(t *testing.T) {
