@@ -28,6 +28,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/llmtest"
 	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
 	"github.com/relaygate/gateway/policy/extproc/extproctest"
+	"github.com/relaygate/gateway/policy/policytest"
 	"github.com/relaygate/gateway/policy/remoteratelimit/rlstest"
 )
 
@@ -1155,25 +1156,7 @@ binds:
 // at least about once a second (grpc-go's default backoff grows to two
 // minutes, and spans were lost that long after the collector's return).
 func TestTracingGRPCCollectorReconnects(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted := make(chan time.Time, 256)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-			select {
-			case accepted <- time.Now():
-			default:
-			}
-		}
-	}()
+	collector, attempts := policytest.ClosingService(t)
 	tg := startGateway(t, `
 config:
   tracing:
@@ -1186,7 +1169,7 @@ binds:
   - routes:
     - policies:
         directResponse: {status: 200}
-`, map[string]string{"COLLECTOR": ln.Addr().String()})
+`, map[string]string{"COLLECTOR": collector})
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
@@ -1202,20 +1185,5 @@ binds:
 			}
 		}
 	}()
-	// grpc-go's default waits 1, 1.6, 2.56 s (±20%) between attempts: the
-	// third wait is over 2 s.
-	const attempts, maxGap = 4, 1800 * time.Millisecond
-	deadline := time.After(20 * time.Second)
-	var last time.Time
-	for i := range attempts {
-		select {
-		case at := <-accepted:
-			if i > 0 && at.Sub(last) > maxGap {
-				t.Fatalf("attempt %d came %v after the one before, want at most %v", i+1, at.Sub(last), maxGap)
-			}
-			last = at
-		case <-deadline:
-			t.Fatalf("%d connection attempts in 20 s, want %d", i, attempts)
-		}
-	}
+	policytest.Reconnects(t, attempts, 4, 1800*time.Millisecond, 20*time.Second)
 }
