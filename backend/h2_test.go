@@ -22,14 +22,25 @@ import (
 // (ALPN), and a PEM file of its certificate.
 func h2TLSUpstream(t *testing.T, h2 bool) (addr, roots string) {
 	t.Helper()
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h2sTLSUpstream(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Proto", r.Proto)
 		w.Header().Set("Trailer", "X-Sum")
 		io.WriteString(w, r.Method+" "+r.Host+" "+r.URL.RequestURI()+" "+string(b)) //nolint:errcheck
 		w.Header().Set("X-Sum", "done")
-	}))
+	}), nil)
+}
+
+// h2sTLSUpstream is an HTTPS server on 127.0.0.1 serving h, offering HTTP/2
+// when h2, set up further by configure (when not nil) before it starts,
+// and a PEM file of its certificate.
+func h2sTLSUpstream(t *testing.T, h2 bool, h http.Handler, configure func(*httptest.Server)) (addr, roots string) {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
 	ts.EnableHTTP2 = h2
+	if configure != nil {
+		configure(ts)
+	}
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	roots = filepath.Join(t.TempDir(), "ca.pem")
@@ -107,24 +118,18 @@ func TestExchangeH2RequestsShareOneConnection(t *testing.T) {
 	)
 	arrived := make(chan struct{}, n+1)
 	release := make(chan struct{})
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, roots := h2sTLSUpstream(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- struct{}{}
 		<-release
 		io.WriteString(w, r.Proto) //nolint:errcheck
-	}))
-	ts.Config.ConnState = func(c net.Conn, s http.ConnState) {
-		mu.Lock()
-		conns[c] = s
-		mu.Unlock()
-	}
-	ts.EnableHTTP2 = true
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	roots := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u := NewUpstream(strings.TrimPrefix(ts.URL, "https://"), PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
+	}), func(ts *httptest.Server) {
+		ts.Config.ConnState = func(c net.Conn, s http.ConnState) {
+			mu.Lock()
+			conns[c] = s
+			mu.Unlock()
+		}
+	})
+	u := NewUpstream(addr, PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
 	t.Cleanup(u.Close)
 	exchange := func() error {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -196,17 +201,10 @@ func TestExchangeH2RequestsShareOneConnection(t *testing.T) {
 // transport would add its own (Go-http-client/2.0). One with it keeps it.
 func TestExchangeH2AddsNoUserAgent(t *testing.T) {
 	seen := make(chan []string, 2)
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, roots := h2sTLSUpstream(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- r.Header.Values("User-Agent")
-	}))
-	ts.EnableHTTP2 = true
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	roots := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(roots, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u := NewUpstream(strings.TrimPrefix(ts.URL, "https://"), PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
+	}), nil)
+	u := NewUpstream(addr, PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
 	t.Cleanup(u.Close)
 	for _, ua := range []string{"", "client/1.0"} {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
