@@ -2,11 +2,9 @@ package backend
 
 import (
 	"crypto/tls"
-	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,18 +23,12 @@ import (
 func tlsUpstream(t *testing.T) (addr, roots string, hits *atomic.Int64) {
 	t.Helper()
 	n := new(atomic.Int64)
-	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr, roots = h2sTLSUpstream(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
 		w.Header().Set("X-Proto", r.Proto)
 		io.WriteString(w, "secure "+r.Host+" "+r.URL.Path)
-	}))
-	t.Cleanup(ts.Close)
-	roots = filepath.Join(t.TempDir(), "ca.pem")
-	data := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw})
-	if err := os.WriteFile(roots, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(ts.URL, "https://"), roots, n
+	}), nil)
+	return addr, roots, n
 }
 
 func exchangeGET(t *testing.T, u *Upstream, path string) (*fasthttp.Response, error) {
