@@ -123,6 +123,17 @@ const (
 	// before the connection is closed: they cost a little each and
 	// advance nothing.
 	h2EmptyFrameBudget = 100
+	// h2PriorityPerStream is how many PRIORITY frames a client may send
+	// per stream it opened (and for one more): the gateway does not act on
+	// priorities, and a flood of them costs a frame's parse each. Envoy's
+	// max_inbound_priority_frames_per_stream is the same 100.
+	h2PriorityPerStream = 100
+	// h2WindowUpdatesPerData, with h2WindowUpdateMargin and two per
+	// stream, bounds the client's WINDOW_UPDATE frames by the DATA frames
+	// sent to it, as Envoy's max_inbound_window_update_frames_per_data_frame_sent
+	// (10) does: a client widens windows as DATA uses them.
+	h2WindowUpdatesPerData = 10
+	h2WindowUpdateMargin   = 100
 	// The defaults of the settings: 1 MiB windows (as net/http's
 	// server), a 64 KiB header list (Envoy's 60 KiB, near; net/http's
 	// 1 MiB let a client hold 100 MiB per connection through the HPACK

@@ -357,6 +357,58 @@ binds:
 		healthy(t)
 	})
 
+	// Frames that need no answer and are not acted on (PRIORITY), or
+	// widen a window by 1 again and again (WINDOW_UPDATE), cost a parse
+	// each: 2 million in 3 s were taken without end.
+	t.Run("PRIORITY flood", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		go func() {
+			for i := range 100 * h2PriorityPerStream {
+				id := uint32(2*i + 1)
+				if h.write(func(fr *http2.Framer) error {
+					return fr.WritePriority(id, http2.PriorityParam{StreamDep: 0, Weight: 15})
+				}) != nil {
+					return
+				}
+			}
+		}()
+		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
+		healthy(t)
+	})
+	t.Run("WINDOW_UPDATE flood", func(t *testing.T) {
+		h := dialH2Raw(t, addr)
+		go func() {
+			for range 100 * h2WindowUpdateMargin {
+				if h.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1) }) != nil {
+					return
+				}
+			}
+		}()
+		expectGoAway(t, h, http2.ErrCodeEnhanceYourCalm)
+		healthy(t)
+	})
+	t.Run("window updates of a long download are no flood", func(t *testing.T) {
+		// A client that acknowledges every DATA frame with two updates
+		// (its stream's and the connection's; readUntil does) is served
+		// to the end.
+		h := dialH2Raw(t, addr)
+		if err := h.request(1, "GET", "/big", true); err != nil {
+			t.Fatal(err)
+		}
+		answers := map[uint32]*h2Answer{}
+		if _, err := h.readUntil(20*time.Second, answers, func(f http2.Frame) bool {
+			if _, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatal("GOAWAY to a client acknowledging its DATA")
+			}
+			return answers[1] != nil && answers[1].done
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if a := answers[1]; a.status != "200" || len(a.body) < 64*16<<10 {
+			t.Fatalf("status %q, %d bytes", a.status, len(a.body))
+		}
+	})
+
 	t.Run("empty DATA flood", func(t *testing.T) {
 		h := dialH2Raw(t, addr)
 		if err := h.request(1, "POST", "/slow", false); err != nil {

@@ -44,6 +44,10 @@ type h2Conn struct {
 	empty       int    // frames in a row that carried nothing
 	errors      int    // protocol errors so far (h2ErrorBudget)
 	earlyResets int    // streams the client reset before their answer (h2EarlyResetBudget)
+	priorities  int    // PRIORITY frames so far (h2PriorityPerStream)
+	// windowUpdates counts the client's WINDOW_UPDATE frames, dataSent the
+	// DATA frames sent to it (h2WindowUpdatesPerData; both under mu).
+	windowUpdates, dataSent int
 	// lastRead is when the socket last gave bytes (monoNow), for the
 	// keepalive pings.
 	lastRead atomic.Int64
@@ -265,6 +269,13 @@ func (hc *h2Conn) processFrame(f http2.Frame) error {
 		if f.StreamDep == f.StreamID {
 			// A stream cannot depend on itself (RFC 9113 5.3.1).
 			return hc.streamError(f.StreamID, http2.ErrCodeProtocol)
+		}
+		// Priorities are not acted on, but each costs a frame's parse:
+		// a client may send a few per stream it opens, not millions.
+		hc.priorities++
+		if opened := int(hc.maxClientID+1) / 2; hc.priorities > h2PriorityPerStream*(1+opened) {
+			hc.debug("http2: connection closed after too many PRIORITY frames")
+			return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 		}
 		return nil
 	case *http2.PushPromiseFrame:

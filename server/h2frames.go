@@ -91,6 +91,14 @@ func (hc *h2Conn) processData(f *http2.DataFrame) error {
 func (hc *h2Conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
+	// A client widens windows as the gateway's DATA uses them: a few
+	// updates per frame sent, one per stream, and a margin; millions of
+	// +1 updates are a flood that costs a frame's work each.
+	hc.windowUpdates++
+	if opened := int(hc.maxClientID+1) / 2; hc.windowUpdates > h2WindowUpdateMargin+2*opened+h2WindowUpdatesPerData*hc.dataSent {
+		hc.debug("http2: connection closed after too many WINDOW_UPDATE frames")
+		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	}
 	inc := int64(f.Increment)
 	if f.StreamID == 0 {
 		if hc.sendWindow+inc > 1<<31-1 {

@@ -95,6 +95,7 @@ func (hc *h2Conn) takeOutputBuf() {
 // buffer of its own (and keep that buffer as large as the largest frame):
 // a DATA frame is its 9-byte header (RFC 9113 4.1) and p, without padding.
 func (hc *h2Conn) appendData(id uint32, end bool, p []byte) {
+	hc.dataSent++
 	hc.takeOutputBuf()
 	var flags http2.Flags
 	if end {
