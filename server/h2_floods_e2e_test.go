@@ -546,6 +546,8 @@ func TestH2MalformedHeadsAreRefused(t *testing.T) {
 		{"GET", "/x\x7f", nil},
 		{"GET", "/x", []string{"x-a", " lead"}},
 		{"GET", "/x", []string{"x-a", "trail\t"}},
+		// Host naming another entity than :authority (RFC 9113 8.3.1).
+		{"GET", "/x", []string{"host", "other.test"}},
 	} {
 		if err := h.request(id, tc.method, tc.path, true, tc.fields...); err != nil {
 			t.Fatal(err)
@@ -558,5 +560,15 @@ func TestH2MalformedHeadsAreRefused(t *testing.T) {
 	}
 	if a := h.get(t, answers, id, "/ok?q=a%20b"); a.status != "200" || string(a.body) != "GET /ok?q=a%20b " {
 		t.Fatalf("a well-formed request: %+v", a)
+	}
+	// A Host that agrees with :authority (case, a default port) is fine.
+	for _, host := range []string{"H2.test", "h2.test:80"} {
+		id += 2
+		if err := h.request(id, "GET", "/ok", true, "host", host); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.answer(t, answers, id); a.status != "200" {
+			t.Errorf("host %q: %+v, want 200", host, a)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +135,23 @@ func (x *h2Exchange) open(hc *h2Conn, id uint32, state int) {
 	x.stream.hc, x.stream.x = hc, x
 }
 
+// sameAuthority reports whether two authorities name one entity: equal but
+// for case, and for a port one names and the other leaves to its scheme's
+// default (80 or 443).
+func sameAuthority(a, b string) bool {
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	trim := func(s string) string {
+		if t, ok := strings.CutSuffix(s, ":443"); ok {
+			return t
+		}
+		t, _ := strings.CutSuffix(s, ":80")
+		return t
+	}
+	return strings.EqualFold(trim(a), trim(b))
+}
+
 // request fills the exchange's request from a decoded head, and reports
 // false when the head is malformed (RFC 9113 8.3.1). The protocol is
 // HTTP/1.1 to the request path: it is what goes to an HTTP/1.1 upstream,
@@ -158,6 +176,12 @@ func (x *h2Exchange) request(b *h2Block) bool {
 			return false
 		}
 		h.SetRequestURI(b.path)
+	}
+	if b.authority != "" && b.host != "" && !sameAuthority(b.authority, b.host) {
+		// A Host naming another entity than :authority makes the request
+		// malformed (RFC 9113 8.3.1): which one a policy, a backend or a
+		// log reads would differ.
+		return false
 	}
 	h.SetMethod(b.method)
 	h.SetProtocolBytes(protoHTTP11)
