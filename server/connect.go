@@ -194,6 +194,14 @@ func (b *bind) connect(rs *requestState) int {
 	if target == nil {
 		return respondError(fctx, fasthttp.StatusNotFound, "no listener for port "+strconv.Itoa(port))
 	}
+	if tunnelOf(fctx.Conn()) != nil || target.isConnect() {
+		// A tunnel served by a CONNECT bind takes CONNECT requests again,
+		// each one nesting a tunnel in the last on the same connection,
+		// with no end to the memory they hold: a tunnel goes to a port
+		// that serves its stream, never to a CONNECT port of the gateway.
+		b.gw.log.Debug("CONNECT refused: its target is a CONNECT port of the gateway", zap.Stringer("client", fctx.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
+		return respondError(fctx, fasthttp.StatusLoopDetected, "loop detected: the target is the proxy's own CONNECT port")
+	}
 	if !b.connectAllowed(rs.bind, fctx.Conn(), host, port) {
 		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
@@ -276,6 +284,12 @@ func (c *tunnelConn) CloseWrite() error {
 // NetConn is the client's connection the tunnel runs on, whose socket the
 // hang-up watch of a request inside the tunnel watches (sock.Hangups).
 func (c *tunnelConn) NetConn() net.Conn { return c.raw }
+
+// isConnect says the bind is a CONNECT bind (tunnelProtocol: connect).
+func (b *bind) isConnect() bool {
+	bc := b.current.Load()
+	return bc != nil && bc.connect
+}
 
 // tunnelBind is the bind serving CONNECT tunnels to port: the bind of that
 // port (listening or internal), else the internal bind of every port, else

@@ -393,6 +393,9 @@ frontendPolicies:
 		{"denied by networkAuthorization", 1, "blocked.test:443", 403},
 		{"no bind for the port", 1, "localhost:9", 404},
 		{"a malformed target", 1, "localhost:0", 400},
+		// A tunnel into the CONNECT port itself would take CONNECT again
+		// inside it, nesting tunnels without end on one connection.
+		{"the CONNECT port itself", 1, "ok.test:1", 508},
 		{"a listener of routes", 3000, "example.com:443", 501},
 		{"a listener of routes, origin form", 3000, "/x", 501},
 	}
