@@ -50,26 +50,66 @@ func parseConnectTarget(target []byte) (host string, port int, err error) {
 		if err != nil || !a.Is6() || a.Zone() != "" {
 			return "", 0, errors.New("invalid IPv6 address")
 		}
-		return a.String(), port, nil
+		return targetAddr(a, port)
 	}
 	if a, err := netip.ParseAddr(string(h)); err == nil {
 		if !a.Is4() {
 			return "", 0, errors.New("an IPv6 address must be in brackets")
 		}
-		return a.String(), port, nil
+		return targetAddr(a, port)
 	}
 	lower := bytes.ToLower(h)
 	if err := config.CheckHostname(string(lower)); err != nil || bytes.IndexByte(lower, '*') >= 0 {
 		return "", 0, errors.New("invalid host")
 	}
-	return string(bytes.TrimSuffix(lower, []byte("."))), port, nil
+	lower = bytes.TrimSuffix(lower, []byte("."))
+	if numericLabel(lower[bytes.LastIndexByte(lower, '.')+1:]) {
+		return "", 0, errors.New("invalid host: a number where a name's top-level domain is")
+	}
+	return string(lower), port, nil
 }
 
-// destination is networkAuthorization's `destination` for a host and port.
+// targetAddr is a CONNECT target's IP address as the rules see it and the
+// tunnel dials it: an IPv4-mapped IPv6 address is its IPv4 address (or
+// ::ffff:127.0.0.1 would pass a rule about 127.0.0.0/8 and reach it), and
+// an unspecified address (0.0.0.0, ::), which a dial takes for the local
+// host, is refused.
+func targetAddr(a netip.Addr, port int) (string, int, error) {
+	a = a.Unmap()
+	if a.IsUnspecified() {
+		return "", 0, errors.New("an unspecified address names no destination")
+	}
+	return a.String(), port, nil
+}
+
+// numericLabel says a name's last label is a number (digits, or 0x and hex
+// digits): no top-level domain is, and resolvers that take such a name
+// for an IPv4 address in a short form (127.1, 2130706433, 0x7f.1) would
+// reach an address no rule about addresses saw.
+func numericLabel(label []byte) bool {
+	if len(label) > 2 && label[0] == '0' && label[1] == 'x' {
+		label = label[2:]
+		for _, c := range label {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range label {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(label) > 0
+}
+
+// destination is networkAuthorization's `destination` for a host and port;
+// an IPv4-mapped IPv6 address is its IPv4 address, as connections see it.
 func destination(host string, port int) map[string]any {
 	d := map[string]any{"port": int64(port)}
 	if a, err := netip.ParseAddr(host); err == nil {
-		d["address"] = a.String()
+		d["address"] = a.Unmap().String()
 	} else if host != "" {
 		d["hostname"] = host
 	}

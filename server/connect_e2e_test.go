@@ -467,3 +467,46 @@ const connectBinds = `binds:
   - routes:
     - backends: [{host: '${UP}'}]
 `
+
+// TestConnectAddressRulesSeeCanonicalAddresses: a rule about 127.0.0.0/8
+// refuses a target that names a loopback address in another form (an
+// IPv4-mapped IPv6 address), and an unspecified address, which a dial
+// takes for the local host, is no target at all.
+func TestConnectAddressRulesSeeCanonicalAddresses(t *testing.T) {
+	up := tcpEchoUpstream(t)
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - 'true'
+    - deny: 'has(destination.address) && destination.address.startsWith("127.")'
+`+connectBinds, map[string]string{"UP": up})
+	tests := []struct {
+		target string
+		status int
+	}{
+		{"127.0.0.1:443", 403},
+		{"[::ffff:127.0.0.1]:443", 403},
+		{"[::ffff:7f00:2]:443", 403},
+		{"0.0.0.0:443", 400},
+		{"[::]:443", 400},
+		{"127.1:443", 400},
+		{"ok.test:443", 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.target, func(t *testing.T) {
+			_, _, status := connectRaw(t, tg.addr(1), tc.target)
+			if status != tc.status {
+				t.Fatalf("CONNECT %s: %d; want %d", tc.target, status, tc.status)
+			}
+		})
+	}
+}
+
+func TestDestinationIsCanonical(t *testing.T) {
+	for host, want := range map[string]string{"::ffff:127.0.0.1": "127.0.0.1", "127.0.0.1": "127.0.0.1", "::1": "::1"} {
+		if got := destination(host, 443)["address"]; got != want {
+			t.Errorf("%s: address %v; want %s", host, got, want)
+		}
+	}
+}

@@ -38,6 +38,22 @@ func TestParseConnectTarget(t *testing.T) {
 		{"*.example.com:443", "", 0, false},
 		{"exa mple.com:443", "", 0, false},
 		{"exa\x00mple.com:443", "", 0, false},
+		// Canonical addresses: the mapped form is the IPv4 address; an
+		// unspecified one, or a name that is a short-form IPv4 address,
+		// is refused.
+		{"[::ffff:127.0.0.1]:443", "127.0.0.1", 443, true},
+		{"[::FFFF:7f00:1]:443", "127.0.0.1", 443, true},
+		{"0.0.0.0:443", "", 0, false},
+		{"[::]:443", "", 0, false},
+		{"[::ffff:0.0.0.0]:443", "", 0, false},
+		{"127.1:443", "", 0, false},
+		{"2130706433:443", "", 0, false},
+		{"0x7f.1:443", "", 0, false},
+		{"0x7f000001.:443", "", 0, false},
+		{"1.example.123a:443", "1.example.123a", 443, true},
+		{"example.com..:443", "", 0, false},
+		{"0xfoo:443", "0xfoo", 443, true},
+		{"123.example:443", "123.example", 443, true},
 	}
 	for _, tc := range tests {
 		host, port, err := parseConnectTarget([]byte(tc.in))
