@@ -1,7 +1,10 @@
 package backend
 
 import (
+	"context"
 	"net"
+	"net/netip"
+	"syscall"
 	"time"
 )
 
@@ -23,6 +26,17 @@ type Dialing struct {
 	Keepalive      Keepalive
 	// IPv4Only makes DNS names resolve to IPv4 addresses only (enableIpv6: false).
 	IPv4Only bool
+	// Refuse, if set, is asked about each address a dial resolved to,
+	// before connecting to it: an error fails the dial (a dynamic
+	// backend's destination must not be the gateway itself). It is an
+	// interface, as PoolSettings is a map key: a pointer keeps pools
+	// across reloads.
+	Refuse DialRefuser
+}
+
+// DialRefuser judges the addresses a dial resolved to (Dialing.Refuse).
+type DialRefuser interface {
+	RefuseDial(netip.AddrPort) error
 }
 
 // DefaultConnectTimeout bounds establishing an upstream connection.
@@ -37,6 +51,15 @@ func (d Dialing) netDialer() *net.Dialer {
 		nd.KeepAliveConfig = d.Keepalive.Config()
 	} else {
 		nd.KeepAlive = -1
+	}
+	if refuse := d.Refuse; refuse != nil {
+		nd.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return err
+			}
+			return refuse.RefuseDial(ap)
+		}
 	}
 	return nd
 }

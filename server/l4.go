@@ -84,6 +84,7 @@ func (c *compiler) tcpRoutes(path string, port int, l *config.Listener) ([]*tcpR
 				tb.addr, tb.name = rb.Host, rb.Host
 			case config.BackendDynamic:
 				tb.name = "dynamic"
+				tb.dialing.Refuse = (*selfRefuser)(c.gw)
 			case config.BackendRef:
 				nb := c.named[rb.Backend]
 				if nb == nil {

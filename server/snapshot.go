@@ -674,6 +674,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		up := c.upstream(rb.Host, settings)
 		out.target = &httpUpstream{static: up}
 	case config.BackendDynamic:
+		settings.Refuse = (*selfRefuser)(c.gw)
 		d, _ := pool.LoadOrNew(c.lease, fmt.Sprintf("dynamic\x00%+v", settings), func() (*backend.Dynamic, error) {
 			return backend.NewDynamic(settings), nil
 		})
