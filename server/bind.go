@@ -24,7 +24,11 @@ type bind struct {
 	gw       *Gateway
 	acceptor acceptor // nil for an internal bind
 	addr     string   // the address acceptor was opened at (Gateway.listenAddr)
-	internal bool
+	// listenPort is the acceptor's port (0 for none; port may be 0, the
+	// OS's choice), read from other binds' goroutines (Gateway.listensOn)
+	// while listen may set it again.
+	listenPort atomic.Int32
+	internal   bool
 	// srv serves the bind's connections; a reload that changes a setting
 	// fasthttp reads (maxBufferSize) swaps in a new one, which the next
 	// connections get (serve).
@@ -156,6 +160,9 @@ func (b *bind) listen(addr string) error {
 		return err
 	}
 	b.acceptor, b.addr = a, addr
+	if ta, ok := a.Addr().(*net.TCPAddr); ok {
+		b.listenPort.Store(int32(ta.Port))
+	}
 	return nil
 }
 

@@ -46,10 +46,7 @@ func (g *Gateway) listensOn(port int) bool {
 		return false
 	}
 	for _, b := range *m {
-		if b.acceptor == nil {
-			continue
-		}
-		if ta, ok := b.acceptor.Addr().(*net.TCPAddr); ok && ta.Port == port {
+		if p := b.listenPort.Load(); p != 0 && int(p) == port {
 			return true
 		}
 	}
