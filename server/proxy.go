@@ -325,8 +325,12 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 		policy.DelRequestHeader(h, headerExpect)
 	}
 
-	// X-Forwarded-For and -Proto: every prior line, in order, then this hop,
-	// as one line.
+	// X-Forwarded-For: every prior line, in order, then this hop, as one
+	// line. X-Forwarded-Proto: this hop's scheme alone, as Envoy sets it at
+	// the edge: most readers take its first value (Express's trust proxy,
+	// agentgateway's forwarded_proto), so a client on plain HTTP that sent
+	// "https" would otherwise be taken for one on TLS (secure cookies,
+	// redirects to https).
 	buf, prior := rs.pc.Scratch(), false
 	if fields&fieldXFF != 0 {
 		buf, prior = appendPrior(buf, h, fasthttp.HeaderXForwardedFor)
@@ -336,12 +340,8 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 		policy.DelRequestHeader(h, headerXFF)
 	}
 	h.SetCanonical(headerXFF, buf)
-	buf, prior = buf[:0], false
+	buf = append(buf[:0], rs.pc.Scheme...)
 	if fields&fieldXFP != 0 {
-		buf, prior = appendPrior(buf, h, fasthttp.HeaderXForwardedProto)
-	}
-	buf = append(buf, rs.pc.Scheme...)
-	if prior {
 		policy.DelRequestHeader(h, headerXFP)
 	}
 	h.SetCanonical(headerXFP, buf)

@@ -14,7 +14,9 @@ import (
 )
 
 // TestProxyRequestHeaders: hop-by-hop request fields never reach the upstream,
-// X-Forwarded-For and X-Forwarded-Proto are appended to, no Via is added, and
+// X-Forwarded-For is appended to, X-Forwarded-Proto is this hop's scheme
+// alone (a client's "https" over plain HTTP is not passed on), no Via is
+// added, and
 // end-to-end fields pass unchanged.
 func TestProxyRequestHeaders(t *testing.T) {
 	tests := []struct {
@@ -64,9 +66,9 @@ func TestProxyRequestHeaders(t *testing.T) {
 			absent: []string{"Via"},
 		},
 		{
-			desc:   "X-Forwarded-* appended",
-			fields: "X-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Proto: https\r\n",
-			want:   map[string]string{"X-Forwarded-For": "1.2.3.4, 127.0.0.1", "X-Forwarded-Proto": "https, http"},
+			desc:   "X-Forwarded-For appended, X-Forwarded-Proto replaced",
+			fields: "X-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Proto: https\r\n",
+			want:   map[string]string{"X-Forwarded-For": "1.2.3.4, 127.0.0.1", "X-Forwarded-Proto": "http"},
 		},
 		{
 			desc:   "X-Forwarded-For over several lines keeps their order",
