@@ -146,6 +146,22 @@ func (s *refusingH2Upstream) serve(c net.Conn) {
 	}
 }
 
+// postTo is a POST /svc.Echo/Say to up: its pool, request and response,
+// released when the test ends.
+func postTo(t *testing.T, up *refusingH2Upstream) (*Upstream, *fasthttp.Request, *fasthttp.Response) {
+	t.Helper()
+	u := NewUpstream(up.start(t), PoolSettings{})
+	t.Cleanup(u.Close)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	t.Cleanup(func() {
+		fasthttp.ReleaseRequest(req)
+		fasthttp.ReleaseResponse(resp)
+	})
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/svc.Echo/Say")
+	return u, req, resp
+}
+
 // A stream the upstream refused (RST_STREAM REFUSED_STREAM) or left
 // unprocessed by a GOAWAY was not processed (RFC 9113 8.7), so it is sent
 // again, body and all, whether the body was read whole before the exchange
@@ -161,13 +177,7 @@ func TestExchangeH2RefusedStreamIsSentAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &refusingH2Upstream{refuse: 1, goAway: tc.goAway}
-			u := NewUpstream(up.start(t), PoolSettings{})
-			t.Cleanup(u.Close)
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("/svc.Echo/Say")
+			u, req, resp := postTo(t, up)
 			if tc.streamed {
 				req.SetBodyStream(strings.NewReader(body), -1)
 			} else {
@@ -264,13 +274,7 @@ func TestExchangeH2UpstreamRefusingEveryStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &refusingH2Upstream{refuse: 1 << 20, goAway: tc.goAway}
-			u := NewUpstream(up.start(t), PoolSettings{})
-			t.Cleanup(u.Close)
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("/svc.Echo/Say")
+			u, req, resp := postTo(t, up)
 			switch {
 			case tc.streamed:
 				req.SetBodyStream(strings.NewReader("body"), -1)
