@@ -87,7 +87,7 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 	}
 	if u.tls == nil {
-		return c, nil
+		return &h2cConn{Conn: c}, nil
 	}
 	tc, err := handshake(c, u.Addr, u.tlsH2, u.dialing)
 	if err != nil {
@@ -105,6 +105,32 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, &HandshakeError{Addr: u.Addr, ServerName: u.tlsH2.ServerName, Err: errNotH2})
 	}
 	return tc, nil
+}
+
+// ErrUpstreamNotHTTP2 is the failure of an upstream taken for HTTP/2 in
+// cleartext (prior knowledge: gRPC, an HTTP/2 client's request by the
+// version rule, http.version HTTP2) that answered in HTTP/1.x. x/net would
+// report the HTTP/1.x status line read as a frame (a frame size or
+// protocol error), which says nothing of the cause.
+var ErrUpstreamNotHTTP2 = errors.New("the upstream answered HTTP/2 (cleartext, prior knowledge) in HTTP/1.x: it speaks HTTP/1.1 only (the backend's policies.http.version: HTTP1 says so)")
+
+// h2cConn is a cleartext HTTP/2 connection to an upstream whose first byte
+// is checked: an HTTP/2 server's first frame is its SETTINGS, whose length
+// starts with a zero byte, where an HTTP/1.x answer starts with 'H'.
+type h2cConn struct {
+	net.Conn
+	checked bool // read only by x/net's one reading goroutine
+}
+
+func (c *h2cConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.checked && n > 0 {
+		c.checked = true
+		if p[0] == 'H' {
+			return 0, ErrUpstreamNotHTTP2
+		}
+	}
+	return n, err
 }
 
 // closeH2 retires the upstream's HTTP/2 connections, if it has any: the

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -222,5 +223,26 @@ func TestExchangeH2AddsNoUserAgent(t *testing.T) {
 		if ua == "" && len(got) != 0 || ua != "" && (len(got) != 1 || got[0] != ua) {
 			t.Errorf("sent User-Agent %q, the upstream saw %q", ua, got)
 		}
+	}
+}
+
+// An upstream taken for HTTP/2 in cleartext that speaks HTTP/1.1 only
+// fails the exchange with ErrUpstreamNotHTTP2 (a 502 whose log says why),
+// not a frame error read from its status line.
+func TestExchangeH2UpstreamSpeaksHTTP1Only(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(ts.Close)
+	u := NewUpstream(strings.TrimPrefix(ts.URL, "http://"), PoolSettings{})
+	t.Cleanup(u.Close)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("/")
+	err := u.ExchangeH2(context.Background(), req, resp, time.Now().Add(10*time.Second), nil, false)
+	if !errors.Is(err, ErrUpstreamNotHTTP2) {
+		t.Fatalf("exchange: %v; want ErrUpstreamNotHTTP2", err)
+	}
+	if f := Classify(err); f.Status() != 502 {
+		t.Fatalf("classified %v (%d), want 502", f, f.Status())
 	}
 }
