@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -33,6 +34,9 @@ type h2Pool struct {
 	once  sync.Once
 	mu    sync.Mutex
 	conns *h2Conns
+	// notH2 says the last cleartext connection's upstream answered in
+	// HTTP/1.x (h2cConn).
+	notH2 atomic.Bool
 }
 
 // h2Ping is how long an upstream HTTP/2 connection may be silent before it
@@ -87,7 +91,7 @@ func (u *Upstream) dialH2(ctx context.Context, nd *net.Dialer, network string) (
 		return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, err)
 	}
 	if u.tls == nil {
-		return &h2cConn{Conn: c}, nil
+		return &h2cConn{Conn: c, notH2: &u.h2.notH2}, nil
 	}
 	tc, err := handshake(c, u.Addr, u.tlsH2, u.dialing)
 	if err != nil {
@@ -117,15 +121,20 @@ var ErrUpstreamNotHTTP2 = errors.New("the upstream answered HTTP/2 (cleartext, p
 // h2cConn is a cleartext HTTP/2 connection to an upstream whose first byte
 // is checked: an HTTP/2 server's first frame is its SETTINGS, whose length
 // starts with a zero byte, where an HTTP/1.x answer starts with 'H'.
+// What was seen is kept on the pool too (notH2): x/net may fail the
+// request with its own error (the connection "could not be established")
+// rather than the read's, and the exchange then names the cause itself.
 type h2cConn struct {
 	net.Conn
 	checked bool // read only by x/net's one reading goroutine
+	notH2   *atomic.Bool
 }
 
 func (c *h2cConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if !c.checked && n > 0 {
 		c.checked = true
+		c.notH2.Store(p[0] == 'H')
 		if p[0] == 'H' {
 			return 0, ErrUpstreamNotHTTP2
 		}
@@ -183,6 +192,9 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 		}
 	}
 	hresp, err := conns.roundTrip(hr)
+	if err != nil && !errors.Is(err, ErrUpstreamNotHTTP2) && u.h2.notH2.Load() {
+		err = fmt.Errorf("%w (%w)", ErrUpstreamNotHTTP2, err)
+	}
 	if err != nil {
 		body.detach()
 		// Past the deadline, whatever ended the exchange (the upstream
