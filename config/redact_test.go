@@ -136,29 +136,7 @@ func TestConfigDumpRedacts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			f, err := Parse([]byte(tc.yaml), noEnv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dump, err := json.Marshal(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, dump); err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(compact.String(), w) {
-					t.Errorf("dump lacks %s:\n%s", w, compact.String())
-				}
-			}
-			if tc.secret != "" && strings.Contains(string(dump), tc.secret) {
-				t.Errorf("dump shows %q:\n%s", tc.secret, dump)
-			}
-			if _, err := Parse(dump, noEnv); err != nil {
-				t.Errorf("the dump does not parse back: %v\n%s", err, dump)
-			}
+			checkDump(t, tc.yaml, tc.want, tc.secret)
 		})
 	}
 }
@@ -506,5 +484,35 @@ func TestCELTypesRedact(t *testing.T) {
 		if !used[typ] {
 			t.Errorf("%s is listed but the config holds none", typ)
 		}
+	}
+}
+
+// checkDump parses yaml, dumps it as /config_dump does, and checks that
+// the dump holds every one of want, never shows secret (when not ""), and
+// parses back as a config.
+func checkDump(t *testing.T, yaml string, want []string, secret string) {
+	t.Helper()
+	f, err := Parse([]byte(yaml), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(compact.String(), w) {
+			t.Errorf("dump lacks %s:\n%s", w, compact.String())
+		}
+	}
+	if secret != "" && strings.Contains(string(dump), secret) {
+		t.Errorf("dump shows %q:\n%s", secret, dump)
+	}
+	if _, err := Parse(dump, noEnv); err != nil {
+		t.Errorf("the dump does not parse back: %v\n%s", err, dump)
 	}
 }
