@@ -500,6 +500,18 @@ func joinOr(list []string) string { return strings.Join(list, ", ") }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
+// ListenNetwork is the network a listening address host:port is opened
+// on: "tcp4" for an IPv4 host, since Go opens "tcp" on 0.0.0.0 as a
+// dual-stack socket answering on every IPv6 address too; "tcp" otherwise.
+func ListenNetwork(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+			return "tcp4"
+		}
+	}
+	return "tcp"
+}
+
 // CheckListenAddr checks the address of an admin, stats or readiness server:
 // "host:port" (port 0..65535), "unix:/path", or "off" (or "") for none.
 func CheckListenAddr(s string) error {

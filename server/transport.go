@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cloudwego/netpoll"
+
+	"github.com/relaygate/gateway/config"
 )
 
 // Transport names how a bind accepts connections.
@@ -60,18 +62,6 @@ func listen(t Transport, addr string, h acceptHooks) (acceptor, error) {
 	return listenNetpoll(addr, h)
 }
 
-// listenNetwork is the network addr is listened on: an IPv4 address is
-// IPv4's alone ("tcp4"), since Go opens "tcp" on 0.0.0.0 as IPv6's every
-// interface, dual stack (enableIpv6: false binds 0.0.0.0: listenAddr).
-func listenNetwork(addr string) string {
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
-			return "tcp4"
-		}
-	}
-	return "tcp"
-}
-
 // silenceWatch closes a netpoll connection that sends nothing in time;
 // served is set by whichever of the timer and the first request comes first.
 type silenceWatch struct {
@@ -94,7 +84,7 @@ type netpollAcceptor struct {
 // is forwarded is buffered in memory without bound. The std transport,
 // which reads only as its reader asks, is the default for that reason too.
 func listenNetpoll(addr string, h acceptHooks) (acceptor, error) {
-	ln, err := netpoll.CreateListener(listenNetwork(addr), addr)
+	ln, err := netpoll.CreateListener(config.ListenNetwork(addr), addr)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +181,7 @@ func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
 	// as in agentgateway. Go's default (probes after 15 s) is four
 	// setsockopt calls on every connection that the config never asked for.
 	lc := net.ListenConfig{KeepAlive: -1}
-	ln, err := lc.Listen(context.Background(), listenNetwork(addr), addr)
+	ln, err := lc.Listen(context.Background(), config.ListenNetwork(addr), addr)
 	if err != nil {
 		return nil, err
 	}

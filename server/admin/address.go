@@ -34,15 +34,9 @@ func parseAddr(s string) (listenAddr, error) {
 	if path, ok := strings.CutPrefix(s, unixPrefix); ok {
 		return listenAddr{network: "unix", address: path}, nil
 	}
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
-			// An IPv4 address is IPv4 alone: Go opens "tcp" on 0.0.0.0 as
-			// a dual-stack socket, which answers on every IPv6 address too
-			// (past firewall rules written for IPv4).
-			return listenAddr{network: "tcp4", address: s}, nil
-		}
-	}
-	return listenAddr{network: "tcp", address: s}, nil
+	// An IPv4 address is IPv4 alone (past firewall rules written for
+	// IPv4, a dual-stack socket would answer on every IPv6 address).
+	return listenAddr{network: config.ListenNetwork(s), address: s}, nil
 }
 
 // listen binds a. A unix socket file left behind by a process that died
