@@ -78,20 +78,24 @@ binds:
 	}
 }
 
-// TestDynamicHTTPToTheGatewayItselfIsRefused: the same for a dynamic HTTP
-// route and a Host naming the gateway, by name, by address, and by the
-// unspecified address a dial takes for the local host: refused at once,
-// as a backend that cannot be connected to is (503), where each request
-// went round again until its headers were too long (431).
-func TestDynamicHTTPToTheGatewayItselfIsRefused(t *testing.T) {
-	tg, port := startGatewayOnOwnPort(t, `
+// dynamicHTTPRoute is a bind whose one route sends each request where its
+// Host says.
+const dynamicHTTPRoute = `
 binds:
 - port: ${PORT}
   listeners:
   - protocol: HTTP
     routes:
     - backends: [{dynamic: {}}]
-`)
+`
+
+// TestDynamicHTTPToTheGatewayItselfIsRefused: the same for a dynamic HTTP
+// route and a Host naming the gateway, by name, by address, and by the
+// unspecified address a dial takes for the local host: refused at once,
+// as a backend that cannot be connected to is (503), where each request
+// went round again until its headers were too long (431).
+func TestDynamicHTTPToTheGatewayItselfIsRefused(t *testing.T) {
+	_, port := startGatewayOnOwnPort(t, dynamicHTTPRoute)
 	p := strconv.Itoa(port)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
@@ -110,18 +114,10 @@ binds:
 			}
 		})
 	}
-	_ = tg
 }
 
 func TestRefuseDial(t *testing.T) {
-	tg, port := startGatewayOnOwnPort(t, `
-binds:
-- port: ${PORT}
-  listeners:
-  - protocol: HTTP
-    routes:
-    - backends: [{dynamic: {}}]
-`)
+	tg, port := startGatewayOnOwnPort(t, dynamicHTTPRoute)
 	r := (*selfRefuser)(tg.gw)
 	other := uint16(port + 1)
 	if port == 65535 {
