@@ -58,6 +58,7 @@ func (c *compiler) anyListener(path string, b *config.Bind, l *config.Listener) 
 			errs = appendErrors(errs, err)
 		} else if lc != nil {
 			lc.tls, lc.tlsDigest = cfg, digest
+			lc.tickets = newSessionTickets(cfg, digest, time.Now())
 		}
 	}
 	if len(errs) > 0 {
@@ -210,7 +211,8 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.closeUnserved(c)
 		return
 	}
-	deadline := time.Now().Add(bc.handshakeTimeout)
+	now := time.Now()
+	deadline := now.Add(bc.handshakeTimeout)
 	_ = c.SetReadDeadline(deadline)
 	sni, kind := b.readHello(c, p)
 	switch kind {
@@ -253,6 +255,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.forwardConn(c, c, r, sni)
 		return
 	}
+	l.tickets.refresh(now)
 	tc := tls.Server(c, l.tls)
 	var hc *tlsConn
 	if l.protocol != "TLS" {

@@ -92,6 +92,10 @@ type listenerConfig struct {
 	// under another is retired (retire.go).
 	tls       *tls.Config
 	tlsDigest string
+	// tickets keeps tls on the session ticket keys of its digest and day
+	// (tlstickets.go), so that a reload keeping its settings keeps
+	// clients' sessions.
+	tickets *sessionTickets
 	// tcpRoutes are a TCP or TLS listener's routes, most specific first.
 	tcpRoutes []*tcpRoute
 	table     *router.Table
