@@ -46,6 +46,39 @@ binds:
 	}
 }
 
+// TestDenyRulesFailOpenWithAWarning: a deny rule whose expression fails to
+// evaluate does not deny (agentgateway's semantics), so every load says so
+// for each deny rule, naming its field; allow and require rules fail
+// closed and are not warned about.
+func TestDenyRulesFailOpenWithAWarning(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        authorization:
+          rules:
+          - 'true'
+          - deny: 'int(request.headers["x-level"]) > 5'
+          - require: 'request.method == "GET"'
+      backends: [{ host: '${UP}' }]
+`, map[string]string{"UP": up})
+	for level, want := range map[string]int{"9": http.StatusForbidden, "1": http.StatusOK, "abc": http.StatusOK} {
+		if resp, body := get(t, tg.url(3000)+"/", "X-Level", level); resp.StatusCode != want {
+			t.Errorf("x-level %q: %d %q, want %d", level, resp.StatusCode, body, want)
+		}
+	}
+	warned := tg.logs.FilterMessageSnippet("deny rule whose expression fails to evaluate").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings about deny rules, want 1", len(warned))
+	}
+	if got, want := warned[0].ContextMap()["field"], "binds[0].listeners[0].routes[0].policies.authorization.rules[1]"; got != want {
+		t.Fatalf("the warning names %v, want %s", got, want)
+	}
+}
+
 func TestAuthorizationBadRuleIsAConfigError(t *testing.T) {
 	f, err := config.Parse([]byte(`
 binds:

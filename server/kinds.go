@@ -105,6 +105,7 @@ var routeKinds = []routeKind{
 		return addKind(rc, policy.KindExtProc, cfg, conds, entries, one)
 	}},
 	{"authorization", func(c *compiler, rc *routeCompile, v any) error {
+		warnDenyRules(c.gw.log, rc.set.Path("authorization"), v.(*config.CELRuleSet))
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
 		if err == nil {
 			rc.chain.Add(policy.KindAuthorization, celrules.HTTP{Rules: rules, MaxBuffer: c.frontend.maxBufferSize})
@@ -175,6 +176,7 @@ var routeKinds = []routeKind{
 		return addKind(rc, policy.KindRemoteRateLimit, cfg, conds, entries, one)
 	}},
 	{"mcpAuthorization", func(c *compiler, rc *routeCompile, v any) error {
+		warnDenyRules(c.gw.log, rc.set.Path("mcpAuthorization"), v.(*config.CELRuleSet))
 		rules, err := celrules.Compile(v.(*config.CELRuleSet))
 		rc.route.mcpAuthz = rules
 		return err
@@ -335,4 +337,20 @@ func kindError(path string, err error) error {
 		return pe.error
 	}
 	return decode.Under(path, err)
+}
+
+// warnDenyRules says, at every load, that each deny rule of set (at field)
+// fails open: an expression that fails to evaluate (a missing header or
+// claim, a type error) counts as false, as agentgateway has it, so a
+// client who can make it fail gets past the rule.
+func warnDenyRules(log *zap.Logger, field string, set *config.CELRuleSet) {
+	if set == nil {
+		return
+	}
+	for i, r := range set.Rules {
+		if r.Kind == config.RuleDeny {
+			log.Warn("a deny rule whose expression fails to evaluate (a missing header or claim, a type error) does not deny; prefer allow or require rules, or guard the expression (has(...))",
+				zap.String("field", field+".rules["+strconv.Itoa(i)+"]"))
+		}
+	}
 }

@@ -280,6 +280,7 @@ func (c *compiler) llmModelEntry(path string, l *config.LLMConfig, mc *config.LL
 	if e.matches, err = compileModelMatches(path, mc.Matches); err != nil {
 		return nil, err
 	}
+	warnDenyRules(c.gw.log, path+".authorization", mc.Authorization)
 	if e.authz, err = celrules.Compile(mc.Authorization); err != nil {
 		return nil, fieldError(path, "authorization", err)
 	}

@@ -243,6 +243,7 @@ func compile(gw *Gateway, f *config.File) (*Snapshot, error) {
 	}
 	var netAuthz *celrules.RuleSet
 	if fp := f.FrontendPolicies; fp != nil && fp.NetworkAuthorization != nil {
+		warnDenyRules(gw.log, "frontendPolicies.networkAuthorization", fp.NetworkAuthorization)
 		rs, err := celrules.Compile(fp.NetworkAuthorization)
 		if err != nil {
 			errs = append(errs, kindError("frontendPolicies.networkAuthorization", err))
