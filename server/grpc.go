@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -138,6 +139,11 @@ func grpcTimeout(h *fasthttp.RequestHeader) (time.Duration, bool) {
 	case 'n':
 		unit = time.Nanosecond
 	default:
+		return 0, false
+	}
+	if time.Duration(n) > math.MaxInt64/unit {
+		// Beyond 292 years (the format reaches 99999999H): no deadline,
+		// as grpc-go takes it, rather than a product that wraps negative.
 		return 0, false
 	}
 	return time.Duration(n) * unit, true

@@ -17,6 +17,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -418,5 +419,34 @@ binds:
 				t.Errorf("grpc-message %q, want [denied]", got)
 			}
 		})
+	}
+}
+
+// TestGRPCTimeoutHeader: grpc-timeout's eight digits and unit read as a
+// duration; one beyond what a duration holds (292 years) is no deadline,
+// not a product wrapped negative that ends the call at once.
+func TestGRPCTimeoutHeader(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration
+		ok   bool
+	}{
+		{"150m", 150 * time.Millisecond, true},
+		{"5S", 5 * time.Second, true},
+		{"99999999n", 99999999, true},
+		{"2562047H", 2562047 * time.Hour, true},
+		{"2562048H", 0, false},
+		{"99999999H", 0, false},
+		{"99999999M", 99999999 * time.Minute, true},
+		{"1x", 0, false},
+		{"123456789S", 0, false},
+		{"S", 0, false},
+	} {
+		var h fasthttp.RequestHeader
+		h.Set("Grpc-Timeout", tc.v)
+		got, ok := grpcTimeout(&h)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("grpc-timeout %q: %v %v, want %v %v", tc.v, got, ok, tc.want, tc.ok)
+		}
 	}
 }
