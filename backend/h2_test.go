@@ -246,3 +246,52 @@ func TestExchangeH2UpstreamSpeaksHTTP1Only(t *testing.T) {
 		t.Fatalf("classified %v (%d), want 502", f, f.Status())
 	}
 }
+
+// An HTTP/2 upstream may send a stream only h2StreamWindow ahead of what
+// the gateway's client reads: a response nobody reads holds about that
+// much, not x/net's 4 MiB default per stream. The upstream's handler
+// writes 8 MiB with a write deadline; the write that stalls on the
+// exhausted window fails, and the bytes before it are what was let
+// through.
+func TestExchangeH2ResponseBufferedPerStreamIsBounded(t *testing.T) {
+	wrote := make(chan int, 1)
+	addr, roots := h2sTLSUpstream(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		chunk := make([]byte, 16<<10)
+		n := 0
+		for n < 8<<20 {
+			_ = rc.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+			m, err := w.Write(chunk)
+			n += m
+			if err == nil {
+				err = rc.Flush()
+			}
+			if err != nil {
+				break
+			}
+		}
+		wrote <- n
+	}), nil)
+	u := NewUpstream(addr, PoolSettings{TLS: UpstreamTLS{Enabled: true, RootsFile: roots}})
+	t.Cleanup(u.Close)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("/big")
+	if err := u.ExchangeH2(context.Background(), req, resp, time.Now().Add(30*time.Second), nil, false); err != nil {
+		t.Fatal(err)
+	}
+	defer resp.CloseBodyStream() //nolint:errcheck
+	var n int
+	select {
+	case n = <-wrote:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream wrote 8 MiB to a stream nobody read")
+	}
+	if n > 1<<20 {
+		t.Fatalf("the upstream sent %d bytes ahead of the reader, want at most about %d", n, h2StreamWindow)
+	}
+	if n < h2StreamWindow/2 {
+		t.Fatalf("the upstream could send only %d bytes, want about the window (%d)", n, h2StreamWindow)
+	}
+}
