@@ -117,6 +117,25 @@ binds:
 			t.Fatal("handshake succeeded")
 		}
 	})
+	t.Run("TLS 1.2 suites outside the spec's refused by default", func(t *testing.T) {
+		// The test PKI's keys are ECDSA: the ECDSA suites apply.
+		for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA} {
+			if c, err := dial("a.test", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}}); err == nil {
+				c.Close()
+				t.Fatalf("%s accepted", tls.CipherSuiteName(suite))
+			}
+		}
+		for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256} {
+			c, err := dial("a.test", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{suite}, NextProtos: []string{"http/1.1"}})
+			if err != nil {
+				t.Fatalf("%s: %v", tls.CipherSuiteName(suite), err)
+			}
+			if resp, err := roundTrip(c, "a.test"); err != nil || !strings.HasPrefix(resp, "HTTP/1.1 200") {
+				t.Fatalf("%s: %q, %v", tls.CipherSuiteName(suite), resp, err)
+			}
+			<-seen
+		}
+	})
 	t.Run("unknown server name refused", func(t *testing.T) {
 		if c, err := dial("c.test", &tls.Config{InsecureSkipVerify: true}); err == nil {
 			c.Close()

@@ -137,6 +137,15 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 			suitesErr("leaves no TLS version between the minimum and the maximum")
 		}
 	}
+	if len(suites) == 0 {
+		// crypto/tls's default TLS 1.2 list also has the ECDHE CBC-SHA
+		// suites, outside the spec's set (and rustls's, which agentgateway
+		// serves with): without a list, the spec's six AEAD suites.
+		for _, id := range tls12Suites {
+			cfg.CipherSuites = append(cfg.CipherSuites, id)
+		}
+		slices.Sort(cfg.CipherSuites)
+	}
 	groups := lt.KeyExchangeGroups
 	if len(groups) == 0 {
 		groups = ft.KeyExchangeGroups
