@@ -307,14 +307,12 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 			rs.guardBody()
 		}
 		if l.gateway.RunRequest(pc) == policy.Done {
-			rs.runResponse()
-			return end(fctx.Response.StatusCode())
+			return end(rs.runResponse(fctx.Response.StatusCode()))
 		}
 		rs.host, validHost = appendHost(rs.host[:0], fctx.Request.Header.Host())
 		if !validHost {
 			status := respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid Host header")
-			rs.runResponse()
-			return end(status)
+			return end(rs.runResponse(status))
 		}
 		path = requestPath(fctx)
 		pc.Host, pc.Path = rs.host, path
@@ -326,15 +324,13 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 				msg = "misdirected request: open a connection for this host"
 			}
 			status = respondError(fctx, status, msg)
-			rs.runResponse()
-			return end(status)
+			return end(rs.runResponse(status))
 		}
 	}
 	v, ok := l.table.Match(&fctx.Request, rs.host, path)
 	if !ok {
 		status := respondError(fctx, fasthttp.StatusNotFound, "route not found")
-		rs.runResponse()
-		return end(status)
+		return end(rs.runResponse(status))
 	}
 	r := v.(*route)
 	rs.route = r
@@ -396,14 +392,26 @@ func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
 }
 
 // runResponse runs the response policies: the route's (when one was
-// selected), then the gateway phase's (when the listener has them).
-func (rs *requestState) runResponse() {
+// selected), then the gateway phase's (when the listener has them). status
+// is the status the request was answered before them; runResponse returns
+// the one the client gets, which the request's record reports (its access
+// line, its metrics, its span): status, unless a policy gave the response
+// another (a transformation's :status, the 502 of one that could not read
+// the body, an extProc's immediate response). A tunnel's answer is the
+// upstream's head, written as it came: no policy changes it.
+func (rs *requestState) runResponse(status int) int {
+	resp := &rs.pc.Fast.Response
+	before := resp.StatusCode()
 	if rs.route != nil {
 		rs.route.chain.RunResponse(&rs.pc)
 	}
 	if rs.gateway != nil {
 		rs.gateway.RunResponse(&rs.pc)
 	}
+	if after := resp.StatusCode(); after != before && !rs.tunneled {
+		return after
+	}
+	return status
 }
 
 // guardBody puts the server's guard (server/body.go) in front of a
@@ -427,14 +435,13 @@ func (b *bind) runChain(rs *requestState) (status int, done bool) {
 		pc.Deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
 	}
 	if r.chain.RunRequest(pc) == policy.Done {
-		rs.runResponse()
-		status = fctx.Response.StatusCode()
+		status = rs.runResponse(fctx.Response.StatusCode())
 		b.finish(rs, status)
 		return status, true
 	}
 	if len(r.backends) == 0 {
 		status = respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends")
-		rs.runResponse()
+		status = rs.runResponse(status)
 		b.finish(rs, status)
 		return status, true
 	}
@@ -448,8 +455,7 @@ func (b *bind) proceed(rs *requestState) {
 	rs.backend = rb
 	pc.Backend = rb.cel
 	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
-		rs.runResponse()
-		b.finish(rs, fctx.Response.StatusCode())
+		b.finish(rs, rs.runResponse(fctx.Response.StatusCode()))
 		return
 	}
 	var limit ratelimit.Decision
@@ -460,8 +466,7 @@ func (b *bind) proceed(rs *requestState) {
 			limit, limited = r.limiter.Admit(pc, 0), true
 			if !limit.Allowed {
 				status := limit.Reject(&fctx.Response)
-				rs.runResponse()
-				b.finish(rs, status)
+				b.finish(rs, rs.runResponse(status))
 				return
 			}
 		}
@@ -476,8 +481,7 @@ func (b *bind) proceed(rs *requestState) {
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
 	}
-	rs.runResponse()
-	b.finish(rs, status)
+	b.finish(rs, rs.runResponse(status))
 }
 
 // finish readies the response to be written and records the request: at
