@@ -51,6 +51,9 @@ type bodyState struct {
 	n      int
 	err    error // the client's failure, once there is one
 	eof    bool  // the body was read to its end
+	// pending is what readUpTo read of a body too long to buffer: the
+	// next reads return it first (counted in n already).
+	pending []byte
 }
 
 // errBodyInterrupted ends a body whose reading the gateway stopped.
@@ -113,6 +116,11 @@ func (b *requestBody) active() bool { return b.r != nil }
 func (b *requestBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
+	}
+	if len(b.pending) > 0 {
+		n := copy(p, b.pending)
+		b.pending = b.pending[n:]
+		return n, nil
 	}
 	ends := 0
 	if b.conn != nil {
@@ -211,6 +219,25 @@ func (b *requestBody) readAll(req *fasthttp.Request, n int) error {
 	}
 	req.SetBodyRaw(buf)
 	return nil
+}
+
+// readUpTo reads the rest of a body of unknown length (chunked, or an
+// HTTP/2 stream's without content-length) as far as limit bytes. One that
+// ends within them becomes the request's buffered body, as readAll makes
+// one of declared length (true). Of a longer one, the limit+1 bytes read
+// are what the next reads of b return first: the body streams on whole
+// (false).
+func (b *requestBody) readUpTo(req *fasthttp.Request, limit int) (bool, error) {
+	buf, err := io.ReadAll(io.LimitReader(b, int64(limit)+1))
+	if err != nil {
+		return false, err
+	}
+	if len(buf) > limit {
+		b.pending = buf
+		return false, nil
+	}
+	req.SetBodyRaw(buf)
+	return true, nil
 }
 
 // clientBodyStatus answers a request whose body the client failed to send:

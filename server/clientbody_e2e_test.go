@@ -113,9 +113,9 @@ func TestClientBodyCutShortIsNeverCompleted(t *testing.T) {
 }
 
 // TestBufferedBodyCutShortIsNeverSent: a body read whole for a retry (or a
-// mirror) that the client does not finish is answered 400 and sent nowhere.
-// (fasthttp's Request.Body would have replaced it with its error text and
-// sent that.)
+// mirror), of declared length or chunked, that the client does not finish
+// is answered 400 and sent nowhere. (fasthttp's Request.Body would have
+// replaced it with its error text and sent that.)
 func TestBufferedBodyCutShortIsNeverSent(t *testing.T) {
 	addr, out := outcomeUpstream(t)
 	mirrorAddr, mirrorOut := outcomeUpstream(t)
@@ -131,30 +131,36 @@ binds:
       policies: {requestMirror: {backend: {host: ${MIRROR}}, percentage: 1}}
       backends: [{host: ${UP}}]
 `, map[string]string{"UP": addr, "MIRROR": mirrorAddr})
+	framings := []struct{ name, head, body string }{
+		// More than fasthttp reads ahead, so the body streams.
+		{"content-length", "Content-Length: 20000", strings.Repeat("a", 10000)},
+		{"chunked", "Transfer-Encoding: chunked", "5\r\nhello\r\n"},
+	}
 	for _, path := range []string{"/retry", "/mirror"} {
-		t.Run(path, func(t *testing.T) {
-			c, br := dialRaw(t, tg.addr(3000))
-			// More than fasthttp reads ahead, so the body streams.
-			sent := "PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n" + strings.Repeat("a", 10000)
-			sendAndHalfClose(t, c, sent)
-			m, err := readReply(br, "PUT")
-			if err != nil {
-				t.Fatalf("reading the answer: %v", err)
-			}
-			if m.status() != 400 {
-				t.Fatalf("status %d (%q), want 400", m.status(), m.body)
-			}
-			// The gateway answered without sending anything upstream: a
-			// request that reached either upstream would be there by now,
-			// since the gateway only answers after an exchange ends.
-			select {
-			case o := <-out:
-				t.Fatalf("the backend was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
-			case o := <-mirrorOut:
-				t.Fatalf("the mirror was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
-			default:
-			}
-		})
+		for _, f := range framings {
+			t.Run(path+"/"+f.name, func(t *testing.T) {
+				c, br := dialRaw(t, tg.addr(3000))
+				sent := "PUT " + path + " HTTP/1.1\r\nHost: x\r\n" + f.head + "\r\n\r\n" + f.body
+				sendAndHalfClose(t, c, sent)
+				m, err := readReply(br, "PUT")
+				if err != nil {
+					t.Fatalf("reading the answer: %v", err)
+				}
+				if m.status() != 400 {
+					t.Fatalf("status %d (%q), want 400", m.status(), m.body)
+				}
+				// The gateway answered without sending anything upstream: a
+				// request that reached either upstream would be there by now,
+				// since the gateway only answers after an exchange ends.
+				select {
+				case o := <-out:
+					t.Fatalf("the backend was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+				case o := <-mirrorOut:
+					t.Fatalf("the mirror was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+				default:
+				}
+			})
+		}
 	}
 }
 

@@ -63,7 +63,8 @@ func (m *mirror) chosen() bool {
 }
 
 // send copies req to the mirror's backend, unless its body still streams
-// (too large, or of unknown length) or too many copies are in flight. The
+// (beyond mirrorBodyLimit, whatever its framing) or too many copies are in
+// flight. The
 // copy gets the mirror backend's name as Host when that is a hostname and
 // no rewrite chose one.
 func (m *mirror) send(gw *Gateway, req *fasthttp.Request, hostRewritten bool) {

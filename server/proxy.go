@@ -221,23 +221,36 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 
 // bufferBody reads a streamed request body whole where a policy needs it
 // again: a retry may resend it (up to maxBufferSize), a mirror sends a copy
-// (up to mirrorBodyLimit). A body too large, or of unknown length, stays a
-// stream: it is not retried once sent, and not mirrored. ok is false when
-// the client failed to send the body, with the status it was answered.
+// (up to mirrorBodyLimit). A body of unknown length (chunked, or HTTP/2
+// without content-length) is read as far as that limit: one that ends
+// within it is buffered as one of declared length. A body too large stays
+// a stream (one of unknown length goes on from the bytes read): it is not
+// retried once sent, and not mirrored. ok is false when the client failed
+// to send the body, with the status it was answered.
 func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (status int, ok bool) {
 	req := &rs.pc.Fast.Request
 	if !rs.body.active() || req.BodyStream() != io.Reader(&rs.body) {
 		// Not the client's stream: none, or one a policy made of it.
 		return 0, true
 	}
+	limit := -1
+	if retries {
+		limit = rs.bind.frontend.maxBufferSize
+	}
+	if mirrored {
+		limit = max(limit, mirrorBodyLimit)
+	}
 	n := req.Header.ContentLength()
-	if n < 0 {
+	var err error
+	switch {
+	case limit < 0:
 		return 0, true
+	case n < 0:
+		_, err = rs.body.readUpTo(req, limit)
+	case n <= limit:
+		err = rs.body.readAll(req, n)
 	}
-	if !(retries && n <= rs.bind.frontend.maxBufferSize) && !(mirrored && n <= mirrorBodyLimit) {
-		return 0, true
-	}
-	if err := rs.body.readAll(req, n); err != nil {
+	if err != nil {
 		rs.upstreamErr = err
 		return clientBodyStatus(rs.pc.Fast, err), false
 	}

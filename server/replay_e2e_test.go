@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +31,12 @@ func (l *bodyLog) get() []int {
 	return append([]int(nil), l.lens...)
 }
 
-// TestRetryNeverResendsAPartBody: a streamed request body (chunked, or
-// larger than maxBufferSize) is consumed by the first attempt, so a retry
-// must not be made: fasthttp drops the spent stream, and the request would
-// go again with only its pre-read bytes (or none). A buffered body is
-// retried whole.
+// TestRetryNeverResendsAPartBody: a streamed request body (larger than
+// maxBufferSize, of declared length or chunked) is consumed by the first
+// attempt, so a retry must not be made: fasthttp drops the spent stream,
+// and the request would go again with only its pre-read bytes (or none).
+// A buffered body (a chunked one within maxBufferSize too) is retried
+// whole.
 func TestRetryNeverResendsAPartBody(t *testing.T) {
 	var log bodyLog
 	var mu sync.Mutex
@@ -67,8 +69,9 @@ binds:
 		wantStatus int
 		wantLens   []int
 	}{
-		{desc: "chunked body", body: "hello", chunked: true, wantStatus: 503, wantLens: []int{5}},
+		{desc: "chunked body", body: "hello", chunked: true, wantStatus: 200, wantLens: []int{5, 5}},
 		{desc: "body above maxBufferSize", body: strings.Repeat("x", 20000), wantStatus: 503, wantLens: []int{20000}},
+		{desc: "chunked body above maxBufferSize", body: strings.Repeat("z", 20000), chunked: true, wantStatus: 503, wantLens: []int{20000}},
 		{desc: "buffered body retried whole", body: strings.Repeat("y", 500), wantStatus: 200, wantLens: []int{500, 500}},
 	}
 	for i, tc := range tests {
@@ -152,5 +155,118 @@ func TestStaleConnectionNeverResendsAPartBody(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// receivedBody is what an upstream got of one request: its body and the
+// trailer field X-T.
+type receivedBody struct{ body, trailer string }
+
+// bodyTrailerLog is an upstream (HTTP/1.1 and h2c) that records what each
+// request brought, by path, and answers 503 to the first request of a
+// path under /retry.
+type bodyTrailerLog struct {
+	mu   sync.Mutex
+	got  map[string][]receivedBody
+	addr string
+}
+
+func newBodyTrailerLog(t *testing.T) *bodyTrailerLog {
+	rec := &bodyTrailerLog{got: map[string][]receivedBody{}}
+	rec.addr = upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		rec.mu.Lock()
+		rec.got[r.URL.Path] = append(rec.got[r.URL.Path], receivedBody{string(b), r.Trailer.Get("X-T")})
+		first := len(rec.got[r.URL.Path]) == 1
+		rec.mu.Unlock()
+		if first && strings.HasPrefix(r.URL.Path, "/retry") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	return rec
+}
+
+func (rec *bodyTrailerLog) of(path string) []receivedBody {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]receivedBody(nil), rec.got[path]...)
+}
+
+// TestUnknownLengthBodyRetriedAndMirrored: a request body of unknown length
+// (chunked HTTP/1.1, HTTP/2 without content-length) on a route with
+// retries or a mirror is read whole, as one of declared length is, up to
+// the limit (maxBufferSize for a retry, mirrorBodyLimit for a mirror):
+// retried and mirrored whole, its trailer field with it. One beyond the
+// limit streams as one of declared length does: sent once and whole, not
+// retried (the client gets the 503), not mirrored.
+func TestUnknownLengthBodyRetriedAndMirrored(t *testing.T) {
+	main, mirror := newBodyTrailerLog(t), newBodyTrailerLog(t)
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {maxBufferSize: 8192}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /retry}}]
+      policies: {retry: {attempts: 3, codes: [503]}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /mirror}}]
+      policies: {requestMirror: {backend: {host: '${MIRROR}'}, percentage: 1.0}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": main.addr, "MIRROR": mirror.addr})
+	body := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = 'a' + byte(i%23)
+		}
+		return string(b)
+	}
+	tests := []struct {
+		desc, route string
+		size        int
+		status      int
+		attempts    int // the requests the backend gets
+		mirrored    bool
+	}{
+		{desc: "retried within maxBufferSize", route: "/retry", size: 5000, status: 200, attempts: 2},
+		{desc: "retry: maxBufferSize exactly", route: "/retry", size: 8192, status: 200, attempts: 2},
+		{desc: "retry: beyond maxBufferSize streams once", route: "/retry", size: 8193, status: 503, attempts: 1},
+		{desc: "retry: far beyond maxBufferSize", route: "/retry", size: 100000, status: 503, attempts: 1},
+		{desc: "mirrored within the mirror's limit", route: "/mirror", size: 5000, status: 200, attempts: 1, mirrored: true},
+		{desc: "mirror: beyond its limit streams unmirrored", route: "/mirror", size: mirrorBodyLimit + 1, status: 200, attempts: 1},
+	}
+	for _, c := range bothClients() {
+		for i, tc := range tests {
+			t.Run(c.name+"/"+tc.desc, func(t *testing.T) {
+				path := tc.route + "/" + strings.ReplaceAll(c.name, "/", "") + "-" + strconv.Itoa(i)
+				want := receivedBody{body(tc.size), "v"}
+				req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+path, io.MultiReader(strings.NewReader(want.body)))
+				req.ContentLength = -1 // chunked, or no content-length over HTTP/2
+				req.Trailer = http.Header{"X-T": {"v"}}
+				resp, _ := doWith(t, c.client, req)
+				if resp.StatusCode != tc.status {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+				}
+				got := main.of(path)
+				if len(got) != tc.attempts {
+					t.Fatalf("the backend got %d requests, want %d", len(got), tc.attempts)
+				}
+				for j, g := range got {
+					if g != want {
+						t.Fatalf("attempt %d brought %d bytes (trailer %q): not the body sent (%d bytes, trailer %q)", j+1, len(g.body), g.trailer, tc.size, want.trailer)
+					}
+				}
+				// A copy holds a mirror slot until the mirror answered.
+				eventually(t, 10*time.Second, "the mirrored requests", func() bool { return len(tg.gw.mirrorSlots) == 0 })
+				copies := mirror.of(path)
+				switch {
+				case !tc.mirrored && len(copies) != 0:
+					t.Fatalf("the mirror got %d copies, want none", len(copies))
+				case tc.mirrored && (len(copies) != 1 || copies[0] != want):
+					t.Fatalf("the mirror got %d copies, want one of the body sent", len(copies))
+				}
+			})
+		}
 	}
 }
