@@ -300,13 +300,15 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 		if err := s.b.takeProcess(s); err != nil {
 			return nil, err
 		}
-		stderr := newStderrLog(log)
+		stderr, skipped := newStderrLog(log), newSkippedLog(log)
 		conn, err := transport.StartStdio(ctx, transport.StdioOptions{
 			Cmd: t.Stdio.Cmd, Args: t.Stdio.Args, Env: t.Stdio.Env, ClearEnv: t.Stdio.ClearEnv,
-			Stderr: stderr.line,
+			Stderr:  func(line string) { stderr.line(line) },
+			Skipped: skipped.skipped,
 			OnExit: func() {
 				s.b.procs.give()
 				stderr.flush()
+				skipped.flush()
 			},
 		})
 		if err != nil {

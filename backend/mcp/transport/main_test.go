@@ -21,9 +21,30 @@ import (
 // stdioModeEnv makes the test binary run as an MCP server on stdin/stdout.
 const stdioModeEnv = "TRANSPORT_TEST_STDIO_MODE"
 
+// stdioBannerEnv makes that server print lines that are not JSON-RPC
+// messages on stdout before it serves, as servers that print() a banner
+// or log to stdout do.
+const stdioBannerEnv = "TRANSPORT_TEST_STDIO_BANNER"
+
+// noiseLines are what the noise tool, and the server started with
+// stdioBannerEnv, write on stdout: none is a JSON-RPC message or batch.
+var noiseLines = []string{
+	"transport test server v1 starting",
+	`{"level":"info","msg":"listening on stdio"}`,
+	`{"jsonrpc":"2.0","id":7,"result":{}} trailing`,
+	`{"jsonrpc":"1.0","id":7,"result":{}}`,
+	`[]`,
+	`[{"jsonrpc":"2.0","id":7,"result":{}},{"level":"info"}]`,
+	`{"jsonrpc":"2.0","id":`,
+	strings.Repeat("long banner ", 1000),
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(stdioModeEnv) == "server" {
 		fmt.Fprintln(os.Stderr, "stdio test server starting")
+		if os.Getenv(stdioBannerEnv) != "" {
+			fmt.Println(strings.Join(noiseLines, "\n"))
+		}
 		if err := newMCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio test server:", err)
 		}
@@ -88,6 +109,13 @@ func newMCPServer() *mcp.Server {
 			fmt.Fprintln(os.Stderr, "about to crash")
 			os.Exit(3)
 			return nil, nil, nil
+		})
+	// noise writes lines that are not JSON-RPC messages on stdout before
+	// its answer (the SDK writes nothing else meanwhile).
+	mcp.AddTool(s, &mcp.Tool{Name: "noise", Description: "prints noise on stdout"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			fmt.Println(strings.Join(noiseLines, "\r\n") + "\r\n\n   \t")
+			return textResult("after the noise"), nil, nil
 		})
 	// huge answers with a frame past the SDK's 16 MiB line bound.
 	mcp.AddTool(s, &mcp.Tool{Name: "huge", Description: "answers 17 MiB of text"},

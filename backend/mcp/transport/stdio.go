@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -30,6 +33,12 @@ type StdioOptions struct {
 	// Stderr receives each line the process writes to stderr (lines are cut
 	// at MaxStderrLine bytes). Nil drops them.
 	Stderr func(line string)
+	// Skipped receives, for each line on stdout that is not a JSON-RPC
+	// message or batch (a banner from print(), a log line), its start (at
+	// most MaxSkippedSnippet bytes) and why it is not one. The line is
+	// dropped and reading goes on, as the TypeScript SDK's stdio client
+	// does. Nil drops them silently.
+	Skipped func(snippet string, reason error)
 	// TerminateAfter is how long Close waits after closing stdin before
 	// SIGTERM, and again before SIGKILL (default: the SDK's 5s).
 	TerminateAfter time.Duration
@@ -40,6 +49,18 @@ type StdioOptions struct {
 
 // MaxStderrLine bounds one stderr line passed to StdioOptions.Stderr.
 const MaxStderrLine = 4 << 10
+
+// MaxSkippedSnippet bounds what StdioOptions.Skipped gets of a line.
+const MaxSkippedSnippet = 200
+
+// MaxStdoutLine bounds one line (one message) on a process' stdout: past it
+// the process is stopped (its output broke), as the SDK's stdio transport
+// does.
+const MaxStdoutLine = mcp.DefaultMaxLineLength
+
+// defaultTerminateAfter is StdioOptions.TerminateAfter's default (the
+// SDK's).
+const defaultTerminateAfter = 5 * time.Second
 
 // stdioWaitDelay bounds how long the process' pipes may stay open (held by
 // its children) after it exited.
@@ -71,8 +92,31 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 	lines := &lineWriter{fn: o.Stderr}
 	cmd.Stderr = lines
 	cmd.WaitDelay = stdioWaitDelay
-	conn, err := (&mcp.CommandTransport{Command: cmd, TerminateDuration: o.TerminateAfter}).Connect(ctx)
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		_ = stdout.Close()
+		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
+	}
+	terminate := o.TerminateAfter
+	if terminate <= 0 {
+		terminate = defaultTerminateAfter
+	}
+	// The SDK's newline-delimited JSON connection, over a stdout that
+	// carries only JSON-RPC lines: its reader stops at the first line that
+	// is not one. stdout is not closed: the connection closes by closing
+	// stdin (processInput.Close); Wait closes stdout.
+	out := &stdoutFilter{r: bufio.NewReaderSize(stdout, stdoutBuffer), max: MaxStdoutLine, skipped: o.Skipped}
+	in := &processInput{cmd: cmd, stdin: stdin, terminate: terminate}
+	conn, err := (&mcp.IOTransport{Reader: io.NopCloser(out), Writer: in, MaxLineLength: -1}).Connect(ctx)
+	if err != nil {
+		_ = in.Close()
 		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
 	}
 	return &stdioConn{Connection: conn, name: o.Cmd, stderr: lines, done: make(chan struct{}), onExit: o.OnExit}, nil
@@ -230,6 +274,168 @@ func (c *stdioConn) Close() error {
 		return nil // the process was told to stop; how it ended is no failure
 	}
 	return err
+}
+
+// processInput is the process' stdin; closing it stops the process: stdin
+// is closed, then the process gets TerminateAfter to exit, SIGTERM, again
+// TerminateAfter, and SIGKILL (the MCP spec's shutdown, as the SDK's
+// CommandTransport does it). Close returns how the process ended.
+type processInput struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	terminate time.Duration
+}
+
+func (p *processInput) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+
+func (p *processInput) Close() error {
+	_ = p.stdin.Close() // an error (closed already) still waits for the exit
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	wait := func() (error, bool) {
+		t := time.NewTimer(p.terminate)
+		defer t.Stop()
+		select {
+		case err := <-exited:
+			return err, true
+		case <-t.C:
+			return nil, false
+		}
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	if p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		if err, ok := wait(); ok {
+			return err
+		}
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	if err, ok := wait(); ok {
+		return err
+	}
+	return errors.New("unresponsive subprocess")
+}
+
+// stdoutBuffer is the read buffer of a process' stdout (a line longer than
+// it is assembled from several reads).
+const stdoutBuffer = 64 << 10
+
+// stdoutFilter reads a process' stdout line by line and passes on only the
+// lines that are a JSON-RPC message or batch, each trimmed and ending in a
+// newline. The others (a startup banner, a log line) are reported to
+// skipped and dropped: the SDK's reader would end the connection at the
+// first, which killed servers that work in SDK hosts. A line past max
+// bytes is an error (the output broke).
+type stdoutFilter struct {
+	r       *bufio.Reader
+	max     int
+	skipped func(snippet string, reason error)
+
+	line []byte // the line read last
+	rest []byte // what Read has still to return of it
+	err  error  // where the output ended, returned once rest is empty
+}
+
+func (f *stdoutFilter) Read(p []byte) (int, error) {
+	for len(f.rest) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, err := f.readLine()
+		f.err = err // a last line without newline still counts
+		msg := bytes.TrimSpace(line)
+		if len(msg) == 0 {
+			continue
+		}
+		if reason := checkMessage(msg); reason != nil {
+			if f.skipped != nil {
+				f.skipped(snippet(msg), reason)
+			}
+			continue
+		}
+		// readLine ends every line in a newline, which TrimSpace took:
+		// msg has room for it.
+		start := cap(line) - cap(msg)
+		end := start + len(msg)
+		line[end] = '\n'
+		f.rest = line[start : end+1]
+	}
+	n := copy(p, f.rest)
+	f.rest = f.rest[n:]
+	return n, nil
+}
+
+// keepLineBuffer is the largest line buffer kept for the next line: a
+// process that once sent a large message does not hold its size forever.
+const keepLineBuffer = 1 << 20
+
+// readLine reads the next line, its newline included (one is added to a
+// last line without one). At the end of the output it returns what is left
+// with the error.
+func (f *stdoutFilter) readLine() ([]byte, error) {
+	if cap(f.line) > keepLineBuffer {
+		f.line = nil
+	}
+	f.line = f.line[:0]
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		if len(f.line)+len(chunk) > f.max {
+			return nil, fmt.Errorf("a line on stdout is longer than %d bytes, the maximum line length", f.max)
+		}
+		f.line = append(f.line, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			if len(f.line) > 0 {
+				f.line = append(f.line, '\n')
+			}
+			return f.line, err
+		}
+		return f.line, nil
+	}
+}
+
+// checkMessage reports why a line is not a JSON-RPC message or a non-empty
+// batch of them, as the SDK's connection reads them (nil when it is): one
+// JSON value (the SDK's jsonrpc.DecodeMessage alone ignores what follows
+// the value, which its reader refuses) that decodes as messages.
+func checkMessage(line []byte) error {
+	if !json.Valid(line) {
+		var raw json.RawMessage
+		if err := json.Unmarshal(line, &raw); err != nil {
+			return err // the syntax error, found before anything is kept
+		}
+		return errors.New("not one JSON value")
+	}
+	if line[0] != '[' {
+		_, err := jsonrpc.DecodeMessage(line)
+		return err
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(line, &batch); err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return errors.New("an empty batch")
+	}
+	for _, raw := range batch {
+		if _, err := jsonrpc.DecodeMessage(raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snippet is the start of a skipped line, for a log.
+func snippet(line []byte) string {
+	if len(line) > MaxSkippedSnippet {
+		line = line[:MaxSkippedSnippet]
+	}
+	return strings.ToValidUTF8(string(line), "")
 }
 
 // lineWriter splits what a process writes into lines.

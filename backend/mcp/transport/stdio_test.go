@@ -1,12 +1,16 @@
 package transport
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -224,5 +228,115 @@ func TestLineWriter(t *testing.T) {
 				t.Fatalf("last = %q", w.last())
 			}
 		})
+	}
+}
+
+// skippedLines collects what StdioOptions.Skipped receives.
+type skippedLines struct {
+	mu       sync.Mutex
+	snippets []string
+	reasons  []error
+}
+
+func (s *skippedLines) add(snippet string, reason error) {
+	s.mu.Lock()
+	s.snippets = append(s.snippets, snippet)
+	s.reasons = append(s.reasons, reason)
+	s.mu.Unlock()
+}
+
+func (s *skippedLines) get() ([]string, []error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.snippets), slices.Clone(s.reasons)
+}
+
+// TestStdioSkipsLinesThatAreNotMessages: lines on a target's stdout that
+// are not JSON-RPC messages (a banner printed at startup, log lines, JSON
+// that is no message, a broken message) are skipped and reported with a
+// bounded snippet, and the target keeps working, as in the TypeScript
+// SDK's stdio client. The first such line used to stop the target ("its
+// output broke: invalid character").
+func TestStdioSkipsLinesThatAreNotMessages(t *testing.T) {
+	tests := []struct {
+		name   string
+		banner bool // the lines come before initialize, else from the noise tool mid-session
+	}{
+		{name: "startup banner", banner: true},
+		{name: "mid-session"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			skipped := &skippedLines{}
+			o := StdioOptions{Skipped: skipped.add, Env: map[string]string{}}
+			if tt.banner {
+				o.Env[stdioBannerEnv] = "1"
+			}
+			d, _ := startServer(t, o)
+			result[map[string]any](t, d.call("initialize", initParams(testVersion)))
+			d.notify("notifications/initialized", map[string]any{})
+			if !tt.banner {
+				if got := d.tool("noise", map[string]any{}, nil); got != "after the noise" {
+					t.Fatalf("noise = %q", got)
+				}
+			}
+			if got := d.tool("echo", map[string]any{"text": "still here"}, nil); got != "still here" {
+				t.Fatalf("echo after the skipped lines = %q", got)
+			}
+			snippets, reasons := skipped.get()
+			if len(snippets) != len(noiseLines) {
+				t.Fatalf("%d lines reported skipped, want %d: %q", len(snippets), len(noiseLines), snippets)
+			}
+			for i, line := range noiseLines {
+				want := strings.TrimSpace(line)
+				want = want[:min(len(want), MaxSkippedSnippet)]
+				if snippets[i] != want || reasons[i] == nil {
+					t.Errorf("skipped line %d reported as %q (%v), want %q with a reason", i, snippets[i], reasons[i], want)
+				}
+			}
+		})
+	}
+}
+
+// TestStdoutFilter: what the SDK's reader gets of a stdout: each message
+// line trimmed and ending in a newline, a last line without one included,
+// in reads of any size; a line past the bound is an error.
+func TestStdoutFilter(t *testing.T) {
+	msg := `{"jsonrpc":"2.0","id":1,"result":{}}`
+	tests := []struct {
+		name    string
+		in      string
+		max     int
+		want    string
+		skipped int
+		err     string
+	}{
+		{name: "messages and noise", in: "hello\n" + msg + "\r\n\n  \t" + msg + "  \nbye\n", want: msg + "\n" + msg + "\n", skipped: 2},
+		{name: "batch", in: "[" + msg + "," + msg + "]\n", want: "[" + msg + "," + msg + "]\n"},
+		{name: "last line without newline", in: "x\n" + msg, want: msg + "\n", skipped: 1},
+		{name: "noise only", in: "a\nb\nc", skipped: 3},
+		{name: "line past the bound", in: msg + "\n" + strings.Repeat("x", 200) + "\n" + msg + "\n", max: 100, want: msg + "\n", err: "maximum line length"},
+	}
+	for _, tt := range tests {
+		for _, size := range []int{1, 7, 4096} {
+			t.Run(tt.name+"/read "+strconv.Itoa(size), func(t *testing.T) {
+				skipped := 0
+				f := &stdoutFilter{r: bufio.NewReaderSize(strings.NewReader(tt.in), 16), max: cmp.Or(tt.max, 1<<20), skipped: func(string, error) { skipped++ }}
+				var got []byte
+				buf := make([]byte, size)
+				var err error
+				for err == nil {
+					var n int
+					n, err = f.Read(buf)
+					got = append(got, buf[:n]...)
+				}
+				if string(got) != tt.want || skipped != tt.skipped {
+					t.Errorf("read %q with %d skipped, want %q with %d", got, skipped, tt.want, tt.skipped)
+				}
+				if tt.err == "" && err != io.EOF || tt.err != "" && !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("error %v, want %q", err, cmp.Or(tt.err, "EOF"))
+				}
+			})
+		}
 	}
 }
