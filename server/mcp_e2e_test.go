@@ -278,7 +278,8 @@ func stdioTarget(name string) string {
 // TestMCPStdioTargets: a stdio target and an HTTP one multiplexed; sessions
 // keep their process (count goes on), a new session gets a new one; a
 // target that crashes mid-call answers the call with an error instead of
-// hanging, and the other target keeps working; DELETE ends the session.
+// hanging, the other target keeps working, and the crashed one is started
+// again by its next call; DELETE ends the session.
 func TestMCPStdioTargets(t *testing.T) {
 	web, _ := mcpTarget(t, "web", "echo")
 	tg := startGateway(t, `
@@ -328,11 +329,11 @@ binds:
 	if _, err := call(cs, "local_crash"); err == nil || !strings.Contains(err.Error(), "local") {
 		t.Fatalf("crash: %v, want an error naming the target", err)
 	}
-	if _, err := call(cs, "local_echo"); err == nil {
-		t.Fatal("a crashed target still answered")
-	}
 	if got, err := call(cs, "web_echo"); err != nil || got != "web:echo" {
 		t.Fatalf("web after the crash: %q %v", got, err)
+	}
+	if got, err := call(cs, "local_count"); err != nil || got != "1" {
+		t.Fatalf("count after the crash = %q %v, want 1 (a new process)", got, err)
 	}
 	eventually(t, 5*time.Second, "the crash logged", func() bool {
 		return tg.accessLogs().FilterMessage("mcp target failed").Len() > 0
@@ -351,7 +352,8 @@ binds:
 // TestMCPStdioProcessBound: config.mcp.maxStdioProcesses reaches the
 // backend: with a bound of one, a second session's process stops the
 // first's, which its next call starts again (its count starts over); a
-// process that crashed gives its place back.
+// process that crashed gives its place back until its session's next call
+// starts it again.
 func TestMCPStdioProcessBound(t *testing.T) {
 	tg := startGateway(t, `
 config:
@@ -405,9 +407,12 @@ binds:
 	if got := call(third, "count"); got != "1" {
 		t.Fatalf("third session counts %q", got)
 	}
-	// Making room never brings a crashed target back.
-	if got := call(first, "echo"); got == "local:echo" {
-		t.Fatalf("the crashed target answered %q", got)
+	// The crashed target's next call starts it again, in third's place.
+	if got := call(first, "count"); got != "1" {
+		t.Fatalf("the crashed target's next call counts %q, want 1 (a new process)", got)
+	}
+	if got := call(third, "count"); got != "1" {
+		t.Fatalf("third session after its process was stopped counts %q, want 1", got)
 	}
 }
 

@@ -86,6 +86,7 @@ type Backend struct {
 	never     bool // prefixMode never with several targets: route by lookup
 	failOpen  bool
 	stateless bool
+	sharedIDs bool // sealed with Options.SessionKey: other replicas may hold and end them
 	ttl       time.Duration
 	scope     string
 	aead      cipher.AEAD
@@ -119,6 +120,7 @@ func New(o Options) (*Backend, error) {
 		byName:          map[string]int{},
 		failOpen:        c.FailureMode == "failOpen",
 		stateless:       c.Stateless(),
+		sharedIDs:       len(o.SessionKey) > 0,
 		ttl:             o.SessionTTL,
 		scope:           o.Scope,
 		legacyKeepAlive: legacyKeepAlive,

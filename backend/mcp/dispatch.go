@@ -134,7 +134,7 @@ func (s *Session) continueUpstreams(ctx context.Context, clientID jsonrpc.ID, o 
 			conn, err := s.dial(ctx, i, o)
 			if err == nil && s.attach(i, conn) != nil {
 				pingID, _ := jsonrpc.MakeID("resume-ping")
-				if r := s.forwardOnce(ctx, i, pingID, "ping", json.RawMessage(`{}`), nil); r.Error == nil {
+				if r, _ := s.forwardOnce(ctx, i, pingID, "ping", json.RawMessage(`{}`), nil); r.Error == nil {
 					results[i] = &jsonrpc.Response{ID: clientID, Result: json.RawMessage(`{}`)}
 					return
 				}

@@ -535,27 +535,6 @@ func TestRelayDeleteRacesAReconnectingStream(t *testing.T) {
 	})
 }
 
-// TestRelayFailedTargetIsNamed: once a session's only target has failed (a
-// stdio process that exited), a list call is answered with that failure,
-// not with "Method not found" as if the target had never served tools.
-func TestRelayFailedTargetIsNamed(t *testing.T) {
-	cmd, args, env := mcptest.StdioCommand("crasher")
-	b := stdioBackend(t, Options{}, cmd, args, env)
-	endpoint := serveBackend(t, b, nil)
-	id := initSession(t, endpoint)
-	call := func(body string) string {
-		_, _, out := rpc{session: id, accept: "application/json", body: body}.post(t, endpoint)
-		return out
-	}
-	if out := call(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"crash","arguments":{}}}`); !strings.Contains(out, "target s failed") {
-		t.Fatalf("the crashing call: %s", out)
-	}
-	out := call(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
-	if !strings.Contains(out, `"code":-32603`) || !strings.Contains(out, "target s failed") || !strings.Contains(out, "exit status 3") {
-		t.Fatalf("tools/list after the target failed: %s", out)
-	}
-}
-
 // stdioBackend is a backend of route "route" with one stdio target "s"
 // (cmd, args, env), with o's other options, closed at the test's end.
 func stdioBackend(t *testing.T, o Options, cmd string, args []string, env map[string]string) *Backend {

@@ -397,11 +397,19 @@ func (s *Session) read(u *upstream) {
 	}
 }
 
-// upstreamFailed answers the calls waiting on a target that went away.
+// upstreamFailed answers the calls waiting on a target that went away. A
+// stdio target whose process ended on its own is started again on the
+// session's next use of it, as a parked one is: its process' state is gone
+// either way, and without a restart every later call to it failed until
+// the session expired.
 func (s *Session) upstreamFailed(u *upstream, err error) {
+	failure := fmt.Errorf("target %s failed: %w", u.name, err)
 	s.mu.Lock()
 	closed := s.closed
 	replaced := s.ups[u.idx] != u // parked or reconnected: closed on purpose
+	// Under s.mu: a call registers only on a connection not yet dead
+	// (forwardOnce), so each call is either answered here or refused there.
+	u.dead.Store(&failure)
 	var waiting []*call
 	for id, c := range s.pending {
 		if c.up == u {
@@ -409,12 +417,14 @@ func (s *Session) upstreamFailed(u *upstream, err error) {
 			delete(s.pending, id)
 		}
 	}
+	if !closed && !replaced && s.b.targets[u.idx].Kind == config.MCPTargetStdio {
+		s.ups[u.idx] = nil
+		s.parked[u.idx] = true
+	}
 	s.mu.Unlock()
 	if closed {
 		return
 	}
-	failure := fmt.Errorf("target %s failed: %w", u.name, err)
-	u.dead.Store(&failure)
 	if !replaced {
 		s.b.log.Warn("mcp target failed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name), zap.Error(err))
 	}
@@ -647,25 +657,62 @@ func (s *Session) cancelByClientID(clientID any) {
 }
 
 // forward sends a request to target i and waits for its response, which it
-// returns under the client's id. Related messages go to k when set. When the
-// target no longer knows the upstream session (it restarted, or another
-// replica ended it), the target is initialized again and the request sent
-// once more.
+// returns under the client's id. Related messages go to k when set. A
+// parked or exited stdio target is started first. When the target refuses
+// the upstream session (it restarted, or the session was ended through
+// another replica), see renewable: the target is initialized again and the
+// request, which it did not process, sent once more; or the client's
+// session ends, and its client gets 404 and starts a new one.
 func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
 	if method != "initialize" {
 		if err := s.unpark(ctx, i); err != nil {
 			return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
 		}
 	}
-	r := s.forwardOnce(ctx, i, clientID, method, params, k)
+	r, u := s.forwardOnce(ctx, i, clientID, method, params, k)
 	if method == "initialize" || method == "ping" || !sessionExpired(r) {
 		return r
 	}
-	// The target no longer holds the upstream session: it restarted, or the
-	// session was ended through another replica. Either way the client's
-	// session is over; the client starts a new one.
+	name := s.b.targets[i].Name
+	if s.b.renewable() {
+		err := s.renew(ctx, i, u)
+		if err == nil {
+			// Whatever the target answers now is the request's answer: a
+			// second refusal is not the session's end.
+			r, _ = s.forwardOnce(ctx, i, clientID, method, params, k)
+			return r
+		}
+		s.b.log.Info("mcp upstream session not renewed", zap.String("backend", s.b.opts.Name), zap.String("target", name), zap.Error(err))
+	}
 	s.lose()
-	return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("session ended: target %s no longer holds it", s.b.targets[i].Name))
+	return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("session ended: target %s no longer holds it", name))
+}
+
+// renewable reports whether a target's refusal of an upstream session is
+// met by a new upstream session rather than by the end of the client's
+// session. Without config.session.key no other replica can hold or end a
+// session of this process, so a refusal means that the target lost it (a
+// restart); with the key it may be how a DELETE on another replica reaches
+// this one (the DELETE ended the upstream sessions), and renewing would
+// bring the ended session back.
+func (b *Backend) renewable() bool { return !b.sharedIDs }
+
+// renew replaces target i's upstream session u, which the target refused,
+// with a new one (initialized with the client's params). When another call
+// renewed it meanwhile, that one is kept.
+func (s *Session) renew(ctx context.Context, i int, u *upstream) error {
+	s.dialing[i].Lock()
+	defer s.dialing[i].Unlock()
+	s.mu.Lock()
+	cur := s.ups[i]
+	s.mu.Unlock()
+	switch {
+	case cur == nil:
+		return errors.New("target not connected") // a renewal failed meanwhile
+	case cur != u:
+		return nil
+	}
+	return s.reconnectLocked(ctx, i)
 }
 
 // streaming reports whether the client has its stream open.
@@ -750,13 +797,18 @@ func (s *Session) park(i int, idle time.Duration, now time.Time) bool {
 	return true
 }
 
+// sessionExpired reports a response the transport made up because the
+// target refused the upstream session (transport.ErrSessionExpired): the
+// request was not processed. A target's own JSON-RPC error is never one,
+// whatever its code (the TypeScript SDK's -32001 is a request timeout).
 func sessionExpired(r *jsonrpc.Response) bool {
-	var we *jsonrpc.Error
-	return r.Error != nil && (errors.Is(r.Error, transport.ErrSessionExpired) || errors.As(r.Error, &we) && we.Code == transport.CodeSessionExpired)
+	return r.Error != nil && errors.Is(r.Error, transport.ErrSessionExpired)
 }
 
 // reconnectLocked opens a new upstream session to target i with the
-// client's initialize params. The caller holds s.dialing[i].
+// client's initialize params. The caller holds s.dialing[i]. When it fails
+// the target is left unconnected; a stdio target is started again on its
+// next use.
 func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 	s.mu.Lock()
 	params, o := s.init, s.opts
@@ -774,26 +826,40 @@ func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 		return errors.New("session closed")
 	}
 	id, _ := jsonrpc.MakeID("reinitialize")
-	if r := s.forwardOnce(ctx, i, id, "initialize", params, nil); r.Error != nil {
-		return r.Error
+	r, _ := s.forwardOnce(ctx, i, id, "initialize", params, nil)
+	if r.Error != nil {
+		err = r.Error
+	} else {
+		err = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 	}
+	if err != nil {
+		// Not initialized: no call may reach it.
+		s.mu.Lock()
+		if s.ups[i] == u {
+			s.ups[i] = nil
+			s.parked[i] = s.b.targets[i].Kind == config.MCPTargetStdio
+		}
+		s.mu.Unlock()
+		go u.conn.Close()
+		return err
+	}
+	s.noteCaps(i, r.Result)
 	s.b.log.Info("mcp upstream session renewed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name))
-	return u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
+	return nil
 }
 
-func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
+// forwardOnce sends a request to target i's connection and waits for its
+// response; it returns the connection it used (nil when none).
+func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) (*jsonrpc.Response, *upstream) {
 	s.mu.Lock()
 	u := s.ups[i]
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return errorResponse(clientID, jsonrpc.CodeInternalError, "session closed")
+		return errorResponse(clientID, jsonrpc.CodeInternalError, "session closed"), nil
 	}
 	if u == nil {
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s is not available", s.b.targets[i].Name))
-	}
-	if dead := u.dead.Load(); dead != nil {
-		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error())
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s is not available", s.b.targets[i].Name)), nil
 	}
 	u.calls.Add(1)
 	defer u.calls.Add(-1)
@@ -801,6 +867,10 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	up := s.nextID.Add(1)
 	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: requestProgressToken(params), started: time.Now()}
 	s.mu.Lock()
+	if dead := u.dead.Load(); dead != nil {
+		s.mu.Unlock()
+		return errorResponse(clientID, jsonrpc.CodeInternalError, (*dead).Error()), u
+	}
 	s.pending[up] = c
 	s.mu.Unlock()
 	upID, _ := jsonrpc.MakeID(float64(up))
@@ -812,16 +882,16 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 			// with the answer): the request may well be in its hands.
 			s.cancelUpstream(c, "cancelled by the gateway")
 		}
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, err))
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, err)), u
 	}
 	select {
 	case r := <-c.ch:
-		return &jsonrpc.Response{ID: clientID, Result: r.Result, Error: r.Error}
+		return &jsonrpc.Response{ID: clientID, Result: r.Result, Error: r.Error}, u
 	case <-ctx.Done():
 		s.drop(up)
 		// Tell the target to stop working on it.
 		s.cancelUpstream(c, "cancelled by the gateway")
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err()))
+		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err())), u
 	}
 }
 

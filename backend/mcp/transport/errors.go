@@ -9,9 +9,11 @@ import (
 
 var (
 	// ErrSessionExpired matches (errors.Is) the error of a response the
-	// connection made up because the target answered 404 for a request that
-	// carried a session id: the upstream session is gone and a new one needs
-	// an initialize. On the wire it is code CodeSessionExpired.
+	// connection made up because the target refused the session id the
+	// request carried (404; or 400 without an answer to the request, see
+	// refusedSession): the upstream session is gone, a new one needs an
+	// initialize, and the request was not processed. On the wire it is
+	// code CodeSessionExpired.
 	ErrSessionExpired = errors.New("upstream MCP session expired")
 	// ErrUnauthorized matches the error of a response made up for a request
 	// the target refused with 401 or 403.

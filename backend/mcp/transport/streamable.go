@@ -96,7 +96,7 @@ type streamable struct {
 	mu        sync.Mutex
 	sessionID string
 	version   string
-	expired   bool                    // the target answered 404 to our session id
+	expired   bool                    // the target refused our session id (refusedSession)
 	inits     map[jsonrpc.ID]struct{} // initialize requests awaiting their result
 	listening bool                    // the standalone GET stream was started
 	ready     bool                    // initialized or resumed: the stream may open
@@ -401,7 +401,7 @@ func (c *streamable) handleResponse(resp *http.Response, msg jsonrpc.Message, ca
 // httpFailure answers a request the target refused with an HTTP error.
 func (c *streamable) httpFailure(resp *http.Response, msg jsonrpc.Message, call *jsonrpc.Request, sentSession string) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	expired := resp.StatusCode == http.StatusNotFound && sentSession != ""
+	expired := refusedSession(resp.StatusCode, body, call, sentSession)
 	if expired {
 		c.mu.Lock()
 		if c.sessionID == sentSession {
@@ -445,6 +445,30 @@ func (c *streamable) httpFailure(resp *http.Response, msg jsonrpc.Message, call 
 		err = newUpstreamError(nil, code, "upstream MCP server rejected %s (HTTP %d%s)", call.Method, status, suffix(detail))
 	}
 	c.deliver(errorResponse(call.ID, err))
+}
+
+// refusedSession reports whether a target's HTTP error refuses the upstream
+// session a request named (sentSession; initialize names none): 404, as
+// the spec has it, or a 400 that does not answer the request, as servers
+// built on the TypeScript SDK's examples refuse an id they do not know
+// ("Bad Request: No valid session ID provided", id null). A 400 whose body
+// is a JSON-RPC answer to the request is the target refusing the request
+// itself, not the session.
+func refusedSession(status int, body []byte, call *jsonrpc.Request, sentSession string) bool {
+	switch {
+	case sentSession == "":
+		return false
+	case status == http.StatusNotFound:
+		return true
+	case status != http.StatusBadRequest || call == nil:
+		return false
+	}
+	if m, err := jsonrpc.DecodeMessage(body); err == nil {
+		if r, ok := m.(*jsonrpc.Response); ok && r.ID == call.ID {
+			return false
+		}
+	}
+	return true
 }
 
 func suffix(detail string) string {

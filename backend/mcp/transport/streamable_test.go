@@ -266,6 +266,15 @@ func TestStreamableHTTPFailures(t *testing.T) {
 			code: jsonrpc.CodeInternalError, want: []string{"HTTP 404"}},
 		{name: "404 with a session", session: "s-1", reply: func(w http.ResponseWriter) { http.Error(w, "session not found", http.StatusNotFound) },
 			kind: ErrSessionExpired, code: CodeSessionExpired, want: []string{"expired", "404"}},
+		// The TypeScript SDK examples' answer to a session id they do not know.
+		{name: "400 with a session, answering no request", session: "s-1", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 400, `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}`)
+		}, kind: ErrSessionExpired, code: CodeSessionExpired, want: []string{"expired", "HTTP 400", "No valid session ID"}},
+		{name: "400 with a session, plain text", session: "s-1", reply: func(w http.ResponseWriter) { http.Error(w, "unknown session", http.StatusBadRequest) },
+			kind: ErrSessionExpired, code: CodeSessionExpired, want: []string{"expired", "HTTP 400", "unknown session"}},
+		{name: "400 with a session, answering the request", session: "s-1", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 400, `{"jsonrpc":"2.0","id":101,"error":{"code":-32602,"message":"bad cursor"}}`)
+		}, code: -32602, want: []string{"rejected tools/list", "HTTP 400", "bad cursor"}},
 		{name: "unsupported content type", reply: func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/plain")
 			_, _ = io.WriteString(w, "hi")
