@@ -231,3 +231,67 @@ func TestRelayForwardsOnlyMCPMethods(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayClientCancelAnswersCallBeforeResponseHead: a client's
+// notifications/cancelled answers its call at once (-32603 cancelled, as
+// when the target answers with an event stream) even when the target
+// answers in plain JSON and ignores the cancellation: its response head
+// comes only with the answer. The POST used to wait for the call's bound
+// (10 minutes), keeping its place among the session's calls.
+func TestRelayClientCancelAnswersCallBeforeResponseHead(t *testing.T) {
+	for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
+		t.Run(accept, func(t *testing.T) {
+			release := make(chan struct{})
+			f := startFakeTarget(t, func(method string, _ json.RawMessage) any {
+				if method != "tools/call" {
+					return nil
+				}
+				<-release // deaf to notifications/cancelled
+				return map[string]any{"content": []any{}}
+			})
+			t.Cleanup(func() { close(release) }) // before the target closes
+			b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: f.URL}}})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			endpoint := serveBackendOn(t, b, ln, func(r *Request) { r.Timeout = time.Minute })
+			id := initSession(t, endpoint)
+			type answer struct {
+				status int
+				body   string
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{}}}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", accept)
+				req.Header.Set("Mcp-Session-Id", id)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- answer{body: err.Error()}
+					return
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				answered <- answer{resp.StatusCode, string(body)}
+			}()
+			mcptest.WaitFor(t, func() bool { return f.count("tools/call") == 1 })
+			if status, _, body := (rpc{session: id, body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`}).post(t, endpoint); status != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d %s", status, body)
+			}
+			select {
+			case a := <-answered:
+				if a.status != http.StatusOK || !strings.Contains(a.body, `"id":3`) || !strings.Contains(a.body, `"code":-32603`) || !strings.Contains(a.body, "cancelled") {
+					t.Fatalf("the cancelled call answered %d %s", a.status, a.body)
+				}
+			case <-time.After(10 * time.Second): // a bound, well under the call's minute
+				t.Fatal("the cancelled call was not answered")
+			}
+			mcptest.WaitFor(t, func() bool { return f.count("notifications/cancelled") == 1 })
+			if n := inFlight(b); n != 0 {
+				t.Fatalf("%d calls still in flight", n)
+			}
+		})
+	}
+}

@@ -78,6 +78,10 @@ type call struct {
 	sink      *sink  // where related messages go (an SSE response), or nil
 	progress  string
 	started   time.Time
+	// stop ends the request's Write: whoever answers the call on ch
+	// instead of the target calls it, so that a Write still waiting for a
+	// plain-JSON target's response head lets the call take the answer.
+	stop context.CancelFunc
 }
 
 // serverRequest is a request a target sent to the client.
@@ -244,6 +248,7 @@ func (s *Session) shutdown(keepUpstream bool) {
 	s.mu.Unlock()
 	for _, c := range pending {
 		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "session closed")
+		c.stop()
 	}
 	if stream != nil {
 		stream.close()
@@ -430,6 +435,7 @@ func (s *Session) upstreamFailed(u *upstream, err error) {
 	}
 	for _, c := range waiting {
 		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, failure.Error())
+		c.stop()
 	}
 }
 
@@ -654,6 +660,7 @@ func (s *Session) cancelByClientID(clientID any) {
 	}
 	s.cancelUpstream(c, "cancelled by the client")
 	c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "cancelled")
+	c.stop() // a target answering in plain JSON may not have sent its head
 }
 
 // forward sends a request to target i and waits for its response, which it
@@ -865,7 +872,9 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	defer u.calls.Add(-1)
 	u.touch()
 	up := s.nextID.Add(1)
-	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: requestProgressToken(params), started: time.Now()}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	c := &call{up: u, target: i, upID: up, ch: make(chan *jsonrpc.Response, 1), sink: k, clientKey: idKey(clientID.Raw()), progress: requestProgressToken(params), started: time.Now(), stop: stop}
 	s.mu.Lock()
 	if dead := u.dead.Load(); dead != nil {
 		s.mu.Unlock()
@@ -874,7 +883,14 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	s.pending[up] = c
 	s.mu.Unlock()
 	upID, _ := jsonrpc.MakeID(float64(up))
-	if err := u.conn.Write(ctx, &jsonrpc.Request{ID: upID, Method: method, Params: params}); err != nil {
+	if err := u.conn.Write(wctx, &jsonrpc.Request{ID: upID, Method: method, Params: params}); err != nil {
+		select {
+		case r := <-c.ch:
+			// Answered while the Write waited (cancelled by the client,
+			// the target failed, the session closed): that is the answer.
+			return &jsonrpc.Response{ID: clientID, Result: r.Result, Error: r.Error}, u
+		default:
+		}
 		s.drop(up)
 		if ctx.Err() != nil {
 			// The client left or the call timed out before the target's
