@@ -3,7 +3,9 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -556,4 +558,118 @@ func (b *Backend) pendingCalls() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// startProgressTarget is a streamable HTTP target on 127.0.0.1 whose one
+// tool, report, answers with an event stream: a progress notification
+// with the token in its "token" argument (whichever call's), then its
+// result.
+func startProgressTarget(t *testing.T) string {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Arguments struct {
+					Token any `json:"token"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if len(msg.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", "progress-session")
+		answer := func(result any) []byte {
+			data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
+			return data
+		}
+		switch msg.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(answer(map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "progress", "version": "1"}}))
+		case "tools/call":
+			progress, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": msg.Params.Arguments.Token, "progress": 1, "message": "from the progress target"}})
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\nevent: message\ndata: %s\n\n", progress, answer(map[string]any{"content": []any{map[string]any{"type": "text", "text": "reported"}}}))
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			data, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "error": map[string]any{"code": -32601, "message": "Method not found"}})
+			_, _ = w.Write(data)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// TestRelayProgressStaysWithItsTarget: a target's progress notification
+// reaches the client with that target's call whose token it carries, and
+// never another target's: one that names another target's call in flight
+// is dropped. Progress was matched by token alone, so one target could
+// report progress on another's call (the tokens are the client's, often
+// small numbers).
+func TestRelayProgressStaysWithItsTarget(t *testing.T) {
+	victim, _ := target(t, "v", "block")
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{
+		{Name: "p", Kind: config.MCPTargetStreamable, URL: startProgressTarget(t)},
+		{Name: "v", Kind: config.MCPTargetStreamable, URL: victim},
+	}})
+	endpoint := serveBackend(t, b, nil)
+	id := initSession(t, endpoint)
+
+	// Its own call's progress comes on the call's stream.
+	status, h, body := rpc{session: id, body: `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"p_report","arguments":{"token":"own"},"_meta":{"progressToken":"own"}}}`}.post(t, endpoint)
+	if status != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || !strings.Contains(body, `"progressToken":"own"`) || !strings.Contains(body, "reported") {
+		t.Fatalf("a call with its own progress: %d %s %s", status, h.Get("Content-Type"), body)
+	}
+
+	// A call to the other target is in flight with token 1.
+	type answer struct {
+		status      int
+		contentType string
+		body        string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"v_block","arguments":{},"_meta":{"progressToken":1}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(data)}
+	}()
+	mcptest.WaitFor(t, func() bool { return inFlight(b) == 1 })
+	// The progress target reports on token 1, from a call of its own
+	// answered in plain JSON (its notification has nowhere else to go).
+	if status, _, body := (rpc{session: id, accept: "application/json", body: `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"p_report","arguments":{"token":1}}}`}).post(t, endpoint); status != http.StatusOK || !strings.Contains(body, "reported") {
+		t.Fatalf("the reporting call: %d %s", status, body)
+	}
+	if status, _, body := (rpc{session: id, body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`}).post(t, endpoint); status != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", status, body)
+	}
+	a := <-answered
+	if a.status != http.StatusOK || strings.Contains(a.body, "from the progress target") || !strings.Contains(a.body, "cancelled") {
+		t.Fatalf("the other target's call answered %d %s: %s", a.status, a.contentType, a.body)
+	}
 }

@@ -457,28 +457,38 @@ func (s *Session) deliver(u *upstream, r *jsonrpc.Response) {
 	}
 }
 
-// relatedSink picks the stream for a message a target sends on its own: the
-// SSE response of the target's latest call in flight, else the client's
-// stream.
-func (s *Session) relatedSink(target int, progress string) *sink {
+// relatedSink picks the stream for a message a target sends on its own: a
+// progress notification goes with the call of that target whose token it
+// carries (its SSE response, or the client's stream for a call answered
+// in plain JSON); anything else to the SSE response of the target's latest
+// call in flight, else the client's stream (nil). A progress notification
+// whose token names only other targets' calls is refused (false): tokens
+// are the client's, often small numbers, and one target must not report
+// progress on another's call.
+func (s *Session) relatedSink(target int, progress string) (*sink, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var best *call
+	foreign := false
 	for _, c := range s.pending {
-		if c.sink == nil {
+		if progress != "" && c.progress == progress {
+			if c.target == target {
+				return c.sink, true
+			}
+			foreign = true
 			continue
 		}
-		if progress != "" && c.progress == progress {
-			return c.sink
-		}
-		if c.target == target && (best == nil || c.started.After(best.started)) {
+		if c.sink != nil && c.target == target && (best == nil || c.started.After(best.started)) {
 			best = c
 		}
 	}
-	if best != nil {
-		return best.sink
+	if foreign {
+		return nil, false
 	}
-	return nil
+	if best != nil {
+		return best.sink, true
+	}
+	return nil, true
 }
 
 // toClient sends a message to the client on the best stream, or keeps it for
@@ -490,7 +500,12 @@ func (s *Session) toClient(target int, progress string, msg jsonrpc.Message) {
 		return
 	}
 	stall := s.b.clientStall
-	if k := s.relatedSink(target, progress); k != nil && k.put(data, stall) {
+	related, ok := s.relatedSink(target, progress)
+	if !ok {
+		s.b.log.Debug("mcp progress notification dropped: its token is another target's call's", zap.String("backend", s.b.opts.Name), zap.String("target", s.b.targets[target].Name))
+		return
+	}
+	if related != nil && related.put(data, stall) {
 		return
 	}
 	s.mu.Lock()
