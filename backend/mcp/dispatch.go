@@ -48,6 +48,7 @@ var Version = "dev"
 // initialized again, so a dead session starts no process.
 func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params json.RawMessage, o connectOptions) *jsonrpc.Response {
 	n := len(s.b.targets)
+	params, version := negotiable(params)
 	s.mu.Lock()
 	s.init = params
 	s.opts = connectOptions{headers: o.headers}
@@ -107,12 +108,51 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 		return firstErr
 	}
 	if len(ok) == 1 && n == 1 {
-		s.noteVersion(results[ok[0]].Result)
-		return results[ok[0]]
+		r := results[ok[0]]
+		r.Result = withKnownVersion(r.Result, version)
+		s.noteVersion(r.Result)
+		return r
 	}
-	merged := mergeInitialize(results, ok)
+	merged := mergeInitialize(results, ok, version)
 	s.noteVersion(merged)
 	return &jsonrpc.Response{ID: clientID, Result: merged}
+}
+
+// negotiable returns a client's initialize params with a protocol version
+// the gateway knows: the client's, or initializeVersion in place of one it
+// does not know. The targets then negotiate among versions the gateway
+// accepts afterwards in Mcp-Protocol-Version: a target that took the
+// client's "2024-10-07" had the client's next request refused with 400.
+// version is the one the params name ("" when they are not an object).
+func negotiable(params json.RawMessage) (json.RawMessage, string) {
+	p, ok := object(params)
+	if !ok {
+		return params, ""
+	}
+	var version string
+	if json.Unmarshal(p["protocolVersion"], &version) == nil && knownVersion(version) {
+		return params, version
+	}
+	p["protocolVersion"], _ = json.Marshal(initializeVersion)
+	return encode(p, params), initializeVersion
+}
+
+// withKnownVersion returns a target's initialize result with version in
+// place of a protocol version the gateway does not know (a target's "1.0"):
+// the gateway speaks to the client only versions it accepts afterwards.
+func withKnownVersion(result json.RawMessage, version string) json.RawMessage {
+	var r struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if version == "" || json.Unmarshal(result, &r) != nil || r.ProtocolVersion == "" || knownVersion(r.ProtocolVersion) {
+		return result
+	}
+	p, ok := object(result)
+	if !ok {
+		return result
+	}
+	p["protocolVersion"], _ = json.Marshal(version)
+	return encode(p, result)
 }
 
 // errSessionEnded is the error of a resume whose upstream sessions are gone.
@@ -172,8 +212,10 @@ func (s *Session) disconnect(i int) {
 }
 
 // mergeInitialize merges the targets' initialize results: the oldest
-// protocol version, the union of capabilities, the instructions joined.
-func mergeInitialize(results []*jsonrpc.Response, ok []int) json.RawMessage {
+// protocol version the gateway knows (fallback when none answered one: a
+// target's "1.0" must not become the session's), the union of
+// capabilities, the instructions joined.
+func mergeInitialize(results []*jsonrpc.Response, ok []int, fallback string) json.RawMessage {
 	version := ""
 	caps := map[string]map[string]any{}
 	var instructions []string
@@ -186,7 +228,7 @@ func mergeInitialize(results []*jsonrpc.Response, ok []int) json.RawMessage {
 		if json.Unmarshal(results[i].Result, &r) != nil {
 			continue
 		}
-		if r.ProtocolVersion != "" && (version == "" || r.ProtocolVersion < version) {
+		if knownVersion(r.ProtocolVersion) && (version == "" || r.ProtocolVersion < version) {
 			version = r.ProtocolVersion
 		}
 		for name, c := range r.Capabilities {
@@ -207,6 +249,9 @@ func mergeInitialize(results []*jsonrpc.Response, ok []int) json.RawMessage {
 		if r.Instructions != "" {
 			instructions = append(instructions, r.Instructions)
 		}
+	}
+	if version == "" {
+		version = fallback
 	}
 	out := map[string]any{
 		"protocolVersion": version,

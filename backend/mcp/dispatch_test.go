@@ -19,11 +19,18 @@ func TestMergeInitialize(t *testing.T) {
 		ServerInfo      map[string]string         `json:"serverInfo"`
 		Instructions    string                    `json:"instructions"`
 	}
-	if err := json.Unmarshal(mergeInitialize(results, []int{0, 1}), &got); err != nil {
+	results = append(results, &jsonrpc.Response{Result: json.RawMessage(`{"protocolVersion":"1.0","capabilities":{}}`)})
+	if err := json.Unmarshal(mergeInitialize(results, []int{0, 1, 3}, "2025-11-25"), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.ProtocolVersion != "2025-03-26" {
-		t.Errorf("version %q, want the oldest", got.ProtocolVersion)
+		t.Errorf("version %q, want the oldest the gateway knows", got.ProtocolVersion)
+	}
+	var only struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(mergeInitialize(results, []int{3}, "2025-11-25"), &only); err != nil || only.ProtocolVersion != "2025-11-25" {
+		t.Errorf("version %q (%v) with no known one answered, want the fallback", only.ProtocolVersion, err)
 	}
 	if got.Capabilities["tools"]["listChanged"] != true {
 		t.Errorf("tools.listChanged not OR'ed: %v", got.Capabilities["tools"])

@@ -77,14 +77,36 @@ const (
 )
 
 // knownVersions are the protocol versions the SDK speaks (read once: the
-// SDK returns a copy).
+// SDK returns a copy). The gateway accepts these in Mcp-Protocol-Version,
+// and negotiates only these (negotiable, mergeInitialize).
 var knownVersions = sdk.SupportedProtocolVersions()
+
+// versionWithoutInitialize is the first protocol version that opens no
+// session with initialize.
+const versionWithoutInitialize = "2026-07-28"
+
+// initializeVersion is what an initialize naming a version the gateway does
+// not know negotiates: the newest it knows that still has initialize, as a
+// server answers with the latest version it supports.
+var initializeVersion = func() string {
+	newest := ""
+	for _, v := range knownVersions {
+		if v < versionWithoutInitialize && v > newest {
+			newest = v
+		}
+	}
+	return newest
+}()
 
 // supportedVersion reports whether the gateway speaks a protocol version a
 // client names in Mcp-Protocol-Version.
 func supportedVersion(v []byte) bool {
+	return knownVersion(string(v))
+}
+
+func knownVersion(v string) bool {
 	for _, known := range knownVersions {
-		if string(v) == known {
+		if v == known {
 			return true
 		}
 	}

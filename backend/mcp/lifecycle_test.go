@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -417,6 +418,101 @@ func TestRelayRefusesUnknownProtocolVersion(t *testing.T) {
 			status, _, body := rpc{session: id, version: tc.version, accept: "application/json", body: toolsList}.post(t, endpoint)
 			if status != tc.want {
 				t.Fatalf("status %d %s, want %d", status, body, tc.want)
+			}
+		})
+	}
+}
+
+// versionTarget is a streamable HTTP target answering in plain JSON whose
+// initialize answers the protocol version answer gives for the requested
+// one (which it records); it lists no tools.
+func versionTarget(t *testing.T, answer func(requested string) string) (string, *atomic.Value) {
+	t.Helper()
+	var requested atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"params"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&msg) != nil {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if len(msg.ID) == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		result := map[string]any{"tools": []any{}}
+		if msg.Method == "initialize" {
+			requested.Store(msg.Params.ProtocolVersion)
+			w.Header().Set("Mcp-Session-Id", "v")
+			result = map[string]any{"protocolVersion": answer(msg.Params.ProtocolVersion), "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "v", "version": "1"}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp", &requested
+}
+
+// TestRelayNegotiatesOnlyKnownVersions: the protocol version an initialize
+// negotiates is one the gateway accepts afterwards in Mcp-Protocol-Version.
+// A version the gateway does not know is not offered to the targets (the
+// newest it knows goes instead), and a target's answer it does not know
+// is ignored (failOpen) or replaced. A client's "2024-10-07", taken by a
+// target, was refused with 400 on the next request; a target's "1.0" was
+// the merged version, being the "oldest".
+func TestRelayNegotiatesOnlyKnownVersions(t *testing.T) {
+	echo := func(v string) string { return v }
+	bogus := func(string) string { return "1.0" }
+	tests := []struct {
+		name      string
+		requested string
+		targets   []func(string) string
+		want      string
+	}{
+		{name: "unknown version requested", requested: "2024-10-07", targets: []func(string) string{echo}, want: initializeVersion},
+		{name: "known version requested", requested: "2025-03-26", targets: []func(string) string{echo}, want: "2025-03-26"},
+		{name: "a target's unknown answer", requested: "2025-06-18", targets: []func(string) string{bogus}, want: "2025-06-18"},
+		{name: "a target's unknown answer merged", requested: "2025-03-26", targets: []func(string) string{bogus, echo}, want: "2025-03-26"},
+		{name: "unknown everywhere", requested: "2024-10-07", targets: []func(string) string{bogus, bogus}, want: initializeVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &config.MCPBackend{FailureMode: "failOpen"}
+			var got []*atomic.Value
+			for i, answer := range tt.targets {
+				url, requested := versionTarget(t, answer)
+				got = append(got, requested)
+				cfg.Targets = append(cfg.Targets, config.MCPTarget{Name: string(rune('a' + i)), Kind: config.MCPTargetStreamable, URL: url})
+			}
+			endpoint := serveBackend(t, newTestBackend(t, cfg), nil)
+			status, h, body := rpc{body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + tt.requested + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`}.post(t, endpoint)
+			var init struct {
+				Result struct {
+					ProtocolVersion string `json:"protocolVersion"`
+				} `json:"result"`
+			}
+			if status != http.StatusOK || json.Unmarshal([]byte(body), &init) != nil || init.Result.ProtocolVersion != tt.want {
+				t.Fatalf("initialize: %d %s, want version %s", status, body, tt.want)
+			}
+			for i, requested := range got {
+				if v, _ := requested.Load().(string); !supportedVersion([]byte(v)) {
+					t.Errorf("target %d was asked for version %q", i, v)
+				}
+			}
+			status, _, body = rpc{session: h.Get("Mcp-Session-Id"), version: init.Result.ProtocolVersion, accept: "application/json", body: toolsList}.post(t, endpoint)
+			if status != http.StatusOK {
+				t.Fatalf("a request with the negotiated version: %d %s", status, body)
 			}
 		})
 	}
