@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,7 +19,8 @@ import (
 // fakeTarget is a hand-written streamable HTTP MCP target on 127.0.0.1
 // answering in plain JSON: initialize declares the tools capability,
 // notifications get 202, and every other request is answered by handle
-// (a nil result: method not found). It counts the requests per method.
+// (a nil result: method not found; a rawAnswer: the body it makes). It
+// counts the requests per method.
 type fakeTarget struct {
 	URL   string
 	calls map[string]*atomic.Int64
@@ -68,6 +70,11 @@ func startFakeTarget(t *testing.T, handle func(method string, params json.RawMes
 		} else {
 			result = handle(msg.Method, msg.Params)
 		}
+		if raw, ok := result.(rawAnswer); ok {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(raw(msg.ID))
+			return
+		}
 		resp := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
 		if result == nil {
 			resp["error"] = map[string]any{"code": -32601, "message": "Method not found"}
@@ -87,6 +94,10 @@ func startFakeTarget(t *testing.T, handle func(method string, params json.RawMes
 	f.URL = "http://" + ln.Addr().String() + "/mcp"
 	return f
 }
+
+// rawAnswer is a fakeTarget answer written as it is: the body for a
+// request id.
+type rawAnswer func(id json.RawMessage) []byte
 
 // pager answers tools/list with pages of n tools whose names are padded to
 // pad bytes, the last page being last (-1: never).
@@ -291,6 +302,50 @@ func TestRelayClientCancelAnswersCallBeforeResponseHead(t *testing.T) {
 			mcptest.WaitFor(t, func() bool { return f.count("notifications/cancelled") == 1 })
 			if n := inFlight(b); n != 0 {
 				t.Fatalf("%d calls still in flight", n)
+			}
+		})
+	}
+}
+
+// TestRelayRefusesResponseWithoutResult: a target's response with neither
+// a result nor an error (a null or missing result) is answered with a
+// clean -32603 error naming the target, as other malformed answers are,
+// and a list counts it as a failure. It used to reach the client as
+// "result":null, which no client can use.
+func TestRelayRefusesResponseWithoutResult(t *testing.T) {
+	bodies := map[string]string{
+		"null":    `{"jsonrpc":"2.0","id":%s,"result":null}`,
+		"absent":  `{"jsonrpc":"2.0","id":%s}`,
+		"spaced":  `{"jsonrpc":"2.0","id":%s,"result": null }`,
+		"present": `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"fine"}]}}`,
+	}
+	f := startFakeTarget(t, func(method string, params json.RawMessage) any {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if method == "tools/list" {
+			p.Name = "null"
+		}
+		return rawAnswer(func(id json.RawMessage) []byte { return []byte(fmt.Sprintf(bodies[p.Name], id)) })
+	})
+	b := newTestBackend(t, &config.MCPBackend{Targets: []config.MCPTarget{{Name: "a", Kind: config.MCPTargetStreamable, URL: f.URL}}})
+	endpoint := serveBackend(t, b, nil)
+	id := initSession(t, endpoint)
+	for _, tc := range []struct{ name, body, want string }{
+		{"null", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"null","arguments":{}}}`, "target a: bad response"},
+		{"absent", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"absent","arguments":{}}}`, "target a: bad response"},
+		{"spaced", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"spaced","arguments":{}}}`, "target a: bad response"},
+		{"list", toolsList, "target a: bad response"},
+		{"present", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"present","arguments":{}}}`, `"text":"fine"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, out := rpc{session: id, accept: "application/json", body: tc.body}.post(t, endpoint)
+			if status != http.StatusOK || !strings.Contains(out, tc.want) || strings.Contains(out, `"result":null`) {
+				t.Fatalf("%d %s, want %s", status, out, tc.want)
+			}
+			if tc.name != "present" && !strings.Contains(out, `"code":-32603`) {
+				t.Fatalf("%s: not a -32603 error", out)
 			}
 		})
 	}

@@ -917,6 +917,11 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 	}
 	select {
 	case r := <-c.ch:
+		if r.Error == nil && noResult(r.Result) {
+			// Not an answer a client can use ("result":null): the same
+			// error as other malformed answers.
+			return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: bad response: neither a result nor an error", u.name)), u
+		}
 		return &jsonrpc.Response{ID: clientID, Result: r.Result, Error: r.Error}, u
 	case <-ctx.Done():
 		s.drop(up)
@@ -924,6 +929,12 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 		s.cancelUpstream(c, "cancelled by the gateway")
 		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err())), u
 	}
+}
+
+// noResult reports a response's result that is missing or null.
+func noResult(result json.RawMessage) bool {
+	r := bytes.TrimSpace(result)
+	return len(r) == 0 || string(r) == "null"
 }
 
 // cancelTimeout bounds sending notifications/cancelled to a target.
