@@ -3,9 +3,11 @@ package server
 import (
 	"bufio"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 
 	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
@@ -410,4 +413,153 @@ binds:
 			t.Errorf("size %d, protocol %q; want 0, HTTP/1.0", h.GetSize(), h.GetProtocol())
 		}
 	})
+}
+
+// TestExtAuthzInvalidUTF8E2E: a request with bytes that are not UTF-8 (in
+// a header, the path, the query, the body) is still checked. The gRPC
+// check request's strings must be UTF-8, and grpc-go refuses to marshal
+// one that is not, so the check never left and counted as a service that
+// could not decide: with failureMode allow the request passed unchecked,
+// and by default any such request was refused 403. The service now sees
+// each run of such bytes as U+FFFD; the HTTP protocol passes them as
+// they are.
+func TestExtAuthzInvalidUTF8E2E(t *testing.T) {
+	up, _ := headerRecorder(t, nil)
+	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		if r.GetAttributes().GetRequest().GetHttp().GetHeaders()["x-authz"] == "deny" {
+			return withStatus(extauthztest.Deny(codes.PermissionDenied), 402)
+		}
+		return extauthztest.Allow(nil, nil)
+	}}
+	addr := extauthztest.Start(t, authz)
+	var mu sync.Mutex
+	var httpJunk string
+	httpAuthz := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		httpJunk = r.Header.Get("X-Junk")
+		mu.Unlock()
+		if r.Header.Get("X-Authz") == "deny" {
+			w.WriteHeader(402)
+		}
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /strict}}]
+      policies:
+        extAuthz: {host: '${AUTHZ}'}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /http}}]
+      policies:
+        extAuthz:
+          host: '${HTTP_AUTHZ}'
+          failureMode: allow
+          includeRequestHeaders: [x-authz, x-junk]
+          protocol: {http: {}}
+      backends: [{host: '${UP}'}]
+    - policies:
+        extAuthz:
+          host: '${AUTHZ}'
+          failureMode: allow
+          includeRequestBody: {maxRequestBytes: 1000}
+          protocol: {grpc: {metadata: {gw: '{"junk": request.headers["x-junk"], "list": [request.headers["x-junk"]], "map": {request.headers["x-junk"]: 1}}'}}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr, "HTTP_AUTHZ": strings.TrimPrefix(httpAuthz, "http://")})
+	raw := func(req string) int {
+		t.Helper()
+		c := dialTest(t, tg.addr(3000))
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	h2 := func(path string, headers ...string) int {
+		t.Helper()
+		u, _ := url.Parse(tg.url(3000))
+		u.Opaque = path
+		req := &http.Request{Method: "GET", URL: u, Header: http.Header{}, Host: u.Host}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Add(headers[i], headers[i+1])
+		}
+		resp, _ := doWith(t, h2cClient(), req)
+		return resp.StatusCode
+	}
+	seen := func() *authv3.AttributeContext_HttpRequest {
+		return authz.Last(t).GetAttributes().GetRequest().GetHttp()
+	}
+	header := func(name string) func() string { return func() string { return seen().GetHeaders()[name] } }
+	for _, tc := range []struct {
+		desc string
+		send func() int
+		want int
+		seen func() string // what the service saw of the bytes; nil: not looked at
+	}{
+		{"a header, denied", func() int {
+			return raw("GET /x HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nX-Junk: a\xffb\r\n\r\n")
+		}, 402, header("x-junk")},
+		{"a header, in the metadata", func() int {
+			return raw("GET /x HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nX-Junk: a\xffb\r\n\r\n")
+		}, 402, func() string {
+			// In a string, a list and a key: all of them.
+			gw := authz.Last(t).GetAttributes().GetMetadataContext().GetFilterMetadata()["gw"].AsMap()
+			list, _ := gw["list"].([]any)
+			m, _ := gw["map"].(map[string]any)
+			_, key := m["a\uFFFDb"]
+			if len(list) != 1 || list[0] != "a\uFFFDb" || !key {
+				return fmt.Sprint(gw)
+			}
+			s, _ := gw["junk"].(string)
+			return s
+		}},
+		{"the path", func() int { return raw("GET /x/a\xffb HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\n\r\n") }, 402,
+			func() string { return seen().GetPath() }},
+		{"the query", func() int { return raw("GET /x?q=a\xffb HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\n\r\n") }, 402,
+			func() string { return seen().GetQuery() }},
+		{"the body", func() int {
+			return raw("POST /x HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nContent-Length: 3\r\n\r\na\xffb")
+		}, 402, func() string { return seen().GetBody() }},
+		{"a chunked body", func() int {
+			return raw("POST /x HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nTransfer-Encoding: chunked\r\n\r\n3\r\na\xffb\r\n0\r\n\r\n")
+		}, 402, func() string { return seen().GetBody() }},
+		{"HTTP/2, a header", func() int { return h2("/x", "X-Authz", "deny", "X-Junk", "a\xffb") }, 402, header("x-junk")},
+		{"HTTP/2, the path", func() int { return h2("/x/a\xffb", "X-Authz", "deny") }, 402, func() string { return seen().GetPath() }},
+		{"failure mode deny: allowed", func() int {
+			return raw("GET /strict HTTP/1.1\r\nHost: a\r\nX-Junk: a\xffb\r\n\r\n")
+		}, 200, header("x-junk")},
+		{"failure mode deny: denied", func() int {
+			return raw("GET /strict HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nX-Junk: a\xffb\r\n\r\n")
+		}, 402, header("x-junk")},
+		{"the HTTP protocol", func() int {
+			return raw("GET /http HTTP/1.1\r\nHost: a\r\nX-Authz: deny\r\nX-Junk: a\xffb\r\n\r\n")
+		}, 402, nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			if got := tc.send(); got != tc.want {
+				t.Fatalf("status %d, want %d", got, tc.want)
+			}
+			if tc.seen != nil {
+				if got := tc.seen(); !strings.Contains(got, "a\uFFFDb") {
+					t.Errorf("the service saw %q, want a U+FFFD for the byte", got)
+				}
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if httpJunk != "a\xffb" {
+		t.Errorf("the HTTP service saw x-junk %q, want the client's bytes", httpJunk)
+	}
+}
+
+// withStatus gives a refusal the HTTP status status.
+func withStatus(r *authv3.CheckResponse, status int) *authv3.CheckResponse {
+	r.HttpResponse = &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode(status)}}}
+	return r
 }

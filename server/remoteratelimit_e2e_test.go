@@ -180,3 +180,42 @@ binds:
 		t.Errorf("the refusal: %d %v %q", resp.StatusCode, resp.Header, body)
 	}
 }
+
+// TestRemoteRateLimitInvalidUTF8E2E: a descriptor value made of the
+// client's bytes that are not UTF-8 reaches the service (each run of them
+// as U+FFFD). The request's strings must be UTF-8, and grpc-go refused to
+// marshal it: the question never left, so failOpen let the request by
+// unlimited and failClosed answered 500.
+func TestRemoteRateLimitInvalidUTF8E2E(t *testing.T) {
+	up, _ := headerRecorder(t, nil)
+	rls := &rlstest.Server{Limit: 0}
+	addr := rlstest.Start(t, rls)
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /open}}]
+      policies:
+        remoteRateLimit: {domain: d, host: '${RLS}', failureMode: failOpen, descriptors: [{entries: [{key: tenant, value: 'request.headers["x-tenant"]'}]}]}
+      backends: [{host: '${UP}'}]
+    - policies:
+        remoteRateLimit: {domain: d, host: '${RLS}', descriptors: [{entries: [{key: tenant, value: 'request.headers["x-tenant"]'}]}]}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "RLS": addr})
+	for _, path := range []string{"/open", "/closed"} {
+		t.Run(path, func(t *testing.T) {
+			before := len(rls.Requests())
+			if resp, _ := get(t, tg.url(3000)+path, "X-Tenant", "a\xffb"); resp.StatusCode != 429 {
+				t.Fatalf("%d, want 429 from the service", resp.StatusCode)
+			}
+			reqs := rls.Requests()
+			if len(reqs) != before+1 {
+				t.Fatalf("the service got %d requests, want 1", len(reqs)-before)
+			}
+			if got := reqs[len(reqs)-1].GetDescriptors()[0].GetEntries()[0].GetValue(); got != "a\uFFFDb" {
+				t.Errorf("the service saw %q, want %q", got, "a\uFFFDb")
+			}
+		})
+	}
+}

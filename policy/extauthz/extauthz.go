@@ -295,8 +295,9 @@ func bodyOf(ctx context.Context) (bodyValue, bool) {
 // requestHeaders lists the request's headers as the service sees them:
 // lower-case names, repeated ones joined with ",", and the pseudo-headers
 // :method, :path, :authority and :scheme; only those in include, unless
-// include is nil.
-func requestHeaders(req *fasthttp.Request, scheme []byte, include []string) map[string]string {
+// include is nil. For a protobuf message (proto), names and values are
+// made UTF-8 (protoString).
+func requestHeaders(req *fasthttp.Request, scheme []byte, include []string, proto bool) map[string]string {
 	out := map[string]string{}
 	want := func(name string) bool {
 		if include == nil {
@@ -309,11 +310,17 @@ func requestHeaders(req *fasthttp.Request, scheme []byte, include []string) map[
 		}
 		return false
 	}
+	text := func(b []byte) string {
+		if proto {
+			return protoString(b)
+		}
+		return string(b)
+	}
 	pseudo := [...][2]string{
-		{":method", string(req.Header.Method())},
-		{":path", string(req.Header.RequestURI())},
-		{":authority", string(req.Header.Host())},
-		{":scheme", string(scheme)},
+		{":method", text(req.Header.Method())},
+		{":path", text(req.Header.RequestURI())},
+		{":authority", text(req.Header.Host())},
+		{":scheme", text(scheme)},
 	}
 	for _, ph := range pseudo {
 		if want(ph[0]) {
@@ -321,14 +328,14 @@ func requestHeaders(req *fasthttp.Request, scheme []byte, include []string) map[
 		}
 	}
 	for k, v := range req.Header.All() {
-		name := strings.ToLower(string(k))
+		name := strings.ToLower(text(k))
 		if !want(name) {
 			continue
 		}
 		if prev, ok := out[name]; ok {
-			out[name] = prev + "," + string(v)
+			out[name] = prev + "," + text(v)
 		} else {
-			out[name] = string(v)
+			out[name] = text(v)
 		}
 	}
 	return out

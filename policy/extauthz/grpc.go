@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -84,18 +86,21 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	req := &c.Fast.Request
 	addr, port := sourceAddr(c)
 	uri := req.URI()
+	// Every string from the client's bytes is made UTF-8 (protoString):
+	// grpc-go refuses to marshal a string that is not, and the check
+	// would never leave.
 	check := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 			SocketAddress: &corev3.SocketAddress{Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},
 		}}},
 		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
-			Method:   string(req.Header.Method()),
-			Headers:  requestHeaders(&c.Fast.Request, c.Scheme, p.include),
-			Path:     string(req.Header.RequestURI()),
-			Host:     string(req.Header.Host()),
-			Scheme:   string(c.Scheme),
-			Query:    string(uri.QueryString()),
-			Protocol: protocol(c),
+			Method:   protoString(req.Header.Method()),
+			Headers:  requestHeaders(&c.Fast.Request, c.Scheme, p.include, true),
+			Path:     protoString(req.Header.RequestURI()),
+			Host:     protoString(req.Header.Host()),
+			Scheme:   protoString(c.Scheme),
+			Query:    protoString(uri.QueryString()),
+			Protocol: validUTF8(protocol(c)),
 			Size:     requestSize(c),
 		}},
 		ContextExtensions: g.context,
@@ -105,7 +110,9 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 		if p.body.raw {
 			h.RawBody = b.body
 		} else {
-			h.Body = string(b.body)
+			// A body that is not UTF-8 (a binary upload) goes with
+			// U+FFFD for its invalid bytes: packAsBytes sends it as it is.
+			h.Body = protoString(b.body)
 		}
 		if b.partial {
 			h.Headers["x-envoy-auth-partial-body"] = "true"
@@ -121,6 +128,7 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			}
 			s, err := toStruct(v.ConvertToNative(reflect.TypeFor[*structpb.Struct]()))
 			if err == nil {
+				validStruct(s) // it may hold the client's bytes (request.headers)
 				md.FilterMetadata[m.key] = s
 			}
 		}
@@ -196,6 +204,51 @@ func requestSize(c *policy.Ctx) int64 {
 		return 0
 	}
 	return -1
+}
+
+// protoString is b as a protobuf string, which must be UTF-8: each run of
+// bytes that are not is replaced with U+FFFD. A valid b costs only its
+// conversion.
+func protoString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// validUTF8 is s made a valid protobuf string (protoString); s itself when
+// it is one.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validStruct makes every string of s, keys included, UTF-8
+// (protoString), in place: CEL hands strings over as they are, and a
+// request's header may have any bytes.
+func validStruct(s *structpb.Struct) {
+	for k, v := range s.GetFields() {
+		if !utf8.ValidString(k) {
+			delete(s.Fields, k)
+			s.Fields[validUTF8(k)] = v
+		}
+		validValue(v)
+	}
+}
+
+func validValue(v *structpb.Value) {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		k.StringValue = validUTF8(k.StringValue)
+	case *structpb.Value_StructValue:
+		validStruct(k.StructValue)
+	case *structpb.Value_ListValue:
+		for _, e := range k.ListValue.GetValues() {
+			validValue(e)
+		}
+	}
 }
 
 func toStruct(v any, err error) (*structpb.Struct, error) {

@@ -130,7 +130,7 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	areq.Header.SetMethodBytes(req.Header.Method())
 	areq.SetRequestURI(target)
 	areq.Header.SetHost(h.host)
-	for name, value := range requestHeaders(req, a.scheme, p.include) {
+	for name, value := range requestHeaders(req, a.scheme, p.include, false) {
 		if name[0] == ':' || equalFold(name, "host") || equalFold(name, "content-length") {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -292,7 +293,10 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		if err != nil {
 			return nil, false
 		}
-		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: celrules.Text(v)})
+		// The value may be the client's bytes (a header): made UTF-8, as a
+		// protobuf string must be, or grpc-go would refuse to send the
+		// request and the service would never be asked.
+		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: validUTF8(celrules.Text(v))})
 	}
 	if d.limit != nil {
 		v, err := celrules.EvalLLM(d.limit, in, nil)
@@ -317,6 +321,15 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		out.HitsAddend = wrapperspb.UInt64(uint64(n))
 	}
 	return out, true
+}
+
+// validUTF8 is s with each run of bytes that are not UTF-8 replaced with
+// U+FFFD; s itself when it is UTF-8.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // limitUnits are limitOverride's units.
