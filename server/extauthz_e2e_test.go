@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -327,8 +328,9 @@ binds:
 // protocol, as Envoy's attribute context says them, whatever the client
 // speaks: size is the Content-Length, 0 without a body, -1 when unknown
 // (a chunked body, an HTTP/2 one without Content-Length), the whole
-// body's length once includeRequestBody read it; protocol HTTP/1.0,
-// HTTP/1.1 or HTTP/2.
+// body's length once includeRequestBody read it (a larger body sent in
+// part streams on: its size is as declared); protocol HTTP/1.0, HTTP/1.1
+// or HTTP/2.
 func TestExtAuthzRequestSizeAndProtocolE2E(t *testing.T) {
 	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	authz := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
@@ -339,6 +341,10 @@ binds:
   listeners:
   - routes:
     - matches: [{path: {pathPrefix: /body}}]
+      policies:
+        extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 16, allowPartialMessage: true}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /partial}}]
       policies:
         extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 4, allowPartialMessage: true}}
       backends: [{host: '${UP}'}]
@@ -363,10 +369,13 @@ binds:
 		{"HTTP/1.1 POST", false, "POST", "/", func() io.Reader { return strings.NewReader("hello") }, 5, 5, "HTTP/1.1"},
 		{"HTTP/1.1 chunked POST", false, "POST", "/", streamed, -1, -1, "HTTP/1.1"},
 		{"HTTP/1.1 chunked POST, body read", false, "POST", "/body", streamed, -1, 11, "HTTP/1.1"},
+		{"HTTP/1.1 chunked POST, body sent in part", false, "POST", "/partial", streamed, -1, -1, "HTTP/1.1"},
+		{"HTTP/1.1 POST, body sent in part", false, "POST", "/partial", streamed, 11, 11, "HTTP/1.1"},
 		{"HTTP/2 GET", true, "GET", "/", nil, 0, 0, "HTTP/2"},
 		{"HTTP/2 POST", true, "POST", "/", func() io.Reader { return strings.NewReader("hello") }, 5, 5, "HTTP/2"},
 		{"HTTP/2 POST without Content-Length", true, "POST", "/", streamed, -1, -1, "HTTP/2"},
 		{"HTTP/2 POST without Content-Length, body read", true, "POST", "/body", streamed, -1, 11, "HTTP/2"},
+		{"HTTP/2 POST without Content-Length, body sent in part", true, "POST", "/partial", streamed, -1, -1, "HTTP/2"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			var body io.Reader
@@ -563,3 +572,113 @@ func withStatus(r *authv3.CheckResponse, status int) *authv3.CheckResponse {
 	r.HttpResponse = &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode(status)}}}
 	return r
 }
+
+// TestExtAuthzPartialBodyStreamsE2E: with allowPartialMessage, the service
+// gets the body's first maxRequestBytes and the whole body streams on to
+// the backend, whatever its size: before, the body was read whole up to
+// maxBufferSize to be kept, and a larger one was refused 413. The backend
+// starts getting the body before the client has sent all of it (the rest
+// is sent only once the backend has a byte), its length as declared.
+func TestExtAuthzPartialBodyStreamsE2E(t *testing.T) {
+	type received struct {
+		body   []byte
+		length int64
+		err    error
+	}
+	started := make(chan struct{}, 1)
+	results := make(chan received, 1)
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := make([]byte, 1)
+		_, err := io.ReadFull(r.Body, first)
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		rest, err2 := io.ReadAll(r.Body)
+		if err == nil {
+			err = err2
+		}
+		select {
+		case results <- received{append(first, rest...), r.ContentLength, err}:
+		default:
+		}
+		w.Write([]byte("ok"))
+	}))
+	authz := &extauthztest.Server{Decide: func(r *authv3.CheckRequest) *authv3.CheckResponse {
+		if strings.HasPrefix(r.GetAttributes().GetRequest().GetHttp().GetBody(), "allow") {
+			return extauthztest.Allow(nil, nil)
+		}
+		return extauthztest.Deny(codes.PermissionDenied)
+	}}
+	addr := extauthztest.Start(t, authz)
+	tg := startGateway(t, `
+frontendPolicies:
+  http: {maxBufferSize: 4096}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        extAuthz: {host: '${AUTHZ}', includeRequestBody: {maxRequestBytes: 16, allowPartialMessage: true}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "AUTHZ": addr})
+	body := []byte("allow" + strings.Repeat("0123456789abcdef", 16<<10)) // 256 KiB
+	// head is sent before the backend has a byte of the body.
+	const head = 128 << 10
+	for _, c := range bothClients() {
+		for _, chunked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, chunked %v", c.name, chunked), func(t *testing.T) {
+				// The rest of the body goes once the backend has a byte of
+				// it: a gateway that waited for the whole body would never
+				// send it one.
+				gated := readerFunc(func(p []byte) (int, error) {
+					select {
+					case <-started:
+					case <-time.After(5 * time.Second):
+						return 0, fmt.Errorf("the backend got nothing of the first %d bytes", head)
+					}
+					return 0, io.EOF
+				})
+				var r io.Reader = io.MultiReader(bytes.NewReader(body[:head]), gated, bytes.NewReader(body[head:]))
+				req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/", r)
+				req.ContentLength = int64(len(body))
+				if chunked {
+					req.ContentLength = -1
+				}
+				resp, answer := doWith(t, c.client, req)
+				if resp.StatusCode != 200 || answer != "ok" {
+					t.Fatalf("%d %q", resp.StatusCode, answer)
+				}
+				var got received
+				select {
+				case got = <-results:
+				case <-time.After(5 * time.Second):
+					t.Fatal("the backend got no request")
+				}
+				if got.err != nil || !bytes.Equal(got.body, body) {
+					t.Fatalf("the backend got %d bytes (%v), want the %d sent", len(got.body), got.err, len(body))
+				}
+				if got.length != req.ContentLength {
+					t.Errorf("the backend got Content-Length %d, want %d", got.length, req.ContentLength)
+				}
+				h := authz.Last(t).GetAttributes().GetRequest().GetHttp()
+				if h.GetBody() != string(body[:16]) || h.GetHeaders()["x-envoy-auth-partial-body"] != "true" {
+					t.Errorf("the service saw body %q, headers %v", h.GetBody(), h.GetHeaders())
+				}
+				if want := req.ContentLength; h.GetSize() != want {
+					t.Errorf("the service saw size %d, want %d", h.GetSize(), want)
+				}
+			})
+		}
+	}
+	// A refusal by the body's first bytes answers before the rest is read.
+	req, _ := http.NewRequest(http.MethodPost, tg.url(3000)+"/", bytes.NewReader(append([]byte("deny!"), body...)))
+	if resp, _ := do(t, req); resp.StatusCode != 403 {
+		t.Errorf("refused by its first bytes: %d, want 403", resp.StatusCode)
+	}
+}
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -38,7 +39,8 @@ const maxAnswerBody = 64 << 10
 type Options struct {
 	// Addr is the service's "host:port" (the named backend resolved).
 	Addr string
-	// MaxBuffer bounds a request body read whole to send part of it
+	// MaxBuffer bounds a request body read whole to send part of it when
+	// the body is another policy's stream that cannot be continued
 	// (frontendPolicies.http.maxBufferSize); 0 is 2 MiB.
 	MaxBuffer int
 	// Lease holds the connections to the service; nil makes them the
@@ -249,27 +251,106 @@ type bodyOptions struct {
 	max     int  // bytes sent at most
 	partial bool // a larger body sends its first max bytes
 	raw     bool // gRPC raw_body
-	buffer  int  // the most read whole to do so
+	buffer  int  // the most read whole of a stream that cannot be continued
 }
 
 // read returns the body to send: the whole body when it fits in max,
 // else its first max bytes when partial messages are allowed (partial
-// true). The body is read whole (up to buffer when partial, else max) by
-// policy.ReadRequestBody and kept, so the backend still gets all of it; an
-// error (too large, or the client's body broken or too slow) is for
-// policy.RespondRequestBodyError.
+// true). A body that fits is read whole by policy.ReadRequestBody and
+// kept, so the backend still gets all of it; without partial messages a
+// larger one is policy.ErrBodyTooLarge. Of a larger streamed body only the
+// first max bytes (and one more, to know there are more) are read: the
+// request's body becomes them followed by the rest of the stream, which
+// goes on to the backend as it comes, whatever its size (Envoy's
+// allow_partial_message). An error (too large, or the client's body broken
+// or too slow) is for policy.RespondRequestBodyError.
 func (b *bodyOptions) read(c *policy.Ctx) (body []byte, partial bool, err error) {
-	limit := b.max
-	if b.partial {
-		limit = b.buffer
+	req := &c.Fast.Request
+	n := req.Header.ContentLength()
+	switch {
+	case !b.partial, !req.IsBodyStream() && len(req.Body()) <= b.max, req.IsBodyStream() && n >= 0 && n <= b.max:
+		body, err = policy.ReadRequestBody(c, b.max)
+		return body, false, err
+	case !req.IsBodyStream():
+		// In memory already (read whole before, by fasthttp or a policy).
+		c.RequestBodyRead = true
+		return req.Body()[:b.max:b.max], true, nil
 	}
-	if body, err = policy.ReadRequestBody(c, limit); err != nil {
-		return nil, false, err
+	src := req.BodyStream()
+	if _, ok := src.(io.Closer); ok {
+		// Another policy's stream (extProc's processed body), which
+		// fasthttp would close when replaced: read whole, as far as the
+		// buffer goes, and kept.
+		if body, err = policy.ReadRequestBody(c, b.buffer); err != nil {
+			return nil, false, err
+		}
+		if len(body) <= b.max {
+			return body, false, nil
+		}
+		return body[:b.max:b.max], true, nil
 	}
-	if len(body) <= b.max {
+	buf := make([]byte, b.max+1)
+	m, err := io.ReadFull(src, buf)
+	switch {
+	case err == nil:
+		// Larger than max: sent in part, and the whole body goes on, its
+		// declared length (or chunked framing) unchanged. The server's
+		// guard of the client's stream (server/body.go) stays under it,
+		// and checks the length and counts the bytes.
+		req.SetBodyStream(&prefixedBody{Reader: io.MultiReader(bytes.NewReader(buf), src), src: src}, n)
+		return buf[:b.max:b.max], true, nil
+	case (err == io.EOF || err == io.ErrUnexpectedEOF) && n < 0:
+		// A chunked body that fits: whole, kept as ReadRequestBody keeps
+		// it.
+		body = buf[:m:m]
+		req.SetBodyRaw(body)
+		req.Header.SetContentLength(m)
+		c.RequestBodyRead = true
 		return body, false, nil
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF // shorter than its Content-Length
 	}
-	return body[:b.max], true, nil
+	return nil, false, err
+}
+
+// prefixedBody is a request body whose first bytes were read to be sent
+// to the service, followed by the rest of the stream src they came from.
+// It passes on what src tells of itself: to the exchange whether a read
+// may wait for the client and how to interrupt one (the server's guard,
+// backend.ReadInterrupter), to extProc whether the read that ends it
+// writes the request's header (extproc.EndWritesHeader), and src itself
+// (policy.Unwrapper).
+type prefixedBody struct {
+	io.Reader // the prefix, then src
+	src       io.Reader
+}
+
+// Unwrap implements policy.Unwrapper.
+func (p *prefixedBody) Unwrap() io.Reader { return p.src }
+
+// InterruptRead interrupts a read of src, when it can be.
+func (p *prefixedBody) InterruptRead() {
+	if i, ok := p.src.(interface{ InterruptRead() }); ok {
+		i.InterruptRead()
+	}
+}
+
+// MayWait reports whether a read of src may wait for the client; false
+// when src cannot be interrupted, so that nothing waits on it to be.
+func (p *prefixedBody) MayWait() bool {
+	w, ok := p.src.(interface{ MayWait() bool })
+	return ok && w.MayWait()
+}
+
+// EndWritesHeader reports whether the read that ends src writes h; true
+// when src does not say.
+func (p *prefixedBody) EndWritesHeader(h *fasthttp.RequestHeader) bool {
+	if e, ok := p.src.(interface {
+		EndWritesHeader(*fasthttp.RequestHeader) bool
+	}); ok {
+		return e.EndWritesHeader(h)
+	}
+	return true
 }
 
 type bodyKey struct{}

@@ -20,9 +20,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/extauthz/extauthztest"
+	"github.com/relaygate/gateway/policy/extproc"
 	"github.com/relaygate/gateway/policy/policytest"
 )
 
@@ -550,5 +552,100 @@ func TestResponseHeadersToAdd(t *testing.T) {
 	}
 	if n := len(s.Checks()); n != 2 {
 		t.Errorf("%d checks, want 2 (one cached)", n)
+	}
+}
+
+// The partial body passes on what the server's guard of the client's
+// stream tells of itself.
+var (
+	_ backend.ReadInterrupter = (*prefixedBody)(nil)
+	_ extproc.EndWritesHeader = (*prefixedBody)(nil)
+	_ policy.Unwrapper        = (*prefixedBody)(nil)
+)
+
+// closeTracker is a body stream that records whether it was closed before
+// it was read to its end (another policy's stream, such as extProc's).
+type closeTracker struct {
+	io.Reader
+	eof, closedEarly bool
+}
+
+func (c *closeTracker) Read(p []byte) (int, error) {
+	n, err := c.Reader.Read(p)
+	if err == io.EOF {
+		c.eof = true
+	}
+	return n, err
+}
+
+func (c *closeTracker) Close() error {
+	c.closedEarly = c.closedEarly || !c.eof
+	return nil
+}
+
+// TestPartialBody: with allowPartialMessage, the service gets the first
+// maxRequestBytes; a larger streamed body is read that far and goes on
+// whole, as declared (Content-Length, or chunked), and one that fits is
+// read whole and kept. A stream that would be closed when replaced is
+// read whole instead (up to the buffer).
+func TestPartialBody(t *testing.T) {
+	s := &extauthztest.Server{Decide: func(*authv3.CheckRequest) *authv3.CheckResponse { return extauthztest.Allow(nil, nil) }}
+	addr := extauthztest.Start(t, s)
+	max := 8
+	cfg := config.ExtAuthz{IncludeRequestBody: &config.ExtAuthzBody{MaxRequestBytes: &max, AllowPartialMessage: true}}
+	p, err := New(&cfg, Options{Addr: addr, Timeout: 2 * time.Second, MaxBuffer: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "0123456789abcdefghij"
+	for _, tc := range []struct {
+		desc       string
+		body       string
+		length     int  // declared; -1 chunked
+		closer     bool // the stream is an io.Closer
+		wantSent   string
+		wantStream bool // the body stays a stream
+		wantLength int  // the request's Content-Length after
+	}{
+		{"declared, larger", long, len(long), false, long[:8], true, len(long)},
+		{"chunked, larger", long, -1, false, long[:8], true, -1},
+		{"chunked, fits", "short", -1, false, "short", false, 5},
+		{"chunked, max bytes exactly", long[:8], -1, false, long[:8], false, 8},
+		{"a closer, larger", long, -1, true, long[:8], false, len(long)},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			fctx := policytest.NewRequest("POST", "/")
+			src := &closeTracker{Reader: strings.NewReader(tc.body)}
+			var stream io.Reader = struct{ io.Reader }{src} // no Close
+			if tc.closer {
+				stream = src
+			}
+			fctx.Request.SetBodyStream(stream, tc.length)
+			c := policytest.Ctx(fctx)
+			if res := p.OnRequest(c); res != policy.Continue {
+				t.Fatalf("refused: %d %s", c.Fast.Response.StatusCode(), c.Fast.Response.Body())
+			}
+			h := s.Last(t).GetAttributes().GetRequest().GetHttp()
+			partial := h.GetHeaders()["x-envoy-auth-partial-body"] == "true"
+			if h.GetBody() != tc.wantSent || partial != (len(tc.body) > max) {
+				t.Errorf("the service got %q (partial %v), want %q", h.GetBody(), partial, tc.wantSent)
+			}
+			req := &c.Fast.Request
+			if req.IsBodyStream() != tc.wantStream || req.Header.ContentLength() != tc.wantLength {
+				t.Errorf("stream %v, Content-Length %d; want %v, %d", req.IsBodyStream(), req.Header.ContentLength(), tc.wantStream, tc.wantLength)
+			}
+			var got []byte
+			if req.IsBodyStream() {
+				got, _ = io.ReadAll(req.BodyStream())
+			} else {
+				got = req.Body()
+			}
+			if string(got) != tc.body {
+				t.Errorf("the backend would get %q, want %q", got, tc.body)
+			}
+			if src.closedEarly {
+				t.Error("the client's stream was closed before its end")
+			}
+		})
 	}
 }
