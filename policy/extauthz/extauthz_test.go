@@ -50,6 +50,11 @@ func TestGRPCAllowEditsTheRequest(t *testing.T) {
 				header("x-absent", "set", corev3.HeaderValueOption_ADD_IF_ABSENT),
 				header("x-kept", "not-set", corev3.HeaderValueOption_ADD_IF_ABSENT),
 				header("x-bad", "a\r\nb", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+				// Routing headers are not the service's to change (Envoy's
+				// default header mutation rules).
+				header("host", "evil.example", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
+				header("Host", "evil.example", corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD),
+				header(":authority", "evil.example", corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD),
 			},
 			HeadersToRemove:         []string{"x-secret", "host", ":path"},
 			QueryParametersToSet:    []*corev3.QueryParameter{{Key: "tenant", Value: "t1"}},
@@ -74,6 +79,9 @@ func TestGRPCAllowEditsTheRequest(t *testing.T) {
 		if got := string(req.Header.Peek(tc.name)); got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+	if got := req.Header.PeekAll("Host"); len(got) != 1 || string(req.Host()) != "gw.test" {
+		t.Errorf("Host %q, %q; want only gw.test", got, req.Host())
 	}
 	if got := req.Header.PeekAll("X-Multi"); len(got) != 2 {
 		t.Errorf("X-Multi = %q, want both values", got)
@@ -389,6 +397,28 @@ func TestHTTPServiceErrorsCarryNoAnswerBytes(t *testing.T) {
 				t.Errorf("%s logs the service's bytes: %v", e.Message, f.Interface)
 			}
 		}
+	}
+}
+
+// TestHTTPResponseHeadersKeepHost: includeResponseHeaders naming Host
+// does not let the HTTP service change the request's Host.
+func TestHTTPResponseHeadersKeepHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Host", "evil.example")
+		w.Header().Set("X-User", "alice")
+	}))
+	t.Cleanup(srv.Close)
+	p := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"Host", "X-User"}})}, strings.TrimPrefix(srv.URL, "http://"))
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+	if res := p.OnRequest(c); res != policy.Continue {
+		t.Fatalf("refused: %d", c.Fast.Response.StatusCode())
+	}
+	req := &c.Fast.Request
+	if got := req.Header.PeekAll("Host"); len(got) != 1 || string(req.Host()) != "gw.test" {
+		t.Errorf("Host %q, %q; want only gw.test", got, req.Host())
+	}
+	if got := string(req.Header.Peek("X-User")); got != "alice" {
+		t.Errorf("X-User %q, want alice", got)
 	}
 }
 

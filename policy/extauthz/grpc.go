@@ -12,6 +12,7 @@ import (
 	"cel.dev/cel-go/cel"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -328,6 +329,10 @@ func setHeader(h policy.Headers, o *corev3.HeaderValueOption) {
 func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	req := &c.Fast.Request
 	for _, h := range ok.GetHeaders() {
+		if name := h.GetHeader().GetKey(); routingHeader(name) {
+			p.log.Debug("extAuthz: the service's edit of a routing header ignored", zap.String("header", name))
+			continue
+		}
 		setHeader(&req.Header, h)
 	}
 	for _, h := range ok.GetResponseHeadersToAdd() {
@@ -337,7 +342,7 @@ func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	}
 	for _, name := range ok.GetHeadersToRemove() {
 		// Envoy refuses to remove pseudo-headers and Host.
-		if name == "" || name[0] == ':' || equalFold(name, "host") || policy.FramingHeader(name) {
+		if name == "" || routingHeader(name) || policy.FramingHeader(name) {
 			continue
 		}
 		policy.DelRequestHeader(&req.Header, []byte(name))
@@ -356,6 +361,14 @@ func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 		}
 	}
 	req.SetRequestURIBytes(req.URI().RequestURI())
+}
+
+// routingHeader reports whether name is Host or a pseudo-header, which
+// the service may not set or remove on the request it allows: the
+// upstream's authority is the route's (Envoy's default header mutation
+// rules refuse them from ext_authz).
+func routingHeader(name string) bool {
+	return name != "" && name[0] == ':' || equalFold(name, "host")
 }
 
 func equalFold(a, b string) bool {

@@ -10,6 +10,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
@@ -182,6 +183,10 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	d := &decision{}
 	if status >= 200 && status < 300 {
 		for _, name := range h.responseHeaders {
+			if routingHeader(name) {
+				p.log.Debug("extAuthz: the service's routing header not copied to the request", zap.String("header", name))
+				continue
+			}
 			if v := aresp.Header.Peek(name); v != nil {
 				d.setHeaders = append(d.setHeaders, [2]string{name, string(v)})
 			}

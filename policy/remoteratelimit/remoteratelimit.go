@@ -197,6 +197,13 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 		c.KeepResponseEdit(p, e)
 	}
 	for _, h := range resp.GetRequestHeadersToAdd() {
+		if key := h.GetKey(); key != "" && key[0] == ':' || strings.EqualFold(key, "host") {
+			// The upstream's authority is the route's: Envoy refuses
+			// routing header mutations from external services by
+			// default.
+			p.log.Debug("remoteRateLimit: the service's routing header ignored", zap.String("header", key))
+			continue
+		}
 		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
 			// Every value replaced (agentgateway's insert): fasthttp's Set
 			// replaces only the first, and the client's second copy of the

@@ -7,6 +7,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -160,6 +162,37 @@ func TestRequestHeadersReplaceEveryValue(t *testing.T) {
 		if got := c.Fast.Request.Header.PeekAll(name); len(got) != 1 || string(got[0]) != want {
 			t.Errorf("%s = %q, want only %q", name, got, want)
 		}
+	}
+}
+
+// TestRequestHeadersKeepHost: the service cannot change the request's
+// Host (Envoy refuses routing header mutations by default); its other
+// headers still go on.
+func TestRequestHeadersKeepHost(t *testing.T) {
+	rls := &rlstest.Server{Limit: 10, RequestHeaders: []*corev3.HeaderValue{
+		{Key: "host", Value: "evil.example"}, {Key: "Host", Value: "evil.example"}, {Key: ":authority", Value: "evil.example"}, {Key: "x-tenant", Value: "t1"},
+	}}
+	addr := rlstest.Start(t, rls)
+	core, logs := observer.New(zap.DebugLevel)
+	p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: []config.RateLimitDescriptor{
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"v"`}}},
+	}}, Options{Addr: addr, Timeout: time.Second, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+	if p.OnRequest(c) != policy.Continue {
+		t.Fatal("limited")
+	}
+	req := &c.Fast.Request
+	if got := req.Header.PeekAll("Host"); len(got) != 1 || string(req.Host()) != "gw.test" {
+		t.Errorf("Host %q, %q; want only gw.test", got, req.Host())
+	}
+	if got := string(req.Header.Peek("X-Tenant")); got != "t1" {
+		t.Errorf("X-Tenant %q, want t1", got)
+	}
+	if n := logs.FilterLevelExact(zap.DebugLevel).Len(); n != 3 {
+		t.Errorf("%d debug lines, want one per header ignored", n)
 	}
 }
 
