@@ -17,7 +17,9 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/relaygate/gateway/backend"
@@ -675,6 +677,52 @@ func TestPartialBody(t *testing.T) {
 			}
 			if src.closedEarly {
 				t.Error("the client's stream was closed before its end")
+			}
+		})
+	}
+}
+
+// failingAuthz answers every check with a gRPC error of its own words.
+type failingAuthz struct {
+	authv3.UnimplementedAuthorizationServer
+	msg string
+}
+
+func (f *failingAuthz) Check(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	return nil, status.Error(codes.Unavailable, f.msg)
+}
+
+// TestServiceErrorBounded: a service's error text is bounded where it is
+// logged (and on the call's span): a 100 KB message made a 100 KB warning
+// per request. The failure mode still sees the service's failure.
+func TestServiceErrorBounded(t *testing.T) {
+	for _, tc := range []struct {
+		desc, msg string
+		cut       bool
+	}{
+		{"a short message, whole", "overloaded", false},
+		{"a long message, cut", strings.Repeat("x", 100<<10), true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			addr := policytest.ServeGRPC(t, func(s *grpc.Server) { authv3.RegisterAuthorizationServer(s, &failingAuthz{msg: tc.msg}) })
+			core, logs := observer.New(zap.WarnLevel)
+			p, err := New(&config.ExtAuthz{}, Options{Addr: addr, Timeout: 2 * time.Second, Logger: zap.New(core)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 403 {
+				t.Fatalf("%d, want the failure mode's 403", c.Fast.Response.StatusCode())
+			}
+			if logs.Len() != 1 {
+				t.Fatalf("%d lines logged, want 1", logs.Len())
+			}
+			text := fmt.Sprint(logs.All()[0].ContextMap()["error"])
+			switch {
+			case !tc.cut && !strings.Contains(text, tc.msg):
+				t.Errorf("logged %q, want the whole message", text)
+			case tc.cut && (len(text) > 400 || !strings.Contains(text, "truncated") || !strings.Contains(text, "xxxx")):
+				t.Errorf("logged %d bytes (%.80q...), want its first bytes, marked as truncated", len(text), text)
 			}
 		})
 	}

@@ -139,6 +139,7 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	}
 	ctx, call := c.Trace.StartGRPC(ctx, policy.KindExtAuthz, authv3.Authorization_Check_FullMethodName, g.addr)
 	resp, err := g.conn.client.Check(ctx, check)
+	err = boundError(err)
 	call.EndGRPC(err)
 	if err != nil {
 		return nil, err

@@ -1,14 +1,20 @@
 package remoteratelimit
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -276,5 +282,49 @@ func TestResponseHeaders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failingRLS answers every question with a gRPC error of its own words.
+type failingRLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	msg string
+}
+
+func (f *failingRLS) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return nil, status.Error(codes.Unavailable, f.msg)
+}
+
+// TestServiceErrorBounded: a service's error text is bounded where it is
+// logged, for a question and for a token charge: a 100 KB message made a
+// 100 KB warning per request. The failure mode still applies.
+func TestServiceErrorBounded(t *testing.T) {
+	long := strings.Repeat("x", 100<<10)
+	addr := policytest.ServeGRPC(t, func(s *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(s, &failingRLS{msg: long}) })
+	core, logs := observer.New(zap.WarnLevel)
+	p, err := New(&config.RemoteRateLimit{Domain: "d", Descriptors: []config.RateLimitDescriptor{
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"v"`}}},
+		{Entries: []config.RateLimitEntry{{Key: "k", Value: `"t"`}}, Type: "tokens"},
+	}}, Options{Addr: addr, Timeout: time.Second, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+	if p.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 500 {
+		t.Fatalf("%d, want failClosed's 500", c.Fast.Response.StatusCode())
+	}
+	c.TokenCharges[0](policy.TokenUsage{Total: 10, LLM: func() map[string]any { return map[string]any{} }})
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.Len() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines logged, want 2", logs.Len())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, e := range logs.All() {
+		text := fmt.Sprint(e.ContextMap()["error"])
+		if len(text) > 400 || !strings.Contains(text, "truncated") || !strings.Contains(text, "xxxx") {
+			t.Errorf("%s: logged %d bytes (%.80q...), want its first bytes, marked as truncated", e.Message, len(text), text)
+		}
 	}
 }
