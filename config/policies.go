@@ -3,6 +3,7 @@ package config
 import (
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -171,8 +172,9 @@ type DirectResponse struct {
 }
 
 // Validate requires a status, except in the conditional form (refused as
-// not supported yet on its own).
+// not supported yet on its own), and bounds the bodies.
 func (d *DirectResponse) Validate(v *decode.Validation) {
+	checkDirectBody(v, "body", d.Body)
 	switch {
 	case d.Conditional != nil && (d.Status != nil || len(d.Body) > 0):
 		v.Errorf("conditional", "not allowed together with status and body (set them on each entry)")
@@ -183,12 +185,31 @@ func (d *DirectResponse) Validate(v *decode.Validation) {
 		v.Errorf("body", "a %d answer carries no content (RFC 9110 15.3.5, 15.3.6, 15.4.5): remove the body", *d.Status)
 	}
 	for i, c := range d.Conditional {
+		checkDirectBody(v, indexPath("conditional", i)+".body", c.Body)
 		if c.Condition == "" && i != len(d.Conditional)-1 {
 			v.Errorf(indexPath("conditional", i)+".condition", "required: only the last entry may go without a condition")
 		}
 		if c.Status != nil && len(c.Body) > 0 && noContentStatus(*c.Status) {
 			v.Errorf(indexPath("conditional", i)+".body", "a %d answer carries no content (RFC 9110 15.3.5, 15.3.6, 15.4.5): remove the body", *c.Status)
 		}
+	}
+}
+
+// maxDirectBody is the schema's bound on a direct response body, in
+// characters.
+const maxDirectBody = 4096
+
+// checkDirectBody holds a direct response body, when given, to the
+// schema's 1..maxDirectBody characters (bytes that are not UTF-8 count one
+// each). An empty body is refused rather than taken as none: omitting the
+// key says that.
+func checkDirectBody(v *decode.Validation, path string, body Bytes) {
+	switch n := utf8.RuneCount(body); {
+	case body == nil: // omitted: no body
+	case n == 0:
+		v.Errorf(path, "must not be empty (omit it for an answer without a body)")
+	case n > maxDirectBody:
+		v.Errorf(path, "must be at most %d characters, not %d", maxDirectBody, n)
 	}
 }
 
