@@ -522,3 +522,44 @@ binds:
 		}
 	}
 }
+
+// TestTransformStatusE2E: a response transformation's :status goes out
+// with its own reason phrase (not the upstream's "OK"), and a 1xx, which
+// is no answer (101 would tell the client the connection switched
+// protocols), is refused: the upstream's status goes out.
+func TestTransformStatusE2E(t *testing.T) {
+	up := rawUpstream(t, func(c net.Conn) {
+		defer c.Close()
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        transformations:
+          response:
+            set: {':status': 'request.headers["x-status"]'}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	for _, tc := range []struct{ set, want string }{
+		{"201", "201 Created"},
+		{"503", "503 Service Unavailable"},
+		{"100", "200 OK"},
+		{"101", "200 OK"},
+		{"103", "200 OK"},
+	} {
+		c, br := dialRaw(t, tg.addr(3000))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nX-Status: "+tc.set+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, body := readResponse(t, br, http.MethodGet)
+		if resp.Status != tc.want || body != "ok" || resp.Header.Get("Upgrade") != "" {
+			t.Errorf(":status %s: got %q %q (upgrade %q), want %q", tc.set, resp.Status, body, resp.Header.Get("Upgrade"), tc.want)
+		}
+	}
+}

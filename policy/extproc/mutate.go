@@ -211,6 +211,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 				return &errService{"the external processing service set an invalid :status"}
 			}
 			resp.SetStatusCode(code)
+			resp.Header.SetStatusMessage(nil) // the upstream's phrase was its status's
 		case strings.HasPrefix(e.name, ":"):
 			return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
 		case policy.FramingHeader(e.name):

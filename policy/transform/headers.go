@@ -111,14 +111,20 @@ func (r responseHeaders) setBody(b []byte) {
 	r.c.ResponseBodyRead = true
 }
 
+// pseudo sets :status, a final one (200..599): a 1xx is not an answer
+// (101 would tell the client the connection switched protocols). The
+// upstream's reason phrase goes with its status: the new status is sent
+// with its own ("201 Created", not "201 OK").
 func (r responseHeaders) pseudo(name, value string) bool {
 	if name != ":status" {
 		return false
 	}
 	code, err := strconv.Atoi(value)
-	if err != nil || code < 100 || code > 599 {
+	if err != nil || code < 200 || code > 599 {
 		return false
 	}
-	r.c.Fast.Response.SetStatusCode(code)
+	h := &r.c.Fast.Response.Header
+	h.SetStatusCode(code)
+	h.SetStatusMessage(nil)
 	return true
 }

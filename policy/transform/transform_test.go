@@ -1,6 +1,8 @@
 package transform
 
 import (
+	"bufio"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -291,6 +293,44 @@ func TestTransformOrderAndSanitizing(t *testing.T) {
 			}
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Fatalf("X-A = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestResponseStatus: :status takes a final status (200..599) only, and
+// the status goes out with its own reason phrase, not the upstream's. A
+// 1xx is not an answer (101 would claim a protocol switch): the upstream's
+// status is kept.
+func TestResponseStatus(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string // want: the status line written
+	}{
+		{"201", "HTTP/1.1 201 Created"},
+		{"404", "HTTP/1.1 404 Not Found"},
+		{"100", "HTTP/1.1 200 Fine"},
+		{"101", "HTTP/1.1 200 Fine"},
+		{"103", "HTTP/1.1 200 Fine"},
+		{"199", "HTTP/1.1 200 Fine"},
+		{"600", "HTTP/1.1 200 Fine"},
+		{"abc", "HTTP/1.1 200 Fine"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			p, err := New(&config.Transformations{Response: &config.Transform{
+				Set: map[string]config.CELExpression{":status": expr(strconv.Quote(tc.set))},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+			up := "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\n\r\nok"
+			if err := c.Fast.Response.Read(bufio.NewReader(strings.NewReader(up))); err != nil {
+				t.Fatal(err)
+			}
+			p.OnResponse(c)
+			line, _, _ := strings.Cut(c.Fast.Response.String(), "\r\n")
+			if line != tc.want {
+				t.Errorf("status line %q, want %q", line, tc.want)
 			}
 		})
 	}
