@@ -31,12 +31,18 @@ import (
 // explicit port must match exactly. "*" in allowMethods or allowHeaders echoes
 // what the preflight asks for (or answers "*" when it asks nothing and
 // credentials are not allowed). The allowed origin is always echoed, never
-// "*", and responses carrying it also get "Vary: Origin" (an addition to
-// agentgateway, for caches).
+// "*". So whenever some origin is allowed, every answer depends on the
+// request's Origin, and every response of the policy's requests gets
+// "Vary: Origin" (an addition to agentgateway, for caches): those with
+// CORS headers, and those without (no Origin, an origin not allowed, a
+// preflight refused), lest a shared cache hand one of those to an allowed
+// origin.
 type CORS struct {
 	anyOrigin   bool
 	origins     []origin
 	credentials bool
+	// varies: some origin is allowed, so answers depend on Origin.
+	varies bool
 
 	methods list
 	headers list
@@ -91,6 +97,7 @@ func NewCORS(cfg *config.CORS) (*CORS, error) {
 	if p.anyOrigin {
 		p.origins = nil
 	}
+	p.varies = p.anyOrigin || len(p.origins) > 0
 	var err error
 	// Methods keep their case (they are case-sensitive); header names are
 	// lower-cased as agentgateway does.
@@ -156,9 +163,16 @@ func (p *CORS) allowed(o []byte) bool {
 	return false
 }
 
-// OnRequest answers preflights (Done) and marks allowed requests for response
-// decoration by setting c.CORS (Continue).
+// OnRequest answers preflights (Done) and marks the request for response
+// decoration by setting c.CORS, with c.CORSOrigin the origin when it is
+// allowed (Continue). Every answer is marked, when answers depend on
+// Origin, so that the response gets "Vary: Origin" even without CORS
+// headers.
 func (p *CORS) OnRequest(c *Ctx) Result {
+	if p.varies {
+		c.CORS = p
+	}
+	c.CORSOrigin = c.CORSOrigin[:0]
 	h := &c.Fast.Request.Header
 	o := h.PeekBytes(hdrOrigin)
 	if len(o) == 0 {
@@ -168,6 +182,9 @@ func (p *CORS) OnRequest(c *Ctx) Result {
 	if !p.allowed(o) {
 		if options && len(h.PeekBytes(hdrACRequestMethod)) > 0 {
 			answerEmpty(c, fasthttp.StatusOK)
+			if p.varies {
+				addVaryOrigin(c, &c.Fast.Response.Header)
+			}
 			return Done
 		}
 		return Continue
@@ -176,8 +193,7 @@ func (p *CORS) OnRequest(c *Ctx) Result {
 		p.preflight(c, o)
 		return Done
 	}
-	c.CORS = p
-	c.CORSOrigin = append(c.CORSOrigin[:0], o...)
+	c.CORSOrigin = append(c.CORSOrigin, o...)
 	return Continue
 }
 
@@ -213,34 +229,40 @@ func (p *CORS) preflight(c *Ctx, o []byte) {
 	if p.maxAge != nil {
 		h.SetCanonical(hdrACMaxAge, p.maxAge)
 	}
-	p.decorate(h)
+	p.decorate(c, h)
 }
 
 // decorate adds the headers every allowed response carries besides the
 // origin, replacing every value an upstream gave them (agentgateway's
 // insert): a browser refuses a response with two allow-origin values, and
 // an upstream's second one must not stand beside the policy's.
-func (p *CORS) decorate(h *fasthttp.ResponseHeader) {
+func (p *CORS) decorate(c *Ctx, h *fasthttp.ResponseHeader) {
 	if p.credentials {
 		SetResponseHeaderCanonical(h, hdrACAllowCreds, valueTrue)
 	}
 	if p.expose != nil {
 		SetResponseHeaderCanonical(h, hdrACExposeHeaders, p.expose)
 	}
-	addVaryOrigin(h)
+	addVaryOrigin(c, h)
 }
 
-// OnResponse decorates the response of a request this policy allowed (c.CORS
-// is p); it does nothing otherwise, so it may be called unconditionally. It
-// uses the origin copied at request time, so a request header modifier that
-// removes Origin before forwarding does not disable the decoration.
+// OnResponse decorates the response of a request this policy marked (c.CORS
+// is p): every one gets "Vary: Origin", and one from an allowed origin its
+// CORS headers. It does nothing otherwise, so it may be called
+// unconditionally. It uses the origin copied at request time, so a request
+// header modifier that removes Origin before forwarding does not disable
+// the decoration.
 func (p *CORS) OnResponse(c *Ctx) {
-	if c.CORS != p || len(c.CORSOrigin) == 0 {
+	if c.CORS != p {
 		return
 	}
 	h := &c.Fast.Response.Header
+	if len(c.CORSOrigin) == 0 {
+		addVaryOrigin(c, h)
+		return
+	}
 	SetResponseHeaderCanonical(h, hdrACAllowOrigin, c.CORSOrigin)
-	p.decorate(h)
+	p.decorate(c, h)
 }
 
 // appendHeaderList appends the comma-separated list v normalised: entries
@@ -266,10 +288,12 @@ func appendHeaderList(dst, v []byte) []byte {
 	return dst
 }
 
-// addVaryOrigin adds "Vary: Origin" unless a Vary header already lists Origin
-// or "*".
-func addVaryOrigin(h *fasthttp.ResponseHeader) {
-	for _, v := range h.PeekAll("Vary") {
+// addVaryOrigin adds Origin to the response's Vary, unless it already lists
+// Origin or "*": a Vary of its own when there is none, else merged into the
+// one there (its lines joined into one, which means the same).
+func addVaryOrigin(c *Ctx, h *fasthttp.ResponseHeader) {
+	lines := h.PeekAll("Vary")
+	for _, v := range lines {
 		for len(v) > 0 {
 			var item []byte
 			if i := bytes.IndexByte(v, ','); i >= 0 {
@@ -283,7 +307,20 @@ func addVaryOrigin(h *fasthttp.ResponseHeader) {
 			}
 		}
 	}
-	h.AddBytesKV(hdrVary, valueOrigin)
+	if len(lines) == 0 {
+		h.AddBytesKV(hdrVary, valueOrigin)
+		return
+	}
+	buf := c.Scratch()
+	for _, v := range lines {
+		n := len(buf)
+		if buf = appendHeaderList(buf, v); len(buf) > n {
+			buf = append(buf, headerListSeparators...)
+		}
+	}
+	buf = append(buf, valueOrigin...)
+	SetResponseHeaderCanonical(h, hdrVary, buf)
+	c.KeepScratch(buf)
 }
 
 // answerEmpty makes the response status with no body and no Content-Type.

@@ -68,20 +68,36 @@ func TestCORS(t *testing.T) {
 		cfg     config.CORS
 		method  string
 		headers []string
-		// vary is an existing Vary header on the backend response.
-		vary       string
+		// vary are the Vary lines of the backend response.
+		vary       []string
 		want       Result
-		wantMarked bool // c.CORS set for response decoration
+		wantMarked bool // c.CORSOrigin set: the response gets CORS headers
 		wantStatus int  // for Done
-		// wantHeaders are the CORS response headers after OnRequest and, when
-		// forwarded, OnResponse.
+		// wantHeaders are the CORS response headers after OnRequest and
+		// OnResponse (which runs on the policy's own answers too).
 		wantHeaders []string
 	}{
 		{
 			desc:   "no origin",
 			cfg:    full,
 			method: "POST", headers: nil,
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
+		},
+		{
+			desc:   "no origin, any origin allowed",
+			cfg:    wildcard,
+			method: "GET", headers: nil,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
+		},
+		{
+			desc:   "no origin, Vary merged",
+			cfg:    full,
+			method: "GET", headers: nil,
+			vary:        []string{"Accept-Encoding", " , Accept-Language"},
+			want:        Continue,
+			wantHeaders: []string{"Vary: Accept-Encoding, Accept-Language, Origin"},
 		},
 		{
 			desc:   "simple request from an allowed origin",
@@ -99,7 +115,8 @@ func TestCORS(t *testing.T) {
 			desc:   "simple request from a disallowed origin",
 			cfg:    full,
 			method: "GET", headers: []string{"Origin: https://evil.example"},
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "explicit default port matches the pattern without port",
@@ -117,13 +134,15 @@ func TestCORS(t *testing.T) {
 			desc:   "other port does not match",
 			cfg:    full,
 			method: "GET", headers: []string{"Origin: http://localhost:3001"},
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "other scheme does not match",
 			cfg:    full,
 			method: "GET", headers: []string{"Origin: http://app.example.com"},
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "wildcard host matches a subdomain, any case",
@@ -141,13 +160,14 @@ func TestCORS(t *testing.T) {
 			desc:   "wildcard host needs the dot",
 			cfg:    full,
 			method: "GET", headers: []string{"Origin: https://tenant.example"},
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "existing Vary listing Origin is kept as is",
 			cfg:    full,
 			method: "GET", headers: []string{"Origin: https://app.example.com"},
-			vary: "Accept-Encoding, origin",
+			vary: []string{"Accept-Encoding, origin"},
 			want: Continue, wantMarked: true,
 			wantHeaders: []string{
 				"Access-Control-Allow-Credentials: true",
@@ -155,6 +175,27 @@ func TestCORS(t *testing.T) {
 				"Access-Control-Expose-Headers: mcp-session-id,x-trace",
 				"Vary: Accept-Encoding, origin",
 			},
+		},
+		{
+			desc:   "existing Vary is merged with Origin",
+			cfg:    full,
+			method: "GET", headers: []string{"Origin: https://app.example.com"},
+			vary: []string{"Accept-Encoding"},
+			want: Continue, wantMarked: true,
+			wantHeaders: []string{
+				"Access-Control-Allow-Credentials: true",
+				"Access-Control-Allow-Origin: https://app.example.com",
+				"Access-Control-Expose-Headers: mcp-session-id,x-trace",
+				"Vary: Accept-Encoding, Origin",
+			},
+		},
+		{
+			desc:   "Vary * is kept as is",
+			cfg:    full,
+			method: "GET", headers: []string{"Origin: https://evil.example"},
+			vary:        []string{"*"},
+			want:        Continue,
+			wantHeaders: []string{"Vary: *"},
 		},
 		{
 			desc:   "preflight from an allowed origin",
@@ -176,12 +217,14 @@ func TestCORS(t *testing.T) {
 			cfg:    full,
 			method: "OPTIONS", headers: []string{"Origin: https://evil.example", "Access-Control-Request-Method: POST"},
 			want: Done, wantStatus: 200,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "OPTIONS without request method from a disallowed origin is forwarded",
 			cfg:    full,
 			method: "OPTIONS", headers: []string{"Origin: https://evil.example"},
-			want: Continue,
+			want:        Continue,
+			wantHeaders: []string{"Vary: Origin"},
 		},
 		{
 			desc:   "OPTIONS without request method from an allowed origin is answered",
@@ -259,8 +302,8 @@ func TestCORS(t *testing.T) {
 			if got != tt.want {
 				t.Fatalf("OnRequest = %s, want %s", resultName(got), resultName(tt.want))
 			}
-			if marked := c.CORS == p; marked != tt.wantMarked {
-				t.Errorf("c.CORS set = %v, want %v", marked, tt.wantMarked)
+			if marked := c.CORS == p && len(c.CORSOrigin) > 0; marked != tt.wantMarked {
+				t.Errorf("c.CORSOrigin set = %v, want %v", marked, tt.wantMarked)
 			}
 			resp := &c.Fast.Response
 			if got == Done {
@@ -274,13 +317,14 @@ func TestCORS(t *testing.T) {
 					t.Errorf("preflight answer has a Content-Type:\n%s", wire)
 				}
 			} else {
-				// The backend answers; then the response policies run.
+				// The backend answers.
 				resp.SetStatusCode(200)
-				if tt.vary != "" {
-					resp.Header.Set("Vary", tt.vary)
+				for _, v := range tt.vary {
+					resp.Header.Add("Vary", v)
 				}
-				p.OnResponse(c)
 			}
+			p.OnResponse(c) // the response policies run on either
+
 			gotHeaders := responseLines(t, &resp.Header, corsResponseHeaders...)
 			if !equalLines(gotHeaders, tt.wantHeaders) {
 				t.Errorf("response headers = %q\nwant %q", gotHeaders, tt.wantHeaders)
@@ -333,10 +377,14 @@ func TestCORSZeroAllocs(t *testing.T) {
 		desc    string
 		method  string
 		headers []string
+		vary    string // the backend's Vary
 	}{
 		{desc: "preflight", method: "OPTIONS", headers: []string{"Origin: https://a.example.org", "Access-Control-Request-Method: POST", "Access-Control-Request-Headers: content-type, mcp-session-id"}},
+		{desc: "refused preflight", method: "OPTIONS", headers: []string{"Origin: https://evil.example", "Access-Control-Request-Method: POST"}},
 		{desc: "simple request", method: "POST", headers: []string{"Origin: https://app.example.com"}},
+		{desc: "simple request, Vary merged", method: "POST", headers: []string{"Origin: https://app.example.com"}, vary: "Accept-Encoding"},
 		{desc: "disallowed origin", method: "POST", headers: []string{"Origin: https://evil.example"}},
+		{desc: "no origin, Vary merged", method: "GET", vary: "Accept-Encoding"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -344,9 +392,10 @@ func TestCORSZeroAllocs(t *testing.T) {
 			allocs := testing.AllocsPerRun(100, func() {
 				c.CORS = nil
 				c.Fast.Response.Reset()
-				if p.OnRequest(c) == Continue {
-					p.OnResponse(c)
+				if p.OnRequest(c) == Continue && tt.vary != "" {
+					c.Fast.Response.Header.Set("Vary", tt.vary)
 				}
+				p.OnResponse(c)
 			})
 			if allocs != 0 {
 				t.Errorf("allocations per request = %v, want 0", allocs)

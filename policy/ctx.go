@@ -47,10 +47,13 @@ type Ctx struct {
 	// the proxy does not replace it with the backend's name.
 	HostRewritten bool
 
-	// CORS is set by the CORS policy when the response must carry CORS headers.
+	// CORS is set by the CORS policy whose answer depends on the Origin:
+	// the response gets "Vary: Origin", and CORS headers when CORSOrigin
+	// is set.
 	CORS *CORS
-	// CORSOrigin is the allowed request Origin, copied when CORS was set, so
-	// that request policies changing headers later cannot lose it.
+	// CORSOrigin is the allowed request Origin (empty when none is),
+	// copied so that request policies changing headers later cannot lose
+	// it.
 	CORSOrigin []byte
 
 	// Claims are the claims of the request's validated JWT, set by jwtAuth or

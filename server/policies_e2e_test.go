@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -358,6 +359,79 @@ binds:
 				t.Errorf("Vary %q lacks Origin", h.Values("Vary"))
 			}
 		})
+	}
+}
+
+// TestPolicyCORSVary: every answer of a route whose CORS answer depends on
+// the Origin says "Vary: Origin", those without CORS headers too (no
+// Origin, an origin not allowed, a refused preflight, an answer by a later
+// policy), lest a shared cache hand one of them to an allowed origin. An
+// upstream's Vary is merged into one line, never repeated; one listing
+// Origin or "*" is left alone. A route allowing no origin adds nothing.
+func TestPolicyCORSVary(t *testing.T) {
+	// (HTTP/2 requests go upstream in HTTP/2.)
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, v := range r.Header.Values("X-Vary") {
+			w.Header().Add("Vary", v)
+		}
+	}))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /direct}}]
+      policies:
+        cors: {allowOrigins: ['https://app.test']}
+        directResponse: {status: 404, body: none}
+    - matches: [{path: {pathPrefix: /any}}]
+      policies:
+        cors: {allowOrigins: ['*']}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /none}}]
+      policies:
+        cors: {allowMethods: [GET]}
+      backends: [{host: '${UP}'}]
+    - policies:
+        cors: {allowOrigins: ['https://app.test'], allowMethods: [GET, POST]}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	preflight := []string{"Origin", "https://evil.test", "Access-Control-Request-Method", "POST"}
+	tests := []struct {
+		desc, method, path string
+		headers            []string
+		want               []string // the Vary lines
+	}{
+		{"no origin", http.MethodGet, "/", nil, []string{"Origin"}},
+		{"origin not allowed", http.MethodGet, "/", []string{"Origin", "https://evil.test"}, []string{"Origin"}},
+		{"allowed origin", http.MethodGet, "/", []string{"Origin", "https://app.test"}, []string{"Origin"}},
+		{"refused preflight", http.MethodOptions, "/", preflight, []string{"Origin"}},
+		{"allowed preflight", http.MethodOptions, "/", []string{"Origin", "https://app.test", "Access-Control-Request-Method", "POST"}, []string{"Origin"}},
+		{"no origin, upstream Vary merged", http.MethodGet, "/", []string{"X-Vary", "Accept-Encoding"}, []string{"Accept-Encoding, Origin"}},
+		{"allowed origin, upstream Vary lines merged", http.MethodGet, "/", []string{"Origin", "https://app.test", "X-Vary", "Accept-Encoding", "X-Vary", "Accept-Language"}, []string{"Accept-Encoding, Accept-Language, Origin"}},
+		{"upstream Vary listing Origin", http.MethodGet, "/", []string{"X-Vary", "accept, origin"}, []string{"accept, origin"}},
+		{"upstream Vary *", http.MethodGet, "/", []string{"Origin", "https://evil.test", "X-Vary", "*"}, []string{"*"}},
+		{"a later policy's answer", http.MethodGet, "/direct", nil, []string{"Origin"}},
+		{"any origin, no origin", http.MethodGet, "/any", nil, []string{"Origin"}},
+		{"no origin allowed", http.MethodGet, "/none", []string{"Origin", "https://app.test"}, nil},
+		{"no origin allowed, preflight", http.MethodOptions, "/none", preflight, nil},
+	}
+	for _, c := range bothClients() {
+		for _, tc := range tests {
+			t.Run(c.name+"/"+tc.desc, func(t *testing.T) {
+				req, err := http.NewRequest(tc.method, tg.url(3000)+tc.path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i+1 < len(tc.headers); i += 2 {
+					req.Header.Add(tc.headers[i], tc.headers[i+1])
+				}
+				resp, _ := doWith(t, c.client, req)
+				if got := resp.Header.Values("Vary"); !slices.Equal(got, tc.want) {
+					t.Errorf("%d: Vary lines %q, want %q", resp.StatusCode, got, tc.want)
+				}
+			})
+		}
 	}
 }
 
