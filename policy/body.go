@@ -62,6 +62,29 @@ type ClientBodyError interface {
 	ClientBody()
 }
 
+// BodyFailure is the error a request body stream of a policy's making
+// (extProc's processed body) ends with when that policy failed: neither
+// the client nor the upstream. Whoever reads the body answers the request
+// as the policy answers the same failure before the body (Respond), and
+// logs it as the policy's (Error names Kind); it is not retried.
+type BodyFailure struct {
+	Kind   Kind
+	Status int
+	Body   []byte // sent as text/plain
+	Err    error
+}
+
+func (e *BodyFailure) Error() string { return string(e.Kind) + ": " + e.Err.Error() }
+func (e *BodyFailure) Unwrap() error { return e.Err }
+
+// Respond makes resp the policy's answer to the failure.
+func (e *BodyFailure) Respond(resp *fasthttp.Response) {
+	resp.Reset()
+	resp.SetStatusCode(e.Status)
+	resp.Header.SetContentTypeBytes(contentTypeText)
+	resp.SetBody(e.Body)
+}
+
 // ReadRequestBody reads the request's body whole, up to max bytes, and
 // keeps it as the request's body, so the backend still gets all of it. CEL
 // shows it as request.body from then on (c.RequestBodyRead). A body read
@@ -173,16 +196,19 @@ var (
 
 // RespondRequestBodyError answers a request whose body ReadRequestBody
 // could not read: 413 beyond max, 408 or 400 when the client failed to
-// send it (too slow, or cut short), 500 when another policy's processing
-// of it failed. The connection closes after the answer, the body unread
-// to its end.
+// send it (too slow, or cut short), the policy's answer when another
+// policy's processing of it failed (BodyFailure), else 500. The connection
+// closes after the answer, the body unread to its end.
 func RespondRequestBodyError(c *Ctx, err error) {
 	resp := &c.Fast.Response
 	resp.Reset()
 	resp.Header.SetContentTypeBytes(contentTypeText)
 	var ce ClientBodyError
 	var ne net.Error
+	var pf *BodyFailure
 	switch {
+	case errors.As(err, &pf):
+		pf.Respond(resp)
 	case errors.Is(err, ErrBodyTooLarge):
 		resp.SetStatusCode(fasthttp.StatusRequestEntityTooLarge)
 		resp.SetBody(bodyTooLarge)

@@ -186,6 +186,17 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 				return clientBodyStatus(fctx, err)
 			}
 		}
+		if err != nil {
+			var pf *policy.BodyFailure
+			if errors.As(err, &pf) {
+				// A policy's body failed the exchange (extProc's service
+				// broke off): the failure is the policy's, answered as it
+				// answers it, not the upstream's, and not retried.
+				rs.upstreamErr = err
+				pf.Respond(&fctx.Response)
+				return pf.Status
+			}
+		}
 		failure := backend.Classify(err)
 		status := fctx.Response.StatusCode()
 		if err != nil && rs.clientGone() {

@@ -2,7 +2,9 @@ package extproc
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -20,8 +22,8 @@ const pumpChunk = 32 << 10
 // pump streams a body to the service (full-duplex mode), one message per
 // read, while the phase waits for the service's answers. Until the body's
 // first processed bytes go on, it keeps what it sent (up to the buffer
-// limit), so that a service failing early can be failed open with the body
-// whole.
+// limit), so that a service failing early (on the headers, or on the body
+// before any of it went on) can be failed open with the body whole.
 type pump struct {
 	s        *session
 	src      io.Reader
@@ -327,7 +329,11 @@ func (j *joined) Close() error      { closeReader(j.src); return nil }
 func (j *joined) Unwrap() io.Reader { return j.src }
 
 // duplexBody is the body that goes on in full-duplex mode: what the service
-// answers, chunk by chunk, for the body the pump streams to it.
+// answers, chunk by chunk, for the body the pump streams to it. A service
+// that fails before any processed byte went on, under failOpen, leaves the
+// body to go on whole and unprocessed (raw), as Envoy's
+// failure_mode_allow; after, the body fails with a policy.BodyFailure, the
+// service's failure, whatever the mode.
 type duplexBody struct {
 	s       *session
 	ch      chan *procv3.ProcessingResponse
@@ -336,6 +342,11 @@ type duplexBody struct {
 	eos     bool
 	err     error
 	closed  bool
+	// went: processed bytes went on, so the body can no longer go on
+	// unprocessed.
+	went bool
+	// raw is the unprocessed body, read on from here once failed open.
+	raw io.Reader
 	// sending: WriteTo is sending the body on, and holds the request's
 	// header for the pump until the body ends.
 	sending bool
@@ -348,7 +359,9 @@ func newDuplexBody(s *session, ch chan *procv3.ProcessingResponse, pm *pump) *du
 	if pm.response {
 		s.hold()
 	}
-	pm.dropTee()
+	if !s.p.failOpen {
+		pm.dropTee() // nothing will go on unprocessed
+	}
 	return &duplexBody{s: s, ch: ch, pm: pm}
 }
 
@@ -362,11 +375,24 @@ func (d *duplexBody) take(m *procv3.BodyMutation) {
 
 func (d *duplexBody) Read(p []byte) (int, error) {
 	if err := d.fill(); err != nil {
+		if d.raw != nil {
+			return d.raw.Read(p)
+		}
 		return 0, err
 	}
 	n := copy(p, d.pending)
 	d.pending = d.pending[n:]
+	d.goneOn()
 	return n, nil
+}
+
+// goneOn notes that processed bytes went on: what the pump kept to fail
+// open with is let go.
+func (d *duplexBody) goneOn() {
+	if !d.went {
+		d.went = true
+		d.pm.dropTee()
+	}
 }
 
 // WriteTo sends the body on to w. fasthttp writes a request's chunked body
@@ -385,6 +411,10 @@ func (d *duplexBody) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {
 		if err := d.fill(); err != nil {
+			if d.raw != nil {
+				m, err := io.Copy(w, d.raw)
+				return n + m, err
+			}
 			if err == io.EOF {
 				return n, nil
 			}
@@ -393,6 +423,9 @@ func (d *duplexBody) WriteTo(w io.Writer) (int64, error) {
 		m, err := w.Write(d.pending)
 		n += int64(m)
 		d.pending = d.pending[m:]
+		if m > 0 {
+			d.goneOn()
+		}
 		if err != nil {
 			if !d.pm.response {
 				// The body will not go on: the pump ends now, its read in
@@ -410,8 +443,11 @@ func (d *duplexBody) WriteTo(w io.Writer) (int64, error) {
 func (d *duplexBody) SupportsBodyWriteTo() bool { return !d.pm.response }
 
 // fill makes pending hold the body's next bytes: io.EOF at the body's end,
-// or the error that ended it.
+// or the error that ended it (then raw, when set, is the body to read on).
 func (d *duplexBody) fill() error {
+	if d.raw != nil {
+		return errFailedOpen
+	}
 	for len(d.pending) == 0 {
 		if d.eos {
 			if !d.pm.response {
@@ -425,6 +461,9 @@ func (d *duplexBody) fill() error {
 		}
 		if d.err != nil {
 			return d.err
+		}
+		if d.raw != nil {
+			return errFailedOpen
 		}
 		ans, err := d.await()
 		if err != nil {
@@ -502,19 +541,40 @@ func (d *duplexBody) await() (*procv3.ProcessingResponse, error) {
 	return ans, err
 }
 
+// errFailedOpen is fill's word that the body goes on unprocessed (raw).
+var errFailedOpen = errors.New("extProc failed open")
+
 // fail ends the body with err: for a failure of the body's own source its
 // error (so a client's broken body stays the client's fault), else the
-// service's.
+// service's, a policy.BodyFailure answered as the request phase answers
+// it. Under failOpen, a service's failure before any processed byte went
+// on lets the body go on unprocessed instead, when the pump kept all it
+// sent; not an immediate response, which no longer can be given but was
+// the service's answer, not its failure.
 func (d *duplexBody) fail(err error) {
-	switch err {
-	case errPumpStopped:
+	if err == errPumpStopped {
 		err = d.pm.err
-	case errImmediate:
-		err = &errService{"the external processing service answered the request while its body was streaming"}
+	} else {
+		d.s.failed(err)
+		if err == errImmediate {
+			err = &errService{"the external processing service answered the request while its body was streaming"}
+		} else if d.s.p.failOpen && !d.went {
+			// The stream ends first: the pump may be blocked sending to
+			// the service.
+			d.s.end()
+			if d.failOpen() {
+				d.s.p.log.Warn("extProc: the external processing service failed on a body before any of it went on; the body goes on unprocessed (failureMode failOpen)",
+					zap.Bool("response", d.pm.response), zap.Error(err))
+				if !d.pm.response {
+					d.s.skipResp = true
+				}
+				return
+			}
+		}
+		err = &policy.BodyFailure{Kind: policy.KindExtProc, Status: http.StatusInternalServerError, Body: bodyFailed, Err: err}
 	}
 	d.s.p.log.Warn("extProc: a body being processed failed", zap.Bool("response", d.pm.response), zap.Error(err))
 	d.err = err
-	d.s.failed(err)
 	d.s.end()
 	if !d.pm.response {
 		// The request fails with err (the server answers for it); its
@@ -522,6 +582,23 @@ func (d *duplexBody) fail(err error) {
 		d.s.skipResp = true
 		d.pm.halt()
 	}
+}
+
+// failOpen stops the pump and makes raw the body whole, unprocessed: what
+// the pump sent, then what it had not read; false when it kept too little
+// (more went to the service than maxBufferSize) or its source failed.
+func (d *duplexBody) failOpen() bool {
+	r, whole, ok := d.pm.unsent()
+	switch {
+	case !ok:
+		return false
+	case r == nil:
+		d.raw = bytes.NewReader(whole)
+	default:
+		d.raw = r
+	}
+	d.pending = nil
+	return true
 }
 
 // Close ends a response's body: the pump stops, the source is closed once

@@ -121,8 +121,10 @@ func bodyModeOf(m filterv3.ProcessingMode_BodySendMode) (bodyMode, bool) {
 // out of protocol or an invalid mutation), failureMode decides: failClosed
 // answers 500 `external processing failed`; failOpen lets the request (or
 // the response) go on unprocessed, as long as none of its body has been
-// lost to the service; a failure in the middle of a body being streamed
-// ends that body, whatever the mode.
+// lost to the service, a full-duplex body too while none of it has gone on
+// processed; a failure in the middle of a body already going on ends that
+// body, whatever the mode, with a policy.BodyFailure that has its request
+// answered as the same 500.
 type ExtProc struct {
 	conn *grpcConn
 	addr string // the service's host:port, for the streams' spans
@@ -475,13 +477,17 @@ func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) 
 
 // respondBrokenBody answers a request whose body the client failed to
 // send: 408 when it stopped sending in time, 400 otherwise; the connection
-// closes, its body's end never found.
+// closes, its body's end never found. A body another policy made that
+// failed (another extProc's) gets that policy's answer.
 func respondBrokenBody(c *policy.Ctx, err error) {
 	resp := &c.Fast.Response
 	resp.Reset()
 	resp.Header.SetContentTypeBytes(contentTypeText)
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	var pf *policy.BodyFailure
+	if errors.As(err, &pf) {
+		pf.Respond(resp)
+	} else if errors.As(err, &ne) && ne.Timeout() {
 		resp.SetStatusCode(http.StatusRequestTimeout)
 		resp.SetBody(bodyTimeout)
 	} else {

@@ -112,6 +112,9 @@ func (s *Server) Process(stream procv3.ExternalProcessor_ProcessServer) error {
 			answer = Passthrough
 		}
 		for _, a := range answer(st, m) {
+			if a == End {
+				return nil
+			}
 			if err := st.Send(a); err != nil {
 				return err
 			}
@@ -142,6 +145,11 @@ func Start(t testing.TB, s *Server) string {
 	t.Helper()
 	return policytest.ServeGRPC(t, func(srv *grpc.Server) { procv3.RegisterExternalProcessorServer(srv, s) })
 }
+
+// End, among an answer function's answers, ends the stream there (the
+// service closes it, status OK) instead of being sent: a service that
+// stops answering in the middle of an exchange.
+var End = &procv3.ProcessingResponse{}
 
 // Passthrough answers m changing nothing: an empty answer of its kind, and
 // in full-duplex mode each body chunk sent back as it came.
