@@ -282,41 +282,49 @@ func caseStreamError(x *translation) {
 	}
 }
 
-// untranslatable is, per client, a feature only its own format has: the
-// raw members that ask for it, the words a refusal must name, and what a
+// untranslatable is, per client, features only its own format has: the
+// raw members that ask for one, the words a refusal must name, and what a
 // provider of the same format must receive.
-var untranslatable = map[convert.Format]struct {
+var untranslatable = map[convert.Format][]struct {
 	extra            map[string]any
 	refusal, present string
 }{
-	convert.Chat: {map[string]any{"response_format": map[string]any{"type": "json_schema",
+	convert.Chat: {{map[string]any{"response_format": map[string]any{"type": "json_schema",
 		"json_schema": map[string]any{"name": "answer", "schema": map[string]any{"type": "object"}}}},
-		"response_format", `"json_schema"`},
-	convert.Messages: {map[string]any{"tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
-		`server tool "web_search_20250305"`, `"web_search_20250305"`},
-	convert.Responses: {map[string]any{"tools": []any{map[string]any{"type": "web_search"}}},
-		`tool type "web_search"`, `"web_search"`},
+		"response_format", `"json_schema"`}},
+	convert.Messages: {{map[string]any{"tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
+		`server tool "web_search_20250305"`, `"web_search_20250305"`}},
+	convert.Responses: {
+		{map[string]any{"tools": []any{map[string]any{"type": "web_search"}}}, `tool type "web_search"`, `"web_search"`},
+		// State stored at OpenAI: another provider would answer the input
+		// alone.
+		{map[string]any{"conversation": "conv_123"}, "conversation", `"conv_123"`},
+		{map[string]any{"conversation": map[string]any{"id": "conv_456"}}, "conversation", `"conv_456"`},
+		{map[string]any{"prompt": map[string]any{"id": "pmpt_123", "variables": map[string]any{"city": "Paris"}}}, "prompt", `"pmpt_123"`},
+	},
 }
 
 // caseUntranslatable: a feature the provider's format lacks is a 400 naming
 // it, and nothing reaches the provider; a provider of the client's own
 // format receives it as it was sent.
 func caseUntranslatable(x *translation) {
-	f := untranslatable[x.client]
-	a := simpleAsk()
-	a.extra = f.extra
-	x.emu.Enqueue(llmtest.Reply{Text: "ok", Usage: testUsage})
-	ans, err := x.send(a)
-	if x.wire != x.client {
-		x.expectRefused(err, f.refusal)
-		return
-	}
-	if err != nil {
-		x.t.Fatalf("same-format request: %v", err)
-	}
-	x.expectAnswer(ans, "ok", "end")
-	if body := string(x.emu.Requests()[0].Body); !strings.Contains(body, f.present) {
-		x.t.Errorf("the provider did not get %s: %s", f.present, body)
+	for i, f := range untranslatable[x.client] {
+		a := simpleAsk()
+		a.extra = f.extra
+		if x.wire != x.client {
+			_, err := x.send(a)
+			x.expectRefused(err, f.refusal)
+			continue
+		}
+		x.emu.Enqueue(llmtest.Reply{Text: "ok", Usage: testUsage})
+		ans, err := x.send(a)
+		if err != nil {
+			x.t.Fatalf("same-format request: %v", err)
+		}
+		x.expectAnswer(ans, "ok", "end")
+		if body := string(x.emu.Requests()[i].Body); !strings.Contains(body, f.present) {
+			x.t.Errorf("the provider did not get %s: %s", f.present, body)
+		}
 	}
 }
 

@@ -16,14 +16,19 @@ type ResponsesRequest struct {
 	TopP            Raw             `json:"top_p"`
 	Tools           []ResponsesTool `json:"tools"`
 	// ToolChoice is "none", "auto", "required" or {"type":"function","name":...}.
-	ToolChoice         Raw                `json:"tool_choice"`
-	ParallelToolCalls  Raw                `json:"parallel_tool_calls"`
-	PreviousResponseID string             `json:"previous_response_id"`
-	Reasoning          ResponsesReasoning `json:"reasoning"`
-	Text               Raw                `json:"text"`
-	Store              Raw                `json:"store"`
-	Metadata           Raw                `json:"metadata"`
-	User               string             `json:"user"`
+	ToolChoice         Raw    `json:"tool_choice"`
+	ParallelToolCalls  Raw    `json:"parallel_tool_calls"`
+	PreviousResponseID string `json:"previous_response_id"`
+	// Conversation (an id, or {"id":...}) and Prompt ({"id":...,
+	// "variables":...}) name a conversation or a prompt template stored
+	// at OpenAI.
+	Conversation Raw                `json:"conversation"`
+	Prompt       Raw                `json:"prompt"`
+	Reasoning    ResponsesReasoning `json:"reasoning"`
+	Text         Raw                `json:"text"`
+	Store        Raw                `json:"store"`
+	Metadata     Raw                `json:"metadata"`
+	User         string             `json:"user"`
 }
 
 // Reset empties r, keeping the capacity of Tools.

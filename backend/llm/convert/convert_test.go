@@ -285,3 +285,49 @@ func TestRefusedNotDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedForEveryProvider: what a request asks of the client's own
+// provider (state it stores, ...) is a 400 naming it whatever the format it
+// is translated to, never dropped.
+func TestRefusedForEveryProvider(t *testing.T) {
+	cases := []struct {
+		desc   string
+		client Format
+		body   string
+		want   string // the refusal starts so
+	}{
+		{desc: "responses: previous_response_id", client: Responses,
+			body: `{"model":"m","previous_response_id":"resp_1","input":"and then?"}`, want: "previous_response_id needs"},
+		{desc: "responses: conversation id", client: Responses,
+			body: `{"model":"m","conversation":"conv_1","input":"and then?"}`, want: "conversation needs"},
+		{desc: "responses: conversation object", client: Responses,
+			body: `{"model":"m","conversation":{"id":"conv_1"},"input":"and then?"}`, want: "conversation needs"},
+		{desc: "responses: stored prompt", client: Responses,
+			body: `{"model":"m","prompt":{"id":"pmpt_123","variables":{"city":"Paris"}},"input":"go"}`, want: "prompt (a template"},
+		{desc: "responses: input item_reference", client: Responses,
+			body: `{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, want: `input item type "item_reference"`},
+	}
+	for _, tc := range cases {
+		for _, provider := range providerFormats {
+			if provider == tc.client {
+				continue
+			}
+			t.Run(tc.desc+" to "+provider.String(), func(t *testing.T) {
+				out, _, err := Request(nil, tc.client, provider, []byte(tc.body), nil)
+				var e *Error
+				if !errors.As(err, &e) || e.Status != 400 || !strings.HasPrefix(e.Message, tc.want) {
+					t.Fatalf("error %v (sent %s), want 400 %q...", err, out, tc.want)
+				}
+				if len(out) != 0 {
+					t.Errorf("a refused request wrote %s", out)
+				}
+			})
+		}
+	}
+	// null is no value.
+	for _, body := range []string{`{"model":"m","conversation":null,"prompt":null,"input":"hi"}`} {
+		if _, _, err := Request(nil, Responses, Messages, []byte(body), nil); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}

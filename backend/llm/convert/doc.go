@@ -61,8 +61,9 @@
 //
 // What cannot be translated is refused with a 400 naming it, never dropped
 // silently: built-in and server tools, audio and file parts, n > 1,
-// structured output (response_format, text.format), Responses'
-// previous_response_id, image URLs for Bedrock, tool names Bedrock refuses,
+// structured output (response_format, text.format), state stored at
+// OpenAI (Responses' previous_response_id, conversation, prompt and
+// item_reference), image URLs for Bedrock, tool names Bedrock refuses,
 // tool results holding images for Chat and Gemini providers (whose tool
 // results carry text only). Two things are dropped on purpose, as every
 // gateway must: OpenAI reasoning items replayed by Responses clients and

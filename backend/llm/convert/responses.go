@@ -23,6 +23,14 @@ func (t *translator) readResponsesRequest(body []byte) error {
 	if q.PreviousResponseID != "" {
 		return badRequest("previous_response_id needs a provider that stores responses; send the whole conversation in input")
 	}
+	// A conversation or a prompt template stored at OpenAI: another
+	// provider would answer the input alone.
+	if q.Conversation.Present() {
+		return badRequest("conversation needs a provider that stores conversations; send the whole conversation in input")
+	}
+	if q.Prompt.Present() {
+		return badRequest("prompt (a template stored at OpenAI) cannot be translated; send its text in instructions and input")
+	}
 	if q.Text.Present() {
 		if f, err := llm.Lookup(q.Text, "format"); err != nil || f.Present() && !isTextFormat(f) {
 			return badRequest("text.format is not supported when translating yet")
