@@ -168,6 +168,13 @@ var translateCases = []translateCase{
 	{name: "error", modes: bothModes, run: caseProviderError},
 	{name: "stream-error", modes: []bool{true}, streamOnly: true, run: caseStreamError},
 	{name: "untranslatable", modes: bothModes, run: caseUntranslatable},
+	{name: "bad-bound", modes: bothModes, run: caseBadBound},
+	{name: "sampling", modes: []bool{false}, run: caseSampling, skip: func(c convert.Format) string {
+		if c == convert.Responses {
+			return "Responses has no sampling settings beyond temperature and top_p"
+		}
+		return ""
+	}},
 	{name: "tool-result-image", modes: bothModes, run: caseToolResultImage, skip: func(c convert.Format) string {
 		if c == convert.Chat {
 			return "Chat tool messages carry text only"
@@ -291,9 +298,16 @@ var untranslatable = map[convert.Format][]struct {
 }{
 	convert.Chat: {{map[string]any{"response_format": map[string]any{"type": "json_schema",
 		"json_schema": map[string]any{"name": "answer", "schema": map[string]any{"type": "object"}}}},
-		"response_format", `"json_schema"`}},
+		"response_format", `"json_schema"`},
+		// Log probabilities: no other format answers with them.
+		{map[string]any{"logprobs": true}, "logprobs", `"logprobs":true`},
+		{map[string]any{"top_logprobs": 3}, "top_logprobs", `"top_logprobs":3`},
+		{map[string]any{"web_search_options": map[string]any{"search_context_size": "low"}}, "web_search_options", `"search_context_size"`},
+	},
 	convert.Messages: {{map[string]any{"tools": []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}}},
-		`server tool "web_search_20250305"`, `"web_search_20250305"`}},
+		`server tool "web_search_20250305"`, `"web_search_20250305"`},
+		{map[string]any{"mcp_servers": []any{map[string]any{"type": "url", "url": "https://mcp.example.com/sse", "name": "docs"}}},
+			"mcp_servers", `mcp.example.com`}},
 	convert.Responses: {
 		{map[string]any{"tools": []any{map[string]any{"type": "web_search"}}}, `tool type "web_search"`, `"web_search"`},
 		// State stored at OpenAI: another provider would answer the input
@@ -301,6 +315,7 @@ var untranslatable = map[convert.Format][]struct {
 		{map[string]any{"conversation": "conv_123"}, "conversation", `"conv_123"`},
 		{map[string]any{"conversation": map[string]any{"id": "conv_456"}}, "conversation", `"conv_456"`},
 		{map[string]any{"prompt": map[string]any{"id": "pmpt_123", "variables": map[string]any{"city": "Paris"}}}, "prompt", `"pmpt_123"`},
+		{map[string]any{"top_logprobs": 2}, "top_logprobs", `"top_logprobs":2`},
 	},
 }
 
@@ -324,6 +339,73 @@ func caseUntranslatable(x *translation) {
 		x.expectAnswer(ans, "ok", "end")
 		if body := string(x.emu.Requests()[i].Body); !strings.Contains(body, f.present) {
 			x.t.Errorf("the provider did not get %s: %s", f.present, body)
+		}
+	}
+}
+
+// caseBadBound: an output bound below 1 is a 400 naming it in every
+// format, translated or not (read as none, it became the default bound
+// or none), and nothing reaches the provider.
+func caseBadBound(x *translation) {
+	for _, extra := range map[convert.Format][]map[string]any{
+		convert.Chat:      {{"max_tokens": -5}, {"max_tokens": 0}, {"max_completion_tokens": 0}},
+		convert.Messages:  {{"max_tokens": 0}, {"max_tokens": -5}},
+		convert.Responses: {{"max_output_tokens": 0}, {"max_output_tokens": -1}},
+	}[x.client] {
+		a := simpleAsk()
+		a.extra = extra
+		_, err := x.send(a)
+		for name := range extra {
+			x.expectRefused(err, `"`+name+`" must be at least 1`)
+		}
+	}
+}
+
+// caseSampling: the sampling settings a provider's format has no
+// counterpart for are the only members dropped (convert's package comment
+// lists them): Chat's seed and penalties reach Gemini as its own, and
+// nothing else; logit_bias (OpenAI token ids) reaches only OpenAI;
+// Messages' top_k reaches Gemini and Bedrock, and no Chat provider.
+func caseSampling(x *translation) {
+	a := simpleAsk()
+	var has, hasNot []string
+	switch x.client {
+	case convert.Chat:
+		a.extra = map[string]any{"seed": 4, "frequency_penalty": 1, "presence_penalty": 0.5, "logit_bias": map[string]any{"1": 5}}
+		switch x.wire {
+		case convert.Chat:
+			has = []string{`"seed":4`, `"frequency_penalty":1`, `"presence_penalty":0.5`, `"logit_bias"`}
+		case convert.Gemini:
+			has, hasNot = []string{`"seed":4`, `"frequencyPenalty":1`, `"presencePenalty":0.5`}, []string{"logit"}
+		default:
+			hasNot = []string{"seed", "enalty", "logit"}
+		}
+	case convert.Messages:
+		a.extra = map[string]any{"top_k": 40}
+		switch x.wire {
+		case convert.Messages, convert.Bedrock:
+			has = []string{`"top_k":40`}
+		case convert.Gemini:
+			has = []string{`"topK":40`}
+		default:
+			hasNot = []string{"top_k", "topK"}
+		}
+	}
+	x.emu.Enqueue(llmtest.Reply{Text: "ok", Usage: testUsage})
+	ans, err := x.send(a)
+	if err != nil {
+		x.t.Fatalf("send: %v", err)
+	}
+	x.expectAnswer(ans, "ok", "end")
+	body := string(x.emu.Requests()[0].Body)
+	for _, w := range has {
+		if !strings.Contains(body, w) {
+			x.t.Errorf("the provider did not get %s: %s", w, body)
+		}
+	}
+	for _, w := range hasNot {
+		if strings.Contains(body, w) {
+			x.t.Errorf("the provider got %s: %s", w, body)
 		}
 	}
 }

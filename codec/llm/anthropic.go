@@ -4,8 +4,10 @@ package llm
 
 // AnthropicRequest is a Messages request.
 type AnthropicRequest struct {
-	Model     string `json:"model"`
-	MaxTokens int    `json:"max_tokens"`
+	Model string `json:"model"`
+	// MaxTokens is an integer, kept raw so that one given (0 too) is told
+	// from none.
+	MaxTokens Raw `json:"max_tokens"`
 	// System is a string or an array of text blocks (AnthropicBlock).
 	System      Raw                `json:"system"`
 	Messages    []AnthropicMessage `json:"messages"`
@@ -19,6 +21,9 @@ type AnthropicRequest struct {
 	ToolChoice    AnthropicToolChoice `json:"tool_choice"`
 	Thinking      AnthropicThinking   `json:"thinking"`
 	Metadata      Raw                 `json:"metadata"`
+	// MCPServers are MCP servers Anthropic calls itself (its MCP
+	// connector).
+	MCPServers Raw `json:"mcp_servers"`
 }
 
 // Reset empties r, keeping the capacity of Messages and Tools.

@@ -9,11 +9,13 @@ type ChatRequest struct {
 	Messages []ChatMessage `json:"messages"`
 	Stream   bool          `json:"stream"`
 	// StreamOptions.IncludeUsage asks for a last chunk carrying usage.
-	StreamOptions       ChatStreamOptions `json:"stream_options"`
-	MaxTokens           int               `json:"max_tokens"`
-	MaxCompletionTokens int               `json:"max_completion_tokens"`
-	Temperature         Raw               `json:"temperature"`
-	TopP                Raw               `json:"top_p"`
+	StreamOptions ChatStreamOptions `json:"stream_options"`
+	// MaxTokens and MaxCompletionTokens are integers, kept raw so that
+	// one given (0 too) is told from none.
+	MaxTokens           Raw `json:"max_tokens"`
+	MaxCompletionTokens Raw `json:"max_completion_tokens"`
+	Temperature         Raw `json:"temperature"`
+	TopP                Raw `json:"top_p"`
 	// Stop is a string or an array of strings.
 	Stop  Raw        `json:"stop"`
 	Tools []ChatTool `json:"tools"`
@@ -25,6 +27,18 @@ type ChatRequest struct {
 	ResponseFormat    Raw    `json:"response_format"`
 	N                 int    `json:"n"`
 	User              string `json:"user"`
+	// Logprobs (a boolean) and TopLogprobs (an integer) ask for the
+	// output tokens' log probabilities.
+	Logprobs    Raw `json:"logprobs"`
+	TopLogprobs Raw `json:"top_logprobs"`
+	// Seed, FrequencyPenalty and PresencePenalty tune sampling.
+	Seed             Raw `json:"seed"`
+	FrequencyPenalty Raw `json:"frequency_penalty"`
+	PresencePenalty  Raw `json:"presence_penalty"`
+	// Audio asks for a spoken answer; WebSearchOptions for OpenAI's web
+	// search.
+	Audio            Raw `json:"audio"`
+	WebSearchOptions Raw `json:"web_search_options"`
 }
 
 // Reset empties r, keeping the capacity of Messages and Tools.
@@ -36,15 +50,6 @@ func (r *ChatRequest) Reset() {
 func (r *ChatRequest) Decode(d *Decoder, body []byte) error {
 	r.Reset()
 	return d.Decode(body, r)
-}
-
-// MaxOutputTokens is max_completion_tokens, or max_tokens (deprecated by
-// OpenAI, still what most compatible providers read) when that is unset.
-func (r *ChatRequest) MaxOutputTokens() int {
-	if r.MaxCompletionTokens > 0 {
-		return r.MaxCompletionTokens
-	}
-	return r.MaxTokens
 }
 
 // ChatStreamOptions is a request's stream_options.

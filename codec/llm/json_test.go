@@ -139,7 +139,7 @@ func TestDecodeAliasesAndResets(t *testing.T) {
 	if err := r.Decode(&d, a); err != nil {
 		t.Fatal(err)
 	}
-	if r.Model != "m1" || !r.Stream || !r.StreamOptions.IncludeUsage || r.MaxOutputTokens() != 7 || len(r.Messages) != 2 ||
+	if r.Model != "m1" || !r.Stream || !r.StreamOptions.IncludeUsage || string(r.MaxTokens) != "7" || len(r.Messages) != 2 ||
 		string(r.Messages[0].Content) != `"hi"` || r.Messages[1].ToolCallID != "c1" || string(r.Tools[0].Function.Parameters) != `{"type":"object"}` {
 		t.Fatalf("decoded %+v", r)
 	}
@@ -150,7 +150,7 @@ func TestDecodeAliasesAndResets(t *testing.T) {
 	if err := r.Decode(&d, b); err != nil {
 		t.Fatal(err)
 	}
-	if r.Stream || r.MaxTokens != 0 || len(r.Tools) != 0 || r.Messages[0].Name != "" || r.Messages[0].Content != nil {
+	if r.Stream || r.MaxTokens != nil || len(r.Tools) != 0 || r.Messages[0].Name != "" || r.Messages[0].Content != nil {
 		t.Errorf("stale members after a second decode: %+v", r)
 	}
 	if err := r.Decode(&d, []byte(`{"model":1}`)); err == nil {
@@ -174,7 +174,7 @@ func TestDecodeEachFormat(t *testing.T) {
 		{desc: "anthropic request", body: `{"model":"c","max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"tool","name":"t"},"thinking":{"type":"enabled","budget_tokens":1024}}`,
 			v: &AnthropicRequest{}, check: func(v any) bool {
 				r := v.(*AnthropicRequest)
-				return r.MaxTokens == 5 && r.System.IsArray() && r.ToolChoice.Name == "t" && r.Thinking.BudgetTokens == 1024
+				return string(r.MaxTokens) == "5" && r.System.IsArray() && r.ToolChoice.Name == "t" && r.Thinking.BudgetTokens == 1024
 			}},
 		{desc: "anthropic stream event", body: `{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`,
 			v: &AnthropicStreamEvent{}, check: func(v any) bool {
@@ -184,7 +184,7 @@ func TestDecodeEachFormat(t *testing.T) {
 		{desc: "responses request", body: `{"model":"g","input":[{"role":"user","content":"x"}],"max_output_tokens":9,"reasoning":{"effort":"low"}}`,
 			v: &ResponsesRequest{}, check: func(v any) bool {
 				r := v.(*ResponsesRequest)
-				return r.MaxOutputTokens == 9 && r.Input.IsArray() && r.Reasoning.Effort == "low"
+				return string(r.MaxOutputTokens) == "9" && r.Input.IsArray() && r.Reasoning.Effort == "low"
 			}},
 		{desc: "gemini response", body: `{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"thoughtsTokenCount":2}}`,
 			v: &GeminiResponse{}, check: func(v any) bool {

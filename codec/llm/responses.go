@@ -9,8 +9,10 @@ type ResponsesRequest struct {
 	// (ResponsesItem).
 	Input Raw `json:"input"`
 	// Instructions is a system message (a string).
-	Instructions    Raw             `json:"instructions"`
-	MaxOutputTokens int             `json:"max_output_tokens"`
+	Instructions Raw `json:"instructions"`
+	// MaxOutputTokens is an integer, kept raw so that one given (0 too)
+	// is told from none.
+	MaxOutputTokens Raw             `json:"max_output_tokens"`
 	Stream          bool            `json:"stream"`
 	Temperature     Raw             `json:"temperature"`
 	TopP            Raw             `json:"top_p"`
@@ -29,6 +31,9 @@ type ResponsesRequest struct {
 	Store        Raw                `json:"store"`
 	Metadata     Raw                `json:"metadata"`
 	User         string             `json:"user"`
+	// TopLogprobs (an integer) asks for the output tokens' log
+	// probabilities.
+	TopLogprobs Raw `json:"top_logprobs"`
 }
 
 // Reset empties r, keeping the capacity of Tools.

@@ -12,7 +12,14 @@ func (t *translator) readAnthropicRequest(body []byte) error {
 		return requestError("messages request", body, err, true, func(b []byte) error { return a.Decode(&t.dec, b) })
 	}
 	r := &t.req
-	r.model, r.stream, r.maxTokens = a.Model, a.Stream, a.MaxTokens
+	var err error
+	if r.maxTokens, err = outputBound([]byte("max_tokens"), a.MaxTokens); err != nil {
+		return badRequest("invalid messages request: " + err.Error())
+	}
+	r.model, r.stream = a.Model, a.Stream
+	if a.MCPServers.Present() {
+		return badRequest("mcp_servers (Anthropic's MCP connector) cannot be translated")
+	}
 	r.temperature, r.topP, r.topK, r.stop = a.Temperature, a.TopP, a.TopK, a.StopSequences
 	if a.Thinking.Type == "enabled" {
 		r.thinkingBudget = a.Thinking.BudgetTokens

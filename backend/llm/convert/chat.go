@@ -13,11 +13,36 @@ func (t *translator) readChatRequest(body []byte) error {
 	}
 	r := &t.req
 	r.model, r.stream, r.includeUsage = c.Model, c.Stream, c.StreamOptions.IncludeUsage
-	r.maxTokens = c.MaxOutputTokens()
+	maxTokens, err := outputBound([]byte("max_tokens"), c.MaxTokens)
+	if err != nil {
+		return badRequest("invalid chat completions request: " + err.Error())
+	}
+	// max_completion_tokens, or max_tokens (deprecated by OpenAI, still
+	// what most compatible providers read) when that is unset.
+	if r.maxTokens, err = outputBound([]byte("max_completion_tokens"), c.MaxCompletionTokens); err != nil {
+		return badRequest("invalid chat completions request: " + err.Error())
+	}
+	if r.maxTokens == 0 {
+		r.maxTokens = maxTokens
+	}
 	r.temperature, r.topP, r.stop = c.Temperature, c.TopP, c.Stop
+	r.seed, r.frequencyPenalty, r.presencePenalty = c.Seed, c.FrequencyPenalty, c.PresencePenalty
 	r.user = c.User
 	if c.N > 1 {
 		return badRequest("n > 1 is not supported when translating")
+	}
+	// What the answer would carry: no other format returns it.
+	if string(c.Logprobs) == "true" {
+		return badRequest("logprobs is not supported when translating")
+	}
+	if asksLogprobs(c.TopLogprobs) {
+		return badRequest("top_logprobs is not supported when translating")
+	}
+	if c.Audio.Present() {
+		return badRequest("audio output is not supported when translating")
+	}
+	if c.WebSearchOptions.Present() {
+		return badRequest("web_search_options (OpenAI's web search) cannot be translated")
 	}
 	if rf := c.ResponseFormat; rf.Present() {
 		if v, err := llm.Lookup(rf, "type"); err != nil || string(v) != `"text"` {

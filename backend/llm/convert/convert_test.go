@@ -90,6 +90,11 @@ func TestReadHead(t *testing.T) {
 		{body: `{"model":"a","model":null}`, model: ""},
 		{body: `{"messages":[]}`, model: ""},
 		{body: `{"model":5}`, err: true},
+		{body: `{"max_tokens":null,"max_output_tokens":7}`, maxTokens: 7},
+		{body: `{"max_tokens":0}`, err: true},
+		{body: `{"max_completion_tokens":-5}`, err: true},
+		{body: `{"max_output_tokens":0}`, err: true},
+		{body: `{"max_tokens":"5"}`, err: true},
 		{body: `{"stream":"yes"}`, err: true},
 		{body: `[1]`, err: true},
 		{body: `{"model":"a"`, err: true},
@@ -306,6 +311,29 @@ func TestRefusedForEveryProvider(t *testing.T) {
 			body: `{"model":"m","prompt":{"id":"pmpt_123","variables":{"city":"Paris"}},"input":"go"}`, want: "prompt (a template"},
 		{desc: "responses: input item_reference", client: Responses,
 			body: `{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, want: `input item type "item_reference"`},
+		// Log probabilities: no other format answers with them.
+		{desc: "chat: logprobs", client: Chat,
+			body: `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"x"}]}`, want: "logprobs is not supported"},
+		{desc: "chat: top_logprobs", client: Chat,
+			body: `{"model":"m","logprobs":false,"top_logprobs":3,"messages":[{"role":"user","content":"x"}]}`, want: "top_logprobs is not supported"},
+		{desc: "responses: top_logprobs", client: Responses,
+			body: `{"model":"m","top_logprobs":2,"input":"x"}`, want: "top_logprobs is not supported"},
+		// Answers only the client's own provider gives.
+		{desc: "chat: audio output", client: Chat,
+			body: `{"model":"m","modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"},"messages":[{"role":"user","content":"x"}]}`, want: "audio output"},
+		{desc: "chat: web search", client: Chat,
+			body: `{"model":"m","web_search_options":{},"messages":[{"role":"user","content":"x"}]}`, want: "web_search_options"},
+		{desc: "messages: MCP connector", client: Messages,
+			body: `{"model":"m","max_tokens":9,"mcp_servers":[{"type":"url","url":"https://mcp.example.com/sse","name":"x"}],"messages":[{"role":"user","content":"x"}]}`, want: "mcp_servers"},
+		// An output bound below 1, in every client format.
+		{desc: "chat: negative max_tokens", client: Chat,
+			body: `{"model":"m","max_tokens":-5,"messages":[{"role":"user","content":"x"}]}`, want: `invalid chat completions request: "max_tokens" must be at least 1`},
+		{desc: "chat: zero max_completion_tokens", client: Chat,
+			body: `{"model":"m","max_completion_tokens":0,"messages":[{"role":"user","content":"x"}]}`, want: `invalid chat completions request: "max_completion_tokens" must be at least 1`},
+		{desc: "messages: zero max_tokens", client: Messages,
+			body: `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, want: `invalid messages request: "max_tokens" must be at least 1`},
+		{desc: "responses: negative max_output_tokens", client: Responses,
+			body: `{"model":"m","max_output_tokens":-1,"input":"x"}`, want: `invalid responses request: "max_output_tokens" must be at least 1`},
 	}
 	for _, tc := range cases {
 		for _, provider := range providerFormats {
@@ -324,10 +352,61 @@ func TestRefusedForEveryProvider(t *testing.T) {
 			})
 		}
 	}
-	// null is no value.
-	for _, body := range []string{`{"model":"m","conversation":null,"prompt":null,"input":"hi"}`} {
-		if _, _, err := Request(nil, Responses, Messages, []byte(body), nil); err != nil {
-			t.Errorf("%s: %v", body, err)
+	// null (and logprobs false, top_logprobs 0) asks for nothing.
+	for _, c := range []struct {
+		client Format
+		body   string
+	}{
+		{Responses, `{"model":"m","conversation":null,"prompt":null,"top_logprobs":0,"max_output_tokens":null,"input":"hi"}`},
+		{Chat, `{"model":"m","logprobs":false,"top_logprobs":0,"max_tokens":null,"messages":[{"role":"user","content":"x"}]}`},
+		{Chat, `{"model":"m","logprobs":null,"top_logprobs":null,"messages":[{"role":"user","content":"x"}]}`},
+	} {
+		for _, provider := range providerFormats {
+			if provider == c.client {
+				continue
+			}
+			if _, _, err := Request(nil, c.client, provider, []byte(c.body), nil); err != nil {
+				t.Errorf("%s to %s: %v", c.body, provider, err)
+			}
+		}
+	}
+}
+
+// TestSamplingHints: the sampling settings without a counterpart in the
+// provider's format are the only members dropped, as the package comment
+// lists them: Chat's seed and penalties go to Gemini (and nowhere else),
+// logit_bias nowhere; Messages' top_k goes to Gemini and Bedrock, not to
+// Chat providers.
+func TestSamplingHints(t *testing.T) {
+	const chat = `{"model":"m","seed":4,"frequency_penalty":1,"presence_penalty":-0.5,"logit_bias":{"1":5},"messages":[{"role":"user","content":"x"}]}`
+	const messages = `{"model":"m","max_tokens":9,"top_k":40,"messages":[{"role":"user","content":"x"}]}`
+	cases := []struct {
+		client, provider Format
+		body             string
+		has, hasNot      []string
+	}{
+		{Chat, Gemini, chat, []string{`"seed":4`, `"frequencyPenalty":1`, `"presencePenalty":-0.5`}, []string{"logit", "bias"}},
+		{Chat, Messages, chat, nil, []string{"seed", "enalty", "logit"}},
+		{Chat, Bedrock, chat, nil, []string{"seed", "enalty", "logit"}},
+		{Messages, Gemini, messages, []string{`"topK":40`}, nil},
+		{Messages, Bedrock, messages, []string{`"top_k":40`}, nil},
+		{Messages, Chat, messages, nil, []string{"top_k", "topK"}},
+	}
+	for _, tc := range cases {
+		out, _, err := Request(nil, tc.client, tc.provider, []byte(tc.body), nil)
+		if err != nil {
+			t.Errorf("%s to %s: %v", tc.client, tc.provider, err)
+			continue
+		}
+		for _, w := range tc.has {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s to %s: %s not sent: %s", tc.client, tc.provider, w, out)
+			}
+		}
+		for _, w := range tc.hasNot {
+			if strings.Contains(string(out), w) {
+				t.Errorf("%s to %s: %s sent: %s", tc.client, tc.provider, w, out)
+			}
 		}
 	}
 }

@@ -60,17 +60,30 @@
 // take the client's shape and error type names.
 //
 // What cannot be translated is refused with a 400 naming it, never dropped
-// silently: built-in and server tools, audio and file parts, n > 1,
-// structured output (response_format, text.format), state stored at
-// OpenAI (Responses' previous_response_id, conversation, prompt and
-// item_reference), image URLs for Bedrock, tool names Bedrock refuses,
-// tool results holding images for Chat and Gemini providers (whose tool
-// results carry text only). Two things are dropped on purpose, as every
-// gateway must: OpenAI reasoning items replayed by Responses clients and
-// thinking blocks sent to Chat and Gemini providers (neither can be
-// verified by another provider). A same-format provider's error is copied
-// when it is in the client's shape and translated when it is not (Vertex
-// AI answers some errors before Claude in Google's shape).
+// silently: built-in and server tools (OpenAI's web_search_options,
+// Anthropic's mcp_servers too), audio and file parts, audio output, n > 1,
+// log probabilities (Chat's logprobs and top_logprobs, Responses'
+// top_logprobs: no other format answers with them), structured output
+// (response_format, text.format), state stored at OpenAI (Responses'
+// previous_response_id, conversation, prompt and item_reference), image
+// URLs for Bedrock, tool names Bedrock refuses, tool results holding
+// images for Chat and Gemini providers (whose tool results carry text
+// only). An output bound below 1 (max_tokens, max_completion_tokens,
+// max_output_tokens) is a 400 in every format, passed through or not: no
+// provider serves it, and read as none it would become the default.
+//
+// Dropped on purpose, as every gateway must: OpenAI reasoning items
+// replayed by Responses clients and thinking blocks sent to Chat and
+// Gemini providers (neither can be verified by another provider); and the
+// sampling settings that the provider's format has no counterpart for,
+// which change how an answer is drawn but not what is asked (agentgateway
+// drops them too): Chat's seed, frequency_penalty and presence_penalty for
+// Anthropic and Bedrock (Gemini takes them as its own), Chat's logit_bias
+// for every other provider (it weighs OpenAI token ids, which name other
+// tokens or none in another provider's vocabulary), and Messages' top_k
+// for Chat providers (OpenAI has none). A same-format provider's error is
+// copied when it is in the client's shape and translated when it is not
+// (Vertex AI answers some errors before Claude in Google's shape).
 //
 // # Streams
 //

@@ -189,8 +189,18 @@ func TestRequestTypeErrors(t *testing.T) {
 		body   string
 		want   string
 	}{
-		{Chat, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, "invalid chat completions request: an output token bound is not an integer"},
-		{Messages, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, "invalid messages request: an output token bound is not an integer"},
+		{Chat, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "max_tokens" is not an integer`},
+		{Messages, `{"model":"m","max_tokens":5000.5,"messages":[{"role":"user","content":"hi"}]}`, `invalid messages request: "max_tokens" is not an integer`},
+		// An output bound below 1 is no bound a provider serves (and not
+		// none, which would send the default).
+		{Chat, `{"model":"m","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "max_tokens" must be at least 1`},
+		{Chat, `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "max_tokens" must be at least 1`},
+		{Chat, `{"model":"m","max_tokens":null,"max_completion_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "max_completion_tokens" must be at least 1`},
+		{Messages, `{"model":"m","max_tokens":-5,"messages":[{"role":"user","content":"hi"}]}`, `invalid messages request: "max_tokens" must be at least 1`},
+		{Messages, `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, `invalid messages request: "max_tokens" must be at least 1`},
+		{Responses, `{"model":"m","max_output_tokens":0,"input":"hi"}`, `invalid responses request: "max_output_tokens" must be at least 1`},
+		{Responses, `{"model":"m","max_output_tokens":-1,"input":"hi"}`, `invalid responses request: "max_output_tokens" must be at least 1`},
+		{Responses, `{"model":"m","max_output_tokens":"9","input":"hi"}`, `invalid responses request: "max_output_tokens" is not an integer`},
 		{Chat, `{"model":"m","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, `invalid chat completions request: "stream" is not a boolean`},
 		{Chat, `{"model":"m","tools":{},"messages":[{"role":"user","content":"hi"}]}`, "invalid chat completions request: tools has the wrong type"},
 		{Messages, `{"model":"m","max_tokens":5,"tools":{},"messages":[{"role":"user","content":"hi"}]}`, "invalid messages request: tools has the wrong type"},

@@ -92,7 +92,8 @@ func (t *translator) writeGeminiRequest(dst []byte) ([]byte, error) {
 	for _, f := range [...]struct {
 		key string
 		v   llm.Raw
-	}{{`"temperature":`, r.temperature}, {`"topP":`, r.topP}, {`"topK":`, r.topK}} {
+	}{{`"temperature":`, r.temperature}, {`"topP":`, r.topP}, {`"topK":`, r.topK},
+		{`"seed":`, r.seed}, {`"presencePenalty":`, r.presencePenalty}, {`"frequencyPenalty":`, r.frequencyPenalty}} {
 		if f.v.Present() {
 			dst = comma(dst, &g)
 			dst = append(dst, f.key...)

@@ -86,6 +86,9 @@ type request struct {
 	outMaxTokens int
 
 	temperature, topP, topK llm.Raw
+	// seed and the penalties are Chat's; only Gemini takes them (the
+	// package comment says what is dropped).
+	seed, frequencyPenalty, presencePenalty llm.Raw
 	// stop is a string token or an array of them.
 	stop llm.Raw
 
@@ -147,6 +150,12 @@ func (r *request) toolNameFor(id string) string {
 		}
 	}
 	return ""
+}
+
+// asksLogprobs reports a top_logprobs that asks for log probabilities: one
+// given, other than 0.
+func asksLogprobs(v llm.Raw) bool {
+	return v.Present() && string(v) != "0"
 }
 
 // budgetForEffort maps an OpenAI reasoning effort to a thinking budget.

@@ -150,8 +150,9 @@ func (e passErr) Error() string { return string(e) }
 // stream_options.include_usage, and the output bounds (max_tokens,
 // max_completion_tokens, max_output_tokens, Gemini's
 // generationConfig.maxOutputTokens, Bedrock's inferenceConfig.maxTokens).
-// A member of the wrong type is an error; null reads as absent. Names
-// with escapes are compared decoded.
+// A member of the wrong type is an error, and so is a client's output
+// bound below 1 (outputBound); null reads as absent. Names with escapes
+// are compared decoded.
 func ReadHead(body []byte) (Head, error) {
 	h := NewHead(body)
 	var m llm.Members
@@ -197,7 +198,9 @@ func (h *Head) AddMember(name, v llm.Raw, end int) error {
 		h.streamOptions = v.IsObject()
 		return err
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
-		return h.bound(v)
+		n, err := outputBound(key, v)
+		h.maxTokens = max(h.maxTokens, n)
+		return err
 	case "generationConfig":
 		return h.nestedBound(v, "generationConfig", "maxOutputTokens")
 	case "inferenceConfig":
@@ -206,14 +209,34 @@ func (h *Head) AddMember(name, v llm.Raw, end int) error {
 	return nil
 }
 
-// bound takes an output bound v (an integer, or null) into maxTokens.
-func (h *Head) bound(v llm.Raw) error {
+// outputBound reads a client's output bound, the member name (max_tokens,
+// max_completion_tokens, max_output_tokens) of value v: an integer of at
+// least 1, or none (absent or null: 0). A bound of 0 or less is refused in
+// every format, translated or not: no provider serves it, and a gateway
+// that read it as none would send its default or no bound at all.
+func outputBound(name []byte, v llm.Raw) (int, error) {
+	if len(v) == 0 || isNull(v) {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(v)) // no allocation: converted in place
+	if err != nil {
+		return 0, passErr(`"` + string(name) + `" is not an integer`)
+	}
+	if n < 1 {
+		return 0, passErr(`"` + string(name) + `" must be at least 1`)
+	}
+	return n, nil
+}
+
+// bound takes an output bound v (an integer, or null) of a provider's
+// format, member of obj, into maxTokens.
+func (h *Head) bound(v llm.Raw, obj, member string) error {
 	if isNull(v) {
 		return nil
 	}
 	n, err := strconv.Atoi(string(v)) // no allocation: converted in place
 	if err != nil {
-		return passErr("an output token bound is not an integer")
+		return passErr(`"` + obj + "." + member + `" is not an integer`)
 	}
 	h.maxTokens = max(h.maxTokens, n)
 	return nil
@@ -231,7 +254,7 @@ func (h *Head) nestedBound(v llm.Raw, obj, member string) error {
 	m.Reset(v)
 	for m.Next() {
 		if m.NameIs(member) {
-			return h.bound(m.Value())
+			return h.bound(m.Value(), obj, member)
 		}
 	}
 	return nil

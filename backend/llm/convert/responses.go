@@ -14,8 +14,15 @@ func (t *translator) readResponsesRequest(body []byte) error {
 		return requestError("responses request", body, err, true, func(b []byte) error { return q.Decode(&t.dec, b) })
 	}
 	r := &t.req
-	r.model, r.stream, r.maxTokens = q.Model, q.Stream, q.MaxOutputTokens
+	var err error
+	if r.maxTokens, err = outputBound([]byte("max_output_tokens"), q.MaxOutputTokens); err != nil {
+		return badRequest("invalid responses request: " + err.Error())
+	}
+	r.model, r.stream = q.Model, q.Stream
 	r.temperature, r.topP, r.user = q.Temperature, q.TopP, q.User
+	if asksLogprobs(q.TopLogprobs) {
+		return badRequest("top_logprobs is not supported when translating")
+	}
 	r.thinkingBudget = budgetForEffort(q.Reasoning.Effort)
 	if string(q.ParallelToolCalls) == "false" {
 		r.noParallel = true
