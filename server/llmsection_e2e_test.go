@@ -777,3 +777,70 @@ llm:
 		})
 	}
 }
+
+// TestLLMSectionRepeatedMembers: a body that gives a member twice is routed,
+// authorized and counted on the last value (as every reader of the gateway
+// takes it), and the provider gets that value alone: a provider whose
+// parser takes the first would otherwise serve another budget, stream mode
+// or conversation than the one the gateway checked.
+func TestLLMSectionRepeatedMembers(t *testing.T) {
+	cheap := llmtest.NewOpenAI(t)
+	cheap.SetDefault(llmtest.Reply{Text: "cheap"})
+	expensive := llmtest.NewOpenAI(t)
+	expensive.SetDefault(llmtest.Reply{Text: "expensive"})
+	a := llmtest.NewAnthropic(t)
+	a.SetDefault(llmtest.Reply{Text: "claude"})
+	cfg := `
+llm:
+  models:` + sectionModel("cheap", cheap, "visibility: internal") + sectionModel("expensive", expensive, "visibility: internal") + `
+  - name: claude
+    provider: anthropic
+    params: {apiKey: ` + a.APIKey + `, baseUrl: "http://` + a.Addr() + `"}
+  virtualModels:
+  - name: cond
+    routing:
+      conditional:
+        targets:
+        - {when: 'default(llmRequest.max_tokens, 0) <= 100', model: cheap}
+        - {model: expensive}
+`
+	tg := startGateway(t, cfg, nil)
+	for _, tc := range []struct {
+		desc, path, body string
+		emu              interface{ Requests() []llmtest.Request }
+		answer, sent     string
+	}{
+		{desc: "chat", path: "/v1/chat/completions", emu: cheap, answer: "cheap",
+			body: `{"model":"cond","max_tokens":5000,"stream":true,"messages":[{"role":"user","content":"first"}],"max_tokens":10,"stream":false,"messages":[{"role":"user","content":"last"}]}`,
+			sent: `{"max_tokens":10,"stream":false,"messages":[{"role":"user","content":"last"}],"model":"gpt-4o-mini"}`},
+		{desc: "messages", path: "/v1/messages", emu: a, answer: "claude",
+			body: `{"model":"claude","max_tokens":5000,"messages":[{"role":"user","content":"first"}],"max_tokens":10,"messages":[{"role":"user","content":"last"}]}`,
+			sent: `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"last"}]}`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			resp, body := postJSON(t, tg.url(4000)+tc.path, tc.body)
+			if resp.StatusCode != 200 || !strings.Contains(body, tc.answer) {
+				t.Fatalf("%d %s, want the %s model's answer", resp.StatusCode, body, tc.answer)
+			}
+			reqs := tc.emu.Requests()
+			var got, want map[string]any
+			sent := reqs[len(reqs)-1].Body
+			if err := json.Unmarshal(sent, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tc.sent), &want); err != nil {
+				t.Fatal(err)
+			}
+			delete(got, "model")
+			delete(want, "model")
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("the provider got %s, want %s", sent, tc.sent)
+			}
+			for _, name := range []string{`"max_tokens"`, `"messages"`, `"stream"`, `"model"`} {
+				if n := strings.Count(string(sent), name); n > 1 {
+					t.Errorf("the provider got %s %d times: %s", name, n, sent)
+				}
+			}
+		})
+	}
+}

@@ -108,8 +108,8 @@ func TestReadHead(t *testing.T) {
 		if tc.err {
 			continue
 		}
-		if h.Model() != tc.model || h.stream != tc.stream || h.maxTokens != tc.maxTokens {
-			t.Errorf("%s: model %q stream %v max %d", tc.body, h.Model(), h.stream, h.maxTokens)
+		if h.Model() != tc.model || h.stream != tc.stream || h.maxTokens() != tc.maxTokens {
+			t.Errorf("%s: model %q stream %v max %d", tc.body, h.Model(), h.stream, h.maxTokens())
 		}
 	}
 }

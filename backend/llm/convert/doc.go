@@ -30,8 +30,9 @@
 // is pooled. Values returned (RequestInfo.Model, errors' text aside) alias
 // the body they came from, as codec/llm's do. Same formats (Chat client to
 // Chat provider, ...) pass through: the body is copied with only the model
-// (Options.Model) rewritten, and responses and streams are read only for
-// their usage (unless masked, below).
+// (Options.Model) rewritten, and a top-level member given twice sent once
+// with its last value (the one the gateway read); responses and streams
+// are read only for their usage (unless masked, below).
 //
 // # Masking the answer
 //

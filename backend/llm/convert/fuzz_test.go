@@ -40,7 +40,25 @@ func FuzzRequest(f *testing.F) {
 		if len(out) > 4*len(body)+4096 {
 			t.Fatalf("%v -> %v: %d bytes out of %d", client, provider, len(out), len(body))
 		}
+		if name := repeatedTopMember(out); name != "" {
+			t.Fatalf("%v -> %v: %s sent twice:\n%s", client, provider, name, out)
+		}
 	})
+}
+
+// repeatedTopMember is the name of a top-level member of obj given twice
+// ("" for none).
+func repeatedTopMember(obj []byte) string {
+	seen := map[string]bool{}
+	var m llm.Members
+	for m.Reset(obj); m.Next(); {
+		name := string(llm.KeyText(nil, m.Name()))
+		if seen[name] {
+			return name
+		}
+		seen[name] = true
+	}
+	return ""
 }
 
 func FuzzResponse(f *testing.F) {

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"hash/maphash"
 	"strconv"
 	"unsafe"
 
@@ -14,6 +15,12 @@ import (
 // its top-level members are walked without decoding (llm.Members), and only
 // the few that RequestInfo reads are parsed. With o.Head (the caller read
 // the body already) it is not walked at all unless stream_options is added.
+//
+// A top-level member given twice is sent once, with its last value: the
+// gateway reads the last (routes, authorizes, guards and counts on it, as
+// codec/llm's decoder and the CEL inputs do), and a provider whose parser
+// takes the first would otherwise serve another request than the one
+// checked (another output bound, stream mode, conversation).
 func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, RequestInfo, error) {
 	var h Head
 	if o.Head != nil && o.Head.size == len(body) {
@@ -35,21 +42,35 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 	}
 	info.Stream = h.stream
 	info.IncludeUsage = info.Client != Chat || h.includeUsage
-	info.MaxTokens = h.maxTokens
+	info.MaxTokens = h.maxTokens()
 	switch info.Client {
-	case Chat, Messages, Responses:
-	case Gemini, Bedrock:
-		// The model is in the path; streaming is the path's too (the server
-		// sets Stream from it).
-		if o.Model != "" {
-			info.Model = o.Model
-		}
-		return append(dst, body...), *info, nil
+	case Chat, Messages, Responses, Gemini, Bedrock:
 	default:
 		return dst, *info, badRequest(info.Client.String() + " is not a client format")
 	}
 	start := len(dst)
 	out := body
+	deduped := false
+	if h.repeats {
+		var err error
+		if dst, deduped, err = lastMembers(dst, body); err != nil {
+			return dst[:start], *info, badRequest("invalid request body")
+		}
+		if deduped {
+			out = dst[start:]
+		}
+	}
+	if info.Client == Gemini || info.Client == Bedrock {
+		// The model is in the path; streaming is the path's too (the server
+		// sets Stream from it).
+		if o.Model != "" {
+			info.Model = o.Model
+		}
+		if !deduped {
+			dst = append(dst, body...)
+		}
+		return dst, *info, nil
+	}
 	if o.Model != "" {
 		info.Model = o.Model
 		switch {
@@ -58,7 +79,7 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 			// one is the model: a provider whose parser takes the first
 			// would serve another model than the one authorized,
 			// routed and accounted.)
-		case h.model != nil && h.models == 1:
+		case h.model != nil && h.models == 1 && !deduped:
 			// Spliced where the head found it: no second walk.
 			at := h.modelEnd - len(h.model)
 			dst = append(dst, body[:at]...)
@@ -67,11 +88,13 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 			out = dst[start:]
 		default:
 			var model [128]byte
+			next := len(dst)
 			var err error
 			dst, err = llm.SetMember(dst, out, "model", llm.AppendString(model[:0], o.Model))
 			if err != nil {
 				return dst[:start], *info, badRequest("invalid request body")
 			}
+			dst = append(dst[:start], dst[next:]...)
 			out = dst[start:]
 		}
 	}
@@ -101,6 +124,40 @@ func passRequest(dst, body []byte, info *RequestInfo, o *Options) ([]byte, Reque
 	return dst, *info, nil
 }
 
+// lastMembers appends the object obj to dst with each top-level member
+// once: its last occurrence, byte for byte (names compared decoded);
+// deduped is false, and nothing appended, when no name repeats.
+// It runs only for a body whose head saw a repeat or many members.
+func lastMembers(dst, obj []byte) (_ []byte, deduped bool, _ error) {
+	var m llm.Members
+	var buf []byte
+	last := map[string]int{}
+	n := 0
+	for m.Reset(obj); m.Next(); n++ {
+		last[string(llm.KeyText(buf[:0], m.Name()))] = n
+	}
+	if m.Err() != nil {
+		return dst, false, m.Err()
+	}
+	if len(last) == n {
+		return dst, false, nil
+	}
+	dst = append(dst, '{')
+	i, w := 0, 0
+	for m.Reset(obj); m.Next(); i++ {
+		if last[string(llm.KeyText(buf[:0], m.Name()))] != i {
+			continue
+		}
+		if w > 0 {
+			dst = append(dst, ',')
+		}
+		w++
+		// Copied from its name to its value's end, byte for byte.
+		dst = append(dst, obj[cap(obj)-cap(m.Name()):m.ValueEnd()]...)
+	}
+	return append(dst, '}'), true, nil
+}
+
 // Head is what the top level of a request body says that the gateway reads
 // before sending it: the model, whether it streams, Chat's
 // stream_options.include_usage and the output bound. ReadHead reads it;
@@ -116,7 +173,25 @@ type Head struct {
 	// streamOptions: the last stream_options is an object (its other
 	// options are kept when include_usage is set).
 	streamOptions bool
-	maxTokens     int // the largest of the formats' output bounds
+	// bounds are the output bounds read, one per member that holds one
+	// (max_tokens, max_completion_tokens, max_output_tokens,
+	// generationConfig, inferenceConfig): the last of a repeated member.
+	bounds [5]int
+	// names are hashes of the first top-level member names, and
+	// nnames how many were read: repeats reports two names alike (or more
+	// than names holds), which passRequest checks and undoes.
+	names   [maxHeadNames]uint32
+	nnames  int
+	repeats bool
+}
+
+// maxHeadNames bounds the member names a Head tells apart; a body with
+// more top-level members is checked for repeats whole (passRequest).
+const maxHeadNames = 24
+
+// maxTokens is the largest of the output bounds.
+func (h *Head) maxTokens() int {
+	return max(h.bounds[0], h.bounds[1], h.bounds[2], h.bounds[3], h.bounds[4])
 }
 
 // RepeatsModel reports whether the body has more than one member named
@@ -178,6 +253,7 @@ func NewHead(body []byte) Head { return Head{size: len(body)} }
 func (h *Head) AddMember(name, v llm.Raw, end int) error {
 	var buf [32]byte
 	key := llm.KeyText(buf[:0], name)
+	h.addName(key)
 	switch string(key) {
 	case "model":
 		h.models++
@@ -197,16 +273,46 @@ func (h *Head) AddMember(name, v llm.Raw, end int) error {
 		h.includeUsage, err = nestedBool(v, "stream_options", "include_usage")
 		h.streamOptions = v.IsObject()
 		return err
-	case "max_tokens", "max_completion_tokens", "max_output_tokens":
-		n, err := outputBound(key, v)
-		h.maxTokens = max(h.maxTokens, n)
-		return err
+	case "max_tokens":
+		return h.bound(0, key, v)
+	case "max_completion_tokens":
+		return h.bound(1, key, v)
+	case "max_output_tokens":
+		return h.bound(2, key, v)
 	case "generationConfig":
-		return h.nestedBound(v, "generationConfig", "maxOutputTokens")
+		return h.nestedBound(3, v, "generationConfig", "maxOutputTokens")
 	case "inferenceConfig":
-		return h.nestedBound(v, "inferenceConfig", "maxTokens")
+		return h.nestedBound(4, v, "inferenceConfig", "maxTokens")
 	}
 	return nil
+}
+
+// nameSeed seeds the hashes of member names.
+var nameSeed = maphash.MakeSeed()
+
+// addName notes a top-level member name (decoded), and whether it may
+// repeat one before it: a hash met twice (names that only hash alike
+// are told apart by passRequest's check), or too many names to hold.
+func (h *Head) addName(key []byte) {
+	if h.nnames == len(h.names) {
+		h.repeats = true
+		return
+	}
+	x := uint32(maphash.Bytes(nameSeed, key))
+	for _, y := range h.names[:h.nnames] {
+		if x == y {
+			h.repeats = true
+		}
+	}
+	h.names[h.nnames] = x
+	h.nnames++
+}
+
+// bound reads the client's output bound v, member name, into bounds[i].
+func (h *Head) bound(i int, name []byte, v llm.Raw) error {
+	n, err := outputBound(name, v)
+	h.bounds[i] = n
+	return err
 }
 
 // outputBound reads a client's output bound, the member name (max_tokens,
@@ -228,22 +334,11 @@ func outputBound(name []byte, v llm.Raw) (int, error) {
 	return n, nil
 }
 
-// bound takes an output bound v (an integer, or null) of a provider's
-// format, member of obj, into maxTokens.
-func (h *Head) bound(v llm.Raw, obj, member string) error {
-	if isNull(v) {
-		return nil
-	}
-	n, err := strconv.Atoi(string(v)) // no allocation: converted in place
-	if err != nil {
-		return passErr(`"` + obj + "." + member + `" is not an integer`)
-	}
-	h.maxTokens = max(h.maxTokens, n)
-	return nil
-}
-
-// nestedBound reads the bound called member of the object v (named obj).
-func (h *Head) nestedBound(v llm.Raw, obj, member string) error {
+// nestedBound reads the output bound of a provider's format, member of the
+// object v (named obj), into bounds[i]: an integer, or null; the last of
+// a repeated member, as the decoder reads it.
+func (h *Head) nestedBound(i int, v llm.Raw, obj, member string) error {
+	h.bounds[i] = 0
 	if isNull(v) {
 		return nil
 	}
@@ -253,8 +348,16 @@ func (h *Head) nestedBound(v llm.Raw, obj, member string) error {
 	var m llm.Members
 	m.Reset(v)
 	for m.Next() {
-		if m.NameIs(member) {
-			return h.bound(m.Value(), obj, member)
+		if !m.NameIs(member) {
+			continue
+		}
+		h.bounds[i] = 0
+		if b := m.Value(); !isNull(b) {
+			n, err := strconv.Atoi(string(b)) // no allocation: converted in place
+			if err != nil {
+				return passErr(`"` + obj + "." + member + `" is not an integer`)
+			}
+			h.bounds[i] = n
 		}
 	}
 	return nil

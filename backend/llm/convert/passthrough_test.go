@@ -106,3 +106,79 @@ func TestPassResponseUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestPassRequestRepeats: a top-level member given twice reaches the
+// provider once, with the last value, the one the gateway read (routed,
+// authorized, guarded and counted on); a body without repeats is copied
+// as it came, however many members it has.
+func TestPassRequestRepeats(t *testing.T) {
+	var many, manyRepeat strings.Builder
+	many.WriteString(`{"model":"m"`)
+	for i := range 30 {
+		many.WriteString(`,"x` + itoa(i) + `":` + itoa(i))
+	}
+	manyRepeat.WriteString(many.String() + `,"x3":"last"}`)
+	many.WriteString(`}`)
+	cases := []struct {
+		desc   string
+		f      Format
+		body   string
+		opts   Options
+		want   string
+		max    int
+		stream bool
+	}{
+		{desc: "chat: bound and stream", f: Chat,
+			body: `{"model":"m","max_tokens":5000,"stream":false,"messages":[{"role":"user","content":"x"}],"max_tokens":10,"stream":true}`,
+			want: `{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":10,"stream":true}`, max: 10, stream: true},
+		{desc: "chat: the conversation", f: Chat,
+			body: `{"messages":[{"role":"user","content":"first"}], "model" : "m" ,"messages":[{"role":"user","content":"last"}]}`,
+			want: `{"model" : "m","messages":[{"role":"user","content":"last"}]}`},
+		{desc: "chat: escaped names, model and stream usage set", f: Chat, opts: Options{Model: "b", StreamUsage: true},
+			body: `{"model":"a","stre\u0061m":false,"stream":true,"messages":[],"mod\u0065l":"c"}`,
+			want: `{"stream":true,"messages":[],"model":"b","stream_options":{"include_usage":true}}`, stream: true},
+		{desc: "messages: bound", f: Messages,
+			body: `{"model":"m","max_tokens":5000,"messages":[],"max_tokens":10}`,
+			want: `{"model":"m","messages":[],"max_tokens":10}`, max: 10},
+		{desc: "responses: bound and input", f: Responses,
+			body: `{"model":"m","input":"a","max_output_tokens":5000,"input":"b","max_output_tokens":16}`,
+			want: `{"model":"m","input":"b","max_output_tokens":16}`, max: 16},
+		{desc: "gemini: contents, and the last nested bound read", f: Gemini,
+			body: `{"contents":[1],"generationConfig":{"maxOutputTokens":500,"maxOutputTokens":7},"contents":[2]}`,
+			want: `{"generationConfig":{"maxOutputTokens":500,"maxOutputTokens":7},"contents":[2]}`, max: 7},
+		{desc: "bedrock: inference config", f: Bedrock,
+			body: `{"inferenceConfig":{"maxTokens":500},"messages":[],"inferenceConfig":{"maxTokens":5}}`,
+			want: `{"messages":[],"inferenceConfig":{"maxTokens":5}}`, max: 5},
+		{desc: "chat: many members, none repeated", f: Chat, body: many.String(), want: many.String()},
+		{desc: "chat: many members, one repeated past the head's count", f: Chat, body: manyRepeat.String(),
+			want: strings.Replace(manyRepeat.String(), `,"x3":3`, "", 1)},
+	}
+	for _, tc := range cases {
+		for _, withHead := range []bool{false, true} {
+			name := tc.desc
+			if withHead {
+				name += " (head given)"
+			}
+			t.Run(name, func(t *testing.T) {
+				opts := tc.opts
+				if withHead {
+					h, err := ReadHead([]byte(tc.body))
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts.Head = &h
+				}
+				out, info, err := Request([]byte("prefix:"), tc.f, tc.f, []byte(tc.body), &opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimPrefix(string(out), "prefix:"); got != tc.want {
+					t.Errorf("got  %s\nwant %s", got, tc.want)
+				}
+				if info.MaxTokens != tc.max || info.Stream != tc.stream {
+					t.Errorf("info %+v, want max_tokens %d stream %v", info, tc.max, tc.stream)
+				}
+			})
+		}
+	}
+}
