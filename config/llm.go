@@ -543,8 +543,9 @@ type LLMConditionalTarget struct {
 }
 
 // checkLLM checks the rules of the llm section that span its entries:
-// provider names and model ids are unique, references resolve, and each
-// virtual model's targets match a model.
+// provider names and model ids are unique, references resolve, virtual
+// model names are unique and hide no public model, and each virtual
+// model's targets match a model.
 func (l *LLMConfig) checkLLM(c checker) {
 	providers := map[string]int{}
 	for i, p := range l.Providers {
@@ -571,6 +572,27 @@ func (l *LLMConfig) checkLLM(c checker) {
 				continue
 			}
 			ids[*m.ID] = i
+		}
+	}
+	// A request names a virtual model before any model (agentgateway's
+	// order too): one named like a public model would take its every
+	// request, and the model list would show the name twice.
+	public := map[string]int{}
+	for i, m := range l.Models {
+		if _, seen := public[m.Name]; !seen && m.Visibility != "internal" && !strings.Contains(m.Name, "*") {
+			public[m.Name] = i
+		}
+	}
+	virtual := map[string]int{}
+	for i, vm := range l.VirtualModels {
+		path := indexPath("llm.virtualModels", i) + ".name"
+		if prev, dup := virtual[vm.Name]; dup {
+			c.Errorf(path, "virtual model %q is already defined by llm.virtualModels[%d]", vm.Name, prev)
+		} else if vm.Name != "" {
+			virtual[vm.Name] = i
+		}
+		if m, hides := public[vm.Name]; hides {
+			c.Errorf(path, "%q is the name of llm.models[%d], a public model it would hide (a request for it would always go to the virtual model): rename one, or make the model internal to reach it through the virtual model", vm.Name, m)
 		}
 	}
 	for i, vm := range l.VirtualModels {
