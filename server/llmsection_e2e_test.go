@@ -844,3 +844,49 @@ llm:
 		})
 	}
 }
+
+// TestLLMSectionWeightedAuthorization: a weighted virtual model whose
+// targets have different authorization serves a caller from the targets
+// that allow it, every time (it was 200 or 403 at random for the same
+// caller), and refuses one that none allows with agentgateway's 403.
+func TestLLMSectionWeightedAuthorization(t *testing.T) {
+	cheap := llmtest.NewOpenAI(t)
+	cheap.SetDefault(llmtest.Reply{Text: "cheap"})
+	expensive := llmtest.NewOpenAI(t)
+	expensive.SetDefault(llmtest.Reply{Text: "expensive"})
+	cfg := `
+llm:
+  models:` + sectionModel("cheap", cheap, "visibility: internal") +
+		sectionModel("expensive", expensive, "visibility: internal", `authorization: {rules: ['request.headers["x-team"] == "a"']}`) + `
+  virtualModels:
+  - name: w
+    routing: {weighted: {targets: [{model: cheap}, {model: expensive}]}}
+  - name: closed
+    routing: {weighted: {targets: [{model: expensive}]}}
+`
+	tg := startGateway(t, cfg, nil)
+	const body = `{"model":%q,"messages":[{"role":"user","content":"x"}]}`
+	// 30 requests: at random, all would be served with odds of 2^-30.
+	for i := range 30 {
+		resp, got := postJSON(t, tg.url(4000)+"/v1/chat/completions", fmt.Sprintf(body, "w"))
+		if resp.StatusCode != 200 || !strings.Contains(got, "cheap") {
+			t.Fatalf("request %d without the team: %d %s, want the cheap model's answer", i, resp.StatusCode, got)
+		}
+	}
+	if n := len(expensive.Requests()); n != 0 {
+		t.Errorf("the model that refuses the caller got %d requests", n)
+	}
+	// The team may use both: both are drawn (each missed with odds of 2^-39).
+	for range 40 {
+		if resp, got := postJSON(t, tg.url(4000)+"/v1/chat/completions", fmt.Sprintf(body, "w"), "X-Team", "a"); resp.StatusCode != 200 {
+			t.Fatalf("the team: %d %s", resp.StatusCode, got)
+		}
+	}
+	if len(expensive.Requests()) == 0 || len(cheap.Requests()) == 30 {
+		t.Errorf("the team's requests went %d to cheap, %d to expensive: want both drawn", len(cheap.Requests())-30, len(expensive.Requests()))
+	}
+	resp, got := postJSON(t, tg.url(4000)+"/v1/chat/completions", fmt.Sprintf(body, "closed"))
+	if want := routerErrorBody("Model authorization denied", "model_authorization_denied"); resp.StatusCode != 403 || got != want {
+		t.Errorf("no target allows the caller: %d %s, want 403 %s", resp.StatusCode, got, want)
+	}
+}

@@ -123,26 +123,69 @@ func (m *llmModels) pickVirtual(v *llmVirtual, pc *policy.Ctx, body []byte, in *
 		return llmSelection{target: v.failover, backend: v.failoverBackend}
 	}
 	var chose string
+	var sel llmSelection
 	if v.total > 0 {
-		n := rand.IntN(v.total)
-		for i, c := range v.cumulative {
-			if n < c {
-				chose = v.weighted[i]
-				break
-			}
+		chose = v.weighted[v.draw(rand.IntN(v.total), nil)]
+		if sel = m.resolve(chose, true, pc, in); sel.failure == pickedDenied {
+			chose, sel = m.drawAllowed(v, pc, in)
 		}
 	} else {
 		var failure llmPickFailure
 		if chose, failure = v.choose(pc, body, in); failure != pickedOK {
 			return llmSelection{failure: failure, virtual: v}
 		}
+		sel = m.resolve(chose, true, pc, in)
 	}
-	sel := m.resolve(chose, true, pc, in)
 	if sel.failure == pickedNotFound {
 		sel.failure = pickedTargetNotFound
 	}
 	sel.virtual, sel.chose = v, chose
 	return sel
+}
+
+// draw is the index of the weighted target that n (in [0, total), total
+// the weights of the targets not skipped) falls on, skipping the targets i
+// with skip[i] (nil: none).
+func (v *llmVirtual) draw(n int, skip []bool) int {
+	prev := 0
+	for i, c := range v.cumulative {
+		w := c - prev
+		prev = c
+		if skip != nil && skip[i] {
+			continue
+		}
+		if n < w {
+			return i
+		}
+		n -= w
+	}
+	return len(v.weighted) - 1 // (n out of range)
+}
+
+// drawAllowed draws a weighted virtual model's target again among those
+// whose authorization allows the request, by their weights, once the
+// first draw fell on one that refuses it: the same caller is then served
+// every time (or refused every time, 403, when none allows it), not 200
+// or 403 at random. Drawing first among all and again among the allowed
+// ones gives each allowed target its weight's share of the allowed
+// weights. Targets that fit no model stay in the draw (their 404 says
+// so, as it would have on the first).
+func (m *llmModels) drawAllowed(v *llmVirtual, pc *policy.Ctx, in *lazyInput) (string, llmSelection) {
+	skip := make([]bool, len(v.weighted))
+	sels := make([]llmSelection, len(v.weighted))
+	total, prev := 0, 0
+	for i, c := range v.cumulative {
+		sels[i] = m.resolve(v.weighted[i], true, pc, in)
+		if skip[i] = sels[i].failure == pickedDenied; !skip[i] {
+			total += c - prev
+		}
+		prev = c
+	}
+	if total == 0 {
+		return v.weighted[0], llmSelection{failure: pickedDenied}
+	}
+	i := v.draw(rand.IntN(total), skip)
+	return v.weighted[i], sels[i]
 }
 
 // choose is the model of the first condition that holds.
