@@ -774,7 +774,13 @@ func (x *translation) sendResponses(a ask) (answer, error) {
 	args := map[string]string{} // function call item id -> arguments from deltas
 	var final *responses.Response
 	var eventErr error
+	seq := int64(0) // OpenAI numbers a stream's events from 0, one by one
 	for s.Next() {
+		if ev := s.Current(); ev.SequenceNumber != seq {
+			x.t.Errorf("event %s has sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+			seq = ev.SequenceNumber
+		}
+		seq++
 		switch ev := s.Current(); ev.Type {
 		case "response.output_text.delta":
 			text.WriteString(ev.Delta)

@@ -93,7 +93,8 @@
 // client's events from them: Chat chunks ending with [DONE] (a usage chunk
 // first when the client asked for it), Anthropic's message_start ...
 // message_stop, or the Responses API's response.created ... response.completed
-// (with the full response, so the stream keeps each output item's text).
+// (with the full response, so the stream keeps each output item's text;
+// sequence_number counts from 0, as OpenAI's).
 // SSE input is framed by the same WHATWG rules as codec/sse (which pulls
 // from an io.Reader; a Stream is pushed to); Bedrock's binary event stream
 // is decoded with the AWS SDK's eventstream package, CRCs checked. Each

@@ -69,7 +69,7 @@ type streamMask struct {
 	// for the chunks the gateway adds.
 	head []byte
 	// Responses: our sequence numbers are the provider's + seqShift;
-	// lastSeq is the last one written.
+	// lastSeq is the last one written (-1: none yet; OpenAI's first is 0).
 	seqShift, lastSeq int64
 	rs                rsPassEvent
 	// tap, when set, collects the text the maskers release (stream_tap.go).
@@ -111,7 +111,7 @@ func (k *streamMask) reset(g *guard.Guard, pass bool) {
 	k.g = g
 	k.pass = pass && g != nil
 	k.head = k.head[:0]
-	k.seqShift, k.lastSeq = 0, 0
+	k.seqShift, k.lastSeq = 0, -1
 }
 
 // release drops the maskers and the references to the last bytes fed.
@@ -593,5 +593,5 @@ func (k *streamMask) appendOutputTextDelta(dst, ref, text []byte) []byte {
 // numberOurs makes the Responses writer number an event of ours (an error)
 // after the provider's events written so far.
 func (k *streamMask) numberOurs(w *responsesWriter) {
-	w.seq = k.lastSeq
+	w.seq = k.lastSeq + 1
 }

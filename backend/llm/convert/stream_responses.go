@@ -57,7 +57,7 @@ type responsesWriter struct {
 	id      []byte // resp_...
 	model   []byte // string token
 	created int64
-	seq     int64
+	seq     int64 // the next event's sequence_number (from 0, as OpenAI's)
 	items   []rsItem
 	item    []int // block index -> item index (-1: none)
 	stop    stopReason
@@ -88,8 +88,9 @@ func (w *responsesWriter) begin(dst []byte, name string) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, name...)
 	dst = append(dst, `","sequence_number":`...)
+	dst = appendInt(dst, w.seq)
 	w.seq++
-	return appendInt(dst, w.seq)
+	return dst
 }
 
 func (w *responsesWriter) appendItemRef(dst []byte, i int) []byte {

@@ -409,3 +409,36 @@ func forEachStreamRun(t *testing.T, f func(t *testing.T, client Format, masked b
 		}
 	}
 }
+
+// TestAbortSequenceNumber: the error event that ends a Responses stream
+// follows the provider's numbering, which starts at 0 (OpenAI's, and the
+// gateway's own for translated streams): 0 when no event went before it.
+func TestAbortSequenceNumber(t *testing.T) {
+	const created = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"m\",\"output\":[]}}\n\n"
+	for _, tc := range []struct {
+		desc     string
+		provider Format
+		in       string
+		want     string
+	}{
+		{"same format, before any event", Responses, "", `"type":"error","sequence_number":0,`},
+		{"same format, after the first", Responses, created, `"type":"error","sequence_number":1,`},
+		{"translated, after message_start", Messages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n",
+			`"type":"error","sequence_number":2,`}, // after response.created and response.in_progress
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := NewStream(RequestInfo{Client: Responses, Provider: tc.provider, Model: "m"})
+			s.TapText()
+			out, err := s.Feed(nil, []byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.in != "" && !bytes.Contains(out, []byte(`"sequence_number":0,`)) {
+				t.Errorf("the first event is not numbered 0:\n%s", out)
+			}
+			if ev := s.Abort(nil, "guardrail_blocked", "guardrail_intervention", []byte("no")); !bytes.Contains(ev, []byte(tc.want)) {
+				t.Errorf("error event\n%s\nwant %s", ev, tc.want)
+			}
+		})
+	}
+}
