@@ -2,6 +2,7 @@ package logline
 
 import (
 	"net"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -622,4 +623,30 @@ func runeCut[T string | []byte](s T, max int) int {
 		n--
 	}
 	return n
+}
+
+// boundedError is an error whose text was cut for the log lines and spans
+// it reaches (BoundError); the error it stands for stays in the chain.
+type boundedError struct {
+	msg string
+	err error
+}
+
+func (e *boundedError) Error() string { return e.msg }
+func (e *boundedError) Unwrap() error { return e.err }
+
+// BoundError returns err, or when its text is longer than MaxClientValue,
+// err with its text cut there and marked as truncated (errors.Is and As
+// still see err): an external service's error message is the service's to
+// write, of any length, and a warning logged per request is no place for
+// it whole.
+func BoundError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if len(msg) <= MaxClientValue {
+		return err
+	}
+	return &boundedError{msg: BoundValue(msg) + " (truncated from " + strconv.Itoa(len(msg)) + " bytes)", err: err}
 }

@@ -14,7 +14,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
-	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -422,32 +420,6 @@ func requestHeaders(req *fasthttp.Request, scheme []byte, include []string, prot
 		}
 	}
 	return out
-}
-
-// boundedError is a service's error whose text was cut for the log lines
-// and spans it reaches (boundError); the error it stands for stays in the
-// chain, its gRPC status code with it.
-type boundedError struct {
-	msg string
-	err error
-}
-
-func (e *boundedError) Error() string { return e.msg }
-func (e *boundedError) Unwrap() error { return e.err }
-
-// boundError returns err, or when its text is longer than
-// logline.MaxClientValue, err with its text cut there and marked as
-// truncated: a gRPC status message is the service's to write, of any
-// length, and a warning logged per request is no place for it whole.
-func boundError(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	if len(msg) <= logline.MaxClientValue {
-		return err
-	}
-	return &boundedError{msg: logline.BoundValue(msg) + " (truncated from " + strconv.Itoa(len(msg)) + " bytes)", err: err}
 }
 
 // sourceAddr is the client's address and port.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -101,7 +101,7 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 			Host:     protoString(req.Header.Host()),
 			Scheme:   protoString(c.Scheme),
 			Query:    protoString(uri.QueryString()),
-			Protocol: validUTF8(protocol(c)),
+			Protocol: policy.ProtoString(protocol(c)),
 			Size:     requestSize(c),
 		}},
 		ContextExtensions: g.context,
@@ -139,7 +139,7 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	}
 	ctx, call := c.Trace.StartGRPC(ctx, policy.KindExtAuthz, authv3.Authorization_Check_FullMethodName, g.addr)
 	resp, err := g.conn.client.Check(ctx, check)
-	err = boundError(err)
+	err = logline.BoundError(err)
 	call.EndGRPC(err)
 	if err != nil {
 		return nil, err
@@ -208,24 +208,9 @@ func requestSize(c *policy.Ctx) int64 {
 	return -1
 }
 
-// protoString is b as a protobuf string, which must be UTF-8: each run of
-// bytes that are not is replaced with U+FFFD. A valid b costs only its
-// conversion.
-func protoString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
-
-// validUTF8 is s made a valid protobuf string (protoString); s itself when
-// it is one.
-func validUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
+// protoString is b as a protobuf string (policy.ProtoString). A valid b
+// costs only its conversion.
+func protoString(b []byte) string { return policy.ProtoString(string(b)) }
 
 // validStruct makes every string of s, keys included, UTF-8
 // (protoString), in place: CEL hands strings over as they are, and a
@@ -234,7 +219,7 @@ func validStruct(s *structpb.Struct) {
 	for k, v := range s.GetFields() {
 		if !utf8.ValidString(k) {
 			delete(s.Fields, k)
-			s.Fields[validUTF8(k)] = v
+			s.Fields[policy.ProtoString(k)] = v
 		}
 		validValue(v)
 	}
@@ -243,7 +228,7 @@ func validStruct(s *structpb.Struct) {
 func validValue(v *structpb.Value) {
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_StringValue:
-		k.StringValue = validUTF8(k.StringValue)
+		k.StringValue = policy.ProtoString(k.StringValue)
 	case *structpb.Value_StructValue:
 		validStruct(k.StructValue)
 	case *structpb.Value_ListValue:

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -179,7 +178,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	defer cancel()
 	ctx, call := c.Trace.StartGRPC(ctx, policy.KindRemoteRateLimit, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, p.addr)
 	resp, err := p.conn.client.ShouldRateLimit(ctx, req)
-	err = boundError(err)
+	err = logline.BoundError(err)
 	call.EndGRPC(err)
 	if err != nil {
 		if p.failOpen {
@@ -267,7 +266,7 @@ func (p *RemoteRateLimit) startCharge(c *policy.Ctx, tr policy.Trace, descs []to
 	go func() {
 		defer cancel()
 		_, err := p.conn.client.ShouldRateLimit(ctx, req)
-		err = boundError(err)
+		err = logline.BoundError(err)
 		call.EndGRPC(err)
 		if err != nil {
 			p.log.Warn("remoteRateLimit: could not charge tokens to the rate limit service", zap.Error(err))
@@ -306,7 +305,7 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		// The value may be the client's bytes (a header): made UTF-8, as a
 		// protobuf string must be, or grpc-go would refuse to send the
 		// request and the service would never be asked.
-		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: validUTF8(celrules.Text(v))})
+		out.Entries = append(out.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: e.key, Value: policy.ProtoString(celrules.Text(v))})
 	}
 	if d.limit != nil {
 		v, err := celrules.EvalLLM(d.limit, in, nil)
@@ -331,41 +330,6 @@ func (d *descriptor) build(in *celrules.Input) (*rlcommon.RateLimitDescriptor, b
 		out.HitsAddend = wrapperspb.UInt64(uint64(n))
 	}
 	return out, true
-}
-
-// boundedError is a service's error whose text was cut for the log lines
-// and spans it reaches (boundError); the error it stands for stays in the
-// chain, its gRPC status code with it.
-type boundedError struct {
-	msg string
-	err error
-}
-
-func (e *boundedError) Error() string { return e.msg }
-func (e *boundedError) Unwrap() error { return e.err }
-
-// boundError returns err, or when its text is longer than
-// logline.MaxClientValue, err with its text cut there and marked as
-// truncated: a gRPC status message is the service's to write, of any
-// length, and a warning logged per request is no place for it whole.
-func boundError(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	if len(msg) <= logline.MaxClientValue {
-		return err
-	}
-	return &boundedError{msg: logline.BoundValue(msg) + " (truncated from " + strconv.Itoa(len(msg)) + " bytes)", err: err}
-}
-
-// validUTF8 is s with each run of bytes that are not UTF-8 replaced with
-// U+FFFD; s itself when it is UTF-8.
-func validUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // limitUnits are limitOverride's units.
