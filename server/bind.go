@@ -166,6 +166,14 @@ func (b *bind) listen(addr string) error {
 	return nil
 }
 
+// h1HeadLimit is the largest HTTP/1.x request head (request line and
+// header fields), and fasthttp's read buffer per connection being served
+// (a connection parked while idle holds none). 32 KiB is what nginx takes
+// by default (4 buffers of 8 KiB), room for a large JWT beside a page's
+// cookies; Envoy takes 60 KiB, HAProxy about 15 KiB. HTTP/2's header list
+// limit (http2MaxHeaderSize) is separate, 64 KiB by default.
+const h1HeadLimit = 32 << 10
+
 // newServer is the bind's fasthttp server for frontend settings fs.
 func (b *bind) newServer(fs frontendSettings) *fasthttp.Server {
 	return &fasthttp.Server{
@@ -181,8 +189,10 @@ func (b *bind) newServer(fs frontendSettings) *fasthttp.Server {
 		// With StreamRequestBody, bodies up to this size are read before the
 		// handler runs; larger and chunked bodies stream to the backend.
 		MaxRequestBodySize: fs.maxBufferSize,
-		ReadBufferSize:     8 << 10,
-		WriteBufferSize:    16 << 10,
+		// The read buffer is also the request head's size limit (431
+		// beyond it): h1HeadLimit.
+		ReadBufferSize:  h1HeadLimit,
+		WriteBufferSize: 16 << 10,
 		// Buffers go back to the pools between requests: about 0.2 µs of
 		// CPU per request, but an idle connection then holds ~24 KiB less,
 		// which the 10,000-idle-connection budget needs.

@@ -214,9 +214,12 @@ func TestErrorsMalformedRequests(t *testing.T) {
 		{desc: "default limit, 100 fields", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(99, 1) + "\r\n", want: 200, wantBody: "ok"},
 		{desc: "default limit, 101 fields", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(100, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
 		{desc: "a 7000-byte field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 7000) + "\r\n", want: 200, wantBody: "ok"},
-		{desc: "a 9000-byte field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 9000) + "\r\n", want: 431, wantBody: "request headers too large"},
+		{desc: "a 9000-byte field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 9000) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "a 32,000-byte field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 32000) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "a 33 KiB field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 33<<10) + "\r\n", want: 431, wantBody: "request headers too large"},
 		{desc: "a 64 KiB field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 64<<10) + "\r\n", want: 431, wantBody: "request headers too large"},
-		{desc: "9 fields of 1000 bytes", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(9, 1000) + "\r\n", want: 431, wantBody: "request headers too large"},
+		{desc: "30 fields of 1000 bytes (a JWT and cookies)", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(30, 1000) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "34 fields of 1000 bytes", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(34, 1000) + "\r\n", want: 431, wantBody: "request headers too large"},
 	}
 	for _, tr := range e2eTransports {
 		t.Run(string(tr), func(t *testing.T) {

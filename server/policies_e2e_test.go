@@ -644,9 +644,10 @@ binds:
 		resp, _ := get(t, tg.url(3000)+"/bounded")
 		elapsed := time.Since(start)
 		// Attempts at about 0, 200 and 400ms; a fourth would start at 600ms,
-		// after the 500ms timeout.
-		if resp.StatusCode != 503 || attempts.Load() < 2 || attempts.Load() > 3 {
-			t.Fatalf("bounded: %d after %d attempts, want 503 after 2 or 3", resp.StatusCode, attempts.Load())
+		// after the 500ms timeout. On a loaded machine an attempt may still
+		// be in flight at the timeout: 504.
+		if (resp.StatusCode != 503 && resp.StatusCode != 504) || attempts.Load() < 2 || attempts.Load() > 3 {
+			t.Fatalf("bounded: %d after %d attempts, want 503 (or 504) after 2 or 3", resp.StatusCode, attempts.Load())
 		}
 		if elapsed < 200*time.Millisecond || elapsed > 2*time.Second {
 			t.Fatalf("bounded: answered after %v, want between one backoff and the timeout", elapsed)
