@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -275,7 +276,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		resp.SkipBody = true
 		hc.ReleaseReader(br)
 		clearDeadline(conn, deadline)
-		finishConn(hc, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
+		finishConn(hc, &u.closed, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
 		return false, nil
 	}
 	if n >= 0 && n <= ResponseStreamThreshold {
@@ -286,14 +287,14 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 			return false, timeoutErr(logline.WithoutPeerBytes(err))
 		}
 		clearDeadline(conn, deadline)
-		finishConn(hc, cc, closeConn)
+		finishConn(hc, &u.closed, cc, closeConn)
 		return false, nil
 	}
 	// Stream: the body is read from br as the client is written to. The
 	// exchange deadline stays until the body has been read (a request
 	// timeout bounds the whole response); the stream clears it when it
 	// gives the connection back.
-	attachStream(hc, cc, br, resp, n, closeConn, !deadline.IsZero())
+	attachStream(hc, &u.closed, cc, br, resp, n, closeConn, !deadline.IsZero())
 	return false, nil
 }
 
@@ -400,10 +401,21 @@ func isInterim(status int) bool {
 	return status >= 100 && status < 200 && status != fasthttp.StatusSwitchingProtocols
 }
 
-func finishConn[C any](hc *fasthttp.HostClient, cc C, closeConn bool) {
+// finishConn gives a connection back to its pool, or closes it. A pool no
+// snapshot uses any more (closed: Upstream.Close) closes the connections
+// of the requests that were in flight at its close as they come back: its
+// own close reached only the idle ones, and the rest would have stayed
+// open, unused, until the idle timeout (a reload flipping a backend under
+// load left hundreds). The flag is read after the release, and Close sets
+// it before closing the idle connections, so a connection released at
+// any moment of a close is closed.
+func finishConn[C any](hc *fasthttp.HostClient, closed *atomic.Bool, cc C, closeConn bool) {
 	// The type of cc is fasthttp's unexported connection type; the method
 	// expressions keep this free of closures.
 	releaseOrClose(hc, cc, closeConn, any((*fasthttp.HostClient).ReleaseConn), any((*fasthttp.HostClient).CloseConn))
+	if !closeConn && closed.Load() {
+		hc.CloseIdleConnections()
+	}
 }
 
 func releaseOrClose[C any](hc *fasthttp.HostClient, cc C, closeConn bool, release, closer any) {
@@ -425,6 +437,7 @@ func timeoutErr(err error) error {
 // streamBody is a response body streaming from a pooled upstream connection.
 type streamBody[C any] struct {
 	hc        *fasthttp.HostClient
+	closed    *atomic.Bool // the pool's Upstream.closed
 	cc        C
 	br        *bufio.Reader
 	up        *fasthttp.Response // holds fasthttp's pooled body decoder
@@ -472,13 +485,13 @@ func (e *eofReader) Read(p []byte) (int, error) {
 
 var streamBodies sync.Pool
 
-func attachStream[C any](hc *fasthttp.HostClient, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
+func attachStream[C any](hc *fasthttp.HostClient, closed *atomic.Bool, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
 	sb, _ := streamBodies.Get().(*streamBody[C])
 	if sb == nil {
 		sb = new(streamBody[C])
 	}
 	up := fasthttp.AcquireResponse()
-	*sb = streamBody[C]{hc: hc, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
+	*sb = streamBody[C]{hc: hc, closed: closed, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
 	if c, ok := any(cc).(interface{ Conn() net.Conn }); ok {
 		sb.conn = c.Conn()
 	}
@@ -662,7 +675,7 @@ func (s *streamBody[C]) Close() error {
 			keep = false
 		}
 	}
-	finishConn(s.hc, s.cc, !keep)
+	finishConn(s.hc, s.closed, s.cc, !keep)
 	if s.chunks != nil {
 		s.chunks.Reset(nil)
 	}

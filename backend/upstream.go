@@ -55,6 +55,8 @@ type Upstream struct {
 	// spokeHTTP1 is set once a backend offered h2 and http/1.1 (alpnAuto)
 	// picked http/1.1: its requests go in HTTP/1.1 from then on.
 	spokeHTTP1 atomic.Bool
+	// closed is set by Close: connections coming back close (finishConn).
+	closed atomic.Bool
 }
 
 // alpnChoice is the HTTP version an upstream's ALPN list decides.
@@ -254,8 +256,11 @@ func (p *Pools) Retain(keep map[*Upstream]bool) {
 func NewUpstream(addr string, s PoolSettings) *Upstream { return newUpstream(addr, s) }
 
 // Close closes the pool's idle connections; requests in flight finish on
-// theirs. The gateway closes a pool when no snapshot uses it any more.
+// theirs, which close as they come back (finishConn; an HTTP/2 connection
+// closes once its last stream ends). The gateway closes a pool when no
+// snapshot uses it any more.
 func (u *Upstream) Close() {
+	u.closed.Store(true)
 	u.client.CloseIdleConnections()
 	u.closeH2()
 }
