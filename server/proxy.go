@@ -209,24 +209,33 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			rs.upstreamAnswered = true
 			return status
 		}
-		if attempt >= attempts || !retryable(req, streamed, failure) || !waitBackoff(r.retry, deadline) {
-			if failure == backend.FailureNone {
-				finishResponse(&fctx.Response)
-				rs.upstreamAnswered = true
-				return status
-			}
-			rs.upstreamErr = err
-			if failure == backend.FailureConnect {
-				rb.connectFailed(b.gw.log, err)
-			}
-			return respondError(fctx, failure.Status(), failureMessage(failure))
-		}
 		if failure == backend.FailureConnect {
 			rb.connectFailed(b.gw.log, err)
 		}
-		// Discard the response being retried (this releases its connection).
-		fctx.Response.Reset()
-		rs.bodyAsync = false
+		if attempt < attempts && retryable(req, streamed, failure) {
+			if rs.waitBackoff(r.retry, deadline) {
+				// Discard the response being retried (this releases its
+				// connection).
+				fctx.Response.Reset()
+				rs.bodyAsync = false
+				continue
+			}
+			if rs.clientGone() {
+				// The client went away before the next attempt (in the
+				// backoff, or with the answer it would retry in hand):
+				// nobody waits for an answer, and its body is not sent
+				// again. Recorded as a hang-up in an attempt is.
+				rs.upstreamErr = backend.ErrClientGone
+				return respondError(fctx, backend.FailureProtocol.Status(), failureMessage(backend.FailureProtocol))
+			}
+		}
+		if failure == backend.FailureNone {
+			finishResponse(&fctx.Response)
+			rs.upstreamAnswered = true
+			return status
+		}
+		rs.upstreamErr = err
+		return respondError(fctx, failure.Status(), failureMessage(failure))
 	}
 }
 
@@ -282,8 +291,15 @@ func retryable(req *fasthttp.Request, streamed bool, f backend.Failure) bool {
 	return true
 }
 
-// waitBackoff sleeps the retry backoff unless that would pass the deadline.
-func waitBackoff(rp *retryPolicy, deadline time.Time) bool {
+// waitBackoff sleeps the retry backoff before another attempt. It reports
+// false, at once, when that would pass the deadline or the client went away
+// (clientWatch), and false as soon as the client goes during the sleep: a
+// request whose client left holds neither its goroutine nor its buffered
+// body for the rest of the backoff, and is not sent again.
+func (rs *requestState) waitBackoff(rp *retryPolicy, deadline time.Time) bool {
+	if rs.clientGone() {
+		return false
+	}
 	if rp == nil || rp.backoff <= 0 {
 		return deadline.IsZero() || time.Now().Before(deadline)
 	}
@@ -291,8 +307,24 @@ func waitBackoff(rp *retryPolicy, deadline time.Time) bool {
 		return false
 	}
 	t := time.NewTimer(rp.backoff)
-	<-t.C
-	return true
+	defer t.Stop()
+	var gone <-chan struct{}
+	switch {
+	case rs.h2 != nil:
+		// Done when the stream is reset or its connection ends.
+		gone = rs.h2.context().Done()
+	case rs.hangup != nil:
+		c := make(chan struct{})
+		rs.hangup.OnGone(func() { close(c) }) // runs once, at most
+		defer rs.hangup.OnGone(nil)
+		gone = c
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-gone:
+		return false
+	}
 }
 
 func failureMessage(f backend.Failure) string {
