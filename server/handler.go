@@ -744,7 +744,14 @@ func respondErrorClose(fctx *fasthttp.RequestCtx, status int, msg string) int {
 }
 
 // handleParseError answers requests fasthttp could not parse (or whose
-// body it could not read), and records them like any other.
+// body it could not read), and records them like any other: with their
+// method and path when fasthttp kept the head it parsed (headKept), else
+// with neither, as the line leaves any field it does not know empty
+// (route, backend). fasthttp resets the request on every failure but that
+// of a target it could not make a URI of: a head it could not parse or
+// that did not fit (431), and a body cut short in the part (up to 8 KiB)
+// it reads before the handler runs, so the line cannot say what such a
+// request was; it used to say GET /, what the empty header answers.
 func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	var status int
 	_, tooLarge := err.(*fasthttp.ErrSmallBuffer)
@@ -761,9 +768,26 @@ func (b *bind) handleParseError(fctx *fasthttp.RequestCtx, err error) {
 	rs := acquireState()
 	rs.start, rs.bind, rs.status = monoNow(), b.current.Load(), status
 	rs.pc.Fast = fctx
-	b.record(rs, fctx.Method(), requestPath(fctx), fctx.RemoteAddr(), responseBytes(&fctx.Response))
+	var method, path []byte
+	if headKept(&fctx.Request.Header) {
+		method, path = fctx.Method(), requestPath(fctx)
+	}
+	b.record(rs, method, path, fctx.RemoteAddr(), responseBytes(&fctx.Response))
 	releaseState(rs)
 }
+
+// headKept reports whether h holds a request line fasthttp parsed. An
+// empty header's accessors answer defaults (Method GET, and one that writes
+// it into h), but RequestURI answers fasthttp's own "/" without a copy:
+// any other target was parsed. (Were fasthttp to answer a copy, every
+// header would look kept, and the line say GET / as it did before.)
+func headKept(h *fasthttp.RequestHeader) bool {
+	uri := h.RequestURI()
+	return len(uri) > 0 && &uri[0] != &emptyTarget[0]
+}
+
+// emptyTarget is RequestURI's answer for a header without a request line.
+var emptyTarget = new(fasthttp.RequestHeader).RequestURI()
 
 // requestPath returns the request path without the query, as the request
 // target now holds it (normalized by begin unless pathNormalization is raw).
