@@ -17,6 +17,9 @@ type Chain struct {
 	// it the route's deadline (Ctx.Deadline), which other chains need not
 	// pay for.
 	Waits bool
+
+	// ranks are the Order positions of Request's policies, for Before.
+	ranks []int
 }
 
 // BodyReader is a request policy that may read the request's body.
@@ -33,12 +36,37 @@ type Waiter interface {
 // RunRequest runs the request policies in order and stops at the first that
 // returns Done (it answered the request itself); it returns that result.
 func (ch *Chain) RunRequest(c *Ctx) Result {
-	for _, p := range ch.Request {
+	return ch.RunRequestRange(c, 0, len(ch.Request))
+}
+
+// RunRequestRange is RunRequest for Request[from:to]: a server that applies
+// a kind of Order itself runs the chain in two parts around it (Before).
+func (ch *Chain) RunRequestRange(c *Ctx, from, to int) Result {
+	for _, p := range ch.Request[from:to] {
 		if p.OnRequest(c) == Done {
 			return Done
 		}
 	}
 	return Continue
+}
+
+// Before is how many of Request run before kind k in Order: where a kind
+// the server applies itself rather than as a chain policy (localRateLimit,
+// whose decision the response's headers and LLM token charges need) runs,
+// between RunRequestRange(c, 0, i) and RunRequestRange(c, i, len(Request)).
+// It panics when k is not in Order, a programming error.
+func (ch *Chain) Before(k Kind) int {
+	rank := k.rank()
+	if rank < 0 {
+		panic("policy: kind " + string(k) + " is not in policy.Order")
+	}
+	n := 0
+	for _, r := range ch.ranks {
+		if r < rank {
+			n++
+		}
+	}
+	return n
 }
 
 // RunResponse runs every response policy, last registered first. It runs on
@@ -92,6 +120,7 @@ func (b *ChainBuilder) Build() Chain {
 			}
 			if r, ok := e.p.(Request); ok {
 				ch.Request = append(ch.Request, r)
+				ch.ranks = append(ch.ranks, rank)
 			}
 			if br, ok := e.p.(BodyReader); ok && br.ReadsRequestBody() {
 				ch.ReadsBody = true

@@ -114,6 +114,58 @@ func TestChain(t *testing.T) {
 	}
 }
 
+// TestChainBefore: a kind the server applies itself (localRateLimit) has
+// its place between the chain's policies, Order's: after authorization,
+// before remoteRateLimit and everything after it; the two parts run as the
+// whole chain does.
+func TestChainBefore(t *testing.T) {
+	var journal []string
+	b := NewChainBuilder()
+	for _, a := range []struct {
+		kind   Kind
+		result Result
+	}{
+		{KindDirectResponse, Done},
+		{KindDelay, Continue},
+		{KindRemoteRateLimit, Continue},
+		{KindAuthorization, Continue},
+		{KindCORS, Continue},
+		{KindExtProc, Continue},
+	} {
+		b.Add(a.kind, &recorder{name: string(a.kind), result: a.result, journal: &journal})
+	}
+	ch := b.Build()
+	tests := []struct {
+		kind Kind
+		want int
+	}{
+		{KindCORS, 0},
+		{KindLocalRateLimit, 2},
+		{KindRemoteRateLimit, 2},
+		{KindDirectResponse, 5},
+	}
+	for _, tt := range tests {
+		if got := ch.Before(tt.kind); got != tt.want {
+			t.Errorf("Before(%s) = %d, want %d", tt.kind, got, tt.want)
+		}
+	}
+	at := ch.Before(KindLocalRateLimit)
+	c := newCtx("GET", "/")
+	if got := ch.RunRequestRange(c, 0, at); got != Continue {
+		t.Fatalf("first part: %s", resultName(got))
+	}
+	journal = append(journal, "|")
+	if got := ch.RunRequestRange(c, at, len(ch.Request)); got != Done {
+		t.Fatalf("second part: %s", resultName(got))
+	}
+	if got, want := strings.Join(journal, " "), "req:cors req:authorization | req:remoteRateLimit req:extProc req:delay req:directResponse"; got != want {
+		t.Fatalf("calls = %q\nwant    %q", got, want)
+	}
+	if n := (&Chain{}).Before(KindLocalRateLimit); n != 0 {
+		t.Errorf("an empty chain: Before = %d", n)
+	}
+}
+
 func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 	tests := []struct {
 		desc string
@@ -136,7 +188,7 @@ func TestChainBuilderPanicsOnProgrammingErrors(t *testing.T) {
 }
 
 func TestOrderHoldsEveryKindOnce(t *testing.T) {
-	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindRemoteRateLimit, KindExtProc, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
+	kinds := []Kind{KindCORS, KindJWTAuth, KindMCPAuthentication, KindBasicAuth, KindAPIKey, KindExtAuthz, KindAuthorization, KindLocalRateLimit, KindRemoteRateLimit, KindExtProc, KindCSRF, KindTransformations, KindResponseHeaders, KindRequestHeaders, KindURLRewrite, KindDelay, KindRedirect, KindDirectResponse}
 	if len(Order) != len(kinds) {
 		t.Fatalf("Order has %d kinds, want %d", len(Order), len(kinds))
 	}

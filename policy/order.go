@@ -21,6 +21,7 @@ const (
 	KindAPIKey            Kind = "apiKey"
 	KindExtAuthz          Kind = "extAuthz"
 	KindAuthorization     Kind = "authorization"
+	KindLocalRateLimit    Kind = "localRateLimit"
 	KindRemoteRateLimit   Kind = "remoteRateLimit"
 	KindExtProc           Kind = "extProc"
 )
@@ -60,7 +61,10 @@ var Order = []Kind{
 	KindAPIKey,
 	KindExtAuthz,
 	KindAuthorization,
-	// localRateLimit: here (the server applies it; see route.limiter).
+	// localRateLimit is no policy of a chain: the server applies it itself
+	// at this place (Chain.Before), keeping its decision for the
+	// response's x-ratelimit-* headers and an LLM exchange's tokens.
+	KindLocalRateLimit,
 	KindRemoteRateLimit,
 	KindExtProc,
 	KindCSRF,

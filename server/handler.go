@@ -66,6 +66,11 @@ type requestState struct {
 	// tunneled says the request became an upgrade tunnel: it is recorded
 	// when the tunnel ends (tunnelEnded).
 	tunneled bool
+	// limit is localRateLimit's decision (runChain), when limited: its
+	// x-ratelimit-* headers go on the response, and an LLM exchange
+	// completes it (AdmitTokens) and charges its tokens to it.
+	limit   ratelimit.Decision
+	limited bool
 
 	// What the record of the request needs once the request itself may be
 	// gone (finish, record).
@@ -109,6 +114,7 @@ func releaseState(rs *requestState) {
 	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync, rs.tunneled = nil, false, false, false, false
 	rs.hangup = nil
 	rs.gateway = nil
+	rs.limit, rs.limited = ratelimit.Decision{}, false
 	rs.srv, rs.status, rs.bytesIn, rs.bytesOut, rs.remote = nil, 0, 0, 0, nil
 	rs.method, rs.path = rs.method[:0], rs.path[:0]
 	statePool.Put(rs)
@@ -424,8 +430,11 @@ func (rs *requestState) guardBody() {
 	}
 }
 
-// runChain runs the route's request policies; done reports that the
-// request was answered (and finished), with status.
+// runChain runs the route's request policies, and localRateLimit at its
+// place among them (policy.Order, route.limitAt): a request it refuses meets
+// none of the policies after it (remoteRateLimit, extProc, transformations,
+// a delay, a redirect or direct response). done reports that the request was
+// answered (and finished), with status.
 func (b *bind) runChain(rs *requestState) (status int, done bool) {
 	pc, r, fctx := &rs.pc, rs.route, rs.pc.Fast
 	if r.chain.ReadsBody {
@@ -434,18 +443,50 @@ func (b *bind) runChain(rs *requestState) (status int, done bool) {
 	if r.timeout > 0 && r.chain.Waits {
 		pc.Deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
 	}
-	if r.chain.RunRequest(pc) == policy.Done {
-		status = rs.runResponse(fctx.Response.StatusCode())
-		b.finish(rs, status)
-		return status, true
+	if r.limiter == nil {
+		if r.chain.RunRequest(pc) == policy.Done {
+			return b.chainAnswered(rs), true
+		}
+	} else {
+		if r.chain.RunRequestRange(pc, 0, r.limitAt) == policy.Done {
+			return b.chainAnswered(rs), true
+		}
+		// (An LLM exchange checks the tokens buckets once its prompt is
+		// known, and is charged its tokens after: llmAttempts.)
+		rs.limit, rs.limited = r.limiter.AdmitCtx(pc), true
+		if !rs.limit.Allowed {
+			return b.chainAnswered(rs), true
+		}
+		if r.chain.RunRequestRange(pc, r.limitAt, len(r.chain.Request)) == policy.Done {
+			rs.limitHeaders()
+			return b.chainAnswered(rs), true
+		}
 	}
 	if len(r.backends) == 0 {
 		status = respondError(fctx, fasthttp.StatusInternalServerError, "route has no backends")
+		rs.limitHeaders()
 		status = rs.runResponse(status)
 		b.finish(rs, status)
 		return status, true
 	}
 	return 0, false
+}
+
+// chainAnswered finishes a request a request policy answered (or
+// localRateLimit refused).
+func (b *bind) chainAnswered(rs *requestState) int {
+	status := rs.runResponse(rs.pc.Fast.Response.StatusCode())
+	b.finish(rs, status)
+	return status
+}
+
+// limitHeaders puts localRateLimit's x-ratelimit-* headers on the response
+// of a request it let through (a refusal has them already), before the
+// response policies run.
+func (rs *requestState) limitHeaders() {
+	if rs.limited && rs.limit.Allowed {
+		rs.limit.WriteHeaders(&rs.pc.Fast.Response.Header)
+	}
 }
 
 // proceed takes a request begin let through to its backend.
@@ -455,29 +496,15 @@ func (b *bind) proceed(rs *requestState) {
 	rs.backend = rb
 	pc.Backend = rb.cel
 	if rb.redirect != nil && rb.redirect.OnRequest(pc) == policy.Done {
+		rs.limitHeaders()
 		b.finish(rs, rs.runResponse(fctx.Response.StatusCode()))
 		return
-	}
-	var limit ratelimit.Decision
-	limited := false
-	if r.limiter != nil {
-		if _, llm := rb.target.(*llmTarget); !llm {
-			// (an LLM request is admitted once its prompt is known: serveLLM)
-			limit, limited = r.limiter.Admit(pc, 0), true
-			if !limit.Allowed {
-				status := limit.Reject(&fctx.Response)
-				b.finish(rs, rs.runResponse(status))
-				return
-			}
-		}
 	}
 	status, answered := applyMaxForwards(fctx) // Max-Forwards (maxforwards.go)
 	if !answered {
 		status = rb.target.exchange(b, rs, r, rb)
 	}
-	if limited {
-		limit.WriteHeaders(&fctx.Response.Header)
-	}
+	rs.limitHeaders()
 	if rb.responseHeaders != nil {
 		rb.responseHeaders.ApplyResponse(&fctx.Response.Header)
 	}

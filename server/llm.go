@@ -29,7 +29,6 @@ import (
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/credential"
-	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )
 
@@ -171,8 +170,6 @@ type llmExchange struct {
 	outEstimate int64
 	start       time.Duration
 	ttft        time.Duration
-	limit       ratelimit.Decision
-	limited     bool
 	guard       string // "masked", "rejected", "failed_open", "failed" or ""
 	errType     string
 	// prime has llmRespond read a stream up to its answer's first delta
@@ -330,7 +327,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	}
 
 	var in *celrules.Input
-	admitted := r.limiter == nil
+	// localRateLimit admitted the request in its place among the route's
+	// policies (runChain), by its requests buckets; its tokens buckets are
+	// checked here, once the prompt (and its estimate) is known.
+	admitted := !rs.limited || !r.limiter.HasTokenBuckets()
 	// jsonBody: the body is a JSON request the ai policy edits (chat
 	// formats, embeddings, token counts); passthrough and models go as
 	// they came.
@@ -447,12 +447,12 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 				n, x.scratch = aipolicy.PromptTokens(x.scratch, cur, cf, tokens.EncodingFor(model))
 				estimate = int64(n)
 			}
-			x.limit = r.limiter.Admit(&rs.pc, estimate)
-			x.limited, admitted = true, true
-			if !x.limit.Allowed {
+			r.limiter.AdmitTokens(&rs.limit, estimate)
+			admitted = true
+			if !rs.limit.Allowed {
 				x.errType = "rate_limited"
 				b.llmComplete(rs, x) // in the metrics as a failure
-				return x.limit.Reject(&fctx.Response)
+				return rs.limit.Reject(&fctx.Response)
 			}
 		}
 

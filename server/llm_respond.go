@@ -54,9 +54,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 		}
 		enc = c
 	}
-	if x.limited {
-		x.limit.WriteHeaders(h)
-	}
+	rs.limitHeaders()
 
 	if !translate {
 		// Not a chat request (models, embeddings, passthrough): the
@@ -325,10 +323,10 @@ func (b *bind) llmFailed(rs *requestState, x *llmExchange, status int, msg strin
 // before the client has its answer, and the metrics with the request's
 // record (observeLLM), which may come once the answer is out (deferRecord).
 func (b *bind) llmComplete(rs *requestState, x *llmExchange) {
-	if (x.answered || x.cut) && (x.limited || len(rs.pc.TokenCharges) > 0) {
+	if (x.answered || x.cut) && (rs.limited || len(rs.pc.TokenCharges) > 0) {
 		charged := x.chargedTokens()
-		if x.limited && rs.route != nil && rs.route.limiter != nil {
-			rs.route.limiter.Charge(&x.limit, charged)
+		if rs.limited && rs.route != nil && rs.route.limiter != nil {
+			rs.route.limiter.Charge(&rs.limit, charged)
 		}
 		if len(rs.pc.TokenCharges) > 0 {
 			u := policy.TokenUsage{Total: charged, LLM: func() map[string]any {

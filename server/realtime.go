@@ -47,12 +47,12 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	if prov == nil {
 		return respondError(fctx, fasthttp.StatusNotFound, "no provider of this backend serves realtime requests")
 	}
-	var limit ratelimit.Decision
-	limited := false
-	if r.limiter != nil {
-		limit, limited = r.limiter.Admit(&rs.pc, 0), true
-		if !limit.Allowed {
-			return limit.Reject(&fctx.Response)
+	if rs.limited {
+		// Admitted by the requests buckets in the policies' order
+		// (runChain); the tokens buckets are the session's.
+		r.limiter.AdmitTokens(&rs.limit, 0)
+		if !rs.limit.Allowed {
+			return rs.limit.Reject(&fctx.Response)
 		}
 	}
 	_ = b.prepareRequest(rs, rb, prov.up, true, fields, false) // an ai backend's credentials are its providers'
@@ -80,8 +80,8 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	if rs.route != nil {
 		acct.route = rs.route.name
 	}
-	if limited {
-		acct.limiter, acct.limit = r.limiter, limit
+	if rs.limited {
+		acct.limiter, acct.limit = r.limiter, rs.limit
 	}
 	return b.tunnel(rs, prov.up, acct)
 }

@@ -124,8 +124,10 @@ type route struct {
 	auth *backendAuth
 	// mcpAuthz is mcpAuthorization: which MCP items the request may see.
 	mcpAuthz *celrules.RuleSet
-	// limiter is localRateLimit (nil: none).
+	// limiter is localRateLimit (nil: none), applied before the request
+	// policy chain.Request[limitAt] (policy.Order's place: runChain).
 	limiter *ratelimit.Limiter
+	limitAt int
 }
 
 // routeBackend is one weighted backend of a route with its backend policies.
@@ -461,6 +463,7 @@ func (c *compiler) route(path string, port int, l *config.Listener, index int, r
 	rc := &routeCompile{route: cr, set: set, chain: policy.NewChainBuilder()}
 	errs := c.compileRouteKinds(rc)
 	cr.chain = rc.chain.Build()
+	cr.limitAt = cr.chain.Before(policy.KindLocalRateLimit)
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	for bi := range r.Backends {

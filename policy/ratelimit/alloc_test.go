@@ -9,7 +9,7 @@ import (
 	"github.com/relaygate/gateway/config"
 )
 
-// TestAdmitAllocations: admitting, charging and writing the headers or the
+// TestAdmitAllocations: admitting (at once or in two parts), charging and writing the headers or the
 // 429 allocate nothing (conditions aside: CEL evaluation allocates).
 func TestAdmitAllocations(t *testing.T) {
 	if raceEnabled {
@@ -32,6 +32,9 @@ func TestAdmitAllocations(t *testing.T) {
 			allocs := testing.AllocsPerRun(1000, func() {
 				d := l.Admit(nil, 10)
 				l.Charge(&d, 100)
+				parts := l.AdmitRequest(nil)
+				l.AdmitTokens(&parts, 10)
+				l.Charge(&parts, 100)
 				if d.Allowed {
 					d.WriteHeaders(&resp.Header)
 				} else {

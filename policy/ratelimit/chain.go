@@ -2,15 +2,16 @@ package ratelimit
 
 import "github.com/relaygate/gateway/policy"
 
-// AdmitCtx admits the request of c (no prompt estimate) and, when refused,
-// writes the 429 answer into c.Fast.Response. The server calls it, in
-// policy.Order's place for localRateLimit, when it wants the Decision: to
-// put the x-ratelimit-* headers on an allowed request's response
-// (WriteHeaders, once the response is there) or to Charge LLM tokens. A
-// request must be admitted once: either AdmitCtx or the limiter in the
-// route's chain, not both.
+// AdmitCtx admits the request of c (AdmitRequest: its `tokens` buckets are
+// an LLM exchange's to check, AdmitTokens) and, when refused, writes the 429
+// answer into c.Fast.Response. The server calls it in policy.Order's place
+// for localRateLimit (policy.Chain.Before), and keeps the Decision: to put
+// the x-ratelimit-* headers on an allowed request's response (WriteHeaders,
+// once the response is there), and for an LLM exchange's AdmitTokens and
+// Charge. A request must be admitted once: either AdmitCtx or the limiter
+// in the route's chain, not both.
 func (l *Limiter) AdmitCtx(c *policy.Ctx) Decision {
-	d := l.Admit(c, 0)
+	d := l.AdmitRequest(c)
 	if !d.Allowed {
 		d.Reject(&c.Fast.Response)
 	}

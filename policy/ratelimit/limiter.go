@@ -167,13 +167,55 @@ func (l *Limiter) elapsed() int64 {
 // and checks that every `tokens` bucket that applies holds more than 0 and,
 // when estimate > 0 (the prompt's estimated size, with `tokenize: true`), at
 // least estimate. The estimate is not taken: Charge bills the exchange's
-// input and output tokens once known.
+// input and output tokens once known. It is AdmitRequest and AdmitTokens at
+// once.
 //
 // It refuses without taking anything when any bucket cannot pass (no
 // partial takes: tokens taken before a bucket found empty by a concurrent
 // request are given back). c is the request, read by conditions only; nil
 // (or a context without a request) makes every condition false.
 func (l *Limiter) Admit(c *policy.Ctx, estimate int64) Decision {
+	return l.admit(c, estimate, allBuckets)
+}
+
+// AdmitRequest is the part of admission made where localRateLimit runs in
+// policy.Order, before the request is known to be an LLM exchange: it
+// takes one request token from each `requests` bucket that applies, as
+// Admit does, and leaves the `tokens` buckets to AdmitTokens, which an LLM
+// exchange calls once its prompt is known (as agentgateway checks them
+// then). Only LLM exchanges are charged tokens, so a request that is none
+// has nothing to check them for. An allowed Decision remembers the buckets
+// that applied, for AdmitTokens and Charge.
+func (l *Limiter) AdmitRequest(c *policy.Ctx) Decision {
+	return l.admit(c, 0, requestBuckets)
+}
+
+// AdmitTokens completes d, an allowed AdmitRequest decision, for an LLM
+// exchange: every `tokens` bucket that applied must hold more than 0 and,
+// when estimate > 0, at least estimate, as in Admit. Refused, d becomes the
+// refusal and the request tokens AdmitRequest took are given back, so that a
+// refused request takes nothing, as with Admit; allowed, d reports the most
+// constraining bucket of both parts. A refused d is left as it is.
+func (l *Limiter) AdmitTokens(d *Decision, estimate int64) {
+	if !d.Allowed || !l.hasTokenBuckets || len(d.applied) == 0 {
+		return
+	}
+	set := d.applied
+	elapsed := l.elapsed()
+	if r, refused := check(set, elapsed, estimate, tokenBuckets); refused {
+		giveBack(set)
+		*d = r
+		return
+	}
+	for i := range set {
+		if b := &set[i]; b.countsLLMTokens {
+			d.report(b, elapsed, b.tokens(b.fills(elapsed)))
+		}
+	}
+}
+
+// admit admits c against the buckets of kinds that apply to it.
+func (l *Limiter) admit(c *policy.Ctx, estimate int64, kinds bucketKinds) Decision {
 	set := l.applying(c)
 	if len(set) == 0 {
 		return Decision{Allowed: true}
@@ -182,11 +224,29 @@ func (l *Limiter) Admit(c *policy.Ctx, estimate int64) Decision {
 	if len(set) > 1 {
 		// Look before taking, so a refusal takes nothing even for a
 		// moment; take below checks again.
-		if d, refused := check(set, elapsed, estimate); refused {
+		if d, refused := check(set, elapsed, estimate, kinds); refused {
 			return d
 		}
 	}
-	return takeAll(set, elapsed, estimate)
+	return takeAll(set, elapsed, estimate, kinds)
+}
+
+// bucketKinds selects buckets by type: the part of admission that looks at
+// them.
+type bucketKinds uint8
+
+const (
+	requestBuckets bucketKinds = 1 << iota
+	tokenBuckets
+	allBuckets = requestBuckets | tokenBuckets
+)
+
+// has reports whether b is of the kinds selected.
+func (k bucketKinds) has(b *bucket) bool {
+	if b.countsLLMTokens {
+		return k&tokenBuckets != 0
+	}
+	return k&requestBuckets != 0
 }
 
 // need is what b must hold to let a request through.
@@ -197,11 +257,14 @@ func (b *bucket) need(estimate int64) int64 {
 	return 1
 }
 
-// check looks at every bucket of set without taking and, if one cannot pass,
-// returns the refusal.
-func check(set []bucket, elapsed, estimate int64) (d Decision, refused bool) {
+// check looks at every bucket of set of kinds without taking and, if one
+// cannot pass, returns the refusal.
+func check(set []bucket, elapsed, estimate int64, kinds bucketKinds) (d Decision, refused bool) {
 	for i := range set {
 		b := &set[i]
+		if !kinds.has(b) {
+			continue
+		}
 		need := b.need(estimate)
 		if have := b.tokens(b.fills(elapsed)); have < need {
 			d.refuse(b, elapsed, have, need)
@@ -212,11 +275,15 @@ func check(set []bucket, elapsed, estimate int64) (d Decision, refused bool) {
 }
 
 // takeAll takes a request token from each requests bucket of set, checks
-// each tokens bucket, and gives back what it took if one cannot pass.
-func takeAll(set []bucket, elapsed, estimate int64) Decision {
+// each tokens bucket, and gives back what it took if one cannot pass; of
+// kinds only. The Decision's applied set is all of set.
+func takeAll(set []bucket, elapsed, estimate int64, kinds bucketKinds) Decision {
 	d := Decision{Allowed: true, applied: set}
 	for i := range set {
 		b := &set[i]
+		if !kinds.has(b) {
+			continue
+		}
 		k := b.fills(elapsed)
 		need := b.need(estimate)
 		var left int64

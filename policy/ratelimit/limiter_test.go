@@ -178,7 +178,7 @@ func TestRefusalTakesNothing(t *testing.T) {
 			l, clock := newLimiter(t, tc.buckets...)
 			set := l.entries[0].buckets
 			set[tc.drain].charge(0, 5)
-			d := takeAll(set, 0, 0)
+			d := takeAll(set, 0, 0, allBuckets)
 			if d.Allowed || d.RetryAfter != time.Second {
 				t.Fatalf("allowed %v retry after %v, want refused for 1s", d.Allowed, d.RetryAfter)
 			}
@@ -276,6 +276,68 @@ func TestChargeOnlyTokenBuckets(t *testing.T) {
 	requestsOnly, _ := newLimiter(t, spec(10, 1, time.Second, ""))
 	if requestsOnly.HasTokenBuckets() {
 		t.Fatal("HasTokenBuckets = true without a tokens bucket")
+	}
+}
+
+// TestAdmitInTwoParts: AdmitRequest takes the requests buckets' tokens
+// and leaves the tokens buckets to AdmitTokens, which refuses what Admit
+// would and then gives back the request tokens, so a refused request takes
+// nothing; allowed, the decision reports the tighter bucket of both parts
+// and Charge bills its tokens buckets.
+func TestAdmitInTwoParts(t *testing.T) {
+	tests := []struct {
+		desc        string
+		debt        int64 // charged to the tokens bucket first
+		estimate    int64
+		wantAllowed bool
+		wantExceeds bool
+		wantLeft    uint64 // the decision's Remaining
+		wantHeld    [2]int64
+	}{
+		{"both pass", 0, 0, true, false, 4, [2]int64{4, 10}},
+		{"the tokens bucket is the tighter", 8, 0, true, false, 3, [2]int64{4, 3}},
+		{"an estimate within the tokens bucket", 0, 5, true, false, 4, [2]int64{4, 10}},
+		{"a tokens bucket in debt refuses and gives the request token back", 15, 0, false, false, 0, [2]int64{5, -4}},
+		{"an estimate beyond the tokens bucket's capacity", 0, 11, false, true, 10, [2]int64{5, 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			l, clock := newLimiter(t, spec(5, 1, time.Hour, ""), spec(10, 1, time.Hour, "tokens"))
+			if tc.debt > 0 {
+				d := l.Admit(nil, 0)
+				l.Charge(&d, tc.debt)
+				clock.advance(time.Hour) // the request token back; the debt less one
+			}
+			d := l.AdmitRequest(nil)
+			if !d.Allowed || held(l, clock, 0) != 4 || held(l, clock, 1) != 10-max(tc.debt-1, 0) {
+				t.Fatalf("AdmitRequest: allowed %v, the buckets hold %d and %d", d.Allowed, held(l, clock, 0), held(l, clock, 1))
+			}
+			l.AdmitTokens(&d, tc.estimate)
+			if d.Allowed != tc.wantAllowed || d.Exceeds != tc.wantExceeds || (tc.wantAllowed || tc.wantExceeds) && d.Remaining != tc.wantLeft {
+				t.Fatalf("AdmitTokens: allowed %v exceeds %v remaining %d, want %v %v %d", d.Allowed, d.Exceeds, d.Remaining, tc.wantAllowed, tc.wantExceeds, tc.wantLeft)
+			}
+			if got := [2]int64{held(l, clock, 0), held(l, clock, 1)}; got != tc.wantHeld {
+				t.Fatalf("held %v, want %v", got, tc.wantHeld)
+			}
+			l.AdmitTokens(&d, 0) // a second call changes nothing refused
+			if got := held(l, clock, 0); got != tc.wantHeld[0] {
+				t.Fatalf("a second AdmitTokens gave back again: %d", got)
+			}
+			l.Charge(&d, 3)
+			want := tc.wantHeld[1]
+			if tc.wantAllowed {
+				want -= 3
+			}
+			if got := held(l, clock, 1); got != want {
+				t.Fatalf("after Charge the tokens bucket holds %d, want %d", got, want)
+			}
+		})
+	}
+	// A refusal by the requests buckets does not look at the tokens ones.
+	l, clock := newLimiter(t, spec(1, 1, time.Hour, ""), spec(10, 1, time.Hour, "tokens"))
+	l.AdmitRequest(nil)
+	if d := l.AdmitRequest(nil); d.Allowed || d.Limit != 1 || held(l, clock, 0) != 0 {
+		t.Fatalf("the requests bucket empty: allowed %v, limit %d", d.Allowed, d.Limit)
 	}
 }
 
