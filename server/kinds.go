@@ -36,6 +36,9 @@ type routeKind struct {
 // routeCompile is what a route's kinds compile into.
 type routeCompile struct {
 	route *route
+	// id is the route's identity among the snapshot's (routeIdentity),
+	// the key of the state kept per route.
+	id    string
 	set   *config.PolicySet
 	chain *policy.ChainBuilder
 }
@@ -228,7 +231,7 @@ var routeKinds = []routeKind{
 		return nil
 	}},
 	{"localRateLimit", func(c *compiler, rc *routeCompile, v any) error {
-		l, err := c.rateLimiter(rc.route.name, v.(*config.LocalRateLimit))
+		l, err := c.rateLimiter(rc.id, v.(*config.LocalRateLimit))
 		rc.route.limiter = l
 		return err
 	}},

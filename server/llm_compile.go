@@ -254,13 +254,15 @@ func prefixFieldError(path string, err error) error {
 	return decode.Under(path, err)
 }
 
-// rateLimiter compiles a route's localRateLimit. Its buckets are kept
-// across reloads that leave the route's limits as they were.
-func (c *compiler) rateLimiter(routeName string, cfg *config.LocalRateLimit) (*ratelimit.Limiter, error) {
+// rateLimiter compiles a route's localRateLimit; routeID is the route's
+// identity (routeIdentity), so that every route has buckets of its own,
+// whatever its name. Its buckets are kept across reloads that leave the
+// route and its limits as they were.
+func (c *compiler) rateLimiter(routeID string, cfg *config.LocalRateLimit) (*ratelimit.Limiter, error) {
 	spec := config.Fingerprint(struct {
 		Route string
 		Cfg   *config.LocalRateLimit
-	}{routeName, cfg})
+	}{routeID, cfg})
 	return pool.LoadOrNew(c.lease, "ratelimit\x00"+spec, func() (*ratelimit.Limiter, error) {
 		return ratelimit.New(cfg, nil)
 	})

@@ -163,7 +163,7 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	rp := l.Policies.RoutePolicies()
 	set := &config.PolicySet{}
 	set.Attach(config.LevelRoute, "llm.policies", rp)
-	cr, err := c.route("llm", port, listener, 0, &config.Route{Name: config.LLMRouteName, Policies: rp}, set)
+	cr, err := c.route("llm", routeIdentity(port, listener, config.LLMRouteName, "", 0), port, listener, 0, &config.Route{Name: config.LLMRouteName, Policies: rp}, set)
 	if err != nil {
 		return nil, err
 	}

@@ -200,3 +200,145 @@ binds:
 		})
 	}
 }
+
+// TestLocalRateLimitBucketPerRoute: every route has buckets of its own,
+// whatever its name: routes named alike on two ports, unnamed routes of
+// listeners named alike on two binds or of two unnamed listeners of one
+// bind (each called "<listener>/route0"), two routes of one name in one
+// listener, a top-level route on the listeners of two gateways (as if
+// written under each, as the README has it). They used to share one bucket when their limits were the same
+// (the pool's key was the route's name and the limit), so calls to one
+// route spent the other's.
+func TestLocalRateLimitBucketPerRoute(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	const once = `localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1h}]`
+	route := func(name, path string) string {
+		r := "\n    - "
+		if name != "" {
+			r += "name: " + name + "\n      "
+		}
+		return r + "matches: [{path: {pathPrefix: " + path + "}}]\n      policies: {" + once + "}\n      backends: [{host: '${UP}'}]"
+	}
+	type call struct {
+		port       int
+		path, host string
+	}
+	tests := []struct {
+		desc string
+		cfg  string
+		a, b call
+	}{
+		{"listeners named alike on two binds", `
+binds:
+- port: 3000
+  listeners:
+  - name: main
+    routes:` + route("", "/api") + `
+- port: 3001
+  listeners:
+  - name: main
+    routes:` + route("", "/admin"),
+			call{3000, "/api", ""}, call{3001, "/admin", ""}},
+		// A policy attached to listeners is each of their routes' (each
+		// with buckets of its own).
+		{"a gateway-wide policy on listeners named alike", `
+policies:
+- name: {name: limit, namespace: default}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
+  policy: {` + once + `}
+binds:
+- port: 3000
+  listeners:
+  - name: main
+    routes: [{backends: [{host: '${UP}'}]}]
+- port: 3001
+  listeners:
+  - name: main
+    routes: [{backends: [{host: '${UP}'}]}]`,
+			call{3000, "/", ""}, call{3001, "/", ""}},
+		{"routes named alike on two ports", `
+binds:
+- port: 3000
+  listeners:
+  - routes:` + route("same", "/x") + `
+- port: 3001
+  listeners:
+  - routes:` + route("same", "/x"),
+			call{3000, "/x", ""}, call{3001, "/x", ""}},
+		{"two unnamed listeners of one bind", `
+binds:
+- port: 3000
+  listeners:
+  - hostname: a.example
+    routes:` + route("", "/x") + `
+  - hostname: b.example
+    routes:` + route("", "/x"),
+			call{3000, "/x", "a.example"}, call{3000, "/x", "b.example"}},
+		// Each gateway's listener serves the route as if written under it.
+		{"a top-level route on two gateways", `
+gateways:
+  a: {port: 3000}
+  b: {port: 3001}
+routes:
+- name: api
+  gateways: [a, b]
+  policies: {` + once + `}
+  backends: [{host: '${UP}'}]`,
+			call{3000, "/", ""}, call{3001, "/", ""}},
+		{"two routes of one name in one listener", `
+binds:
+- port: 3000
+  listeners:
+  - routes:` + route("same", "/x") + route("same", "/y"),
+			call{3000, "/x", ""}, call{3000, "/y", ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			tg := startGateway(t, tc.cfg+"\n", map[string]string{"UP": up})
+			send := func(c call) int {
+				t.Helper()
+				resp, _ := get(t, tg.url(c.port)+c.path, "Host", c.host)
+				return resp.StatusCode
+			}
+			for i, step := range []struct {
+				c    call
+				want int
+			}{{tc.a, 200}, {tc.b, 200}, {tc.a, 429}, {tc.b, 429}} {
+				if got := send(step.c); got != step.want {
+					t.Fatalf("request %d (port %d %s%s): %d, want %d", i+1, step.c.port, step.c.host, step.c.path, got, step.want)
+				}
+			}
+		})
+	}
+}
+
+// TestLocalRateLimitReloadKeepsBuckets: a reload that keeps a route and its
+// limit keeps its buckets, also when routes of other names come before it
+// (its identity is its listener, name and rule, not its position).
+func TestLocalRateLimitReloadKeepsBuckets(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	kept := `
+    - name: kept
+      matches: [{path: {pathPrefix: /kept}}]
+      policies: {localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1h}]}
+      backends: [{host: '${UP}'}]
+`
+	vars := map[string]string{"UP": up}
+	tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes:"+kept, vars)
+	if resp, _ := get(t, tg.url(3000)+"/kept"); resp.StatusCode != 200 {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	tg.apply(`binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /new}}]
+      policies: {localRateLimit: [{maxTokens: 1, tokensPerFill: 1, fillInterval: 1h}]}
+      backends: [{host: '${UP}'}]`+kept, vars)
+	if resp, _ := get(t, tg.url(3000)+"/kept"); resp.StatusCode != 429 {
+		t.Fatalf("after a reload adding a route before it: %d, want 429 (its spent bucket kept)", resp.StatusCode)
+	}
+	if resp, _ := get(t, tg.url(3000)+"/new"); resp.StatusCode != 200 {
+		t.Fatalf("the new route: %d, want 200 (a bucket of its own)", resp.StatusCode)
+	}
+}

@@ -345,7 +345,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	gw := &config.PolicySet{}
 	c.attachTargetedPhase(gw, config.PhaseGateway, listenerTarget)
 	if len(gw.Kinds()) > 0 {
-		rc := &routeCompile{route: &route{name: l.Name}, set: gw, chain: policy.NewChainBuilder()}
+		rc := &routeCompile{route: &route{name: l.Name}, id: listenerIdentity(bindPort(b), l) + "\x00gateway", set: gw, chain: policy.NewChainBuilder()}
 		if kerrs := c.compileRouteKinds(rc); len(kerrs) > 0 {
 			errs = append(errs, kerrs...)
 		} else {
@@ -355,12 +355,18 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 	}
 	if len(l.Routes) == 0 {
 		// No route carries the listener's policies: check them alone.
-		rc := &routeCompile{route: &route{name: l.Name}, set: base, chain: policy.NewChainBuilder()}
+		rc := &routeCompile{route: &route{name: l.Name}, id: listenerIdentity(bindPort(b), l), set: base, chain: policy.NewChainBuilder()}
 		errs = append(errs, c.compileRouteKinds(rc)...)
 	}
 	routes := make([]router.Route, 0, len(l.Routes))
+	// named counts the listener's routes by name and rule, for the
+	// identity of those that share them (routeIdentity).
+	named := map[[2]string]int{}
 	for ri := range l.Routes {
 		r := &l.Routes[ri]
+		key := [2]string{routeName(bindPort(b), l, ri, r), r.RuleName}
+		id := routeIdentity(bindPort(b), l, key[0], key[1], named[key])
+		named[key]++
 		rpath := r.SourcePath(fmt.Sprintf("%s.routes[%d]", path, ri))
 		set := base.Clone()
 		routeTarget := func(rule bool) func(t *config.PolicyTarget) (config.Level, bool) {
@@ -378,7 +384,7 @@ func (c *compiler) listener(path string, b *config.Bind, l *config.Listener) (*l
 		c.attachTargeted(set, routeTarget(false))
 		set.Attach(config.LevelRoute, rpath+".policies", r.Policies)
 		c.attachTargeted(set, routeTarget(true))
-		cr, err := c.route(rpath, bindPort(b), l, ri, r, set)
+		cr, err := c.route(rpath, id, bindPort(b), l, ri, r, set)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
@@ -454,13 +460,32 @@ func routeName(port int, l *config.Listener, index int, r *config.Route) string 
 	return ln + "/route" + strconv.Itoa(index)
 }
 
+// routeIdentity tells a route apart from every other of the snapshot (its
+// runtime state, localRateLimit's buckets, is kept under it): its listener
+// (listenerIdentity), its name (routeName) and rule, and how many routes of
+// the listener before it have both (names need not be unique). A route
+// attached to the listeners of several gateways is a route of each, as if
+// written under each. Unlike the route's position it holds while routes of
+// other names come and go, so a reload keeping a named route keeps its
+// state.
+func routeIdentity(port int, l *config.Listener, name, rule string, nth int) string {
+	return listenerIdentity(port, l) + "\x00" + name + "\x00" + rule + "\x00" + strconv.Itoa(nth)
+}
+
+// listenerIdentity tells a listener apart from every other of the snapshot:
+// its bind's port, its protocol and hostname (no two listeners of a bind
+// share both), and its name.
+func listenerIdentity(port int, l *config.Listener) string {
+	return strconv.Itoa(port) + "\x00" + l.ListenerProtocol() + "\x00" + l.Hostname + "\x00" + l.Namespace + "/" + l.Name
+}
+
 // route compiles one route; set is its policies merged across the levels
-// above its backends (listener < route).
-func (c *compiler) route(path string, port int, l *config.Listener, index int, r *config.Route, set *config.PolicySet) (*route, error) {
+// above its backends (listener < route), id its routeIdentity.
+func (c *compiler) route(path, id string, port int, l *config.Listener, index int, r *config.Route, set *config.PolicySet) (*route, error) {
 	cr := &route{name: routeName(port, l, index, r)}
 	// Every policy's error is collected, so that a file's errors are all
 	// reported at once.
-	rc := &routeCompile{route: cr, set: set, chain: policy.NewChainBuilder()}
+	rc := &routeCompile{route: cr, id: id, set: set, chain: policy.NewChainBuilder()}
 	errs := c.compileRouteKinds(rc)
 	cr.chain = rc.chain.Build()
 	cr.limitAt = cr.chain.Before(policy.KindLocalRateLimit)
