@@ -93,3 +93,84 @@ binds:
 		})
 	}
 }
+
+// A `tokens` bucket of localRateLimit counts LLM tokens, which only ai
+// backends' exchanges are charged: on a route without one it would stay
+// full and never refuse anything, so it is refused, as other settings a
+// route would not apply are, naming the bucket's type. It used to load and
+// do nothing (x-ratelimit-remaining stayed full). Routes with an ai
+// backend, and the llm section's, keep theirs.
+func TestTokenBucketNeedsAnAIBackend(t *testing.T) {
+	const ai = `[{ai: {name: p, hostOverride: 127.0.0.1:1, provider: {openAI: {}}}}]`
+	for _, tc := range []struct {
+		desc, cfg, want string
+	}{
+		{"a host backend's route", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s}, {maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]
+      backends: [{host: 127.0.0.1:1}]
+`, "binds[0].listeners[0].routes[0].policies.localRateLimit[1].type: counts LLM tokens, which only an ai backend's exchanges are charged, and this route has none: the bucket would never refuse anything (remove it, or count requests) (line 7:"},
+		{"a conditional entry of a direct response's route", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        directResponse: {status: 200}
+        localRateLimit:
+          conditional:
+          - {condition: 'true', maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}
+          - {maxTokens: 10, tokensPerFill: 1, fillInterval: 1s}
+`, "binds[0].listeners[0].routes[0].policies.localRateLimit.conditional[0].type: counts LLM tokens"},
+		{"a policy attached to a listener", `
+policies:
+- name: {name: limit, namespace: default}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
+  policy: {localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]}
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{host: 127.0.0.1:1}]}]
+`, "policies[0].policy.localRateLimit[0].type: counts LLM tokens"},
+		{"an ai backend's route", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]
+      backends: ` + ai + `
+`, ""},
+		{"an ai backend beside a host backend", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]
+      backends: [{host: 127.0.0.1:1}, ` + strings.Trim(ai, "[]") + `]
+`, ""},
+		{"the llm section", `
+llm:
+  port: 4000
+  policies:
+    localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]
+  models:
+  - {name: m, provider: openAI, params: {apiKey: k, hostOverride: "127.0.0.1:1"}}
+`, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := Validate(parseConfig(t, tc.cfg, nil))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("err = %v\nwant %s...", err, tc.want)
+			}
+		})
+	}
+}

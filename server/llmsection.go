@@ -163,15 +163,12 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 	rp := l.Policies.RoutePolicies()
 	set := &config.PolicySet{}
 	set.Attach(config.LevelRoute, "llm.policies", rp)
-	cr, err := c.route("llm", routeIdentity(port, listener, config.LLMRouteName, "", 0), port, listener, 0, &config.Route{Name: config.LLMRouteName, Policies: rp}, set)
+	// Its backend is the models (llmSection), as on a gateway listener.
+	r := &config.Route{Name: config.LLMRouteName, Policies: rp, Backends: []config.RouteBackend{{Kind: config.BackendLLMModels, Weight: 1}}}
+	cr, err := c.route("llm", routeIdentity(port, listener, config.LLMRouteName, "", 0), port, listener, 0, r, set)
 	if err != nil {
 		return nil, err
 	}
-	rb, err := c.llmSection(cr.name)
-	if err != nil {
-		return nil, err
-	}
-	cr.backends, cr.weights, cr.total = []*routeBackend{rb}, []int{1}, 1
 	table, err := router.New([]router.Route{{Value: cr}})
 	if err != nil {
 		return nil, err

@@ -491,15 +491,19 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 	cr.limitAt = cr.chain.Before(policy.KindLocalRateLimit)
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
+	charged := false // a backend's exchanges are charged LLM tokens
 	for bi := range r.Backends {
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth, cr.auth)
 		if err != nil {
 			errs = appendErrors(errs, err)
 			continue
 		}
-		if _, ai := rb.target.(*llmTarget); !ai && routeAI != nil {
+		_, ai := rb.target.(*llmTarget)
+		if !ai && routeAI != nil {
 			errs = append(errs, &decode.FieldError{Path: set.Path("ai"), Msg: "applies to ai backends only, and backends[" + strconv.Itoa(bi) + "] is not one"})
 		}
+		_, section := rb.target.(*llmModels)
+		charged = charged || ai || section
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
 		}
@@ -507,6 +511,9 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		cr.total += r.Backends[bi].Weight
 		cr.backends = append(cr.backends, rb)
 		cr.weights = append(cr.weights, cr.total)
+	}
+	if !charged && cr.limiter != nil && cr.limiter.HasTokenBuckets() {
+		errs = append(errs, unchargedTokenBuckets(set)...)
 	}
 	if cr.needsPrefix {
 		for _, m := range r.Matches {
@@ -531,6 +538,34 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
+}
+
+// unchargedTokenBuckets refuses the `tokens` buckets of the localRateLimit
+// of set, that of a route without an ai backend: only an ai backend's
+// exchanges are charged tokens (llmComplete), so such a bucket would stay
+// full and never refuse anything. As with a policy the route would not
+// apply, the file is refused rather than the setting ignored.
+func unchargedTokenBuckets(set *config.PolicySet) config.Errors {
+	cfg := config.PolicyOf[config.LocalRateLimit](set, "localRateLimit")
+	if cfg == nil {
+		return nil
+	}
+	var errs config.Errors
+	refuse := func(at string) {
+		errs = append(errs, &decode.FieldError{Path: set.Path("localRateLimit") + at + ".type",
+			Msg: "counts LLM tokens, which only an ai backend's exchanges are charged, and this route has none: the bucket would never refuse anything (remove it, or count requests)"})
+	}
+	for i := range cfg.Buckets {
+		if cfg.Buckets[i].Type == "tokens" {
+			refuse("[" + strconv.Itoa(i) + "]")
+		}
+	}
+	for i := range cfg.Conditional {
+		if cfg.Conditional[i].Type == "tokens" {
+			refuse(".conditional[" + strconv.Itoa(i) + "]")
+		}
+	}
+	return errs
 }
 
 // uniqueErrors drops repeated errors: a listener's policy is compiled
