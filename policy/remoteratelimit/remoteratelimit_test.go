@@ -3,7 +3,9 @@ package remoteratelimit
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,5 +328,90 @@ func TestServiceErrorBounded(t *testing.T) {
 		if len(text) > 400 || !strings.Contains(text, "truncated") || !strings.Contains(text, "xxxx") {
 			t.Errorf("%s: logged %d bytes (%.80q...), want its first bytes, marked as truncated", e.Message, len(text), text)
 		}
+	}
+}
+
+// TestServiceOutageLogThrottled: a service that cannot be reached (a port
+// that refuses) fails every request, and the log says so once per
+// logEvery, with the count of the lines held back, for questions in either
+// failure mode and for token charges; the failure mode still applies to
+// each request. Every failed request wrote a warning (300 lines for 300
+// requests).
+func TestServiceOutageLogThrottled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		mode   string
+		status int
+	}{{"failClosed", 500}, {"failOpen", 200}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			core, logs := observer.New(zap.WarnLevel)
+			p, err := New(&config.RemoteRateLimit{Domain: "d", FailureMode: tc.mode, Descriptors: []config.RateLimitDescriptor{
+				{Entries: []config.RateLimitEntry{{Key: "k", Value: `"v"`}}},
+				{Entries: []config.RateLimitEntry{{Key: "k", Value: `"t"`}}, Type: "tokens"},
+			}}, Options{Addr: dead, Timeout: time.Second, Logger: zap.New(core)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var clock atomic.Int64
+			p.now = func() time.Duration { return time.Duration(clock.Load()) }
+			const requests = 50
+			ask := func() {
+				t.Helper()
+				c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+				p.OnRequest(c)
+				if got := c.Fast.Response.StatusCode(); got != tc.status {
+					t.Fatalf("status %d, want %d (%s)", got, tc.status, tc.mode)
+				}
+				c.TokenCharges[0](policy.TokenUsage{Total: 10, LLM: func() map[string]any { return map[string]any{} }})
+			}
+			lines := func(msg string) []observer.LoggedEntry {
+				return logs.FilterMessageSnippet(msg).All()
+			}
+			// charges waits for the background charges to have failed:
+			// logged (each line after the first counting those it held
+			// back) or counted.
+			charges := func(n int64) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					got := p.chargeLog.dropped.Load()
+					for _, e := range lines("could not charge") {
+						held, _ := e.ContextMap()["similar_errors_not_logged"].(int64)
+						got += 1 + held
+					}
+					if got >= n {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d charges failed, want %d", got, n)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for range requests {
+				ask()
+			}
+			charges(requests)
+			if n := len(lines("did not answer")); n != 1 {
+				t.Fatalf("%d lines for %d failed questions within %v, want 1", n, requests, logEvery)
+			}
+			if n := len(lines("could not charge")); n != 1 {
+				t.Fatalf("%d lines for %d failed charges within %v, want 1", n, requests, logEvery)
+			}
+			clock.Add(int64(logEvery))
+			ask()
+			charges(requests + 1)
+			for _, msg := range []string{"did not answer", "could not charge"} {
+				got := lines(msg)
+				if len(got) != 2 || got[1].ContextMap()["similar_errors_not_logged"] != int64(requests-1) {
+					t.Fatalf("%q after %v: %d lines, the last %v; want a second with %d held back", msg, logEvery, len(got), got[len(got)-1].ContextMap(), requests-1)
+				}
+			}
+		})
 	}
 }
