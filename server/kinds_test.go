@@ -126,7 +126,7 @@ binds:
           - {condition: 'true', maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}
           - {maxTokens: 10, tokensPerFill: 1, fillInterval: 1s}
 `, "binds[0].listeners[0].routes[0].policies.localRateLimit.conditional[0].type: counts LLM tokens"},
-		{"a policy attached to a listener", `
+		{"a policy attached to a gateway: it covers routes with and without ai", `
 policies:
 - name: {name: limit, namespace: default}
   target: {gateway: {gatewayName: default, gatewayNamespace: default}}
@@ -135,6 +135,16 @@ binds:
 - port: 3000
   listeners:
   - routes: [{backends: [{host: 127.0.0.1:1}]}]
+`, ""},
+		{"a policy targeting a route", `
+policies:
+- name: {name: limit, namespace: default}
+  target: {route: {name: r, namespace: default}}
+  policy: {localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]}
+binds:
+- port: 3000
+  listeners:
+  - routes: [{name: r, backends: [{host: 127.0.0.1:1}]}]
 `, "policies[0].policy.localRateLimit[0].type: counts LLM tokens"},
 		{"an ai backend's route", `
 binds:

@@ -544,10 +544,17 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 // of set, that of a route without an ai backend: only an ai backend's
 // exchanges are charged tokens (llmComplete), so such a bucket would stay
 // full and never refuse anything. As with a policy the route would not
-// apply, the file is refused rather than the setting ignored.
+// apply, the file is refused rather than the setting ignored, when the
+// limit was written for the route (its policies, or a policy targeting
+// it). One attached to a gateway or listener covers the ai routes among
+// its routes and is what the others inherit without being written for
+// them: it is kept (a gateway with LLM routes and a health route).
 func unchargedTokenBuckets(set *config.PolicySet) config.Errors {
 	cfg := config.PolicyOf[config.LocalRateLimit](set, "localRateLimit")
 	if cfg == nil {
+		return nil
+	}
+	if o := set.Origins("localRateLimit"); o[len(o)-1].Level < config.LevelRoute {
 		return nil
 	}
 	var errs config.Errors
