@@ -299,7 +299,7 @@ func newOTLPLogExporter(addr, protocol, path string, headers map[string]string) 
 	if err != nil {
 		return nil, err
 	}
-	batch := sdklog.NewBatchProcessor(exp, sdklog.WithMaxQueueSize(otlpLogQueue),
+	batch := sdklog.NewBatchProcessor(validLogs{exp}, sdklog.WithMaxQueueSize(otlpLogQueue),
 		sdklog.WithExportMaxBatchSize(otlpLogBatch), sdklog.WithExportInterval(traceBatchTimeout),
 		sdklog.WithExportTimeout(otlpLogTimeout))
 	provider := sdklog.NewLoggerProvider(sdklog.WithProcessor(batch),

@@ -184,7 +184,7 @@ func (c *compiler) newTracing(s *traceSettings) (*tracing, error) {
 		if err != nil {
 			return nil, err
 		}
-		held := &keepProcessor{next: sdktrace.NewBatchSpanProcessor(exp, sdktrace.WithBatchTimeout(traceBatchTimeout))}
+		held := &keepProcessor{next: sdktrace.NewBatchSpanProcessor(validSpans{exp}, sdktrace.WithBatchTimeout(traceBatchTimeout))}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(held), sdktrace.WithResource(resource.NewSchemaless(res...)))
 		return &exporterHolder{provider: tp, held: held}, nil
 	})
@@ -267,6 +267,7 @@ func evalResources(exprs map[string]config.TelemetryExpression) []attribute.KeyV
 		if !ok {
 			continue
 		}
+		kv, _ = validKeyValue(kv)
 		if name == "service.name" {
 			out[0] = kv
 			continue
