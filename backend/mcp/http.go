@@ -63,6 +63,19 @@ type Outcome struct {
 	Denied bool
 }
 
+// metricTool is the tool the call's metrics are labelled with: its Tool,
+// or none (tool="unknown", what the client is answered) when an
+// authorization rule refused the call. A refused name is only what the
+// client sent; labelled by it, junk names would fill the route's series
+// cap and have the tools it does call counted as "other". The access log
+// keeps the name, with mcp.denied.
+func (o *Outcome) metricTool() string {
+	if o.Denied {
+		return ""
+	}
+	return o.Tool
+}
+
 const (
 	headerSessionID       = "Mcp-Session-Id"
 	headerProtocolVersion = "Mcp-Protocol-Version"
@@ -313,14 +326,14 @@ func (b *Backend) servePost(r *Request) Outcome {
 				after = func() { b.closeTemporary(s) }
 			}
 			owned = b.streamCall(r, s, m, &out, after)
-			b.observe(m.Method, out.Target, out.Tool, false, start)
+			b.observe(m.Method, out.Target, out.metricTool(), false, start)
 			return out
 		}
 		ctx, cancel := b.clientContext(r)
 		resp := s.dispatch(ctx, m, r.Authz, nil, &out)
 		cancel()
 		s.doneCall()
-		b.observe(m.Method, out.Target, out.Tool, resp.Error != nil, start)
+		b.observe(m.Method, out.Target, out.metricTool(), resp.Error != nil, start)
 		if s.ended() && !temporary {
 			// A target no longer knows this session: it ended elsewhere.
 			httpError(fctx, fasthttp.StatusNotFound, "Session not found")
@@ -827,7 +840,7 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 				s.mu.Unlock()
 				resp = s.dispatch(ctx, m, r.Authz, k, &info)
 			}
-			b.observe(m.Method, info.Target, info.Tool, resp.Error != nil, start)
+			b.observe(m.Method, info.Target, info.metricTool(), resp.Error != nil, start)
 			s.toClient(-1, "", resp)
 		}()
 	}

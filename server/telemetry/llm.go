@@ -71,7 +71,8 @@ const (
 	// it every new label set is counted in one series labelled "other".
 	maxLLMSeriesFolded = 2 * maxLLMSeries
 	// maxLLMLabelLen is the longest label value kept; a longer one is
-	// exposed as "other", so that a series cannot hold a huge string.
+	// exposed as "other", so that a series cannot hold a huge string (the
+	// MCP metrics' tool and target too).
 	maxLLMLabelLen = 256
 	otherLabel     = "other"
 )

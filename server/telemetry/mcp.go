@@ -9,7 +9,9 @@ import (
 
 // maxMCPSeries bounds the (route, method, target, tool) combinations kept:
 // tool names come from clients, and unknown ones must not grow the registry
-// without end. Later combinations are counted under tool="other".
+// without end. Later combinations are counted under tool="other", as is a
+// name longer than a label may be (maxLLMLabelLen): a series keeps its
+// labels, and 100 KB names made /metrics megabytes long.
 const maxMCPSeries = 2000
 
 // MCPMetrics records MCP calls by route, method, target and tool.
@@ -69,7 +71,7 @@ func (m *MCPMetrics) ObserveMCP(method, target, tool string, failed bool, d time
 	if m == nil {
 		return
 	}
-	k := mcpKey{mcpMethodLabel(method), target, tool}
+	k := mcpKey{mcpMethodLabel(method), boundLabel(target), boundLabel(tool)}
 	m.mu.Lock()
 	s := m.series[k]
 	if s == nil {

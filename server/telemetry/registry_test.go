@@ -331,3 +331,27 @@ func TestMCPMethodsAreBounded(t *testing.T) {
 		t.Fatalf("other = %v, want 5000", got)
 	}
 }
+
+// TestMCPToolLabelsAreShort: a tool name longer than a label may be is
+// counted as tool="other" (a series keeps its labels: 200 calls with
+// 100 KB names made /metrics 60 MB); one at the bound keeps its name.
+func TestMCPToolLabelsAreShort(t *testing.T) {
+	r := NewRegistry()
+	m := r.MCP("r")
+	for i := range 200 {
+		m.ObserveMCP("tools/call", "t", strings.Repeat("x", 100_000)+strconv.Itoa(i), false, time.Millisecond)
+	}
+	atBound := strings.Repeat("y", maxLLMLabelLen)
+	m.ObserveMCP("tools/call", "t", atBound, false, time.Millisecond)
+	var text strings.Builder
+	r.WritePrometheus(&text)
+	if text.Len() > 16<<10 {
+		t.Errorf("exposition of %d bytes", text.Len())
+	}
+	fams := scrape(t, r)
+	other := find(t, fams, famMCPRequests, map[string]string{"route": "r", "method": "tools/call", "target": "t", "tool": "other"})
+	if got := other.GetCounter().GetValue(); got != 200 {
+		t.Errorf("other = %v, want 200", got)
+	}
+	find(t, fams, famMCPRequests, map[string]string{"route": "r", "method": "tools/call", "target": "t", "tool": atBound})
+}
