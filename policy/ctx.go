@@ -96,6 +96,15 @@ type Ctx struct {
 	// ExtProcMetadata is the dynamic metadata the external processor
 	// answered with (CEL's `extproc`); nil when none.
 	ExtProcMetadata map[string]any
+	// ExprHead, once set, is the request head as it was before the
+	// gateway put its own backend credentials on the request (backendAuth's
+	// key and credentials, an AWS signature, an LLM provider's key or
+	// token): the request has become the upstream one in place, and the
+	// expressions that read it from then on (response policies, the
+	// access log, spans, guards) read this head instead, so that the
+	// gateway's secrets reach the upstream alone. nil: the request's own
+	// head.
+	ExprHead *fasthttp.RequestHeader
 	// RequestBodyRead is set once a policy read the request's body whole
 	// (ReadRequestBody): Fast.Request holds it, not a stream, and CEL
 	// shows it as request.body. ResponseBodyRead is the same for the
@@ -171,6 +180,7 @@ func (c *Ctx) Reset() {
 	c.Responding = false
 	c.RequestBodyRead, c.ResponseBodyRead = false, false
 	c.Metadata, c.ExtProcMetadata, c.Backend = nil, nil, nil
+	c.ExprHead = nil
 	clear(c.TokenCharges)
 	c.TokenCharges = c.TokenCharges[:0]
 	c.Token = c.Token[:0]
@@ -194,6 +204,15 @@ type TokenUsage struct {
 	// LLM returns the `llm` variable of CEL for the exchange (its token
 	// counts, provider and models), built when asked for.
 	LLM func() map[string]any
+}
+
+// RequestHead is the request head expressions read: ExprHead once set,
+// else the request's own.
+func (c *Ctx) RequestHead() *fasthttp.RequestHeader {
+	if c.ExprHead != nil {
+		return c.ExprHead
+	}
+	return &c.Fast.Request.Header
 }
 
 // Scratch returns a reusable buffer owned by the context, emptied.

@@ -112,18 +112,50 @@ func (a *backendAuth) sign(rs *requestState) (status int, ok bool) {
 	return 0, true
 }
 
-// apply puts the credentials into req, the upstream request of pc. It
-// fails only when a secret file cannot be read.
-func (a *backendAuth) apply(pc *policy.Ctx, req *fasthttp.Request) error {
+// apply puts the credentials into the upstream request of rs: the
+// client's own token (passthrough), then the gateway's secrets, which
+// only the upstream sees (hideCredentials; the signature, sign, comes
+// later). It fails only when a secret file cannot be read.
+func (a *backendAuth) apply(rs *requestState) error {
 	if a == nil {
 		return nil
 	}
+	pc := &rs.pc
+	req := &pc.Fast.Request
 	if a.passthrough && len(pc.Token) > 0 {
 		pc.KeepScratch(a.passthroughAt.Insert(req, pc.Token, pc.Scratch()))
 	}
+	if len(a.fixed) == 0 && a.signer == nil {
+		return nil
+	}
+	rs.hideCredentials()
 	buf, err := credential.InsertAll(req, a.fixed, pc.Scratch())
 	pc.KeepScratch(buf)
 	return err
+}
+
+// hideCredentials keeps the request head as it is for the expressions
+// that read the request from now on (policy.Ctx.ExprHead): the gateway is
+// about to put its own credentials on it, and those go to the upstream
+// alone, never to a log line, a span, a response or a guard service.
+// agentgateway's expressions see them (its log snapshot is taken after
+// backendAuth, sensitive only to `.redacted()`); here a log of
+// `request.headers["authorization"]` shows what the client sent, not the
+// backend's key. The head's later changes that are not credentials (the
+// backend's or provider's header modifier) are made on both
+// (applyRequestHeaders). The copy reuses rs's buffers.
+func (rs *requestState) hideCredentials() {
+	rs.pc.Fast.Request.Header.CopyTo(&rs.exprHead)
+	rs.pc.ExprHead = &rs.exprHead
+}
+
+// applyRequestHeaders applies a header modifier to the upstream request
+// of rs and to the head its expressions read, when that is another.
+func (rs *requestState) applyRequestHeaders(m *policy.HeaderModifier) {
+	m.ApplyRequest(&rs.pc.Fast.Request.Header)
+	if rs.pc.ExprHead != nil {
+		m.ApplyRequest(rs.pc.ExprHead)
+	}
 }
 
 // misfit is the error for a backendAuth on a backend of kind k that cannot

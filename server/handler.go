@@ -84,6 +84,10 @@ type requestState struct {
 	// state, so that handing it to the logger's interface does not move it
 	// to the heap). Cleared after each line.
 	access logline.Access
+	// exprHead holds the request head expressions read once the gateway
+	// put its credentials on the request (hideCredentials); its buffers
+	// are reused.
+	exprHead fasthttp.RequestHeader
 }
 
 var statePool = sync.Pool{New: func() any { return new(requestState) }}

@@ -350,7 +350,10 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			break
 		}
 		if attempt > 0 {
+			// The head as before the last attempt's credentials: the
+			// expressions read it again.
 			x.saved.CopyTo(&req.Header)
+			rs.pc.ExprHead = nil
 			if x.upResp != nil {
 				x.upResp.Reset()
 			}
@@ -533,6 +536,8 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		if prov.passthrough && len(rs.pc.Token) > 0 {
 			rs.pc.KeepScratch(prov.passthroughAt.Insert(req, rs.pc.Token, rs.pc.Scratch()))
 		}
+		// The provider's credentials go upstream alone.
+		rs.hideCredentials()
 		attemptDeadline := deadline
 		if perAttempt > 0 {
 			if d := time.Now().Add(perAttempt); attemptDeadline.IsZero() || d.Before(attemptDeadline) {
@@ -541,7 +546,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		signs := prov.requestHeaders != nil && prov.p.SignsRequest()
 		if signs {
-			prov.requestHeaders.ApplyRequest(&req.Header)
+			rs.applyRequestHeaders(prov.requestHeaders)
 		}
 		var err error
 		if prov.p.AuthorizeFetches() {
@@ -558,7 +563,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			continue
 		}
 		if prov.requestHeaders != nil && !signs {
-			prov.requestHeaders.ApplyRequest(&req.Header)
+			rs.applyRequestHeaders(prov.requestHeaders)
 		}
 
 		if x.upResp == nil {

@@ -414,9 +414,9 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	}
 	// backendAuth: the token authentication validated and removed
 	// (passthrough), or fixed credentials.
-	authErr := rb.auth.apply(&rs.pc, &fctx.Request)
+	authErr := rb.auth.apply(rs)
 	if rb.requestHeaders != nil {
-		rb.requestHeaders.ApplyRequest(h)
+		rs.applyRequestHeaders(rb.requestHeaders)
 	}
 	// The Host header, as set above or by policies, is what goes upstream
 	// (fasthttp would otherwise rebuild it from the parsed request URI).

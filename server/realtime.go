@@ -66,6 +66,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	if prov.passthrough && len(rs.pc.Token) > 0 {
 		rs.pc.KeepScratch(prov.passthroughAt.Insert(req, rs.pc.Token, rs.pc.Scratch()))
 	}
+	rs.hideCredentials() // the provider's credentials go upstream alone
 	ctx, cancel := llmAuthContext(time.Now().Add(upgradeHandshakeTimeout))
 	err := prov.p.Authorize(ctx, req)
 	cancel()

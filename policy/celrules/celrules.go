@@ -187,9 +187,10 @@ type Input struct {
 // lower-cased; a repeated header shows its first value, as in agentgateway.
 func InputFromCtx(c *policy.Ctx) Input {
 	f := c.Fast
-	headers := make(map[string]any, f.Request.Header.Len())
+	head := c.RequestHead()
+	headers := make(map[string]any, head.Len())
 	var name []byte
-	for k, v := range f.Request.Header.All() {
+	for k, v := range head.All() {
 		name = appendLower(name[:0], k)
 		if _, seen := headers[string(name)]; !seen {
 			headers[string(name)] = string(v)
@@ -208,7 +209,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 			"path":    string(c.Path),
 			"host":    string(c.Host),
 			"scheme":  string(c.Scheme),
-			"uri":     string(f.Request.Header.RequestURI()),
+			"uri":     string(head.RequestURI()),
 			"headers": headers,
 			"query":   queryMap(c),
 		},

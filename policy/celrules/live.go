@@ -16,7 +16,8 @@ import (
 
 // LiveInput is the request as rules see it, read from the request itself
 // as an expression asks for each part: no map of every header is built,
-// and a rule reading request.path reads the path alone. It is valid only
+// and a rule reading request.path reads the path alone. Its head is
+// policy.Ctx.RequestHead: without the gateway's backend credentials. It is valid only
 // while the request is served (its buffers are the request's); use
 // InputFromCtx for rules evaluated later.
 func LiveInput(c *policy.Ctx) Input {
@@ -66,7 +67,7 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		case "scheme":
 			return types.String(m.c.Scheme), true
 		case "uri":
-			return types.String(f.Request.Header.RequestURI()), true
+			return types.String(m.c.RequestHead().RequestURI()), true
 		case "headers":
 			return liveMap{m.c, liveHeaders}, true
 		case "query":
@@ -77,7 +78,7 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 	case liveHeaders:
 		// Header names are matched without regard to case; a repeated
 		// header shows its first value, as in agentgateway.
-		v := f.Request.Header.Peek(string(k))
+		v := m.c.RequestHead().Peek(string(k))
 		if len(v) == 0 {
 			// Absent, empty, or a name fasthttp does not normalise the way
 			// it stored it: look at each. (fasthttp keeps User-Agent and
@@ -90,7 +91,7 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 		}
 		return types.String(v), true
 	case liveQuery:
-		_, q, _ := bytes.Cut(f.Request.Header.RequestURI(), []byte{'?'})
+		_, q, _ := bytes.Cut(m.c.RequestHead().RequestURI(), []byte{'?'})
 		if v, ok := credential.QueryValue(nil, q, []byte(k)); ok {
 			return types.String(v), true
 		}
@@ -139,7 +140,7 @@ func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
 // header is the first value of the header named name, by a walk over the
 // request's headers.
 func (m liveMap) header(name string) ([]byte, bool) {
-	for k, v := range m.c.Fast.Request.Header.All() {
+	for k, v := range m.c.RequestHead().All() {
 		if bytes.EqualFold(k, []byte(name)) {
 			return v, true
 		}
@@ -206,7 +207,7 @@ func responseHeaderMap(c *policy.Ctx) map[string]any {
 // queryMap is the request's query parameters, the first value of each.
 func queryMap(c *policy.Ctx) map[string]any {
 	out := map[string]any{}
-	_, q, _ := bytes.Cut(c.Fast.Request.Header.RequestURI(), []byte{'?'})
+	_, q, _ := bytes.Cut(c.RequestHead().RequestURI(), []byte{'?'})
 	for len(q) > 0 {
 		var pair []byte
 		pair, q, _ = bytes.Cut(q, []byte{'&'})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"cel.dev/cel-go/common/types"
+	"github.com/valyala/fasthttp"
 
 	"github.com/relaygate/gateway/config"
 )
@@ -145,5 +146,33 @@ func TestLiveHeadersAbsentOnReusedRequest(t *testing.T) {
 				t.Fatalf("%v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Once the request head is kept aside (policy.Ctx.ExprHead: the gateway
+// put its credentials on the request), both views read that head.
+func TestInputReadsExprHead(t *testing.T) {
+	c := httpCtx("/a?key=client", "Authorization", "Bearer client")
+	var kept fasthttp.RequestHeader
+	c.Fast.Request.Header.CopyTo(&kept)
+	c.ExprHead = &kept
+	c.Fast.Request.Header.Set("Authorization", "Bearer backend-secret")
+	c.Fast.Request.Header.SetRequestURI("/a?key=backend-secret")
+	copied := InputFromCtx(c)
+	copied.Request["query"] = queryMap(c)
+	live := LiveInput(c)
+	for _, expr := range []string{
+		`request.headers["authorization"] == "Bearer client"`,
+		`request.uri == "/a?key=client"`,
+		`request.query["key"] == "client"`,
+		`!toJson(request).contains("backend-secret")`,
+	} {
+		rs := compile(t, allow(expr))
+		p := rs.allowAny[0].prog
+		for name, in := range map[string]*Input{"live": &live, "copied": &copied} {
+			if got, _, err := p.Eval(&activation{in: in}); err != nil || got != boolTrue {
+				t.Errorf("%s: %s = %v (%v)", name, expr, got, err)
+			}
+		}
 	}
 }
