@@ -230,6 +230,12 @@ func (b *bind) connect(rs *requestState) int {
 	if err != nil {
 		return respondErrorClose(fctx, fasthttp.StatusBadRequest, "invalid CONNECT target: "+err.Error())
 	}
+	// networkAuthorization decides first: a client the rules refuse gets
+	// 403 whatever the port, and learns nothing of which ports have binds
+	// (404) or are the proxy's own (508).
+	if !b.connectAllowed(rs.bind, fctx.Conn(), host, port) {
+		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
+	}
 	target := b.gw.tunnelBind(port)
 	if target == nil {
 		return respondError(fctx, fasthttp.StatusNotFound, "no listener for port "+strconv.Itoa(port))
@@ -241,9 +247,6 @@ func (b *bind) connect(rs *requestState) int {
 		// that serves its stream, never to a CONNECT port of the gateway.
 		b.gw.log.Debug("CONNECT refused: its target is a CONNECT port of the gateway", zap.Stringer("client", fctx.RemoteAddr()), zap.String("host", host), zap.Int("port", port))
 		return respondError(fctx, fasthttp.StatusLoopDetected, "loop detected: the target is the proxy's own CONNECT port")
-	}
-	if !b.connectAllowed(rs.bind, fctx.Conn(), host, port) {
-		return respondError(fctx, fasthttp.StatusForbidden, "forbidden")
 	}
 	raw := fctx.Conn()
 	done := b.startTunnel(raw, nil, nil)

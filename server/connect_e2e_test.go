@@ -510,3 +510,37 @@ func TestDestinationIsCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectAuthorizationComesFirst: networkAuthorization decides before
+// the target port is looked up, so a client the rules refuse learns
+// nothing of which ports are served (404) or are the proxy's own (508):
+// it gets 403 whatever the port. An allowed target still gets 404 for a
+// port no bind serves.
+func TestConnectAuthorizationComesFirst(t *testing.T) {
+	up := tcpEchoUpstream(t)
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - 'destination.port == 443 || destination.port == 9 || destination.hostname == "self.test"'
+`+connectBinds, map[string]string{"UP": up})
+	tests := []struct {
+		desc   string
+		target string
+		status int
+	}{
+		{"refused, on a port no bind serves", "localhost:10", 403},
+		{"refused, on the CONNECT port itself", "localhost:1", 403},
+		{"allowed, on a port no bind serves", "localhost:9", 404},
+		{"allowed, on the CONNECT port itself", "self.test:1", 508},
+		{"allowed, on a served port", "localhost:443", 200},
+		{"malformed, whatever the rules", "localhost:0", 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			if _, _, status := connectRaw(t, tg.addr(1), tc.target); status != tc.status {
+				t.Fatalf("CONNECT %s: %d; want %d", tc.target, status, tc.status)
+			}
+		})
+	}
+}
