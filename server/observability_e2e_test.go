@@ -374,7 +374,10 @@ binds:
 - port: 3001
   listeners:
   - routes:
-    - matches: [{path: {exact: /x}}]
+    - matches:
+      - {path: {exact: /x}}
+      - {path: {regex: '/v[0-9]+/.*'}, headers: [{name: authorization, value: {exact: 'Bearer s3cret'}}], query: [{name: page, value: {exact: '2'}}]}
+      - {headers: [{name: x-api-key, value: {regex: 'k3y.*'}}], query: [{name: token, value: {exact: 't0ken'}}]}
       backends: [{backend: billing-svc}]
 `, map[string]string{"UP": p.addr})
 
@@ -437,6 +440,24 @@ binds:
 		}
 		if strings.Contains(html, "<script>") {
 			t.Errorf("UI page does not escape a route name:\n%s", html)
+		}
+		// Each match shows the kind of its path match and its header and
+		// query matches, values of credential names redacted as in
+		// /config_dump (html/template writes + as &#43;).
+		for _, want := range []string{
+			"<code>POST</code> <code>prefix /orders</code> <code>header x-a: regex a&#43;</code>",
+			"<code>exact /x</code>",
+			"<code>regex /v[0-9]&#43;/.*</code> <code>header authorization: exact &lt;redacted&gt;</code> <code>query page: exact 2</code>",
+			"<code>prefix /</code> <code>header x-api-key: regex &lt;redacted&gt;</code> <code>query token: exact &lt;redacted&gt;</code>",
+		} {
+			if !strings.Contains(html, want) {
+				t.Errorf("UI page lacks the match %q", want)
+			}
+		}
+		for _, secret := range []string{"s3cret", "k3y", "t0ken"} {
+			if strings.Contains(html, secret) {
+				t.Errorf("UI page shows the header or query value %q", secret)
+			}
 		}
 	})
 
