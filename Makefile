@@ -92,7 +92,7 @@ run: build
 	echo "  curl -i localhost:3000/anything       # proxied to the demo upstream"; \
 	echo "  curl -i localhost:3000/hello          # answered by the gateway"; \
 	echo "  curl -N localhost:3000/events         # server-sent events, streamed"; \
-	echo "  open http://localhost:15000/ui/       # admin UI; metrics at :15020/metrics"; \
+	echo "  http://localhost:15000/ui/            # admin UI, in a browser; metrics at :15020/metrics"; \
 	echo; \
 	$(BIN)/gateway
 

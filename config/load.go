@@ -52,6 +52,12 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	// One leading byte order mark, which YAML allows (and editors on
 	// Windows write), is not part of the document.
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) {
+		// A UTF-16 byte order mark (Windows PowerShell's `>` and
+		// Out-File write one): read as UTF-8 the file is a string of
+		// NULs and halves of characters, which no error would explain.
+		return nil, Errors{errUTF16}
+	}
 	expanded, envErrs := ExpandEnv(data, lookup)
 	if len(envErrs) > 0 {
 		return nil, Errors(envErrs)
@@ -90,6 +96,9 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	}
 	return &f, out
 }
+
+// errUTF16 refuses a config in UTF-16.
+var errUTF16 = errors.New("the config is UTF-16 (it starts with a UTF-16 byte order mark); it must be UTF-8: save it as UTF-8 (PowerShell: Out-File -Encoding utf8; or iconv -f UTF-16 -t UTF-8)")
 
 // resourceKinds are the spec's declarative resources, not served yet.
 var resourceKinds = []string{"ProxyBackend", "ProxyPolicy", "ProxyParameters"}

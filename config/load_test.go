@@ -520,3 +520,25 @@ func TestByteOrderMark(t *testing.T) {
 	checkParse(t, bom+"port: 1\n", `port: unknown field "port" (line 1:1)`)
 	checkParse(t, bom+bom+"binds: []\n", "unknown field")
 }
+
+// TestUTF16IsRefused: a config in UTF-16 (with its byte order mark, as
+// Windows PowerShell writes it), little- or big-endian, is refused with
+// one error saying it must be UTF-8, not the decoder's view of its bytes.
+func TestUTF16IsRefused(t *testing.T) {
+	doc := "binds: []\n"
+	le, be := []byte{0xff, 0xfe}, []byte{0xfe, 0xff}
+	for _, r := range doc {
+		le = append(le, byte(r), 0)
+		be = append(be, 0, byte(r))
+	}
+	for name, data := range map[string][]byte{"little-endian": le, "big-endian": be} {
+		_, err := Parse(data, noEnv)
+		errs, _ := err.(Errors)
+		if len(errs) != 1 || !strings.Contains(err.Error(), "UTF-16") || !strings.Contains(err.Error(), "must be UTF-8") {
+			t.Errorf("%s: %v; want one error saying the config must be UTF-8", name, err)
+		}
+		if f, err := ParsePartial(data, noEnv); f != nil || err == nil {
+			t.Errorf("%s: ParsePartial decoded %+v, %v", name, f, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"go.opentelemetry.io/otel"
@@ -34,23 +35,50 @@ type options struct {
 	transport    string
 }
 
+// usageLine is the command's synopsis, as the README has it.
+const usageLine = "gateway [-f FILE | -c CONFIG] [--validate-only] [--version] [--transport std|netpoll]"
+
+// flagGroups are the flags in the order usage lists them, each with its
+// aliases on one line and the name of its argument.
+var flagGroups = []struct {
+	names []string
+	arg   string
+}{
+	{[]string{"f", "file"}, "FILE"},
+	{[]string{"c", "config"}, "CONFIG"},
+	{[]string{"validate-only"}, ""},
+	{[]string{"version"}, ""},
+	{[]string{"transport"}, "std|netpoll"},
+}
+
+// errPrinted is a command line error that parseFlags printed already, with
+// the usage.
+var errPrinted = errors.New("command line error printed")
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.file, "f", "", "config file (YAML or JSON); - reads standard input")
-	fs.StringVar(&o.file, "file", "", "config file (YAML or JSON); - reads standard input")
-	fs.StringVar(&o.inline, "c", "", "config as an inline string")
-	fs.StringVar(&o.inline, "config", "", "config as an inline string")
+	// Left to the flag package, a parse error would be printed, then the
+	// usage, then the error again by run: parseFlags prints each once.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	const fileUsage = "read the config from FILE (YAML or JSON, in UTF-8); - reads standard input"
+	const inlineUsage = "the config itself, inline"
+	fs.StringVar(&o.file, "f", "", fileUsage)
+	fs.StringVar(&o.file, "file", "", fileUsage)
+	fs.StringVar(&o.inline, "c", "", inlineUsage)
+	fs.StringVar(&o.inline, "config", "", inlineUsage)
 	fs.BoolVar(&o.validateOnly, "validate-only", false, "validate the config, print the result and exit")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.StringVar(&o.transport, "transport", string(server.TransportStd), "connection transport: std or netpoll")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: gateway [-f FILE | -c CONFIG] [--validate-only]\n\nWith neither -f nor -c the embedded quickstart config runs.\n\n")
-		fs.PrintDefaults()
-	}
+	fs.StringVar(&o.transport, "transport", string(server.TransportStd), "how connections are accepted: std or netpoll")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, stderr)
+			return o, err
+		}
+		fmt.Fprintf(stderr, "gateway: %v\n\n", err)
+		printUsage(fs, stderr)
+		return o, errPrinted
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -82,6 +110,28 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
+// printUsage writes the synopsis and each flag with its aliases
+// (flagGroups): "-f, --file FILE".
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s\n\nWith neither -f nor -c the embedded quickstart config runs.\n\n", usageLine)
+	for _, g := range flagGroups {
+		f := fs.Lookup(g.names[0])
+		spelled := make([]string, len(g.names))
+		for i, n := range g.names {
+			spelled[i] = flagName(n)
+		}
+		line := "  " + strings.Join(spelled, ", ")
+		if g.arg != "" {
+			line += " " + g.arg
+		}
+		usage := f.Usage
+		if g.arg != "" && f.DefValue != "" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, usage)
+	}
+}
+
 // flagName spells a flag as it is written on the command line.
 func flagName(name string) string {
 	if len(name) == 1 {
@@ -94,6 +144,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	if errors.Is(err, errPrinted) {
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway:", err)

@@ -58,6 +58,14 @@ func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	valid := filepath.Join(dir, "valid.yaml")
 	os.WriteFile(valid, []byte("binds:\n- port: 3000\n  listeners:\n  - routes:\n    - backends:\n      - host: 127.0.0.1:8080\n"), 0o644)
+	// A UTF-16 file with its byte order mark, as Windows PowerShell's `>`
+	// writes it.
+	utf16 := filepath.Join(dir, "utf16.yaml")
+	utf16Data := []byte{0xff, 0xfe}
+	for _, r := range "binds: []\n" {
+		utf16Data = append(utf16Data, byte(r), 0)
+	}
+	os.WriteFile(utf16, utf16Data, 0o644)
 	invalid := filepath.Join(dir, "invalid.yaml")
 	os.WriteFile(invalid, []byte("binds:\n- port: 0\n  listeners:\n  - protocol: TCP\n    routes:\n    - backends:\n      - host: nope\nextra: 1\n"), 0o644)
 	tests := []struct {
@@ -68,6 +76,7 @@ func TestFlags(t *testing.T) {
 		wantCode int
 		want     []string // substrings of stdout+stderr
 		notWant  []string // substrings that must not be there
+		once     []string // substrings that must be there exactly once
 	}{
 		{desc: "version", args: []string{"--version"}, want: []string{"gateway dev"}},
 		{desc: "validate valid", args: []string{"-f", valid, "--validate-only"}, want: []string{"configuration is valid"}},
@@ -97,7 +106,15 @@ func TestFlags(t *testing.T) {
 		{desc: "env var expanded", args: []string{"-c", "binds:\n- port: ${GW_TEST_PORT}\n  listeners: []\n", "--validate-only"}, env: []string{"GW_TEST_PORT=4000"}, want: []string{"configuration is valid"}},
 		{desc: "file and inline", args: []string{"-f", valid, "-c", "x"}, wantCode: 2, want: []string{"mutually exclusive"}},
 		{desc: "missing file", args: []string{"-f", filepath.Join(dir, "nope.yaml")}, wantCode: 1, want: []string{"no such file"}},
-		{desc: "unknown flag", args: []string{"--bogus"}, wantCode: 2, want: []string{"flag provided but not defined"}},
+		// The error is printed once, before the usage.
+		{desc: "unknown flag", args: []string{"--bogus"}, wantCode: 2, once: []string{"gateway: flag provided but not defined: -bogus\n\nUsage: gateway", "flag provided but not defined", "Usage:"}},
+		{desc: "flag without its argument", args: []string{"-f"}, wantCode: 2, once: []string{"gateway: flag needs an argument: -f\n\nUsage: gateway", "flag needs an argument", "Usage:"}},
+		// The usage has the README's synopsis, and each flag once with
+		// its aliases.
+		{desc: "help", args: []string{"-h"}, want: []string{"Usage: " + usageLine + "\n", "  -f, --file FILE\n", "  -c, --config CONFIG\n", "  --validate-only\n", "  --version\n", "  --transport std|netpoll\n", "(default std)"},
+			notWant: []string{"-file string", "-config string", "  -c string", "\n  -file", "\n  -config"}},
+		{desc: "help, long", args: []string{"--help"}, once: []string{"Usage: " + usageLine + "\n"}},
+		{desc: "UTF-16 file", args: []string{"-f", utf16, "--validate-only"}, wantCode: 1, want: []string{"utf16.yaml: invalid configuration:", "UTF-16", "it must be UTF-8"}, notWant: []string{"expected map"}},
 		{desc: "bad transport", args: []string{"--transport", "carrier-pigeon", "--validate-only"}, wantCode: 2, want: []string{"--transport must be"}},
 		// An empty -f or -c (an unset variable in a script) is an error, not
 		// the embedded quickstart.
@@ -170,7 +187,26 @@ func TestFlags(t *testing.T) {
 					t.Errorf("output has %q:\n%s", w, out)
 				}
 			}
+			for _, w := range tc.once {
+				if n := strings.Count(string(out), w); n != 1 {
+					t.Errorf("output has %q %d times, want once:\n%s", w, n, out)
+				}
+			}
 		})
+	}
+}
+
+// TestUsageIsTheREADMEs: the usage line is the README's synopsis of the
+// binary.
+func TestUsageIsTheREADMEs(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## The binary\n\n```\n")
+	synopsis, _, _ := strings.Cut(rest, "\n")
+	if !ok || synopsis != usageLine {
+		t.Fatalf("README synopsis %q; usage line %q", synopsis, usageLine)
 	}
 }
 
