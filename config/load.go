@@ -239,6 +239,8 @@ func (f *File) crossCheck() Errors {
 					mpath := rpath + "." + indexPath("matches", mi)
 					if m.Method != "" && !validHeaderName(m.Method) {
 						v.Errorf(mpath+".method", "invalid method %q", m.Method)
+					} else if upper := strings.ToUpper(m.Method); upper != m.Method && standardMethods[upper] {
+						v.Errorf(mpath+".method", "%q: methods are case-sensitive; did you mean %q?", m.Method, upper)
 					}
 					for hi, h := range m.Headers {
 						if !validHeaderName(h.Name) && !requestPseudoHeaders[strings.ToLower(h.Name)] {
@@ -280,6 +282,15 @@ func reported(errs Errors, e error) bool {
 		}
 	}
 	return false
+}
+
+// standardMethods are the methods of RFC 9110 (section 9) and PATCH (RFC
+// 5789). Methods are case-sensitive and a route's method matches exactly,
+// so one of these written in another case ("get") would match no request:
+// an error. Other tokens are extension methods, taken as written.
+var standardMethods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true,
+	"CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true,
 }
 
 // requestPseudoHeaders are the pseudo-headers a route's header match may

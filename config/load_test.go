@@ -20,6 +20,12 @@ func TestParseErrorsGolden(t *testing.T) {
 	checkErrorsGolden(t, "invalid.yaml", "invalid.golden")
 }
 
+// TestParseHintsGolden checks the errors of mistakes a new user makes:
+// each says what was meant, not only what is wrong.
+func TestParseHintsGolden(t *testing.T) {
+	checkErrorsGolden(t, "hints_invalid.yaml", "hints_invalid.golden")
+}
+
 // checkErrorsGolden parses testdata/input, which must fail, and compares
 // its errors with testdata/golden (rewritten with -update).
 func checkErrorsGolden(t *testing.T, input, golden string) {
