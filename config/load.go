@@ -104,16 +104,19 @@ var errUTF16 = errors.New("the config is UTF-16 (it starts with a UTF-16 byte or
 var resourceKinds = []string{"ProxyBackend", "ProxyPolicy", "ProxyParameters"}
 
 // fileFields are the top-level fields of the config file.
-var fileFields = func() map[string]bool {
+var fileFields = fieldNames(reflect.TypeFor[File]())
+
+// fieldNames are the names of the fields of struct type t, from their json
+// tags.
+func fieldNames(t reflect.Type) map[string]bool {
 	m := map[string]bool{}
-	t := reflect.TypeFor[File]()
 	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
 			m[name] = true
 		}
 	}
 	return m
-}()
+}
 
 // resourceError returns the one error for a document that is a resource
 // (an apiVersion or kind at its top level, and no field of the config

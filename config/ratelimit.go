@@ -2,6 +2,8 @@ package config
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -18,6 +20,9 @@ type LocalRateLimit struct {
 	Buckets     []RateLimitBucket
 	Conditional []ConditionalRateLimit
 }
+
+// bucketFields are the fields of a rate limit (RateLimitBucket).
+var bucketFields = fieldNames(reflect.TypeFor[RateLimitBucket]())
 
 // maxRateLimits bounds the list form (the spec's 1..16 local rate
 // limits); the conditional form takes agentgateway's 64 entries.
@@ -36,6 +41,12 @@ func (r *LocalRateLimit) DecodeNode(n *decode.Node) {
 			}
 		}
 	case decode.Map:
+		if n.Get("conditional") == nil && slices.ContainsFunc(n.Keys(), func(k string) bool { return bucketFields[k] }) {
+			// One bucket written as a map, not a list of one: not the
+			// conditional form missing its key.
+			n.Errorf("expected a list of rate limits (- maxTokens: ...), or {conditional: [...]}")
+			return
+		}
 		var f struct {
 			Conditional []ConditionalRateLimit `json:"conditional" cfg:"required,minItems=1,maxItems=64"`
 		}
