@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -264,3 +266,38 @@ func MergeAIPolicy(base, over *AIPolicy) *AIPolicy {
 	}
 	return &m
 }
+
+// policyLevels are the levels a file writes policies at, each with its
+// policies struct, for the error of a policy written at the wrong one.
+var policyLevels = []struct {
+	level  Level
+	fields []policyField
+}{
+	{LevelListener, policyFields(reflect.TypeFor[ListenerPolicy]())},
+	{LevelRoute, policyFields(reflect.TypeFor[RoutePolicies]())},
+	{LevelBackend, policyFields(reflect.TypeFor[BackendPolicies]())},
+}
+
+// levelHint is the error for key, which the policies of level here do
+// not take, when it is a policy of other levels: `"timeout" is a route
+// policy, not allowed in listener policies`; "" when it is none.
+func levelHint(key string, here Level) string {
+	var at []string
+	for _, l := range policyLevels {
+		if l.level != here && slices.ContainsFunc(l.fields, func(f policyField) bool { return f.name == key }) {
+			at = append(at, l.level.String())
+		}
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%q is a %s policy, not allowed in %s policies", key, strings.Join(at, " or "), here)
+}
+
+// UnknownFieldHint says when a key is a policy of another level
+// (decode.FieldHinter).
+func (*ListenerPolicy) UnknownFieldHint(key string) string { return levelHint(key, LevelListener) }
+
+// UnknownFieldHint says when a key is a policy of another level
+// (decode.FieldHinter).
+func (*BackendPolicies) UnknownFieldHint(key string) string { return levelHint(key, LevelBackend) }

@@ -57,6 +57,27 @@ type looping struct{}
 
 func (l *looping) DecodeNode(n *decode.Node) { n.Decode(l) }
 
+// hinted explains its key "timeout" (decode.FieldHinter).
+type hinted struct {
+	Retry int `json:"retry,omitempty"`
+}
+
+func (*hinted) UnknownFieldHint(key string) string {
+	if key == "timeout" {
+		return `"timeout" belongs elsewhere`
+	}
+	return ""
+}
+
+type hintedOuter struct {
+	Inner hinted `json:"inner"`
+}
+
+type hintedEmbedding struct {
+	Name string `json:"name"`
+	hinted
+}
+
 func TestErrors(t *testing.T) {
 	cases := []struct {
 		desc string
@@ -88,6 +109,24 @@ func TestErrors(t *testing.T) {
 			doc:  "Skip: x\n",
 			into: func() any { return new(scalars) },
 			want: []string{`Skip: unknown field "Skip" (line 1:1)`},
+		},
+		{
+			desc: "a FieldHinter explains a key",
+			doc:  "inner: {timeout: 1}\n",
+			into: func() any { return new(hintedOuter) },
+			want: []string{`inner.timeout: "timeout" belongs elsewhere (line 1:9)`},
+		},
+		{
+			desc: "a FieldHinter's promoted method explains a key of the embedding struct",
+			doc:  "name: a\ntimeout: 1\n",
+			into: func() any { return new(hintedEmbedding) },
+			want: []string{`timeout: "timeout" belongs elsewhere (line 2:1)`},
+		},
+		{
+			desc: "a key a FieldHinter does not explain is an unknown field",
+			doc:  "inner: {retyr: 1}\n",
+			into: func() any { return new(hintedOuter) },
+			want: []string{`inner.retyr: unknown field "retyr" (did you mean "retry"?) (line 1:9)`},
 		},
 		// Kinds.
 		{

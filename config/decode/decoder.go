@@ -23,6 +23,27 @@ type Unmarshaler interface {
 	DecodeNode(n *Node)
 }
 
+// FieldHinter is a struct type that explains some of the keys it has no
+// field for, such as a field of another type written at the wrong place,
+// which "unknown field" would make read as a typo.
+type FieldHinter interface {
+	// UnknownFieldHint returns the error for key, which names no field of
+	// the type, or "" for the standard one. It is called on the zero value
+	// of the type.
+	UnknownFieldHint(key string) string
+}
+
+// unknownField is the error for a key that names none of fields:
+// `unknown field "hostnmes" (did you mean "hostnames"?)`, the suggestion
+// being the nearest of fields, if one is near.
+func unknownField(key string, fields []string) string {
+	msg := "unknown field " + strconv.Quote(key)
+	if near := closest(key, fields); near != "" {
+		msg += " (did you mean " + strconv.Quote(near) + "?)"
+	}
+	return msg
+}
+
 // maxCalls bounds the nesting of decode calls; it is only reached when a
 // DecodeNode method decodes its own node into its own type.
 const maxCalls = 1000
@@ -318,9 +339,12 @@ func (s *state) structure(n *Node, v reflect.Value) {
 			if e.val.bad {
 				continue
 			}
-			msg := "unknown field " + strconv.Quote(e.key)
-			if near := closest(e.key, info.names); near != "" {
-				msg += " (did you mean " + strconv.Quote(near) + "?)"
+			msg := ""
+			if info.hinter != nil {
+				msg = info.hinter.UnknownFieldHint(e.key)
+			}
+			if msg == "" {
+				msg = unknownField(e.key, info.names)
 			}
 			s.add(e.val.path, e.line, e.col, msg)
 			continue

@@ -13,7 +13,8 @@
 //   - Struct fields are named by their json tag (or Go name); "-" is
 //     skipped; untagged embedded structs are inlined as in encoding/json.
 //     Names match exactly (case-sensitive). A key naming no field is an
-//     error: unknown field "hostnmes" (did you mean "hostnames"?).
+//     error: unknown field "hostnmes" (did you mean "hostnames"?); a
+//     FieldHinter may say instead why the key is not taken there.
 //   - Kinds must match: `expected integer, got string "abc"`. Integers take
 //     integer values, or numbers without a fraction (1e3), within the range
 //     of the Go type; a quoted "123" is a string. Booleans are only true and

@@ -26,6 +26,7 @@ type structInfo struct {
 	byName  map[string]*field
 	names   []string // for suggestions, in field order
 	tagErrs []string // malformed cfg tags, reported when the type is decoded
+	hinter  FieldHinter
 }
 
 var structInfos sync.Map // reflect.Type -> *structInfo
@@ -104,6 +105,7 @@ func buildStructInfo(t reflect.Type) *structInfo {
 		byName[f.name] = append(byName[f.name], f)
 	}
 	info := &structInfo{byName: map[string]*field{}}
+	info.hinter, _ = reflect.New(t).Interface().(FieldHinter)
 	for name, fs := range byName {
 		if w := dominant(fs); w != nil {
 			info.byName[name] = w
