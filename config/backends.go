@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -43,7 +44,7 @@ var routeBackendKinds = []string{"host", "backend", "dynamic", "service", "inter
 // DecodeNode decodes the union, naming the offending key on error.
 func (b *RouteBackend) DecodeNode(n *decode.Node) {
 	b.Weight = 1
-	decodeBackendUnion(n, routeBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
+	decodeBackendUnion(n, routeBackendKinds, []string{"weight", "policies"}, func(key string, v *decode.Node) {
 		if decodeSimpleBackendKey(key, v, &b.Kind, &b.Host, &b.Backend, &b.Weight) {
 			return
 		}
@@ -111,7 +112,7 @@ var namedBackendKinds = []string{"host", "internal", "mcp", "ai", "aws"}
 
 // DecodeNode decodes a top-level backend.
 func (b *NamedBackend) DecodeNode(n *decode.Node) {
-	decodeBackendUnion(n, namedBackendKinds, map[string]bool{"name": true, "policies": true}, func(key string, v *decode.Node) {
+	decodeBackendUnion(n, namedBackendKinds, []string{"name", "policies"}, func(key string, v *decode.Node) {
 		switch key {
 		case "name":
 			v.Decode(&b.Name)
@@ -144,8 +145,9 @@ func (b *NamedBackend) DecodeNode(n *decode.Node) {
 func backendRefName(ref string) string { return strings.TrimPrefix(ref, "/") }
 
 // decodeBackendUnion walks a map holding exactly one of kinds plus the shared
-// keys, calling each for every key it knows and recording errors for the rest.
-func decodeBackendUnion(n *decode.Node, kinds []string, shared map[string]bool, each func(key string, v *decode.Node)) {
+// keys, calling each for every key it knows and recording errors for the
+// rest (an unknown key with the nearest known one, as the decoder does).
+func decodeBackendUnion(n *decode.Node, kinds, shared []string, each func(key string, v *decode.Node)) {
 	if n.Kind() != decode.Map {
 		n.Errorf("expected a map with one of: %s", joinOr(kinds))
 		return
@@ -153,12 +155,12 @@ func decodeBackendUnion(n *decode.Node, kinds []string, shared map[string]bool, 
 	found := ""
 	for _, key := range n.Keys() {
 		v := n.Get(key)
-		if shared[key] {
+		if contains(shared, key) {
 			each(key, v)
 			continue
 		}
 		if !contains(kinds, key) {
-			v.Errorf("unknown field %q", key)
+			v.Errorf("%s", decode.UnknownField(key, slices.Concat(kinds, shared)))
 			continue
 		}
 		if found != "" {

@@ -221,7 +221,7 @@ var tcpRouteBackendKinds = []string{"host", "backend", "dynamic", "service"}
 // DecodeNode decodes the union.
 func (b *TCPRouteBackend) DecodeNode(n *decode.Node) {
 	b.Weight = 1
-	decodeBackendUnion(n, tcpRouteBackendKinds, map[string]bool{"weight": true, "policies": true}, func(key string, v *decode.Node) {
+	decodeBackendUnion(n, tcpRouteBackendKinds, []string{"weight", "policies"}, func(key string, v *decode.Node) {
 		if decodeSimpleBackendKey(key, v, &b.Kind, &b.Host, &b.Backend, &b.Weight) {
 			return
 		}

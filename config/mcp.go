@@ -80,7 +80,7 @@ var mcpTargetKinds = []string{"mcp", "sse", "stdio", "openapi"}
 
 // DecodeNode decodes the target union.
 func (t *MCPTarget) DecodeNode(n *decode.Node) {
-	decodeBackendUnion(n, mcpTargetKinds, map[string]bool{"name": true, "policies": true}, func(key string, v *decode.Node) {
+	decodeBackendUnion(n, mcpTargetKinds, []string{"name", "policies"}, func(key string, v *decode.Node) {
 		switch key {
 		case "name":
 			v.Decode(&t.Name)

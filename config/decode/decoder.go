@@ -28,15 +28,16 @@ type Unmarshaler interface {
 // which "unknown field" would make read as a typo.
 type FieldHinter interface {
 	// UnknownFieldHint returns the error for key, which names no field of
-	// the type, or "" for the standard one. It is called on the zero value
-	// of the type.
+	// the type, or "" for the standard one (UnknownField). It is called on
+	// the zero value of the type.
 	UnknownFieldHint(key string) string
 }
 
-// unknownField is the error for a key that names none of fields:
+// UnknownField is the error for a key that names none of fields:
 // `unknown field "hostnmes" (did you mean "hostnames"?)`, the suggestion
-// being the nearest of fields, if one is near.
-func unknownField(key string, fields []string) string {
+// being the nearest of fields, if one is near. A custom decoder that
+// checks the keys of a map itself reports its unknown keys with it.
+func UnknownField(key string, fields []string) string {
 	msg := "unknown field " + strconv.Quote(key)
 	if near := closest(key, fields); near != "" {
 		msg += " (did you mean " + strconv.Quote(near) + "?)"
@@ -344,7 +345,7 @@ func (s *state) structure(n *Node, v reflect.Value) {
 				msg = info.hinter.UnknownFieldHint(e.key)
 			}
 			if msg == "" {
-				msg = unknownField(e.key, info.names)
+				msg = UnknownField(e.key, info.names)
 			}
 			s.add(e.val.path, e.line, e.col, msg)
 			continue
