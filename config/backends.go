@@ -37,9 +37,14 @@ type RouteBackend struct {
 	Policies *BackendPolicies
 }
 
-// routeBackendKinds lists the backend kinds of the schema; the ones without a
-// decoder are refused as not supported yet.
-var routeBackendKinds = []string{"host", "backend", "dynamic", "service", "internal", "mcp", "ai", "aws", "routeGroup", "invalid"}
+// routeBackendKinds lists the backend kinds of the schema. The schema's
+// `invalid` (a backend that fails every request, agentgateway's
+// placeholder) is no kind to offer a user.
+var routeBackendKinds = unionKinds{
+	served: []string{"host", "backend", "dynamic", "mcp", "ai"},
+	later:  []string{"service", "internal", "aws", "routeGroup"},
+	hidden: []string{"invalid"},
+}
 
 // DecodeNode decodes the union, naming the offending key on error.
 func (b *RouteBackend) DecodeNode(n *decode.Node) {
@@ -108,7 +113,7 @@ type NamedBackend struct {
 	Policies *BackendPolicies
 }
 
-var namedBackendKinds = []string{"host", "internal", "mcp", "ai", "aws"}
+var namedBackendKinds = unionKinds{served: []string{"host", "mcp", "ai"}, later: []string{"internal", "aws"}}
 
 // DecodeNode decodes a top-level backend.
 func (b *NamedBackend) DecodeNode(n *decode.Node) {
@@ -144,12 +149,27 @@ func (b *NamedBackend) DecodeNode(n *decode.Node) {
 // "/api"; both spellings name the same backend here.
 func backendRefName(ref string) string { return strings.TrimPrefix(ref, "/") }
 
+// unionKinds are the kinds of a backend union, as the schema has them:
+// those served, those refused as not supported yet (later), and hidden
+// ones, refused too but neither listed nor suggested. each of
+// decodeBackendUnion decodes the served kinds and refuses the others.
+type unionKinds struct{ served, later, hidden []string }
+
+// laterNote is the note that follows a list of the served kinds:
+// "; not supported yet: internal, aws" ("" when all are served).
+func (k unionKinds) laterNote() string {
+	if len(k.later) == 0 {
+		return ""
+	}
+	return "; not supported yet: " + joinOr(k.later)
+}
+
 // decodeBackendUnion walks a map holding exactly one of kinds plus the shared
 // keys, calling each for every key it knows and recording errors for the
 // rest (an unknown key with the nearest known one, as the decoder does).
-func decodeBackendUnion(n *decode.Node, kinds, shared []string, each func(key string, v *decode.Node)) {
+func decodeBackendUnion(n *decode.Node, kinds unionKinds, shared []string, each func(key string, v *decode.Node)) {
 	if n.Kind() != decode.Map {
-		n.Errorf("expected a map with one of: %s", joinOr(kinds))
+		n.Errorf("expected a map with one of: %s%s", joinOr(kinds.served), kinds.laterNote())
 		return
 	}
 	found := ""
@@ -159,8 +179,8 @@ func decodeBackendUnion(n *decode.Node, kinds, shared []string, each func(key st
 			each(key, v)
 			continue
 		}
-		if !contains(kinds, key) {
-			v.Errorf("%s", decode.UnknownField(key, slices.Concat(kinds, shared)))
+		if !contains(kinds.served, key) && !contains(kinds.later, key) && !contains(kinds.hidden, key) {
+			v.Errorf("%s", decode.UnknownField(key, slices.Concat(kinds.served, kinds.later, shared)))
 			continue
 		}
 		if found != "" {
@@ -171,7 +191,7 @@ func decodeBackendUnion(n *decode.Node, kinds, shared []string, each func(key st
 		each(key, v)
 	}
 	if found == "" {
-		n.Errorf("exactly one of %s is required", joinOr(kinds))
+		n.Errorf("exactly one of %s is required%s", joinOr(kinds.served), kinds.laterNote())
 	}
 }
 

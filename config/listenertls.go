@@ -216,7 +216,7 @@ type TCPRouteBackend struct {
 	Policies *TCPBackendPolicies
 }
 
-var tcpRouteBackendKinds = []string{"host", "backend", "dynamic", "service"}
+var tcpRouteBackendKinds = unionKinds{served: []string{"host", "backend", "dynamic"}, later: []string{"service"}}
 
 // DecodeNode decodes the union.
 func (b *TCPRouteBackend) DecodeNode(n *decode.Node) {

@@ -76,7 +76,7 @@ type MCPStdio struct {
 	ClearEnv bool              `json:"clear_env,omitempty"`
 }
 
-var mcpTargetKinds = []string{"mcp", "sse", "stdio", "openapi"}
+var mcpTargetKinds = unionKinds{served: []string{"mcp", "sse", "stdio"}, later: []string{"openapi"}}
 
 // DecodeNode decodes the target union.
 func (t *MCPTarget) DecodeNode(n *decode.Node) {
