@@ -71,6 +71,9 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	for _, e := range errs {
 		out = append(out, e)
 	}
+	if pos.Root().Get("policies").Kind() == decode.Map {
+		hintPoliciesMap(out)
+	}
 	if pos == (decode.Positions{}) && len(out) > 0 {
 		return nil, out // nothing decoded: a syntax error
 	}
@@ -147,6 +150,17 @@ func resourceError(root *decode.Node) error {
 	}
 	return &decode.FieldError{Path: field, Line: n.Line(), Col: n.Col(),
 		Msg: fmt.Sprintf("the file is a resource (%s %s), not a config file: %s; the declarative resources (ProxyBackend, ProxyPolicy, ProxyParameters) are not supported yet", field, what, reads)}
+}
+
+// hintPoliciesMap adds to the error of a top-level policies written as a
+// map what it is: a route's policies, as the README shows them, pasted as
+// a whole file start with such a map.
+func hintPoliciesMap(errs Errors) {
+	for _, e := range errs {
+		if fe, ok := e.(*decode.FieldError); ok && fe.Path == "policies" {
+			fe.Msg += "; top-level policies is a list of targeted policies (- name: ... target: ... policy: ...); a route's policies go under binds[].listeners[].routes[].policies"
+		}
+	}
 }
 
 // Blank reports whether the file holds nothing to run: a document with no

@@ -91,6 +91,7 @@ func TestParse(t *testing.T) {
 		{desc: "port range", yaml: "binds:\n- port: 0\n  listeners: []\n", wantErr: "binds[0].port: must be >= 1"},
 		{desc: "port type", yaml: "binds:\n- port: abc\n  listeners: []\n", wantErr: "binds[0].port: expected integer"},
 		{desc: "unsupported feature", yaml: "ui: {}\n", wantErr: "ui: not supported yet"},
+		{desc: "route policies pasted as a whole file", yaml: "policies:\n  cors: {allowOrigins: ['*']}\n", wantErr: "policies: expected list, got map; top-level policies is a list of targeted policies (- name: ... target: ... policy: ...); a route's policies go under binds[].listeners[].routes[].policies (line 2:3)", single: true},
 		{desc: "mcp target needs a kind", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - name: a\n", wantErr: "targets[0]: exactly one of mcp, sse, stdio is required; not supported yet: openapi"},
 		{desc: "mcp target name", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - name: a_b\n            stdio: {cmd: x}\n", wantErr: "targets[0].name: must be 1 to 64 letters"},
 		{desc: "mcp duplicate target", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          targets:\n          - {name: a, stdio: {cmd: x}}\n          - {name: a, stdio: {cmd: y}}\n", wantErr: "targets[1].name: target \"a\" is already defined by targets[0]"},
