@@ -13,6 +13,8 @@ import (
 	"net"
 	"os"
 	"strings"
+
+	"github.com/relaygate/gateway/config"
 )
 
 // UpstreamTLS is how an upstream pool speaks TLS; the zero value is plain
@@ -122,7 +124,7 @@ func (t UpstreamTLS) material() (tlsMaterial, error) {
 	read := func(role, path string) ([]byte, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, &TLSFileError{Role: role, Path: path, Msg: "cannot read: " + pathlessError(err)}
+			return nil, &TLSFileError{Role: role, Path: path, Msg: "cannot read: " + pathlessError(config.FileError(err))}
 		}
 		h.Write([]byte(role))
 		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(data))))
@@ -158,12 +160,12 @@ func (t UpstreamTLS) material() (tlsMaterial, error) {
 	return m, nil
 }
 
-// pathlessError is an os error's message without the path the caller
-// names already.
+// pathlessError is an os error's message without the operation and the
+// path the caller names already (what wraps it kept).
 func pathlessError(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
-		return pe.Err.Error()
+		return strings.Replace(err.Error(), pe.Error(), pe.Err.Error(), 1)
 	}
 	return err.Error()
 }

@@ -242,11 +242,11 @@ type keyPairError struct {
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
 	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		return tls.Certificate{}, &keyPairError{"cert", fmt.Errorf("cannot read the certificate: %w", err)}
+		return tls.Certificate{}, &keyPairError{"cert", fmt.Errorf("cannot read the certificate: %w", config.FileError(err))}
 	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("cannot read the private key: %w", err)}
+		return tls.Certificate{}, &keyPairError{"key", fmt.Errorf("cannot read the private key: %w", config.FileError(err))}
 	}
 	cert, err := backend.ParseKeyPair(certFile, keyFile, certPEM, keyPEM)
 	if err != nil {
@@ -264,7 +264,7 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, *keyPairError) {
 func readRoots(file string) (*x509.CertPool, []byte, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the CA certificates: %w", err)
+		return nil, nil, fmt.Errorf("cannot read the CA certificates: %w", config.FileError(err))
 	}
 	pool, err := backend.ParseRoots(data)
 	if err != nil {

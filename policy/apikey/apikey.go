@@ -157,7 +157,7 @@ func readKeyFile(path string) (string, error) {
 func readFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %q: %v", path, err)
+		return nil, fmt.Errorf("cannot read %q: %v", path, config.FileError(err))
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))

@@ -95,7 +95,7 @@ func New(cfg *config.BasicAuth) (*BasicAuth, error) {
 		field = "htpasswd.file"
 		b, err := os.ReadFile(cfg.Htpasswd.File)
 		if err != nil {
-			return nil, &policy.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %q: %v", cfg.Htpasswd.File, err)}
+			return nil, &policy.FieldError{Field: field, Msg: fmt.Sprintf("cannot read %q: %v", cfg.Htpasswd.File, config.FileError(err))}
 		}
 		text = string(b)
 	}

@@ -110,7 +110,7 @@ func (k *Secret) read(prev *secretValue) *secretValue {
 	}
 	info, err := os.Stat(k.file)
 	if err != nil {
-		return failed(errors.New("backend auth key: " + err.Error()))
+		return failed(errors.New("backend auth key: " + config.FileError(err).Error()))
 	}
 	if prev != nil && prev.err == nil && info.ModTime().Equal(prev.mtime) && info.Size() == prev.size {
 		return prev
@@ -133,7 +133,7 @@ var ErrTooLarge = errors.New("file too large")
 func ReadBounded(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, config.FileError(err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))

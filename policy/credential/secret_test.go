@@ -83,8 +83,12 @@ func TestSecret(t *testing.T) {
 	}
 
 	never, _ := NewSecret("", config.Secret{File: filepath.Join(dir, "missing")})
-	if _, err := never.Value(); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := never.Value(); err == nil || !strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "relative paths") {
 		t.Errorf("a missing file: %v", err)
+	}
+	relative, _ := NewSecret("", config.Secret{File: "missing/key"})
+	if _, err := relative.Value(); err == nil || !strings.Contains(err.Error(), "no such file or directory (relative paths are read from the working directory, ") {
+		t.Errorf("a missing file by a relative path: %v", err)
 	}
 	big := filepath.Join(dir, "big")
 	os.WriteFile(big, []byte(strings.Repeat("k", MaxSecretFile+1)), 0o600)

@@ -238,7 +238,7 @@ func staticKeySet(s *keySnapshot) *keySet {
 func loadKeyFile(path string) (*keySnapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, config.FileError(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxKeySetSize+1))

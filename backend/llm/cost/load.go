@@ -76,7 +76,7 @@ func loadFile(at, path, baseDir string) (*config.ModelCatalog, error) {
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, config.FileError(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxCatalogFileSize+1))

@@ -112,6 +112,20 @@ func TestLoadPaths(t *testing.T) {
 	}
 }
 
+// TestLoadRelativeMissing: a relative path not found, with no base
+// directory, says where relative paths are read from.
+func TestLoadRelativeMissing(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load([]config.ModelCatalogSource{{File: "missing/prices.yaml"}}, "")
+	want := "config.modelCatalog[0].file (missing/prices.yaml): open missing/prices.yaml: no such file or directory (relative paths are read from the working directory, " + wd + ")"
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+}
+
 // TestLoadErrors: every problem is reported, naming the source's index,
 // the file and the field inside it.
 func TestLoadErrors(t *testing.T) {
