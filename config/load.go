@@ -83,6 +83,9 @@ func parse(data []byte, lookup func(string) (string, bool)) (*File, Errors) {
 	// their own), before the checks that see them.
 	out = append(out, f.normalizeGateways(out)...)
 	out = append(out, f.checkLLMPort()...)
+	// The environment's overrides of the config section (env.go), before
+	// the checks that see the settings.
+	out = append(out, f.applyEnv(lookup, out)...)
 	// Cross-field rules run even when some fields failed, so one pass reports
 	// everything; they only look at values that decoded. A rule that a
 	// struct's Validate also checks is reported once, with the position the

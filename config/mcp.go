@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -241,12 +242,22 @@ func (k *SessionKey) DecodeNode(n *decode.Node) {
 		n.Errorf("expected a string of 64 hex digits, got %s", n.Describe())
 		return
 	}
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != 32 {
-		n.Errorf("must be 64 hex digits (32 bytes), for example from `openssl rand -hex 32`")
+	b, err := parseSessionKey(s)
+	if err != nil {
+		n.Errorf("%v", err)
 		return
 	}
 	*k = b
+}
+
+// parseSessionKey reads a session key: 64 hex digits (also SESSION_KEY's
+// form).
+func parseSessionKey(s string) (SessionKey, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		return nil, errors.New("must be 64 hex digits (32 bytes), for example from `openssl rand -hex 32`")
+	}
+	return b, nil
 }
 
 // MarshalJSON hides the key in /config_dump.

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"strconv"
 
 	"github.com/relaygate/gateway/config/decode"
@@ -10,8 +9,10 @@ import (
 // Tracing is `config.tracing`: spans of every request exported over OTLP,
 // with W3C trace context taken from and passed to the backends.
 type Tracing struct {
-	// OTLPEndpoint is the collector's URL (http://collector:4317).
-	OTLPEndpoint string `json:"otlpEndpoint" cfg:"required"`
+	// OTLPEndpoint is the collector's URL (http://collector:4317),
+	// required unless the environment gives it (OTLP_ENDPOINT and the
+	// like, env.go), which wins; Parse leaves the URL in effect here.
+	OTLPEndpoint string `json:"otlpEndpoint"`
 	// Headers go with every export (an authentication header, say).
 	Headers map[string]SecretString `json:"headers,omitempty" cfg:"maxItems=32"`
 	// OTLPProtocol is grpc (the default) or http.
@@ -31,12 +32,9 @@ type Tracing struct {
 	ClientSampling *Sampling `json:"clientSampling,omitempty"`
 }
 
-// Validate checks the endpoint.
+// Validate checks the header names. (The endpoint, which the environment
+// may give, is checked with it: Tracing.applyEnv.)
 func (t *Tracing) Validate(v *decode.Validation) {
-	u, err := url.Parse(t.OTLPEndpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.Errorf("otlpEndpoint", "must be an http:// or https:// URL")
-	}
 	for name := range t.Headers {
 		if !validHeaderName(name) {
 			v.Errorf("headers."+name, "invalid header name %q", name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -337,34 +338,67 @@ func (l LogLevel) MarshalJSON() ([]byte, error) {
 	return jsonString(strings.Join(parts, ",")), nil
 }
 
-// WorkerThreads is a number of threads or "auto".
+// WorkerThreads is a number of threads, a percentage of the CPUs ("50%",
+// as agentgateway takes it) or "auto".
 type WorkerThreads struct {
-	N int // 0 means auto
+	N       int     // 0 means auto, or Percent
+	Percent float64 // of the CPUs, when not 0
 }
 
-// DecodeNode accepts an integer, a numeric string, or "auto".
+// DecodeNode accepts an integer, a numeric string, a percentage or "auto".
 func (w *WorkerThreads) DecodeNode(n *decode.Node) {
 	if s, ok := n.String(); ok {
-		if s == "auto" {
+		v, err := parseWorkerThreads(s)
+		if err != nil {
+			n.Errorf("%v", err)
 			return
 		}
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 {
-			n.Errorf("must be \"auto\" or a positive number")
-			return
-		}
-		w.N = v
+		*w = v
 		return
 	}
 	n.Decode(&w.N)
 	if w.N < 1 {
-		n.Errorf("must be \"auto\" or a positive number")
+		n.Errorf("%v", errWorkerThreads)
 	}
 }
 
-// MarshalJSON writes "auto" or the number.
+var errWorkerThreads = errors.New(`must be "auto", a positive number or a percentage of the CPUs ("50%")`)
+
+// parseWorkerThreads reads the string form of WorkerThreads (also that of
+// WORKER_THREADS).
+func parseWorkerThreads(s string) (WorkerThreads, error) {
+	if s == "auto" {
+		return WorkerThreads{}, nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			return WorkerThreads{}, errors.New("a percentage must be more than 0 and at most 100")
+		}
+		return WorkerThreads{Percent: f}, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		return WorkerThreads{}, errWorkerThreads
+	}
+	return WorkerThreads{N: v}, nil
+}
+
+// Threads is the number of threads for a machine of cpus CPUs: 0 for
+// auto; a percentage rounds up, to at least 1 (as agentgateway).
+func (w WorkerThreads) Threads(cpus int) int {
+	if w.Percent > 0 {
+		return max(int(math.Ceil(float64(cpus)*w.Percent/100)), 1)
+	}
+	return w.N
+}
+
+// MarshalJSON writes "auto", the number or the percentage.
 func (w WorkerThreads) MarshalJSON() ([]byte, error) {
-	if w.N == 0 {
+	switch {
+	case w.Percent > 0:
+		return jsonString(strconv.FormatFloat(w.Percent, 'g', -1, 64) + "%"), nil
+	case w.N == 0:
 		return []byte(`"auto"`), nil
 	}
 	return strconv.AppendInt(nil, int64(w.N), 10), nil

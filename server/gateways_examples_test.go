@@ -20,7 +20,6 @@ import (
 // served yet, which Validate refuses as Apply does.
 func TestGatewaysAgentgatewayExamples(t *testing.T) {
 	t.Chdir("testdata/agentgateway")
-	env := func(k string) (string, bool) { return "placeholder-" + k, true }
 	tests := []struct {
 		file string
 		// refused are the errors of features not built yet (CONNECT
@@ -76,6 +75,7 @@ func TestGatewaysAgentgatewayExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			env := placeholderEnv(string(data), "placeholder-")
 			f, err := config.Parse(data, env)
 			if len(tc.refused) > 0 {
 				var got []string

@@ -22,7 +22,7 @@ func TestAgentgatewayPolicyExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := config.Parse(data, func(string) (string, bool) { return "placeholder", true })
+			f, err := config.Parse(data, placeholderEnv(string(data), "placeholder-"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -213,9 +213,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	otel.SetErrorHandler(server.NewOTelErrors(log))
 	// Runs after shutdown has drained the last requests.
 	defer flushAccessLog()
-	if f.Config != nil && f.Config.WorkerThreads != nil && f.Config.WorkerThreads.N > 0 {
-		runtime.GOMAXPROCS(f.Config.WorkerThreads.N)
+	// config.workerThreads, or WORKER_THREADS (config.Parse applies it); a
+	// percentage is of Go's default, which follows the container's CPU
+	// limit.
+	if f.Config != nil && f.Config.WorkerThreads != nil {
+		if n := f.Config.WorkerThreads.Threads(runtime.GOMAXPROCS(0)); n > 0 {
+			runtime.GOMAXPROCS(n)
+		}
 	}
+	log.Info("starting", zap.String("version", version), zap.Int("worker_threads", runtime.GOMAXPROCS(0)))
 	if o.transport == string(server.TransportNetpoll) {
 		log.Warn("transport netpoll reads every connection into memory as fast as its client sends, with no bound and no backpressure (netpoll has none): a client that sends faster than the gateway forwards grows its memory; serve untrusted clients with the default transport, std")
 	}

@@ -426,7 +426,7 @@ var startOnly = []struct {
 	{"config.statsAddr", "STATS_ADDR", func(s *config.Settings) any { return addrOr(s.StatsAddr, defaultStatsAddr) }},
 	{"config.readinessAddr", "READINESS_ADDR", func(s *config.Settings) any { return addrOr(s.ReadinessAddr, defaultReadinessAddr) }},
 	{"config.logging", "", func(s *config.Settings) any { return logSettingsOf(&config.File{Config: s}) }},
-	{"config.workerThreads", "", func(s *config.Settings) any { return s.WorkerThreads }},
+	{"config.workerThreads", "WORKER_THREADS", func(s *config.Settings) any { return s.WorkerThreads }},
 	{"config.connectionTerminationDeadline", "CONNECTION_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionTerminationDeadline }},
 	{"config.connectionMinTerminationDeadline", "CONNECTION_MIN_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionMinTerminationDeadline }},
 }
