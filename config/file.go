@@ -121,8 +121,9 @@ type Keepalive struct {
 // Bind is one port the gateway listens on.
 type Bind struct {
 	// Port is required, except on an internal bind (mode: internal), where
-	// none makes it the bind of every port no other bind has.
-	Port      *int       `json:"port,omitempty" cfg:"min=1,max=65535"`
+	// none (or 0, as agentgateway takes it; Validate makes it none) makes
+	// it the bind of every port no other bind has.
+	Port      *int       `json:"port,omitempty" cfg:"min=0,max=65535"`
 	Listeners []Listener `json:"listeners" cfg:"required"`
 	// TunnelProtocol connect makes the bind an HTTP CONNECT proxy: each
 	// tunnel is served by the bind of its destination port (connect.go);
@@ -140,11 +141,19 @@ type Bind struct {
 	origin string
 }
 
-// Validate requires a port, except on an internal bind (refused for its
-// mode alone).
+// FieldRules marks Validate's rules as each about one field (decode.FieldRules).
+func (*Bind) FieldRules() {}
+
+// Validate requires a port from 1, except on an internal bind (refused for
+// its mode alone), where port 0 is the same as none: the bind of every port.
 func (b *Bind) Validate(v *decode.Validation) {
-	if b.Port == nil && b.Mode != "internal" {
+	switch {
+	case b.Port == nil && b.Mode != "internal":
 		v.Errorf("port", "required")
+	case b.Port != nil && *b.Port == 0 && b.Mode == "internal":
+		b.Port = nil
+	case b.Port != nil && *b.Port == 0:
+		v.Errorf("port", "must be >= 1") // as the tag would say: 0 is for internal binds only
 	}
 }
 

@@ -221,7 +221,7 @@ func (f *File) crossCheck() Errors {
 	for bi, b := range f.Binds {
 		if b.Mode == "internal" && b.Port == nil {
 			if wildcard >= 0 {
-				v.Errorf(indexPath("binds", bi)+".port", "binds[%d] is already the internal bind of every port: only one may have no port", wildcard)
+				v.Errorf(indexPath("binds", bi)+".port", "binds[%d] is already the internal bind of every port: only one may have no port (or port 0)", wildcard)
 			}
 			wildcard = bi
 		}
