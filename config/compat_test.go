@@ -42,6 +42,21 @@ func TestAgentgatewayCompatForms(t *testing.T) {
 			yaml:    "binds:\n- port: 0\n  listeners: 5\n",
 			wantErr: "binds[0].port: must be >= 1",
 		},
+		{
+			// test_llm_base_url_does_not_override_explicit_path_prefix
+			desc: "baseUrl with pathPrefix",
+			yaml: "llm:\n  models:\n  - name: proxied-groq\n    provider: groq\n    params:\n      baseUrl: https://api.groq.com/openai/v1\n      pathPrefix: /gateway/openai\n",
+		},
+		{
+			// test_llm_base_url_does_not_override_explicit_host_override
+			desc: "baseUrl with hostOverride",
+			yaml: "llm:\n  models:\n  - name: proxied-fireworks\n    provider: fireworks\n    params:\n      baseUrl: https://api.fireworks.ai/inference/v1\n      hostOverride: proxy.example.com:8443\n",
+		},
+		{
+			desc:    "baseUrl with a bad hostOverride",
+			yaml:    "llm:\n  models:\n  - name: m\n    provider: openAI\n    params: {baseUrl: 'https://api.example.com/v1', hostOverride: 'no port'}\n",
+			wantErr: "llm.models[0].params.hostOverride:",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -185,10 +185,12 @@ type LLMParams struct {
 	AzureAPIVersion   *string `json:"azureApiVersion,omitempty" cfg:"minLen=1,maxLen=64"`
 	AzureProjectName  *string `json:"azureProjectName,omitempty" cfg:"minLen=1,maxLen=256"`
 	// BaseURL is where the provider is ("https://host[:port][/prefix]"):
-	// it sets the host, the path prefix and TLS.
+	// it sets the host, the path prefix (unless pathOverride is given) and
+	// TLS (https).
 	BaseURL *string `json:"baseUrl,omitempty"`
 	// HostOverride, PathOverride and PathPrefix are the older form of
-	// BaseURL ("host:port", a full path, a path prefix).
+	// BaseURL ("host:port", a full path, a path prefix); given with it,
+	// hostOverride and pathPrefix win over its host and path.
 	HostOverride *string `json:"hostOverride,omitempty"`
 	PathOverride *string `json:"pathOverride,omitempty" cfg:"maxLen=1024"`
 	PathPrefix   *string `json:"pathPrefix,omitempty" cfg:"maxLen=1024"`
@@ -219,17 +221,13 @@ func (p *LLMParams) setFields() []string {
 // FieldRules marks Validate's rules as each about one field (decode.FieldRules).
 func (*LLMParams) FieldRules() {}
 
-// Validate checks the base URL, the host and the paths.
+// Validate checks the base URL, the host and the paths. A hostOverride or
+// pathPrefix given with baseUrl wins over what baseUrl says, as in
+// agentgateway (apply_base_url).
 func (p *LLMParams) Validate(v *decode.Validation) {
 	if p.BaseURL != nil {
 		if err := checkBaseURL(*p.BaseURL); err != nil {
 			v.Errorf("baseUrl", "%v", err)
-		}
-		if p.HostOverride != nil {
-			v.Errorf("hostOverride", "not allowed together with baseUrl, which sets the host")
-		}
-		if p.PathPrefix != nil {
-			v.Errorf("pathPrefix", "not allowed together with baseUrl, which sets the path prefix")
 		}
 	}
 	if p.HostOverride != nil {

@@ -292,7 +292,7 @@ func TestLLMRules(t *testing.T) {
 		{"base URL scheme", llmYAML("{models: [{name: m, provider: openAI, params: {baseUrl: 'ftp://h/v1'}}]}"), "llm.models[0].params.baseUrl: must use http or https, or include a port"},
 		{"base URL query", llmYAML("{models: [{name: m, provider: openAI, params: {baseUrl: 'https://h/v1?x=1'}}]}"), "llm.models[0].params.baseUrl: must not hold user info, a query or a fragment"},
 		{"base URL form", llmYAML("{models: [{name: m, provider: openAI, params: {baseUrl: 'api.openai.com'}}]}"), "llm.models[0].params.baseUrl: must be a URL such as https://api.example.com/v1"},
-		{"base URL and host", llmYAML("{models: [{name: m, provider: openAI, params: {baseUrl: 'https://h', hostOverride: 'h:443'}}]}"), "llm.models[0].params.hostOverride: not allowed together with baseUrl, which sets the host"},
+		{"base URL and host", llmYAML("{models: [{name: m, provider: openAI, params: {baseUrl: 'https://h', hostOverride: 'h:443'}}]}"), ""}, // hostOverride wins (as in agentgateway)
 		{"unknown provider reference", llmYAML("{models: [{name: m, provider: {reference: nope}}]}"), `llm.models[0].provider.reference: no provider named "nope" in llm.providers`},
 		{"reference takes only the model", llmYAML("{providers: [{name: p, provider: openAI}], models: [{name: m, provider: {reference: p}, params: {model: x, apiKey: k}}]}"), "llm.models[0].params.apiKey: not allowed on a model that references a provider (set it in llm.providers; only params.model may be set here)"},
 		{"provider reference chain", llmYAML("{providers: [{name: p, provider: {reference: q}}], models: []}"), "llm.providers[0].provider.reference: a provider cannot reference another provider"},

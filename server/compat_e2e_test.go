@@ -3,7 +3,11 @@ package server
 import (
 	"io"
 	"net/http"
+	"sync"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 )
 
 // TestConnectIntoPortZeroWildcardBind: `port: 0` on an internal bind is the
@@ -37,5 +41,50 @@ binds:
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(body) != "plain "+up || resp.Header.Get("x-via") != "wildcard" {
 		t.Fatalf("%d %q %q", resp.StatusCode, body, resp.Header.Get("x-via"))
+	}
+}
+
+// TestLLMBaseURLWithExplicitHostOrPrefix: a model's params.hostOverride or
+// pathPrefix given with baseUrl wins over baseUrl's host or path, as in
+// agentgateway (test_llm_base_url_does_not_override_explicit_path_prefix,
+// ..._host_override); the rest of baseUrl still applies.
+func TestLLMBaseURLWithExplicitHostOrPrefix(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		paths []string
+	)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	tg := startGateway(t, `
+llm:
+  port: 4000
+  models:
+  - name: prefixed
+    provider: openAI
+    params: {apiKey: k, baseUrl: "http://`+up+`/openai/v1", pathPrefix: /gateway/openai}
+  - name: hosted
+    provider: openAI
+    params: {apiKey: k, baseUrl: "http://127.0.0.1:1/inference/v1", hostOverride: "`+up+`"}
+`, nil)
+	c := openai.NewClient(option.WithBaseURL(tg.url(4000)+"/v1"), option.WithAPIKey("client"), option.WithMaxRetries(0))
+	for _, tc := range []struct{ model, path string }{
+		{"prefixed", "/gateway/openai/chat/completions"},
+		{"hosted", "/inference/v1/chat/completions"},
+	} {
+		resp, err := c.Chat.Completions.New(llmCtx(t), chatRequest(tc.model))
+		if err != nil || resp.Choices[0].Message.Content != "hi" {
+			t.Fatalf("%s: %v", tc.model, err)
+		}
+		mu.Lock()
+		last := paths[len(paths)-1]
+		mu.Unlock()
+		if last != tc.path {
+			t.Errorf("%s reached the provider at %s, want %s", tc.model, last, tc.path)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"sort"
@@ -498,12 +499,22 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 		}
 		baseAddr = u.Hostname() + ":" + port
+		serverName := u.Hostname()
+		if params.HostOverride != nil {
+			// An explicit hostOverride wins over baseUrl's host (as in
+			// agentgateway's apply_base_url); baseUrl's scheme still
+			// says whether to speak TLS.
+			baseAddr = *params.HostOverride
+			serverName, _, _ = net.SplitHostPort(baseAddr)
+		}
 		if u.Scheme == "https" {
-			baseTLS = &backend.UpstreamTLS{Enabled: true, ServerName: u.Hostname()}
+			baseTLS = &backend.UpstreamTLS{Enabled: true, ServerName: serverName}
 		} else {
 			np.HostOverride = baseAddr
 		}
-		if p := strings.TrimSuffix(u.Path, "/"); p != "" {
+		// Likewise an explicit pathPrefix; a pathOverride replaces the
+		// whole path.
+		if p := strings.TrimSuffix(u.Path, "/"); p != "" && params.PathPrefix == nil && params.PathOverride == nil {
 			np.PathPrefix = &p
 		}
 	}
