@@ -93,7 +93,9 @@ type Backend struct {
 	client    *http.Client
 	caps      *capabilitySet // what each target declared, learned at initialize
 
+	keepAlive       time.Duration // between comments on a client's GET stream
 	legacyKeepAlive time.Duration // between comments on a legacy SSE stream
+	listenLinger    time.Duration // targets' streams outlive the client's by this (Session.streamEnded)
 	maxSessions     int
 	clientStall     time.Duration // a message waits this long for a slow client (sink.put)
 	maxCalls        int32         // client calls in flight per session (maxSessionCalls)
@@ -123,7 +125,9 @@ func New(o Options) (*Backend, error) {
 		sharedIDs:       len(o.SessionKey) > 0,
 		ttl:             o.SessionTTL,
 		scope:           o.Scope,
+		keepAlive:       sseKeepAlive,
 		legacyKeepAlive: legacyKeepAlive,
+		listenLinger:    listenLinger,
 		maxCalls:        maxSessionCalls,
 		clientStall:     defaultClientStall,
 		caps:            newCapabilitySet(len(c.Targets)),

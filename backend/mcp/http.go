@@ -84,9 +84,13 @@ const (
 	LatestProtocolVersion = "2025-06-18"
 	sseKeepAlive          = 25 * time.Second
 	// legacyKeepAlive is shorter: a legacy SSE session ends with its stream,
-	// and a write is how a closed stream is noticed.
+	// and a write is how a closed stream is noticed when the request has
+	// no Context (or the client's going is not seen, a silent network).
 	legacyKeepAlive = 5 * time.Second
-	defaultMaxBody  = 2 << 20
+	// listenLinger is how long the targets' standalone streams stay open
+	// after the client's stream ended (Session.streamEnded).
+	listenLinger   = 5 * time.Second
+	defaultMaxBody = 2 << 20
 )
 
 // knownVersions are the protocol versions the SDK speaks (read once: the
@@ -640,33 +644,41 @@ func (b *Backend) serveStream(r *Request) {
 	if s == nil {
 		return
 	}
-	b.pump(fctx, s, nil, sseKeepAlive, nil)
+	b.pump(r, s, nil, b.keepAlive, nil)
 }
 
-// pump writes the session's stream to the client until either ends; prefix
-// is written first (the legacy endpoint event), a comment every keepAlive
-// keeps it open, and after runs when it ended.
-func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, keepAlive time.Duration, after func()) {
+// pump writes the session's stream to the client until either ends (the
+// client's going included, r.Context); prefix is written first (the
+// legacy endpoint event), a comment every keepAlive keeps it open, and
+// after runs when it ended. A keep-alive the client's connection took
+// counts as the session's use, as of when it was sent: a client listening
+// on its stream keeps it, one that left does not.
+func (b *Backend) pump(r *Request, s *Session, prefix []byte, keepAlive time.Duration, after func()) {
+	fctx := r.Fast
+	client := r.Context
+	if client == nil {
+		client = context.Background()
+	}
 	k := newSink()
 	k.stalled = after // a legacy session ends with its stream at once
 	s.mu.Lock()
-	if s.stream != nil {
-		s.stream.close()
-	}
-	s.stream = k
 	backlog := s.backlog
 	s.backlog = nil
-	closed := s.closed
-	s.mu.Unlock()
-	if closed || b.draining.Load() {
+	if s.closed || b.draining.Load() {
+		if s.stream != nil {
+			s.stream.close()
+		}
+		s.stream = k
 		k.close()
 	} else {
-		s.listenUpstreams()
+		s.streamOpenedLocked(k)
 	}
+	s.mu.Unlock()
 	fctx.Response.Header.SetContentType("text/event-stream")
 	fctx.Response.Header.Set("Cache-Control", "no-cache")
 	// Detachable: a response policy (extProc) may take the stream.
 	fctx.Response.SetBodyStream(backend.Detachable(fasthttp.NewStreamReader(func(w *bufio.Writer) {
+		defer s.streamEnded(k)
 		defer k.close()
 		if after != nil {
 			defer after()
@@ -680,19 +692,30 @@ func (b *Backend) pump(fctx *fasthttp.RequestCtx, s *Session, prefix []byte, kee
 		if len(buf) == 0 {
 			buf = append(buf, ": stream open\n\n"...)
 		}
+		// A write's success says only that fasthttp's stream took it; the
+		// next one's that the client's connection took it too (fasthttp
+		// ends the stream when writing to the connection fails). So a
+		// keep-alive counts once the next write succeeds, and not when
+		// the client is known to have gone.
+		var sent, pending int64 // unix ns of the keep-alive in the last write, in buf; or 0
 		for {
 			if _, err := w.Write(buf); err != nil || w.Flush() != nil {
 				return
 			}
+			if sent != 0 && client.Err() == nil {
+				s.usedAt(sent)
+			}
+			sent, pending = pending, 0
 			buf = buf[:0]
 			select {
 			case data := <-k.ch:
 				buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
 			case <-tick.C:
-				s.touch()
-				buf = append(buf, ": keep-alive\n\n"...)
+				buf, pending = append(buf, ": keep-alive\n\n"...), time.Now().UnixNano()
 			case <-k.done:
 				return
+			case <-client.Done():
+				return // the client left (a hang-up, a stream reset)
 			}
 		}
 	})), -1)
@@ -780,7 +803,7 @@ func (b *Backend) serveLegacyStream(r *Request) {
 	endpoint := fmt.Sprintf("%s?sessionId=%s", fctx.Path(), id)
 	// The stream is the session: when the client closes it, the session
 	// and its targets' processes end.
-	b.pump(fctx, s, sse.AppendEvent(nil, sse.Event{Type: "endpoint", Data: []byte(endpoint)}), b.legacyKeepAlive, func() { b.end(id) })
+	b.pump(r, s, sse.AppendEvent(nil, sse.Event{Type: "endpoint", Data: []byte(endpoint)}), b.legacyKeepAlive, func() { b.end(id) })
 }
 
 // serveLegacyPost takes a message for a legacy SSE session; the answer goes

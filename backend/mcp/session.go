@@ -46,6 +46,7 @@ type Session struct {
 	serverReqs map[string]serverRequest // downstream id -> target request
 	stream     *sink                    // the client's GET (or legacy SSE) stream
 	backlog    [][]byte                 // messages waiting for a stream
+	unlisten   *time.Timer              // closes the targets' streams after the client's (streamEnded)
 	closed     bool
 	inited     bool // initialize was taken (legacy SSE: claimInitialize)
 	gone       bool // a target forgot the upstream session: the session ended
@@ -173,6 +174,17 @@ func (b *Backend) newSession() *Session {
 
 func (s *Session) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
 
+// usedAt notes a use of the session at t (unix ns), unless a later one
+// was noted.
+func (s *Session) usedAt(t int64) {
+	for {
+		last := s.lastUsed.Load()
+		if last >= t || s.lastUsed.CompareAndSwap(last, t) {
+			return
+		}
+	}
+}
+
 // noteToken keeps the token of a request of this session's identity (the
 // caller checked the subject), when it carries one.
 func (s *Session) noteToken(token []byte) {
@@ -245,6 +257,9 @@ func (s *Session) shutdown(keepUpstream bool) {
 	pending := s.pending
 	s.pending = map[int64]*call{}
 	stream := s.stream
+	if s.unlisten != nil {
+		s.unlisten.Stop()
+	}
 	s.mu.Unlock()
 	for _, c := range pending {
 		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, "session closed")
@@ -351,13 +366,12 @@ func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 	old := s.ups[i]
 	s.ups[i] = u
 	s.parked[i] = false
-	listening := s.stream != nil
+	if s.listening() {
+		listen(conn)
+	}
 	s.mu.Unlock()
 	if old != nil {
 		go old.conn.Close()
-	}
-	if listening {
-		listen(conn)
 	}
 	go s.read(u)
 	return u
@@ -366,18 +380,70 @@ func (s *Session) attach(i int, conn sdk.Connection) *upstream {
 // listen opens a target's standalone stream (transport's ListenOnDemand):
 // what it sends outside any call now has a client stream to go to. A
 // session whose client never listens holds no such upstream connection.
+// It does not block: it may be called under s.mu.
 func listen(conn sdk.Connection) {
 	if l, ok := conn.(interface{ Listen() }); ok {
 		l.Listen()
 	}
 }
 
-// listenUpstreams opens every live target's standalone stream, the client
-// having opened its own.
-func (s *Session) listenUpstreams() {
-	for _, u := range s.live() {
-		listen(u.conn)
+// unlisten closes a target's standalone stream (Listen taken back). It
+// does not block.
+func unlisten(conn sdk.Connection) {
+	if l, ok := conn.(interface{ Unlisten() }); ok {
+		l.Unlisten()
 	}
+}
+
+// listening reports whether the targets' standalone streams are to be
+// open (s.mu held): while the client's stream is, and for listenLinger
+// after it ended (streamEnded).
+func (s *Session) listening() bool {
+	return s.stream != nil && (s.stream.open() || s.unlisten != nil)
+}
+
+// streamOpenedLocked notes the client's new stream k (s.mu held): every live
+// target's standalone stream opens, or stays open.
+func (s *Session) streamOpenedLocked(k *sink) {
+	if s.stream != nil {
+		s.stream.close()
+	}
+	s.stream = k
+	if s.unlisten != nil {
+		s.unlisten.Stop()
+		s.unlisten = nil
+	}
+	for _, u := range s.ups {
+		if u != nil && u.dead.Load() == nil {
+			listen(u.conn)
+		}
+	}
+}
+
+// streamEnded notes that the client's stream k ended. When no other took
+// its place, the targets' standalone streams, open only to feed it, close
+// after listenLinger: a client that opens its stream again within it
+// (a reconnect) finds them open and what they sent meanwhile in the
+// backlog, and one that left holds no upstream connection past it.
+func (s *Session) streamEnded(k *sink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != k || s.closed || s.unlisten != nil {
+		return
+	}
+	s.unlisten = time.AfterFunc(s.b.listenLinger, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.stream != k || s.closed {
+			return // another stream opened, or the session closed
+		}
+		s.unlisten = nil
+		for _, u := range s.ups {
+			if u != nil {
+				unlisten(u.conn)
+			}
+		}
+	})
 }
 
 // read delivers what a target sends until its connection ends.

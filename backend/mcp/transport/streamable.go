@@ -38,7 +38,8 @@ type StreamableOptions struct {
 	ProtocolVersion string
 	// ListenOnDemand opens the standalone GET stream only once Listen is
 	// called (a gateway whose client opened its own stream), not as soon
-	// as the session is initialized: a session nobody listens on holds no
+	// as the session is initialized, and closes it at Unlisten (the
+	// client's stream ended): a session nobody listens on holds no
 	// upstream connection.
 	ListenOnDemand bool
 	// MaxMessageBytes bounds a JSON body and an SSE event (default 16 MiB).
@@ -100,8 +101,10 @@ type streamable struct {
 	inits     map[jsonrpc.ID]struct{} // initialize requests awaiting their result
 	listening bool                    // the standalone GET stream was started
 	ready     bool                    // initialized or resumed: the stream may open
-	onDemand  bool                    // ... once wanted (Listen)
+	onDemand  bool                    // ... once wanted (Listen), until Unlisten
 	wanted    bool
+	noStream  bool               // the target offers no standalone stream
+	unlisten  context.CancelFunc // ends the standalone stream's goroutine
 	closed    bool
 	wg        sync.WaitGroup // goroutines; Add only under mu while !closed
 
@@ -627,10 +630,10 @@ func (c *streamable) readPostStream(body io.Reader, call *jsonrpc.Request) {
 		} else {
 			failures++
 		}
-		if !c.wait(delay(failures, res.retry)) {
+		if !wait(c.ctx, delay(failures, res.retry)) {
 			return
 		}
-		resp, err := c.get(res.lastID)
+		resp, err := c.get(c.ctx, res.lastID)
 		if err != nil {
 			continue
 		}
@@ -710,6 +713,26 @@ func (c *streamable) Listen() {
 	c.mu.Unlock()
 }
 
+// Unlisten takes back Listen (ListenOnDemand): the standalone GET stream,
+// if open, closes, and its upstream connection with it; the next Listen
+// opens a new one. Nothing waits for the stream's goroutine here (Close
+// does).
+func (c *streamable) Unlisten() {
+	c.mu.Lock()
+	if !c.onDemand {
+		c.mu.Unlock()
+		return
+	}
+	c.wanted = false
+	stop := c.unlisten
+	c.unlisten = nil
+	c.listening = false
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
 // startListeningLocked opens the standalone GET stream once, when the
 // session is ready for it and, on demand, wanted.
 func (c *streamable) startListeningLocked() {
@@ -717,28 +740,33 @@ func (c *streamable) startListeningLocked() {
 	if c.onDemand && !c.wanted {
 		return
 	}
-	if c.listening || c.closed || (c.version != "" && c.version >= versionStandardHeaders) {
+	if c.listening || c.closed || c.noStream || (c.version != "" && c.version >= versionStandardHeaders) {
 		return
 	}
 	c.listening = true
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.unlisten = cancel
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.listen()
+		defer cancel()
+		c.listen(ctx)
 	}()
 }
 
-// listen keeps the standalone stream open: it reconnects when the stream
-// ends, with backoff, and gives up after maxRetries attempts without
-// progress. A target without the stream (405, not SSE) is left alone.
-func (c *streamable) listen() {
+// listen keeps the standalone stream open until ctx ends: it reconnects
+// when the stream ends, with backoff, and gives up after maxRetries
+// attempts without progress (until the next Listen after an Unlisten). A
+// target without the stream (405, not SSE, another 4xx) is left alone for
+// good.
+func (c *streamable) listen(ctx context.Context) {
 	lastID := ""
 	failures := 0
 	var retry time.Duration
-	for c.ctx.Err() == nil {
-		resp, err := c.get(lastID)
+	for ctx.Err() == nil {
+		resp, err := c.get(ctx, lastID)
 		if err != nil {
-			if c.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			failures++
@@ -746,7 +774,7 @@ func (c *streamable) listen() {
 				c.log.Warn("mcp target stream: giving up", zap.Error(err))
 				return
 			}
-			if !c.wait(delay(failures, retry)) {
+			if !wait(ctx, delay(failures, retry)) {
 				return
 			}
 			continue
@@ -756,10 +784,12 @@ func (c *streamable) listen() {
 		case status/100 == 2 && ctype == "text/event-stream":
 		case status == http.StatusMethodNotAllowed || status/100 == 2:
 			discard(resp.Body)
+			c.noStreamHere()
 			return // the target offers no stream
 		case status/100 == 4:
 			discard(resp.Body)
 			c.log.Debug("mcp target stream refused", zap.Int("status", status))
+			c.noStreamHere()
 			return
 		default:
 			discard(resp.Body)
@@ -768,7 +798,7 @@ func (c *streamable) listen() {
 				c.log.Warn("mcp target stream: giving up", zap.Int("status", status))
 				return
 			}
-			if !c.wait(delay(failures, retry)) {
+			if !wait(ctx, delay(failures, retry)) {
 				return
 			}
 			continue
@@ -788,15 +818,23 @@ func (c *streamable) listen() {
 			c.log.Warn("mcp target stream: giving up after repeated ends without events")
 			return
 		}
-		if !c.wait(delay(failures, retry)) {
+		if !wait(ctx, delay(failures, retry)) {
 			return
 		}
 	}
 }
 
-// get opens an SSE stream with GET.
-func (c *streamable) get(lastID string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)
+// noStreamHere notes that the target refused the standalone stream: no
+// later Listen asks again.
+func (c *streamable) noStreamHere() {
+	c.mu.Lock()
+	c.noStream = true
+	c.mu.Unlock()
+}
+
+// get opens an SSE stream with GET, for as long as ctx lasts.
+func (c *streamable) get(ctx context.Context, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -818,14 +856,15 @@ func delay(n int, server time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// wait pauses for d unless the connection closes; false when it closed.
-func (c *streamable) wait(d time.Duration) bool {
+// wait pauses for d unless ctx ends (the connection closes, a stream is
+// no longer wanted); false when it ended.
+func wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-c.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }

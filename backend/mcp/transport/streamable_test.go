@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -497,6 +498,72 @@ func TestStreamableStandaloneReconnects(t *testing.T) {
 	}
 	if rec.count(http.MethodDelete) != 1 {
 		t.Error("Close sent no DELETE")
+	}
+}
+
+// With ListenOnDemand the standalone stream opens at Listen, closes at
+// Unlisten (its upstream request ends) and opens again at the next
+// Listen; a target that refused it (405) is not asked again.
+func TestStreamableListenOnDemand(t *testing.T) {
+	tests := []struct {
+		name     string
+		stream   bool
+		wantGets int64 // after Listen, Unlisten, Listen
+	}{
+		{"stream", true, 2},
+		{"no stream", false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var open, gets atomic.Int64
+			ts, _ := fake(t, func(w http.ResponseWriter, r *http.Request) {
+				switch r.Method {
+				case http.MethodPost:
+					w.Header().Set("Mcp-Session-Id", "sess-1")
+					writeJSON(w, 200, `{"jsonrpc":"2.0","id":101,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"f","version":"1"}}}`)
+				case http.MethodGet:
+					gets.Add(1)
+					if !tt.stream {
+						w.WriteHeader(http.StatusMethodNotAllowed)
+						return
+					}
+					open.Add(1)
+					defer open.Add(-1)
+					sseHead(w)
+					<-r.Context().Done()
+				case http.MethodDelete:
+					w.WriteHeader(http.StatusNoContent)
+				}
+			})
+			conn := dial(t, StreamableOptions{URL: ts.URL, Client: ts.Client(), ListenOnDemand: true})
+			c := conn.(*streamable)
+			d := newDriver(t, conn)
+			d.call("initialize", initParams(testVersion))
+			if gets.Load() != 0 {
+				t.Fatal("the stream opened before Listen")
+			}
+			wantOpen := int64(0)
+			if tt.stream {
+				wantOpen = 1
+			}
+			c.Listen()
+			poll(t, "the stream", func() bool { return gets.Load() == 1 && open.Load() == wantOpen })
+			if !tt.stream {
+				poll(t, "the refusal noted", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.noStream })
+			}
+			c.Unlisten()
+			poll(t, "the stream's end", func() bool { return open.Load() == 0 })
+			c.Listen()
+			poll(t, "the stream again", func() bool { return gets.Load() == tt.wantGets && open.Load() == wantOpen })
+			c.mu.Lock()
+			listening := c.listening
+			c.mu.Unlock()
+			if listening != tt.stream {
+				t.Fatalf("listening %v after the second Listen", listening)
+			}
+			_ = conn.Close()
+			poll(t, "the stream's end at Close", func() bool { return open.Load() == 0 })
+		})
 	}
 }
 
