@@ -57,6 +57,21 @@ func TestAgentgatewayCompatForms(t *testing.T) {
 			yaml:    "llm:\n  models:\n  - name: m\n    provider: openAI\n    params: {baseUrl: 'https://api.example.com/v1', hostOverride: 'no port'}\n",
 			wantErr: "llm.models[0].params.hostOverride:",
 		},
+		{
+			// config.rs validate_uri: no scheme is https
+			desc: "otlpEndpoint without a scheme",
+			yaml: "config:\n  tracing:\n    otlpEndpoint: otlp.example.com:4317\n",
+			check: func(t *testing.T, f *File) {
+				if got := f.Config.Tracing.OTLPEndpoint; got != "https://otlp.example.com:4317" {
+					t.Errorf("endpoint %q", got)
+				}
+			},
+		},
+		{
+			desc:    "otlpEndpoint of another scheme",
+			yaml:    "config:\n  tracing:\n    otlpEndpoint: grpc://otlp.example.com:4317\n",
+			wantErr: "config.tracing.otlpEndpoint: must be an http:// or https:// URL, or host:port (https)",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

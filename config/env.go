@@ -144,17 +144,21 @@ func (t *Tracing) applyEnv(env func(string) string, bad func(name, format string
 	u, ok := otlpEndpointURL(endpoint)
 	switch {
 	case !ok && source != "":
-		bad(source, "must be an http:// or https:// URL")
+		bad(source, "must be an http:// or https:// URL, or host:port (https)")
 	case !ok:
-		*errs = append(*errs, &decode.FieldError{Path: field, Msg: "must be an http:// or https:// URL"})
+		*errs = append(*errs, &decode.FieldError{Path: field, Msg: "must be an http:// or https:// URL, or host:port (https)"})
 	default:
 		t.OTLPEndpoint = u
 	}
 }
 
-// otlpEndpointURL is the collector's URL. ok is false for a scheme other
-// than http or https, or no host.
+// otlpEndpointURL is the collector's URL: endpoint, with https:// before
+// it when it has no scheme (collector:4317), as agentgateway's validate_uri
+// makes it. ok is false for a scheme other than http or https, or no host.
 func otlpEndpointURL(endpoint string) (string, bool) {
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", false

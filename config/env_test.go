@@ -35,6 +35,16 @@ func TestEnvOverrides(t *testing.T) {
 			wantErr: []string{"config.tracing.otlpEndpoint: required (or set OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT)"},
 		},
 		{
+			desc: "a tracing endpoint from the environment without a scheme is https",
+			yaml: "config:\n  tracing: {}\n",
+			env:  map[string]string{"OTLP_ENDPOINT": "collector:4317"},
+			check: func(t *testing.T, f *File) {
+				if got := f.Config.Tracing.OTLPEndpoint; got != "https://collector:4317" {
+					t.Errorf("endpoint %q", got)
+				}
+			},
+		},
+		{
 			desc: "an empty variable is unset",
 			yaml: "config:\n  tracing: {otlpEndpoint: 'http://file:4317'}\n",
 			env:  map[string]string{"OTLP_ENDPOINT": "", "OTLP_PROTOCOL": "", "OTLP_HEADERS": ""},

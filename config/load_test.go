@@ -150,7 +150,7 @@ func TestParse(t *testing.T) {
 		{desc: "retry condition alone", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        retry: {attempts: 2, condition: 'response.code >= 500', precondition: 'request.method == \"GET\"'}\n"},
 		{desc: "retry needs codes or a condition", yaml: "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies:\n        retry: {attempts: 2}\n", wantErr: "retry.codes: required (or a condition)"},
 		{desc: "tracing", yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4317', otlpProtocol: grpc, headers: {authorization: secret}, randomSampling: 0.25, clientSampling: 'request.path != \"/healthz\"'}\n"},
-		{desc: "tracing endpoint", yaml: "config:\n  tracing: {otlpEndpoint: 'c:4317'}\n", wantErr: "config.tracing.otlpEndpoint: must be an http:// or https:// URL"},
+		{desc: "tracing endpoint", yaml: "config:\n  tracing: {otlpEndpoint: 'ftp://c:4317'}\n", wantErr: "config.tracing.otlpEndpoint: must be an http:// or https:// URL"},
 		{desc: "tracing probability", yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4317', randomSampling: 1.5}\n", wantErr: "config.tracing.randomSampling: a probability must be between 0 and 1"},
 		{desc: "tracing fields", yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4317', fields: {add: {span.name: '\"x\"', gen_ai.prompt: 'flattenRecursive(llm.prompt)', n: 'llm.inputTokens'}, remove: [url.path]}}\n"},
 		{desc: "tracing fields expression", yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4317', fields: {add: {x: 'llm.'}}}\n", wantErr: "config.tracing.fields.add.x: invalid CEL expression"},

@@ -9,8 +9,8 @@ import (
 // Tracing is `config.tracing`: spans of every request exported over OTLP,
 // with W3C trace context taken from and passed to the backends.
 type Tracing struct {
-	// OTLPEndpoint is the collector's URL (http://collector:4317),
-	// required unless the environment gives it (OTLP_ENDPOINT and the
+	// OTLPEndpoint is the collector's URL (http://collector:4317;
+	// collector:4317 is https://collector:4317), required unless the environment gives it (OTLP_ENDPOINT and the
 	// like, env.go), which wins; Parse leaves the URL in effect here.
 	OTLPEndpoint string `json:"otlpEndpoint"`
 	// Headers go with every export (an authentication header, say).

@@ -2,9 +2,11 @@ package server
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -86,5 +88,53 @@ llm:
 		if last != tc.path {
 			t.Errorf("%s reached the provider at %s, want %s", tc.model, last, tc.path)
 		}
+	}
+}
+
+// TestTracingEndpointWithoutSchemeIsHTTPS: config.tracing.otlpEndpoint
+// given as host:port is https://host:port, as agentgateway's validate_uri
+// makes it: the exporter opens TLS to it (the collector reads a TLS
+// ClientHello, record type 22, first).
+func TestTracingEndpointWithoutSchemeIsHTTPS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	first := make(chan byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err == nil {
+			first <- b[0]
+		}
+	}()
+	tg := startGateway(t, `
+config:
+  tracing:
+    otlpEndpoint: `+ln.Addr().String()+`
+    otlpProtocol: http
+    randomSampling: true
+binds:
+- port: 1
+  listeners:
+  - routes:
+    - policies: {directResponse: {status: 200, body: ok}}
+`, nil)
+	if resp, _ := get(t, tg.url(1)+"/"); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	select {
+	case b := <-first:
+		if b != 22 {
+			t.Fatalf("the exporter's first byte is %#x, not a TLS handshake record", b)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the exporter never connected")
 	}
 }
