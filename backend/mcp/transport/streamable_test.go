@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,6 +64,15 @@ func TestStreamableSDKServer(t *testing.T) {
 			sid := conn.SessionID()
 			if tt.stateless != (sid == "") {
 				t.Fatalf("session id %q (stateless %v)", sid, tt.stateless)
+			}
+			// The standalone GET stream opens on a goroutine of its own after
+			// initialize: wait for it to reach the server before closing, or
+			// a fast exercise closes first and the GET is never sent.
+			for deadline := time.Now().Add(5 * time.Second); rec.count(http.MethodGet) == 0; {
+				if time.Now().After(deadline) {
+					t.Fatal("the client never opened its GET stream")
+				}
+				time.Sleep(time.Millisecond)
 			}
 			if err := conn.Close(); err != nil {
 				t.Fatal(err)
