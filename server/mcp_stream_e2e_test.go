@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,69 +12,22 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/relaygate/gateway/backend/mcp/mcptest"
 )
 
-// streamingMCPTarget is a hand-written streamable HTTP MCP target whose
-// standalone GET stream sends a comment every 10 ms, as a target's pings.
-// It counts the GET streams open and the DELETEs.
+// streamingMCPTarget is mcptest.PingingTarget served by upstream.
 type streamingMCPTarget struct {
-	host          string
-	open, deletes atomic.Int64
+	host string
+	*mcptest.PingingTarget
 }
 
 func startStreamingMCPTarget(t *testing.T) *streamingMCPTarget {
 	t.Helper()
-	f := &streamingMCPTarget{}
-	var sessions atomic.Int64
-	f.host = upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet:
-			f.open.Add(1)
-			defer f.open.Add(-1)
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-			tick := time.NewTicker(10 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-r.Context().Done():
-					return
-				case <-tick.C:
-					if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
-						return
-					}
-					w.(http.Flusher).Flush()
-				}
-			}
-		case http.MethodDelete:
-			f.deletes.Add(1)
-			return
-		}
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		data, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(data, &msg) != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		if len(msg.ID) == 0 {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		result := any(map[string]any{})
-		if msg.Method == "initialize" {
-			w.Header().Set("Mcp-Session-Id", "s"+strconv.FormatInt(sessions.Add(1), 10))
-			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "stream", "version": "1"}}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
-	}))
+	f := &streamingMCPTarget{PingingTarget: new(mcptest.PingingTarget)}
+	f.host = upstream(t, f.PingingTarget)
 	return f
 }
 
@@ -261,7 +213,7 @@ func TestMCPDroppedStreamsReleaseEverything(t *testing.T) {
 					}
 					streams[i] = openMCPStream(t, tg, h2, v.proto, session)
 				}
-				eventually(t, 10*time.Second, "every target stream open", func() bool { return up.open.Load() == n })
+				eventually(t, 10*time.Second, "every target stream open", func() bool { return up.Open.Load() == n })
 				for _, s := range streams {
 					s.drop(t)
 				}
@@ -274,11 +226,11 @@ func TestMCPDroppedStreamsReleaseEverything(t *testing.T) {
 				if v.legacy {
 					bound = 3 * time.Second
 				}
-				eventually(t, bound, "every target stream closed", func() bool { return up.open.Load() == 0 })
+				eventually(t, bound, "every target stream closed", func() bool { return up.Open.Load() == 0 })
 				if v.legacy {
-					eventually(t, 5*time.Second, "every legacy session ended", func() bool { return up.deletes.Load() == int64(k*n) })
-				} else if up.deletes.Load() != 0 {
-					t.Fatalf("%d sessions ended with their streams", up.deletes.Load())
+					eventually(t, 5*time.Second, "every legacy session ended", func() bool { return up.Deletes.Load() == int64(k*n) })
+				} else if up.Deletes.Load() != 0 {
+					t.Fatalf("%d sessions ended with their streams", up.Deletes.Load())
 				}
 			}
 			if v.legacy {
@@ -302,7 +254,7 @@ func TestMCPDroppedStreamsReleaseEverything(t *testing.T) {
 			if !v.legacy {
 				// The sessions live on: a stream opens the target's again.
 				s := openMCPStream(t, tg, h2, v.proto, sessions[0])
-				eventually(t, 10*time.Second, "the target stream open again", func() bool { return up.open.Load() == 1 })
+				eventually(t, 10*time.Second, "the target stream open again", func() bool { return up.Open.Load() == 1 })
 				s.drop(t)
 				h2.CloseIdleConnections()
 			}

@@ -3,14 +3,11 @@ package mcp
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,65 +15,16 @@ import (
 	"github.com/relaygate/gateway/config"
 )
 
-// streamTarget is a hand-written streamable HTTP MCP target on 127.0.0.1
-// whose standalone GET stream sends a comment every 10 ms, as a target's
-// pings. It counts the GET streams open and ever opened, and the DELETEs.
+// streamTarget is mcptest.PingingTarget served on 127.0.0.1.
 type streamTarget struct {
-	URL                   string
-	open, opened, deletes atomic.Int64
+	URL string
+	*mcptest.PingingTarget
 }
 
 func startStreamTarget(t *testing.T) *streamTarget {
 	t.Helper()
-	f := &streamTarget{}
-	var sessions atomic.Int64
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet:
-			f.open.Add(1)
-			f.opened.Add(1)
-			defer f.open.Add(-1)
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			w.(http.Flusher).Flush()
-			tick := time.NewTicker(10 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-r.Context().Done():
-					return
-				case <-tick.C:
-					if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
-						return
-					}
-					w.(http.Flusher).Flush()
-				}
-			}
-		case http.MethodDelete:
-			f.deletes.Add(1)
-			return
-		}
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		data, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(data, &msg) != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		if len(msg.ID) == 0 {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		result := any(map[string]any{})
-		if msg.Method == "initialize" {
-			w.Header().Set("Mcp-Session-Id", "s"+strconv.FormatInt(sessions.Add(1), 10))
-			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "stream", "version": "1"}}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": result})
-	})
+	f := &streamTarget{PingingTarget: new(mcptest.PingingTarget)}
+	h := f.PingingTarget
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -201,11 +149,11 @@ func TestRelayTargetStreamFollowsClientStream(t *testing.T) {
 			b.keepAlive, b.listenLinger = tc.keepAlive, 20*time.Millisecond
 			endpoint, cc := serveWithContexts(t, b)
 			id := initSession(t, endpoint)
-			if up.opened.Load() != 0 {
+			if up.Opened.Load() != 0 {
 				t.Fatal("the target's stream opened before the client's")
 			}
 			conn, body := openStream(t, endpoint, id)
-			mcptest.WaitFor(t, func() bool { return up.open.Load() == 1 })
+			mcptest.WaitFor(t, func() bool { return up.Open.Load() == 1 })
 			tc.end(b, cc, conn)
 			if tc.name != "connection closed without a watch" {
 				// The client sees its stream end (the chunked body's end).
@@ -213,7 +161,7 @@ func TestRelayTargetStreamFollowsClientStream(t *testing.T) {
 					t.Fatalf("the client's stream did not end: %v", err)
 				}
 			}
-			mcptest.WaitFor(t, func() bool { return up.open.Load() == 0 })
+			mcptest.WaitFor(t, func() bool { return up.Open.Load() == 0 })
 			if b.SessionCount() != 1 {
 				t.Fatal("the session ended with its stream")
 			}
@@ -221,8 +169,8 @@ func TestRelayTargetStreamFollowsClientStream(t *testing.T) {
 				return
 			}
 			openStream(t, endpoint, id)
-			mcptest.WaitFor(t, func() bool { return up.open.Load() == 1 })
-			if n := up.opened.Load(); n != 2 {
+			mcptest.WaitFor(t, func() bool { return up.Open.Load() == 1 })
+			if n := up.Opened.Load(); n != 2 {
 				t.Fatalf("the target's stream opened %d times, want 2", n)
 			}
 		})
@@ -238,7 +186,7 @@ func TestRelayTargetStreamWaitsForAReconnect(t *testing.T) {
 	endpoint, cc := serveWithContexts(t, b)
 	id := initSession(t, endpoint)
 	openStream(t, endpoint, id)
-	mcptest.WaitFor(t, func() bool { return up.open.Load() == 1 })
+	mcptest.WaitFor(t, func() bool { return up.Open.Load() == 1 })
 	cc.gone()
 	s := b.session(id)
 	mcptest.WaitFor(t, func() bool { return !s.streaming() })
@@ -246,7 +194,7 @@ func TestRelayTargetStreamWaitsForAReconnect(t *testing.T) {
 	if !s.streaming() {
 		t.Fatal("no stream after the reconnect")
 	}
-	if open, opened := up.open.Load(), up.opened.Load(); open != 1 || opened != 1 {
+	if open, opened := up.Open.Load(), up.Opened.Load(); open != 1 || opened != 1 {
 		t.Fatalf("target streams: %d open, %d opened; want the first kept", open, opened)
 	}
 }
@@ -296,7 +244,7 @@ func TestRelayLegacyStreamEndsWhenItsClientGoes(t *testing.T) {
 	if msg := c.message(); !strings.Contains(msg, `"protocolVersion"`) {
 		t.Fatalf("initialize answer: %s", msg)
 	}
-	mcptest.WaitFor(t, func() bool { return up.open.Load() == 1 })
+	mcptest.WaitFor(t, func() bool { return up.Open.Load() == 1 })
 	cc.gone()
-	mcptest.WaitFor(t, func() bool { return b.SessionCount() == 0 && up.open.Load() == 0 && up.deletes.Load() == 1 })
+	mcptest.WaitFor(t, func() bool { return b.SessionCount() == 0 && up.Open.Load() == 0 && up.Deletes.Load() == 1 })
 }
