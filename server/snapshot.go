@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -621,6 +622,23 @@ var backendKinds = map[string]bool{
 	"ai":                     true,
 }
 
+// backendKindsLater are the kinds agentgateway applies to a backend that
+// the gateway does not apply there yet (transformations, extAuthz,
+// authorization, ...): backends[].policies refuses them as not supported
+// yet (their BackendPolicies fields are config.Unsupported), and so does a
+// top-level policy that targets a backend, rather than call them misplaced.
+var backendKindsLater = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeFor[config.BackendPolicies]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type == reflect.TypeFor[config.Unsupported]() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			m[name] = true
+		}
+	}
+	return m
+}()
+
 // routeBackend compiles one backend of a route; routeSet is the route's
 // merged policies, of which the backend inherits the kinds it applies
 // (routeKinds without a build) below its own.
@@ -673,7 +691,10 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 	}
 	var errs config.Errors
 	for _, k := range set.Kinds() {
-		if !backendKinds[k] {
+		switch {
+		case backendKindsLater[k]:
+			errs = append(errs, &decode.FieldError{Path: set.Path(k), Msg: "not supported yet on a backend: target the routes that use it instead"})
+		case !backendKinds[k]:
 			errs = append(errs, &decode.FieldError{Path: set.Path(k), Msg: "not applied at this level: remove it"})
 		}
 	}
