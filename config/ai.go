@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -35,8 +36,11 @@ func (b *AIBackend) DecodeNode(n *decode.Node) {
 		n.Decode(b.Provider)
 		return
 	}
+	// A provider's field is out of place beside groups; any other key is
+	// a typo, reported as such.
+	n.UnknownFields(aiBackendKeys...)
 	for _, k := range n.Keys() {
-		if k != "groups" {
+		if k != "groups" && slices.Contains(aiBackendKeys, k) {
 			n.Get(k).Errorf("not allowed together with groups (set it on each provider)")
 		}
 	}
@@ -66,6 +70,9 @@ func (b *AIBackend) DecodeNode(n *decode.Node) {
 		}
 	}
 }
+
+// aiBackendKeys are the keys of an ai backend: groups and a provider's.
+var aiBackendKeys = append([]string{"groups"}, decode.FieldNames(NamedAIProvider{})...)
 
 // MarshalJSON writes the form the file used.
 func (b AIBackend) MarshalJSON() ([]byte, error) {

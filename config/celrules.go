@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -48,22 +49,37 @@ func (r *CELRule) DecodeNode(n *decode.Node) {
 		n.Errorf("expected a CEL expression or a map with one of: allow, deny, require")
 		return
 	}
-	keys := n.Keys()
-	if len(keys) != 1 {
-		n.Errorf("exactly one of allow, deny, require is required")
+	// A misspelt key is reported as unknown, not as a rule without a
+	// kind ({allow: x, alow: y} has one kind, and a typo).
+	kinds := []string{"allow", "deny", "require"}
+	var found []string
+	typo := false
+	for _, k := range n.Keys() {
+		if slices.Contains(kinds, k) {
+			found = append(found, k)
+			continue
+		}
+		typo = true
+		if near := decode.Suggest(k, kinds); near != "" {
+			n.Get(k).Errorf("unknown field %q (did you mean %q?)", k, near)
+		} else {
+			n.Get(k).Errorf("unknown field %q (use allow, deny or require)", k)
+		}
+	}
+	if len(found) != 1 {
+		if len(found) > 1 || !typo {
+			n.Errorf("exactly one of allow, deny, require is required")
+		}
 		return
 	}
-	v := n.Get(keys[0])
-	switch keys[0] {
+	v := n.Get(found[0])
+	switch found[0] {
 	case "allow":
 		r.Kind = RuleAllow
 	case "deny":
 		r.Kind = RuleDeny
 	case "require":
 		r.Kind = RuleRequire
-	default:
-		v.Errorf("unknown field %q (use allow, deny or require)", keys[0])
-		return
 	}
 	if v.Decode(&r.Expr) {
 		r.check(v)

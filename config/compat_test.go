@@ -91,3 +91,71 @@ func TestAgentgatewayCompatForms(t *testing.T) {
 		})
 	}
 }
+
+// TestMisspeltKeysReportedAsUnknown: a misspelt key in a map that a type
+// reads by hand (a CEL rule, an ai backend's groups form, a kind's
+// conditional form) is reported as an unknown field, with a suggestion,
+// not as a missing kind or a field out of place; the real conflicts are
+// still reported.
+func TestMisspeltKeysReportedAsUnknown(t *testing.T) {
+	route := func(policies string) string {
+		return "binds:\n- port: 1\n  listeners:\n  - routes:\n    - policies: " + policies + "\n"
+	}
+	const p = "binds[0].listeners[0].routes[0].policies."
+	const ai = "binds[0].listeners[0].routes[0].backends[0].ai."
+	aiBackend := func(ai string) string {
+		return "binds:\n- port: 1\n  listeners:\n  - routes:\n    - backends:\n      - ai: " + ai + "\n"
+	}
+	const groups = "groups: [{providers: [{name: a, provider: {openAI: {}}}]}]"
+	type typoCase struct {
+		desc string
+		yaml string
+		want []string // every error, in order
+	}
+	tests := []typoCase{
+		{"a rule with a typo beside its kind", route(`{mcpAuthorization: {rules: [{allow: "true", zzTypo: 1}]}}`),
+			[]string{p + `mcpAuthorization.rules[0].zzTypo: unknown field "zzTypo" (use allow, deny or require)`}},
+		{"a rule whose kind is misspelt", route(`{authorization: {rules: [{alow: "true"}]}}`),
+			[]string{p + `authorization.rules[0].alow: unknown field "alow" (did you mean "allow"?)`}},
+		{"a rule with two kinds and a typo", route(`{authorization: {rules: [{allow: "true", deny: "true", zz: 1}]}}`),
+			[]string{p + "authorization.rules[0]: exactly one of allow, deny, require is required", p + `authorization.rules[0].zz: unknown field "zz" (use allow, deny or require)`}},
+		{"groups with a typo", aiBackend("{" + groups + ", zzTypo: 1}"),
+			[]string{ai + `zzTypo: unknown field "zzTypo"`}},
+		{"groups with a misspelt key", aiBackend("{" + groups + ", grups: 1}"),
+			[]string{ai + `grups: unknown field "grups" (did you mean "groups"?)`}},
+		{"groups with a provider's field", aiBackend("{" + groups + ", name: x}"),
+			[]string{ai + "name: not allowed together with groups (set it on each provider)"}},
+	}
+	for _, kind := range []struct{ name, entry, near, field string }{
+		{"extAuthz", "{host: 'a:1'}", "hots", "host"},
+		{"extProc", "{host: 'a:1'}", "hots", "host"},
+		{"remoteRateLimit", "{host: 'a:1', domain: d, descriptors: [{entries: [{key: k, value: '\"v\"'}]}]}", "domian", "domain"},
+		{"transformations", "{request: {set: {x-a: '\"b\"'}}}", "reqest", "request"},
+	} {
+		tests = append(tests,
+			typoCase{kind.name + " conditional with a typo", route("{" + kind.name + ": {conditional: [" + kind.entry + "], zzTypo: 1}}"),
+				[]string{p + kind.name + `.zzTypo: unknown field "zzTypo"`}},
+			typoCase{kind.name + " conditional with a misspelt field", route("{" + kind.name + ": {conditional: [" + kind.entry + "], " + kind.near + ": 1}}"),
+				[]string{p + kind.name + "." + kind.near + `: unknown field "` + kind.near + `" (did you mean "` + kind.field + `"?)`}},
+			typoCase{kind.name + " conditional with one of its fields", route("{" + kind.name + ": {conditional: [" + kind.entry + "], " + kind.field + ": 1}}"),
+				[]string{p + kind.name + ".conditional: not allowed together with the kind's other fields (set them on each entry)"}},
+		)
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), noEnv)
+			if err == nil {
+				t.Fatalf("accepted; want %q", tc.want)
+			}
+			errs := err.(Errors)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors:\n%v\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+			for i, e := range errs {
+				if !strings.HasPrefix(e.Error(), tc.want[i]) {
+					t.Errorf("error %q, want %q", e, tc.want[i])
+				}
+			}
+		})
+	}
+}

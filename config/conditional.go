@@ -71,11 +71,15 @@ func (c *ConditionalExtProc) DecodeNode(n *decode.Node) {
 // decodeEitherForm decodes a kind's node: into cond (a pointer to a struct
 // holding only the Conditional field) when it has a `conditional` key,
 // which then must be its only one; into plain (the kind's fields, without
-// its methods) otherwise.
+// its methods) otherwise. A key beside `conditional` that is none of the
+// kind's fields is reported as unknown (a typo), not as a field out of
+// place.
 func decodeEitherForm(n *decode.Node, plain, cond any) {
 	if n.Kind() == decode.Map && n.Get("conditional") != nil {
 		if len(n.Keys()) > 1 {
-			n.ErrorfAt("conditional", "not allowed together with the kind's other fields (set them on each entry)")
+			if !n.UnknownFields(decode.FieldNames(plain)...) {
+				n.ErrorfAt("conditional", "not allowed together with the kind's other fields (set them on each entry)")
+			}
 			return
 		}
 		n.Decode(cond)

@@ -3,6 +3,7 @@ package decode
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -305,6 +306,39 @@ func (n *Node) Expect(kinds ...Kind) bool {
 	}
 	n.Errorf("expected %s, got %s", strings.Join(names, " or "), n.Describe())
 	return false
+}
+
+// UnknownFields records, for each key of a map node that is not one of
+// known, the error the decoder records for a key naming no field of a
+// struct (`unknown field "alow" (did you mean "allow"?)`, at the key), and
+// reports whether there was any. A DecodeNode that reads a map by hand
+// calls it first, so that a misspelt key is reported as what it is rather
+// than as a missing or misplaced field.
+func (n *Node) UnknownFields(known ...string) bool {
+	if n == nil || n.st == nil || n.Kind() != Map {
+		return false
+	}
+	found := false
+	for _, e := range n.entries {
+		if slices.Contains(known, e.key) {
+			continue
+		}
+		found = true
+		if !e.val.bad && !n.bad {
+			n.st.add(e.val.path, e.line, e.col, UnknownField(e.key, known))
+		}
+	}
+	return found
+}
+
+// FieldNames returns the keys a struct decodes (v is the struct or a
+// pointer to it), in field order, as the decoder names them.
+func FieldNames(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return slices.Clone(structInfoFor(t).names)
 }
 
 // OneOf checks that exactly one of keys is present (and not null) in a map

@@ -7,6 +7,11 @@ import "strings"
 // three characters), so that "UDP" does not suggest "TCP".
 const maxSuggestDistance = 2
 
+// Suggest returns the name of candidates that s most likely misspells, as
+// the decoder suggests it for an unknown field ("did you mean ...?"); ""
+// when none is close.
+func Suggest(s string, candidates []string) string { return closest(s, candidates) }
+
 // closest returns the candidate nearest to s: one equal but for case, else
 // the first nearest one within the allowed distance; "" when none is close.
 func closest(s string, candidates []string) string {
