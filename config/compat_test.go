@@ -1,6 +1,9 @@
 package config
 
 import (
+	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -158,4 +161,54 @@ func TestMisspeltKeysReportedAsUnknown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadmeNamesWhatIsNotSupported: README's list of what is refused as
+// not supported yet names every setting the file format declares
+// Unsupported, so that none is found only by trying it.
+func TestReadmeNamesWhatIsNotSupported(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for line := range strings.Lines(string(readme)) {
+		if strings.HasPrefix(line, `| Refused with "not supported yet"`) {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal(`README has no row starting | Refused with "not supported yet"`)
+	}
+	named := map[string]bool{}
+	for _, code := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(row, -1) {
+		for _, word := range regexp.MustCompile(`[A-Za-z0-9]+`).FindAllString(code[1], -1) {
+			named[word] = true
+		}
+	}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map || typ.Kind() == reflect.Array {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Type == reflect.TypeFor[Unsupported]() {
+				if !named[name] {
+					t.Errorf("README does not name %s.%s (%s), which is refused as not supported yet", path, name, typ.Name())
+				}
+				continue
+			}
+			if f.IsExported() {
+				walk(f.Type, path+"."+name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[File](), "")
 }
