@@ -275,7 +275,7 @@ type LLMModelProvider struct {
 var LLMBuiltinProviders = []string{"openAI", "gemini", "vertex", "anthropic", "bedrock", "azure", "copilot"}
 
 // LLMProviderPresets are agentgateway's presets: providers with an
-// OpenAI-style API at a known address.
+// OpenAI-style API at a known address (their settings: PresetProvider).
 var LLMProviderPresets = []string{"cohere", "ollama", "baseten", "cerebras", "deepinfra", "deepseek", "groq", "huggingface", "mistral", "openrouter", "togetherai", "xai", "fireworks"}
 
 // DecodeNode decodes the union.

@@ -422,7 +422,7 @@ binds:
     - backends: [{backend: plain}]
     - policies: {backendAuth: {gcp: {type: idToken}}}
       backends: [{backend: llm}]
-llm: {models: [{name: m, provider: groq}]}
+llm: {models: [{name: m, provider: copilot}]}
 `
 	f, err := Parse([]byte(yaml), noEnv)
 	if err != nil {
@@ -440,7 +440,7 @@ llm: {models: [{name: m, provider: groq}]}
 		r + `backends[0].policies.backendAuth: backend auth "copilot" is not implemented yet`,
 		"binds[0].listeners[0].routes[2].policies.backendAuth.gcp.type: Google ID tokens are not implemented yet (access tokens are)",
 		r + `policies.ai.routes["/v1/rerank"]: route type "rerank" is not implemented yet`,
-		"llm.models[0].provider: provider presets are not implemented yet (give params.baseUrl)",
+		"llm.models[0].provider: the copilot provider is not implemented yet",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

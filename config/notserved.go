@@ -90,20 +90,15 @@ func (f *File) NotServedYet() []NotServed {
 	return out
 }
 
-// notServedYet adds the settings of the llm section not served yet:
-// provider presets without an address, the copilot provider, backend auth
+// notServedYet adds the settings of the llm section not served yet: the
+// copilot provider, backend auth
 // forms, passthrough "detect" (the detect route type), requestHeaders on a
 // header a provider attempt sets itself (Host, which the provider's wins
 // over as in agentgateway, and the headers of a SigV4 signature, which is
 // made after requestHeaders apply).
 func (l *LLMConfig) notServedYet(add func(path, msg string)) {
 	provider := func(path string, p *LLMModelProvider, params *LLMParams) {
-		switch {
-		case p.Preset != "":
-			if params == nil || (params.BaseURL == nil && params.HostOverride == nil) {
-				add(path+".provider", "provider presets are not implemented yet (give params.baseUrl)")
-			}
-		case p.Builtin == "copilot":
+		if p.Builtin == "copilot" {
 			add(path+".provider", "the copilot provider is not implemented yet")
 		}
 	}

@@ -59,8 +59,6 @@ func TestGatewaysAgentgatewayExamples(t *testing.T) {
 			file:    "examples/traffic-unified-gateway/config.yaml",
 			refused: []string{"ui: not supported yet"},
 			without: "ui",
-			// A provider preset without an address.
-			notServed: []string{"llm.models[1].provider: this provider is not served in the llm section yet (line 30:15)"},
 			check: func(t *testing.T, f *config.File) {
 				// llm and mcp attach to the gateway named default.
 				if len(f.Binds) != 1 || *f.Binds[0].Port != 3000 || !f.LLM.Attached() {

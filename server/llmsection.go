@@ -479,6 +479,21 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 	if params == nil {
 		params = &config.LLMParams{}
 	}
+	if kind.Preset != "" {
+		// A preset is a custom provider at a known address (agentgateway's
+		// apply_provider_defaults): its base URL unless the model gives an
+		// address or a whole path of its own.
+		custom, baseURL, ok := config.PresetProvider(kind.Preset)
+		if !ok {
+			return nil, pols, &decode.FieldError{Path: path + ".provider", Msg: fmt.Sprintf("unknown provider preset %q", kind.Preset)}
+		}
+		kind = config.LLMModelProvider{Custom: custom}
+		if params.BaseURL == nil && params.HostOverride == nil && params.PathOverride == nil {
+			withBase := *params
+			withBase.BaseURL = &baseURL
+			params = &withBase
+		}
+	}
 	name := mc.Name
 	if mc.ID != nil {
 		name = *mc.ID
@@ -509,6 +524,11 @@ func (c *compiler) llmModel(path string, l *config.LLMConfig, mc *config.LLMMode
 		}
 		if u.Scheme == "https" {
 			baseTLS = &backend.UpstreamTLS{Enabled: true, ServerName: serverName}
+			if kind.Custom != nil {
+				// A custom provider has no host of its own to stand in
+				// for until its upstream is replaced below.
+				np.HostOverride = baseAddr
+			}
 		} else {
 			np.HostOverride = baseAddr
 		}
