@@ -98,8 +98,9 @@ binds:
 // backends' exchanges are charged: on a route without one it would stay
 // full and never refuse anything, so it is refused, as other settings a
 // route would not apply are, naming the bucket's type. It used to load and
-// do nothing (x-ratelimit-remaining stayed full). Routes with an ai
-// backend, and the llm section's, keep theirs.
+// do nothing (x-ratelimit-remaining stayed full). A `tokens` descriptor of
+// remoteRateLimit likewise: it was never sent. Routes with an ai backend,
+// and the llm section's, keep theirs.
 func TestTokenBucketNeedsAnAIBackend(t *testing.T) {
 	const ai = `[{ai: {name: p, hostOverride: 127.0.0.1:1, provider: {openAI: {}}}}]`
 	for _, tc := range []struct {
@@ -163,6 +164,54 @@ binds:
     - policies:
         localRateLimit: [{maxTokens: 10, tokensPerFill: 1, fillInterval: 1s, type: tokens}]
       backends: [{host: 127.0.0.1:1}, ` + strings.Trim(ai, "[]") + `]
+`, ""},
+		{"a remoteRateLimit tokens descriptor on a host backend's route", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        remoteRateLimit:
+          host: 127.0.0.1:1
+          domain: d
+          descriptors:
+          - entries: [{key: k, value: '"v"'}]
+          - entries: [{key: k, value: '"v"'}]
+            type: tokens
+      backends: [{host: 127.0.0.1:1}]
+`, "binds[0].listeners[0].routes[0].policies.remoteRateLimit.descriptors[1].type: counts LLM tokens, which only an ai backend's exchanges are charged, and this route has none: the descriptor would never be sent (remove it, or count requests) (line 13:"},
+		{"a conditional remoteRateLimit's tokens descriptor", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        remoteRateLimit:
+          conditional:
+          - condition: 'true'
+            host: 127.0.0.1:1
+            domain: d
+            descriptors: [{entries: [{key: k, value: '"v"'}], type: tokens}]
+      backends: [{host: 127.0.0.1:1}]
+`, "binds[0].listeners[0].routes[0].policies.remoteRateLimit.conditional[0].descriptors[0].type: counts LLM tokens"},
+		{"a remoteRateLimit tokens descriptor on an ai backend's route", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies:
+        remoteRateLimit: {host: 127.0.0.1:1, domain: d, descriptors: [{entries: [{key: k, value: '"v"'}], type: tokens}]}
+      backends: ` + ai + `
+`, ""},
+		{"a remoteRateLimit tokens descriptor attached to a gateway", `
+policies:
+- name: {name: limit, namespace: default}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
+  policy: {remoteRateLimit: {host: 127.0.0.1:1, domain: d, descriptors: [{entries: [{key: k, value: '"v"'}], type: tokens}]}}
+binds:
+- port: 3000
+  listeners:
+  - routes: [{backends: [{host: 127.0.0.1:1}]}]
 `, ""},
 		{"the llm section", `
 llm:

@@ -513,7 +513,7 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		cr.backends = append(cr.backends, rb)
 		cr.weights = append(cr.weights, cr.total)
 	}
-	if !charged && cr.limiter != nil && cr.limiter.HasTokenBuckets() {
+	if !charged {
 		errs = append(errs, unchargedTokenBuckets(set)...)
 	}
 	if cr.needsPrefix {
@@ -542,35 +542,53 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 }
 
 // unchargedTokenBuckets refuses the `tokens` buckets of the localRateLimit
-// of set, that of a route without an ai backend: only an ai backend's
-// exchanges are charged tokens (llmComplete), so such a bucket would stay
-// full and never refuse anything. As with a policy the route would not
-// apply, the file is refused rather than the setting ignored, when the
-// limit was written for the route (its policies, or a policy targeting
-// it). One attached to a gateway or listener covers the ai routes among
-// its routes and is what the others inherit without being written for
-// them: it is kept (a gateway with LLM routes and a health route).
+// of set, and the `tokens` descriptors of its remoteRateLimit, on a route
+// without an ai backend: only an ai backend's exchanges are charged tokens
+// (llmComplete), so such a bucket would stay full and never refuse
+// anything, and such a descriptor would never be sent. As with a policy
+// the route would not apply, the file is refused rather than the setting
+// ignored, when the limit was written for the route (its policies, or a
+// policy targeting it). One attached to a gateway or listener covers the
+// ai routes among its routes and is what the others inherit without being
+// written for them: it is kept (a gateway with LLM routes and a health
+// route).
 func unchargedTokenBuckets(set *config.PolicySet) config.Errors {
-	cfg := config.PolicyOf[config.LocalRateLimit](set, "localRateLimit")
-	if cfg == nil {
-		return nil
-	}
-	if o := set.Origins("localRateLimit"); o[len(o)-1].Level < config.LevelRoute {
-		return nil
-	}
 	var errs config.Errors
-	refuse := func(at string) {
-		errs = append(errs, &decode.FieldError{Path: set.Path("localRateLimit") + at + ".type",
-			Msg: "counts LLM tokens, which only an ai backend's exchanges are charged, and this route has none: the bucket would never refuse anything (remove it, or count requests)"})
+	writtenForRoute := func(kind string) bool {
+		o := set.Origins(kind)
+		return len(o) > 0 && o[len(o)-1].Level >= config.LevelRoute
 	}
-	for i := range cfg.Buckets {
-		if cfg.Buckets[i].Type == "tokens" {
-			refuse("[" + strconv.Itoa(i) + "]")
+	refuse := func(at, what string) {
+		errs = append(errs, &decode.FieldError{Path: at + ".type",
+			Msg: "counts LLM tokens, which only an ai backend's exchanges are charged, and this route has none: the " + what})
+	}
+	if cfg := config.PolicyOf[config.LocalRateLimit](set, "localRateLimit"); cfg != nil && writtenForRoute("localRateLimit") {
+		const what = "bucket would never refuse anything (remove it, or count requests)"
+		at := set.Path("localRateLimit")
+		for i := range cfg.Buckets {
+			if cfg.Buckets[i].Type == "tokens" {
+				refuse(at+"["+strconv.Itoa(i)+"]", what)
+			}
+		}
+		for i := range cfg.Conditional {
+			if cfg.Conditional[i].Type == "tokens" {
+				refuse(at+".conditional["+strconv.Itoa(i)+"]", what)
+			}
 		}
 	}
-	for i := range cfg.Conditional {
-		if cfg.Conditional[i].Type == "tokens" {
-			refuse(".conditional[" + strconv.Itoa(i) + "]")
+	if cfg := config.PolicyOf[config.RemoteRateLimit](set, "remoteRateLimit"); cfg != nil && writtenForRoute("remoteRateLimit") {
+		const what = "descriptor would never be sent (remove it, or count requests)"
+		descriptors := func(at string, ds []config.RateLimitDescriptor) {
+			for i := range ds {
+				if ds[i].Type == "tokens" {
+					refuse(at+".descriptors["+strconv.Itoa(i)+"]", what)
+				}
+			}
+		}
+		at := set.Path("remoteRateLimit")
+		descriptors(at, cfg.Descriptors)
+		for i := range cfg.Conditional {
+			descriptors(at+".conditional["+strconv.Itoa(i)+"]", cfg.Conditional[i].Descriptors)
 		}
 	}
 	return errs
