@@ -68,6 +68,11 @@ func (b *RouteBackend) DecodeNode(n *decode.Node) {
 	})
 }
 
+// MaxWeight is the largest backend weight, Gateway API's bound on a
+// backendRef's: weights are relative, and the sum of a route's stays far
+// from overflowing when each is bounded.
+const MaxWeight = 1_000_000
+
 // decodeSimpleBackendKey decodes the keys that route and TCP route
 // backends share (weight, host, backend, dynamic), reporting whether key
 // was one of them.
@@ -75,8 +80,11 @@ func decodeSimpleBackendKey(key string, v *decode.Node, kind *BackendKind, host,
 	switch key {
 	case "weight":
 		v.Decode(weight)
-		if *weight < 0 {
+		switch {
+		case *weight < 0:
 			v.Errorf("must be >= 0")
+		case *weight > MaxWeight:
+			v.Errorf("must be <= %d", MaxWeight)
 		}
 	case "host":
 		*kind = BackendHost

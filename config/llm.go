@@ -497,7 +497,7 @@ type LLMWeightedRouting struct {
 // LLMWeightedTarget is a model and its weight (default 1).
 type LLMWeightedTarget struct {
 	Model  string `json:"model" cfg:"required,minLen=1"`
-	Weight *int   `json:"weight,omitempty" cfg:"min=0"`
+	Weight *int   `json:"weight,omitempty" cfg:"min=0,max=1000000"` // MaxWeight
 }
 
 // WeightOrDefault returns the weight, 1 when unset.

@@ -975,7 +975,7 @@ func (r *route) pick() *routeBackend {
 	if len(r.backends) == 1 {
 		return r.backends[0]
 	}
-	n := int(rand.Uint32N(uint32(r.total)))
+	n := rand.IntN(r.total)
 	for i, w := range r.weights {
 		if n < w {
 			return r.backends[i]
