@@ -91,3 +91,48 @@ binds:
 		return false
 	})
 }
+
+// TestMCPErrorsCountedWhenClientTakesSSE: a call from a client that
+// accepts SSE (as every SDK client does) counts as an error when its
+// answer is one, and is timed to its answer: such calls were counted as
+// successes, at the moment the call began, whether the answer came back
+// as plain JSON or on a stream.
+func TestMCPErrorsCountedWhenClientTakesSSE(t *testing.T) {
+	target, _ := mcpTarget(t, "b", "sum")
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - name: guarded
+      policies:
+        mcpAuthorization:
+          rules: ['mcp.tool.name == "sum"']
+      backends:
+      - mcp:
+          targets:
+          - { name: b, mcp: { host: '${B}' } }
+`, map[string]string{"B": target})
+	endpoint := tg.url(3000) + "/mcp"
+	session, status := rawInitialize(t, endpoint, "")
+	if status != 200 {
+		t.Fatalf("initialize: %d", status)
+	}
+	for _, tool := range []string{"sum", "refused-1", "sum", "refused-2"} {
+		if status, body := rawCall(t, endpoint, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+tool+`"}}`,
+			"Accept", "application/json, text/event-stream"); status != 200 {
+			t.Fatalf("tools/call %s: %d %.200s", tool, status, body)
+		}
+	}
+	for _, want := range []struct {
+		tool         string
+		calls, fails float64
+	}{{"sum", 2, 0}, {"unknown", 2, 2}} {
+		labels := map[string]string{"route": "guarded", "method": "tools/call", "tool": want.tool}
+		calls := scrapeValue(t, tg.gw, "agentgateway_mcp_requests_total", labels)
+		fails := scrapeValue(t, tg.gw, "agentgateway_mcp_request_errors_total", labels)
+		if calls != want.calls || fails != want.fails {
+			t.Errorf("tool %s: %v calls, %v errors, want %v and %v", want.tool, calls, fails, want.calls, want.fails)
+		}
+	}
+}

@@ -329,8 +329,7 @@ func (b *Backend) servePost(r *Request) Outcome {
 			if temporary {
 				after = func() { b.closeTemporary(s) }
 			}
-			owned = b.streamCall(r, s, m, &out, after)
-			b.observe(m.Method, out.Target, out.metricTool(), false, start)
+			owned = b.streamCall(r, s, m, &out, after, start)
 			return out
 		}
 		ctx, cancel := b.clientContext(r)
@@ -550,8 +549,9 @@ func (b *Backend) resume(r *Request, id string, st *sessionState) *Session {
 // streamCall answers a call as an SSE stream: messages the target sends
 // while working on it (progress, requests to the client) come first, the
 // response last. When the answer is a stream, after runs once the stream
-// ends, and streamCall reports true; otherwise the caller runs it.
-func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome, after func()) bool {
+// ends, and streamCall reports true; otherwise the caller runs it. The
+// call is counted in the metrics (from start) once its answer is out.
+func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Outcome, after func(), start time.Time) bool {
 	fctx := r.Fast
 	ctx, cancel := b.clientContext(r)
 	k := newSink()
@@ -571,6 +571,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 			cancel()
 			*out = probe
 			k.close()
+			b.observe(m.Method, out.Target, out.metricTool(), resp.Error != nil || s.ended() && after == nil, start)
 			if s.ended() && after == nil {
 				httpError(fctx, fasthttp.StatusNotFound, "Session not found")
 				return false
@@ -584,6 +585,7 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 	case first = <-k.ch:
 	}
 	out.Target, out.Tool = probe.Target, probe.Tool
+	target, tool := out.Target, out.metricTool()
 	fctx.Response.Header.SetContentType("text/event-stream")
 	fctx.Response.Header.Set("Cache-Control", "no-cache")
 	// Detachable: a response policy (extProc) may take the stream.
@@ -593,6 +595,10 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 		if after != nil {
 			defer after()
 		}
+		// The call is counted when its stream ends: failed unless the
+		// client took an answer that is not an error.
+		failed := true
+		defer func() { b.observe(m.Method, target, tool, failed, start) }()
 		buf := sse.AppendEvent(nil, sse.Event{Type: "message", Data: first})
 		for {
 			if _, err := w.Write(buf); err != nil || w.Flush() != nil {
@@ -618,8 +624,8 @@ func (b *Backend) streamCall(r *Request, s *Session, m *jsonrpc.Request, out *Ou
 				if err == nil {
 					buf = sse.AppendEvent(buf, sse.Event{Type: "message", Data: data})
 				}
-				_, _ = w.Write(buf)
-				_ = w.Flush()
+				_, werr := w.Write(buf)
+				failed = err != nil || resp.Error != nil || werr != nil || w.Flush() != nil
 				return
 			}
 		}
