@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 )
@@ -87,19 +88,20 @@ const tlsLogEvery = 10 * time.Second
 // connectFailed counts a connect failure of the backend and, when it was
 // a TLS handshake (a certificate that does not verify, a backend that
 // refuses the client certificate), says so in the log, naming the backend,
-// the address and the reason, at most once per tlsLogEvery.
+// the address and the reason, at most once per tlsLogEvery, with the number
+// of those held back since the last line.
 func (rb *routeBackend) connectFailed(log *zap.Logger, err error) {
 	rb.connectErrors.ConnectError()
 	var he *backend.HandshakeError
 	if !errors.As(err, &he) {
 		return
 	}
-	now := int64(monoNow())
-	next := rb.tlsLogNext.Load()
-	if now < next || !rb.tlsLogNext.CompareAndSwap(next, now+int64(tlsLogEvery)) {
+	dropped, ok := rb.tlsLog.Allow(time.Now())
+	if !ok {
 		return
 	}
 	log.Warn("upstream TLS handshake failed",
 		zap.String("backend", rb.name), zap.String("address", he.Addr),
-		zap.String("server_name", he.ServerName), zap.NamedError("reason", he.Err))
+		zap.String("server_name", he.ServerName), zap.NamedError("reason", he.Err),
+		logline.DroppedField(dropped))
 }

@@ -139,6 +139,36 @@ func TestBackendTLSVerificationModes(t *testing.T) {
 	}
 }
 
+// TestBackendTLSHandshakeLogThrottled: a backend whose certificate does
+// not verify fails every request, and the log says so once per
+// tlsLogEvery, the line counting those held back since the last (none
+// before the first).
+func TestBackendTLSHandshakeLogThrottled(t *testing.T) {
+	pki := newBackendTLSPKI(t)
+	up := tlstest.NewServer(t, tlstest.ServerOptions{Cert: pki.leaf})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies: {backendTLS: {root: '${OTHER}'}}
+      backends: [{host: '${UP}'}]
+`, pki.with("UP", up.Addr))
+	const requests = 20
+	for range requests {
+		if resp, body := get(t, tg.url(3000)+"/x"); resp.StatusCode != 503 {
+			t.Fatalf("status %d %q, want 503", resp.StatusCode, body)
+		}
+	}
+	lines := tg.accessLogs().FilterMessage("upstream TLS handshake failed").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d lines for %d failed handshakes within %v, want 1", len(lines), requests, tlsLogEvery)
+	}
+	if f := lines[0].ContextMap(); f["backend"] != up.Addr || f["similar_errors_not_logged"] != int64(0) {
+		t.Fatalf("logged %v, want the backend and similar_errors_not_logged 0", f)
+	}
+}
+
 // TestBackendTLSClientCert: an upstream that requires a client
 // certificate serves the routes whose merged backendTLS has the test's
 // (route level, backend level over the route's, a named backend's, a

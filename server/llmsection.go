@@ -16,6 +16,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/balance"
 	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
@@ -183,7 +184,7 @@ func (c *compiler) llmBind(l *config.LLMConfig) (*bindConfig, error) {
 // to (config.BackendLLMModels). routeName names the routes in metrics.
 func (c *compiler) llmSection(routeName string) (*routeBackend, error) {
 	if c.section == nil {
-		rb := &routeBackend{name: "llm"}
+		rb := &routeBackend{name: "llm", tlsLog: logline.Throttle{Every: tlsLogEvery}}
 		rb.metrics = c.gw.metrics.Route(routeName, rb.name)
 		rb.connectErrors = c.gw.metrics.Backend(rb.name)
 		m, err := c.llmModels(c.file.LLM, rb)

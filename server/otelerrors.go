@@ -1,11 +1,12 @@
 package server
 
 import (
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
+
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // otelErrorEvery is how often OTelErrors logs: an exporter whose collector
@@ -18,17 +19,14 @@ const otelErrorEvery = time.Minute
 // it the SDK writes them with the standard library's log package, plain
 // text on stderr among the JSON lines, every ten seconds.
 type OTelErrors struct {
-	log *zap.Logger
-
-	mu      sync.Mutex
-	last    time.Time
-	dropped int
-	now     func() time.Time
+	log      *zap.Logger
+	throttle logline.Throttle
+	now      func() time.Time
 }
 
 // NewOTelErrors returns the handler logging to log.
 func NewOTelErrors(log *zap.Logger) *OTelErrors {
-	return &OTelErrors{log: log, now: time.Now}
+	return &OTelErrors{log: log, throttle: logline.Throttle{Every: otelErrorEvery}, now: time.Now}
 }
 
 var _ otel.ErrorHandler = (*OTelErrors)(nil)
@@ -38,15 +36,7 @@ func (h *OTelErrors) Handle(err error) {
 	if err == nil {
 		return
 	}
-	h.mu.Lock()
-	now := h.now()
-	if !h.last.IsZero() && now.Sub(h.last) < otelErrorEvery {
-		h.dropped++
-		h.mu.Unlock()
-		return
+	if dropped, ok := h.throttle.Allow(h.now()); ok {
+		h.log.Warn("telemetry export failed", zap.Error(err), logline.DroppedField(dropped))
 	}
-	dropped := h.dropped
-	h.last, h.dropped = now, 0
-	h.mu.Unlock()
-	h.log.Warn("telemetry export failed", zap.Error(err), zap.Int("similar_errors_not_logged", dropped))
 }

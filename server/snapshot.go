@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -18,6 +17,7 @@ import (
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/cost"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
 	"github.com/relaygate/gateway/policy"
@@ -151,9 +151,9 @@ type routeBackend struct {
 	auth *backendAuth
 	// cel is what CEL shows as `backend` once this backend is picked.
 	cel map[string]any
-	// tlsLogNext is when a failed TLS handshake may be logged again
-	// (monoNow; connectFailed).
-	tlsLogNext atomic.Int64
+	// tlsLog throttles the lines about failed TLS handshakes
+	// (connectFailed).
+	tlsLog logline.Throttle
 }
 
 type retryPolicy struct {
@@ -667,7 +667,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		// The llm section attached to a gateway listener.
 		return c.llmSection(routeName)
 	}
-	out := &routeBackend{}
+	out := &routeBackend{tlsLog: logline.Throttle{Every: tlsLogEvery}}
 	// The backend's policies: the route's backendTLS, then a named
 	// backend's, with the route backend's merged over them field by field
 	// (the route backend's win).

@@ -7,6 +7,11 @@
 // of a timestamp are formatted once per second. Fields of other types are written through zap's own dispatch
 // (zapcore.Field.AddTo) into the same JSON writer, so every field type comes
 // out as zap writes it. FuzzEncodersMatchZap holds the output to zap's.
+//
+// It also owns what goes into the lines beyond their encoding: the access
+// log's records and their writer (access.go, conn.go), bounds on the text
+// a peer chose (BoundValue, BoundError, WithoutPeerBytes), and how often a
+// warning that a failure repeats per request is written (Throttle).
 package logline
 
 import (

@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -60,8 +59,8 @@ type RemoteRateLimit struct {
 	log         *zap.Logger
 	// checkLog and chargeLog throttle the lines about a service that
 	// fails questions and token charges; now is their clock.
-	checkLog, chargeLog throttledLog
-	now                 func() time.Duration
+	checkLog, chargeLog logline.Throttle
+	now                 func() time.Time
 }
 
 type descriptor struct {
@@ -100,7 +99,8 @@ func New(cfg *config.RemoteRateLimit, o Options) (*RemoteRateLimit, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	p := &RemoteRateLimit{addr: o.Addr, domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger, now: monoNow}
+	p := &RemoteRateLimit{addr: o.Addr, domain: cfg.Domain, failOpen: cfg.FailOpen(), timeout: o.Timeout, log: o.Logger, now: time.Now,
+		checkLog: logline.Throttle{Every: logEvery}, chargeLog: logline.Throttle{Every: logEvery}}
 	for i, d := range cfg.Descriptors {
 		field := "descriptors[" + strconv.Itoa(i) + "]"
 		cd := descriptor{tokens: d.Type == "tokens"}
@@ -187,10 +187,10 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 	call.EndGRPC(err)
 	if err != nil {
 		if p.failOpen {
-			p.checkLog.warn(p.log, p.now(), "remoteRateLimit: the rate limit service did not answer; allowing (failOpen)", err)
+			p.warn(&p.checkLog, "remoteRateLimit: the rate limit service did not answer; allowing (failOpen)", err)
 			return policy.Continue
 		}
-		p.checkLog.warn(p.log, p.now(), "remoteRateLimit: the rate limit service did not answer; refusing (failClosed)", err)
+		p.warn(&p.checkLog, "remoteRateLimit: the rate limit service did not answer; refusing (failClosed)", err)
 		return answer(c, http.StatusInternalServerError, bodyFailed, nil)
 	}
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
@@ -274,7 +274,7 @@ func (p *RemoteRateLimit) startCharge(c *policy.Ctx, tr policy.Trace, descs []to
 		err = logline.BoundError(err)
 		call.EndGRPC(err)
 		if err != nil {
-			p.chargeLog.warn(p.log, p.now(), "remoteRateLimit: could not charge tokens to the rate limit service", err)
+			p.warn(&p.chargeLog, "remoteRateLimit: could not charge tokens to the rate limit service", err)
 		}
 	}()
 }
@@ -284,29 +284,13 @@ func (p *RemoteRateLimit) startCharge(c *policy.Ctx, tr policy.Trace, descs []to
 // through by failOpen), and one line per request said nothing more.
 const logEvery = 10 * time.Second
 
-// throttledLog writes a warning at most once per logEvery, with the number
-// of those held back since the last; safe for concurrent use.
-type throttledLog struct {
-	next    atomic.Int64 // when the next line may go out (the policy's now)
-	dropped atomic.Int64
-}
-
-// warn logs msg and err at now, or counts them if a line went out within
+// warn logs msg and err, or has t count them if a line went out within
 // logEvery.
-func (t *throttledLog) warn(log *zap.Logger, now time.Duration, msg string, err error) {
-	next := t.next.Load()
-	if int64(now) < next || !t.next.CompareAndSwap(next, int64(now+logEvery)) {
-		t.dropped.Add(1)
-		return
+func (p *RemoteRateLimit) warn(t *logline.Throttle, msg string, err error) {
+	if dropped, ok := t.Allow(p.now()); ok {
+		p.log.Warn(msg, zap.Error(err), logline.DroppedField(dropped))
 	}
-	log.Warn(msg, zap.Error(err), zap.Int64("similar_errors_not_logged", t.dropped.Swap(0)))
 }
-
-// start is the origin of monoNow.
-var start = time.Now()
-
-// monoNow is the time since the process started, on the monotonic clock.
-func monoNow() time.Duration { return time.Since(start) }
 
 // hits reads a cost's value: a whole, non-negative number of hits.
 func hits(v ref.Val, err error) (int64, bool) {

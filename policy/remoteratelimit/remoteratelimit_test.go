@@ -358,7 +358,7 @@ func TestServiceOutageLogThrottled(t *testing.T) {
 				t.Fatal(err)
 			}
 			var clock atomic.Int64
-			p.now = func() time.Duration { return time.Duration(clock.Load()) }
+			p.now = func() time.Time { return time.Unix(0, clock.Load()) }
 			const requests = 50
 			ask := func() {
 				t.Helper()
@@ -379,7 +379,7 @@ func TestServiceOutageLogThrottled(t *testing.T) {
 				t.Helper()
 				deadline := time.Now().Add(10 * time.Second)
 				for {
-					got := p.chargeLog.dropped.Load()
+					got := p.chargeLog.Dropped()
 					for _, e := range lines("could not charge") {
 						held, _ := e.ContextMap()["similar_errors_not_logged"].(int64)
 						got += 1 + held
