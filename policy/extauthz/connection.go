@@ -76,10 +76,10 @@ func (p *ExtAuthz) CheckConnection(source, destination map[string]any) Verdict {
 			return Failed
 		}
 		if p.failAllow {
-			p.log.Warn("networkExtAuthz: the authorization service could not decide; allowing the connection (failureMode allow)", zap.Error(err))
+			p.warnFailed("networkExtAuthz: the authorization service could not decide; allowing the connection (failureMode allow)", err)
 			return Allowed
 		}
-		p.log.Warn("networkExtAuthz: the authorization service could not decide; closing the connection", zap.Error(err))
+		p.warnFailed("networkExtAuthz: the authorization service could not decide; closing the connection", err)
 		return Failed
 	}
 	if cacheable {

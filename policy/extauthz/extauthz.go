@@ -22,6 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -50,8 +51,8 @@ type Options struct {
 	Timeout time.Duration // 0 is DefaultTimeout
 }
 
-// ExtAuthz is the compiled extAuthz policy; immutable and safe for
-// concurrent use.
+// ExtAuthz is the compiled extAuthz policy; immutable (but for the
+// throttle of its warnings) and safe for concurrent use.
 //
 // A request the service refuses gets the service's answer (gRPC: the
 // denied response's status, default 403, headers and body; HTTP: the
@@ -69,7 +70,17 @@ type ExtAuthz struct {
 	failStatus int
 	timeout    time.Duration
 	log        *zap.Logger
+	// failLog throttles the lines about a service that could not decide;
+	// now is its clock.
+	failLog logline.Throttle
+	now     func() time.Time
 }
+
+// logEvery bounds the lines about a service that cannot decide: an outage
+// fails every request and connection (each in the access log already,
+// refused or let through by failureMode allow), and a line for each said
+// nothing more.
+const logEvery = 10 * time.Second
 
 var (
 	contentTypeText = []byte("text/plain; charset=utf-8")
@@ -86,7 +97,8 @@ func New(cfg *config.ExtAuthz, o Options) (*ExtAuthz, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	p := &ExtAuthz{failAllow: cfg.FailureMode.Allow, failStatus: cfg.FailureMode.DenyStatus, timeout: o.Timeout, log: o.Logger}
+	p := &ExtAuthz{failAllow: cfg.FailureMode.Allow, failStatus: cfg.FailureMode.DenyStatus, timeout: o.Timeout, log: o.Logger,
+		failLog: logline.Throttle{Every: logEvery}, now: time.Now}
 	if p.failStatus == 0 {
 		p.failStatus = http.StatusForbidden
 	}
@@ -184,10 +196,10 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 			p.log.Warn("extAuthz: the check request could not be built; denying", zap.Error(err))
 			status = fasthttp.StatusForbidden
 		case p.failAllow:
-			p.log.Warn("extAuthz: the authorization service could not decide; allowing (failureMode allow)", zap.Error(err))
+			p.warnFailed("extAuthz: the authorization service could not decide; allowing (failureMode allow)", err)
 			return policy.Continue
 		default:
-			p.log.Warn("extAuthz: the authorization service could not decide; denying", zap.Error(err))
+			p.warnFailed("extAuthz: the authorization service could not decide; denying", err)
 		}
 		resp := &c.Fast.Response
 		resp.Reset()
@@ -202,6 +214,14 @@ func (p *ExtAuthz) OnRequest(c *policy.Ctx) policy.Result {
 		p.cache.put(key, d, &in)
 	}
 	return res
+}
+
+// warnFailed logs msg and err about a service that could not decide, or
+// counts them if a line went out within logEvery.
+func (p *ExtAuthz) warnFailed(msg string, err error) {
+	if dropped, ok := p.failLog.Allow(p.now()); ok {
+		p.log.Warn(msg, zap.Error(err), logline.DroppedField(dropped))
+	}
 }
 
 // decision is what the service decided about a request, kept as it can be

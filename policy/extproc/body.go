@@ -10,7 +10,6 @@ import (
 
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/valyala/fasthttp"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/relaygate/gateway/policy"
@@ -563,8 +562,8 @@ func (d *duplexBody) fail(err error) {
 			// the service.
 			d.s.end()
 			if d.failOpen() {
-				d.s.p.log.Warn("extProc: the external processing service failed on a body before any of it went on; the body goes on unprocessed (failureMode failOpen)",
-					zap.Bool("response", d.pm.response), zap.Error(err))
+				d.s.p.warnBodyFailed("extProc: the external processing service failed on a body before any of it went on; the body goes on unprocessed (failureMode failOpen)",
+					d.pm.response, err)
 				if !d.pm.response {
 					d.s.skipResp = true
 				}
@@ -573,7 +572,7 @@ func (d *duplexBody) fail(err error) {
 		}
 		err = &policy.BodyFailure{Kind: policy.KindExtProc, Status: http.StatusInternalServerError, Body: bodyFailed, Err: err}
 	}
-	d.s.p.log.Warn("extProc: a body being processed failed", zap.Bool("response", d.pm.response), zap.Error(err))
+	d.s.p.warnBodyFailed("extProc: a body being processed failed", d.pm.response, err)
 	d.err = err
 	d.s.end()
 	if !d.pm.response {

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
@@ -113,9 +114,9 @@ func bodyModeOf(m filterv3.ProcessingMode_BodySendMode) (bodyMode, bool) {
 	return 0, false
 }
 
-// ExtProc is the compiled extProc policy; immutable and safe for concurrent
-// use. It runs in the request chain (OnRequest) and on the way back
-// (OnResponse).
+// ExtProc is the compiled extProc policy; immutable (but for the throttle
+// of its warnings) and safe for concurrent use. It runs in the request
+// chain (OnRequest) and on the way back (OnResponse).
 //
 // When the service fails (unreachable, too slow, a broken stream, an answer
 // out of protocol or an invalid mutation), failureMode decides: failClosed
@@ -139,7 +140,17 @@ type ExtProc struct {
 	maxBuffer               int
 	timeout                 time.Duration
 	log                     *zap.Logger
+	// failLog throttles the lines about a failed exchange (the service
+	// unreachable, too slow, out of protocol; a body that broke off); now
+	// is its clock.
+	failLog logline.Throttle
+	now     func() time.Time
 }
+
+// logEvery bounds the lines about failed exchanges: an outage fails every
+// request (each in the access log already, answered 500 or let through by
+// failOpen), and a line for each said nothing more.
+const logEvery = 10 * time.Second
 
 type attribute struct {
 	name string
@@ -189,6 +200,8 @@ func New(cfg *config.ExtProc, o Options) (*ExtProc, error) {
 		addr:          o.Addr,
 		timeout:       o.Timeout,
 		log:           o.Logger,
+		failLog:       logline.Throttle{Every: logEvery},
+		now:           time.Now,
 	}
 	var err error
 	if p.reqAttrs, err = compileAttributes("requestAttributes", cfg.RequestAttributes); err != nil {
@@ -465,14 +478,29 @@ func (p *ExtProc) requestFailed(c *policy.Ctx, s *session, err error, pm *pump) 
 	}
 	s.end()
 	if p.failOpen && replayable {
-		p.log.Warn("extProc: the external processing service failed; the request goes on unprocessed (failureMode failOpen)", zap.Error(err))
+		p.warnFailed("extProc: the external processing service failed; the request goes on unprocessed (failureMode failOpen)", err)
 		s.skipResp = true
 		return policy.Continue
 	}
-	p.log.Warn("extProc: the external processing service failed; answering 500", zap.Error(err))
+	p.warnFailed("extProc: the external processing service failed; answering 500", err)
 	s.skipResp = true
 	respondFailed(&c.Fast.Response)
 	return policy.Done
+}
+
+// warnFailed logs msg and err about a failed exchange, or counts them if
+// a line went out within logEvery.
+func (p *ExtProc) warnFailed(msg string, err error) {
+	if dropped, ok := p.failLog.Allow(p.now()); ok {
+		p.log.Warn(msg, zap.Error(err), logline.DroppedField(dropped))
+	}
+}
+
+// warnBodyFailed is warnFailed for a body, saying whose.
+func (p *ExtProc) warnBodyFailed(msg string, response bool, err error) {
+	if dropped, ok := p.failLog.Allow(p.now()); ok {
+		p.log.Warn(msg, zap.Bool("response", response), zap.Error(err), logline.DroppedField(dropped))
+	}
 }
 
 // respondBrokenBody answers a request whose body the client failed to

@@ -2,7 +2,6 @@ package extproc
 
 import (
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/policy"
 )
@@ -200,9 +199,9 @@ func (p *ExtProc) responseFailed(c *policy.Ctx, s *session, err error, pm *pump)
 	}
 	s.end()
 	if p.failOpen && replayable {
-		p.log.Warn("extProc: the external processing service failed; the response goes on unprocessed (failureMode failOpen)", zap.Error(err))
+		p.warnFailed("extProc: the external processing service failed; the response goes on unprocessed (failureMode failOpen)", err)
 		return
 	}
-	p.log.Warn("extProc: the external processing service failed; answering 500", zap.Error(err))
+	p.warnFailed("extProc: the external processing service failed; answering 500", err)
 	respondFailed(resp)
 }
