@@ -141,9 +141,20 @@ const maxInterimResponses = 8
 // pool runs, and an upstream's idle timeout is seconds, not this.
 const staleCheckIdle = time.Millisecond
 
-// maxStaleSkipped bounds the pooled connections found stale and closed
-// before one request is sent.
+// maxStaleSkipped is how many pooled connections in a row found stale
+// and closed have the rest of the pool's idle ones closed unlooked-at. An
+// upstream ends its idle connections together (its idle timeout after a
+// burst, a restart), and a pool left with dozens would otherwise have each
+// request look at them one by one. The attempt fails with
+// ErrStaleConnections only when as many more are found stale after that:
+// connections given back meanwhile by other requests, so an upstream that
+// closes each connection after answering on it unannounced.
 const maxStaleSkipped = 8
+
+// ErrStaleConnections is the error of an attempt that found every pooled
+// connection it took closed by the upstream (maxStaleSkipped): it was not
+// sent.
+var ErrStaleConnections = errors.New("the upstream closed every pooled connection tried")
 
 // roundTrip makes one attempt. stale reports a failure on a reused connection
 // before any response byte arrived. checkLive has a reused connection
@@ -165,11 +176,22 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	}
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
-	for skipped := 0; reused && skipped < maxStaleSkipped && (checkLive || time.Since(cc.LastUseTime()) >= staleCheckIdle); skipped++ {
+	// A connection that is to be looked at is looked at before the
+	// request goes on it, however many stale ones came before it
+	// (maxStaleSkipped).
+	for skipped := 0; reused && (checkLive || time.Since(cc.LastUseTime()) >= staleCheckIdle); skipped++ {
 		if !connStale(conn) {
 			break
 		}
 		hc.CloseConn(cc)
+		switch skipped {
+		case maxStaleSkipped - 1:
+			// The pool's other idle connections most likely went
+			// stale with these: a new connection carries the request.
+			hc.CloseIdleConnections()
+		case 2*maxStaleSkipped - 1:
+			return true, ErrStaleConnections
+		}
 		if cc, err = hc.AcquireConn(timeout, req.ConnectionClose()); err != nil {
 			return false, err
 		}
