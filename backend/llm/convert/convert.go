@@ -322,6 +322,7 @@ func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) 
 	if r.model == "" {
 		r.model = info.Model
 	}
+	t.mask.maskBlocks(r.blocks)
 	switch info.Client {
 	case Chat:
 		dst = t.writeChatResponse(dst)

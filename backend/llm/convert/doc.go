@@ -39,8 +39,9 @@
 // With RequestInfo.Mask (a response guard, backend/llm/guard), the answer's
 // text is masked, whatever the formats: Response masks every output text,
 // a Stream passes each text's deltas through a guard.StreamMasker and sends
-// what it held back as a last delta before the text ends. Thinking, tool
-// call arguments and refusals are not masked. Translated answers are masked
+// what it held back as a last delta before the text ends. Thinking and
+// tool call arguments are masked too (the arguments only inside their JSON
+// strings, so they stay JSON); refusals are not. Translated answers are masked
 // as they are written; same-format ones are copied with only their text
 // tokens replaced, every other member byte for byte (mask.go,
 // stream_mask.go say what else a masked same-format stream changes). What

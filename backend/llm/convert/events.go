@@ -161,13 +161,18 @@ func (s *Stream) delta(dst []byte, i int, d deltaKind, tok llm.Raw) []byte {
 	if d != dSignature {
 		s.countDelta(tok)
 	}
-	if d == dText && s.mk.g != nil && !s.pass {
-		var ok bool
-		if tok, ok = s.maskDelta(i, tok); !ok {
-			return s.maskFailed(dst)
-		}
-		if tok == nil {
-			return dst // all held back for now
+	if s.mk.g != nil && !s.pass {
+		if d == dSignature {
+			// The thinking's text ends before its signature.
+			dst = s.flushText(dst)
+		} else {
+			var ok bool
+			if tok, ok = s.maskDelta(i, d, tok); !ok {
+				return s.maskFailed(dst)
+			}
+			if tok == nil {
+				return dst // all held back for now
+			}
 		}
 	}
 	s.ev = event{kind: evDelta, index: i, delta: d, text: tok}

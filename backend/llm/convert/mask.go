@@ -15,14 +15,28 @@ import (
 //
 // Translated responses are masked by their writers: Chat's one content
 // string (the text blocks joined, so a match across two blocks is found),
-// each Messages text block, each Responses output_text.
+// each Messages text block, each Responses output_text; thinking and tool
+// calls' arguments are masked in the blocks before they are written
+// (maskBlocks).
 //
 // Same formats are not translated: the provider's body is copied with only
 // the text tokens replaced (a splice), every other byte as the provider sent
 // it. What is masked: Chat's choices[].message.content (a string, or its text
-// parts), Messages' text blocks, Responses' output_text parts of message
-// items and the output_text convenience member. Refusals, thinking and tool
-// call arguments are not.
+// parts), reasoning_content and tool_calls[].function.arguments; Messages'
+// text and thinking blocks and tool_use inputs; Responses' output_text parts
+// of message items, the output_text convenience member, reasoning items'
+// summary and reasoning text, and function calls' arguments. Refusals,
+// citations and redacted (encrypted) thinking are not.
+//
+// Reasoning is masked because the guard is about what the client is sent,
+// and a model's reasoning often repeats the prompt's data. A signed
+// thinking block (Anthropic, Bedrock) keeps its signature, which then no
+// longer matches its masked text: Anthropic refuses such a block when the
+// client sends it back in a later turn, so a client that replays thinking
+// has to drop a masked one. Only a block that held a match is changed.
+//
+// Tool calls' arguments are JSON: only the text of their strings is
+// masked, so they stay JSON (mask_json.go).
 //
 // The splice needs to know where each token lies in the body: the wire
 // types' Raw values alias the body they were decoded from (codec/llm).
@@ -44,7 +58,15 @@ type answerMask struct {
 	rsParts            []llm.ResponsesContent
 	rs                 rsPassResponse
 	dups               llm.DuplicateCheck
+	// arena holds the masked thinking and tool calls of a translated
+	// answer (maskBlocks); edits say which block takes which.
+	arena []byte
+	edits []blockEdit
 }
+
+// blockEdit: block i's thinking text or tool input/arguments is
+// arena[from:to].
+type blockEdit struct{ i, from, to int }
 
 // maxKeptScratch bounds the scratch a pooled translator or stream keeps
 // between uses, so that one large answer does not pin its size in the pool.
@@ -63,6 +85,7 @@ func (m *answerMask) release() {
 	m.block = block{}
 	m.plain, m.masked, m.tok = keepScratch(m.plain), keepScratch(m.masked), keepScratch(m.tok)
 	m.concat, m.valid = keepScratch(m.concat), keepScratch(m.valid)
+	m.arena, m.edits = keepScratch(m.arena), m.edits[:0]
 	m.sp.edits, m.sp.repl = m.sp.edits[:0], keepScratch(m.sp.repl)
 	m.chatParts = clearParts(m.chatParts)
 	m.rsParts = clearParts(m.rsParts)
@@ -110,6 +133,44 @@ func (m *answerMask) textBlock(b *block) *block {
 	return &m.block
 }
 
+// maskBlocks masks the thinking and the tool calls' arguments of a
+// translated answer's blocks in place (the writers mask its text).
+func (m *answerMask) maskBlocks(blocks []block) {
+	if m.g == nil {
+		return
+	}
+	m.arena, m.edits = m.arena[:0], m.edits[:0]
+	for i := range blocks {
+		b := &blocks[i]
+		from := len(m.arena)
+		var ok bool
+		switch {
+		case b.kind == kThinking:
+			m.arena, ok = m.appendMasked(m.arena, b.text)
+		case b.kind == kToolUse && b.input.Present():
+			m.arena, ok = m.maskJSON(m.arena, b.input)
+		case b.kind == kToolUse:
+			m.arena, ok = m.argsToken(m.arena, b.args)
+		}
+		if ok {
+			m.edits = append(m.edits, blockEdit{i: i, from: from, to: len(m.arena)})
+		}
+	}
+	// (Set once the arena stopped growing.)
+	for _, e := range m.edits {
+		b := &blocks[e.i]
+		v := llm.Raw(m.arena[e.from:e.to])
+		switch {
+		case b.kind == kThinking:
+			b.text = v
+		case b.input.Present():
+			b.input = v
+		default:
+			b.args = v
+		}
+	}
+}
+
 // appendChatContent writes the text blocks as one string token, Chat's
 // content, masked.
 func (t *translator) appendChatContent(dst []byte) []byte {
@@ -139,7 +200,7 @@ func (t *translator) maskedPassResponse(dst, body []byte, f Format) ([]byte, Usa
 			return dst, Usage{}, err
 		}
 		for i := range t.chatResp.Choices {
-			ok = ok && m.maskChatContent(&t.dec, body, t.chatResp.Choices[i].Message.Content)
+			ok = ok && m.maskChatMessage(&t.dec, body, &t.chatResp.Choices[i].Message)
 		}
 	case Messages:
 		if err := t.readAnthropicResponse(body); err != nil {
@@ -212,6 +273,37 @@ func (m *answerMask) maskIn(text []byte, tok llm.Raw) bool {
 	return m.sp.replace(text, tok, from)
 }
 
+// maskChatMessage masks a Chat message inside text: its content, its
+// reasoning and its tool calls' arguments.
+func (m *answerMask) maskChatMessage(dec *llm.Decoder, text []byte, msg *llm.ChatMessage) bool {
+	if !m.maskChatContent(dec, text, msg.Content) || !m.maskIn(text, msg.ReasoningContent) {
+		return false
+	}
+	for i := range msg.ToolCalls {
+		if !m.maskArgsIn(text, msg.ToolCalls[i].Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+// maskArgsIn records the masked form of a tool call's arguments inside
+// text: a string token whose text is JSON (OpenAI's arguments), or a JSON
+// object (Anthropic's input).
+func (m *answerMask) maskArgsIn(text []byte, args llm.Raw) bool {
+	from := len(m.sp.repl)
+	var ok bool
+	if args.IsString() {
+		m.sp.repl, ok = m.argsToken(m.sp.repl, args)
+	} else if args.IsObject() {
+		m.sp.repl, ok = m.maskJSON(m.sp.repl, args)
+	}
+	if !ok {
+		return true
+	}
+	return m.sp.replace(text, args, from)
+}
+
 // maskChatContent masks a Chat message's content inside text: a string, or
 // the text of its text parts.
 func (m *answerMask) maskChatContent(dec *llm.Decoder, text []byte, content llm.Raw) bool {
@@ -233,11 +325,20 @@ func (m *answerMask) maskChatContent(dec *llm.Decoder, text []byte, content llm.
 	return true
 }
 
-// maskAnthropicBlocks masks the text blocks of a Messages content inside
-// text.
+// maskAnthropicBlocks masks the text and thinking blocks and tool calls
+// of a Messages content inside text.
 func (m *answerMask) maskAnthropicBlocks(text []byte, blocks []llm.AnthropicBlock) bool {
 	for i := range blocks {
-		if b := &blocks[i]; b.Type == "text" && !m.maskIn(text, b.Text) {
+		ok := true
+		switch b := &blocks[i]; b.Type {
+		case "text":
+			ok = m.maskIn(text, b.Text)
+		case "thinking":
+			ok = m.maskIn(text, b.Thinking)
+		case "tool_use":
+			ok = m.maskArgsIn(text, b.Input)
+		}
+		if !ok {
 			return false
 		}
 	}
@@ -255,10 +356,14 @@ type rsPassResponse struct {
 
 func (r *rsPassResponse) reset() { *r = rsPassResponse{Output: clearParts(r.Output)} }
 
-// rsPassItem is an output item; a message's Content is an array of parts.
+// rsPassItem is an output item; a message's Content is an array of parts,
+// and so are a reasoning item's Content and Summary; a function call has
+// its Arguments.
 type rsPassItem struct {
-	Type    string  `json:"type"`
-	Content llm.Raw `json:"content"`
+	Type      string  `json:"type"`
+	Content   llm.Raw `json:"content"`
+	Summary   llm.Raw `json:"summary"`
+	Arguments llm.Raw `json:"arguments"`
 }
 
 // maskResponsesOutput masks a Responses response's output text inside text.
@@ -271,18 +376,34 @@ func (m *answerMask) maskResponsesOutput(dec *llm.Decoder, text []byte, r *rsPas
 	return m.maskIn(text, r.OutputText)
 }
 
-// maskResponsesItem masks the output_text parts of a message item inside
-// text.
+// maskResponsesItem masks an output item inside text: a message's
+// output_text parts, a reasoning item's summary and text, a function
+// call's arguments.
 func (m *answerMask) maskResponsesItem(dec *llm.Decoder, text []byte, it *rsPassItem) bool {
-	if it.Type != "message" || !it.Content.IsArray() {
+	switch it.Type {
+	case "message":
+		return m.maskResponsesParts(dec, text, it.Content, "output_text")
+	case "reasoning":
+		return m.maskResponsesParts(dec, text, it.Summary, "summary_text") &&
+			m.maskResponsesParts(dec, text, it.Content, "reasoning_text")
+	case "function_call":
+		return m.maskArgsIn(text, it.Arguments)
+	}
+	return true
+}
+
+// maskResponsesParts masks the text of the parts of type typ of the array
+// parts inside text.
+func (m *answerMask) maskResponsesParts(dec *llm.Decoder, text []byte, parts llm.Raw, typ string) bool {
+	if !parts.IsArray() {
 		return true
 	}
 	m.rsParts = clearParts(m.rsParts)
-	if dec.DecodeTrusted(it.Content, &m.rsParts) != nil {
+	if dec.DecodeTrusted(parts, &m.rsParts) != nil {
 		return true // not parts the format knows: no text of ours
 	}
 	for i := range m.rsParts {
-		if p := &m.rsParts[i]; p.Type == "output_text" && !m.maskIn(text, p.Text) {
+		if p := &m.rsParts[i]; p.Type == typ && !m.maskIn(text, p.Text) {
 			return false
 		}
 	}

@@ -154,7 +154,13 @@ func (s *Stream) flushHeld(dst []byte) []byte {
 		s.rd.setMapped(p.index, i)
 		if len(p.args) > 1 {
 			p.args = append(p.args, '"')
-			s.ev = event{kind: evDelta, index: i, delta: dArgs, text: p.args}
+			args := llm.Raw(p.args)
+			if s.mk.g != nil {
+				if masked, ok := s.mk.argsToken(s.mk.tok[:0], args); ok {
+					s.mk.tok, args = masked, masked
+				}
+			}
+			s.ev = event{kind: evDelta, index: i, delta: dArgs, text: args}
 			dst = s.emit(dst)
 		}
 	}

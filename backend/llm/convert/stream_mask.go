@@ -35,10 +35,12 @@ import (
 //     tail is a chunk of its own before that chunk (or, when that chunk has
 //     content, the end of its content), made of the first chunk's id,
 //     created and model.
-//   - Messages: a text_delta that masked to nothing is dropped; the tail is
-//     a content_block_delta before content_block_stop.
-//   - Responses: an output_text.delta that masked to nothing is dropped and
-//     the tail is an output_text.delta before output_text.done, so
+//   - Messages: a text, thinking or input_json delta that masked to nothing
+//     is dropped; the tail is a content_block_delta before
+//     content_block_stop (a thinking's before its signature_delta).
+//   - Responses: a delta (output_text, reasoning_summary_text,
+//     reasoning_text, function_call_arguments) that masked to nothing is
+//     dropped and the tail is a delta of its kind before its done event, so
 //     sequence_number is renumbered to stay contiguous. The text of
 //     output_text.done, of parts, items and the final response is masked
 //     whole (Guard.AppendMask), which is what the deltas join up to.
@@ -49,9 +51,16 @@ import (
 //     response.completed/failed/incomplete and error, first flush every
 //     text still open.
 //
-// Only answer text is masked: not thinking, tool call arguments or
-// refusals. Same-format Gemini and Bedrock streams are refused with a mask
-// (they are no client's format).
+// Thinking (Chat's reasoning_content, Messages' thinking_delta, Responses'
+// reasoning summary and reasoning text) and tool call arguments (Chat's
+// tool_calls[].function.arguments, Messages' input_json_delta, Responses'
+// function_call_arguments) are masked as text is, each with a slot of its
+// own: the arguments through a JSON layer that masks only the text of
+// their strings, however the pieces cut them (mask_json.go). A thinking
+// text ends before its signature; a Chat tool call's arguments end with
+// the choice's finish_reason, its reasoning where its text or tool calls
+// begin. Refusals are not masked. Same-format Gemini and Bedrock streams
+// are refused with a mask (they are no client's format).
 
 // maxMaskSlots bounds the texts streamed at once (Chat's n is at most 128);
 // a stream that opens more fails.
@@ -64,6 +73,7 @@ type streamMask struct {
 	slots []maskSlot
 	spare []byte // a closed slot's ref buffer
 	out   []byte // a masker's output
+	js    []byte // a JSON text's masked piece
 	ev    []byte // an event's data rewritten
 	// head is Chat's `{"id":...,"object":...,"created":...,"model":...`
 	// for the chunks the gateway adds.
@@ -81,9 +91,46 @@ type streamMask struct {
 type maskSlot struct {
 	key int
 	m   *guard.StreamMasker
+	// kind is what the slot masks: answer text (the only kind the tap
+	// collects), thinking, or a tool call's arguments (JSON, in js).
+	kind slotKind
+	js   jsonMask
 	// ref is a Responses part's `"item_id":...,"output_index":...,
 	// "content_index":...`, for the delta that flushes it.
 	ref []byte
+}
+
+type slotKind uint8
+
+const (
+	slotText slotKind = iota
+	slotThinking
+	slotSummary // a Responses reasoning summary (same-format streams)
+	slotArgs
+)
+
+// Same-format streams key their slots by choice (Chat) or part
+// (Responses), and by kind: a choice's or an item's text, reasoning and
+// tool calls are texts of their own.
+const (
+	keyChatReasoning = 1 << 24
+	keyChatCall      = 2 << 24
+	keyKindShift     = 40
+)
+
+func chatCallKey(choice, call int) int {
+	return keyChatCall | (choice&0xfff)<<12 | call&0xfff
+}
+
+// slotChoice is the Chat choice of a same-format slot's key.
+func slotChoice(sl *maskSlot) int {
+	switch sl.kind {
+	case slotThinking:
+		return sl.key &^ keyChatReasoning
+	case slotArgs:
+		return sl.key >> 12 & 0xfff
+	}
+	return sl.key
 }
 
 // rsPassEvent is what masking reads of a Responses stream event.
@@ -93,8 +140,10 @@ type rsPassEvent struct {
 	ItemID         llm.Raw              `json:"item_id"`
 	OutputIndex    llm.Raw              `json:"output_index"`
 	ContentIndex   llm.Raw              `json:"content_index"`
+	SummaryIndex   llm.Raw              `json:"summary_index"`
 	Delta          llm.Raw              `json:"delta"`
 	Text           llm.Raw              `json:"text"`
+	Arguments      llm.Raw              `json:"arguments"`
 	Part           llm.ResponsesContent `json:"part"`
 	Item           rsPassItem           `json:"item"`
 	Response       rsPassResponse       `json:"response"`
@@ -120,7 +169,7 @@ func (k *streamMask) release() {
 	k.answerMask.release()
 	k.pass = false
 	k.rs.reset()
-	k.out, k.ev = keepScratch(k.out), keepScratch(k.ev)
+	k.out, k.ev, k.js = keepScratch(k.out), keepScratch(k.ev), keepScratch(k.js)
 }
 
 func (k *streamMask) find(key int) int {
@@ -132,9 +181,12 @@ func (k *streamMask) find(key int) int {
 	return -1
 }
 
-// open returns the slot of key, opening it if need be; false when
+// open returns the text slot of key, opening it if need be; false when
 // maxMaskSlots are open.
-func (k *streamMask) open(key int) (int, bool) {
+func (k *streamMask) open(key int) (int, bool) { return k.openKind(key, slotText) }
+
+// openKind returns the slot of key, opening it as one of kind if need be.
+func (k *streamMask) openKind(key int, kind slotKind) (int, bool) {
 	if j := k.find(key); j >= 0 {
 		return j, true
 	}
@@ -143,7 +195,7 @@ func (k *streamMask) open(key int) (int, bool) {
 	}
 	ref := k.spare
 	k.spare = nil
-	k.slots = append(k.slots, maskSlot{key: key, m: guard.AcquireStreamMasker(k.g), ref: ref[:0]})
+	k.slots = append(k.slots, maskSlot{key: key, m: guard.AcquireStreamMasker(k.g), kind: kind, ref: ref[:0]})
 	return len(k.slots) - 1, true
 }
 
@@ -171,18 +223,35 @@ func (k *streamMask) write(j int, tok llm.Raw) []byte {
 	if k.plain, err = llm.AppendUnquoted(k.plain[:0], tok); err != nil {
 		k.plain = k.plain[:0] // not a string: no text
 	}
+	if k.slots[j].kind == slotArgs {
+		return k.writeArgs(j, k.plain)
+	}
 	k.out = k.slots[j].m.Write(k.out[:0], k.plain)
-	if k.tap != nil {
+	if k.tap != nil && k.slots[j].kind == slotText {
 		*k.tap = append(*k.tap, k.out...)
 	}
 	return k.out
 }
 
-// flush appends what slot j's masker held back to released (k.out's
-// content) and returns it; the slot stays open.
+// writeArgs feeds a piece of the JSON text of slot j (a tool call's
+// arguments) and returns the JSON text it released (valid until the next
+// call).
+func (k *streamMask) writeArgs(j int, piece []byte) []byte {
+	sl := &k.slots[j]
+	k.js = sl.js.write(k.js[:0], jsonScratch{m: sl.m, out: &k.out}, piece)
+	return k.js
+}
+
+// flush appends what slot j's masker held back to released (what write
+// returned for the slot, or empty) and returns it; the slot stays open.
 func (k *streamMask) flush(j int, released []byte) []byte {
+	if sl := &k.slots[j]; sl.kind == slotArgs {
+		// released is what writeArgs returned (k.js's content), or empty.
+		k.js = sl.js.finish(k.js[:len(released)], jsonScratch{m: sl.m, out: &k.out})
+		return k.js
+	}
 	k.out = k.slots[j].m.Flush(released)
-	if k.tap != nil {
+	if k.tap != nil && k.slots[j].kind == slotText {
 		*k.tap = append(*k.tap, k.out[len(released):]...)
 	}
 	return k.out
@@ -196,12 +265,19 @@ func (k *streamMask) replaceWith(text []byte, tok llm.Raw, plain []byte) bool {
 	return k.sp.replace(text, tok, from)
 }
 
-// maskDelta passes the text delta tok of block i of a translated stream
-// through the block's masker: it returns the token of what was released,
-// nil when nothing was.
-func (s *Stream) maskDelta(i int, tok llm.Raw) (llm.Raw, bool) {
+// maskDelta passes the delta tok (text, thinking, or a piece of a tool
+// call's arguments) of block i of a translated stream through the block's
+// masker: it returns the token of what was released, nil when nothing was.
+func (s *Stream) maskDelta(i int, d deltaKind, tok llm.Raw) (llm.Raw, bool) {
 	k := &s.mk
-	j, ok := k.open(i)
+	kind := slotText
+	switch d {
+	case dThinking:
+		kind = slotThinking
+	case dArgs:
+		kind = slotArgs
+	}
+	j, ok := k.openKind(i, kind)
 	if !ok {
 		return nil, false
 	}
@@ -213,16 +289,24 @@ func (s *Stream) maskDelta(i int, tok llm.Raw) (llm.Raw, bool) {
 	return k.tok, true
 }
 
-// flushText ends the masking of a translated stream's open text block:
-// what its masker held back goes out as one last delta.
+// flushText ends the masking of a translated stream's open block (text,
+// thinking or a tool call): what its masker held back goes out as one last
+// delta.
 func (s *Stream) flushText(dst []byte) []byte {
 	k := &s.mk
-	if k.g == nil || k.pass || s.rd.open < 0 || s.rd.openKind != kText {
+	if k.g == nil || k.pass || s.rd.open < 0 {
 		return dst
 	}
 	j := k.find(s.rd.open)
 	if j < 0 {
 		return dst
+	}
+	d := dText
+	switch k.slots[j].kind {
+	case slotThinking:
+		d = dThinking
+	case slotArgs:
+		d = dArgs
 	}
 	tail := k.flush(j, k.out[:0])
 	k.close(j)
@@ -230,7 +314,7 @@ func (s *Stream) flushText(dst []byte) []byte {
 		return dst
 	}
 	k.tok = llm.AppendString(k.tok[:0], tail)
-	s.ev = event{kind: evDelta, index: s.rd.open, delta: dText, text: k.tok}
+	s.ev = event{kind: evDelta, index: s.rd.open, delta: d, text: k.tok}
 	return s.emit(dst)
 }
 
@@ -280,13 +364,14 @@ func (k *streamMask) appendSpliced(dst, typ, data []byte) []byte {
 func (s *Stream) passFlush(dst []byte, j int) []byte {
 	k := &s.mk
 	if tail := k.flush(j, k.out[:0]); len(tail) > 0 {
+		sl := &k.slots[j]
 		switch s.info.Client {
 		case Chat:
-			dst = k.appendChatChunk(dst, k.slots[j].key, tail)
+			dst = k.appendChatChunk(dst, sl, tail)
 		case Messages:
-			dst = appendTextDeltaEvent(dst, k.slots[j].key, tail)
+			dst = appendBlockDeltaEvent(dst, sl.key, sl.kind, tail)
 		case Responses:
-			dst = k.appendOutputTextDelta(dst, k.slots[j].ref, tail)
+			dst = k.appendResponsesDelta(dst, sl.ref, sl.kind, tail)
 		}
 	}
 	k.close(j)
@@ -336,39 +421,75 @@ func (s *Stream) chatPass(dst, typ, data []byte) []byte {
 	return k.appendSpliced(dst, typ, data)
 }
 
-// chatPassChoice masks one choice of a chunk: its content goes through the
-// choice's masker. The text ends where the choice finishes or its tool
-// calls begin (as a translated text block would): that chunk carries the
+// chatPassChoice masks one choice of a chunk: its content, its reasoning
+// and its tool calls' arguments each go through a masker of their own. The
+// text ends where the choice finishes or its tool calls begin (as a
+// translated text block would), the reasoning where text, tool calls or
+// the finish come, the arguments at the finish: that chunk carries the
 // held-back tail, or is preceded by a chunk that does.
 func (s *Stream) chatPassChoice(dst, data []byte, ch *llm.ChatChoice) ([]byte, bool) {
 	k := &s.mk
-	content := ch.Delta.Content
-	ends := ch.FinishReason != "" || len(ch.Delta.ToolCalls) > 0
-	switch {
-	case content.IsString():
-		j, ok := k.open(ch.Index)
-		if !ok {
-			return dst, false
-		}
-		plain := k.write(j, content)
-		if ends {
-			plain = k.flush(j, plain)
-			k.close(j)
-		}
-		return dst, k.replaceWith(data, content, plain)
-	case content.IsArray():
+	d := &ch.Delta
+	fin := ch.FinishReason != ""
+	calls := len(d.ToolCalls) > 0
+	var ok bool
+	reasoningEnds := fin || calls || len(d.Content.Inner()) > 0 || d.Content.IsArray()
+	if dst, ok = s.chatPassText(dst, data, keyChatReasoning|ch.Index, slotThinking, d.ReasoningContent, reasoningEnds); !ok {
+		return dst, false
+	}
+	if d.Content.IsArray() {
 		// Parts are not streamed by OpenAI; a provider that does gets each
 		// part masked whole.
-		if !k.maskChatContent(&s.dec, data, content) {
+		if !k.maskChatContent(&s.dec, data, d.Content) {
 			return dst, false
 		}
 	}
-	if ends {
-		if j := k.find(ch.Index); j >= 0 {
-			dst = s.passFlush(dst, j)
+	if dst, ok = s.chatPassText(dst, data, ch.Index, slotText, d.Content, fin || calls); !ok {
+		return dst, false
+	}
+	for t := range d.ToolCalls {
+		args := d.ToolCalls[t].Function.Arguments
+		if dst, ok = s.chatPassText(dst, data, chatCallKey(ch.Index, d.ToolCalls[t].Index), slotArgs, args, fin); !ok {
+			return dst, false
+		}
+	}
+	if fin {
+		// Calls streamed in earlier chunks end too.
+		for j := 0; j < len(k.slots); {
+			if sl := &k.slots[j]; slotChoice(sl) == ch.Index {
+				dst = s.passFlush(dst, j)
+				continue
+			}
+			j++
 		}
 	}
 	return dst, true
+}
+
+// chatPassText passes tok, a string token of a chunk (content, reasoning
+// or a piece of arguments), through the masker of slot key; with ends the
+// text ends with this chunk (an open slot is flushed before the chunk when
+// tok carries nothing).
+func (s *Stream) chatPassText(dst, data []byte, key int, kind slotKind, tok llm.Raw, ends bool) ([]byte, bool) {
+	k := &s.mk
+	if !tok.IsString() {
+		if ends {
+			if j := k.find(key); j >= 0 {
+				dst = s.passFlush(dst, j)
+			}
+		}
+		return dst, true
+	}
+	j, ok := k.openKind(key, kind)
+	if !ok {
+		return dst, false
+	}
+	plain := k.write(j, tok)
+	if ends {
+		plain = k.flush(j, plain)
+		k.close(j)
+	}
+	return dst, k.replaceWith(data, tok, plain)
 }
 
 func (k *streamMask) setChatHead(c *llm.ChatChunk) {
@@ -380,13 +501,25 @@ func (k *streamMask) setChatHead(c *llm.ChatChunk) {
 	k.head = llm.AppendString(h, c.Model)
 }
 
-// appendChatChunk writes a chunk of choice index with content text.
-func (k *streamMask) appendChatChunk(dst []byte, index int, text []byte) []byte {
+// appendChatChunk writes a chunk with text, the tail of slot sl: content,
+// reasoning_content, or a piece of a tool call's arguments.
+func (k *streamMask) appendChatChunk(dst []byte, sl *maskSlot, text []byte) []byte {
 	dst = append(dst, "data: "...)
 	dst = append(dst, k.head...)
 	dst = append(dst, `,"choices":[{"index":`...)
-	dst = appendInt(dst, int64(index))
-	dst = append(dst, `,"delta":{"content":`...)
+	dst = appendInt(dst, int64(slotChoice(sl)))
+	switch sl.kind {
+	case slotThinking:
+		dst = append(dst, `,"delta":{"reasoning_content":`...)
+	case slotArgs:
+		dst = append(dst, `,"delta":{"tool_calls":[{"index":`...)
+		dst = appendInt(dst, int64(sl.key&0xfff))
+		dst = append(dst, `,"function":{"arguments":`...)
+		dst = llm.AppendString(dst, text)
+		return append(dst, "}}]},\"finish_reason\":null}]}\n\n"...)
+	default:
+		dst = append(dst, `,"delta":{"content":`...)
+	}
 	dst = llm.AppendString(dst, text)
 	return append(dst, "},\"finish_reason\":null}]}\n\n"...)
 }
@@ -405,24 +538,48 @@ func (s *Stream) anthropicPass(dst, typ, data []byte) []byte {
 	case "message_start":
 		ok = k.maskAnthropicBlocks(data, e.Message.Content)
 	case "content_block_start":
-		if e.ContentBlock.Type != "text" {
-			break
-		}
-		var j int
-		if j, ok = k.open(e.Index); ok && e.ContentBlock.Text.IsString() && len(e.ContentBlock.Text) > 2 {
-			ok = k.replaceWith(data, e.ContentBlock.Text, k.write(j, e.ContentBlock.Text))
+		b := &e.ContentBlock
+		switch b.Type {
+		case "text":
+			var j int
+			if j, ok = k.open(e.Index); ok && b.Text.IsString() && len(b.Text) > 2 {
+				ok = k.replaceWith(data, b.Text, k.write(j, b.Text))
+			}
+		case "thinking":
+			var j int
+			if j, ok = k.openKind(e.Index, slotThinking); ok && b.Thinking.IsString() && len(b.Thinking) > 2 {
+				ok = k.replaceWith(data, b.Thinking, k.write(j, b.Thinking))
+			}
+		case "tool_use":
+			// The input the deltas build starts anew; this one is whole.
+			ok = k.maskArgsIn(data, b.Input)
 		}
 	case "content_block_delta":
-		if e.Delta.Type != "text_delta" {
+		var tok llm.Raw
+		kind := slotText
+		switch e.Delta.Type {
+		case "text_delta":
+			tok = e.Delta.Text
+		case "thinking_delta":
+			tok, kind = e.Delta.Thinking, slotThinking
+		case "input_json_delta":
+			tok, kind = e.Delta.PartialJSON, slotArgs
+		case "signature_delta":
+			// The thinking's text ends before its signature.
+			if j := k.find(e.Index); j >= 0 {
+				dst = s.passFlush(dst, j)
+			}
+		}
+		if tok == nil {
 			break
 		}
 		var j int
-		if j, ok = k.open(e.Index); ok {
-			plain := k.write(j, e.Delta.Text)
+		if j, ok = k.openKind(e.Index, kind); ok {
+			plain := k.write(j, tok)
 			if len(plain) == 0 {
 				return dst // all held back for now
 			}
-			ok = k.replaceWith(data, e.Delta.Text, plain)
+			ok = k.replaceWith(data, tok, plain)
 		}
 	case "content_block_stop":
 		if j := k.find(e.Index); j >= 0 {
@@ -437,17 +594,26 @@ func (s *Stream) anthropicPass(dst, typ, data []byte) []byte {
 	return k.appendSpliced(dst, typ, data)
 }
 
-// appendTextDeltaEvent writes a Messages text_delta of block index.
-func appendTextDeltaEvent(dst []byte, index int, text []byte) []byte {
+// appendBlockDeltaEvent writes a Messages delta of block index: a
+// text_delta, thinking_delta or input_json_delta by kind.
+func appendBlockDeltaEvent(dst []byte, index int, kind slotKind, text []byte) []byte {
 	dst = appendNamedEvent(dst, "content_block_delta")
 	dst = append(dst, `{"type":"content_block_delta","index":`...)
 	dst = appendInt(dst, int64(index))
-	dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
+	switch kind {
+	case slotThinking:
+		dst = append(dst, `,"delta":{"type":"thinking_delta","thinking":`...)
+	case slotArgs:
+		dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":`...)
+	default:
+		dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
+	}
 	dst = llm.AppendString(dst, text)
 	return append(dst, "}}\n\n"...)
 }
 
-// responsesPass rewrites a Responses event: output_text deltas through
+// responsesPass rewrites a Responses event: the deltas of output_text,
+// reasoning summaries, reasoning text and function call arguments through
 // their part's masker, every other text masked whole, sequence numbers
 // kept contiguous.
 func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
@@ -457,22 +623,31 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 	if err := s.dec.Decode(data, e); err != nil {
 		return s.invalid(dst, err)
 	}
+	kind, isDelta, isDone := responsesTextEvent(e.Type)
 	// Texts that end with this event are flushed before it.
-	switch e.Type {
-	case "response.output_text.done", "response.content_part.done":
-		if j := k.find(partKey(e.OutputIndex, e.ContentIndex)); j >= 0 {
+	switch {
+	case isDone:
+		if j := k.find(e.partKey(kind)); j >= 0 {
 			dst = s.passFlush(dst, j)
 		}
-	case "response.output_item.done":
+	case e.Type == "response.content_part.done", e.Type == "response.reasoning_summary_part.done":
+		kind := slotText
+		if e.Type != "response.content_part.done" {
+			kind = slotSummary
+		}
+		if j := k.find(e.partKey(kind)); j >= 0 {
+			dst = s.passFlush(dst, j)
+		}
+	case e.Type == "response.output_item.done":
 		out := rawIndex(e.OutputIndex)
 		for j := 0; j < len(k.slots); {
-			if k.slots[j].key>>16 == out {
+			if k.slots[j].key>>16&(1<<(keyKindShift-16)-1) == out {
 				dst = s.passFlush(dst, j)
 				continue
 			}
 			j++
 		}
-	case "response.completed", "response.incomplete", "response.failed", "error":
+	case e.Type == "response.completed", e.Type == "response.incomplete", e.Type == "response.failed", e.Type == "error":
 		dst = s.passFlushAll(dst)
 	}
 	dst = s.responsesRead(dst, e.Type, responsesUsage(&e.Response.Usage), e.Message)
@@ -480,9 +655,9 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 		return dst
 	}
 	ok := true
-	switch e.Type {
-	case "response.output_text.delta":
-		j, opened := k.openPart(e)
+	switch {
+	case isDelta:
+		j, opened := k.openPart(e, kind)
 		if !opened {
 			return s.maskFailed(dst)
 		}
@@ -492,13 +667,17 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 			return dst
 		}
 		ok = k.replaceWith(data, e.Delta, plain)
-	case "response.output_text.done":
+	case isDone && kind == slotArgs:
+		ok = k.maskArgsIn(data, e.Arguments)
+	case isDone:
 		ok = k.maskIn(data, e.Text)
-	case "response.content_part.added", "response.content_part.done":
-		if e.Part.Type == "output_text" {
+	case e.Type == "response.content_part.added", e.Type == "response.content_part.done",
+		e.Type == "response.reasoning_summary_part.added", e.Type == "response.reasoning_summary_part.done":
+		switch e.Part.Type {
+		case "output_text", "summary_text", "reasoning_text":
 			ok = k.maskIn(data, e.Part.Text)
 		}
-	case "response.output_item.added", "response.output_item.done":
+	case e.Type == "response.output_item.added", e.Type == "response.output_item.done":
 		ok = k.maskResponsesItem(&s.dec, data, &e.Item)
 	default:
 		ok = k.maskResponsesOutput(&s.dec, data, &e.Response)
@@ -509,13 +688,49 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 	return k.appendSpliced(dst, typ, data)
 }
 
-// openPart returns the slot of an output_text delta's part.
-func (k *streamMask) openPart(e *rsPassEvent) (int, bool) {
-	key := partKey(e.OutputIndex, e.ContentIndex)
+// responsesTextEvent says whether a Responses event type is the delta or
+// the done of a streamed text, and what text.
+func responsesTextEvent(typ string) (kind slotKind, delta, done bool) {
+	switch typ {
+	case "response.output_text.delta":
+		return slotText, true, false
+	case "response.output_text.done":
+		return slotText, false, true
+	case "response.reasoning_summary_text.delta":
+		return slotSummary, true, false
+	case "response.reasoning_summary_text.done":
+		return slotSummary, false, true
+	case "response.reasoning_text.delta":
+		return slotThinking, true, false
+	case "response.reasoning_text.done":
+		return slotThinking, false, true
+	case "response.function_call_arguments.delta":
+		return slotArgs, true, false
+	case "response.function_call_arguments.done":
+		return slotArgs, false, true
+	}
+	return slotText, false, false
+}
+
+// partKey is the slot key of the text of kind the event is about.
+func (e *rsPassEvent) partKey(kind slotKind) int {
+	sub := e.ContentIndex
+	switch kind {
+	case slotSummary:
+		sub = e.SummaryIndex
+	case slotArgs:
+		sub = nil
+	}
+	return int(kind)<<keyKindShift | partKey(e.OutputIndex, sub)
+}
+
+// openPart returns the slot of a delta's part.
+func (k *streamMask) openPart(e *rsPassEvent, kind slotKind) (int, bool) {
+	key := e.partKey(kind)
 	if j := k.find(key); j >= 0 {
 		return j, true
 	}
-	j, ok := k.open(key)
+	j, ok := k.openKind(key, kind)
 	if !ok {
 		return j, false
 	}
@@ -523,8 +738,15 @@ func (k *streamMask) openPart(e *rsPassEvent) (int, bool) {
 	ref = appendRawOr(ref, e.ItemID, `""`)
 	ref = append(ref, `,"output_index":`...)
 	ref = appendRawOr(ref, e.OutputIndex, "0")
-	ref = append(ref, `,"content_index":`...)
-	k.slots[j].ref = appendRawOr(ref, e.ContentIndex, "0")
+	switch kind {
+	case slotSummary:
+		ref = append(ref, `,"summary_index":`...)
+		ref = appendRawOr(ref, e.SummaryIndex, "0")
+	case slotText, slotThinking:
+		ref = append(ref, `,"content_index":`...)
+		ref = appendRawOr(ref, e.ContentIndex, "0")
+	}
+	k.slots[j].ref = ref
 	return j, true
 }
 
@@ -575,19 +797,33 @@ func (k *streamMask) renumber(data []byte, seq llm.Raw) bool {
 	return k.sp.replace(data, seq, from)
 }
 
-// appendOutputTextDelta writes an output_text.delta of the part ref names,
-// numbered after the last event written.
-func (k *streamMask) appendOutputTextDelta(dst, ref, text []byte) []byte {
+// appendResponsesDelta writes the delta event of the text of kind in the
+// part ref names, numbered after the last event written.
+func (k *streamMask) appendResponsesDelta(dst, ref []byte, kind slotKind, text []byte) []byte {
 	k.lastSeq++
 	k.seqShift++
-	dst = appendNamedEvent(dst, "response.output_text.delta")
-	dst = append(dst, `{"type":"response.output_text.delta","sequence_number":`...)
+	typ := "response.output_text.delta"
+	switch kind {
+	case slotSummary:
+		typ = "response.reasoning_summary_text.delta"
+	case slotThinking:
+		typ = "response.reasoning_text.delta"
+	case slotArgs:
+		typ = "response.function_call_arguments.delta"
+	}
+	dst = appendNamedEvent(dst, typ)
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","sequence_number":`...)
 	dst = appendInt(dst, k.lastSeq)
 	dst = append(dst, ',')
 	dst = append(dst, ref...)
 	dst = append(dst, `,"delta":`...)
 	dst = llm.AppendString(dst, text)
-	return append(dst, ",\"logprobs\":[]}\n\n"...)
+	if kind == slotText {
+		dst = append(dst, `,"logprobs":[]`...)
+	}
+	return append(dst, "}\n\n"...)
 }
 
 // numberOurs makes the Responses writer number an event of ours (an error)

@@ -286,7 +286,7 @@ func sseResponse(body []byte) *http.Response {
 }
 
 // TestMaskedPassStreamKeepsMembers: a same-format stream is rewritten only
-// in its answer text.
+// in its answer's text, thinking and tool call arguments.
 func TestMaskedPassStreamKeepsMembers(t *testing.T) {
 	g := testGuard(t)
 	for _, tc := range maskedStreamCases {
@@ -349,8 +349,10 @@ func readEvents(t *testing.T, b []byte) []sseItem {
 	}
 }
 
-// textMembers are the members masking may change.
-var textMembers = map[string]bool{"content": true, "text": true, "delta": true, "output_text": true, "sequence_number": true}
+// textMembers are the members masking may change: text, thinking, tool
+// call arguments.
+var textMembers = map[string]bool{"content": true, "text": true, "delta": true, "output_text": true, "sequence_number": true,
+	"thinking": true, "reasoning_content": true, "arguments": true, "partial_json": true}
 
 // sameEvent compares two events but for their text members.
 func sameEvent(a, b sseItem) bool {
@@ -397,11 +399,12 @@ func sameBut(a, b any) bool {
 	return bytes.Equal(xb, yb)
 }
 
-// added reports an event masking may add: a text delta (Chat: a chunk of
-// one choice with content only).
+// added reports an event masking may add: a delta of text, thinking or
+// arguments (Chat: a chunk of one choice with only one of them).
 func added(e sseItem) bool {
 	switch e.typ {
-	case "content_block_delta", "response.output_text.delta":
+	case "content_block_delta", "response.output_text.delta", "response.reasoning_summary_text.delta",
+		"response.reasoning_text.delta", "response.function_call_arguments.delta":
 		return true
 	case "message":
 		ch, _ := e.data["choices"].([]any)
@@ -409,19 +412,24 @@ func added(e sseItem) bool {
 			return false
 		}
 		d, _ := ch[0].(map[string]any)["delta"].(map[string]any)
-		_, ok := d["content"]
-		return ok && len(d) == 1
+		_, text := d["content"]
+		_, thinking := d["reasoning_content"]
+		_, calls := d["tool_calls"]
+		return (text || thinking || calls) && len(d) == 1
 	}
 	return false
 }
 
-// droppable reports an event masking may drop: a text delta.
+// droppable reports an event masking may drop: a delta of text, thinking
+// or arguments.
 func droppable(e sseItem) bool {
-	if e.typ == "response.output_text.delta" {
+	switch e.typ {
+	case "response.output_text.delta", "response.reasoning_summary_text.delta",
+		"response.reasoning_text.delta", "response.function_call_arguments.delta":
 		return true
 	}
 	d, _ := e.data["delta"].(map[string]any)
-	return e.typ == "content_block_delta" && d["type"] == "text_delta"
+	return e.typ == "content_block_delta" && d["type"] != "signature_delta"
 }
 
 // TestMaskedStreamEnds: a stream cut short or broken flushes what its

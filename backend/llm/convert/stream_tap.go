@@ -21,8 +21,8 @@ import (
 //     first text, text_delta), every Gemini candidate's text parts that
 //     are not thinking, Bedrock text deltas, Responses output_text deltas.
 //
-// Thinking, tool call arguments and refusals are not collected (nor
-// masked). A translated stream reads Chat's first choice and Gemini's
+// Thinking, tool call arguments and refusals are not collected (a masked
+// stream masks the first two, stream_mask.go). A translated stream reads Chat's first choice and Gemini's
 // first candidate only: the tap collecting the others too judges text the
 // client never gets, never less than it gets.
 //
