@@ -197,9 +197,12 @@ func (x *llmExchange) release() {
 	if x.saved != nil {
 		x.saved.Reset()
 	}
+	// The buffers an answer fills (read whole, decoded, masked,
+	// translated) are dropped when large (keepLLMBuf); the request's own
+	// are bounded by maxBufferSize.
 	*x = llmExchange{
-		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: x.scratch[:0], cached: x.cached[:0],
-		out: x.out[:0], guarded: x.guarded[:0], retarget: x.retarget[:0], decoded: x.decoded[:0], model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], path: x.path[:0], saved: x.saved,
+		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: keepLLMBuf(x.scratch), cached: x.cached[:0],
+		out: keepLLMBuf(x.out), guarded: keepLLMBuf(x.guarded), retarget: x.retarget[:0], decoded: keepLLMBuf(x.decoded), model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], path: x.path[:0], saved: x.saved,
 		early: earlyFailure{msg: x.early.msg[:0]},
 	}
 	llmExchanges.Put(x)

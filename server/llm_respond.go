@@ -207,33 +207,64 @@ func isEventStream(ct []byte) bool {
 }
 
 // readWhole reads a response body whole: the buffered body, or a streamed
-// one into buf, up to llmMaxResponse.
+// one into buf, up to llmMaxResponse. A body whose Content-Length is over
+// the limit is refused unread; one of known length is read into a buffer
+// of its size; one of unknown length into a buffer that doubles, but never
+// past the limit (and a byte, to see a body go over it), so an answer near
+// the limit costs about the limit and a half at its peak, not three times
+// it. A buffer larger than maxKeptLLMBuf is not kept after a failure
+// (nor in the pool, llmExchange.release).
 func readWhole(resp *fasthttp.Response, buf *[]byte) ([]byte, error) {
 	if !resp.IsBodyStream() {
 		return resp.Body(), nil
 	}
+	cl := resp.Header.ContentLength()
+	if cl > llmMaxResponse {
+		return nil, errResponseTooLarge
+	}
 	b := (*buf)[:0]
+	if cl >= 0 && cap(b) < cl+1 {
+		b = make([]byte, 0, cl+1) // (+1: EOF is seen without growing)
+	}
 	r := resp.BodyStream()
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			n := max(2*cap(b), 16<<10)
+			if n >= llmMaxResponse {
+				n = llmMaxResponse + 1
+			}
+			nb := make([]byte, len(b), n)
+			copy(nb, b)
+			b = nb
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if len(b) > llmMaxResponse {
-			*buf = b[:0]
+			*buf = keepLLMBuf(b)
 			return nil, errResponseTooLarge
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			*buf = b[:0]
+			*buf = keepLLMBuf(b)
 			return nil, err
 		}
 	}
 	*buf = b
 	return b, nil
+}
+
+// maxKeptLLMBuf bounds a buffer a pooled llmExchange keeps between
+// requests: one large answer does not pin its size in the pool.
+const maxKeptLLMBuf = 1 << 20
+
+// keepLLMBuf returns b emptied, or nil when it is too large to keep.
+func keepLLMBuf(b []byte) []byte {
+	if cap(b) > maxKeptLLMBuf {
+		return nil
+	}
+	return b[:0]
 }
 
 var errResponseTooLarge = errors.New("provider response larger than 32 MiB")
