@@ -66,6 +66,9 @@ func (a *APIKeyAuth) Validate(v *decode.Validation) {
 // maxAPIKeys bounds a key list, inline or in a file.
 const maxAPIKeys = 100000
 
+// MaxAPIKeyFile bounds an apiKey key file (APIKeys.File), in bytes.
+const MaxAPIKeyFile = 64 << 20
+
 // APIKeys is the accepted keys: a list written inline (agentgateway's
 // form; an item may also be a plain key string), or `{file: path}`, a
 // file read when the config is loaded that holds such a list or a map of

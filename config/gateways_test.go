@@ -139,8 +139,9 @@ func TestGatewaysNormalized(t *testing.T) {
 	if !f.LLM.Attached() {
 		t.Error("the llm section is not attached")
 	}
-	// The gateways' certificates are watched like the binds'.
-	if got := strings.Join(f.FilesRead(), " "); got != "cert.pem key.pem" {
+	// The gateways' certificates and credential files are watched like
+	// the binds'.
+	if got := strings.Join(f.FilesRead(), " "); got != "jwks.json cert.pem key.pem keys.yaml" {
 		t.Errorf("files read: %s", got)
 	}
 	// Every path a normalized listener or route names is in the file.

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"reflect"
 	"sort"
 	"strconv"
@@ -350,10 +352,21 @@ func checkBindProtocols(v checker, ls []Listener, lpaths func(int) string) {
 	}
 }
 
-// FilesRead lists the files the configuration reads besides itself
-// (certificates, keys, CA bundles of listeners and of backendTLS, wherever
-// they are), in file order without repeats: the running gateway reloads
-// when one of them changes.
+// FilesRead lists the files the configuration reads when it is applied
+// besides itself, wherever they are, in file order without repeats: the
+// running gateway reloads when one of them changes, so that a rotated
+// certificate or a revoked credential takes effect at once. They are the
+// certificates, keys and CA bundles of listeners and of backendTLS, the
+// client credentials (apiKey key files, and the key files their entries
+// name; basicAuth htpasswd files; jwtAuth and mcpAuthentication key set
+// files) and the model price catalogs. An apiKey key file is read (up to
+// MaxAPIKeyFile) for the key files its entries name; one that cannot be
+// read or parsed adds none (applying the config reports it).
+//
+// The backend credentials the gateway sends (backendAuth keys, an LLM
+// provider's apiKey, a GCP credential) are left out: they are read where
+// they are used and again when their file changes, keeping the value read
+// before while a file being replaced cannot be read, with no reload.
 func (f *File) FilesRead() []string {
 	var out []string
 	seen := map[string]bool{}
@@ -371,9 +384,55 @@ func (f *File) FilesRead() []string {
 			add(t.Cert, t.Key, t.Root)
 		case *BackendTLS:
 			add(t.Cert, t.Key, t.Root)
+		case *APIKeyAuth:
+			add(t.Keys.File)
+			add(entryKeyFiles(t.Keys.List)...)
+			if t.Keys.File != "" {
+				add(apiKeyFileKeyFiles(t.Keys.File)...)
+			}
+		case *BasicAuth:
+			add(t.Htpasswd.File)
+		case *JWKSource:
+			if t.Kind == JWKSFile {
+				add(t.File)
+			}
+		case *Settings:
+			for _, s := range t.ModelCatalog {
+				add(s.File)
+			}
 		}
 	})
 	return out
+}
+
+// entryKeyFiles are the key files apiKey entries name.
+func entryKeyFiles(entries []APIKeyEntry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Key != nil && e.Key.IsFile() {
+			out = append(out, e.Key.File)
+		}
+	}
+	return out
+}
+
+// apiKeyFileKeyFiles are the key files the entries of an apiKey key file
+// name; none when it cannot be read or parsed.
+func apiKeyFileKeyFiles(path string) []string {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, MaxAPIKeyFile+1))
+	if err != nil || len(data) > MaxAPIKeyFile {
+		return nil
+	}
+	entries, err := ParseAPIKeyFile(data)
+	if err != nil {
+		return nil
+	}
+	return entryKeyFiles(entries)
 }
 
 // walkValues calls visit for every non-nil pointer reachable from v

@@ -225,7 +225,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if o.transport == string(server.TransportNetpoll) {
 		log.Warn("transport netpoll reads every connection into memory as fast as its client sends, with no bound and no backpressure (netpoll has none): a client that sends faster than the gateway forwards grows its memory; serve untrusted clients with the default transport, std")
 	}
-	p := &process{log: log, src: src, files: f.FilesRead(), loaded: contentState(data, f.FilesRead()), gw: server.New(server.Options{
+	files := f.FilesRead()
+	p := &process{log: log, src: src, files: files, loaded: contentState(data, files), gw: server.New(server.Options{
 		Logger:    log,
 		AccessLog: accessLog,
 		Transport: server.Transport(o.transport),

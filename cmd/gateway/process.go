@@ -84,8 +84,8 @@ type process struct {
 	side  *admin.Servers
 	first *config.File
 	// loaded identifies what the config file held when last read, with
-	// the files it reads (certificates, keys): their SHA-256, or the read
-	// error. Only the watch uses it after start.
+	// the files it reads (certificates, keys, credentials): their SHA-256,
+	// or the read error. Only the watch uses it after start.
 	loaded string
 	// files are the files the running config reads (config.File.FilesRead).
 	files []string
@@ -334,11 +334,10 @@ func (cw *configWatch) check(direct bool) {
 	if !direct && state == cw.p.loaded {
 		return
 	}
+	// A config refused is not read again until something changes; one
+	// applied sets loaded to what it read (reload).
 	cw.p.loaded = state
-	if cw.p.reload(data, err) {
-		// The new config may read other files.
-		cw.p.loaded = contentState(data, cw.p.files)
-	}
+	cw.p.reload(data, err)
 }
 
 // follow watches the directory of the file the path now resolves to, and
@@ -354,11 +353,18 @@ func (cw *configWatch) follow() {
 	}
 	cw.target = target
 	want := filepath.Dir(target)
-	// The directories of the files the config reads are watched too.
+	// The directories of the files the config reads (certificates,
+	// credentials) are watched too, and those of the files they resolve to,
+	// for the same reasons as the config's.
 	keep := map[string]bool{own: true, want: true}
 	for _, f := range cw.p.files {
-		if abs, err := filepath.Abs(f); err == nil {
-			keep[filepath.Dir(abs)] = true
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		keep[filepath.Dir(abs)] = true
+		if target, err := filepath.EvalSymlinks(abs); err == nil {
+			keep[filepath.Dir(target)] = true
 		}
 	}
 	for d := range keep {
@@ -384,7 +390,8 @@ func (cw *configWatch) follow() {
 }
 
 // reload applies the config read from the file, or logs why it cannot,
-// and reports whether it applied it.
+// and reports whether it applied it. Applied, the files it reads become
+// the ones watched, and loaded what the config and they held.
 func (p *process) reload(data []byte, err error) bool {
 	if err != nil {
 		p.gw.NoteReload(p.src.name(), err)
@@ -398,7 +405,14 @@ func (p *process) reload(data []byte, err error) bool {
 		// change.
 		err = errBlank
 	}
+	var files []string
+	var state string
 	if err == nil {
+		// What the new config reads, taken before applying it: a file
+		// changed while it is applied then differs from loaded and is
+		// read again. Taken after, such a change would look applied.
+		files = f.FilesRead()
+		state = contentState(data, files)
 		err = p.gw.Apply(f)
 	}
 	p.gw.NoteReload(p.src.name(), err)
@@ -406,7 +420,7 @@ func (p *process) reload(data []byte, err error) bool {
 		p.log.Error("config reload failed; keeping the running config", zap.String("file", p.src.name()), zap.String("errors", err.Error()))
 		return false
 	}
-	p.files = f.FilesRead()
+	p.files, p.loaded = files, state
 	p.log.Info("config reloaded", zap.String("file", p.src.name()))
 	for _, field := range startOnlyChanges(p.first, f) {
 		p.log.Warn("config reloaded, but this setting is read only at start: restart the gateway to apply it", zap.String("field", field))

@@ -31,7 +31,7 @@ const (
 // maxKeyFile bounds a key read from a file, maxKeysFile a file of keys.
 const (
 	maxKeyFile  = 64 << 10
-	maxKeysFile = 64 << 20
+	maxKeysFile = config.MaxAPIKeyFile
 )
 
 // APIKeyAuth is the compiled apiKey policy; immutable and safe for
