@@ -169,7 +169,7 @@ func hashCost(hash string) int64 {
 	case "bcrypt":
 		cost, err := bcrypt.Cost([]byte(hash))
 		if err != nil {
-			return 100 // refused before any work
+			return 100 // not reached: parseHash refuses such a hash (hashForm)
 		}
 		return 50_000 << cost
 	case "SHA crypt":
@@ -209,6 +209,9 @@ func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
 			return nil, fmt.Errorf("malformed %s hash", scheme(hash))
 		}
 		if h != nil {
+			if err := hashForm(hash); err != nil {
+				return nil, err
+			}
 			if c := hashCost(hash); c > maxHashCost {
 				return nil, fmt.Errorf("%s hash too costly to check on every request (about %.1f s a check, for this user and, as the decoy, for unknown ones): use at most bcrypt cost 15 or 5,000,000 SHA crypt rounds", scheme(hash), float64(c)/1e9)
 			}
@@ -219,6 +222,65 @@ func parseHash(hash string) (htpasswd.EncodedPasswd, error) {
 		return nil, errors.New("DES crypt hashes are refused as insecure (DES crypt reads only the first 8 characters of a password): hash it with bcrypt (htpasswd -B)")
 	}
 	return nil, fmt.Errorf("not a supported password hash (bcrypt, MD5 $apr1$ or $1$, SHA-256/512 crypt $5$ or $6$, SHA-1 {SHA}); raw passwords are refused")
+}
+
+// cryptAlphabet is the characters of crypt's base 64 (bcrypt's too, in
+// another order).
+const cryptAlphabet = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// hashForm checks the form of a hash go-htpasswd accepted: it checks only
+// the prefix of bcrypt, MD5 and SHA crypt hashes, so a hash cut short,
+// with something after it or with a cost bcrypt cannot read would be
+// accepted and then match no password, and its user could never log in
+// with nothing saying why. The error says what is wrong, never the hash.
+func hashForm(hash string) error {
+	switch scheme(hash) {
+	case "bcrypt":
+		// $2y$ (or 2a, 2b, 2x), the cost in two digits, $, then 22
+		// characters of salt and 31 of hash: 60 in all.
+		const want = "malformed bcrypt hash: expected 60 characters: $2y$ (or $2a$, $2b$), a cost of two digits, $ and 53 characters of ./0-9A-Za-z"
+		if len(hash) != 60 || hash[3] != '$' || hash[6] != '$' || !onlyIn(hash[4:6], "0123456789") || !onlyIn(hash[7:], cryptAlphabet) {
+			return errors.New(want)
+		}
+		if cost, _ := strconv.Atoi(hash[4:6]); cost < bcrypt.MinCost || cost > bcrypt.MaxCost {
+			return fmt.Errorf("malformed bcrypt hash: cost %d is outside %d to %d", cost, bcrypt.MinCost, bcrypt.MaxCost)
+		}
+	case "MD5":
+		// $apr1$ or $1$, a salt of at most 8 characters (the crypt
+		// library reads all it is given: a longer one, which tools cut to
+		// 8, never matches), $ and 22 characters of hash.
+		prefix := "$1$"
+		if strings.HasPrefix(hash, "$apr1$") {
+			prefix = "$apr1$"
+		}
+		salt, sum, ok := strings.Cut(hash[len(prefix):], "$")
+		if !ok || len(salt) > 8 || len(sum) != 22 || !onlyIn(sum, cryptAlphabet) {
+			return fmt.Errorf("malformed MD5 hash: expected %s, a salt of at most 8 characters, $ and 22 characters of ./0-9A-Za-z", prefix)
+		}
+	case "SHA crypt":
+		// $5$ or $6$, rounds=N$ (shaCryptRounds checked it), a salt
+		// (which may be empty, and of which the first 16 characters
+		// count), $ and 43 (SHA-256) or 86 (SHA-512) characters of hash.
+		prefix, size := hash[:3], 43
+		if prefix == "$6$" {
+			size = 86
+		}
+		parts := strings.SplitN(hash[3:], "$", 3)
+		if sum := parts[len(parts)-1]; len(parts) < 2 || len(sum) != size || !onlyIn(sum, cryptAlphabet) {
+			return fmt.Errorf("malformed SHA crypt hash: expected %s, a salt, $ and %d characters of ./0-9A-Za-z", prefix, size)
+		}
+	}
+	return nil
+}
+
+// onlyIn reports whether every byte of s is one of chars.
+func onlyIn(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(chars, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // shaCryptRounds returns the rounds of a SHA-256 or SHA-512 crypt hash

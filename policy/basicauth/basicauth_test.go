@@ -287,3 +287,79 @@ func TestDecoyIsTheCostliestHash(t *testing.T) {
 		})
 	}
 }
+
+// TestMalformedHashesRefused: a hash of a supported scheme whose form is
+// wrong (cut short, with something after it, a cost bcrypt cannot read)
+// matches no password, so its user could never log in: it is a config
+// error naming the user's line, never quoting the hash. Hashes that tools
+// write, odd as some are, still load and match.
+func TestMalformedHashesRefused(t *testing.T) {
+	bc := strings.TrimSpace(strings.TrimPrefix(bcryptLine(t, "u", "pw"), "u:"))
+	body := bc[7:] // salt and hash, after "$2a$04$"
+	tests := []struct {
+		desc    string
+		hash    string
+		wantErr string // "" for a hash that loads and matches "pw"
+	}{
+		{"bcrypt", bc, ""},
+		{"bcrypt $2y$", "$2y$" + bc[4:], ""},
+		{"bcrypt $2b$", "$2b$" + bc[4:], ""},
+		{"bcrypt cut short", bc[:len(bc)-2], "malformed bcrypt hash: expected 60 characters"},
+		{"bcrypt with something after it", bc + "x", "malformed bcrypt hash: expected 60 characters"},
+		{"bcrypt cost 99", "$2y$99$" + body, "malformed bcrypt hash: cost 99 is outside 4 to 31"},
+		{"bcrypt cost 3", "$2y$03$" + body, "malformed bcrypt hash: cost 3 is outside 4 to 31"},
+		{"bcrypt cost of one digit", "$2y$4$" + body, "malformed bcrypt hash: expected 60 characters"},
+		{"bcrypt cost not a number", "$2y$0x$" + body, "malformed bcrypt hash: expected 60 characters"},
+		{"bcrypt character outside its alphabet", "$2y$04$" + body[:10] + "+" + body[11:], "malformed bcrypt hash: expected 60 characters"},
+		{"apr1 (openssl passwd)", "$apr1$saltsalt$x78Y39ym2RjUNQHTLgwHz/", ""},
+		{"MD5 crypt (openssl passwd)", "$1$saltsalt$6SNdNaZLKst2LlSm7oPPL1", ""},
+		{"apr1 empty salt (openssl passwd -apr1 -salt '')", "$apr1$$w7neMnnY7ZMxFRIT9tS6m.", ""},
+		{"apr1 cut short", "$apr1$saltsalt$5MCuaE4VxZK/CDugVarl", "malformed MD5 hash: expected $apr1$"},
+		{"apr1 with something after it", "$apr1$saltsalt$5MCuaE4VxZK/CDugVarlJ.x", "malformed MD5 hash"},
+		{"apr1 salt over 8 characters", "$apr1$saltsalt9$5MCuaE4VxZK/CDugVarlJ.", "malformed MD5 hash: expected $apr1$, a salt of at most 8 characters"},
+		{"MD5 crypt with a field after it", "$1$saltsalt$gj6pO5.kc2.f03C2q5XDg/$x", "malformed MD5 hash: expected $1$"},
+		{"SHA-256 crypt (openssl passwd)", "$5$saltsalt$0rl.MZtoLLPP3X0Rdl8riRnphIcAXJY27/aOAyK2hB5", ""},
+		{"SHA-512 crypt (openssl passwd)", "$6$saltsalt$pauPrmdmG4BTE9h2HPmywiw152IFch6BJCEsaY6D.PLTfpV8sqvXwWdyfsgVgozkYH9B80bAip/08R2BPH2xk/", ""},
+		// Made by glibc's crypt, which reads 16 characters of salt.
+		{"SHA-256 crypt empty salt", "$5$$EPxZX4DoQWu4KoghxUArtr9dmHmQzOXFqq.aJMdG0bA", ""},
+		{"SHA-512 crypt rounds and empty salt", "$6$rounds=1000$$Ww46dvdmbJa51Tn2FjNpXolxguszXFYv9Rxe3VazHhtMSHfmYDtk1WRGASHU.A.aIG6LLP4iqYBXgPIOSQrGS0", ""},
+		{"SHA-256 crypt salt over 16 characters", "$5$abcdefghijklmnopqrst$gu.71QnGu.GrGbdJF.mj20x/mWJF1VliZRmeYNpAtDB", ""},
+		{"SHA-256 crypt with something after it", "$5$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnDjunk", "malformed SHA crypt hash: expected $5$, a salt, $ and 43 characters"},
+		{"SHA-256 crypt rounds, a field after it", "$5$rounds=6000$saltsalt$h2w5YXuzHlgzMToG0tBblWTeNF4oa8jJRSfFM32k0v.$x", "malformed SHA crypt hash"},
+		{"SHA-512 crypt cut short", "$6$saltsalt$sJQ//Um8FaXxhPwlNM8HXPv/AOW4xO7O1OfRAAjjcXJ0llh.4e6XQKF9OnCI4ND3Dd6xNcUrwQ//rq6.Wp1", "malformed SHA crypt hash: expected $6$, a salt, $ and 86 characters"},
+		{"SHA-512 crypt with a SHA-256 hash", "$6$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnnD", "malformed SHA crypt hash: expected $6$"},
+		{"SHA crypt character outside its alphabet", "$5$saltsalt$ZfIYlhmI00KtX.OgJ3KQOS7qiwyKs.IsgQL6lLgsnn+", "malformed SHA crypt hash"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			// Another user first: the error names the line and the user.
+			text := "ok:{SHA}CBdexjHDZ4kfVcYV+41xChABNis=\nu:" + tc.hash + "\n"
+			users, _, err := Parse(text)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if !users["u"].MatchesPassword("pw") {
+					t.Fatal("loaded, but does not match its password")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("loaded; want an error ...%s...", tc.wantErr)
+			}
+			if want := `line 2 (user "u"): ` + tc.wantErr; !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q, want ...%s...", err, want)
+			}
+			for i := 0; i+8 <= len(tc.hash); i++ {
+				if strings.Contains(err.Error(), tc.hash[i:i+8]) {
+					t.Fatalf("the error quotes the hash (%q): %s", tc.hash[i:i+8], err)
+				}
+			}
+			// The policy refuses it with the field.
+			_, perr := New(&config.BasicAuth{Htpasswd: config.Secret{Inline: text}})
+			if fe, ok := perr.(*policy.FieldError); !ok || fe.Field != "htpasswd" {
+				t.Errorf("New: %v, want a FieldError on htpasswd", perr)
+			}
+		})
+	}
+}
