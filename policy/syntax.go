@@ -82,6 +82,36 @@ func FramingHeader(name string) bool {
 	return equalFoldASCII(name, "content-length") || equalFoldASCII(name, "transfer-encoding")
 }
 
+// HopHeader reports whether name is a hop-by-hop field (RFC 9110 7.6.1),
+// whatever its case: Connection, and Proxy-Connection, Keep-Alive, TE,
+// Upgrade, Proxy-Authenticate and Proxy-Authorization, which the gateway
+// takes as this hop's alone.
+func HopHeader(name string) bool {
+	switch len(name) {
+	case 2:
+		return equalFoldASCII(name, "te")
+	case 7:
+		return equalFoldASCII(name, "upgrade")
+	case 10:
+		return equalFoldASCII(name, "connection") || equalFoldASCII(name, "keep-alive")
+	case 16:
+		return equalFoldASCII(name, "proxy-connection")
+	case 18:
+		return equalFoldASCII(name, "proxy-authenticate")
+	case 19:
+		return equalFoldASCII(name, "proxy-authorization")
+	}
+	return false
+}
+
+// ReservedHeader reports whether name is a field no external service
+// (ext_authz, ext_proc, the rate limit service) may set or remove: the
+// framing fields (FramingHeader) and the hop-by-hop ones (HopHeader), which
+// belong to the gateway's connections, not to the message. A service's
+// Connection: upgrade and Upgrade would otherwise ask the upstream to
+// switch protocols on a request the client sent as a plain one.
+func ReservedHeader(name string) bool { return FramingHeader(name) || HopHeader(name) }
+
 // ValidOriginForm reports whether target can be a request's target in
 // origin form, as a policy or a service computes it: "/" then visible
 // ASCII without space or "#" (a fragment is never sent), so that it cannot

@@ -29,3 +29,19 @@ func TestValidOriginFormAndAuthority(t *testing.T) {
 		}
 	}
 }
+
+// TestReservedHeader: the fields no external service may set or remove are
+// the framing and hop-by-hop ones, in any case; others are the services'.
+func TestReservedHeader(t *testing.T) {
+	for name, want := range map[string]bool{
+		"Content-Length": true, "transfer-encoding": true,
+		"Connection": true, "connection": true, "Proxy-Connection": true, "Keep-Alive": true,
+		"TE": true, "te": true, "Upgrade": true, "UPGRADE": true,
+		"Proxy-Authenticate": true, "proxy-authorization": true,
+		"Trailer": false, "Host": false, "x-upgrade": false, "tx": false, "Authorization": false, "": false,
+	} {
+		if got := ReservedHeader(name); got != want {
+			t.Errorf("ReservedHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

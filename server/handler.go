@@ -66,6 +66,12 @@ type requestState struct {
 	// tunneled says the request became an upgrade tunnel: it is recorded
 	// when the tunnel ends (tunnelEnded).
 	tunneled bool
+	// upgrade says the client's request asks to switch protocols
+	// (isUpgrade), read from its head as it arrived, before any policy or
+	// service could edit it: only such a request goes as an upgrade
+	// (forward), so an external service's Connection: upgrade and Upgrade
+	// cannot turn a plain request into a tunnel past routing and policies.
+	upgrade bool
 	// limit is localRateLimit's decision (runChain), when limited: its
 	// x-ratelimit-* headers go on the response, and an LLM exchange
 	// completes it (AdmitTokens) and charges its tokens to it.
@@ -115,7 +121,7 @@ func releaseState(rs *requestState) {
 		rs.span = nil
 	}
 	rs.http10, rs.chainPending = false, false
-	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync, rs.tunneled = nil, false, false, false, false
+	rs.h2, rs.grpc, rs.upstreamAnswered, rs.bodyAsync, rs.tunneled, rs.upgrade = nil, false, false, false, false, false
 	rs.hangup = nil
 	rs.gateway = nil
 	rs.limit, rs.limited = ratelimit.Decision{}, false
@@ -231,7 +237,7 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		releaseState(rs)
 		return nil, fasthttp.StatusSwitchingProtocols, true
 	} else if connection {
-		dropConnectionNamed(&fctx.Request.Header, upgrade)
+		rs.upgrade = dropConnectionNamed(&fctx.Request.Header, upgrade)
 	}
 	if rs.h2 != nil && fctx.IsConnect() {
 		// No tunnel is carried on a stream (RFC 9113 8.5 is not offered),
@@ -379,8 +385,9 @@ func headerCount(h *fasthttp.RequestHeader) (n int, upgrade, connection bool) {
 // x-gateway-verified in Connection stripped what a route set). Connection
 // then says only what this hop keeps of it: the upgrade of an upgrade
 // request (its Upgrade field stays), else nothing (close is the header's
-// flag, kept).
-func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
+// flag, kept). It reports whether the request asks for an upgrade
+// (isUpgrade).
+func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) bool {
 	upgrade = upgrade && isUpgrade(h)
 	del := func(name []byte) { policy.DelRequestHeader(h, name) }
 	if upgrade {
@@ -392,13 +399,14 @@ func dropConnectionNamed(h *fasthttp.RequestHeader, upgrade bool) {
 	}
 	if upgrade {
 		h.SetBytesKV(headerConnection, headerUpgrade)
-		return
+		return true
 	}
 	closing := h.ConnectionClose()
 	policy.DelRequestHeader(h, headerConnection)
 	if closing {
 		h.SetConnectionClose()
 	}
+	return false
 }
 
 // runResponse runs the response policies: the route's (when one was

@@ -88,7 +88,11 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		// silently dropped (RFC 9110 10.1.1): 417, before any body is read.
 		return respondErrorClose(fctx, fasthttp.StatusExpectationFailed, "unsupported expectation")
 	}
-	upgrade := fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
+	// An upgrade is the client's to ask for (rs.upgrade, read before any
+	// policy ran); the header must still say it (a header policy of the
+	// route's may have removed Upgrade). External services cannot set or
+	// remove these fields (policy.ReservedHeader).
+	upgrade := rs.upgrade && fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
 	mirrored := false
 	retries := r.retry.retries(&rs.pc)
 	if !upgrade {
@@ -170,6 +174,14 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			}
 		} else {
 			err = up.ExchangeWatched(rs.clientWatch(), req, &fctx.Response, attemptDeadline)
+		}
+		if err == nil && fctx.Response.StatusCode() == fasthttp.StatusSwitchingProtocols {
+			// The upstream request asked to switch (a backend's header
+			// policy set Connection: upgrade and Upgrade) where the
+			// client did not: relayed, the 101 would leave the client on
+			// a connection nothing is spliced to (the exchange closed
+			// the upstream's).
+			err = backend.ErrUnsolicitedSwitch
 		}
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)

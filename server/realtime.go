@@ -29,7 +29,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 	fctx := rs.pc.Fast
 	req := &fctx.Request
 	fields := requestFields(&req.Header)
-	if fields&(fieldConnection|fieldUpgrade) != fieldConnection|fieldUpgrade || !isUpgrade(&req.Header) {
+	if !rs.upgrade || fields&(fieldConnection|fieldUpgrade) != fieldConnection|fieldUpgrade || !isUpgrade(&req.Header) {
 		return respondError(fctx, fasthttp.StatusBadRequest, "realtime requests are WebSocket upgrades")
 	}
 	var prov *llmProvider

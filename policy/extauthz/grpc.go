@@ -273,7 +273,8 @@ func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 // headerEdit reads one header option as Envoy does for ext_authz: append
 // when asked (the deprecated append flag or append_action), else
 // overwrite. ok is false for an option that would break the message (an
-// invalid field, a framing header), which is never applied.
+// invalid field) or touch the gateway's own fields (framing, hop-by-hop:
+// policy.ReservedHeader), which is never applied.
 func headerEdit(o *corev3.HeaderValueOption) (e policy.HeaderEdit, ok bool) {
 	hv := o.GetHeader()
 	if hv == nil || hv.GetKey() == "" {
@@ -283,7 +284,7 @@ func headerEdit(o *corev3.HeaderValueOption) (e policy.HeaderEdit, ok bool) {
 	if raw := hv.GetRawValue(); len(raw) > 0 {
 		value = string(raw)
 	}
-	if !policy.ValidHeader(key, value) || policy.FramingHeader(key) {
+	if !policy.ValidHeader(key, value) || policy.ReservedHeader(key) {
 		return e, false
 	}
 	e = policy.HeaderEdit{Name: key, Value: value, Action: policy.HeaderSet}
@@ -315,8 +316,8 @@ func setHeader(h policy.Headers, o *corev3.HeaderValueOption) {
 func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	req := &c.Fast.Request
 	for _, h := range ok.GetHeaders() {
-		if name := h.GetHeader().GetKey(); routingHeader(name) {
-			p.log.Debug("extAuthz: the service's edit of a routing header ignored", zap.String("header", name))
+		if name := h.GetHeader().GetKey(); routingHeader(name) || policy.ReservedHeader(name) {
+			p.log.Debug("extAuthz: the service's edit of a routing, framing or hop-by-hop header ignored", zap.String("header", name))
 			continue
 		}
 		setHeader(&req.Header, h)
@@ -327,8 +328,9 @@ func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 		}
 	}
 	for _, name := range ok.GetHeadersToRemove() {
-		// Envoy refuses to remove pseudo-headers and Host.
-		if name == "" || routingHeader(name) || policy.FramingHeader(name) {
+		// Envoy refuses to remove pseudo-headers and Host; framing and
+		// hop-by-hop fields are the gateway's.
+		if name == "" || routingHeader(name) || policy.ReservedHeader(name) {
 			continue
 		}
 		policy.DelRequestHeader(&req.Header, []byte(name))

@@ -183,8 +183,8 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	d := &decision{}
 	if status >= 200 && status < 300 {
 		for _, name := range h.responseHeaders {
-			if routingHeader(name) {
-				p.log.Debug("extAuthz: the service's routing header not copied to the request", zap.String("header", name))
+			if routingHeader(name) || policy.ReservedHeader(name) {
+				p.log.Debug("extAuthz: the service's routing or hop-by-hop header not copied to the request", zap.String("header", name))
 				continue
 			}
 			if v := aresp.Header.Peek(name); v != nil {

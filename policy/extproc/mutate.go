@@ -143,7 +143,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 	req := &c.Fast.Request
 	for _, name := range m.GetRemoveHeaders() {
 		name = strings.ToLower(name)
-		if strings.HasPrefix(name, ":") || name == "host" || policy.FramingHeader(name) {
+		if strings.HasPrefix(name, ":") || name == "host" || policy.ReservedHeader(name) {
 			continue
 		}
 		policy.DelRequestHeader(&req.Header, []byte(name))
@@ -177,7 +177,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 			if strings.HasPrefix(e.name, ":") {
 				return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
 			}
-			if policy.FramingHeader(e.name) {
+			if policy.ReservedHeader(e.name) {
 				continue
 			}
 			applyEdit(requestFields{&req.Header}, e)
@@ -198,7 +198,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 	}
 	for _, name := range m.GetRemoveHeaders() {
 		name = strings.ToLower(name)
-		if strings.HasPrefix(name, ":") || policy.FramingHeader(name) {
+		if strings.HasPrefix(name, ":") || policy.ReservedHeader(name) {
 			continue
 		}
 		policy.DelResponseHeader(&resp.Header, []byte(name))
@@ -214,7 +214,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 			resp.Header.SetStatusMessage(nil) // the upstream's phrase was its status's
 		case strings.HasPrefix(e.name, ":"):
 			return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
-		case policy.FramingHeader(e.name):
+		case policy.ReservedHeader(e.name):
 		default:
 			applyEdit(responseFields{&resp.Header}, e)
 		}
@@ -224,7 +224,7 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 
 // respondImmediate answers the request with the service's immediate
 // response: its status (200 when unset; 500 for one outside 200..599), its
-// headers (invalid ones and framing left out), its body, and grpc-status
+// headers (invalid ones, framing and hop-by-hop left out), its body, and grpc-status
 // when it gave one (replacing any its headers gave).
 func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp := &c.Fast.Response
@@ -239,7 +239,7 @@ func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp.SetStatusCode(code)
 	if es, err := edits(ir.GetHeaders()); err == nil {
 		for _, e := range es {
-			if !strings.HasPrefix(e.name, ":") && !policy.FramingHeader(e.name) {
+			if !strings.HasPrefix(e.name, ":") && !policy.ReservedHeader(e.name) {
 				applyEdit(responseFields{&resp.Header}, e)
 			}
 		}

@@ -210,7 +210,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 			p.log.Debug("remoteRateLimit: the service's routing header ignored", zap.String("header", key))
 			continue
 		}
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) {
 			// Every value replaced (agentgateway's insert): fasthttp's Set
 			// replaces only the first, and the client's second copy of the
 			// header would reach the backend beside the service's.
@@ -427,7 +427,7 @@ func responseHeaders(resp *rlsv3.RateLimitResponse) []policy.HeaderEdit {
 	var out []policy.HeaderEdit
 	named := false
 	for _, h := range resp.GetResponseHeadersToAdd() {
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.FramingHeader(h.GetKey()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) {
 			out = append(out, policy.HeaderEdit{Name: h.GetKey(), Value: h.GetValue()})
 			named = named || strings.EqualFold(h.GetKey(), hdrLimit) || strings.EqualFold(h.GetKey(), hdrRemaining) || strings.EqualFold(h.GetKey(), hdrReset)
 		}
