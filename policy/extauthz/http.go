@@ -37,6 +37,7 @@ type headerExpr struct {
 }
 
 // fasthttpClient is the connection pool to one service, kept in the lease.
+// Checks go through exchange, not the HostClient's Do.
 type fasthttpClient struct{ *fasthttp.HostClient }
 
 // Close implements io.Closer for the lease.
@@ -174,7 +175,7 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 	}
 	deadline, _ := ctx.Deadline()
 	call := a.trace.StartHTTP(policy.KindExtAuthz, areq, h.host)
-	err := logline.WithoutPeerBytes(h.client.DoDeadline(areq, aresp, deadline))
+	err := logline.WithoutPeerBytes(h.client.exchange(areq, aresp, deadline))
 	call.EndHTTP(aresp.StatusCode(), err)
 	if err != nil {
 		return nil, err
