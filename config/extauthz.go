@@ -117,7 +117,8 @@ type ExtAuthzGRPC struct {
 }
 
 // ExtAuthzHTTP is the HTTP protocol's settings: the request goes to the
-// service with the client's method; a 2xx answer allows it.
+// service with the client's method; a 200 answer allows it (another 2xx is
+// a service that could not decide, for FailureMode).
 type ExtAuthzHTTP struct {
 	// Path is the check request's path and query, by CEL; unset, the
 	// client's.

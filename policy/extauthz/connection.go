@@ -15,7 +15,7 @@ import (
 type Verdict uint8
 
 const (
-	// Allowed: the service answered 2xx, or could not decide and
+	// Allowed: the service answered 200, or could not decide and
 	// failureMode is allow.
 	Allowed Verdict = iota
 	// Denied: the service answered something else.

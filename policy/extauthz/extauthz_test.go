@@ -727,3 +727,33 @@ func TestServiceErrorBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPOnly200Allows: the HTTP protocol's service must answer 200 to
+// allow. Another 2xx (201, 204) is a service that could not decide, for
+// failureMode: denied by default, let through by failureMode allow, never
+// relayed (a 204 would tell the client its request succeeded). Before,
+// any 2xx allowed.
+func TestHTTPOnly200Allows(t *testing.T) {
+	for _, status := range []int{201, 204, 299} {
+		s := &extauthztest.HTTP{Decide: func(*http.Request) int { return status }}
+		addr := extauthztest.StartHTTP(t, s)
+		deny := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{})}, addr)
+		allow := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{}), FailureMode: config.ExtAuthzFailureMode{Allow: true}}, addr)
+		c := policytest.Ctx(policytest.NewRequest("GET", "/x", "Authorization", "Bearer a"))
+		if deny.OnRequest(c) != policy.Done || c.Fast.Response.StatusCode() != 403 || string(c.Fast.Response.Body()) != string(bodyFailed) {
+			t.Errorf("%d, failureMode deny: %d %q, want the failure's 403", status, c.Fast.Response.StatusCode(), c.Fast.Response.Body())
+		}
+		c = policytest.Ctx(policytest.NewRequest("GET", "/x", "Authorization", "Bearer a"))
+		if allow.OnRequest(c) != policy.Continue {
+			t.Errorf("%d, failureMode allow: refused %d", status, c.Fast.Response.StatusCode())
+		}
+		if v := connPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{})}, addr, time.Second).CheckConnection(connSource, connDest); v != Failed {
+			t.Errorf("%d, networkExtAuthz: verdict %d, want Failed", status, v)
+		}
+	}
+	s := &extauthztest.HTTP{}
+	ok := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{})}, extauthztest.StartHTTP(t, s))
+	if c := policytest.Ctx(policytest.NewRequest("GET", "/x")); ok.OnRequest(c) != policy.Continue {
+		t.Errorf("200: refused %d", c.Fast.Response.StatusCode())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 )
 
 // httpCheck asks a service over HTTP: the check request has the client's
-// method, path (or `path`) and the included headers; a 2xx answer allows.
+// method, path (or `path`) and the included headers; a 200 answer allows
+// (errNot200).
 type httpCheck struct {
 	client          *fasthttpClient
 	host            string
@@ -181,8 +183,11 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 		return nil, err
 	}
 	status := aresp.StatusCode()
+	if status != fasthttp.StatusOK && status >= 200 && status < 300 {
+		return nil, errNot200{status}
+	}
 	d := &decision{}
-	if status >= 200 && status < 300 {
+	if status == fasthttp.StatusOK {
 		for _, name := range h.responseHeaders {
 			if routingHeader(name) || policy.ReservedHeader(name) {
 				p.log.Debug("extAuthz: the service's routing or hop-by-hop header not copied to the request", zap.String("header", name))
@@ -214,6 +219,17 @@ func (h *httpCheck) ask(ctx context.Context, p *ExtAuthz, a *asked) (*decision, 
 		}
 	}
 	return d, nil
+}
+
+// errNot200 is the error of an HTTP check answered with a 2xx status other
+// than 200. Only 200 allows (the protocol's rule, and Envoy's), and the
+// answer is not a refusal either: relayed, a 201 or a 204 would tell the
+// client its request succeeded when it never reached the backend. It is a
+// service that could not decide, handled by failureMode.
+type errNot200 struct{ status int }
+
+func (e errNot200) Error() string {
+	return "the authorization service answered " + strconv.Itoa(e.status) + ", not 200"
 }
 
 // evalMetadata computes metadata with `response` the service's answer; a
