@@ -58,35 +58,44 @@ type headerEdit struct {
 func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 	out := make([]headerEdit, 0, len(m.GetSetHeaders()))
 	for _, o := range m.GetSetHeaders() {
-		h := o.GetHeader()
-		if h == nil {
+		if o.GetHeader() == nil {
 			continue
 		}
-		name := strings.ToLower(h.GetKey())
-		value := string(h.GetRawValue())
-		if len(h.GetRawValue()) == 0 {
-			value = h.GetValue()
+		e, err := edit(o)
+		if err != nil {
+			return nil, err
 		}
-		if !strings.HasPrefix(name, ":") && !policy.ValidHeaderName(name) || !policy.ValidHeaderValue(value) {
-			return nil, &errService{"the external processing service set an invalid header " + strconv.Quote(h.GetKey())}
-		}
-		action := o.GetAppendAction()
-		if _, known := corev3.HeaderValueOption_HeaderAppendAction_name[int32(action)]; !known {
-			// Envoy's validation refuses a value its enum does not define
-			// (defined_only): guessing one would apply an edit the service
-			// did not mean.
-			return nil, &errService{"the external processing service sent an unknown append_action " + strconv.Itoa(int(action)) + " for header " + strconv.Quote(h.GetKey())}
-		}
-		if action == corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
-			action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
-			//lint:ignore SA1019 ext_proc services still send the deprecated flag, and Envoy honours it
-			if o.GetAppend().GetValue() {
-				action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
-			}
-		}
-		out = append(out, headerEdit{name: name, value: value, action: action})
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// edit checks one set_headers entry (o.Header not nil).
+func edit(o *corev3.HeaderValueOption) (headerEdit, error) {
+	h := o.GetHeader()
+	name := strings.ToLower(h.GetKey())
+	value := string(h.GetRawValue())
+	if len(h.GetRawValue()) == 0 {
+		value = h.GetValue()
+	}
+	if !strings.HasPrefix(name, ":") && !policy.ValidHeaderName(name) || !policy.ValidHeaderValue(value) {
+		return headerEdit{}, &errService{"the external processing service set an invalid header " + strconv.Quote(h.GetKey())}
+	}
+	action := o.GetAppendAction()
+	if _, known := corev3.HeaderValueOption_HeaderAppendAction_name[int32(action)]; !known {
+		// Envoy's validation refuses a value its enum does not define
+		// (defined_only): guessing one would apply an edit the service
+		// did not mean.
+		return headerEdit{}, &errService{"the external processing service sent an unknown append_action " + strconv.Itoa(int(action)) + " for header " + strconv.Quote(h.GetKey())}
+	}
+	if action == corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
+		action = corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD
+		//lint:ignore SA1019 ext_proc services still send the deprecated flag, and Envoy honours it
+		if o.GetAppend().GetValue() {
+			action = corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD
+		}
+	}
+	return headerEdit{name: name, value: value, action: action}, nil
 }
 
 // fields is what an edit needs of a request or a response header:
@@ -224,8 +233,10 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 
 // respondImmediate answers the request with the service's immediate
 // response: its status (200 when unset; 500 for one outside 200..599), its
-// headers (invalid ones, framing and hop-by-hop left out), its body, and grpc-status
-// when it gave one (replacing any its headers gave).
+// headers (each invalid one, framing and hop-by-hop ones left out, as
+// extAuthz leaves them out of a refusal: the rest go, so that one bad
+// header does not take a 401's WWW-Authenticate with it), its body, and
+// grpc-status when it gave one (replacing any its headers gave).
 func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp := &c.Fast.Response
 	resp.Reset()
@@ -237,11 +248,12 @@ func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 		code = http.StatusInternalServerError
 	}
 	resp.SetStatusCode(code)
-	if es, err := edits(ir.GetHeaders()); err == nil {
-		for _, e := range es {
-			if !strings.HasPrefix(e.name, ":") && !policy.ReservedHeader(e.name) {
-				applyEdit(responseFields{&resp.Header}, e)
-			}
+	for _, o := range ir.GetHeaders().GetSetHeaders() {
+		if o.GetHeader() == nil {
+			continue
+		}
+		if e, err := edit(o); err == nil && !strings.HasPrefix(e.name, ":") && !policy.ReservedHeader(e.name) {
+			applyEdit(responseFields{&resp.Header}, e)
 		}
 	}
 	if gs := ir.GetGrpcStatus(); gs != nil {
