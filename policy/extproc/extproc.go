@@ -332,7 +332,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 			s.override(ans, true)
 		}
 		cr := hr.RequestHeaders.GetResponse()
-		if err := applyRequestMutation(c, cr.GetHeaderMutation()); err != nil {
+		if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.log); err != nil {
 			return p.requestFailed(c, s, err, pump)
 		}
 		if cr.GetStatus() == procv3.CommonResponse_CONTINUE_AND_REPLACE {
@@ -415,7 +415,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	takeMetadata(c, ans)
 	cr := br.RequestBody.GetResponse()
-	if err := applyRequestMutation(c, cr.GetHeaderMutation()); err != nil {
+	if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.log); err != nil {
 		restore()
 		return p.requestFailed(c, s, err, nil)
 	}

@@ -127,7 +127,7 @@ func FuzzHeaderMutation(f *testing.F) {
 			})
 		}
 		c := newCtx("GET", "/orig", "")
-		if applyRequestMutation(c, hm) == nil {
+		if applyRequestMutation(c, hm, zap.NewNop()) == nil {
 			for k, v := range c.Fast.Request.Header.All() {
 				if !policy.ValidHeader(string(k), string(v)) {
 					t.Fatalf("accepted mutation left header %q: %q", k, v)

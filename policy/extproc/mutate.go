@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/policy"
 )
@@ -138,10 +139,15 @@ func applyEdit(h fields, e headerEdit) {
 	}
 }
 
-// applyRequestMutation applies a header mutation to the request. The
-// pseudo-headers :path, :method and :authority (or host) change the
-// request line and host; removing a pseudo-header or host does nothing.
-func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
+// applyRequestMutation applies a header mutation to the request. :path
+// changes the request's target. As Envoy's default header mutation rules
+// have it (no allow_all_routing), the service may not change :method,
+// :authority (or host) or :scheme: such an edit is ignored and logged at
+// debug, as extAuthz and remoteRateLimit ignore it. The upstream's
+// authority is the route's (on a dynamic backend, Host is the
+// destination), and the method is the client's. Removing a pseudo-header
+// or host does nothing.
+func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation, log *zap.Logger) error {
 	if m == nil {
 		return nil
 	}
@@ -169,19 +175,8 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation) error {
 				path = path[:i]
 			}
 			c.Path = []byte(path)
-		case ":method":
-			if !policy.ValidHeaderName(e.value) {
-				return &errService{"the external processing service set an invalid :method"}
-			}
-			req.Header.SetMethod(e.value)
-		case ":authority", "host":
-			if !policy.ValidAuthority(e.value) {
-				return &errService{"the external processing service set an invalid :authority"}
-			}
-			req.Header.SetHost(e.value)
-			c.HostRewritten = true
-		case ":scheme":
-			// The scheme is the connection's.
+		case ":method", ":authority", "host", ":scheme":
+			log.Debug("extProc: the service's edit of a routing header ignored", zap.String("header", e.name))
 		default:
 			if strings.HasPrefix(e.name, ":") {
 				return &errService{"the external processing service set an unknown pseudo-header " + strconv.Quote(e.name)}
