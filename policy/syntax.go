@@ -112,6 +112,31 @@ func HopHeader(name string) bool {
 // switch protocols on a request the client sent as a plain one.
 func ReservedHeader(name string) bool { return FramingHeader(name) || HopHeader(name) }
 
+// MaxServiceHeaderBytes bounds the header fields (names and values) one
+// answer of an external service (ext_authz, ext_proc, the rate limit
+// service) adds to a request or to a response: 32 KiB, the largest HTTP/1.1
+// request head the gateway takes from a client (the server's h1HeadLimit),
+// so that a request a service edited stays within the 64 KiB header list
+// the gateway takes over HTTP/2. Unbounded, an outside probe's service
+// sent a 3 MB header value upstream.
+const MaxServiceHeaderBytes = 32 << 10
+
+// HeaderBudget counts the header bytes one answer of an external service
+// adds in one direction, against MaxServiceHeaderBytes. Its zero value is
+// a whole budget.
+type HeaderBudget struct{ used int }
+
+// Take reports whether a field of name and value fits in what is left of
+// the budget, and counts it when it does.
+func (b *HeaderBudget) Take(name, value string) bool {
+	n := len(name) + len(value)
+	if n > MaxServiceHeaderBytes-b.used {
+		return false
+	}
+	b.used += n
+	return true
+}
+
 // ValidOriginForm reports whether target can be a request's target in
 // origin form, as a policy or a service computes it: "/" then visible
 // ASCII without space or "#" (a fragment is never sent), so that it cannot

@@ -45,3 +45,23 @@ func TestReservedHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderBudget: an answer's headers are taken while they fit in
+// MaxServiceHeaderBytes; one that does not is refused and leaves the rest
+// of the budget to smaller ones.
+func TestHeaderBudget(t *testing.T) {
+	var b HeaderBudget
+	if !b.Take("x-a", string(make([]byte, MaxServiceHeaderBytes-3-10))) {
+		t.Fatal("a header within the budget refused")
+	}
+	if b.Take("x-b", "0123456789") {
+		t.Error("a header past the budget taken")
+	}
+	if !b.Take("x-c", "0123456") || b.Take("x", "") {
+		t.Error("what was left of the budget")
+	}
+	var fresh HeaderBudget
+	if fresh.Take("x-big", string(make([]byte, 3<<20))) {
+		t.Error("a 3 MB value taken")
+	}
+}

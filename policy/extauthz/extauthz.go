@@ -245,7 +245,7 @@ func (d *decision) apply(p *ExtAuthz, c *policy.Ctx) policy.Result {
 	}
 	if d.deny {
 		if d.denied != nil {
-			deny(c, d.denied)
+			deny(p, c, d.denied)
 			return policy.Done
 		}
 		resp := &c.Fast.Response

@@ -251,7 +251,7 @@ func toStruct(v any, err error) (*structpb.Struct, error) {
 
 // deny answers the request as the service's denied response says
 // (status 403 unless it names one).
-func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
+func deny(p *ExtAuthz, c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 	resp := &c.Fast.Response
 	resp.Reset()
 	status := 403
@@ -259,8 +259,11 @@ func deny(c *policy.Ctx, d *authv3.DeniedHttpResponse) {
 		status = code
 	}
 	resp.SetStatusCode(status)
+	var budget policy.HeaderBudget
 	for _, h := range d.GetHeaders() {
-		setHeader(&resp.Header, h)
+		if e, ok := headerEdit(h); ok && p.fits(&budget, e) {
+			e.Apply(&resp.Header)
+		}
 	}
 	if body := d.GetBody(); body != "" {
 		resp.SetBodyString(body)
@@ -303,11 +306,16 @@ func headerEdit(o *corev3.HeaderValueOption) (e policy.HeaderEdit, ok bool) {
 	return e, true
 }
 
-// setHeader applies one header option to h (headerEdit).
-func setHeader(h policy.Headers, o *corev3.HeaderValueOption) {
-	if e, ok := headerEdit(o); ok {
-		e.Apply(h)
+// fits reports whether the service's header edit e fits in what is left
+// of an answer's budget (policy.MaxServiceHeaderBytes); one that does not
+// is dropped, as an invalid one is, and said.
+func (p *ExtAuthz) fits(b *policy.HeaderBudget, e policy.HeaderEdit) bool {
+	if b.Take(e.Name, e.Value) {
+		return true
 	}
+	p.log.Warn("extAuthz: the service's headers exceed 32 KiB; header dropped",
+		zap.String("header", logline.BoundValue(e.Name)), zap.Int("bytes", len(e.Name)+len(e.Value)))
+	return false
 }
 
 // applyOK edits the request the service allowed: headers set, added and
@@ -315,15 +323,18 @@ func setHeader(h policy.Headers, o *corev3.HeaderValueOption) {
 // wants on the response for p's response side (OnResponse).
 func applyOK(p *ExtAuthz, c *policy.Ctx, ok *authv3.OkHttpResponse) {
 	req := &c.Fast.Request
+	var reqBudget, respBudget policy.HeaderBudget
 	for _, h := range ok.GetHeaders() {
 		if name := h.GetHeader().GetKey(); routingHeader(name) || policy.ReservedHeader(name) {
 			p.log.Debug("extAuthz: the service's edit of a routing, framing or hop-by-hop header ignored", zap.String("header", name))
 			continue
 		}
-		setHeader(&req.Header, h)
+		if e, valid := headerEdit(h); valid && p.fits(&reqBudget, e) {
+			e.Apply(&req.Header)
+		}
 	}
 	for _, h := range ok.GetResponseHeadersToAdd() {
-		if e, valid := headerEdit(h); valid {
+		if e, valid := headerEdit(h); valid && p.fits(&respBudget, e) {
 			c.KeepResponseEdit(p, e)
 		}
 	}

@@ -48,10 +48,16 @@ func (f *fasthttpClient) Close() error { f.CloseIdleConnections(); return nil }
 func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 	build := func() (*fasthttpClient, error) {
 		return &fasthttpClient{&fasthttp.HostClient{
-			Addr:                          o.Addr,
-			MaxConns:                      512,
-			MaxIdleConnDuration:           90 * time.Second,
-			MaxResponseBodySize:           maxAnswerBody,
+			Addr:                o.Addr,
+			MaxConns:            512,
+			MaxIdleConnDuration: 90 * time.Second,
+			MaxResponseBodySize: maxAnswerBody,
+			// The answer's head, and so the headers copied from it to
+			// the request (includeResponseHeaders) or relayed with a
+			// refusal, at most policy.MaxServiceHeaderBytes; a larger
+			// one is a service that could not decide. (fasthttp's
+			// default, 4 KiB, failed an answer with a large token.)
+			ReadBufferSize:                policy.MaxServiceHeaderBytes,
 			DisableHeaderNamesNormalizing: false,
 			NoDefaultUserAgentHeader:      true,
 			// Errors without the service's bytes: its answers carry

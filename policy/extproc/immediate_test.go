@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 // TestImmediateResponseDropsOnlyBadHeaders: an immediate response with one
 // header that cannot travel (a CR/LF in its value, an invalid name, an
 // unknown append_action) or that is not the service's (framing,
-// hop-by-hop, a pseudo-header) reaches the client with its other headers;
+// hop-by-hop, a pseudo-header), or past policy.MaxServiceHeaderBytes,
+// reaches the client with its other headers;
 // before, one bad header dropped them all (a 401 lost its
 // WWW-Authenticate).
 func TestImmediateResponseDropsOnlyBadHeaders(t *testing.T) {
@@ -34,6 +36,7 @@ func TestImmediateResponseDropsOnlyBadHeaders(t *testing.T) {
 				set("content-length", "0", overwrite),
 				set("connection", "upgrade", overwrite),
 				set(":status", "200", overwrite),
+				set("x-huge", strings.Repeat("h", 40<<10), overwrite),
 				{Header: nil},
 				set("x-why", "no token", overwrite),
 			}},
@@ -55,7 +58,7 @@ func TestImmediateResponseDropsOnlyBadHeaders(t *testing.T) {
 	if got := string(resp.Header.Peek("X-Why")); got != "no token" {
 		t.Errorf("X-Why %q", got)
 	}
-	for _, name := range []string{"X-Bad", "X-Injected", "Bad Name", "X-Unknown-Action", "Connection"} {
+	for _, name := range []string{"X-Bad", "X-Injected", "Bad Name", "X-Unknown-Action", "Connection", "X-Huge"} {
 		if v := resp.Header.Peek(name); v != nil {
 			t.Errorf("%s: %q, want it left out", name, v)
 		}

@@ -54,10 +54,12 @@ type headerEdit struct {
 }
 
 // edits checks a mutation's set_headers: a name or value that is not valid
-// HTTP fails the whole mutation. The deprecated `append` flag is read as
-// Envoy reads it: unset or false overwrites, true appends.
+// HTTP fails the whole mutation, and so do headers over
+// policy.MaxServiceHeaderBytes in all. The deprecated `append` flag is
+// read as Envoy reads it: unset or false overwrites, true appends.
 func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 	out := make([]headerEdit, 0, len(m.GetSetHeaders()))
+	var budget policy.HeaderBudget
 	for _, o := range m.GetSetHeaders() {
 		if o.GetHeader() == nil {
 			continue
@@ -66,10 +68,17 @@ func edits(m *procv3.HeaderMutation) ([]headerEdit, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !budget.Take(e.name, e.value) {
+			return nil, errHeadersTooLarge
+		}
 		out = append(out, e)
 	}
 	return out, nil
 }
+
+// errHeadersTooLarge is the error of a mutation whose headers exceed
+// policy.MaxServiceHeaderBytes.
+var errHeadersTooLarge = &errService{"the external processing service set headers over 32 KiB"}
 
 // edit checks one set_headers entry (o.Header not nil).
 func edit(o *corev3.HeaderValueOption) (headerEdit, error) {
@@ -228,9 +237,10 @@ func applyResponseMutation(resp *fasthttp.Response, m *procv3.HeaderMutation) er
 
 // respondImmediate answers the request with the service's immediate
 // response: its status (200 when unset; 500 for one outside 200..599), its
-// headers (each invalid one, framing and hop-by-hop ones left out, as
-// extAuthz leaves them out of a refusal: the rest go, so that one bad
-// header does not take a 401's WWW-Authenticate with it), its body, and
+// headers (each invalid one, framing and hop-by-hop ones, and those past
+// policy.MaxServiceHeaderBytes left out, as extAuthz leaves them out of a
+// refusal: the rest go, so that one bad header does not take a 401's
+// WWW-Authenticate with it), its body, and
 // grpc-status when it gave one (replacing any its headers gave).
 func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 	resp := &c.Fast.Response
@@ -243,11 +253,12 @@ func respondImmediate(c *policy.Ctx, ir *procv3.ImmediateResponse) {
 		code = http.StatusInternalServerError
 	}
 	resp.SetStatusCode(code)
+	var budget policy.HeaderBudget
 	for _, o := range ir.GetHeaders().GetSetHeaders() {
 		if o.GetHeader() == nil {
 			continue
 		}
-		if e, err := edit(o); err == nil && !strings.HasPrefix(e.name, ":") && !policy.ReservedHeader(e.name) {
+		if e, err := edit(o); err == nil && !strings.HasPrefix(e.name, ":") && !policy.ReservedHeader(e.name) && budget.Take(e.name, e.value) {
 			applyEdit(responseFields{&resp.Header}, e)
 		}
 	}

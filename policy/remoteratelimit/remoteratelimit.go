@@ -7,6 +7,7 @@ package remoteratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -58,9 +60,10 @@ type RemoteRateLimit struct {
 	timeout     time.Duration
 	log         *zap.Logger
 	// checkLog and chargeLog throttle the lines about a service that
-	// fails questions and token charges; now is their clock.
-	checkLog, chargeLog logline.Throttle
-	now                 func() time.Time
+	// fails questions and token charges, sizeLog those about one whose
+	// headers exceed policy.MaxServiceHeaderBytes; now is their clock.
+	checkLog, chargeLog, sizeLog logline.Throttle
+	now                          func() time.Time
 }
 
 type descriptor struct {
@@ -191,17 +194,18 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 			return policy.Continue
 		}
 		p.warn(&p.checkLog, "remoteRateLimit: the rate limit service did not answer; refusing (failClosed)", err)
-		return answer(c, http.StatusInternalServerError, bodyFailed, nil)
+		return p.answer(c, http.StatusInternalServerError, bodyFailed, nil)
 	}
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-		return answer(c, http.StatusTooManyRequests, bodyLimited, resp)
+		return p.answer(c, http.StatusTooManyRequests, bodyLimited, resp)
 	}
 	// What the service wants on the response, and the x-ratelimit-*
 	// headers its statuses give, go on whatever answers the request
 	// (OnResponse), as agentgateway's apply does.
-	for _, e := range responseHeaders(resp) {
+	for _, e := range p.responseHeaders(resp) {
 		c.KeepResponseEdit(p, e)
 	}
+	var budget policy.HeaderBudget
 	for _, h := range resp.GetRequestHeadersToAdd() {
 		if key := h.GetKey(); key != "" && key[0] == ':' || strings.EqualFold(key, "host") {
 			// The upstream's authority is the route's: Envoy refuses
@@ -210,7 +214,7 @@ func (p *RemoteRateLimit) OnRequest(c *policy.Ctx) policy.Result {
 			p.log.Debug("remoteRateLimit: the service's routing header ignored", zap.String("header", key))
 			continue
 		}
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) && p.fits(&budget, h) {
 			// Every value replaced (agentgateway's insert): fasthttp's Set
 			// replaces only the first, and the client's second copy of the
 			// header would reach the backend beside the service's.
@@ -394,12 +398,12 @@ func limitOverride(v ref.Val) (*rlcommon.RateLimitDescriptor_RateLimitOverride, 
 // answer answers the request with status and body; a refusal (resp not
 // nil) has the service's response headers and x-ratelimit-* headers, and
 // its raw_body when it sent one.
-func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
+func (p *RemoteRateLimit) answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitResponse) policy.Result {
 	r := &c.Fast.Response
 	r.Reset()
 	r.SetStatusCode(status)
 	r.Header.SetContentTypeBytes(contentTypeText)
-	for _, e := range responseHeaders(resp) {
+	for _, e := range p.responseHeaders(resp) {
 		e.Apply(&r.Header) // the service's Content-Type wins (Envoy's)
 	}
 	if raw := resp.GetRawBody(); len(raw) > 0 {
@@ -407,6 +411,18 @@ func answer(c *policy.Ctx, status int, body []byte, resp *rlsv3.RateLimitRespons
 	}
 	r.SetBody(body)
 	return policy.Done
+}
+
+// fits reports whether the service's header h fits in what is left of an
+// answer's budget (policy.MaxServiceHeaderBytes); one that does not is
+// dropped, as an invalid one is, and said (throttled: sizeLog).
+func (p *RemoteRateLimit) fits(b *policy.HeaderBudget, h *corev3.HeaderValue) bool {
+	if b.Take(h.GetKey(), h.GetValue()) {
+		return true
+	}
+	p.warn(&p.sizeLog, "remoteRateLimit: the rate limit service's headers exceed 32 KiB; header dropped",
+		errors.New("header "+strconv.Quote(logline.BoundValue(h.GetKey()))+" of "+strconv.Itoa(len(h.GetKey())+len(h.GetValue()))+" bytes"))
+	return false
 }
 
 // Header names of the x-ratelimit-* headers, in fasthttp's canonical form.
@@ -422,12 +438,14 @@ const (
 // x-ratelimit-limit, -remaining and -reset from the descriptor status with
 // the fewest requests remaining among those with a current limit (the
 // first of equals): its requests per unit, its remaining requests, and the
-// whole seconds until it resets; none when no status has a limit.
-func responseHeaders(resp *rlsv3.RateLimitResponse) []policy.HeaderEdit {
+// whole seconds until it resets; none when no status has a limit. The
+// service's headers past policy.MaxServiceHeaderBytes are left out (fits).
+func (p *RemoteRateLimit) responseHeaders(resp *rlsv3.RateLimitResponse) []policy.HeaderEdit {
 	var out []policy.HeaderEdit
 	named := false
+	var budget policy.HeaderBudget
 	for _, h := range resp.GetResponseHeadersToAdd() {
-		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) {
+		if policy.ValidHeader(h.GetKey(), h.GetValue()) && !policy.ReservedHeader(h.GetKey()) && p.fits(&budget, h) {
 			out = append(out, policy.HeaderEdit{Name: h.GetKey(), Value: h.GetValue()})
 			named = named || strings.EqualFold(h.GetKey(), hdrLimit) || strings.EqualFold(h.GetKey(), hdrRemaining) || strings.EqualFold(h.GetKey(), hdrReset)
 		}
