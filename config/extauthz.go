@@ -1,8 +1,12 @@
 package config
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+
+	"cel.dev/cel-go/cel"
 
 	"github.com/relaygate/gateway/config/decode"
 )
@@ -114,6 +118,48 @@ type ExtAuthzGRPC struct {
 	// Metadata is sent as metadata_context.filter_metadata, each value
 	// computed by CEL from the request.
 	Metadata map[string]ValueExpression `json:"metadata,omitempty" cfg:"maxItems=64"`
+}
+
+// Validate refuses a metadata expression whose result is known, by its
+// type, not to be a map: each entry of the check's
+// metadata_context.filter_metadata is an object (a protobuf Struct), and
+// such a value would be left out of every check. A result whose type is
+// known only when it is computed (request.path is dyn) is said at run
+// time instead.
+func (g *ExtAuthzGRPC) Validate(v *decode.Validation) {
+	for _, key := range slices.Sorted(maps.Keys(g.Metadata)) {
+		if t, ok := valueExpressionType(g.Metadata[key]); ok && !metadataResult(t) {
+			v.Errorf(decode.JoinKey("metadata", key), "the result is %s, not a map with string keys: each entry of the check's metadata_context.filter_metadata is an object", t)
+		}
+	}
+}
+
+// metadataResult reports whether an expression of result type t may give
+// a filter metadata entry: a map with string keys, or a type known only
+// when computed.
+func metadataResult(t *cel.Type) bool {
+	switch t.Kind() {
+	case cel.DynKind, cel.AnyKind:
+		return true
+	case cel.MapKind:
+		k := t.Parameters()[0].Kind()
+		return k == cel.StringKind || k == cel.DynKind || k == cel.AnyKind
+	}
+	return false
+}
+
+// valueExpressionType is the result type of a ValueCELEnv expression; ok
+// is false when it does not compile (which its decoding said).
+func valueExpressionType(e ValueExpression) (t *cel.Type, ok bool) {
+	env, err := ValueCELEnv()
+	if err != nil {
+		return nil, false
+	}
+	ast, iss := env.Compile(string(e))
+	if iss.Err() != nil {
+		return nil, false
+	}
+	return ast.OutputType(), true
 }
 
 // ExtAuthzHTTP is the HTTP protocol's settings: the request goes to the

@@ -450,6 +450,15 @@ func sourceAddr(c *policy.Ctx) (string, uint32) {
 	return "", 0
 }
 
+// destinationAddr is the address and port the client connected to (the
+// gateway's end of its connection), Envoy's attributes.destination.
+func destinationAddr(c *policy.Ctx) (string, uint32) {
+	if a, ok := c.Fast.LocalAddr().(*net.TCPAddr); ok {
+		return a.IP.String(), uint32(a.Port)
+	}
+	return "", 0
+}
+
 // expressionError is the error of a check request that could not be built
 // (an expression of the policy without a usable value): never let through
 // by failureMode allow, which is for a service that could not decide.

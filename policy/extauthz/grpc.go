@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types/ref"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.uber.org/zap"
@@ -33,6 +36,42 @@ type grpcCheck struct {
 	// jwtDefault says metadata is unset: the request's verified JWT
 	// claims go as Envoy's jwt_authn filter leaves them (jwtMetadata).
 	jwtDefault bool
+	// notMapLog throttles the warning about a metadata value that is not
+	// a map (notMap).
+	notMapLog throttle
+}
+
+// throttle lets a warning out at most once per throttleEvery, counting
+// the ones held back meanwhile.
+type throttle struct {
+	next    atomic.Int64 // when the next line may go out (time since throttleStart)
+	dropped atomic.Int64
+}
+
+const throttleEvery = 10 * time.Second
+
+var throttleStart = time.Now()
+
+// allow reports whether a line may go out now, and how many were held
+// back since the last one.
+func (t *throttle) allow() (ok bool, dropped int64) {
+	now := int64(time.Since(throttleStart))
+	next := t.next.Load()
+	if now < next || !t.next.CompareAndSwap(next, now+int64(throttleEvery)) {
+		t.dropped.Add(1)
+		return false, 0
+	}
+	return true, t.dropped.Swap(0)
+}
+
+// notMap says that metadata entry key gave a value that is not a map,
+// which is left out of the check (each entry of filter_metadata is an
+// object); a type known at load is refused then (config.ExtAuthzGRPC).
+func (g *grpcCheck) notMap(log *zap.Logger, key string, v ref.Val) {
+	if ok, dropped := g.notMapLog.allow(); ok {
+		log.Warn("extAuthz: a protocol.grpc.metadata value is not a map; left out of the check",
+			zap.String("key", key), zap.String("type", v.Type().TypeName()), zap.Int64("similar_not_logged", dropped))
+	}
 }
 
 type metadataEntry struct {
@@ -91,9 +130,8 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	// grpc-go refuses to marshal a string that is not, and the check
 	// would never leave.
 	check := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
-		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
-			SocketAddress: &corev3.SocketAddress{Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},
-		}}},
+		Source:      peer(addr, port),
+		Destination: peer(destinationAddr(c)),
 		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 			Method:   protoString(req.Header.Method()),
 			Headers:  requestHeaders(&c.Fast.Request, c.Scheme, p.include, true),
@@ -128,10 +166,12 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 				continue // a field that cannot be computed is left out
 			}
 			s, err := toStruct(v.ConvertToNative(reflect.TypeFor[*structpb.Struct]()))
-			if err == nil {
-				validStruct(s) // it may hold the client's bytes (request.headers)
-				md.FilterMetadata[m.key] = s
+			if err != nil {
+				g.notMap(p.log, m.key, v)
+				continue
 			}
+			validStruct(s) // it may hold the client's bytes (request.headers)
+			md.FilterMetadata[m.key] = s
 		}
 		check.Attributes.MetadataContext = md
 	} else if g.jwtDefault {
@@ -157,6 +197,13 @@ func (g *grpcCheck) check(ctx context.Context, p *ExtAuthz, c *policy.Ctx) (*dec
 	}
 	d.ok = resp.GetOkResponse()
 	return d, nil
+}
+
+// peer is an attribute context's peer at address and port.
+func peer(addr string, port uint32) *authv3.AttributeContext_Peer {
+	return &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+		SocketAddress: &corev3.SocketAddress{Address: addr, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}},
+	}}}
 }
 
 // jwtAuthnFilter is the filter metadata key Envoy's JWT filter
