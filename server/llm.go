@@ -29,6 +29,7 @@ import (
 	"github.com/relaygate/gateway/policy"
 	"github.com/relaygate/gateway/policy/celrules"
 	"github.com/relaygate/gateway/policy/credential"
+	"github.com/relaygate/gateway/policy/ratelimit"
 	"github.com/relaygate/gateway/server/telemetry"
 )
 
@@ -239,11 +240,12 @@ func (b *bind) llmBegin(rs *requestState, rt provider.RouteType) (x *llmExchange
 	rs.llm = x
 	x.start, x.fctx, x.rt = rs.start, fctx, rt
 	if x.rt == 0 {
-		return x, respondError(fctx, fasthttp.StatusNotFound, "no LLM route type for this path"), false
+		return x, b.llmClientError(x, fasthttp.StatusNotFound, "no LLM route type for this path"), false
 	}
 	if clientFormat(x.rt) != convert.FormatUnknown && !req.Header.IsPost() {
+		status := b.llmClientError(x, fasthttp.StatusMethodNotAllowed, "method not allowed")
 		fctx.Response.Header.Set("Allow", "POST")
-		return x, respondError(fctx, fasthttp.StatusMethodNotAllowed, "method not allowed"), false
+		return x, status, false
 	}
 	if status, ok := b.readLLMBody(rs, x); !ok {
 		return x, status, false
@@ -458,7 +460,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			if !rs.limit.Allowed {
 				x.errType = "rate_limited"
 				b.llmComplete(rs, x) // in the metrics as a failure
-				return rs.limit.Reject(&fctx.Response)
+				return x.rateLimited(&rs.limit)
 			}
 		}
 
@@ -772,22 +774,59 @@ func failureType(f backend.Failure) string {
 }
 
 // llmClientError answers with an error of the gateway's own, in the
-// client's format when it speaks one.
+// client's format (errorFormat).
 func (b *bind) llmClientError(x *llmExchange, status int, msg string) int {
-	f := clientFormat(x.rt)
-	if f == convert.FormatUnknown {
-		return respondError(x.fctx, status, msg)
-	}
 	resp := &x.fctx.Response
 	resp.Reset()
 	resp.SetStatusCode(status)
 	resp.Header.SetContentType("application/json")
-	x.out = convert.AppendError(x.out[:0], f, status, msg)
+	x.out = convert.AppendError(x.out[:0], errorFormat(x.rt, &x.fctx.Request.Header), status, msg)
 	// A copy: x goes back to its pool when the request is recorded, before
 	// fasthttp writes the response.
 	resp.SetBody(x.out)
 	return status
 }
+
+// rateLimited answers a request the route's rate limit refused (d): its
+// 429 and x-ratelimit-*/Retry-After headers (Reject), with the body in the
+// client's format, so that its SDK reads a rate-limit error (a text body
+// left it with an empty message and type).
+func (x *llmExchange) rateLimited(d *ratelimit.Decision) int {
+	resp := &x.fctx.Response
+	status := d.Reject(resp)
+	msg := "rate limit exceeded"
+	if d.Exceeds {
+		msg = "request exceeds the rate limit's capacity"
+	}
+	resp.Header.SetContentType("application/json")
+	x.out = convert.AppendRateLimitError(x.out[:0], errorFormat(x.rt, &x.fctx.Request.Header), msg)
+	resp.SetBody(x.out) // a copy, as in llmClientError
+	return status
+}
+
+// errorFormat is the format of the gateway's own errors on route type rt
+// (0: none for the path): a chat route's client format; OpenAI's for
+// embeddings, Anthropic's for its token count; for the rest (models,
+// passthrough, no route type), Anthropic's when the client sends
+// anthropic-version, as its SDKs always do, else OpenAI's. Clients get
+// JSON their SDK reads as a typed error, never text.
+func errorFormat(rt provider.RouteType, h *fasthttp.RequestHeader) convert.Format {
+	if f := clientFormat(rt); f != convert.FormatUnknown {
+		return f
+	}
+	switch rt {
+	case provider.Embeddings:
+		return convert.Chat
+	case provider.AnthropicTokenCount:
+		return convert.Messages
+	}
+	if len(h.PeekBytes(hdrAnthropicVersion)) > 0 {
+		return convert.Messages
+	}
+	return convert.Chat
+}
+
+var hdrAnthropicVersion = []byte("anthropic-version")
 
 // readLLMBody reads the request body whole into x.client, up to
 // maxBufferSize (413 beyond).

@@ -28,8 +28,26 @@ func AppendProviderError(dst []byte, f Format, status int, typ string, message [
 	return appendError(dst, f, status, typ, message)
 }
 
+// AppendRateLimitError appends the error body of a request the gateway's
+// rate limit refused (a 429), as f's API answers one: Anthropic's
+// rate_limit_error; OpenAI's type "tokens" with code "rate_limit_exceeded"
+// (the limit counts tokens), which its SDKs read as a rate limit.
+func AppendRateLimitError(dst []byte, f Format, message string) []byte {
+	switch f {
+	case Chat, Responses:
+		return appendErrorCode(dst, f, 429, "tokens", "rate_limit_exceeded", bytesOf(message))
+	}
+	return appendError(dst, f, 429, statusErrorType(429, f), bytesOf(message))
+}
+
 // appendError writes f's error body; typ is a type name, message plain text.
 func appendError(dst []byte, f Format, status int, typ string, message []byte) []byte {
+	return appendErrorCode(dst, f, status, typ, "", message)
+}
+
+// appendErrorCode is appendError with an error code for the OpenAI formats
+// ("": null), which only they have.
+func appendErrorCode(dst []byte, f Format, status int, typ, code string, message []byte) []byte {
 	switch f {
 	case Messages:
 		dst = append(dst, `{"type":"error","error":{"type":`...)
@@ -54,7 +72,12 @@ func appendError(dst []byte, f Format, status int, typ string, message []byte) [
 	dst = llm.AppendString(dst, message)
 	dst = append(dst, `,"type":`...)
 	dst = llm.AppendString(dst, typ)
-	return append(dst, `,"param":null,"code":null}}`...)
+	if code == "" {
+		return append(dst, `,"param":null,"code":null}}`...)
+	}
+	dst = append(dst, `,"param":null,"code":`...)
+	dst = llm.AppendString(dst, code)
+	return append(dst, `}}`...)
 }
 
 func googleStatus(status int) string {

@@ -55,6 +55,8 @@ func TestAppendError(t *testing.T) {
 		{desc: "messages 429", f: Messages, status: 429, want: `{"type":"error","error":{"type":"rate_limit_error","message":"m \"q\""}}`},
 		{desc: "messages 500", f: Messages, status: 500, want: `{"type":"error","error":{"type":"api_error","message":"m \"q\""}}`},
 		{desc: "responses 503", f: Responses, status: 503, want: `{"error":{"message":"m \"q\"","type":"server_error","param":null,"code":null}}`},
+		{desc: "chat 404", f: Chat, status: 404, want: `{"error":{"message":"m \"q\"","type":"invalid_request_error","param":null,"code":null}}`},
+		{desc: "messages 404", f: Messages, status: 404, want: `{"type":"error","error":{"type":"not_found_error","message":"m \"q\""}}`},
 		{desc: "gemini 404", f: Gemini, status: 404, want: `{"error":{"code":404,"message":"m \"q\"","status":"NOT_FOUND"}}`},
 		{desc: "bedrock 400", f: Bedrock, status: 400, want: `{"message":"m \"q\""}`},
 	}
@@ -64,6 +66,20 @@ func TestAppendError(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestAppendRateLimitError: a 429 of the gateway's rate limit in each
+// client's API's words.
+func TestAppendRateLimitError(t *testing.T) {
+	for f, want := range map[Format]string{
+		Chat:      `{"error":{"message":"m \"q\"","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+		Responses: `{"error":{"message":"m \"q\"","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
+		Messages:  `{"type":"error","error":{"type":"rate_limit_error","message":"m \"q\""}}`,
+	} {
+		if got := string(AppendRateLimitError(nil, f, `m "q"`)); got != want {
+			t.Errorf("%v:\ngot  %s\nwant %s", f, got, want)
+		}
 	}
 }
 

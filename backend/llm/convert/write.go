@@ -95,17 +95,22 @@ func appendEscapedText(dst, text []byte) []byte {
 }
 
 // statusErrorType is the error type of an HTTP status in the vocabulary both
-// Anthropic and OpenAI clients know.
+// Anthropic and OpenAI clients know. A 404 is Anthropic's not_found_error;
+// OpenAI has no such type and answers an unknown path or model with
+// invalid_request_error.
 func statusErrorType(status int, f Format) string {
 	switch status {
 	case 400, 422:
+		return "invalid_request_error"
+	case 404:
+		if f == Messages {
+			return "not_found_error"
+		}
 		return "invalid_request_error"
 	case 401:
 		return "authentication_error"
 	case 403:
 		return "permission_error"
-	case 404:
-		return "not_found_error"
 	case 413:
 		if f == Messages {
 			return "request_too_large"
