@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/balance"
@@ -65,7 +67,7 @@ func compileLLMRoutes(path string, routes map[string]config.LLMRouteType) ([]llm
 // apply to every provider (the named backend's merged with the route
 // backend's); routeAI and routeAuth are the route's ai policy and backend
 // auth, which the backend's and each provider's override field by field.
-func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base *config.BackendPolicies, routeAI *config.AIPolicy, routeAuth *config.BackendAuth, settings backend.PoolSettings) (*llmTarget, error) {
+func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base *config.BackendPolicies, routeAI *config.AIPolicy, routeAIPath string, routeAuth *config.BackendAuth, settings backend.PoolSettings) (*llmTarget, error) {
 	t := &llmTarget{name: routeName, metrics: c.gw.metrics.LLM()}
 	if !c.catalogOK {
 		// config.modelCatalog: loaded once per snapshot, by the first ai
@@ -88,6 +90,12 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 		if base.BackendAuth != nil {
 			auth = base.BackendAuth
 		}
+	}
+	if routeAI != nil {
+		c.warnIgnoredGuardFields(routeAIPath+".promptGuard", routeAI.PromptGuard)
+	}
+	if backendAI != nil {
+		c.warnIgnoredGuardFields(path+".policies.ai.promptGuard", backendAI.PromptGuard)
 	}
 	shared := config.MergeAIPolicy(routeAI, backendAI)
 	var routes map[string]config.LLMRouteType
@@ -122,6 +130,9 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 	names := make([][]string, len(groups))
 	for gi, g := range groups {
 		for _, n := range g {
+			if pp := n.cfg.Policies; pp != nil && pp.AI != nil {
+				c.warnIgnoredGuardFields(n.path+".policies.ai.promptGuard", pp.AI.PromptGuard)
+			}
 			p, err := c.llmProvider(n.path, n.cfg, shared, auth, settings, policies)
 			if err != nil {
 				return nil, err
@@ -154,6 +165,18 @@ func (c *compiler) aiBackend(path, routeName string, cfg *config.AIBackend, base
 		return balance.New(members, names, balance.Options{}), nil
 	})
 	return t, nil
+}
+
+// warnIgnoredGuardFields says, at every load, which fields of pg (at
+// field) do nothing: a regex response guard's action: reject and
+// rejection (aipolicy.IgnoredFields). agentgateway honors them, so a file
+// written for it is not refused, but its user learns that answers are
+// masked here, not refused.
+func (c *compiler) warnIgnoredGuardFields(field string, pg *config.PromptGuard) {
+	for _, f := range aipolicy.IgnoredFields(pg) {
+		c.gw.log.Warn("a regex response guard masks what it matches and never rejects the answer: this field does nothing (agentgateway rejects the answer instead)",
+			zap.String("field", field+"."+f))
+	}
 }
 
 // llmProvider compiles one provider of an ai backend. Providers given the

@@ -218,10 +218,14 @@ func (c *compiler) llmModels(l *config.LLMConfig, section *routeBackend) (*llmMo
 	for i := range l.Providers {
 		providers[l.Providers[i].Name] = &l.Providers[i]
 	}
+	if l.Policies != nil {
+		c.warnIgnoredGuardFields("llm.policies.guardrails", l.Policies.Guardrails)
+	}
 	inConfigOrder := make([]*llmModelEntry, 0, len(l.Models))
 	for i := range l.Models {
 		path := fmt.Sprintf("llm.models[%d]", i)
 		mc := &l.Models[i]
+		c.warnIgnoredGuardFields(path+".guardrails", mc.Guardrails)
 		t, pols, err := c.llmModel(path, l, mc, providers)
 		if err != nil {
 			return nil, err

@@ -801,7 +801,7 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 		c.mcp = append(c.mcp, m)
 		out.target = &mcpRelay{mcp: m}
 	case config.BackendAI:
-		t, err := c.aiBackend(path, routeName, rb.AI, policies, routeAI, routeAuth, settings)
+		t, err := c.aiBackend(path, routeName, rb.AI, policies, routeAI, routeSet.Path("ai"), routeAuth, settings)
 		if err != nil {
 			return nil, err
 		}

@@ -175,6 +175,33 @@ func compileResponseGuard(pg *config.PromptGuard) (*guard.Guard, error) {
 	return compileRegex(merged, "promptGuard.response", true)
 }
 
+// IgnoredFields are the fields of pg (a policy's promptGuard) that are
+// read and do nothing, by path relative to it ("response[0].regex.action"):
+// a regex response guard's action: reject and its rejection, as matches in
+// answers are always masked (compileResponseGuard). agentgateway rejects
+// the answer instead, so its files may carry them: the server warns of
+// them rather than refusing the file.
+func IgnoredFields(pg *config.PromptGuard) []string {
+	if pg == nil {
+		return nil
+	}
+	var out []string
+	for i := range pg.Response {
+		rg := &pg.Response[i]
+		if rg.Regex == nil || otherResponseKind(rg) != "" {
+			continue
+		}
+		path := "response[" + strconv.Itoa(i) + "]"
+		if rg.Regex.Action == string(guard.ActionReject) {
+			out = append(out, path+".regex.action")
+		}
+		if rg.Rejection != nil {
+			out = append(out, path+".rejection")
+		}
+	}
+	return out
+}
+
 // compileRemoteResponse compiles the remote guards of promptGuard.response,
 // in order.
 func compileRemoteResponse(pg *config.PromptGuard, opts *guardrail.Options) ([]*guardrail.Guard, error) {
