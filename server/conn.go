@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -419,6 +420,9 @@ type tlsConn struct {
 	// (retire.go).
 	tlsDigest string
 	layer     sock.Layer
+	// begun is set once a byte of its first request is read: a reload
+	// does not close a connection before (retire.go).
+	begun atomic.Bool
 }
 
 // newTLSConn is the connection tc, terminated on raw with server name sni
@@ -432,7 +436,13 @@ func newTLSConn(tc *tls.Conn, raw net.Conn, sni, digest string) *tlsConn {
 // Read reads the decrypted stream under the head watch, counting the reads
 // that found its end or failed (server/body.go tells a cut-short body by
 // them).
-func (c *tlsConn) Read(p []byte) (int, error) { return c.layer.Read(c.Conn, p) }
+func (c *tlsConn) Read(p []byte) (int, error) {
+	n, err := c.layer.Read(c.Conn, p)
+	if n > 0 && !c.begun.Load() {
+		c.begun.Store(true)
+	}
+	return n, err
+}
 
 // ReadEnds is sock.Conn.ReadEnds for the decrypted stream.
 func (c *tlsConn) ReadEnds() int { return c.layer.ReadEnds() }

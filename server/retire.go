@@ -3,6 +3,8 @@ package server
 import (
 	"net"
 	"sync/atomic"
+
+	"github.com/relaygate/gateway/backend/sock"
 )
 
 // Connections a reload retires. A bind whose port stays keeps its socket and
@@ -27,10 +29,16 @@ import (
 // word (connRetiring), which its next change of state takes off and acts
 // on, so the request path pays for it only while some connection of the
 // bind is marked: a look at the connection's word in finish. A connection
-// set up under the old configuration that the walk missed (a handshake
-// under way across the reload) is caught by its first request (begin): one
-// comparison of digests per request over TLS, and nothing on a cleartext
-// request that found its listener. Forwarded connections (TCP, TLS
+// that has not begun a request is never closed by the walk, since its
+// first request may be on its way (a client sends it right after its
+// handshake, and does not retry a request on a fresh connection, as it
+// may one on a reused connection the server closed: RFC 9112 9.3.1):
+// one whose handshake is under way or done, parked or not, is caught by
+// its first request instead (begin), as Envoy drains a connection by its
+// next response; one not yet classified (parked before its first byte)
+// is classified under the new configuration when it wakes. begin's check
+// is one comparison of digests per request over TLS, and nothing on a
+// cleartext request that found its listener. Forwarded connections (TCP, TLS
 // passthrough or termination) and upgrade tunnels are left alone: they
 // carry bytes, not requests, and end when their peers end them.
 
@@ -75,10 +83,9 @@ func (bc *bindConfig) setsUpAs(o *bindConfig) bool {
 // up under bc.
 func (b *bind) retireStale(prev, bc *bindConfig) {
 	// Cleartext connections go when the port stops serving cleartext HTTP.
-	// Idle ones may not have been classified yet (parked before their first
-	// byte): on a port that served cleartext HTTP they were accepted for it
-	// and go too; on one of TLS listeners alone they can only be ClientHellos
-	// to come, left alone with every cleartext one.
+	// Idle ones not classified yet (parked before their first byte) stay:
+	// their first bytes, which may be on their way, are classified under
+	// bc when they wake (dispatch).
 	plainEnds := prev.servesPlain() && !bc.servesPlain()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -100,8 +107,10 @@ func (b *bind) retireStale(prev, bc *bindConfig) {
 		}
 		switch st {
 		case connIdle:
-			c.Close()
-			delete(b.conns, c)
+			if begunRequest(c, terminated) {
+				c.Close()
+				delete(b.conns, c)
+			}
 		case connActive:
 			b.markRetiring(c)
 		}
@@ -112,19 +121,21 @@ func (b *bind) retireStale(prev, bc *bindConfig) {
 // idle one closes, an active one is marked to close once its request is
 // answered, in one step with the connection's own change of state (a
 // request ending now either is marked, and closes itself at the end, or is
-// idle, and closes here). Before its first request a cleartext connection
-// may still be anything (in its TLS handshake, reading a PROXY header) and
-// is left alone: its first request is checked instead (begin). mu is held.
+// idle, and closes here). A connection that has begun no request is left
+// alone (new, or parked before its first request or its first byte): its
+// first request may be on its way, and is checked when it comes (begin).
+// mu is held: a parked connection that wakes stores its new state, and
+// classifies itself, only after taking it (trackConn).
 func (b *bind) retireWord(c net.Conn, w *atomic.Int32, terminated bool) {
 	for {
 		old := connState(w.Load())
 		switch old &^ connRetiring {
 		case connNew:
-			if !terminated {
+			return
+		case connIdle:
+			if !begunRequest(c, terminated) {
 				return
 			}
-			fallthrough
-		case connIdle:
 			c.Close()
 			delete(b.conns, c)
 			return
@@ -141,6 +152,18 @@ func (b *bind) retireWord(c net.Conn, w *atomic.Int32, terminated bool) {
 			return
 		}
 	}
+}
+
+// begunRequest reports whether the idle connection c (terminated: a
+// tlsConn) has begun a request: read a byte of one, or, cleartext, been
+// classified, which only its first bytes do. One that has not is parked
+// before its first request, which may be on its way.
+func begunRequest(c net.Conn, terminated bool) bool {
+	if terminated {
+		return c.(*tlsConn).begun.Load()
+	}
+	f := sock.ServerFields(c)
+	return f == nil || f.ServerClassified
 }
 
 // retireConn retires the HTTP connection of the request rs, found set up

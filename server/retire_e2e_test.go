@@ -491,3 +491,100 @@ func TestReloadRetiresConnectionsOfChangedProtocol(t *testing.T) {
 		tg.noneRetiring(3000)
 	})
 }
+
+// noParking keeps connections from parking for the test: a connection
+// silent after its handshake stays with its goroutine.
+func noParking(t *testing.T) {
+	old := parkIdleAfter.Swap(int64(time.Hour))
+	t.Cleanup(func() { parkIdleAfter.Store(old) })
+}
+
+// tlsConnTracked waits, with a bound, until the bind on port tracks a
+// terminated connection (its handshake done on the server's side too) in
+// state st.
+func (tg *testGateway) tlsConnTracked(port int, st connState) {
+	tg.t.Helper()
+	tg.gw.mu.Lock()
+	b := tg.gw.binds[port]
+	tg.gw.mu.Unlock()
+	eventually(tg.t, 5*time.Second, "a terminated connection in its state", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for c, mapped := range b.conns {
+			if _, ok := c.(*tlsConn); ok && stateOf(c, mapped) == st {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestReloadKeepsConnectionsBeforeTheirFirstRequest: a certificate rotated
+// between a new HTTPS connection's handshake and its first request (which
+// may already be on its way) does not lose that request: the connection
+// is not closed by the reload, its first request is answered under the new
+// configuration with Connection: close, and the connection then closes.
+// Parked after its handshake or not, on either transport. (The reload's
+// walk counted such a connection idle and closed it: the client, which
+// does not retry a request on a fresh connection, got an empty reply, and
+// the access log had nothing.)
+func TestReloadKeepsConnectionsBeforeTheirFirstRequest(t *testing.T) {
+	v := newRetireVars(t)
+	rotated := v.ca1.Server("server", "a.test", "b.test")
+	before := func() string { v.cert, v.key = v.srv.CertFile, v.srv.KeyFile; return v.config("", "", 1) }
+	after := func() string { v.cert, v.key = rotated.CertFile, rotated.KeyFile; return v.config("", "", 2) }
+	cases := []struct {
+		desc   string
+		tr     Transport
+		parked bool
+	}{
+		{"std", TransportStd, false},
+		{"std/parked", TransportStd, true},
+		{"netpoll", TransportNetpoll, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			if tc.parked {
+				shortParking(t)
+			} else {
+				noParking(t)
+			}
+			tg := startGatewayWith(t, before(), nil, tc.tr)
+			h1 := newH1Conn(t, dialTLSConn(t, tg.addr(3000), v.clientTLS("http/1.1", false, 0)))
+			if tc.parked {
+				m := tg.bindMetrics(3000)
+				eventually(t, 5*time.Second, "the connection parked", func() bool { return m.Parked() == 1 })
+			} else {
+				tg.tlsConnTracked(3000, connNew)
+			}
+			tg.apply(after(), nil)
+			h1.send("/")
+			if resp := h1.read(); resp.StatusCode != 200 || !resp.Close || resp.Header.Get("X-Gen") != "2" {
+				t.Fatalf("first request after the rotation: %d, close %v, x-gen %q; want 200 from generation 2 with Connection: close", resp.StatusCode, resp.Close, resp.Header.Get("X-Gen"))
+			}
+			h1.closedByPeer()
+			tg.noneRetiring(3000)
+		})
+	}
+}
+
+// TestReloadKeepsConnectionsBeforeTheirFirstByte: a cleartext connection
+// parked before its first byte, on a port a reload turns from HTTP to TCP,
+// is not closed by the reload: its first bytes, which may be on their way,
+// are served as the port serves them now (forwarded).
+func TestReloadKeepsConnectionsBeforeTheirFirstByte(t *testing.T) {
+	shortParking(t)
+	up := rawUpstream(t, func(c net.Conn) { defer c.Close(); io.WriteString(c, "tcp hello\n") })
+	tg := startGateway(t, "binds:\n- port: 3000\n  listeners:\n  - routes: [{backends: [{host: '"+up+"'}]}]\n", nil)
+	m := tg.bindMetrics(3000)
+	c := dialTest(t, tg.addr(3000))
+	eventually(t, 5*time.Second, "the connection parked", func() bool { return m.Parked() == 1 })
+	tg.apply("binds:\n- port: 3000\n  listeners:\n  - protocol: TCP\n    tcpRoutes: [{backends: [{host: '"+up+"'}]}]\n", nil)
+	if _, err := io.WriteString(c, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); line != "tcp hello\n" {
+		t.Fatalf("first bytes after the reload: %q, %v; want them forwarded", line, err)
+	}
+}
