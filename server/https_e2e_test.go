@@ -336,3 +336,96 @@ binds:
 		}
 	}
 }
+
+// TestHTTPSCipherSuites: a listener's cipherSuites lists all three TLS 1.3
+// suites or none (TLS 1.3 off), since crypto/tls negotiates TLS 1.3 suites
+// by itself; a list of some is a config error naming the field and saying
+// why. (A list of some was taken, and every handshake that settled on
+// another suite, as any usual client's did, was refused after the fact
+// with a bad_certificate alert.) The TLS 1.2 suites listed are the only
+// ones served.
+func TestHTTPSCipherSuites(t *testing.T) {
+	pki := newTestPKI(t, "suites")
+	srv := pki.Server("a.test", "a.test")
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	vars := map[string]string{"UP": up, "CERT": srv.CertFile, "KEY": srv.KeyFile}
+	config := func(listenerSuites, frontendSuites string) string {
+		y := "binds:\n- port: 1\n  listeners:\n  - hostname: a.test\n    protocol: HTTPS\n    tls: {cert: ${CERT}, key: ${KEY}" + listenerSuites + "}\n    routes: [{backends: [{host: ${UP}}]}]\n"
+		if frontendSuites != "" {
+			y += "frontendPolicies:\n  tls: {cipherSuites: " + frontendSuites + "}\n"
+		}
+		return y
+	}
+	const all13 = "TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256, TLS13_CHACHA20_POLY1305_SHA256"
+	refused := []struct{ desc, listener, frontend, want string }{
+		{"one TLS 1.3 suite", ", cipherSuites: [TLS13_AES_256_GCM_SHA384]", "",
+			"binds[0].listeners[0].tls.cipherSuites: lists 1 of the 3 TLS 1.3 suites: the gateway's TLS (Go's crypto/tls) cannot limit TLS 1.3 to some of them; list all three, or none to serve TLS 1.2 alone"},
+		{"two TLS 1.3 suites and a TLS 1.2 one", ", cipherSuites: [TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]", "",
+			"binds[0].listeners[0].tls.cipherSuites: lists 2 of the 3 TLS 1.3 suites"},
+		{"frontendPolicies", "", "[TLS13_CHACHA20_POLY1305_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]",
+			"frontendPolicies.tls.cipherSuites: lists 1 of the 3 TLS 1.3 suites"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.desc, func(t *testing.T) {
+			gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }})
+			err := gw.Apply(parseConfig(t, config(tc.listener, tc.frontend), vars))
+			if err == nil {
+				gw.Shutdown(expiredContext())
+				t.Fatal("config taken")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q; want %q", err, tc.want)
+			}
+		})
+	}
+
+	served := []struct {
+		desc     string
+		listener string
+		version  uint16 // negotiated with a client of TLS 1.2 and 1.3
+		ok, bad  uint16 // a TLS 1.2 suite served, one refused (0: none)
+	}{
+		{"all TLS 1.3 suites and one TLS 1.2 suite", ", cipherSuites: [" + all13 + ", TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]", tls.VersionTLS13,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+		{"TLS 1.2 suites alone: TLS 1.3 off", ", cipherSuites: [TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256]", tls.VersionTLS12,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384},
+		{"TLS 1.3 suites alone", ", cipherSuites: [" + all13 + "]", tls.VersionTLS13, 0, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+	}
+	for _, tc := range served {
+		t.Run(tc.desc, func(t *testing.T) {
+			tg := startGateway(t, config(tc.listener, ""), vars)
+			get := func(cfg *tls.Config) (*tls.Conn, error) {
+				cfg.ServerName, cfg.RootCAs, cfg.NextProtos = "a.test", pki.Pool, []string{"http/1.1"}
+				c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tg.addr(1), cfg)
+				if err != nil {
+					return nil, err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+				b, err := io.ReadAll(c)
+				if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 200") {
+					return nil, fmt.Errorf("response %q, %v", b, err)
+				}
+				return c, nil
+			}
+			// A usual client: every suite offered, in its own order.
+			c, err := get(&tls.Config{})
+			if err != nil {
+				t.Fatalf("a client offering every suite: %v", err)
+			}
+			if v := c.ConnectionState().Version; v != tc.version {
+				t.Fatalf("version %s; want %s", tls.VersionName(v), tls.VersionName(tc.version))
+			}
+			if tc.ok != 0 {
+				c, err := get(&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tc.ok}})
+				if err != nil || c.ConnectionState().CipherSuite != tc.ok {
+					t.Fatalf("TLS 1.2 with %s, listed: %v", tls.CipherSuiteName(tc.ok), err)
+				}
+			}
+			if _, err := get(&tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tc.bad}}); err == nil {
+				t.Fatalf("TLS 1.2 with %s, not listed: served", tls.CipherSuiteName(tc.bad))
+			}
+		})
+	}
+}

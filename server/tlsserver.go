@@ -32,7 +32,8 @@ func handshakeTimeout(f *config.File) time.Duration {
 var tlsVersions = map[string]uint16{"TLS_V1_2": tls.VersionTLS12, "TLS_V1_3": tls.VersionTLS13}
 
 // tls12Suites maps the spec's TLS 1.2 suite names to crypto/tls's; the
-// three TLS 1.3 suites are not selectable in crypto/tls (serverTLS).
+// three TLS 1.3 suites are not selectable in crypto/tls, which takes all or
+// none of them (serverTLS).
 var tls12Suites = map[string]uint16{
 	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384":       tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
 	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256":       tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
@@ -116,16 +117,18 @@ func serverTLS(path string, lt *config.ListenerTLS, ft *config.FrontendTLS, alpn
 				tls13 = append(tls13, id)
 			}
 		}
-		// crypto/tls negotiates TLS 1.3 suites by itself: a list without
-		// any keeps TLS 1.3 off, a list with some refuses a handshake
-		// that settled on another (VerifyConnection).
+		// crypto/tls negotiates TLS 1.3 suites by itself, among all three
+		// (its own order: AES-128-GCM first on a client that prefers AES,
+		// else ChaCha20): a list without any keeps TLS 1.3 off, and a list
+		// of some is refused. Refusing the handshakes that settled on
+		// another failed every usual client, which offers all three.
 		if len(tls13) == 0 {
 			if maxName == "TLS_V1_3" {
 				suitesErr("lists no TLS 1.3 suite, but the maximum version is TLS_V1_3")
 			}
 			cfg.MaxVersion = tls.VersionTLS12
 		} else if len(tls13) < len(tls13Suites) {
-			cfg.VerifyConnection = allowTLS13Suites(tls13, cfg.VerifyConnection)
+			suitesErr("lists %d of the 3 TLS 1.3 suites: the gateway's TLS (Go's crypto/tls) cannot limit TLS 1.3 to some of them; list all three, or none to serve TLS 1.2 alone", len(tls13))
 		}
 		if len(cfg.CipherSuites) == 0 {
 			if minName == "TLS_V1_2" {
@@ -209,19 +212,6 @@ func (d *tlsDigest) sum() string {
 		d.h = sha256.New()
 	}
 	return string(d.h.Sum(nil))
-}
-
-// allowTLS13Suites refuses a TLS 1.3 handshake whose suite is not listed.
-func allowTLS13Suites(allowed []uint16, next func(tls.ConnectionState) error) func(tls.ConnectionState) error {
-	return func(cs tls.ConnectionState) error {
-		if cs.Version == tls.VersionTLS13 && !slices.Contains(allowed, cs.CipherSuite) {
-			return fmt.Errorf("cipher suite %s is not allowed", tls.CipherSuiteName(cs.CipherSuite))
-		}
-		if next != nil {
-			return next(cs)
-		}
-		return nil
-	}
 }
 
 func firstNonEmpty(a, b string) string {
