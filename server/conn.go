@@ -148,7 +148,7 @@ func (b *bind) dispatch(c net.Conn) {
 	case len(bc.tlsListeners) > 0:
 		b.serveTLS(c, bc)
 	default:
-		if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), true) {
+		if !bc.connect && !b.netAllowed(bc, c, c, tunnelHost(c), b.destPort(c), true) {
 			b.closeUnserved(c)
 			return
 		}
@@ -196,7 +196,7 @@ func (b *bind) serveTCP(c net.Conn, bc *bindConfig) {
 		b.closeUnrouted(c, c, bc, bc.tcp, "")
 		return
 	}
-	if !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), false) {
+	if !b.netAllowed(bc, c, c, tunnelHost(c), b.destPort(c), false) {
 		b.closeUnserved(c)
 		return
 	}
@@ -221,7 +221,7 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		if len(bc.listeners) > 0 {
 			// Plain HTTP on a port that also has TLS listeners: checked
 			// as on a port of HTTP listeners alone.
-			if !bc.connect && !b.netAllowed(bc, c, tunnelHost(c), b.destPort(c), true) {
+			if !bc.connect && !b.netAllowed(bc, c, c, tunnelHost(c), b.destPort(c), true) {
 				b.closeUnserved(c)
 				return
 			}
@@ -235,11 +235,16 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.closeLogged(c, c, bc, nil, "", endTLSFailed)
 		return
 	}
-	if !bc.connect && !b.netAllowed(bc, c, firstNonEmpty(sni, tunnelHost(c)), b.destPort(c), false) {
+	// networkAuthorization (and networkExtAuthz) sees the connection as
+	// it is when it would be served: on a listener that terminates, after
+	// the handshake, so that the client certificate's identity is in
+	// source (as agentgateway checks it); else at once.
+	netHost := firstNonEmpty(sni, tunnelHost(c))
+	l := bc.tlsListenerFor(sni)
+	if (l == nil || l.tls == nil) && !bc.connect && !b.netAllowed(bc, c, c, netHost, b.destPort(c), false) {
 		b.closeUnserved(c)
 		return
 	}
-	l := bc.tlsListenerFor(sni)
 	if l == nil {
 		b.gw.log.Debug("tls: no listener for the server name", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()))
 		b.closeUnrouted(c, c, bc, nil, sni)
@@ -271,6 +276,17 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.gw.log.Debug("tls: handshake failed", zap.String("sni", sni), zap.Stringer("client", c.RemoteAddr()), zap.Error(err))
 		b.closeLogged(c, c, bc, l, sni, endTLSFailed)
 		return
+	}
+	if !bc.connect {
+		var via net.Conn = hc
+		if hc == nil {
+			via = &tlsConn{Conn: tc, raw: c} // its client certificate, for source
+		}
+		if !b.netAllowed(bc, c, via, netHost, b.destPort(c), false) {
+			tc.Close()
+			b.connClosed(c)
+			return
+		}
 	}
 	if l.protocol == "TLS" {
 		r := l.tcpRouteFor(sni)

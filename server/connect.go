@@ -136,14 +136,15 @@ func destHost(c net.Conn, host string) string {
 // networkExtAuthz (netextauthz.go) to a connection (or a CONNECT tunnel's
 // stream) going to host:port, before anything is opened for it; a CONNECT
 // bind's connections carry CONNECT requests, checked by connectAllowed
-// instead. A connection it refuses gets its access record here; plain
-// says the connection carries plain HTTP (on a port with TLS listeners
-// too).
-func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int, plain bool) bool {
+// instead. c is the connection as accepted, via what carries its bytes (c,
+// or the TLS terminated on it, whose client certificate source shows). A
+// connection it refuses gets its access record here; plain says the
+// connection carries plain HTTP (on a port with TLS listeners too).
+func (b *bind) netAllowed(bc *bindConfig, c, via net.Conn, host string, port int, plain bool) bool {
 	if bc.netAuthz == nil && bc.netExtAuthz == nil {
 		return true
 	}
-	in := celrules.NetworkInput(c, destination(destHost(c, host), port))
+	in := celrules.NetworkInput(via, destination(destHost(c, host), port))
 	end := endDenied
 	switch {
 	case !bc.netAuthz.Allowed(&in):
@@ -155,7 +156,7 @@ func (b *bind) netAllowed(bc *bindConfig, c net.Conn, host string, port int, pla
 			return true
 		}
 	}
-	b.logRefused(bc, c, host, port, plain, end)
+	b.logRefused(bc, c, via, host, port, plain, end)
 	return false
 }
 
@@ -180,7 +181,7 @@ func (b *bind) connectAllowed(bc *bindConfig, c net.Conn, host string, port int)
 // host the server name (a TLS port), else a tunnel's target: a name that
 // is not the tunnel's is the server name, and so is any on a TLS port
 // outside a tunnel.
-func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, plain bool, end string) {
+func (b *bind) logRefused(bc *bindConfig, c, via net.Conn, host string, port int, plain bool, end string) {
 	proto := bc.connProtocol(plain)
 	listener, route, sni := "", "", ""
 	switch proto {
@@ -196,7 +197,7 @@ func (b *bind) logRefused(bc *bindConfig, c net.Conn, host string, port int, pla
 	}
 	rec := newConnRecord(proto, bindName(bc.port), listener, c, sni)
 	rec.Route, rec.End = route, end
-	b.logConn(rec, c, c, nil, host, port)
+	b.logConn(rec, c, via, nil, host, port)
 }
 
 // localPort is the port a connection arrived on (0 if unknown).

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -467,6 +469,98 @@ func TestPipeEnd(t *testing.T) {
 			if end != tc.want || err != tc.err {
 				t.Fatalf("%s, %v; want %s, %v", end, err, tc.want, tc.err)
 			}
+		})
+	}
+}
+
+// TestNetworkAuthorizationSeesClientCertificate: on a listener that
+// terminates TLS with client certificates (TLS forwarded, HTTPS),
+// networkAuthorization runs after the handshake and its rules see the
+// client's identity in source (subjectCn, spiffeId, identity): the
+// client the rule names is served, another of the same CA is refused
+// (closed after its handshake, record end: denied). (The rules ran before
+// the handshake, saw no identity, and a rule on it refused everyone.)
+func TestNetworkAuthorizationSeesClientCertificate(t *testing.T) {
+	pki := newTestPKI(t, "netauthz")
+	srv := pki.Server("a.test", "a.test")
+	good := pki.Client("client", "spiffe://test/ns/default/sa/good")
+	other := pki.Client("other", "spiffe://test/ns/default/sa/other")
+	echo := tcpEchoUpstream(t)
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	tg := startGateway(t, `
+frontendPolicies:
+  networkAuthorization:
+    rules:
+    - 'has(source.subjectCn) && source.subjectCn == "client" && source.spiffeId == "spiffe://test/ns/default/sa/good" && source.identity.serviceAccount == "good"'
+binds:
+- port: 1
+  listeners:
+  - name: tls
+    protocol: TLS
+    hostname: a.test
+    tls: {cert: ${CERT}, key: ${KEY}, root: ${CA}}
+    tcpRoutes: [{backends: [{host: ${ECHO}}]}]
+- port: 2
+  listeners:
+  - name: https
+    protocol: HTTPS
+    hostname: a.test
+    tls: {cert: ${CERT}, key: ${KEY}, root: ${CA}}
+    routes: [{backends: [{host: ${UP}}]}]
+`, map[string]string{"CERT": srv.CertFile, "KEY": srv.KeyFile, "CA": pki.CAFile, "ECHO": echo, "UP": up})
+	// exchange opens a connection to port with the client certificate
+	// cert, sends a request (HTTPS) or a line (TLS), and returns what came
+	// back and the client's address.
+	exchange := func(port int, cert tls.Certificate) (answer, client string) {
+		raw := dialTest(t, tg.addr(port))
+		cfg := &tls.Config{ServerName: "a.test", RootCAs: pki.Pool, Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}
+		c := tls.Client(raw, cfg)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if port == 1 {
+			io.WriteString(c, "ping\n")
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			return line, raw.LocalAddr().String()
+		}
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+		b, _ := io.ReadAll(c)
+		return string(b), raw.LocalAddr().String()
+	}
+	cases := []struct {
+		desc   string
+		port   int
+		cert   tls.Certificate
+		served bool
+	}{
+		{"TLS forwarded, the client the rule names", 1, good.TLS, true},
+		{"TLS forwarded, another client", 1, other.TLS, false},
+		{"HTTPS, the client the rule names", 2, good.TLS, true},
+		{"HTTPS, another client", 2, other.TLS, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, client := exchange(tc.port, tc.cert)
+			want := "ping\n"
+			if tc.port == 2 {
+				want = "HTTP/1.1 200"
+			}
+			if served := strings.HasPrefix(got, want); served != tc.served {
+				t.Fatalf("answer %q; want served %v", got, tc.served)
+			}
+			if tc.served {
+				return
+			}
+			var rec map[string]any
+			eventually(t, 5*time.Second, "the refused connection's record", func() bool {
+				for _, e := range tg.accessLogs().FilterMessage("connection").All() {
+					if m := e.ContextMap(); m["src"] == client {
+						rec = m
+						return true
+					}
+				}
+				return false
+			})
+			requireFields(t, rec, map[string]any{"end": "denied", "bind": "bind/" + itoa(tc.port), "tls.sni": "a.test"})
 		})
 	}
 }

@@ -15,7 +15,8 @@ import (
 // agentgateway, it runs where a connection enters a bind: an HTTP
 // listener's connection before its first request is read, a TCP or TLS
 // passthrough one before the upstream is dialed, a terminated TLS one
-// before the handshake, a CONNECT tunnel's stream at the bind of its
+// after the handshake (its client certificate in source), a CONNECT
+// tunnel's stream at the bind of its
 // destination port; never for a CONNECT request itself (an HTTP request,
 // answered 200 before the tunnel's stream is checked). The check runs on
 // the connection's own goroutine, so a slow service holds that connection
