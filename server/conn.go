@@ -297,7 +297,9 @@ func (b *bind) serveTLS(c net.Conn, bc *bindConfig) {
 		b.forwardConn(c, tc, r, sni)
 		return
 	}
-	_ = c.SetReadDeadline(deadlineAfter(requestHeadTimeout()))
+	// Its first request's first byte is due as a plain connection's is
+	// (firstByte: the idle timeout, but no longer than a request head).
+	_ = c.SetReadDeadline(deadlineAfter(b.firstByte()))
 	// From here the bind tracks the TLS connection, not the socket under it
 	// (they share the state word).
 	b.mu.Lock()

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -126,4 +128,60 @@ func connRecordOf(t *testing.T, tg *testGateway, src string) map[string]any {
 		t.Fatalf("%d connection records of %s: %v", len(recs), src, recs)
 	}
 	return recs[0]
+}
+
+// TestSilentAfterHandshake: an HTTPS connection that completes its
+// handshake and then sends nothing is closed at http1IdleTimeout when
+// that is shorter than the request head's bound, as a plain connection
+// silent after its accept is, on TLS 1.2 and 1.3, parked or not. (It was
+// held for the request head's bound, 60 s, whatever http1IdleTimeout
+// said.)
+func TestSilentAfterHandshake(t *testing.T) {
+	pki := newTestPKI(t, "silent-after")
+	srv := pki.Server("a.test", "a.test")
+	yaml := `
+frontendPolicies:
+  http: {http1IdleTimeout: 300ms}
+binds:
+- port: 1
+  listeners:
+  - protocol: HTTPS
+    tls: {cert: ${CERT}, key: ${KEY}}
+    routes:
+    - policies: {directResponse: {status: 200}}
+`
+	cases := []struct {
+		desc    string
+		version uint16
+		parked  bool
+	}{
+		{"TLS 1.3", tls.VersionTLS13, false},
+		{"TLS 1.2", tls.VersionTLS12, false},
+		{"TLS 1.3, parked", tls.VersionTLS13, true},
+		{"TLS 1.2, parked", tls.VersionTLS12, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			if tc.parked {
+				shortParking(t)
+			} else {
+				noParking(t)
+			}
+			tg := startGateway(t, yaml, map[string]string{"CERT": srv.CertFile, "KEY": srv.KeyFile})
+			c := tls.Client(dialTest(t, tg.addr(1)), &tls.Config{ServerName: "a.test", RootCAs: pki.Pool, MinVersion: tc.version, MaxVersion: tc.version, NextProtos: []string{"http/1.1"}})
+			if err := c.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			// Well under the head's 60 s bound, well over the idle timeout.
+			_ = c.SetReadDeadline(start.Add(5 * time.Second))
+			n, err := c.Read(make([]byte, 1))
+			if n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read %d, %v after %v; want the gateway's close", n, err, time.Since(start))
+			}
+			if d := time.Since(start); d < 250*time.Millisecond {
+				t.Fatalf("closed after %v, before the idle timeout", d)
+			}
+		})
+	}
 }
