@@ -211,6 +211,16 @@ func TestErrorsMalformedRequests(t *testing.T) {
 		{desc: "http1MaxHeaders 10, 10 fields", config: "http1MaxHeaders: 10", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(9, 1) + "\r\n", want: 200, wantBody: "ok"},
 		{desc: "http1MaxHeaders 10, 11 fields", config: "http1MaxHeaders: 10", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(10, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
 		{desc: "http1MaxHeaders 10, 11 fields with a body", config: "http1MaxHeaders: 10", send: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n" + fields(9, 1) + "\r\nab", want: 431, wantBody: "too many request headers"},
+		// Counted as sent: not the Content-Length: 0 fasthttp makes up for
+		// a method that may have a body, nor HTTP/1.0's Connection: close;
+		// each Cookie line is one.
+		{desc: "http1MaxHeaders 10, 10 fields, bodyless POST", config: "http1MaxHeaders: 10", send: "POST / HTTP/1.1\r\nHost: a\r\n" + fields(9, 1) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "http1MaxHeaders 10, 11 fields, bodyless POST", config: "http1MaxHeaders: 10", send: "POST / HTTP/1.1\r\nHost: a\r\n" + fields(10, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
+		{desc: "http1MaxHeaders 10, 10 fields, OPTIONS", config: "http1MaxHeaders: 10", send: "OPTIONS / HTTP/1.1\r\nHost: a\r\n" + fields(9, 1) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "http1MaxHeaders 10, 10 fields, CONNECT", config: "http1MaxHeaders: 10", send: "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n" + fields(9, 1) + "\r\n", want: 501, wantBody: "CONNECT is not served on this listener"},
+		{desc: "http1MaxHeaders 10, 11 fields, CONNECT", config: "http1MaxHeaders: 10", send: "CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n" + fields(10, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
+		{desc: "http1MaxHeaders 10, 10 fields, HTTP/1.0", config: "http1MaxHeaders: 10", send: "GET / HTTP/1.0\r\nHost: a\r\n" + fields(9, 1) + "\r\n", want: 200, wantBody: "ok"},
+		{desc: "http1MaxHeaders 10, 11 fields of which 3 Cookie", config: "http1MaxHeaders: 10", send: "GET / HTTP/1.1\r\nHost: a\r\nCookie: a=1\r\nCookie: b=2\r\nCookie: c=3\r\n" + fields(7, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
 		{desc: "default limit, 100 fields", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(99, 1) + "\r\n", want: 200, wantBody: "ok"},
 		{desc: "default limit, 101 fields", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(100, 1) + "\r\n", want: 431, wantBody: "too many request headers"},
 		{desc: "a 7000-byte field", send: "GET / HTTP/1.1\r\nHost: a\r\n" + fields(1, 7000) + "\r\n", want: 200, wantBody: "ok"},

@@ -363,19 +363,52 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 	return rs, 0, false
 }
 
-// headerCount counts a request's header fields, as RequestHeader.Len does,
-// and reports whether one of them is Upgrade, in the same pass.
+// headerCount counts a request's header fields as the client sent them,
+// and reports whether one of them is Upgrade, and one Connection, in the
+// same pass. An HTTP/1 request's fields are counted in the block read
+// (RawHeaders: a folded line continues its field), not by RequestHeader.All,
+// which also yields the fields fasthttp made up (Content-Length: 0 on a
+// request of a method that may have a body, sent without one; Connection:
+// close on HTTP/1.0) and one Cookie for several: a CONNECT, OPTIONS or
+// bodyless POST was refused at one field fewer than a GET. An HTTP/2
+// request's fields, set one by one, have no block: All counts them.
 func headerCount(h *fasthttp.RequestHeader) (n int, upgrade, connection bool) {
-	for k := range h.All() {
+	raw := h.RawHeaders()
+	if len(raw) == 0 {
+		for k := range h.All() {
+			n++
+			upgrade, connection = isUpgradeOrConnection(k, upgrade, connection)
+		}
+		return n, upgrade, connection
+	}
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) == 0 || line[0] == ' ' || line[0] == '\t' || line[0] == '\r' {
+			continue // a folded line, or the blank line that ends the block
+		}
 		n++
-		switch len(k) {
-		case len(headerUpgrade):
-			upgrade = upgrade || bytes.EqualFold(k, headerUpgrade)
-		case len(headerConnection):
-			connection = connection || bytes.EqualFold(k, headerConnection)
+		if i := bytes.IndexByte(line, ':'); i > 0 {
+			upgrade, connection = isUpgradeOrConnection(line[:i], upgrade, connection)
 		}
 	}
 	return n, upgrade, connection
+}
+
+// isUpgradeOrConnection adds to upgrade and connection whether the field
+// name k is Upgrade or Connection.
+func isUpgradeOrConnection(k []byte, upgrade, connection bool) (bool, bool) {
+	switch len(k) {
+	case len(headerUpgrade):
+		upgrade = upgrade || bytes.EqualFold(k, headerUpgrade)
+	case len(headerConnection):
+		connection = connection || bytes.EqualFold(k, headerConnection)
+	}
+	return upgrade, connection
 }
 
 // dropConnectionNamed removes the fields the client's Connection field
