@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,7 +50,9 @@ binds:
 // TestDenyRulesFailOpenWithAWarning: a deny rule whose expression fails to
 // evaluate does not deny (agentgateway's semantics), so every load says so
 // for each deny rule, naming its field; allow and require rules fail
-// closed and are not warned about.
+// closed and are not warned about, nor are deny rules guarded as the
+// warning advises (a conjunction with has(...) or a key's presence "in" a
+// map; membership in a list literal guards nothing).
 func TestDenyRulesFailOpenWithAWarning(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	tg := startGateway(t, `
@@ -63,6 +66,9 @@ binds:
           - 'true'
           - deny: 'int(request.headers["x-level"]) > 5'
           - require: 'request.method == "GET"'
+          - deny: 'has(request.headers.blocked) && request.headers.blocked == "yes"'
+          - deny: 'request.headers["x-tier"] == "free" && "x-tier" in request.headers'
+          - deny: 'request.method in ["DELETE"] && request.headers["x-owner"] != "me"'
       backends: [{ host: '${UP}' }]
 `, map[string]string{"UP": up})
 	for level, want := range map[string]int{"9": http.StatusForbidden, "1": http.StatusOK, "abc": http.StatusOK} {
@@ -70,12 +76,19 @@ binds:
 			t.Errorf("x-level %q: %d %q, want %d", level, resp.StatusCode, body, want)
 		}
 	}
-	warned := tg.logs.FilterMessageSnippet("deny rule whose expression fails to evaluate").All()
-	if len(warned) != 1 {
-		t.Fatalf("%d warnings about deny rules, want 1", len(warned))
+	for _, h := range [][]string{{"Blocked", "yes"}, {"X-Tier", "free"}} {
+		if resp, body := get(t, tg.url(3000)+"/", h...); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: %d %q, want 403", h, resp.StatusCode, body)
+		}
 	}
-	if got, want := warned[0].ContextMap()["field"], "binds[0].listeners[0].routes[0].policies.authorization.rules[1]"; got != want {
-		t.Fatalf("the warning names %v, want %s", got, want)
+	warned := tg.logs.FilterMessageSnippet("deny rule whose expression fails to evaluate").All()
+	var fields []any
+	for _, w := range warned {
+		fields = append(fields, w.ContextMap()["field"])
+	}
+	const at = "binds[0].listeners[0].routes[0].policies.authorization.rules"
+	if want := []any{at + "[1]", at + "[5]"}; !slices.Equal(fields, want) {
+		t.Fatalf("warnings about deny rules at %v, want %v", fields, want)
 	}
 }
 

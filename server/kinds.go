@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
 
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
@@ -345,15 +350,55 @@ func kindError(path string, err error) error {
 // warnDenyRules says, at every load, that each deny rule of set (at field)
 // fails open: an expression that fails to evaluate (a missing header or
 // claim, a type error) counts as false, as agentgateway has it, so a
-// client who can make it fail gets past the rule.
+// client who can make it fail gets past the rule. A rule the warning's
+// advice already guards is not warned about (guardedRule).
 func warnDenyRules(log *zap.Logger, field string, set *config.CELRuleSet) {
 	if set == nil {
 		return
 	}
 	for i, r := range set.Rules {
-		if r.Kind == config.RuleDeny {
+		if r.Kind == config.RuleDeny && !guardedRule(r.Expr) {
 			log.Warn("a deny rule whose expression fails to evaluate (a missing header or claim, a type error) does not deny; prefer allow or require rules, or guard the expression (has(...))",
 				zap.String("field", field+".rules["+strconv.Itoa(i)+"]"))
 		}
 	}
+}
+
+// parseEnv parses rules for guardedRule (parsing needs no declarations).
+var parseEnv = sync.OnceValues(func() (*cel.Env, error) { return cel.NewEnv() })
+
+// guardedRule reports whether the expression expr is guarded as
+// warnDenyRules advises: a conjunction (&&) of which one operand tests the
+// presence of what the rule reads, has(x.y) or "k" in x (x not a list
+// literal). Not a proof that nothing else can fail (a type error), but the
+// advice followed. (CEL's && is false
+// when any operand is, whatever the others' errors.)
+func guardedRule(expr string) bool {
+	env, err := parseEnv()
+	if err != nil {
+		return false
+	}
+	a, iss := env.Parse(expr)
+	if iss.Err() != nil {
+		return false
+	}
+	var guarded func(e celast.Expr) bool
+	guarded = func(e celast.Expr) bool {
+		switch e.Kind() {
+		case celast.SelectKind:
+			return e.AsSelect().IsTestOnly()
+		case celast.CallKind:
+			call := e.AsCall()
+			switch call.FunctionName() {
+			case operators.In:
+				// A key's presence in a map; a list literal's
+				// membership guards nothing.
+				return call.Args()[1].Kind() != celast.ListKind
+			case operators.LogicalAnd:
+				return slices.ContainsFunc(call.Args(), guarded)
+			}
+		}
+		return false
+	}
+	return guarded(a.NativeRep().Expr())
 }
