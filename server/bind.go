@@ -150,11 +150,12 @@ func newBind(gw *Gateway, port int, addr string, bc *bindConfig) (*bind, error) 
 // failed reload closed it to open the port at another address.
 func (b *bind) listen(addr string) error {
 	a, err := listen(b.gw.transport, addr, acceptHooks{
-		serve:     b.serveConn,
-		idle:      b.keepaliveIdle,
-		firstByte: func() time.Duration { return b.firstWait(b.current.Load()) },
-		silent:    b.closeSilentAtAccept,
-		atAccept:  func() bool { return b.current.Load().tcp != nil },
+		serve:        b.serveConn,
+		idle:         b.keepaliveIdle,
+		firstByte:    func() time.Duration { return b.firstWait(b.current.Load()) },
+		silent:       b.closeSilentAtAccept,
+		atAccept:     func() bool { return b.current.Load().tcp != nil },
+		acceptFailed: (&acceptErrors{log: b.gw.log, port: b.port, metrics: b.metrics, now: time.Now}).failed,
 	})
 	if err != nil {
 		return err

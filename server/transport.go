@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/cloudwego/netpoll"
+	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/config"
+	"github.com/relaygate/gateway/server/telemetry"
 )
 
 // Transport names how a bind accepts connections.
@@ -51,13 +53,16 @@ type acceptHooks struct {
 	// its first byte: a TCP listener's protocol may have the server speak
 	// first.
 	atAccept func() bool
+	// acceptFailed is told of each accept that failed (the std acceptor's;
+	// netpoll's event loop keeps its own).
+	acceptFailed func(error)
 }
 
 // listen opens addr with the transport and calls h.serve for every
 // connection, each on its own goroutine.
 func listen(t Transport, addr string, h acceptHooks) (acceptor, error) {
 	if t == TransportStd {
-		return listenStd(addr, h.serve)
+		return listenStd(addr, h)
 	}
 	return listenNetpoll(addr, h)
 }
@@ -175,7 +180,7 @@ type stdAcceptor struct {
 	once sync.Once
 }
 
-func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
+func listenStd(addr string, h acceptHooks) (acceptor, error) {
 	// KeepAlive -1: no TCP keepalive probes on accepted connections unless
 	// frontendPolicies.tcp.keepalives asks for them (dispatch sets them),
 	// as in agentgateway. Go's default (probes after 15 s) is four
@@ -185,6 +190,12 @@ func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
 	if err != nil {
 		return nil, err
 	}
+	return serveStd(ln, h), nil
+}
+
+// serveStd accepts on ln until it is closed, handing each connection to
+// h.serve on a goroutine of its own.
+func serveStd(ln net.Listener, h acceptHooks) *stdAcceptor {
 	a := &stdAcceptor{ln: ln}
 	a.wg.Add(1)
 	go func() {
@@ -196,6 +207,9 @@ func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
+				if h.acceptFailed != nil {
+					h.acceptFailed(err)
+				}
 				// Temporary errors (EMFILE): back off so the loop does not spin.
 				if delay == 0 {
 					delay = 5 * time.Millisecond
@@ -206,10 +220,47 @@ func listenStd(addr string, serve func(net.Conn)) (acceptor, error) {
 				continue
 			}
 			delay = 0
-			go serve(c)
+			go h.serve(c)
 		}
 	}()
-	return a, nil
+	return a
+}
+
+// acceptErrorEvery is how often a bind's failed accepts are logged at most.
+const acceptErrorEvery = 10 * time.Second
+
+// acceptErrors tells of a bind's failed accepts (too many open files, out
+// of memory: the acceptor backs off and accepts again, while clients wait
+// in the listen queue or time out): each is counted in the bind's metrics,
+// and logged as a warning at most once per acceptErrorEvery, with how many
+// failed since the last line, so that a descriptor shortage shows without
+// a line per attempt.
+type acceptErrors struct {
+	log     *zap.Logger
+	port    int
+	metrics *telemetry.BindMetrics
+	now     func() time.Time
+
+	mu     sync.Mutex
+	next   time.Time // when the next failure may be logged
+	unsaid int       // failures since the last line, not logged
+}
+
+// failed tells of the failed accept err.
+func (a *acceptErrors) failed(err error) {
+	a.metrics.AcceptFailed()
+	now := a.now()
+	a.mu.Lock()
+	if now.Before(a.next) {
+		a.unsaid++
+		a.mu.Unlock()
+		return
+	}
+	unsaid := a.unsaid
+	a.next, a.unsaid = now.Add(acceptErrorEvery), 0
+	a.mu.Unlock()
+	a.log.Warn("accepting connections failed; backing off", zap.String("bind", bindName(a.port)), zap.Error(err),
+		zap.Int("failed since the last warning", unsaid), zap.Duration("warned at most every", acceptErrorEvery))
 }
 
 func (a *stdAcceptor) Addr() net.Addr { return a.ln.Addr() }

@@ -12,6 +12,7 @@ type BindMetrics struct {
 	open     *metrics.Gauge
 	parked   *metrics.Gauge
 	accepted *metrics.Counter
+	failed   *metrics.Counter
 }
 
 // Bind returns the handle for connections accepted on port. The label value
@@ -22,6 +23,7 @@ func (r *Registry) Bind(port int) *BindMetrics {
 		open:     r.set.GetOrCreateGauge(seriesName(famConnectionsOpened, "bind", bind), nil),
 		parked:   r.set.GetOrCreateGauge(seriesName(famConnectionsParked, "bind", bind), nil),
 		accepted: r.set.GetOrCreateCounter(seriesName(famConnectionsTotal, "bind", bind)),
+		failed:   r.set.GetOrCreateCounter(seriesName(famAcceptErrors, "bind", bind)),
 	}
 }
 
@@ -32,6 +34,22 @@ func (b *BindMetrics) ConnOpened() {
 	}
 	b.accepted.Inc()
 	b.open.Inc()
+}
+
+// AcceptFailed counts an accept that failed (the bind's acceptor backs off
+// and accepts again).
+func (b *BindMetrics) AcceptFailed() {
+	if b != nil {
+		b.failed.Inc()
+	}
+}
+
+// AcceptErrors returns the number of the bind's failed accepts.
+func (b *BindMetrics) AcceptErrors() int {
+	if b == nil {
+		return 0
+	}
+	return int(b.failed.Get())
 }
 
 // ConnClosed removes a connection from the open gauge. Call it exactly once

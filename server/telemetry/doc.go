@@ -21,6 +21,7 @@
 //	agentgateway_downstream_connections_total{bind}               counter (accepted)
 //	agentgateway_downstream_connections_open{bind}                gauge
 //	agentgateway_downstream_connections_parked{bind}              gauge (idle, no goroutine)
+//	agentgateway_downstream_accept_errors_total{bind}             counter (failed accepts: EMFILE, ENOMEM)
 //
 // LLM exchanges (Registry.LLM) are recorded in the OpenTelemetry GenAI
 // semantic conventions' metrics, named by the OTel-to-Prometheus rules with

@@ -12,6 +12,7 @@ const (
 	famConnectionsTotal  = "agentgateway_downstream_connections_total"
 	famConnectionsOpened = "agentgateway_downstream_connections_open"
 	famConnectionsParked = "agentgateway_downstream_connections_parked"
+	famAcceptErrors      = "agentgateway_downstream_accept_errors_total"
 	famDownstreamRx      = "agentgateway_downstream_received_bytes_total"
 	famDownstreamTx      = "agentgateway_downstream_sent_bytes_total"
 	famMCPRequests       = "agentgateway_mcp_requests_total"
@@ -39,6 +40,7 @@ var families = map[string]family{
 	famConnectErrors:        {famConnectErrors, "The total number of failed attempts to connect to a backend.", "counter"},
 	famConnectionsTotal:     {famConnectionsTotal, "The total number of downstream connections accepted, by bind.", "counter"},
 	famConnectionsOpened:    {famConnectionsOpened, "The number of downstream connections currently open, by bind.", "gauge"},
+	famAcceptErrors:         {famAcceptErrors, "The total number of failed accepts of downstream connections (too many open files, out of memory), by bind.", "counter"},
 	famConnectionsParked:    {famConnectionsParked, "The number of open downstream connections idle and parked (held without a goroutine), by bind.", "gauge"},
 	famDownstreamRx:         {famDownstreamRx, "Total bytes received from clients on forwarded TCP and TLS connections, by bind, listener and protocol (tcp, tls).", "counter"},
 	famDownstreamTx:         {famDownstreamTx, "Total bytes sent to clients on forwarded TCP and TLS connections, by bind, listener and protocol (tcp, tls).", "counter"},
