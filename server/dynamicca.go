@@ -14,6 +14,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relaygate/gateway/config"
@@ -26,13 +27,32 @@ import (
 // clients must trust the CA. Leaves share one key, made when the listener
 // is compiled, last a day, and are kept per name (up to
 // dynamicCACacheSize names).
+//
+// A signing (milliseconds with an RSA-4096 CA) runs outside the lock, once
+// per name however many handshakes ask for it at once (they wait for its
+// result), so that names already issued, and other names, never wait for
+// it: under one lock a flood of new names held every handshake of the
+// listener to one signing at a time.
 type dynamicCA struct {
-	ca     *x509.Certificate
-	caKey  crypto.Signer
-	leaf   *ecdsa.PrivateKey
-	mu     sync.Mutex
-	issued map[string]*tls.Certificate
+	ca      *x509.Certificate
+	caKey   crypto.Signer
+	leaf    *ecdsa.PrivateKey
+	mu      sync.Mutex
+	issued  map[string]*tls.Certificate
+	signing map[string]*dynamicSigning // names being signed now
 }
+
+// dynamicSigning is one name's signing under way: done closes once cert or
+// err is set.
+type dynamicSigning struct {
+	done chan struct{}
+	cert *tls.Certificate
+	err  error
+}
+
+// beforeDynamicSign, when set, is called before each signing, outside the
+// lock (tests hold a signing with it).
+var beforeDynamicSign atomic.Pointer[func(name string)]
 
 const (
 	dynamicCACacheSize = 4096
@@ -59,7 +79,7 @@ func newDynamicCA(certFile, keyFile string) (*dynamicCA, *keyPairError) {
 	if err != nil {
 		return nil, &keyPairError{"key", err}
 	}
-	return &dynamicCA{ca: ca, caKey: signer, leaf: leaf, issued: map[string]*tls.Certificate{}}, nil
+	return &dynamicCA{ca: ca, caKey: signer, leaf: leaf, issued: map[string]*tls.Certificate{}, signing: map[string]*dynamicSigning{}}, nil
 }
 
 // certificate is the listener's tls.Config.GetCertificate.
@@ -73,22 +93,42 @@ func (d *dynamicCA) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 	}
 	now := time.Now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if c := d.issued[name]; c != nil && now.Before(c.Leaf.NotAfter.Add(-time.Hour)) {
+		d.mu.Unlock()
 		return c, nil
 	}
-	c, err := d.issue(name, now)
-	if err != nil {
-		return nil, err
-	}
-	if len(d.issued) >= dynamicCACacheSize {
-		for k := range d.issued { // any one: map order is random
-			delete(d.issued, k)
-			break
+	if s := d.signing[name]; s != nil {
+		// Another handshake signs it: its result, unless this handshake's
+		// time runs out first.
+		d.mu.Unlock()
+		select {
+		case <-s.done:
+			return s.cert, s.err
+		case <-hello.Context().Done():
+			return nil, hello.Context().Err()
 		}
 	}
-	d.issued[name] = c
-	return c, nil
+	s := &dynamicSigning{done: make(chan struct{})}
+	d.signing[name] = s
+	d.mu.Unlock()
+	if hook := beforeDynamicSign.Load(); hook != nil {
+		(*hook)(name)
+	}
+	s.cert, s.err = d.issue(name, now)
+	d.mu.Lock()
+	delete(d.signing, name)
+	if s.err == nil {
+		if len(d.issued) >= dynamicCACacheSize {
+			for k := range d.issued { // any one: map order is random
+				delete(d.issued, k)
+				break
+			}
+		}
+		d.issued[name] = s.cert
+	}
+	d.mu.Unlock()
+	close(s.done)
+	return s.cert, s.err
 }
 
 func (d *dynamicCA) issue(name string, now time.Time) (*tls.Certificate, error) {

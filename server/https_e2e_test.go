@@ -2,11 +2,13 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -427,5 +429,82 @@ func TestHTTPSCipherSuites(t *testing.T) {
 				t.Fatalf("TLS 1.2 with %s, not listed: served", tls.CipherSuiteName(tc.bad))
 			}
 		})
+	}
+}
+
+// TestHTTPSDynamicCASignsOutsideTheLock: while a dynamicCa listener signs
+// a certificate for a new name (held here), a name already issued and
+// another new name are served at once, and a second handshake for the
+// name being signed waits for that signing rather than signing again.
+// (Every handshake of the listener waited on one lock held while signing:
+// with an RSA-4096 CA and a flood of new names, cached names' handshakes
+// went from 2 ms to 95 ms.)
+func TestHTTPSDynamicCASignsOutsideTheLock(t *testing.T) {
+	pki := newTestPKI(t, "dynca-lock")
+	release := make(chan struct{})
+	signed := make(chan string, 8)
+	hook := func(name string) {
+		signed <- name
+		if name == "slow.test" {
+			<-release
+		}
+	}
+	beforeDynamicSign.Store(&hook)
+	t.Cleanup(func() { beforeDynamicSign.Store(nil) }) // after the gateway's shutdown
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	tg := startGateway(t, `
+binds:
+- port: 1
+  listeners:
+  - protocol: HTTPS
+    tls: {mode: dynamicCa, cert: ${CA}, key: ${CAKEY}}
+    routes:
+    - policies: {directResponse: {status: 200}}
+`, map[string]string{"CA": pki.CAFile, "CAKEY": pki.KeyFile()})
+	handshake := func(name string) (*x509.Certificate, error) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", tg.addr(1), &tls.Config{ServerName: name, RootCAs: pki.Pool})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0], nil
+	}
+	if _, err := handshake("cached.test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-signed; got != "cached.test" {
+		t.Fatalf("signed %s", got)
+	}
+	type result struct {
+		leaf *x509.Certificate
+		err  error
+	}
+	slow := make(chan result, 2)
+	go func() { l, err := handshake("slow.test"); slow <- result{l, err} }()
+	if got := <-signed; got != "slow.test" {
+		t.Fatalf("signed %s", got)
+	}
+	go func() { l, err := handshake("slow.test"); slow <- result{l, err} }()
+	for _, name := range []string{"cached.test", "other.test"} {
+		if _, err := handshake(name); err != nil {
+			t.Fatalf("while another name is signed: %v", err)
+		}
+	}
+	if got := <-signed; got != "other.test" {
+		t.Fatalf("signed %s", got)
+	}
+	releaseOnce.Do(func() { close(release) })
+	a, b := <-slow, <-slow
+	if a.err != nil || b.err != nil {
+		t.Fatalf("the name being signed: %v, %v", a.err, b.err)
+	}
+	if a.leaf.SerialNumber.Cmp(b.leaf.SerialNumber) != 0 {
+		t.Fatal("two certificates signed for one name asked for at once")
+	}
+	select {
+	case name := <-signed:
+		t.Fatalf("%s signed again", name)
+	default:
 	}
 }
