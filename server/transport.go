@@ -11,6 +11,8 @@ import (
 	"github.com/cloudwego/netpoll"
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/codec/logline"
+
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/server/telemetry"
 )
@@ -227,7 +229,7 @@ func serveStd(ln net.Listener, h acceptHooks) *stdAcceptor {
 }
 
 // acceptErrorEvery is how often a bind's failed accepts are logged at most.
-const acceptErrorEvery = 10 * time.Second
+const acceptErrorEvery = logline.DefaultThrottle
 
 // acceptErrors tells of a bind's failed accepts (too many open files, out
 // of memory: the acceptor backs off and accepts again, while clients wait
@@ -240,27 +242,16 @@ type acceptErrors struct {
 	port    int
 	metrics *telemetry.BindMetrics
 	now     func() time.Time
-
-	mu     sync.Mutex
-	next   time.Time // when the next failure may be logged
-	unsaid int       // failures since the last line, not logged
+	warns   logline.Throttle // at its default interval, acceptErrorEvery
 }
 
 // failed tells of the failed accept err.
 func (a *acceptErrors) failed(err error) {
 	a.metrics.AcceptFailed()
-	now := a.now()
-	a.mu.Lock()
-	if now.Before(a.next) {
-		a.unsaid++
-		a.mu.Unlock()
-		return
+	if dropped, ok := a.warns.Allow(a.now()); ok {
+		a.log.Warn("accepting connections failed; backing off", zap.String("bind", bindName(a.port)), zap.Error(err),
+			logline.DroppedField(dropped), zap.Duration("warned at most every", acceptErrorEvery))
 	}
-	unsaid := a.unsaid
-	a.next, a.unsaid = now.Add(acceptErrorEvery), 0
-	a.mu.Unlock()
-	a.log.Warn("accepting connections failed; backing off", zap.String("bind", bindName(a.port)), zap.Error(err),
-		zap.Int("failed since the last warning", unsaid), zap.Duration("warned at most every", acceptErrorEvery))
 }
 
 func (a *stdAcceptor) Addr() net.Addr { return a.ln.Addr() }

@@ -12,6 +12,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // TestAcceptErrorsWarnedAndCounted: when accepting fails (here, the
@@ -118,7 +120,7 @@ func TestAcceptErrorsThrottled(t *testing.T) {
 			t.Fatalf("step %d: warned %v, want %v", i, warned, s.warned)
 		}
 		if s.warned {
-			if got := logs.All()[logs.Len()-1].ContextMap()["failed since the last warning"]; got != s.unsaid {
+			if got := logs.All()[logs.Len()-1].ContextMap()[logline.DroppedKey]; got != s.unsaid {
 				t.Fatalf("step %d: %v failed since the last warning, want %d", i, got, s.unsaid)
 			}
 		}
