@@ -245,11 +245,16 @@ func (p *pump) stop() {
 // halt stops the pump now, interrupting a read it is blocked in, and waits
 // for it: what it shares with the request (the server's count of the
 // client's body, its error) is settled once halt returns. A request whose
-// body was cut short this way must not keep its connection.
+// body was cut short this way must not keep its connection: nor one whose
+// pump had stopped short of the body's end already (its send failed, or
+// it was stopped), which the interrupt says too.
 func (p *pump) halt() {
 	p.stop()
 	select {
 	case <-p.done:
+		if p.interrupt != nil && !p.eof && p.err == nil {
+			p.interrupt()
+		}
 		return
 	default:
 	}

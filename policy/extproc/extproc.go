@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -425,10 +426,13 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 
 // startRequestPump streams the request's body to the service. A read of
 // the client's body it is blocked in can be interrupted (the connection
-// then closes after the response, its body unread to the end). When the
-// read that ends the body writes the request's header (a chunked body's
-// trailer section), the pump is gated: it reads only while the header is
-// lent to it, from the start when lent.
+// then closes after the response, its body unread to the end): through
+// the server's guard of the body when it reads through one
+// (sock.Interrupter), which then takes the failed read for the gateway's
+// doing, not the client's, and closes the connection after whatever
+// answer the request gets. When the read that ends the body writes the
+// request's header (a chunked body's trailer section), the pump is gated:
+// it reads only while the header is lent to it, from the start when lent.
 func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Struct, lent bool) *pump {
 	req := &c.Fast.Request
 	fc := c.Fast
@@ -436,8 +440,13 @@ func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Str
 	pm := newPump(s, src, false, req.Header.ContentLength(), s.p.maxBuffer, attrs)
 	pm.gated = writesHeader(src, &req.Header)
 	pm.lent = lent
+	guard, _ := src.(sock.Interrupter)
 	pm.interrupt = func() {
 		fc.SetConnectionClose()
+		if guard != nil {
+			guard.InterruptRead()
+			return
+		}
 		if conn := fc.Conn(); conn != nil {
 			_ = conn.SetReadDeadline(time.Now())
 		}
