@@ -72,6 +72,10 @@ type BodyFailure struct {
 	Status int
 	Body   []byte // sent as text/plain
 	Err    error
+	// Answer, when set, makes the answer in place of Body (Status is its
+	// status): the policy's service answered the request itself while the
+	// body streamed (an extProc immediate response, headers and all).
+	Answer func(resp *fasthttp.Response)
 }
 
 func (e *BodyFailure) Error() string { return string(e.Kind) + ": " + e.Err.Error() }
@@ -79,6 +83,10 @@ func (e *BodyFailure) Unwrap() error { return e.Err }
 
 // Respond makes resp the policy's answer to the failure.
 func (e *BodyFailure) Respond(resp *fasthttp.Response) {
+	if e.Answer != nil {
+		e.Answer(resp)
+		return
+	}
 	resp.Reset()
 	resp.SetStatusCode(e.Status)
 	resp.Header.SetContentTypeBytes(contentTypeText)

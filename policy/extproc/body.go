@@ -553,15 +553,16 @@ var errFailedOpen = errors.New("extProc failed open")
 // service's, a policy.BodyFailure answered as the request phase answers
 // it. Under failOpen, a service's failure before any processed byte went
 // on lets the body go on unprocessed instead, when the pump kept all it
-// sent; not an immediate response, which no longer can be given but was
-// the service's answer, not its failure.
+// sent; not an immediate response, which is the service's answer, not its
+// failure: its BodyFailure answers with it (immediateFailure).
 func (d *duplexBody) fail(err error) {
 	if err == errPumpStopped {
 		err = d.pm.err
 	} else {
 		d.s.failed(err)
+		var pf *policy.BodyFailure
 		if err == errImmediate {
-			err = &errService{"the external processing service answered the request while its body was streaming"}
+			pf = immediateFailure(d.s.immediate)
 		} else if d.s.p.failOpen && !d.went {
 			// The stream ends first: the pump may be blocked sending to
 			// the service.
@@ -575,7 +576,10 @@ func (d *duplexBody) fail(err error) {
 				return
 			}
 		}
-		err = &policy.BodyFailure{Kind: policy.KindExtProc, Status: http.StatusInternalServerError, Body: bodyFailed, Err: err}
+		if pf == nil {
+			pf = &policy.BodyFailure{Kind: policy.KindExtProc, Status: http.StatusInternalServerError, Body: bodyFailed, Err: err}
+		}
+		err = pf
 	}
 	d.s.p.warnBodyFailed("extProc: a body being processed failed", d.pm.response, err)
 	d.err = err
@@ -586,6 +590,26 @@ func (d *duplexBody) fail(err error) {
 		d.s.skipResp = true
 		d.pm.halt()
 	}
+}
+
+// errAnsweredWhileStreaming is the failure of a body the service answered
+// the request itself in the middle of (its immediate response).
+var errAnsweredWhileStreaming = &errService{"the external processing service answered the request itself (an immediate response) while a body was streaming"}
+
+// immediateFailure is the failure of a body the service answered with an
+// immediate response in the middle of: whoever answers it (the exchange
+// that read a request's body: nothing reached the client yet) answers the
+// client with ir, as the immediate response before the body would have
+// been; a body already going out to the client is cut short with it.
+func immediateFailure(ir *procv3.ImmediateResponse) *policy.BodyFailure {
+	// respondImmediate's answer, made aside: the body's reader may run
+	// while the request's response is not its to write (an HTTP/2
+	// upstream's transport reading the request body).
+	answer := &policy.Ctx{Fast: new(fasthttp.RequestCtx)}
+	respondImmediate(answer, ir)
+	made := &answer.Fast.Response
+	return &policy.BodyFailure{Kind: policy.KindExtProc, Status: made.StatusCode(), Err: errAnsweredWhileStreaming,
+		Answer: func(resp *fasthttp.Response) { made.CopyTo(resp) }}
 }
 
 // failOpen stops the pump and makes raw the body whole, unprocessed: what
