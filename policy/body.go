@@ -38,6 +38,42 @@ type Unwrapper interface {
 	Unwrap() io.Reader
 }
 
+// StreamObserver is told how a response body stream ended once it is
+// closed: the bytes it gave, and nil when it was read to its end, else why
+// not (backend.StreamObserver's method: the server's record of the
+// request).
+type StreamObserver interface {
+	StreamClosed(bytes int, err error)
+}
+
+// ObservedBody is a response body stream of a policy's making, over the
+// stream it unwraps to, that can fail on its own after the response's head
+// went out (extProc's processed body, when its service fails then): the
+// request's record must say so, and count the bytes the body gave, not
+// the ones it read. Observe(o) has the body tell o how it ended once it is
+// closed, and returns the observer to hand the stream it wraps in o's
+// place (which the body then tells o through); when nothing it wraps is
+// observed, the body tells o itself.
+type ObservedBody interface {
+	Observe(o StreamObserver) StreamObserver
+}
+
+// ObservedBodyOf returns the first ObservedBody among r and the streams it
+// wraps, nil when there is none.
+func ObservedBodyOf(r io.Reader) ObservedBody {
+	for r != nil {
+		if o, ok := r.(ObservedBody); ok {
+			return o
+		}
+		u, ok := r.(Unwrapper)
+		if !ok {
+			return nil
+		}
+		r = u.Unwrap()
+	}
+	return nil
+}
+
 // Innermost returns r, or the stream r wraps, or that one's, down to the
 // first stream that wraps nothing.
 func Innermost(r io.Reader) io.Reader {

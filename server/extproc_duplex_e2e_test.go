@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +68,196 @@ func immediateStop() *procv3.ProcessingResponse {
 		Headers: extproctest.Set(map[string]string{"x-imm": "r"}),
 		Body:    []byte("stopped\n"),
 	}}}
+}
+
+// TestExtProcDuplexResponseFailsBeforeItsHead: in full-duplex mode (the
+// default), a service that fails on the response's body before any of it
+// went on (it closes its stream at the body, answers it with an immediate
+// response, or answers the response headers twice) has the client
+// answered as in the buffered modes: 500 `external processing failed`
+// (failClosed), the body whole and unprocessed (failOpen), or the
+// immediate response (either mode), never an empty reply; and the access
+// line has the status the client got. A small upstream body (read whole)
+// and a streamed one, over HTTP/1.1 and HTTP/2.
+func TestExtProcDuplexResponseFailsBeforeItsHead(t *testing.T) {
+	upAddr := streamingUpstream(t)
+	atBody := func(answer func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse) *extproctest.Server {
+		return &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+			if _, ok := m.Request.(*procv3.ProcessingRequest_ResponseBody); ok {
+				return answer(st, m)
+			}
+			return extproctest.Passthrough(st, m)
+		}}
+	}
+	closes := atBody(func(*extproctest.Stream, *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{extproctest.End}
+	})
+	immediate := atBody(func(*extproctest.Stream, *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		return []*procv3.ProcessingResponse{immediateStop()}
+	})
+	twice := &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+		if _, ok := m.Request.(*procv3.ProcessingRequest_ResponseHeaders); ok {
+			return []*procv3.ProcessingResponse{extproctest.Reply(st, m, nil, nil), extproctest.Reply(st, m, nil, nil)}
+		}
+		return extproctest.Passthrough(st, m)
+	}}
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /closes-closed}}]
+      policies: {extProc: {host: '${CLOSES}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /closes-open}}]
+      policies: {extProc: {host: '${CLOSES}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /immediate-closed}}]
+      policies: {extProc: {host: '${IMMEDIATE}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /immediate-open}}]
+      policies: {extProc: {host: '${IMMEDIATE}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /twice-closed}}]
+      policies: {extProc: {host: '${TWICE}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /twice-open}}]
+      policies: {extProc: {host: '${TWICE}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": upAddr, "CLOSES": extproctest.Start(t, closes), "IMMEDIATE": extproctest.Start(t, immediate), "TWICE": extproctest.Start(t, twice)})
+	base := tg.url(3000)
+	const streamed = 20000
+	whole := map[string]string{"small": "echo:", "streamed": strings.Repeat("x", streamed)}
+	for _, c := range bothClients() {
+		for _, tc := range []struct {
+			service, mode string
+			status        int
+			body          string // "" for the upstream's body whole
+		}{
+			{"closes", "closed", 500, "external processing failed\n"},
+			{"closes", "open", 200, ""},
+			{"immediate", "closed", 451, "stopped\n"},
+			{"immediate", "open", 451, "stopped\n"},
+			{"twice", "closed", 500, "external processing failed\n"},
+			{"twice", "open", 200, ""},
+		} {
+			for _, size := range []string{"small", "streamed"} {
+				name := c.name + "/" + tc.service + "-" + tc.mode + "/" + size
+				t.Run(name, func(t *testing.T) {
+					path := "/" + tc.service + "-" + tc.mode + "/" + c.name + "/" + size
+					query := ""
+					if size == "streamed" {
+						query = "?n=" + itoa(streamed)
+					}
+					req, err := http.NewRequest(http.MethodGet, base+path+query, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp, err := c.client.Do(req)
+					if err != nil {
+						t.Fatalf("no answer: %v", err)
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					want := tc.body
+					if want == "" {
+						want = whole[size]
+					}
+					if err != nil || resp.StatusCode != tc.status || string(body) != want {
+						t.Fatalf("client got %d, %d bytes %.40q (%v); want %d %.40q", resp.StatusCode, len(body), body, err, tc.status, want)
+					}
+					if tc.service == "immediate" && resp.Header.Get("X-Imm") != "r" {
+						t.Errorf("x-imm %q: the immediate response's header was lost", resp.Header.Get("X-Imm"))
+					}
+					line := accessLineOf(t, tg, path)
+					if got := line["status"]; got != int64(tc.status) {
+						t.Errorf("access line status %v, want %d (what the client got)", got, tc.status)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestExtProcDuplexResponseCutAfterItsHead: a service that fails on a
+// full-duplex response body after some of it went out to the client (it
+// answers the first chunk, then closes its stream or answers with an
+// immediate response at the second) can only cut the body short, so the
+// client sees it broken: over HTTP/1.1 the connection closes without the
+// last chunk, over HTTP/2 the stream is reset. Whatever the failure mode
+// (failOpen cannot take back what went out). The access line keeps the
+// status that went out and says the body was cut by extProc, with the
+// bytes that reached the client; before, it said nothing of it.
+func TestExtProcDuplexResponseCutAfterItsHead(t *testing.T) {
+	var gate atomic.Pointer[chan struct{}]
+	upAddr := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "first")
+		w.(http.Flusher).Flush()
+		select {
+		case <-*gate.Load():
+		case <-time.After(5 * time.Second):
+		}
+		_, _ = io.WriteString(w, "second")
+	}))
+	// The service answers the first chunk (upper-cased) and fails at the
+	// second, which the upstream sends once the client has the first.
+	at2 := func(fail *procv3.ProcessingResponse) *extproctest.Server {
+		return &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+			b, ok := m.Request.(*procv3.ProcessingRequest_ResponseBody)
+			if !ok {
+				return extproctest.Passthrough(st, m)
+			}
+			st.Held = append(st.Held, nil)
+			if len(st.Held) == 1 {
+				return []*procv3.ProcessingResponse{extproctest.Reply(st, m, nil, extproctest.Chunk(bytes.ToUpper(b.ResponseBody.GetBody()), false))}
+			}
+			return []*procv3.ProcessingResponse{fail}
+		}}
+	}
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /closes-closed}}]
+      policies: {extProc: {host: '${CLOSES}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /closes-open}}]
+      policies: {extProc: {host: '${CLOSES}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /immediate-closed}}]
+      policies: {extProc: {host: '${IMMEDIATE}'}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": upAddr, "CLOSES": extproctest.Start(t, at2(extproctest.End)), "IMMEDIATE": extproctest.Start(t, at2(immediateStop()))})
+	for _, c := range bothClients() {
+		for _, route := range []string{"closes-closed", "closes-open", "immediate-closed"} {
+			path := "/" + route + "/" + c.name
+			t.Run(path[1:], func(t *testing.T) {
+				g := make(chan struct{})
+				gate.Store(&g)
+				resp, err := c.client.Get(tg.url(3000) + path)
+				if err != nil {
+					t.Fatalf("no answer: %v", err)
+				}
+				first := make([]byte, 5)
+				_, err = io.ReadFull(resp.Body, first)
+				close(g)
+				rest, errRest := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || err != nil || string(first) != "FIRST" || len(rest) != 0 || errRest == nil {
+					t.Fatalf("client got %d %q (%v) then %q, error %v; want 200, FIRST, then the body broken off", resp.StatusCode, first, err, rest, errRest)
+				}
+				// HTTP/1.1: closed without the last chunk; HTTP/2: reset.
+				if !errors.Is(errRest, io.ErrUnexpectedEOF) && !strings.Contains(errRest.Error(), "INTERNAL_ERROR") {
+					t.Errorf("the body broke off with %v; want a cut chunked body or a stream reset", errRest)
+				}
+				line := accessLineOf(t, tg, path)
+				if line["status"] != int64(200) || line["bytes_out"] != int64(5) || !strings.Contains(fmt.Sprint(line["upstream_error"]), "extProc:") {
+					t.Errorf("access line status %v, bytes_out %v, upstream_error %v; want 200, 5 and the body's cut by extProc", line["status"], line["bytes_out"], line["upstream_error"])
+				}
+			})
+		}
+	}
 }
 
 // TestExtProcDuplexRequestBodyImmediate: a service that answers the

@@ -629,11 +629,23 @@ func (b *bind) finish(rs *requestState, status int) {
 		rs.method = append(rs.method[:0], fctx.Method()...)
 		rs.path = append(rs.path[:0], rs.pc.Path...)
 		rs.remote = fctx.RemoteAddr()
-		if backend.ObserveStream(resp, rs) {
+		// A policy's body that can fail on its own once the head went out
+		// (extProc's processed body) tells the record how it ended,
+		// through the stream it wraps or, when nothing observes that one,
+		// itself.
+		var obs backend.StreamObserver = rs
+		ob := policy.ObservedBodyOf(resp.BodyStream())
+		if ob != nil {
+			obs = ob.Observe(rs)
+		}
+		if backend.ObserveStream(resp, obs) {
 			return
 		}
 		if ls, ok := policy.Innermost(resp.BodyStream()).(*llmStream); ok {
-			ls.observe(b, rs, rs)
+			ls.observe(b, rs, obs)
+			return
+		}
+		if ob != nil {
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -354,6 +355,14 @@ type duplexBody struct {
 	// sending: WriteTo is sending the body on, and holds the request's
 	// header for the pump until the body ends.
 	sending bool
+	// A response's body tells the request's record how it ended
+	// (policy.ObservedBody): n bytes given, done when read to its end.
+	// obs is told once (told), through the stream the body wraps when
+	// that one is observed, else by Close.
+	n    int
+	done bool
+	obs  policy.StreamObserver
+	told bool
 }
 
 // newDuplexBody is the body that goes on for pm's. A response's holds a
@@ -380,12 +389,17 @@ func (d *duplexBody) take(m *procv3.BodyMutation) {
 func (d *duplexBody) Read(p []byte) (int, error) {
 	if err := d.fill(); err != nil {
 		if d.raw != nil {
-			return d.raw.Read(p)
+			n, err := d.raw.Read(p)
+			d.n += n
+			d.done = err == io.EOF
+			return n, err
 		}
+		d.done = err == io.EOF
 		return 0, err
 	}
 	n := copy(p, d.pending)
 	d.pending = d.pending[n:]
+	d.n += n
 	d.goneOn()
 	return n, nil
 }
@@ -598,9 +612,10 @@ var errAnsweredWhileStreaming = &errService{"the external processing service ans
 
 // immediateFailure is the failure of a body the service answered with an
 // immediate response in the middle of: whoever answers it (the exchange
-// that read a request's body: nothing reached the client yet) answers the
-// client with ir, as the immediate response before the body would have
-// been; a body already going out to the client is cut short with it.
+// that read a request's body, the response phase before a response's head
+// went out: nothing reached the client yet) answers the client with ir,
+// as the immediate response before the body would have been; a body
+// already going out to the client is cut short with it.
 func immediateFailure(ir *procv3.ImmediateResponse) *policy.BodyFailure {
 	// respondImmediate's answer, made aside: the body's reader may run
 	// while the request's response is not its to write (an HTTP/2
@@ -630,9 +645,10 @@ func (d *duplexBody) failOpen() bool {
 }
 
 // Close ends a response's body: the pump stops, the source is closed once
-// the pump is done with it, and the session loses this reference. It does
-// nothing for a request's (whose streams are re-wrapped, and closed, by
-// the server on their way upstream).
+// the pump is done with it (then the request's record is told how the
+// body ended, if the source did not tell it), and the session loses this
+// reference. It does nothing for a request's (whose streams are
+// re-wrapped, and closed, by the server on their way upstream).
 func (d *duplexBody) Close() error {
 	if d.closed || !d.pm.response {
 		return nil
@@ -644,14 +660,85 @@ func (d *duplexBody) Close() error {
 	d.pm.stop()
 	select {
 	case <-d.pm.done:
-		closeReader(d.pm.src)
+		d.closeSource()
 	default:
 		go func() {
 			<-d.pm.done
-			closeReader(d.pm.src)
+			d.closeSource()
 		}()
 	}
 	return d.s.Close()
+}
+
+// closeSource closes the stream the response's body came from, which
+// tells the request's record how the body ended when the record observes
+// it (StreamClosed); else the body tells it now.
+func (d *duplexBody) closeSource() {
+	closeReader(d.pm.src)
+	if d.obs != nil && !d.told {
+		d.told = true
+		d.obs.StreamClosed(d.n, d.outcome(nil))
+	}
+}
+
+// Observe has the request's record o told how the response's body ended,
+// once it is closed (policy.ObservedBody): the bytes it gave and its own
+// failure, through the stream it wraps when the server observes that one
+// (the observer it returns is the body itself), else by Close.
+func (d *duplexBody) Observe(o policy.StreamObserver) policy.StreamObserver {
+	d.obs = o
+	return d
+}
+
+// StreamClosed is the stream the body wraps telling how it ended, which
+// the body tells the request's record in its own words (outcome).
+func (d *duplexBody) StreamClosed(_ int, err error) {
+	if d.obs != nil && !d.told {
+		d.told = true
+		d.obs.StreamClosed(d.n, d.outcome(err))
+	}
+}
+
+// outcome is how the response's body ended, given how the stream it came
+// from did (src, nil when not known): the service's failure when that
+// ended it; else nil when the body was read to its end (whatever was left
+// of a source the service ended the body before); else src's failure, the
+// body's own, or an abandoned body (the client went away).
+func (d *duplexBody) outcome(src error) error {
+	var pf *policy.BodyFailure
+	switch {
+	case errors.As(d.err, &pf):
+		return d.err
+	case d.done:
+		return nil
+	case src != nil:
+		return src
+	case d.err != nil:
+		return d.err
+	}
+	return backend.ErrStreamAbandoned
+}
+
+// streamResponse makes d the response's body once the service has
+// answered its first bytes (or ended it, or the body failed open, or its
+// source failed). Until then the response's head is held, so that a
+// service failing first has the client get, as in the buffered modes, the
+// failure mode's answer (500 external processing failed) or the service's
+// own (its immediate response) instead of a head cut short; once the head
+// has gone out, a failure can only cut the body short, as the request's
+// record then says (Observe). The wait is the one the body's first read
+// would have had (the service's timeout bounds it).
+func (p *ExtProc) streamResponse(c *policy.Ctx, d *duplexBody) {
+	resp := &c.Fast.Response
+	var pf *policy.BodyFailure
+	if err := d.fill(); errors.As(err, &pf) {
+		// (fill logged the failure.)
+		_ = d.Close()
+		pf.Respond(resp)
+		return
+	}
+	resp.Header.Del("Content-Length")
+	resp.SetBodyStream(d, -1)
 }
 
 // Unwrap is the stream the body comes from (policy.Unwrapper), so that the

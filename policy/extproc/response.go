@@ -112,8 +112,7 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 		if pm != nil {
 			d := newDuplexBody(s, s.respCh, pm)
 			d.take(cr.GetBodyMutation())
-			resp.Header.Del("Content-Length")
-			resp.SetBodyStream(d, -1)
+			p.streamResponse(c, d)
 			return
 		}
 	}
@@ -128,9 +127,7 @@ func (p *ExtProc) OnResponse(c *policy.Ctx) {
 			return
 		}
 		pm = startPump(s, src, true, resp.Header.ContentLength(), p.maxBuffer, attrs)
-		d := newDuplexBody(s, s.respCh, pm)
-		resp.Header.Del("Content-Length")
-		resp.SetBodyStream(d, -1)
+		p.streamResponse(c, newDuplexBody(s, s.respCh, pm))
 		return
 	}
 	src, ok := takeResponseBody(resp)
