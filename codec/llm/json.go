@@ -303,14 +303,14 @@ func UnescapeAt(in []byte, i int) (r rune, next int, ok bool) {
 	case 't':
 		return '\t', i + 2, true
 	case 'u':
-		r, ok := hex4(in[i+2:])
+		r, ok := Hex4(in[i+2:])
 		if !ok {
 			return utf8.RuneError, i + 2, false
 		}
 		i += 6
 		if utf16.IsSurrogate(r) {
 			if i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
-				if r2, ok := hex4(in[i+2:]); ok {
+				if r2, ok := Hex4(in[i+2:]); ok {
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 						return d, i + 6, true
 					}
@@ -323,7 +323,9 @@ func UnescapeAt(in []byte, i int) (r rune, next int, ok bool) {
 	return utf8.RuneError, i + 2, false
 }
 
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hex digits b opens with (a \u escape's), and
+// whether they are four hex digits.
+func Hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}

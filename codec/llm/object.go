@@ -325,7 +325,7 @@ func skipString(d []byte, i int) (int, bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i++
 			case 'u':
-				if _, ok := hex4(d[i+1:]); !ok {
+				if _, ok := Hex4(d[i+1:]); !ok {
 					return i, false
 				}
 				i += 5

@@ -40,7 +40,7 @@ func skipStringRef(d []byte, i int) (int, bool) {
 			switch d[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if _, ok := hex4(d[i+1:]); !ok {
+				if _, ok := Hex4(d[i+1:]); !ok {
 					return i, false
 				}
 				i += 4

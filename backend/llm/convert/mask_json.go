@@ -100,8 +100,8 @@ func (j *jsonMask) escape(dst []byte, sc jsonScratch) []byte {
 	seq := j.esc[:j.nesc]
 	j.nesc = 0
 	r, _, ok := llm.UnescapeAt(seq, 0)
-	if seq[1] == 'u' {
-		if h, hexOK := hexRune(seq[2:]); hexOK {
+	if seq[1] == 'u' && len(seq) == 6 {
+		if h, hexOK := llm.Hex4(seq[2:]); hexOK {
 			r, ok = h, true
 		}
 	}
@@ -127,27 +127,6 @@ func (j *jsonMask) escape(dst []byte, sc jsonScratch) []byte {
 		r = utf8.RuneError
 	}
 	return j.rune(dst, sc, r)
-}
-
-func hexRune(b []byte) (rune, bool) {
-	var r rune
-	if len(b) != 4 {
-		return 0, false
-	}
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 func (j *jsonMask) rune(dst []byte, sc jsonScratch, r rune) []byte {
