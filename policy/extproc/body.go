@@ -43,6 +43,8 @@ type pump struct {
 	// cut: a request's pump was halted because the body stopped going
 	// upstream before its end (finished is false).
 	cut atomic.Bool
+	// read: a read of src returned its end; the pump reads no more of it.
+	read atomic.Bool
 
 	mu       sync.Mutex
 	tee      []byte
@@ -187,6 +189,9 @@ func (p *pump) run() {
 			return
 		}
 		n, err := p.src.Read(buf)
+		if err == io.EOF {
+			p.read.Store(true)
+		}
 		p.release()
 		if n > 0 {
 			p.mu.Lock()
@@ -248,18 +253,20 @@ func (p *pump) stop() {
 // client's body, its error) is settled once halt returns. A request whose
 // body was cut short this way must not keep its connection: nor one whose
 // pump had stopped short of the body's end already (its send failed, or
-// it was stopped), which the interrupt says too.
+// it was stopped), which the interrupt says too. A pump that has read its
+// source to the end (and may still be sending the last of it) is not
+// interrupted: the body is whole, and the connection stays.
 func (p *pump) halt() {
 	p.stop()
 	select {
 	case <-p.done:
-		if p.interrupt != nil && !p.eof && p.err == nil {
+		if p.interrupt != nil && !p.read.Load() && p.err == nil {
 			p.interrupt()
 		}
 		return
 	default:
 	}
-	if p.interrupt != nil {
+	if p.interrupt != nil && !p.read.Load() {
 		p.interrupt()
 	}
 	<-p.done
