@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -389,6 +390,101 @@ binds:
 		pr.CloseWithError(io.ErrClosedPipe)
 		if resp.StatusCode != 500 || string(body) != "external processing failed\n" || !resp.Close {
 			t.Fatalf("request %d: client got %d %q, connection close %v; want 500 and the connection closed", i, resp.StatusCode, body, resp.Close)
+		}
+	}
+}
+
+// TestExtProcDuplexBareContinueFails: in full-duplex mode an answer to a
+// body chunk that carries no body mutation (a bare CONTINUE, as the
+// buffered modes take it) does not say which bytes go on, since answers
+// are not one per chunk; Envoy refuses it. It fails the body by the
+// failure mode: 500 `external processing failed` (failClosed), or the
+// body whole and unprocessed (failOpen, before any processed byte went
+// on), request and response bodies alike, of one chunk or many. Before,
+// it was taken for the end of the body: the upstream got a request body
+// cut to nothing, the client a 200.
+func TestExtProcDuplexBareContinueFails(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]byte{} // the request bodies the upstream got whole, by path
+	upAddr := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		got[r.URL.Path] = body
+		mu.Unlock()
+		_, _ = w.Write(body) // the response body is the request's
+	}))
+	bare := func(side string) *extproctest.Server {
+		return &extproctest.Server{Answer: func(st *extproctest.Stream, m *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+			switch m.Request.(type) {
+			case *procv3.ProcessingRequest_RequestBody:
+				if side == "req" {
+					return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_RequestBody{RequestBody: &procv3.BodyResponse{Response: &procv3.CommonResponse{}}}}}
+				}
+			case *procv3.ProcessingRequest_ResponseBody:
+				if side == "resp" {
+					return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ResponseBody{ResponseBody: &procv3.BodyResponse{Response: &procv3.CommonResponse{}}}}}
+				}
+			}
+			return extproctest.Passthrough(st, m)
+		}}
+	}
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /req-closed}}]
+      policies: {extProc: {host: '${REQ}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /req-open}}]
+      policies: {extProc: {host: '${REQ}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /resp-closed}}]
+      policies: {extProc: {host: '${RESP}'}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /resp-open}}]
+      policies: {extProc: {host: '${RESP}', failureMode: failOpen}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": upAddr, "REQ": extproctest.Start(t, bare("req")), "RESP": extproctest.Start(t, bare("resp"))})
+	for _, c := range bothClients() {
+		for _, route := range []string{"req-closed", "req-open", "resp-closed", "resp-open"} {
+			for _, size := range []int{6, 300 << 10} {
+				path := "/" + route + "/" + c.name + "/" + itoa(size)
+				t.Run(path[1:], func(t *testing.T) {
+					sent := bytes.Repeat([]byte("b"), size)
+					req, err := http.NewRequest(http.MethodPost, tg.url(3000)+path, bytes.NewReader(sent))
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp, err := c.client.Do(req)
+					if err != nil {
+						t.Fatalf("no answer: %v", err)
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					mu.Lock()
+					upstreamGot, whole := got[path]
+					mu.Unlock()
+					if strings.HasSuffix(route, "-open") {
+						if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, sent) {
+							t.Fatalf("client got %d, %d bytes (%v); want 200 and the body whole, unprocessed", resp.StatusCode, len(body), err)
+						}
+						if !bytes.Equal(upstreamGot, sent) {
+							t.Fatalf("the upstream got %d bytes; want the %d sent", len(upstreamGot), size)
+						}
+						return
+					}
+					if err != nil || resp.StatusCode != 500 || string(body) != "external processing failed\n" {
+						t.Fatalf("client got %d %.40q (%v); want 500 external processing failed", resp.StatusCode, body, err)
+					}
+					if route == "req-closed" && whole {
+						t.Fatalf("the upstream got a whole request body of %d bytes; want the request cut off", len(upstreamGot))
+					}
+				})
+			}
 		}
 	}
 }

@@ -513,10 +513,23 @@ func (d *duplexBody) fill() error {
 			d.fail(errOutOfOrder("body"))
 			continue
 		}
+		if cr.GetBodyMutation().GetMutation() == nil {
+			d.fail(errNotStreamed)
+			continue
+		}
 		d.pending, d.eos = streamedChunk(cr.GetBodyMutation())
 	}
 	return nil
 }
+
+// errNotStreamed is an answer to a full-duplex body chunk that does not
+// say what goes on (a plain CONTINUE). The answers to chunks are not one
+// per chunk (a service may hold chunks and answer several in one, or one
+// in several), so no chunk can be told to go on unchanged: the body fails
+// by the failure mode, as Envoy refuses such an answer ("spurious
+// message"), rather than end where it stands as agentgateway's reading of
+// it did, which cut the body short without a word.
+var errNotStreamed = &errService{"the external processing service answered a full-duplex body chunk without a streamed_response (a body mutation is needed to say what goes on)"}
 
 // streamedChunk is what an answer's body mutation makes of a full-duplex
 // body: the bytes to send on, and whether the answer ends the body.
@@ -533,9 +546,9 @@ func streamedChunk(m *procv3.BodyMutation) (chunk []byte, eos bool) {
 		// This chunk is dropped.
 		return nil, false
 	}
-	// No mutation: the service is done with the body (as agentgateway
-	// reads it).
-	return nil, true
+	// No mutation: not the body's end (fill fails the body at it:
+	// errNotStreamed).
+	return nil, false
 }
 
 // await waits for the service's next answer on the body. Read's caller
