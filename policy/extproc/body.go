@@ -12,7 +12,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/policy"
 )
 
@@ -736,8 +735,13 @@ func (d *duplexBody) outcome(src error) error {
 	case d.err != nil:
 		return d.err
 	}
-	return backend.ErrStreamAbandoned
+	return errBodyAbandoned
 }
+
+// errBodyAbandoned is outcome's error for a processed body closed before
+// its end without a failure of its own (as backend.ErrStreamAbandoned is
+// the exchange's; policies do not import backend).
+var errBodyAbandoned = errors.New("processed body not read to its end: the client went away, or the response was replaced")
 
 // streamResponse makes d the response's body once the service has
 // answered its first bytes (or ended it, or the body failed open, or its

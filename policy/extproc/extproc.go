@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/relaygate/gateway/backend/sock"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
@@ -440,7 +439,9 @@ func (s *session) startRequestPump(c *policy.Ctx, attrs map[string]*structpb.Str
 	pm := newPump(s, src, false, req.Header.ContentLength(), s.p.maxBuffer, attrs)
 	pm.gated = writesHeader(src, &req.Header)
 	pm.lent = lent
-	guard, _ := src.(sock.Interrupter)
+	// The server's body guard (backend/sock's Interrupter; policies do
+	// not import backend).
+	guard, _ := src.(interface{ InterruptRead() })
 	pm.interrupt = func() {
 		fc.SetConnectionClose()
 		if guard != nil {
