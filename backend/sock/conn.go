@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/relaygate/gateway/pool/sockpeek"
 )
 
 // Conn is a TCP connection read and written with recv/send. The embedded
@@ -458,21 +460,8 @@ func (c *Conn) peekStep(fd uintptr) bool {
 // end of the stream or an error wait there. It looks without waiting or
 // consuming anything (recv with MSG_PEEK|MSG_DONTWAIT).
 func (c *Conn) pending(fd uintptr) bool {
-	_, e := peek(fd, c.peekBuf[:])
+	_, e := sockpeek.Peek(fd, c.peekBuf[:])
 	return e != syscall.EAGAIN
-}
-
-// peek copies into b what waits on the socket fd, without waiting or
-// consuming anything (recv with MSG_PEEK|MSG_DONTWAIT), and returns the
-// recv's count and error (EAGAIN: nothing waits; 0 bytes and no error: the
-// end of the stream).
-func peek(fd uintptr, b []byte) (int, syscall.Errno) {
-	for {
-		n, e := socketCall(syscall.SYS_RECVFROM, fd, b, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		if e != syscall.EINTR {
-			return n, e
-		}
-	}
 }
 
 // What a look of WatchAnswer found the peer to have sent.
@@ -484,7 +473,7 @@ const (
 
 // peerAnswer looks, without consuming, at what the peer has sent.
 func (c *Conn) peerAnswer(fd uintptr) int {
-	n, e := peek(fd, c.answerBuf[:])
+	n, e := sockpeek.Peek(fd, c.answerBuf[:])
 	switch {
 	case e == syscall.EAGAIN:
 		return peerNothing

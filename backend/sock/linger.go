@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/relaygate/gateway/pool/sockpeek"
 )
 
 // SetLingerClose has Close, while it is on, linger when the peer is still
@@ -67,7 +69,7 @@ func (c *Conn) peerSending() bool {
 	sending := false
 	var b [1]byte
 	if c.raw.Control(func(fd uintptr) {
-		n, e := peek(fd, b[:])
+		n, e := sockpeek.Peek(fd, b[:])
 		sending = e == 0 && n > 0
 	}) != nil {
 		return false

@@ -3,6 +3,8 @@ package sock
 import (
 	"io"
 	"syscall"
+
+	"github.com/relaygate/gateway/pool/sockpeek"
 )
 
 // Peek waits until the bytes waiting on the connection satisfy enough, or
@@ -18,32 +20,28 @@ func (c *Conn) Peek(buf []byte, enough func([]byte) bool) (int, error) {
 	var eof bool
 	var errno syscall.Errno
 	step := func(fd uintptr) bool {
-		for {
-			m, e := socketCall(syscall.SYS_RECVFROM, fd, buf, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			case 0:
-			default:
-				errno = e
-				return true
-			}
-			if m == 0 {
-				eof = true
-				return true
-			}
-			if m == n && m < len(buf) && !enough(buf[:m]) {
-				// The same bytes as last time: the poller woke for
-				// nothing new. Wait for more.
-				return false
-			}
-			n = m
-			// Edge-triggered readiness: with bytes still waiting, the
-			// poller wakes this again only when more arrive.
-			return n == len(buf) || enough(buf[:n])
+		m, e := sockpeek.Peek(fd, buf)
+		switch e {
+		case syscall.EAGAIN:
+			return false
+		case 0:
+		default:
+			errno = e
+			return true
 		}
+		if m == 0 {
+			eof = true
+			return true
+		}
+		if m == n && m < len(buf) && !enough(buf[:m]) {
+			// The same bytes as last time: the poller woke for
+			// nothing new. Wait for more.
+			return false
+		}
+		n = m
+		// Edge-triggered readiness: with bytes still waiting, the
+		// poller wakes this again only when more arrive.
+		return n == len(buf) || enough(buf[:n])
 	}
 	err := c.raw.Read(step)
 	for err != nil {

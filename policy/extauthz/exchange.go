@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/relaygate/gateway/pool/sockpeek"
 )
 
 // exchange sends one check over HTTP and reads the service's answer: one
@@ -17,7 +19,7 @@ import (
 //
 // A pooled connection the service closed while it was idle is not a
 // failure of the check: it is looked at before the check goes on it
-// (peerClosed) and dropped for another, or a new one. One whose close
+// (sockpeek.PeerClosed) and dropped for another, or a new one. One whose close
 // crossed the check on its way (nothing of an answer came back on a
 // connection that had served checks before) has the check sent once more;
 // a new connection that fails fails the check.
@@ -42,7 +44,7 @@ func (f *fasthttpClient) attempt(req *fasthttp.Request, resp *fasthttp.Response,
 		return false, err
 	}
 	reused := !cc.LastUseTime().IsZero()
-	for reused && peerClosed(cc.Conn()) {
+	for reused && sockpeek.PeerClosed(cc.Conn()) {
 		// Closed by the service while idle (each one found so leaves the
 		// pool; a pool that runs dry dials).
 		hc.CloseConn(cc)
