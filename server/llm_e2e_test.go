@@ -800,7 +800,8 @@ func TestLLMFailuresInTheMetrics(t *testing.T) {
 // prompt again too (its count now cached), while a short one still passes.
 // A prompt larger than the bucket can ever hold gets no Retry-After (it
 // used to get "Retry-After: 1" forever) and a body saying why; one that
-// must wait for the bucket to fill gets one.
+// must wait for the bucket to fill gets one. Tool results and tool-call
+// arguments count: they once passed uncounted.
 func TestLLMTokenizeRefusesUpFront(t *testing.T) {
 	o := llmtest.NewOpenAI(t)
 	o.SetDefault(llmtest.Reply{Text: "ok", Usage: llmtest.Usage{InputTokens: 5, OutputTokens: 5}})
@@ -814,6 +815,9 @@ localRateLimit:
 	post := func(prompt string, retry bool) int {
 		t.Helper()
 		body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + prompt + `"}]}`
+		if strings.HasPrefix(prompt, "[") { // the messages themselves
+			body = `{"model":"gpt-4o-mini","messages":` + prompt + `}`
+		}
 		resp, err := http.Post(tg.url(8080)+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -841,6 +845,8 @@ localRateLimit:
 		{long, false, 429, 1},
 		{"hello again", false, 200, 2},
 		{medium, true, 429, 2}, // more than the 80 left, less than 100: wait
+		// An agent's prompt that is mostly tool output and arguments.
+		{`[{"role":"user","content":"go"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":\"` + medium + `\"}"}}]},{"role":"tool","tool_call_id":"c","content":"` + long + `"}]`, false, 429, 2},
 	} {
 		if got := post(c.prompt, c.retry); got != c.status {
 			t.Fatalf("request %d: status %d, want %d", i, got, c.status)

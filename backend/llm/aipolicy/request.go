@@ -277,21 +277,26 @@ func appendSpanTexts(dst, body []byte, spans []textSpan) []byte {
 }
 
 // PromptTokens estimates the prompt tokens of a body in format f, in
-// encoding e, as agentgateway's tokenize does (OpenAI's formula,
-// crates/llm/src/tokenizer.rs): each message (a system prompt is one) takes
-// 4 tokens and its text's, and the answer's priming 3 more. The texts are
-// promptText's; a message's texts count as one, joined by line breaks. Each
-// message's text is counted through tokens.CountCached, so that the history
-// a conversation sends again with every turn is counted once. scratch holds
-// the texts that had to be decoded or joined; it is returned, grown, for
-// reuse.
+// encoding e, by OpenAI's formula as agentgateway's tokenize uses it
+// (crates/llm/src/tokenizer.rs): each message (a system prompt is one) takes
+// 4 tokens and its text's, and the answer's priming 3 more. A message's
+// texts count as one, joined by line breaks. Unlike agentgateway, which
+// counts the system prompt and message texts only, the texts of tool
+// results and tool-call arguments count too (the strings the guards' tool
+// scopes read), and so do the tool definitions, as their JSON text: an
+// agent's prompt is often mostly tool output and tool schemas, which the
+// provider bills, and a limit that did not see them would let such a
+// prompt past its up-front refusal. Each text is counted through
+// tokens.CountCached, so that the history a conversation sends again with
+// every turn is counted once. scratch holds the texts that had to be
+// decoded or joined; it is returned, grown, for reuse.
 func PromptTokens(scratch, body []byte, f convert.Format, e tokens.Encoding) (int, []byte) {
 	w := getWork()
 	defer putWork(w)
 	t := &w.texts
-	t.reset(w.index(body, allLevels), scopeSystem|scopeMessages)
+	t.reset(w.index(body, allLevels), scopeSystem|scopeMessages|scopeToolOutput|scopeToolInput)
 	t.walk(f)
-	n := 3
+	n := 3 + t.toolDefinitionTokens(f, e)
 	for i := 0; i < len(t.spans); {
 		j := i + 1
 		for j < len(t.spans) && t.spans[j].msg == t.spans[i].msg {

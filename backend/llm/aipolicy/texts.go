@@ -5,6 +5,7 @@ import (
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/codec/llm"
+	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -180,6 +181,30 @@ func (t *texts) walk(f convert.Format) {
 	case convert.Responses:
 		t.responses(top)
 	}
+}
+
+// toolDefinitionTokens counts, in encoding e, the tool definitions of a
+// body in format f as their JSON text: Chat's "tools" and legacy
+// "functions", Messages' and Responses' "tools". Definitions are sent again
+// with every turn, so they are counted through tokens.CountCached.
+func (t *texts) toolDefinitionTokens(f convert.Format, e tokens.Encoding) int {
+	top, ok := t.tp.root()
+	if !ok || !top.is(t.d, '{') {
+		return 0
+	}
+	n := 0
+	it := t.tp.walk(top)
+	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+		if !v.is(t.d, '[') {
+			continue
+		}
+		switch name := t.key(k); {
+		case name == "tools" && (f == convert.Chat || f == convert.Messages || f == convert.Responses),
+			name == "functions" && f == convert.Chat:
+			n += tokens.CountCached(e, t.d[v.start:v.end])
+		}
+	}
+	return n
 }
 
 // key is the text of the string token v (a member name, a role, a type):
