@@ -99,15 +99,18 @@ func NewCORS(cfg *config.CORS) (*CORS, error) {
 	}
 	p.varies = p.anyOrigin || len(p.origins) > 0
 	var err error
-	// Methods keep their case (they are case-sensitive); header names are
-	// lower-cased as agentgateway does.
-	if p.methods, err = compileList("allowMethods", cfg.AllowMethods, false); err != nil {
+	// Methods are case-sensitive and keep their case, except the six that
+	// browsers always send upper-cased (the Fetch standard normalizes
+	// DELETE, GET, HEAD, OPTIONS, POST and PUT written in any case): a
+	// browser's PUT would never match "put", which the author meant.
+	// Header names are lower-cased as agentgateway does.
+	if p.methods, err = compileList("allowMethods", cfg.AllowMethods, fetchNormalizedMethod); err != nil {
 		return nil, err
 	}
-	if p.headers, err = compileList("allowHeaders", cfg.AllowHeaders, true); err != nil {
+	if p.headers, err = compileList("allowHeaders", cfg.AllowHeaders, strings.ToLower); err != nil {
 		return nil, err
 	}
-	expose, err := compileList("exposeHeaders", cfg.ExposeHeaders, true)
+	expose, err := compileList("exposeHeaders", cfg.ExposeHeaders, strings.ToLower)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +124,20 @@ func NewCORS(cfg *config.CORS) (*CORS, error) {
 	return p, nil
 }
 
-func compileList(field string, in []string, lower bool) (list, error) {
+// fetchNormalizedMethod upper-cases the methods browsers send upper-cased
+// whatever case a script wrote them in (Fetch, "normalize a method");
+// others keep their case.
+func fetchNormalizedMethod(m string) string {
+	switch u := strings.ToUpper(m); u {
+	case "DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT":
+		return u
+	}
+	return m
+}
+
+// compileList compiles an allow or expose list, each name put in its
+// canonical form by canon.
+func compileList(field string, in []string, canon func(string) string) (list, error) {
 	var l list
 	var joined []byte
 	for i, s := range in {
@@ -135,9 +151,7 @@ func compileList(field string, in []string, lower bool) (list, error) {
 		if len(joined) > 0 {
 			joined = append(joined, ',')
 		}
-		if lower {
-			s = strings.ToLower(s)
-		}
+		s = canon(s)
 		joined = append(joined, s...)
 	}
 	if !l.wildcard {

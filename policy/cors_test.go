@@ -213,6 +213,22 @@ func TestCORS(t *testing.T) {
 			},
 		},
 		{
+			// Browsers upper-case these six whatever a script wrote; other
+			// methods (patch) are sent as written and keep their case.
+			desc: "methods browsers upper-case are upper-cased",
+			cfg: config.CORS{
+				AllowOrigins: []string{"http://localhost:3000"},
+				AllowMethods: []string{"put", "Delete", "get", "patch", "PROPFIND"},
+			},
+			method: "OPTIONS", headers: []string{"Origin: http://localhost:3000", "Access-Control-Request-Method: PUT"},
+			want: Done, wantStatus: 200,
+			wantHeaders: []string{
+				"Access-Control-Allow-Methods: PUT,DELETE,GET,patch,PROPFIND",
+				"Access-Control-Allow-Origin: http://localhost:3000",
+				"Vary: Origin",
+			},
+		},
+		{
 			desc:   "preflight from a disallowed origin is answered without CORS headers",
 			cfg:    full,
 			method: "OPTIONS", headers: []string{"Origin: https://evil.example", "Access-Control-Request-Method: POST"},
