@@ -248,14 +248,30 @@ func (b *bind) llmBegin(rs *requestState, rt provider.RouteType) (x *llmExchange
 		return x, status, false
 	}
 	if status, ok := b.readLLMBody(rs, x); !ok {
-		return x, status, false
+		return x, x.inClientFormat(status), false
 	}
 	if len(req.Header.ContentEncoding()) > 0 {
 		if status, ok := decodeLLMBody(rs, x); !ok {
-			return x, status, false
+			return x, x.inClientFormat(status), false
 		}
 	}
 	return x, 0, true
+}
+
+// inClientFormat rewrites the text error the shared body reading answered
+// (413, 415, 400, 408, 500) as an error in the client's format (errorFormat),
+// as llmClientError writes them, keeping its status and headers (a
+// Connection: close among them). It returns status.
+func (x *llmExchange) inClientFormat(status int) int {
+	resp := &x.fctx.Response
+	if status < 400 || !bytes.HasPrefix(resp.Header.ContentType(), []byte("text/plain")) {
+		return status
+	}
+	msg := bytes.TrimSuffix(resp.Body(), []byte("\n"))
+	x.out = convert.AppendError(x.out[:0], errorFormat(x.rt, &x.fctx.Request.Header), status, string(msg))
+	resp.Header.SetContentType("application/json")
+	resp.SetBody(x.out) // a copy, as in llmClientError
+	return status
 }
 
 // decodeLLMBody decodes a request body sent with a Content-Encoding (some

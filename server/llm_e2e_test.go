@@ -878,18 +878,31 @@ frontendPolicies:
 		{"JSON but not an object", "POST", "/v1/messages", `[1,2]`, false, 400, `"type":"error"`},
 		{"nested deeper than the decoder goes", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}]}`, false, 400, "nested at most 512 deep"},
 		{"GET on a chat path", "GET", "/v1/chat/completions", "", false, 405, ""},
-		{"chunked body beyond maxBufferSize", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, true, 413, ""},
+		{"chunked body beyond maxBufferSize", "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, true, 413, `{"error":{"message":"request body too large","type":"invalid_request_error"`},
+		{"body beyond maxBufferSize, Anthropic's shape", "POST", "/v1/messages", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, false, 413, `{"type":"error","error":{"type":"request_too_large","message":"request body too large"}}`},
+		{"unknown content coding", "POST", "/v1/chat/completions", "coding:zz", false, 415, `"message":"unsupported content encoding"`},
+		{"content coding that does not decode", "POST", "/v1/messages", "coding:gzip", false, 400, `"message":"request body is not valid gzip"`},
 	} {
 		t.Run(c.desc, func(t *testing.T) {
 			var body io.Reader = strings.NewReader(c.body)
 			if c.chunked {
 				body = io.MultiReader(strings.NewReader(c.body)) // no length: sent chunked
 			}
+			coding, isCoded := strings.CutPrefix(c.body, "coding:")
+			if isCoded {
+				body = strings.NewReader("not what it says it is")
+			}
 			req, _ := http.NewRequest(c.method, tg.url(8080)+c.path, body)
 			req.Header.Set("Content-Type", "application/json")
+			if isCoded {
+				req.Header.Set("Content-Encoding", coding)
+			}
 			resp, got := do(t, req)
 			if resp.StatusCode != c.status || !strings.Contains(got, c.contains) {
 				t.Errorf("%d %q, want %d with %q", resp.StatusCode, got, c.status, c.contains)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q, want application/json: SDKs read the gateway's own errors as JSON", ct)
 			}
 		})
 	}
