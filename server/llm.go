@@ -810,14 +810,32 @@ func (b *bind) llmClientError(x *llmExchange, status int, msg string) int {
 func (x *llmExchange) rateLimited(d *ratelimit.Decision) int {
 	resp := &x.fctx.Response
 	status := d.Reject(resp)
-	msg := "rate limit exceeded"
-	if d.Exceeds {
-		msg = "request exceeds the rate limit's capacity"
-	}
 	resp.Header.SetContentType("application/json")
-	x.out = convert.AppendRateLimitError(x.out[:0], errorFormat(x.rt, &x.fctx.Request.Header), msg)
+	x.out = convert.AppendRateLimitError(x.out[:0], errorFormat(x.rt, &x.fctx.Request.Header), "tokens", rateLimitMessage(d))
 	resp.SetBody(x.out) // a copy, as in llmClientError
 	return status
+}
+
+// rateLimitMessage is the message of a refusal by decision d.
+func rateLimitMessage(d *ratelimit.Decision) string {
+	if d.Exceeds {
+		return "request exceeds the rate limit's capacity"
+	}
+	return "rate limit exceeded"
+}
+
+// llmRateLimitBody rewrites the body of the refusal localRateLimit answered
+// (rs.limit), before an LLM exchange began, as a rate-limit error in the
+// client's format for route type rt: the requests buckets refuse on the
+// route, ahead of the ai backend (runChain), and a realtime session's
+// tokens buckets before it opens (serveRealtime); unit is what the refusing
+// buckets count.
+func llmRateLimitBody(rs *requestState, rt provider.RouteType, unit string) {
+	fctx := rs.pc.Fast
+	buf := convert.AppendRateLimitError(rs.pc.Scratch(), errorFormat(rt, &fctx.Request.Header), unit, rateLimitMessage(&rs.limit))
+	fctx.Response.Header.SetContentType("application/json")
+	fctx.Response.SetBody(buf) // a copy
+	rs.pc.KeepScratch(buf)
 }
 
 // errorFormat is the format of the gateway's own errors on route type rt

@@ -178,3 +178,53 @@ localRateLimit:
 		}
 	}
 }
+
+// TestLLMRequestRateLimitInClientFormat: a request the route's requests
+// bucket refuses, before the ai backend is reached, gets a body each SDK
+// reads as a rate-limit error (OpenAI's type "requests"), as the tokens
+// buckets' refusals do. It was text/plain, read as an error with an empty
+// type and message.
+func TestLLMRequestRateLimitInClientFormat(t *testing.T) {
+	o := llmtest.NewOpenAI(t)
+	o.SetDefault(llmtest.Reply{Text: "ok"})
+	limits := `
+localRateLimit:
+- {maxTokens: 1, tokensPerFill: 1, fillInterval: 1h, type: requests}
+`
+	tg := startGateway(t, llmConfig(`openAI: {}`, o.Addr(), `backendAuth: {key: `+o.APIKey+`}`, "", limits), nil)
+	oc, ac := openaiVia(tg), anthropicVia(tg)
+	ctx := llmCtx(t)
+	if _, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	}); err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	_, chatErr := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	_, msgErr := ac.Messages.New(ctx, anthropic.MessageNewParams{
+		Model: "gpt-4o-mini", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	})
+	for _, c := range []struct {
+		desc      string
+		err       error
+		typ, code string
+	}{
+		{"chat", chatErr, "requests", "rate_limit_exceeded"},
+		{"messages", msgErr, "rate_limit_error", ""},
+	} {
+		e, ok := sdkErrorOf(c.err)
+		if !ok {
+			t.Errorf("%s: not an SDK error: %v", c.desc, c.err)
+			continue
+		}
+		if e.status != 429 || e.typ != c.typ || e.code != c.code || e.message != "rate limit exceeded" || e.retryAfter == "" {
+			t.Errorf("%s: got status %d type %q code %q message %q Retry-After %q, want 429 %q %q \"rate limit exceeded\" and a Retry-After",
+				c.desc, e.status, e.typ, e.code, e.message, e.retryAfter, c.typ, c.code)
+		}
+	}
+	if n := len(o.Requests()); n != 1 {
+		t.Errorf("the provider got %d requests, want 1", n)
+	}
+}

@@ -52,7 +52,9 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 		// (runChain); the tokens buckets are the session's.
 		r.limiter.AdmitTokens(&rs.limit, 0)
 		if !rs.limit.Allowed {
-			return rs.limit.Reject(&fctx.Response)
+			status := rs.limit.Reject(&fctx.Response)
+			llmRateLimitBody(rs, rtRealtime, "tokens")
+			return status
 		}
 	}
 	_ = b.prepareRequest(rs, rb, prov.up, true, fields, false) // an ai backend's credentials are its providers'

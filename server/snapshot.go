@@ -16,6 +16,7 @@ import (
 
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/backend/llm/provider"
 	mcpgw "github.com/relaygate/gateway/backend/mcp"
 	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
@@ -129,6 +130,13 @@ type route struct {
 	// policy chain.Request[limitAt] (policy.Order's place: runChain).
 	limiter *ratelimit.Limiter
 	limitAt int
+	// llmErrors: every backend of the route is an ai backend, so the
+	// gateway's refusals made before one is picked (localRateLimit) are
+	// written in the client's format, found as the first one's route type
+	// for the path (llmRoutes, llmFallback: llmRouteType).
+	llmErrors   bool
+	llmRoutes   []llmRoute
+	llmFallback provider.RouteType
 }
 
 // routeBackend is one weighted backend of a route with its backend policies.
@@ -493,6 +501,7 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	charged := false // a backend's exchanges are charged LLM tokens
+	cr.llmErrors = len(r.Backends) > 0
 	for bi := range r.Backends {
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth, cr.auth)
 		if err != nil {
@@ -505,6 +514,18 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		}
 		_, section := rb.target.(*llmModels)
 		charged = charged || ai || section
+		switch t := rb.target.(type) {
+		case *llmTarget:
+			if cr.llmRoutes == nil && cr.llmFallback == 0 {
+				cr.llmRoutes, cr.llmFallback = t.routes, t.fallback
+			}
+		case *llmModels:
+			if cr.llmRoutes == nil && cr.llmFallback == 0 {
+				cr.llmRoutes, cr.llmFallback = t.routes, t.fallback
+			}
+		default:
+			cr.llmErrors = false
+		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
 		}

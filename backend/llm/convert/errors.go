@@ -30,12 +30,13 @@ func AppendProviderError(dst []byte, f Format, status int, typ string, message [
 
 // AppendRateLimitError appends the error body of a request the gateway's
 // rate limit refused (a 429), as f's API answers one: Anthropic's
-// rate_limit_error; OpenAI's type "tokens" with code "rate_limit_exceeded"
-// (the limit counts tokens), which its SDKs read as a rate limit.
-func AppendRateLimitError(dst []byte, f Format, message string) []byte {
+// rate_limit_error; OpenAI's type, the unit the limit counts ("tokens" or
+// "requests"), with code "rate_limit_exceeded", which its SDKs read as a
+// rate limit.
+func AppendRateLimitError(dst []byte, f Format, unit, message string) []byte {
 	switch f {
 	case Chat, Responses:
-		return appendErrorCode(dst, f, 429, "tokens", "rate_limit_exceeded", bytesOf(message))
+		return appendErrorCode(dst, f, 429, unit, "rate_limit_exceeded", bytesOf(message))
 	}
 	return appendError(dst, f, 429, statusErrorType(429, f), bytesOf(message))
 }

@@ -77,9 +77,13 @@ func TestAppendRateLimitError(t *testing.T) {
 		Responses: `{"error":{"message":"m \"q\"","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`,
 		Messages:  `{"type":"error","error":{"type":"rate_limit_error","message":"m \"q\""}}`,
 	} {
-		if got := string(AppendRateLimitError(nil, f, `m "q"`)); got != want {
+		if got := string(AppendRateLimitError(nil, f, "tokens", `m "q"`)); got != want {
 			t.Errorf("%v:\ngot  %s\nwant %s", f, got, want)
 		}
+	}
+	want := `{"error":{"message":"m","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	if got := string(AppendRateLimitError(nil, Chat, "requests", "m")); got != want {
+		t.Errorf("requests:\ngot  %s\nwant %s", got, want)
 	}
 }
 
