@@ -2,6 +2,7 @@ package extauthz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -402,15 +403,18 @@ func TestHTTPServiceErrorsCarryNoAnswerBytes(t *testing.T) {
 	}
 }
 
-// TestHTTPResponseHeadersKeepHost: includeResponseHeaders naming Host
-// does not let the HTTP service change the request's Host.
+// TestHTTPResponseHeadersKeepHost: the HTTP service cannot change the
+// request's Host, even were Host among includeResponseHeaders (a config
+// error since, TestHTTPIncludeResponseHeadersNeverCopiedRefused: the
+// check stays as a second line).
 func TestHTTPResponseHeadersKeepHost(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Host", "evil.example")
 		w.Header().Set("X-User", "alice")
 	}))
 	t.Cleanup(srv.Close)
-	p := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"Host", "X-User"}})}, strings.TrimPrefix(srv.URL, "http://"))
+	p := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"X-User"}})}, strings.TrimPrefix(srv.URL, "http://"))
+	p.http.responseHeaders = []string{"Host", "X-User"}
 	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
 	if res := p.OnRequest(c); res != policy.Continue {
 		t.Fatalf("refused: %d", c.Fast.Response.StatusCode())
@@ -755,5 +759,24 @@ func TestHTTPOnly200Allows(t *testing.T) {
 	ok := newPolicy(t, config.ExtAuthz{Protocol: httpProto(config.ExtAuthzHTTP{})}, extauthztest.StartHTTP(t, s))
 	if c := policytest.Ctx(policytest.NewRequest("GET", "/x")); ok.OnRequest(c) != policy.Continue {
 		t.Errorf("200: refused %d", c.Fast.Response.StatusCode())
+	}
+}
+
+// TestHTTPIncludeResponseHeadersNeverCopiedRefused: a header the gateway
+// never copies from the service's answer (Host, pseudo-headers, hop-by-hop
+// fields) is a config error naming the entry, not a setting that silently
+// does nothing.
+func TestHTTPIncludeResponseHeadersNeverCopiedRefused(t *testing.T) {
+	for _, name := range []string{"Host", ":authority", "Connection", "upgrade", "Keep-Alive", "TE", "Proxy-Authorization"} {
+		cfg := config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{HTTP: &config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"x-user", name}}}}
+		_, err := New(&cfg, Options{Addr: "127.0.0.1:1"})
+		var fe *policy.FieldError
+		if !errors.As(err, &fe) || fe.Field != "protocol.http.includeResponseHeaders[1]" || !strings.Contains(fe.Msg, name) {
+			t.Errorf("%s: error %v, want one naming protocol.http.includeResponseHeaders[1]", name, err)
+		}
+	}
+	cfg := config.ExtAuthz{Protocol: &config.ExtAuthzProtocol{HTTP: &config.ExtAuthzHTTP{IncludeResponseHeaders: []string{"x-user", "Authorization"}}}}
+	if _, err := New(&cfg, Options{Addr: "127.0.0.1:1"}); err != nil {
+		t.Errorf("ordinary headers refused: %v", err)
 	}
 }

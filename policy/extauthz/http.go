@@ -72,6 +72,14 @@ func newHTTPCheck(cfg *config.ExtAuthzHTTP, o Options) (*httpCheck, error) {
 		client, _ = build()
 	}
 	h := &httpCheck{client: client, host: o.Addr, responseHeaders: cfg.IncludeResponseHeaders}
+	for i, name := range cfg.IncludeResponseHeaders {
+		// Never copied (check): a listed one would be a setting that
+		// silently does nothing.
+		if routingHeader(name) || policy.ReservedHeader(name) {
+			return nil, &policy.FieldError{Field: "protocol.http.includeResponseHeaders[" + strconv.Itoa(i) + "]",
+				Msg: name + " is never copied into the request: the gateway sets Host and the hop-by-hop and framing fields itself"}
+		}
+	}
 	var err error
 	if cfg.Path != nil {
 		if h.path, err = config.CompileValueExpression(string(*cfg.Path), false); err != nil {
