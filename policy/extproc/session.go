@@ -229,10 +229,15 @@ var errImmediate = errors.New("immediate response")
 
 // wait returns the next answer on ch. It fails when the stream ends, when
 // stop is closed (a body pump failed), or when the service has been silent
-// for the policy's timeout since the last message was sent to it; it
-// returns errImmediate once the service answered with an immediate
-// response.
+// for the policy's timeout since the last message was sent to it while it
+// owed an answer (not while, caught up on a full-duplex body, it waits for
+// more of it: caughtUp); it returns errImmediate once the service answered
+// with an immediate response.
 func (s *session) wait(ch chan *procv3.ProcessingResponse, stop <-chan struct{}) (*procv3.ProcessingResponse, error) {
+	dir := reqDir
+	if ch == s.respCh {
+		dir = respDir
+	}
 	timer := time.NewTimer(s.p.timeout)
 	defer timer.Stop()
 	for {
@@ -270,10 +275,14 @@ func (s *session) wait(ch chan *procv3.ProcessingResponse, stop <-chan struct{})
 			return nil, errPumpStopped
 		case <-timer.C:
 			idle := time.Duration(time.Now().UnixNano() - s.lastSend.Load())
-			if idle >= s.p.timeout {
+			switch {
+			case s.caughtUp(dir):
+				timer.Reset(s.p.timeout)
+			case idle >= s.p.timeout:
 				return nil, errTimeout
+			default:
+				timer.Reset(s.p.timeout - idle)
 			}
-			timer.Reset(s.p.timeout - idle)
 		}
 	}
 }
@@ -309,6 +318,11 @@ type owedAnswers struct {
 	// streaming: full-duplex chunks were sent, and no answer has ended
 	// the body yet (ended); until then the service answers as it likes.
 	streaming, ended bool
+	// chunkSent and chunkAnswered are when (UnixNano) the last chunk of a
+	// full-duplex body went to the service and when its last answer on
+	// that body came: a service that answered after the last chunk is
+	// waiting for more of the body, not owing an answer (caughtUp).
+	chunkSent, chunkAnswered int64
 }
 
 // owe records the answer m calls for, before it is sent.
@@ -330,9 +344,23 @@ func (s *session) owe(m *procv3.ProcessingRequest, streamed bool) {
 func (o *owedAnswers) oweBody(streamed bool) {
 	if streamed {
 		o.streaming = true
+		o.chunkSent = time.Now().UnixNano()
 	} else {
 		o.buffered++
 	}
+}
+
+// caughtUp reports whether the service owes nothing in direction dir but
+// more of a full-duplex body: its headers and buffered bodies answered,
+// and an answer on the body came after its last chunk was sent. Waiting
+// then is waiting for the body's source (an upstream's stream idle
+// between events, a client sending slowly), which bounds it itself; the
+// service's timeout is not counted (wait).
+func (s *session) caughtUp(dir int) bool {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	o := &s.owed[dir]
+	return o.streaming && !o.ended && !o.headers && o.buffered == 0 && o.chunkAnswered >= o.chunkSent
 }
 
 // answered checks that m is an answer the service owes, in its order (a
@@ -377,6 +405,7 @@ func (s *session) answered(m *procv3.ProcessingResponse) (int, error) {
 	case o.buffered > 0:
 		o.buffered--
 	case o.streaming && !o.ended:
+		o.chunkAnswered = time.Now().UnixNano()
 		if _, eos := streamedChunk(cr.GetBodyMutation()); eos {
 			o.ended = true
 		}
