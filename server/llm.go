@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -571,7 +572,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		var err error
 		if prov.p.AuthorizeFetches() {
-			ctx, cancel := llmAuthContext(attemptDeadline)
+			ctx, cancel := rs.llmAuthContext(attemptDeadline)
 			err = prov.p.Authorize(ctx, req)
 			cancel()
 		} else {
@@ -579,8 +580,14 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 		}
 		if err != nil {
 			rs.upstreamErr = err
+			lastStatus, lastErr = fasthttp.StatusBadGateway, fmt.Errorf("%w: %w", errBackendCredentials, err)
+			if rs.clientGone() {
+				// It stopped waiting for a token: nobody waits for an
+				// answer, and the provider is not to blame.
+				x.errType = "client_gone"
+				break
+			}
 			t.reportHealth(prov, member, balance.ServerError, 0)
-			lastStatus, lastErr = fasthttp.StatusBadGateway, err
 			continue
 		}
 		if prov.requestHeaders != nil && !signs {
@@ -685,6 +692,8 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			msg = failureMessage(backend.Classify(lastErr))
 			if lastStatus == fasthttp.StatusNotFound {
 				msg = lastErr.Error()
+			} else if errors.Is(lastErr, errBackendCredentials) {
+				msg = errBackendCredentials.Error() // (the reason is logged)
 			}
 		}
 		if lastStatus == 0 {
@@ -754,13 +763,28 @@ func (t *llmTarget) reportHealth(p *llmProvider, member *balance.Member, o balan
 	}
 }
 
-// llmAuthContext bounds a credential fetch by the attempt's deadline, or
-// by a minute.
-func llmAuthContext(deadline time.Time) (context.Context, context.CancelFunc) {
+// llmAuthContext bounds the wait for the provider's credentials (a token
+// being fetched) by the attempt's deadline, or by a minute, and ends it
+// when the client goes away (clientWatch): an HTTP/2 stream reset, an
+// HTTP/1.x hang-up for the requests that watch for one. The fetch itself
+// is the provider's, bounded on its own, and goes on for other requests.
+func (rs *requestState) llmAuthContext(deadline time.Time) (context.Context, context.CancelFunc) {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(time.Minute)
 	}
-	return context.WithDeadline(context.Background(), deadline)
+	if rs.h2 != nil {
+		return context.WithDeadline(rs.h2.context(), deadline)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	h := rs.hangup
+	if h == nil {
+		return ctx, cancel
+	}
+	h.OnGone(cancel)
+	return ctx, func() {
+		h.OnGone(nil)
+		cancel()
+	}
 }
 
 // retryAfter reads a provider's Retry-After (seconds) on a 429 or 503.

@@ -69,7 +69,7 @@ func (b *bind) serveRealtime(rs *requestState, r *route, rb *routeBackend, t *ll
 		rs.pc.KeepScratch(prov.passthroughAt.Insert(req, rs.pc.Token, rs.pc.Scratch()))
 	}
 	rs.hideCredentials() // the provider's credentials go upstream alone
-	ctx, cancel := llmAuthContext(time.Now().Add(upgradeHandshakeTimeout))
+	ctx, cancel := rs.llmAuthContext(time.Now().Add(upgradeHandshakeTimeout))
 	err := prov.p.Authorize(ctx, req)
 	cancel()
 	if err != nil {

@@ -55,6 +55,8 @@ type Vertex struct {
 	tmu    sync.Mutex
 	tokens map[string]time.Time // issued token -> expiry
 	grants []Request
+	hang   bool // token requests hang (HangTokens)
+	hung   int  // token requests hanging now
 }
 
 var (
@@ -199,6 +201,25 @@ func (v *Vertex) AccessToken() string {
 	return tok
 }
 
+// HangTokens makes the token endpoint hang (on) or answer again (off):
+// a token request that arrives while it hangs is never answered, and
+// waits until its client goes away or the emulator closes, turning
+// HangTokens off later included (as a token endpoint that recovered still
+// leaves the requests it lost hanging).
+func (v *Vertex) HangTokens(on bool) {
+	v.tmu.Lock()
+	v.hang = on
+	v.tmu.Unlock()
+}
+
+// HungTokenRequests is the number of token requests hanging now
+// (HangTokens): one whose client went away is no longer counted.
+func (v *Vertex) HungTokenRequests() int {
+	v.tmu.Lock()
+	defer v.tmu.Unlock()
+	return v.hung
+}
+
 // TokenRequests returns the requests the token endpoint received (they are
 // not among Requests), with AuthError saying why a grant was refused.
 func (v *Vertex) TokenRequests() []Request {
@@ -253,6 +274,19 @@ func vertexClaudeError(h http.Header, f Failure) []byte {
 // service account's key gets an access token.
 func (v *Vertex) token(w http.ResponseWriter, r *http.Request) {
 	x := v.begin(w, r, "token")
+	v.tmu.Lock()
+	hang := v.hang
+	if hang {
+		v.hung++
+	}
+	v.tmu.Unlock()
+	if hang {
+		x.wait(nil) // only the client's going away or Close ends it
+		v.tmu.Lock()
+		v.hung--
+		v.tmu.Unlock()
+		return
+	}
 	oauthError := func(status int, code, desc string) {
 		x.rec.AuthError = code + ": " + desc
 		v.tmu.Lock()

@@ -87,8 +87,10 @@ var azureAnthropicPath = []byte("/anthropic/v1/messages")
 //   - `credentials` put more secrets at their locations, after the kind's
 //     (before a SigV4 signature, which then covers them).
 //
-// ctx bounds a token or credential fetch. Errors say what failed without
-// any secret. With a key or a cached token and no credentials, Authorize
+// ctx bounds the wait for a token: a request whose ctx ends (its client
+// hung up, its deadline passed) stops waiting, while the fetch, bounded
+// on its own (tokenCache), goes on for the others. For SigV4 it bounds
+// the credential load. Errors say what failed without any secret. With a key or a cached token and no credentials, Authorize
 // allocates nothing.
 func (p *Provider) Authorize(ctx context.Context, req *fasthttp.Request) error {
 	p.setProviderHeaders(&req.Header, req.Header.RequestURI())

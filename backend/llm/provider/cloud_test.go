@@ -3,12 +3,11 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,7 +89,8 @@ func checkVertexClaudeBody(t *testing.T, r llmtest.Request) {
 }
 
 // TestVertexTokenCache: one token serves many requests, concurrent ones
-// included, until near its expiry; then a new one is fetched.
+// included, until near its expiry; then a new one is fetched, without
+// holding up the requests the old one still serves.
 func TestVertexTokenCache(t *testing.T) {
 	v := llmtest.NewVertex(t)
 	v.TokenLifetime = 10 * time.Minute
@@ -132,7 +132,15 @@ func TestVertexTokenCache(t *testing.T) {
 		t.Fatalf("%d token requests, want the first token reused", n)
 	}
 
-	advance(refreshMargin + time.Second) // within a minute of its expiry
+	// Within a minute of its expiry the token still serves the request
+	// that finds it so, while a new one is fetched; the next request has
+	// that one.
+	advance(refreshMargin + time.Second)
+	accepted(t, v.Server, send(t, p, x))
+	if v.Last().Header.Get("Authorization") != first {
+		t.Fatal("a request waited for the refresh of a token still valid")
+	}
+	pollUntil(t, "the refresh", func() bool { return string(cache.cur.Load().header) != first })
 	accepted(t, v.Server, send(t, p, x))
 	if n := len(v.TokenRequests()); n != 2 || v.Last().Header.Get("Authorization") == first {
 		t.Fatalf("%d token requests, want a second token near expiry", n)
@@ -176,54 +184,162 @@ func TestVertexTokenErrors(t *testing.T) {
 	}
 }
 
-// TestTokenFetchBoundedByContext: a token endpoint that does not answer
-// holds Authorize no longer than its context (the service account flow
-// makes its request without one; the bound transport ends it).
-func TestTokenFetchBoundedByContext(t *testing.T) {
-	v := llmtest.NewVertex(t)
-	unblock := make(chan struct{})
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client go away
-		select {
-		case <-r.Context().Done():
-		case <-unblock:
-		}
-	}))
-	defer hung.Close()
-	defer close(unblock)
-	var key map[string]string
-	if err := json.Unmarshal(v.ServiceAccountJSON(), &key); err != nil {
-		t.Fatal(err)
-	}
-	key["token_uri"] = hung.URL + "/token"
-	data, _ := json.Marshal(key)
-	p := mustNew(t, vertexAt(v), &config.BackendAuth{GCP: &config.GCPAuth{Credential: &config.Secret{Inline: string(data)}}})
+// hungTokenEndpoint is a provider whose token endpoint can hang.
+type hungTokenEndpoint struct {
+	p             *Provider
+	hang          func(on bool)
+	hung          func() int // token requests hanging now
+	tokenRequests func() int // token requests answered
+	token         string     // a token the endpoint issued ("" for any)
+}
 
-	req := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(req)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Authorize(ctx, req) }()
+func hungVertex(t *testing.T) hungTokenEndpoint {
+	v := llmtest.NewVertex(t)
+	p := mustNew(t, vertexAt(v), &config.BackendAuth{GCP: &config.GCPAuth{Credential: &config.Secret{File: v.ServiceAccountFile()}}})
+	return hungTokenEndpoint{p: p, hang: v.HangTokens, hung: v.HungTokenRequests,
+		tokenRequests: func() int { return len(v.TokenRequests()) }}
+}
+
+func hungEntra(t *testing.T) hungTokenEndpoint {
+	isolateAzure(t)
+	e := newEntraID(t)
+	p := mustNew(t, azureAt(llmtest.NewAzure(t), "openAI"), clientSecretAuth(e, e.secret))
+	p.creds.(*entraCredentials).options = e.options()
+	return hungTokenEndpoint{p: p, hang: e.hangTokens, hung: e.hungRequests,
+		tokenRequests: func() int { return len(e.tokenRequests()) }, token: e.token}
+}
+
+// authorizeAsync runs Authorize with ctx; the channel gets its header or
+// error.
+func authorizeAsync(p *Provider, ctx context.Context) <-chan authResult {
+	done := make(chan authResult, 1)
+	go func() {
+		req := fasthttp.AcquireRequest()
+		defer fasthttp.ReleaseRequest(req)
+		err := p.Authorize(ctx, req)
+		done <- authResult{string(req.Header.Peek("Authorization")), err}
+	}()
+	return done
+}
+
+type authResult struct {
+	header string
+	err    error
+}
+
+func waitAuth(t *testing.T, what string, done <-chan authResult, bound time.Duration) authResult {
+	t.Helper()
 	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "deadline") {
-			t.Fatalf("Authorize = %v, want a deadline error", err)
+	case r := <-done:
+		return r
+	case <-time.After(bound):
+		t.Fatalf("%s: Authorize still waiting after %v", what, bound)
+		return authResult{}
+	}
+}
+
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Authorize outlived its context")
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestTokenEndpointHung: a token endpoint that does not answer (GCP's
+// token_uri, Entra ID's) holds a fetch no longer than tokenFetchTimeout,
+// however long the requests waiting for it may wait; each waiting request
+// stops waiting when its own context ends (its client hung up), without
+// ending the fetch the others wait for; a request that joined the hung
+// fetch and saw it fail asks again, and gets a token from an endpoint that
+// recovered meanwhile; a later request is not handed the failure. Before,
+// the fetch ran within the first request's context (a minute), a hang-up
+// ended it for all, and its failure reached the requests that had joined
+// it.
+func TestTokenEndpointHung(t *testing.T) {
+	defer func(d time.Duration) { tokenFetchTimeout = d }(tokenFetchTimeout)
+	tokenFetchTimeout = 500 * time.Millisecond
+	const long = 30 * time.Second // the requests' own deadline
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T) hungTokenEndpoint
+	}{
+		{"vertex", hungVertex},
+		{"azure", hungEntra},
+	} {
+		t.Run(tt.name+"/fetch bounded", func(t *testing.T) {
+			h := tt.setup(t)
+			h.hang(true)
+			ctx, cancel := context.WithTimeout(context.Background(), long)
+			defer cancel()
+			start := time.Now()
+			r := waitAuth(t, "request", authorizeAsync(h.p, ctx), 5*time.Second)
+			if r.err == nil {
+				t.Fatalf("Authorize succeeded (%q) with a hung token endpoint", r.header)
+			}
+			if d := time.Since(start); d < tokenFetchTimeout {
+				t.Errorf("failed after %v, before the fetch's bound %v: %v", d, tokenFetchTimeout, r.err)
+			}
+			pollUntil(t, "the hung token request to end", func() bool { return h.hung() == 0 })
+
+			h.hang(false) // recovered: the next request fetches again
+			r = waitAuth(t, "request after the failure", authorizeAsync(h.p, ctx), 5*time.Second)
+			if r.err != nil || !strings.HasPrefix(r.header, "Bearer ") {
+				t.Fatalf("after the endpoint recovered: %q, %v", r.header, r.err)
+			}
+		})
+		t.Run(tt.name+"/waiters", func(t *testing.T) {
+			// Long enough for the fetch to be seen going on after the
+			// first request went away.
+			tokenFetchTimeout = 2 * time.Second
+			defer func() { tokenFetchTimeout = 500 * time.Millisecond }()
+			h := tt.setup(t)
+			h.hang(true)
+			// The first request starts the fetch; its client hangs up.
+			firstCtx, hangUp := context.WithCancel(context.Background())
+			first := authorizeAsync(h.p, firstCtx)
+			pollUntil(t, "the token request", func() bool { return h.hung() == 1 })
+			// A second waits for the same fetch; the endpoint recovers.
+			ctx, cancel := context.WithTimeout(context.Background(), long)
+			defer cancel()
+			second := authorizeAsync(h.p, ctx)
+			hangUp()
+			r := waitAuth(t, "the request whose client hung up", first, time.Second)
+			if !errors.Is(r.err, context.Canceled) {
+				t.Errorf("first: %q, %v; want its context's end", r.header, r.err)
+			}
+			if n := h.hung(); n != 1 {
+				t.Errorf("%d token requests hanging after the first request went away, want the fetch going on", n)
+			}
+			h.hang(false)
+			r = waitAuth(t, "the request that joined the hung fetch", second, 5*time.Second)
+			if r.err != nil || !strings.HasPrefix(r.header, "Bearer "+h.token) {
+				t.Fatalf("second: %q, %v; want a token fetched once the endpoint recovered", r.header, r.err)
+			}
+			if n := h.tokenRequests(); n != 1 {
+				t.Errorf("%d token requests answered, want 1", n)
+			}
+			// The token is cached.
+			r = waitAuth(t, "a later request", authorizeAsync(h.p, ctx), time.Second)
+			if r.err != nil || h.tokenRequests() != 1 {
+				t.Errorf("later: %q, %v after %d token requests", r.header, r.err, h.tokenRequests())
+			}
+		})
 	}
 }
 
 // TestTokenCacheFlight: while one fetch runs, other requests wait for it
-// within their own context; a fetch whose request went away is retried by
-// the next one that waited.
+// within their own context; the fetch is not the first request's: it goes
+// on when that one goes away, and its token serves the others.
 func TestTokenCacheFlight(t *testing.T) {
 	started := make(chan struct{}, 4)
 	finish := make(chan *oauth2.Token)
-	fetches := 0
+	var fetches atomic.Int32
 	c := &tokenCache{what: "test token", now: time.Now, fetch: func(ctx context.Context) (*oauth2.Token, error) {
-		fetches++ // one fetch at a time: no lock needed
+		fetches.Add(1)
 		started <- struct{}{}
 		select {
 		case tok := <-finish:
@@ -256,16 +372,15 @@ func TestTokenCacheFlight(t *testing.T) {
 	}
 
 	cancelFirst()
-	if err := <-firstDone; err == nil {
-		t.Error("first: no error after its context ended")
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("first: %v, want its context's end", err)
 	}
-	<-started // the second request fetches again
-	finish <- token("tok-2")
-	if h := <-secondDone; string(h) != "Bearer tok-2" {
+	finish <- token("tok-1") // the fetch went on
+	if h := <-secondDone; string(h) != "Bearer tok-1" {
 		t.Errorf("second got %q", h)
 	}
-	if h, err := c.header(context.Background()); err != nil || string(h) != "Bearer tok-2" || fetches != 2 {
-		t.Errorf("cached: %q, %v after %d fetches; want the token of the second fetch", h, err, fetches)
+	if h, err := c.header(context.Background()); err != nil || string(h) != "Bearer tok-1" || fetches.Load() != 1 {
+		t.Errorf("cached: %q, %v after %d fetches; want the token of the one fetch", h, err, fetches.Load())
 	}
 }
 

@@ -45,6 +45,9 @@
 // Microsoft Entra ID tokens come from the Azure SDK's credential of the
 // configured form (client secret, managed identity, workload identity,
 // developer tools or the DefaultAzureCredential chain), built on first use,
-// and are cached as Google's are. A Provider is immutable once built and
-// safe for concurrent use.
+// and are cached as Google's are. A token is fetched once for all the
+// requests that need it, on its own goroutine and within 10 s, whatever
+// those requests allow: each stops waiting when its own context ends, and
+// a failed fetch is not the answer of the requests that come after it. A
+// Provider is immutable once built and safe for concurrent use.
 package provider

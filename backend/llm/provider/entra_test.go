@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -41,6 +42,9 @@ type entraID struct {
 
 	mu       sync.Mutex
 	requests []url.Values // each token request's form (managed identity: its query)
+	hang     bool         // token requests hang until their client goes (hangTokens)
+	hung     int          // token requests hanging now
+	stop     chan struct{}
 }
 
 func newEntraID(t *testing.T) *entraID {
@@ -48,6 +52,7 @@ func newEntraID(t *testing.T) *entraID {
 		tenant: "72f988bf-86f1-41af-91ab-2d7cd011db47", clientID: "0a1b2c3d-app",
 		secret: "entra-client-secret-value", assertion: "eyJhbGciOiJSUzI1NiJ9.federated.sig",
 		identityHeader: "app-service-identity-header", token: "entra-issued-access-token",
+		stop: make(chan struct{}),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{tenant}/v2.0/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +68,46 @@ func newEntraID(t *testing.T) *entraID {
 	t.Cleanup(e.tls.Close)
 	e.msi = httptest.NewServer(http.HandlerFunc(e.serveManagedIdentity))
 	t.Cleanup(e.msi.Close)
+	t.Cleanup(func() { close(e.stop) }) // first: hanging requests end
 	return e
+}
+
+// hangTokens makes the token endpoint hang (on) or answer again (off): a
+// token request that arrives while it hangs is never answered.
+func (e *entraID) hangTokens(on bool) {
+	e.mu.Lock()
+	e.hang = on
+	e.mu.Unlock()
+}
+
+// hungRequests is the number of token requests hanging now.
+func (e *entraID) hungRequests() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hung
+}
+
+// hangs holds a token request that arrives while the endpoint hangs, until
+// its client goes away; it reports whether it did.
+func (e *entraID) hangs(r *http.Request) bool {
+	e.mu.Lock()
+	hang := e.hang
+	if hang {
+		e.hung++
+	}
+	e.mu.Unlock()
+	if !hang {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client go away
+	select {
+	case <-r.Context().Done():
+	case <-e.stop:
+	}
+	e.mu.Lock()
+	e.hung--
+	e.mu.Unlock()
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -88,6 +132,9 @@ func (e *entraID) tokenRequests() []url.Values {
 }
 
 func (e *entraID) serveToken(w http.ResponseWriter, r *http.Request) {
+	if e.hangs(r) {
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
 		return

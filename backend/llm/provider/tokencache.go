@@ -20,14 +20,23 @@ const (
 	// untimedTokenLifetime is how long a token that names no expiry is
 	// used.
 	untimedTokenLifetime = 5 * time.Minute
-	// tokenFetchTimeout bounds a fetch whose context has no deadline.
-	tokenFetchTimeout = 10 * time.Second
 )
 
-// tokenCache keeps one access token and replaces it near its expiry. One
-// fetch runs at a time; requests that need a token meanwhile wait for it
-// (within their context), and those that still hold a valid one go on
-// with it.
+// tokenFetchTimeout bounds a fetch, whatever the requests waiting for it
+// allow (a var: tests shorten it).
+var tokenFetchTimeout = 10 * time.Second
+
+// tokenCache keeps one access token and replaces it near its expiry.
+//
+// One fetch runs at a time, on its own goroutine and bounded by
+// tokenFetchTimeout alone: no request's end (its client hanging up, its
+// deadline) ends it, since others may be waiting for it. Requests that
+// still hold a valid token go on with it while it runs; the others wait
+// for it within their own context, and stop waiting when that ends. A
+// request that joined a fetch already under way and saw it fail asks
+// again once: the failure may be older than the request (a token
+// endpoint that hung, then recovered), so it is handed only to the
+// request that started the fetch and to those that retried.
 type tokenCache struct {
 	// what names the token in errors ("gcp access token").
 	what  string
@@ -46,10 +55,11 @@ type cachedToken struct {
 	expiry    time.Time
 }
 
-// tokenFlight is one fetch; done closes when err and the cache are set.
+// tokenFlight is one fetch; done closes when header or err is set.
 type tokenFlight struct {
-	done chan struct{}
-	err  error
+	done   chan struct{}
+	header []byte
+	err    error
 }
 
 // header is "Bearer <token>" with a token that is not about to expire.
@@ -61,6 +71,7 @@ func (c *tokenCache) header(ctx context.Context) ([]byte, error) {
 }
 
 func (c *tokenCache) refresh(ctx context.Context) ([]byte, error) {
+	retried := false
 	for {
 		c.mu.Lock()
 		now := c.now()
@@ -69,55 +80,51 @@ func (c *tokenCache) refresh(ctx context.Context) ([]byte, error) {
 			c.mu.Unlock()
 			return t.header, nil
 		}
-		if f := c.flight; f != nil {
-			c.mu.Unlock()
-			if t != nil && now.Before(t.expiry) {
-				return t.header, nil // still valid while another request refreshes it
-			}
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%s: %w", c.what, ctx.Err())
-			}
-			if f.err != nil && !isContextError(f.err) {
-				return nil, f.err
-			}
-			continue // refreshed, or the fetching request went away: look again
+		f, joined := c.flight, true
+		if f == nil {
+			f, joined = &tokenFlight{done: make(chan struct{})}, false
+			c.flight = f
+			go c.run(f)
 		}
-		f := &tokenFlight{done: make(chan struct{})}
-		c.flight = f
 		c.mu.Unlock()
-		return c.run(ctx, f, t)
+		if t != nil && now.Before(t.expiry) {
+			return t.header, nil // still valid while the fetch replaces it
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w", c.what, ctx.Err())
+		}
+		if f.err == nil {
+			return f.header, nil
+		}
+		if joined && !retried {
+			retried = true
+			continue // a failure that may predate this request: ask again
+		}
+		return nil, f.err
 	}
 }
 
-// run fetches a token for f; a failed fetch leaves a token still valid in
-// use.
-func (c *tokenCache) run(ctx context.Context, f *tokenFlight, prev *cachedToken) ([]byte, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, tokenFetchTimeout)
-		defer cancel()
-	}
+// run makes the fetch of f and caches its token.
+func (c *tokenCache) run(f *tokenFlight) {
+	ctx, cancel := context.WithTimeout(context.Background(), tokenFetchTimeout)
+	defer cancel()
 	tok, err := c.fetch(ctx)
 	var next *cachedToken
 	if err == nil {
 		next, err = c.cached(tok)
+	} else if ctx.Err() != nil {
+		err = fmt.Errorf("%s: no token within %v: %w", c.what, tokenFetchTimeout, ctx.Err())
 	}
 	c.mu.Lock()
 	if next != nil {
 		c.cur.Store(next)
+		f.header = next.header
 	}
 	c.flight, f.err = nil, err
 	c.mu.Unlock()
 	close(f.done)
-	if err != nil {
-		if prev != nil && c.now().Before(prev.expiry) {
-			return prev.header, nil
-		}
-		return nil, err
-	}
-	return next.header, nil
 }
 
 // cached is tok as the cache keeps it.
@@ -136,8 +143,4 @@ func (c *tokenCache) cached(tok *oauth2.Token) (*cachedToken, error) {
 	}
 	margin := min(refreshMargin, expiry.Sub(now)/2)
 	return &cachedToken{header: header, refreshAt: expiry.Add(-margin), expiry: expiry}, nil
-}
-
-func isContextError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
