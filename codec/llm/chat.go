@@ -96,6 +96,18 @@ type ChatToolCall struct {
 	ID       string           `json:"id"`
 	Type     string           `json:"type"`
 	Function ChatFunctionCall `json:"function"`
+	// ExtraContent is what Gemini's OpenAI-compatible API adds to a call.
+	ExtraContent ChatExtraContent `json:"extra_content"`
+}
+
+// ChatExtraContent is a tool call's extra_content as Gemini's
+// OpenAI-compatible API writes it: Google.ThoughtSignature is the call's
+// thought signature (a string token), which a Gemini 3 model needs back
+// with the call in the next request.
+type ChatExtraContent struct {
+	Google struct {
+		ThoughtSignature Raw `json:"thought_signature"`
+	} `json:"google"`
 }
 
 // ChatFunctionCall is a tool call's function.

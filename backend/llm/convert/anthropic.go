@@ -59,10 +59,21 @@ func (t *translator) readAnthropicRequest(body []byte) error {
 		if err := t.anDecode(m.Content, &t.anBlocks); err != nil {
 			return err
 		}
+		var sig llm.Raw // a Gemini signature for the next part (thoughtsig.go)
 		for j := range t.anBlocks {
 			b, err := t.anBlock(&t.anBlocks[j], true)
 			if err != nil {
 				return err
+			}
+			switch {
+			case b.kind == kThinking:
+				if s, ok := unmarkSig(&r.arena, b.sig); ok {
+					// Gemini's: no other provider could verify the block.
+					sig = s
+					continue
+				}
+			case b.kind == kText || b.kind == kToolUse:
+				b.sig, sig = sig, nil
 			}
 			r.add(ro, b)
 		}
@@ -338,6 +349,24 @@ func (t *translator) appendAnthropicBlock(dst []byte, b *block) []byte {
 	return append(dst, '}')
 }
 
+// carriesSig reports a text or tool use block with a Gemini signature.
+func carriesSig(b *block) bool {
+	return (b.kind == kText || b.kind == kToolUse) && hasSig(b.sig)
+}
+
+// unsignedThinking reports a thinking block without a signature.
+func unsignedThinking(b *block) bool { return b.kind == kThinking && !hasSig(b.sig) }
+
+// appendSigThinking writes a thinking block of text (a string token, or
+// none) whose signature is the Gemini signature sig of the part after it.
+func appendSigThinking(dst []byte, text, sig llm.Raw) []byte {
+	dst = append(dst, `{"type":"thinking","thinking":`...)
+	dst = appendTextOrEmpty(dst, text)
+	dst = append(dst, `,"signature":`...)
+	dst = appendMarkedSig(dst, sig)
+	return append(dst, '}')
+}
+
 func appendTextOrEmpty(dst []byte, tok llm.Raw) []byte {
 	if tok.IsString() {
 		return append(dst, tok...)
@@ -435,11 +464,22 @@ func (t *translator) writeAnthropicResponse(dst []byte) []byte {
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = llm.AppendString(dst, r.model)
 	dst = append(dst, `,"content":[`...)
+	n := 0
 	for i := range r.blocks {
-		if i > 0 {
-			dst = append(dst, ',')
+		b := &r.blocks[i]
+		// A part's Gemini signature goes in the thinking block before it:
+		// its thought's, when that has no signature of its own, else one
+		// of its own (thoughtsig.go).
+		if carriesSig(b) && (i == 0 || !unsignedThinking(&r.blocks[i-1])) {
+			dst = comma(dst, &n)
+			dst = appendSigThinking(dst, nil, b.sig)
 		}
-		dst = t.appendAnthropicBlock(dst, t.mask.textBlock(&r.blocks[i]))
+		dst = comma(dst, &n)
+		if unsignedThinking(b) && i+1 < len(r.blocks) && carriesSig(&r.blocks[i+1]) {
+			dst = appendSigThinking(dst, b.text, r.blocks[i+1].sig)
+			continue
+		}
+		dst = t.appendAnthropicBlock(dst, t.mask.textBlock(b))
 	}
 	dst = append(dst, `],"stop_reason":`...)
 	dst = append(dst, anthropicStopName(r.stop)...)

@@ -192,7 +192,8 @@ func (t *translator) chatAssistant(m *llm.ChatMessage) error {
 	}
 	for i := range m.ToolCalls {
 		tc := &m.ToolCalls[i]
-		r.add(roleAssistant, block{kind: kToolUse, id: tc.ID, name: tc.Function.Name, args: tc.Function.Arguments})
+		r.add(roleAssistant, block{kind: kToolUse, id: tc.ID, name: tc.Function.Name, args: tc.Function.Arguments,
+			sig: tc.ExtraContent.Google.ThoughtSignature})
 	}
 	return nil
 }
@@ -407,21 +408,27 @@ func (t *translator) appendChatAssistant(dst []byte, blocks []block) ([]byte, er
 				dst = append(dst, ',')
 			}
 			k++
-			dst = appendChatToolCall(dst, b)
+			dst = appendChatToolCall(dst, b, nil)
 		}
 		dst = append(dst, ']')
 	}
 	return append(dst, '}'), nil
 }
 
-func appendChatToolCall(dst []byte, b *block) []byte {
+// appendChatToolCall writes a tool call, with the Gemini signature sig
+// when it has one (a client's; a provider is not sent it).
+func appendChatToolCall(dst []byte, b *block, sig llm.Raw) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = llm.AppendString(dst, b.id)
 	dst = append(dst, `,"type":"function","function":{"name":`...)
 	dst = llm.AppendString(dst, b.name)
 	dst = append(dst, `,"arguments":`...)
 	dst = appendArgsString(dst, b)
-	return append(dst, `}}`...)
+	dst = append(dst, '}')
+	if hasSig(sig) {
+		dst = appendChatExtraContent(dst, sig)
+	}
+	return append(dst, '}')
 }
 
 // appendToolResultText writes a tool result's content as one string token.
@@ -553,7 +560,7 @@ func (t *translator) writeChatResponse(dst []byte) []byte {
 					dst = append(dst, ',')
 				}
 				k++
-				dst = appendChatToolCall(dst, b)
+				dst = appendChatToolCall(dst, b, b.sig)
 			}
 		}
 		dst = append(dst, ']')

@@ -55,11 +55,14 @@
 // them), tool definitions, tool choice (auto, required/any, none, a named
 // tool, no parallel calls), tool calls and their results (error flag too),
 // thinking (budgets from reasoning effort; signed thinking replayed to
-// Anthropic and Bedrock), stop sequences, temperature, top_p, top_k,
-// max tokens (a default where the provider requires one), stop reasons and
-// usage (input, output, cached and cache-write, reasoning tokens; Usage
-// holds them in one set of terms). Errors keep the provider's status and
-// take the client's shape and error type names.
+// Anthropic and Bedrock; Gemini's thought signatures handed to the client
+// and back, as a Gemini 3 model requires on function calls: a Chat tool
+// call's extra_content, a Messages thinking block's signature, a
+// Responses call_id; thoughtsig.go), stop sequences, temperature, top_p,
+// top_k, max tokens (a default where the provider requires one), stop
+// reasons and usage (input, output, cached and cache-write, reasoning
+// tokens; Usage holds them in one set of terms). Errors keep the
+// provider's status and take the client's shape and error type names.
 //
 // What cannot be translated is refused with a 400 naming it, never dropped
 // silently: built-in and server tools (OpenAI's web_search_options,

@@ -39,8 +39,11 @@ type event struct {
 	text llm.Raw
 	// id and name of a tool use block; id and model of a start.
 	id, name, model string
-	stop            stopReason
-	stopSeq         llm.Raw
+	// sig is the Gemini signature of a text or tool use block, at its
+	// start (thoughtsig.go).
+	sig     llm.Raw
+	stop    stopReason
+	stopSeq llm.Raw
 
 	status  int
 	errType string
@@ -103,6 +106,13 @@ func (s *Stream) write(dst []byte, ev *event) []byte {
 	case Messages:
 		return s.anthropicWrite(dst, ev)
 	case Responses:
+		if ev.kind == evBlockStart && ev.block == kToolUse && hasSig(ev.sig) {
+			// The signature rides in the call's id (thoughtsig.go).
+			s.sigID = appendThoughtID(s.sigID[:0], ev.id, ev.sig)
+			e := *ev
+			e.id = stringOf(s.sigID)
+			return s.responsesWrite(dst, &e)
+		}
 		return s.responsesWrite(dst, ev)
 	}
 	return dst
@@ -124,6 +134,11 @@ func (s *Stream) start(dst []byte, id, model string) []byte {
 // openBlock closes the open block and starts a new one; it returns our
 // index of it.
 func (s *Stream) openBlock(dst []byte, k kind, id, name string, text llm.Raw) ([]byte, int) {
+	return s.openSigned(dst, k, id, name, text, nil)
+}
+
+// openSigned is openBlock for a block with a Gemini signature.
+func (s *Stream) openSigned(dst []byte, k kind, id, name string, text, sig llm.Raw) ([]byte, int) {
 	dst = s.start(dst, "", "")
 	dst = s.closeBlock(dst)
 	i := s.rd.next
@@ -132,7 +147,7 @@ func (s *Stream) openBlock(dst []byte, k kind, id, name string, text llm.Raw) ([
 	if k == kToolUse {
 		s.rd.calls++
 	}
-	s.ev = event{kind: evBlockStart, index: i, block: k, id: id, name: name, text: text}
+	s.ev = event{kind: evBlockStart, index: i, block: k, id: id, name: name, text: text, sig: sig}
 	return s.emit(dst), i
 }
 

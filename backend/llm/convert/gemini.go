@@ -124,6 +124,7 @@ func (t *translator) appendGeminiPart(dst []byte, b *block, k *int) ([]byte, err
 		dst = comma(dst, k)
 		dst = append(dst, `{"text":`...)
 		dst = append(dst, b.text...)
+		dst = appendOptionalSig(dst, b.sig)
 	case kImage:
 		dst = comma(dst, k)
 		if b.url != nil {
@@ -149,6 +150,7 @@ func (t *translator) appendGeminiPart(dst []byte, b *block, k *int) ([]byte, err
 		dst = append(dst, `,"args":`...)
 		dst = appendArgsObject(dst, b)
 		dst = append(dst, '}')
+		dst = appendOptionalSig(dst, b.sig)
 	case kToolResult:
 		dst = comma(dst, k)
 		// Gemini pairs a response with its call by name (and position);
@@ -173,11 +175,22 @@ func (t *translator) appendGeminiPart(dst []byte, b *block, k *int) ([]byte, err
 		}
 		dst = append(dst, `}}`...)
 	case kThinking, kRedacted:
-		// Gemini's thoughts are replayed through thoughtSignature parts that
-		// other formats do not carry: the history drops them.
+		// A thought's text is not needed back, and a signature of another
+		// provider's thinking is not Gemini's: the history drops them.
+		// Gemini's signatures come back on the parts they were given with
+		// (thoughtsig.go).
 		return dst, nil
 	}
 	return append(dst, '}'), nil
+}
+
+// appendOptionalSig writes a part's thoughtSignature when it has one.
+func appendOptionalSig(dst []byte, sig llm.Raw) []byte {
+	if !hasSig(sig) {
+		return dst
+	}
+	dst = append(dst, `,"thoughtSignature":`...)
+	return append(dst, sig...)
 }
 
 func (t *translator) readGeminiResponse(body []byte) error {
@@ -202,7 +215,7 @@ func (t *translator) readGeminiResponse(body []byte) error {
 		switch {
 		case p.FunctionCall.Name != "":
 			calls++
-			b := block{kind: kToolUse, name: p.FunctionCall.Name, input: p.FunctionCall.Args, id: p.FunctionCall.ID}
+			b := block{kind: kToolUse, name: p.FunctionCall.Name, input: p.FunctionCall.Args, id: p.FunctionCall.ID, sig: p.ThoughtSignature}
 			if b.id == "" {
 				start := len(r.names)
 				r.names = appendID(r.names, "call_")
@@ -210,11 +223,15 @@ func (t *translator) readGeminiResponse(body []byte) error {
 			}
 			r.blocks = append(r.blocks, b)
 		case emptyPart(p):
-			// No block for an empty text part (Gemini often ends with one).
+			// No block for an empty text part (Gemini often ends with one);
+			// a signature it carries goes to the text before it.
+			if n := len(r.blocks); n > 0 && !p.Thought && r.blocks[n-1].kind == kText && hasSig(p.ThoughtSignature) && !hasSig(r.blocks[n-1].sig) {
+				r.blocks[n-1].sig = p.ThoughtSignature
+			}
 		case p.Text.IsString() && p.Thought:
 			r.addText(kThinking, p.Text, p.ThoughtSignature)
 		case p.Text.IsString():
-			r.addText(kText, p.Text, nil)
+			r.addText(kText, p.Text, p.ThoughtSignature)
 		}
 	}
 	r.stop = geminiStop(c.FinishReason, calls > 0)
@@ -268,7 +285,7 @@ func (r *response) addText(k kind, tok, sig llm.Raw) {
 	r.names = append(r.names, tok.Inner()...)
 	r.names = append(r.names, '"')
 	prev.text = r.names[start:len(r.names):len(r.names)]
-	if sig.IsString() {
+	if hasSig(sig) {
 		prev.sig = sig
 	}
 }

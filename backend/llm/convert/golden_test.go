@@ -95,6 +95,9 @@ func TestRequestGolden(t *testing.T) {
 		{desc: "responses: items, calls, outputs, images, stream", file: "tools.responses.json"},
 		{desc: "responses: previous_response_id is refused", file: "previous.responses.json"},
 		{desc: "responses: a function output with an image (Chat and Gemini refuse it)", file: "tool-result-image.responses.json"},
+		{desc: "chat: a Gemini signature in a tool call's extra_content goes to Gemini only", file: "gemini-sigs.chat.json"},
+		{desc: "messages: Gemini signatures in thinking blocks go to Gemini only", file: "gemini-sigs.messages.json"},
+		{desc: "responses: a Gemini signature in a call_id goes to Gemini only", file: "gemini-sigs.responses.json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -36,7 +36,8 @@ type block struct {
 	// text: a string token (text, thinking, or a tool result's text); the
 	// data token of a redacted thinking block.
 	text llm.Raw
-	// sig is a thinking block's signature token.
+	// sig is a thinking block's signature token; a text or tool use
+	// block's Gemini thought signature token (thoughtsig.go).
 	sig llm.Raw
 	// An image is media (its MIME type) and data (base64), both plain text,
 	// or url, a string token.
@@ -104,6 +105,9 @@ type request struct {
 	noParallel     bool
 	thinkingBudget int
 	user           string
+
+	// arena keeps the signature tokens made while reading (thoughtsig.go).
+	arena []byte
 }
 
 func (r *request) reset() {
@@ -113,7 +117,7 @@ func (r *request) reset() {
 	clear(r.tools)
 	*r = request{
 		system: r.system[:0], messages: r.messages[:0], blocks: r.blocks[:0],
-		sub: r.sub[:0], tools: r.tools[:0],
+		sub: r.sub[:0], tools: r.tools[:0], arena: r.arena[:0],
 	}
 }
 

@@ -19,6 +19,8 @@ func TestResponseGolden(t *testing.T) {
 		{desc: "gemini: function call without id", file: "call.gemini.json"},
 		{desc: "gemini: empty text parts around a function call make no block", file: "call-empty.gemini.json"},
 		{desc: "gemini: blocked by safety", file: "safety.gemini.json"},
+		{desc: "gemini: a text part's signature, after a thought without one", file: "think-sig.gemini.json"},
+		{desc: "gemini: a signed thought, text, parallel calls the first signed", file: "calls-sig.gemini.json"},
 		{desc: "bedrock: max tokens, cache read and write", file: "text.bedrock.json"},
 		{desc: "bedrock: reasoning, text and tool use", file: "tools.bedrock.json"},
 		{desc: "bedrock: guardrail intervened", file: "guardrail.bedrock.json"},

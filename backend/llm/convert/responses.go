@@ -116,9 +116,10 @@ func (t *translator) responsesItem(it *llm.ResponsesItem) error {
 		}
 		return badRequest("message role " + quoteForError(it.Role) + " cannot be translated")
 	case "function_call":
-		r.add(roleAssistant, block{kind: kToolUse, id: it.CallID, name: it.Name, args: it.Arguments})
+		id, sig := splitThoughtID(&r.arena, it.CallID)
+		r.add(roleAssistant, block{kind: kToolUse, id: id, name: it.Name, args: it.Arguments, sig: sig})
 	case "function_call_output":
-		b := block{kind: kToolResult, id: it.CallID}
+		b := block{kind: kToolResult, id: thoughtIDBase(it.CallID)}
 		if it.Output.IsString() {
 			b.text = it.Output
 		} else if it.Output.IsArray() {
@@ -280,7 +281,13 @@ func (t *translator) writeResponsesResponse(dst []byte) []byte {
 			dst = appendResponsesReasoning(dst, id, i, b.text.Inner())
 		case kToolUse:
 			dst = comma(dst, &n)
-			dst = appendResponsesCall(dst, b.id, b.name, "completed")
+			id := b.id
+			if hasSig(b.sig) {
+				start := len(r.names)
+				r.names = appendThoughtID(r.names, b.id, b.sig)
+				id = stringOf(r.names[start:])
+			}
+			dst = appendResponsesCall(dst, id, b.name, "completed")
 			dst = append(dst, `,"arguments":`...)
 			dst = appendArgsString(dst, b)
 			dst = append(dst, '}')

@@ -46,6 +46,7 @@ type Stream struct {
 	ev      event
 	usage   Usage
 	scratch []byte
+	sigID   []byte // a Responses call id carrying a signature (write)
 
 	// deltas and deltaBytes count the answer's text and argument deltas
 	// so far, and their bytes (OutputEstimate).

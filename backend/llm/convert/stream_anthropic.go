@@ -100,9 +100,64 @@ func anthropicErrorStatus(typ string) int {
 type anthropicWriter struct {
 	stop    stopReason
 	stopSeq []byte
+	// A Gemini part's signature goes in a thinking block before it
+	// (thoughtsig.go): the thought's before it, whose stop is held back
+	// (held, its index; -1: none) while it has no signature of its own
+	// (signed), else a block of its own, written before the part's; shift
+	// counts those, which move the later blocks' indexes.
+	shift    int
+	held     int
+	thinking bool // the open block is a thinking block
+	signed   bool // ... and it has a signature
 }
 
-func (w *anthropicWriter) reset() { *w = anthropicWriter{stopSeq: w.stopSeq[:0]} }
+func (w *anthropicWriter) reset() { *w = anthropicWriter{stopSeq: w.stopSeq[:0], held: -1} }
+
+// appendBlockStop writes the stop of our block i.
+func appendBlockStop(dst []byte, i int) []byte {
+	dst = appendNamedEvent(dst, "content_block_stop")
+	dst = append(dst, `{"type":"content_block_stop","index":`...)
+	dst = appendInt(dst, int64(i))
+	return append(dst, "}\n\n"...)
+}
+
+// appendSigDelta writes a signature delta of block i with the Gemini
+// signature sig, marked.
+func appendSigDelta(dst []byte, i int, sig llm.Raw) []byte {
+	dst = appendNamedEvent(dst, "content_block_delta")
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = appendInt(dst, int64(i))
+	dst = append(dst, `,"delta":{"type":"signature_delta","signature":`...)
+	dst = appendMarkedSig(dst, sig)
+	return append(dst, "}}\n\n"...)
+}
+
+// anthropicSig writes what a Gemini signature at the start of a text or
+// tool use block takes before the block's start, and releases a held
+// thinking block's stop before any other event.
+func (s *Stream) anthropicSig(dst []byte, ev *event) []byte {
+	w := &s.anW
+	carries := ev.kind == evBlockStart && (ev.block == kText || ev.block == kToolUse) && hasSig(ev.sig)
+	if w.held >= 0 {
+		if carries {
+			dst = appendSigDelta(dst, w.held, ev.sig)
+		}
+		dst = appendBlockStop(dst, w.held)
+		w.held = -1
+		return dst
+	}
+	if carries {
+		i := ev.index + w.shift
+		w.shift++
+		dst = appendNamedEvent(dst, "content_block_start")
+		dst = append(dst, `{"type":"content_block_start","index":`...)
+		dst = appendInt(dst, int64(i))
+		dst = append(dst, `,"content_block":{"type":"thinking","thinking":"","signature":""}}`+"\n\n"...)
+		dst = appendSigDelta(dst, i, ev.sig)
+		dst = appendBlockStop(dst, i)
+	}
+	return dst
+}
 
 func appendNamedEvent(dst []byte, name string) []byte {
 	dst = append(dst, "event: "...)
@@ -112,6 +167,10 @@ func appendNamedEvent(dst []byte, name string) []byte {
 
 func (s *Stream) anthropicWrite(dst []byte, ev *event) []byte {
 	w := &s.anW
+	if s.info.Provider == Gemini {
+		dst = s.anthropicSig(dst, ev)
+	}
+	index := int64(ev.index + w.shift)
 	switch ev.kind {
 	case evStart:
 		dst = appendNamedEvent(dst, "message_start")
@@ -135,7 +194,8 @@ func (s *Stream) anthropicWrite(dst []byte, ev *event) []byte {
 	case evBlockStart:
 		dst = appendNamedEvent(dst, "content_block_start")
 		dst = append(dst, `{"type":"content_block_start","index":`...)
-		dst = appendInt(dst, int64(ev.index))
+		dst = appendInt(dst, index)
+		w.thinking, w.signed = ev.block == kThinking, false
 		switch ev.block {
 		case kToolUse:
 			dst = append(dst, `,"content_block":{"type":"tool_use","id":`...)
@@ -156,7 +216,7 @@ func (s *Stream) anthropicWrite(dst []byte, ev *event) []byte {
 	case evDelta:
 		dst = appendNamedEvent(dst, "content_block_delta")
 		dst = append(dst, `{"type":"content_block_delta","index":`...)
-		dst = appendInt(dst, int64(ev.index))
+		dst = appendInt(dst, index)
 		switch ev.delta {
 		case dText:
 			dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
@@ -165,15 +225,18 @@ func (s *Stream) anthropicWrite(dst []byte, ev *event) []byte {
 		case dThinking:
 			dst = append(dst, `,"delta":{"type":"thinking_delta","thinking":`...)
 		case dSignature:
+			w.signed = true
 			dst = append(dst, `,"delta":{"type":"signature_delta","signature":`...)
 		}
 		dst = append(dst, ev.text...)
 		return append(dst, "}}\n\n"...)
 	case evBlockStop:
-		dst = appendNamedEvent(dst, "content_block_stop")
-		dst = append(dst, `{"type":"content_block_stop","index":`...)
-		dst = appendInt(dst, int64(ev.index))
-		return append(dst, "}\n\n"...)
+		if w.thinking && !w.signed && s.info.Provider == Gemini {
+			// The part after it may bring the signature (anthropicSig).
+			w.held = int(index)
+			return dst
+		}
+		return appendBlockStop(dst, int(index))
 	case evStop:
 		w.stop = ev.stop
 		w.stopSeq = append(w.stopSeq[:0], ev.stopSeq...)

@@ -225,7 +225,11 @@ func (s *Stream) chatWrite(dst []byte, ev *event) []byte {
 		dst = llm.AppendString(dst, ev.id)
 		dst = append(dst, `,"type":"function","function":{"name":`...)
 		dst = llm.AppendString(dst, ev.name)
-		dst = append(dst, `,"arguments":""}}]}`...)
+		dst = append(dst, `,"arguments":""}`...)
+		if hasSig(ev.sig) {
+			dst = appendChatExtraContent(dst, ev.sig)
+		}
+		dst = append(dst, `}]}`...)
 		return append(dst, chatChunkEnd...)
 	case evDelta:
 		switch ev.delta {

@@ -42,7 +42,7 @@ func (s *Stream) geminiEvent(dst, data []byte) []byte {
 				s.scratch = appendID(s.scratch, "call_")
 				id = string(s.scratch[start:])
 			}
-			dst, i = s.openBlock(dst, kToolUse, id, p.FunctionCall.Name, nil)
+			dst, i = s.openSigned(dst, kToolUse, id, p.FunctionCall.Name, nil, p.ThoughtSignature)
 			args := p.FunctionCall.Args
 			if !args.Present() {
 				args = llm.Raw("{}")
@@ -62,7 +62,13 @@ func (s *Stream) geminiEvent(dst, data []byte) []byte {
 			dst = s.delta(dst, i, dThinking, p.Text)
 			dst = s.delta(dst, i, dSignature, p.ThoughtSignature)
 		case p.Text.IsString():
-			dst, i = s.ensureOpen(dst, kText)
+			if s.rd.open >= 0 && s.rd.openKind == kText {
+				// (a signature on a part that goes on with the text is
+				// dropped: a Messages client has the text's start already)
+				i = s.rd.open
+			} else {
+				dst, i = s.openSigned(dst, kText, "", "", nil, p.ThoughtSignature)
+			}
 			dst = s.delta(dst, i, dText, p.Text)
 		}
 	}

@@ -97,6 +97,8 @@ var streamCases = []struct{ desc, file string }{
 	{desc: "messages: error event mid-stream", file: "error.messages.sse"},
 	{desc: "gemini: thought, text, whole function call, usage at the end", file: "text-call.gemini.sse"},
 	{desc: "gemini: empty text parts around a function call make no block", file: "call-empty.gemini.sse"},
+	{desc: "gemini: signatures on the text after a thought, on a text part that goes on, on the first of two calls", file: "think-sig.gemini.sse"},
+	{desc: "gemini: a signed call first, its stream's first part", file: "call-sig.gemini.sse"},
 	{desc: "bedrock: reasoning, text, tool use, metadata", file: "text-tool.bedrock.events"},
 	{desc: "bedrock: an empty text block after a tool use makes none", file: "tool-empty.bedrock.events"},
 	{desc: "bedrock: throttling exception mid-stream", file: "exception.bedrock.events"},

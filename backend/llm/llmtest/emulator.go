@@ -39,6 +39,11 @@ type ToolCall struct {
 	Name string
 	// Arguments is the call's arguments, a JSON object ("{}" when empty).
 	Arguments string
+	// ThoughtSignature (Gemini and Vertex's Gemini models only) is the
+	// thoughtSignature of the call's functionCall part, as Gemini 3
+	// models give one to the first call of each step; the emulator
+	// remembers it for RequireThoughtSignatures.
+	ThoughtSignature string
 }
 
 // Answer is what an emulator does with one request: a Reply or a Failure.

@@ -2,7 +2,9 @@ package llmtest
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,13 +16,15 @@ import (
 type Gemini struct {
 	*Server
 	APIKey string
+
+	sigs thoughtSignatures
 }
 
 // NewGemini starts a Gemini API emulator that the test's Cleanup stops.
 func NewGemini(tb testing.TB) *Gemini {
 	tb.Helper()
 	g := &Gemini{APIKey: "AIzaEmulatedGeminiKey"}
-	f := geminiFlavor{errors: googleError}
+	f := geminiFlavor{errors: googleError, sigs: &g.sigs}
 	mux := http.NewServeMux()
 	for _, version := range []string{"v1beta", "v1"} {
 		mux.HandleFunc("POST /"+version+"/models/{call}", func(w http.ResponseWriter, r *http.Request) {
@@ -128,11 +132,91 @@ func googleErrorBody(f Failure, details []obj) obj {
 
 func googleError(_ http.Header, f Failure) []byte { return mustJSON(googleErrorBody(f, nil)) }
 
+// RequireThoughtSignatures makes the emulator check thought signatures as
+// Gemini 3 models do (see thoughtSignatures).
+func (g *Gemini) RequireThoughtSignatures() { g.sigs.require() }
+
 // geminiFlavor renders generateContent as the Gemini API or Vertex AI
 // serves it.
 type geminiFlavor struct {
 	vertex bool
 	errors errorFormat
+	sigs   *thoughtSignatures
+}
+
+// thoughtSignatures are the thought signatures an emulator gave out
+// (ToolCall.ThoughtSignature) and, once required, the check Gemini 3
+// models make of a request's history: in the current turn (the contents
+// after the last user content with text), the first functionCall part of
+// each model content must carry a thoughtSignature, one the emulator gave
+// out (400 INVALID_ARGUMENT otherwise, with Gemini's messages).
+type thoughtSignatures struct {
+	mu       sync.Mutex
+	required bool
+	issued   map[string]bool
+}
+
+func (t *thoughtSignatures) require() {
+	t.mu.Lock()
+	t.required = true
+	t.mu.Unlock()
+}
+
+func (t *thoughtSignatures) issue(sig string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.issued == nil {
+		t.issued = map[string]bool{}
+	}
+	t.issued[sig] = true
+}
+
+// check is Gemini 3's refusal of contents, or "".
+func (t *thoughtSignatures) check(contents []any) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.required {
+		return ""
+	}
+	start := 0
+	for i, c := range contents {
+		m, _ := c.(map[string]any)
+		if m["role"] != "user" {
+			continue
+		}
+		parts, _ := m["parts"].([]any)
+		for _, p := range parts {
+			if pm, _ := p.(map[string]any); pm["text"] != nil {
+				start = i + 1
+				break
+			}
+		}
+	}
+	for i := start; i < len(contents); i++ {
+		m, _ := contents[i].(map[string]any)
+		if m["role"] != "model" {
+			continue
+		}
+		parts, _ := m["parts"].([]any)
+		for _, p := range parts {
+			pm, _ := p.(map[string]any)
+			call, _ := pm["functionCall"].(map[string]any)
+			if call == nil {
+				continue
+			}
+			sig, _ := pm["thoughtSignature"].(string)
+			if sig == "" {
+				name, _ := call["name"].(string)
+				return "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:" +
+					name + "` , position " + strconv.Itoa(i+1) + ". Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+			}
+			if !t.issued[sig] {
+				return "Corrupted thought signature."
+			}
+			break // the first call of the step only
+		}
+	}
+	return ""
 }
 
 func (f geminiFlavor) serve(x *exchange, method string) {
@@ -185,6 +269,13 @@ func (f geminiFlavor) generate(x *exchange) {
 	if !f.requireContents(x, "GenerateContentRequest") {
 		return
 	}
+	if f.sigs != nil {
+		contents, _ := x.body["contents"].([]any)
+		if msg := f.sigs.check(contents); msg != "" {
+			x.writeError(f.errors, Failure{Status: http.StatusBadRequest, Message: msg})
+			return
+		}
+	}
 	rep, ok := x.answer(f.errors)
 	if !ok {
 		return
@@ -207,7 +298,12 @@ func (f geminiFlavor) generate(x *exchange) {
 			call = append(call, kv{"id", c.ID})
 		}
 		call = append(call, kv{"name", c.Name}, kv{"args", rawJSON(c.Arguments)})
-		callParts = append(callParts, obj{{"functionCall", call}})
+		part := obj{{"functionCall", call}}
+		if c.ThoughtSignature != "" && f.sigs != nil {
+			f.sigs.issue(c.ThoughtSignature)
+			part = append(part, kv{"thoughtSignature", c.ThoughtSignature})
+		}
+		callParts = append(callParts, part)
 	}
 	chunk := func(parts []obj, finish string, final bool) obj {
 		cand := obj{{"content", obj{{"parts", parts}, {"role", "model"}}}}

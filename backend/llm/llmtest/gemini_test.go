@@ -163,3 +163,56 @@ func TestGeminiRefusesWrongKey(t *testing.T) {
 		t.Error("refusal not recorded")
 	}
 }
+
+// TestGeminiThoughtSignatures: with RequireThoughtSignatures the emulator
+// refuses, as Gemini 3 models do, a history whose function call of the
+// current turn lacks the thoughtSignature it was given, or carries one it
+// did not give; genai's history, which keeps it, is served.
+func TestGeminiThoughtSignatures(t *testing.T) {
+	t.Parallel()
+	g := llmtest.NewGemini(t)
+	g.RequireThoughtSignatures()
+	const sig = "U0lHLU9ORQ=="
+	g.Enqueue(llmtest.Reply{ToolCalls: []llmtest.ToolCall{
+		{Name: "get_weather", Arguments: `{"city":"Paris"}`, ThoughtSignature: sig},
+		{Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+	}})
+	g.SetDefault(llmtest.Reply{Text: "Sunny in both."})
+	c := geminiClient(t, g, g.APIKey)
+	ask := genai.NewContentFromText("Weather in Paris and Oslo?", genai.RoleUser)
+	resp, err := c.Models.GenerateContent(testContext(t), "gemini-3-flash-preview", []*genai.Content{ask}, geminiTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := resp.Candidates[0].Content
+	if len(answer.Parts) != 2 || string(answer.Parts[0].ThoughtSignature) != "SIG-ONE" || answer.Parts[1].ThoughtSignature != nil {
+		t.Fatalf("parts %+v", answer.Parts)
+	}
+	results := genai.NewContentFromParts([]*genai.Part{
+		genai.NewPartFromFunctionResponse("get_weather", map[string]any{"content": "sunny"}),
+		genai.NewPartFromFunctionResponse("get_weather", map[string]any{"content": "sunny"}),
+	}, genai.RoleUser)
+	history := func(first []byte) []*genai.Content {
+		call := *answer.Parts[0]
+		call.ThoughtSignature = first
+		model := &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{&call, answer.Parts[1]}}
+		return []*genai.Content{ask, model, results}
+	}
+	if _, err := c.Models.GenerateContent(testContext(t), "gemini-3-flash-preview", history(answer.Parts[0].ThoughtSignature), geminiTools); err != nil {
+		t.Fatalf("history with the signature: %v", err)
+	}
+	for _, tc := range []struct {
+		desc string
+		sig  []byte
+		want string
+	}{
+		{"without the signature", nil, "Function call is missing a thought_signature in functionCall parts"},
+		{"with another signature", []byte("forged"), "Corrupted thought signature"},
+	} {
+		_, err := c.Models.GenerateContent(testContext(t), "gemini-3-flash-preview", history(tc.sig), geminiTools)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) || apiErr.Code != http.StatusBadRequest || !strings.Contains(apiErr.Message, tc.want) {
+			t.Errorf("%s: %v, want a 400 saying %q", tc.desc, err, tc.want)
+		}
+	}
+}

@@ -57,6 +57,8 @@ type Vertex struct {
 	grants []Request
 	hang   bool // token requests hang (HangTokens)
 	hung   int  // token requests hanging now
+
+	sigs thoughtSignatures
 }
 
 var (
@@ -92,7 +94,7 @@ func NewVertex(tb testing.TB) *Vertex {
 		clientEmail:   "llm-gateway@emulated-project.iam.gserviceaccount.com",
 		tokens:        map[string]time.Time{},
 	}
-	gemini := geminiFlavor{vertex: true, errors: googleError}
+	gemini := geminiFlavor{vertex: true, errors: googleError, sigs: &v.sigs}
 	claude := anthropicFlavor{vertex: true, errors: vertexClaudeError}
 	openai := openaiFlavor{}
 	mux := http.NewServeMux()
@@ -200,6 +202,10 @@ func (v *Vertex) AccessToken() string {
 	v.tmu.Unlock()
 	return tok
 }
+
+// RequireThoughtSignatures makes the Gemini models check thought
+// signatures as Gemini 3 models do (see thoughtSignatures).
+func (v *Vertex) RequireThoughtSignatures() { v.sigs.require() }
 
 // HangTokens makes the token endpoint hang (on) or answer again (off):
 // a token request that arrives while it hangs is never answered, and
