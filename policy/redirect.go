@@ -22,8 +22,10 @@ import (
 //   - the query string is kept.
 //
 // The answer has the configured status (default 302), a Location header and
-// no body. A prefix redirect on a request that did not match by prefix, or a
-// request without a host, is answered 500 as agentgateway does.
+// no body. A prefix redirect on a request that did not match by prefix is
+// answered 500 as agentgateway does (a route with no prefix match at all is
+// refused at load: the server's checkPrefixMatches); a request without a
+// host, 400.
 type Redirect struct {
 	scheme    []byte // nil: keep
 	authority hostRewrite

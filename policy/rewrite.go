@@ -20,7 +20,8 @@ import (
 // updated to the new path, and the request's parsed URI is invalidated so it
 // is derived again from the new target and Host. A prefix rewrite on a
 // request that did not match by prefix is answered 500 (Done), as agentgateway
-// does; otherwise OnRequest returns Continue.
+// does (a route with no prefix match at all is refused at load: the server's
+// checkPrefixMatches); otherwise OnRequest returns Continue.
 type URLRewrite struct {
 	authority     hostRewrite
 	path          pathRewrite

@@ -46,6 +46,22 @@ type routeCompile struct {
 	id    string
 	set   *config.PolicySet
 	chain *policy.ChainBuilder
+	// prefixAt are the fields (`<kind>.path.prefix`) of the route's
+	// urlRewrite and requestRedirect that replace the matched path prefix
+	// and were written for the route (checkPrefixMatches).
+	prefixAt []string
+}
+
+// replacesPrefix notes that kind, with path as its path rewrite, replaces
+// the matched path prefix, when it does.
+func (rc *routeCompile) replacesPrefix(kind string, path *config.PathRewrite) {
+	if path == nil || path.Prefix == nil {
+		return
+	}
+	rc.route.needsPrefix = true
+	if o := rc.set.Origins(kind); len(o) > 0 && o[len(o)-1].Level >= config.LevelRoute {
+		rc.prefixAt = append(rc.prefixAt, rc.set.Path(kind)+".path.prefix")
+	}
 }
 
 // routeKinds are the kinds a route compiles, in the order they are
@@ -140,7 +156,7 @@ var routeKinds = []routeKind{
 		p, err := policy.NewRedirect(cfg)
 		if err == nil {
 			rc.chain.Add(policy.KindRedirect, p)
-			rc.route.needsPrefix = rc.route.needsPrefix || cfg.Path != nil && cfg.Path.Prefix != nil
+			rc.replacesPrefix("requestRedirect", cfg.Path)
 		}
 		return err
 	}},
@@ -149,7 +165,7 @@ var routeKinds = []routeKind{
 		p, err := policy.NewURLRewrite(cfg)
 		if err == nil {
 			rc.chain.Add(policy.KindURLRewrite, p)
-			rc.route.needsPrefix = rc.route.needsPrefix || cfg.Path != nil && cfg.Path.Prefix != nil
+			rc.replacesPrefix("urlRewrite", cfg.Path)
 		}
 		return err
 	}},

@@ -233,3 +233,131 @@ llm:
 		})
 	}
 }
+
+// A urlRewrite or requestRedirect replacing the matched path prefix needs a
+// pathPrefix match to take the prefix from, as the Gateway API has it
+// (ReplacePrefixMatch with a PathPrefix match only): on a route that
+// matches by exact path or regex alone it is refused, naming the field. It
+// used to load, and every request was answered 500. A route with a prefix
+// match among others keeps agentgateway's per-match outcome
+// (TestPrefixRewriteMixedMatches), and so does a rewrite attached to a
+// gateway, which covers the routes that match by prefix.
+func TestPrefixRewriteNeedsAPrefixMatch(t *testing.T) {
+	const up = `[{host: 127.0.0.1:1}]`
+	for _, tc := range []struct {
+		desc, cfg, want string
+	}{
+		{"urlRewrite on a regex match", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {regex: "/re/(.*)"}}]
+      policies: {urlRewrite: {path: {prefix: /x}}}
+      backends: ` + up + `
+`, "binds[0].listeners[0].routes[0].policies.urlRewrite.path.prefix: replaces the path prefix the request matched, and none of the route's matches is a pathPrefix match (exact and regex matches have no prefix to replace): match by pathPrefix, or give the full path (line 7:"},
+		{"urlRewrite on an exact match", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /ex}}, {path: {regex: "/ey.*"}, headers: [{name: x, value: {exact: "1"}}]}]
+      policies: {urlRewrite: {path: {prefix: /y}}}
+      backends: ` + up + `
+`, "binds[0].listeners[0].routes[0].policies.urlRewrite.path.prefix: replaces the path prefix"},
+		{"requestRedirect on a regex match", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {regex: "/rr/.*"}}]
+      policies: {requestRedirect: {path: {prefix: /new}}}
+`, "binds[0].listeners[0].routes[0].policies.requestRedirect.path.prefix: replaces the path prefix"},
+		{"a route backend's requestRedirect", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /shop}}]
+      backends: [{host: 127.0.0.1:1, policies: {requestRedirect: {path: {prefix: /store}}}}]
+`, "binds[0].listeners[0].routes[0].backends[0].policies.requestRedirect.path.prefix: replaces the path prefix"},
+		{"a named backend's requestRedirect names the route", `
+backends:
+- name: shop
+  host: 127.0.0.1:1
+  policies: {requestRedirect: {path: {prefix: /store}}}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /shop}}]
+      backends: [{backend: shop}]
+`, "backends[0].policies.requestRedirect.path.prefix: replaces the path prefix the request matched, and none of the route's matches is a pathPrefix match (exact and regex matches have no prefix to replace): match by pathPrefix, or give the full path (route binds[0].listeners[0].routes[0]) (line 5:"},
+		{"a policy targeting the route", `
+policies:
+- name: {name: rw, namespace: default}
+  target: {route: {name: r, namespace: default}}
+  policy: {urlRewrite: {path: {prefix: /x}}}
+binds:
+- port: 3000
+  listeners:
+  - routes: [{name: r, matches: [{path: {regex: "/r.*"}}], backends: ` + up + `}]
+`, "policies[0].policy.urlRewrite.path.prefix: replaces the path prefix the request matched, and none of the route's matches is a pathPrefix match (exact and regex matches have no prefix to replace): match by pathPrefix, or give the full path (route binds[0].listeners[0].routes[0])"},
+		{"a full path on a regex match", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {regex: "/re/(.*)"}}]
+      policies: {urlRewrite: {path: {full: /x}}, requestRedirect: {path: {full: /y}}}
+      backends: ` + up + `
+`, ""},
+		{"a prefix match among others", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {exact: /ex}}, {path: {pathPrefix: /aa}}]
+      policies: {urlRewrite: {path: {prefix: /x}}}
+      backends: ` + up + `
+`, ""},
+		{"a match without a path is a prefix match of /", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{headers: [{name: x-h, value: {exact: "1"}}]}]
+      policies: {urlRewrite: {path: {prefix: /z}}}
+      backends: ` + up + `
+`, ""},
+		{"no matches is a prefix match of /", `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - policies: {requestRedirect: {path: {prefix: /z}}}
+`, ""},
+		{"a rewrite attached to a gateway covers the routes that match by prefix", `
+policies:
+- name: {name: rw, namespace: default}
+  target: {gateway: {gatewayName: default, gatewayNamespace: default}}
+  policy: {urlRewrite: {path: {prefix: /x}}}
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - {matches: [{path: {pathPrefix: /p}}], backends: ` + up + `}
+    - {matches: [{path: {exact: /e}}], backends: ` + up + `}
+`, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := Validate(parseConfig(t, tc.cfg, nil))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("err = %v\nwant %s...", err, tc.want)
+			}
+		})
+	}
+}

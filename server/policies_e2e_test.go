@@ -230,6 +230,38 @@ binds:
 	}
 }
 
+// TestPrefixRewriteMixedMatches: on a route with a pathPrefix match beside
+// a regex one, a prefix urlRewrite is applied per match, as agentgateway
+// applies it: a request the prefix match selects is rewritten, one the regex
+// match selects has no prefix to replace and is answered 500, never
+// forwarded with its path unchanged. The load says so
+// (TestPrefixRewriteNeedsAPrefixMatch: a route without a prefix match is
+// refused).
+func TestPrefixRewriteMixedMatches(t *testing.T) {
+	p := newProbe(t, "up")
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /aa}}, {path: {regex: "/re/.*"}}]
+      policies: {urlRewrite: {path: {prefix: /x}}}
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": p.addr})
+	warned := tg.logs.FilterMessageSnippet("no path prefix to replace").All()
+	if len(warned) != 1 || warned[0].ContextMap()["field"] != "binds[0].listeners[0].routes[0].policies.urlRewrite.path.prefix" {
+		t.Errorf("load warnings %v", warned)
+	}
+	resp, body := get(t, tg.url(3000)+"/aa/b?q=1")
+	if got := p.last(t); resp.StatusCode != 200 || got.uri != "/x/b?q=1" {
+		t.Fatalf("prefix match: %d %q, upstream saw %q", resp.StatusCode, body, got.uri)
+	}
+	resp, body = get(t, tg.url(3000)+"/re/b")
+	if resp.StatusCode != 500 || p.count() != 1 {
+		t.Fatalf("regex match: %d %q, %d requests upstream", resp.StatusCode, body, p.count())
+	}
+}
+
 // TestPolicyDirectResponse: the gateway answers with the configured status
 // and body and never contacts the backend.
 func TestPolicyDirectResponse(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/relaygate/gateway/pool"
 	"github.com/relaygate/gateway/server/router"
 	"github.com/relaygate/gateway/server/telemetry"
+	"go.uber.org/zap"
 )
 
 // Snapshot is one compiled, immutable configuration. A request loads the
@@ -146,9 +147,10 @@ type routeBackend struct {
 	requestHeaders  *policy.HeaderModifier
 	responseHeaders *policy.HeaderModifier
 	redirect        *policy.Redirect
-	// redirectUsesPrefix: the redirect replaces the matched path prefix.
-	redirectUsesPrefix bool
-	requestTimeout     time.Duration
+	// redirectPrefixAt is the field of the redirect's path prefix when the
+	// redirect replaces the matched path prefix ("" when it does not).
+	redirectPrefixAt string
+	requestTimeout   time.Duration
 	// version is the HTTP version spoken to the backend (versionAuto: as
 	// the request has it, upstreamH2).
 	version       int
@@ -529,7 +531,10 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
 		}
-		cr.needsPrefix = cr.needsPrefix || rb.redirectUsesPrefix
+		if rb.redirectPrefixAt != "" {
+			cr.needsPrefix = true
+			rc.prefixAt = append(rc.prefixAt, rb.redirectPrefixAt)
+		}
 		cr.total += r.Backends[bi].Weight
 		cr.backends = append(cr.backends, rb)
 		cr.weights = append(cr.weights, cr.total)
@@ -554,12 +559,51 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 			cr.prefixes = append(cr.prefixes, slash)
 		}
 		sort.Slice(cr.prefixes, func(i, j int) bool { return len(cr.prefixes[i]) > len(cr.prefixes[j]) })
+		errs = append(errs, c.checkPrefixMatches(path, r, cr, rc.prefixAt)...)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	cr.noBackend = c.gw.metrics.Route(cr.name, "")
 	return cr, nil
+}
+
+// checkPrefixMatches refuses a urlRewrite or requestRedirect that replaces
+// the matched path prefix (`path: {prefix}`) on a route none of whose
+// matches is a path prefix match: an exact or regex match has no prefix to
+// replace, so every request would be answered 500, as agentgateway answers
+// it. The Gateway API allows ReplacePrefixMatch with a PathPrefix match
+// only. at are the fields of those written for the route (its own
+// policies, a policy targeting it, its backends'); one attached to its
+// gateway or listener covers the routes that match by prefix and stays.
+// A route with prefix matches among others keeps agentgateway's
+// per-match outcome: a request its prefix matches select is rewritten,
+// one another match selects is answered 500; said at every load.
+func (c *compiler) checkPrefixMatches(path string, r *config.Route, cr *route, at []string) config.Errors {
+	var other []string
+	for i, m := range r.Matches {
+		if m.Path != nil && m.Path.Kind != config.PathPrefix {
+			other = append(other, "matches["+strconv.Itoa(i)+"]")
+		}
+	}
+	if len(cr.prefixes) > 0 {
+		if len(other) > 0 {
+			for _, field := range at {
+				c.gw.log.Warn("the route's "+strings.Join(other, ", ")+" match by exact path or regex, which have no path prefix to replace: the requests they select are answered 500",
+					zap.String("field", field), zap.String("route", path))
+			}
+		}
+		return nil
+	}
+	var errs config.Errors
+	for _, field := range at {
+		msg := "replaces the path prefix the request matched, and none of the route's matches is a pathPrefix match (exact and regex matches have no prefix to replace): match by pathPrefix, or give the full path"
+		if !strings.HasPrefix(field, path+".") {
+			msg += " (route " + path + ")"
+		}
+		errs = append(errs, &decode.FieldError{Path: field, Msg: msg})
+	}
+	return errs
 }
 
 // unchargedTokenBuckets refuses the `tokens` buckets of the localRateLimit
@@ -772,7 +816,9 @@ func (c *compiler) routeBackend(path, routeName, scope string, rb *config.RouteB
 				errs = append(errs, kindError(set.Path("requestRedirect"), err))
 			}
 			out.redirect = v
-			out.redirectUsesPrefix = policies.RequestRedirect.Path != nil && policies.RequestRedirect.Path.Prefix != nil
+			if p := policies.RequestRedirect.Path; p != nil && p.Prefix != nil {
+				out.redirectPrefixAt = set.Path("requestRedirect") + ".path.prefix"
+			}
 		}
 		if policies.BackendTLS != nil {
 			t, err := compileBackendTLS(policies.BackendTLS)
