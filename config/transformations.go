@@ -55,7 +55,9 @@ type Transform struct {
 	// Remove deletes headers by name.
 	Remove []string `json:"remove,omitempty" cfg:"maxItems=64"`
 	// Replace computes the whole header set: a map of names to a string or
-	// a list of strings. Pseudo-headers in it are ignored.
+	// a list of strings. Pseudo-headers in it are ignored, and so are the
+	// framing and hop-by-hop fields (Content-Length, Transfer-Encoding,
+	// Connection, Upgrade, ...), which it neither sets nor removes.
 	Replace *CELExpression `json:"replace,omitempty"`
 	// Body computes the message's new body: a string or bytes as they
 	// are, any other value as JSON. One that fails to evaluate empties

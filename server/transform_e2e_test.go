@@ -563,3 +563,80 @@ binds:
 		}
 	}
 }
+
+// TestTransformReplaceKeepsFramingE2E: a whole-header-set replace computed
+// from a client's header cannot set Content-Length, Transfer-Encoding or a
+// hop-by-hop field on the request or on the response, as header edits
+// never do: a client's `{"content-length": "2"}` cut its 5-byte body
+// short upstream (502 "body stream exceeds content-length"), and a larger
+// one had the gateway answer 400 blaming the client.
+func TestTransformReplaceKeepsFramingE2E(t *testing.T) {
+	up, seen := rawHTTPUpstream(t, func(message) (string, bool) {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Up: u\r\n\r\nworld", false
+	})
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /req}}]
+      policies:
+        transformations:
+          request:
+            replace: 'json(request.headers["x-h"])'
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /resp}}]
+      policies:
+        transformations:
+          response:
+            replace: 'json(request.headers["x-h"])'
+      backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})
+	for _, set := range []string{
+		`{"content-length": "2", "x-a": "1"}`,
+		`{"content-length": "50", "x-a": "1"}`,
+		`{"transfer-encoding": "chunked", "x-a": "1"}`,
+		`{"connection": "upgrade", "upgrade": "h2c", "te": "trailers", "keep-alive": "timeout=1", "x-a": "1"}`,
+	} {
+		t.Run(set, func(t *testing.T) {
+			c, br := dialRaw(t, tg.addr(3000))
+			if _, err := io.WriteString(c, "POST /req HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX-H: "+set+"\r\n\r\nhello"); err != nil {
+				t.Fatal(err)
+			}
+			resp, body := readResponse(t, br, http.MethodPost)
+			if resp.StatusCode != 200 || body != "world" {
+				t.Fatalf("request replaced: client got %d %q", resp.StatusCode, body)
+			}
+			m := <-seen
+			if got := m.fields.get("Content-Length"); got != "5" || string(m.body) != "hello" || m.fields.get("X-A") != "1" {
+				t.Errorf("upstream got Content-Length %q body %q x-a %q", got, m.body, m.fields.get("X-A"))
+			}
+			for _, name := range []string{"Transfer-Encoding", "Connection", "Upgrade", "Te", "Keep-Alive"} {
+				if m.fields.has(name) {
+					t.Errorf("upstream got %s: %q", name, m.fields.get(name))
+				}
+			}
+
+			// The response, on the same connection: its framing holds.
+			if _, err := io.WriteString(c, "POST /resp HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX-H: "+set+"\r\n\r\nhello"); err != nil {
+				t.Fatal(err)
+			}
+			resp, body = readResponse(t, br, http.MethodPost)
+			<-seen
+			if resp.StatusCode != 200 || body != "world" || resp.ContentLength != 5 || resp.Header.Get("X-A") != "1" || resp.Header.Get("X-Up") != "" {
+				t.Fatalf("response replaced: client got %d %q %v", resp.StatusCode, body, resp.Header)
+			}
+			for _, name := range []string{"Connection", "Upgrade", "Te", "Keep-Alive"} {
+				if v := resp.Header.Get(name); v != "" {
+					t.Errorf("client got %s: %q", name, v)
+				}
+			}
+			if len(resp.TransferEncoding) > 0 {
+				t.Errorf("client got Transfer-Encoding %q", resp.TransferEncoding)
+			}
+			if resp.Close {
+				t.Error("the client's connection was closed")
+			}
+		})
+	}
+}

@@ -21,8 +21,8 @@ func (r requestHeaders) Del(k string) {
 	policy.DelRequestHeader(&r.c.Fast.Request.Header, []byte(k))
 }
 
-// reset removes every header but Host (the request's authority) and the
-// framing headers, which describe the body the gateway forwards.
+// reset removes every header but Host (the request's authority) and those
+// deleteAllBut keeps.
 func (r requestHeaders) reset() {
 	h := &r.c.Fast.Request.Header
 	deleteAllBut(h.All(), h.Del, "Host")
@@ -73,24 +73,25 @@ func (r responseHeaders) Del(k string) {
 	policy.DelResponseHeader(&r.c.Fast.Response.Header, []byte(k))
 }
 
-// reset removes every header but the framing ones.
+// reset removes every header but those deleteAllBut keeps.
 func (r responseHeaders) reset() {
 	h := &r.c.Fast.Response.Header
 	deleteAllBut(h.All(), h.Del)
 }
 
-// deleteAllBut deletes every header of all except the framing headers,
-// which describe the body the gateway sends, and those named in keep.
+// deleteAllBut deletes every header of all except Content-Type, those named
+// in keep, and the framing and hop-by-hop ones (policy.ReservedHeader),
+// which describe the body the gateway sends and its connections: a
+// replace can neither set nor remove them (an upgrade stays the client's
+// to ask for).
 func deleteAllBut(all iter.Seq2[[]byte, []byte], del func(string), keep ...string) {
 	var names []string
 	for k := range all {
-		switch string(k) {
-		case "Content-Length", "Transfer-Encoding", "Content-Type":
+		name := string(k)
+		if name == "Content-Type" || policy.ReservedHeader(name) || slices.Contains(keep, name) {
 			continue
 		}
-		if !slices.Contains(keep, string(k)) {
-			names = append(names, string(k))
-		}
+		names = append(names, name)
 	}
 	for _, n := range names {
 		del(n)

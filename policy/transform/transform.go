@@ -258,7 +258,11 @@ func (e *edits) apply(c *policy.Ctx, in *celrules.Input, h headers) {
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			if strings.HasPrefix(name, ":") || !policy.ValidHeaderName(name) {
+			// The framing and hop-by-hop fields are the gateway's to
+			// write from the body it sends and the connections it keeps,
+			// as in an external service's edits (policy.ReservedHeader):
+			// a Content-Length from here would frame the message wrong.
+			if strings.HasPrefix(name, ":") || !policy.ValidHeaderName(name) || policy.ReservedHeader(name) {
 				continue
 			}
 			for _, value := range replaced[name] {

@@ -335,3 +335,48 @@ func TestResponseStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaceKeepsReservedHeaders: replace's map cannot set the framing and
+// hop-by-hop fields (policy.ReservedHeader), in either direction, as an
+// external service's edits cannot: its Content-Length framed the request
+// wrong upstream (502 "body stream exceeds content-length", or a 400
+// blamed on the client). Nor does it remove them: the message's own stay,
+// as with every edit of theirs.
+func TestReplaceKeepsReservedHeaders(t *testing.T) {
+	const m = `{"content-length": "2", "Transfer-Encoding": "chunked", "connection": "upgrade", "upgrade": "h2c", "te": "trailers", "keep-alive": "timeout=1", "proxy-connection": "x", "proxy-authorization": "Basic eA==", "proxy-authenticate": "Basic", "x-kept": "v"}`
+	p, err := New(&config.Transformations{
+		Request:  &config.Transform{Replace: ptr(expr(m))},
+		Response: &config.Transform{Replace: ptr(expr(m))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := "POST /p HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 5\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Gone: g\r\n\r\nhello"
+	c := policytest.Ctx(policytest.NewRequest("GET", "/"))
+	if err := c.Fast.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if p.OnRequest(c) != policy.Continue {
+		t.Fatal("answered")
+	}
+	var got []string
+	for k, v := range c.Fast.Request.Header.All() {
+		got = append(got, string(k)+": "+string(v))
+	}
+	if want := "Host: gw.test|Content-Length: 5|Connection: Upgrade|Upgrade: websocket|X-Kept: v"; strings.Join(got, "|") != want {
+		t.Errorf("request fields %q\nwant %q", strings.Join(got, "|"), want)
+	}
+	up := "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Gone: g\r\n\r\nhello"
+	if err := c.Fast.Response.Read(bufio.NewReader(strings.NewReader(up))); err != nil {
+		t.Fatal(err)
+	}
+	c.Fast.Response.Header.SetNoDefaultContentType(true) // as the server has it
+	p.OnResponse(c)
+	got = got[:0]
+	for k, v := range c.Fast.Response.Header.All() {
+		got = append(got, string(k)+": "+string(v))
+	}
+	if want := "Content-Length: 5|X-Kept: v"; strings.Join(got, "|") != want {
+		t.Errorf("response fields %q\nwant %q", strings.Join(got, "|"), want)
+	}
+}
