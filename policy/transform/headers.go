@@ -4,6 +4,7 @@ import (
 	"iter"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 
@@ -32,7 +33,7 @@ func (r requestHeaders) pseudo(name, value string) bool {
 	h := &r.c.Fast.Request.Header
 	switch name {
 	case ":method":
-		if !policy.ValidHeaderName(value) { // a method is a token
+		if !settableMethod(value, h.IsHead()) {
 			return false
 		}
 		h.SetMethod(value)
@@ -51,6 +52,26 @@ func (r requestHeaders) pseudo(name, value string) bool {
 		return false
 	}
 	return true
+}
+
+// settableMethod reports whether a transformation may make value the
+// request's method; head says the request is a HEAD. A method is a token
+// (RFC 9110 9.1), and neither of these, in any case (servers that read
+// methods case-insensitively exist):
+//   - CONNECT: an upstream answering it 2xx would turn the pooled
+//     connection into a tunnel, whatever came next on it;
+//   - HEAD, to or from: the answer to a HEAD has no body, and the client's
+//     connection is framed by the client's method. A body relayed to a
+//     HEAD client, or a GET client's answer sent without its body, would
+//     be read as the start of the next answer.
+func settableMethod(value string, head bool) bool {
+	switch {
+	case !policy.ValidHeaderName(value), strings.EqualFold(value, fasthttp.MethodConnect):
+		return false
+	case strings.EqualFold(value, fasthttp.MethodHead):
+		return head && value == fasthttp.MethodHead
+	}
+	return !head
 }
 
 // setBody replaces the request's body: the client's stream, unread, is

@@ -380,3 +380,47 @@ func TestReplaceKeepsReservedHeaders(t *testing.T) {
 		t.Errorf("response fields %q\nwant %q", strings.Join(got, "|"), want)
 	}
 }
+
+// TestRequestMethod: :method takes a method token, but not CONNECT (an
+// upstream answering it 2xx would make the pooled connection a tunnel),
+// and never makes or unmakes a HEAD (the client reads its answer by its
+// own method: a body sent to a HEAD client, or none to a GET client, would
+// be read as the next answer); whatever the case. Any other value leaves
+// the method alone, as a failing expression does.
+func TestRequestMethod(t *testing.T) {
+	for _, tc := range []struct {
+		from, set, want string
+	}{
+		{"GET", "PUT", "PUT"},
+		{"POST", "GET", "GET"},
+		{"GET", "PROPFIND", "PROPFIND"},
+		{"GET", "CONNECT", "GET"},
+		{"GET", "connect", "GET"},
+		{"POST", "Connect", "POST"},
+		{"GET", "HEAD", "GET"},
+		{"GET", "head", "GET"},
+		{"HEAD", "GET", "HEAD"},
+		{"HEAD", "POST", "HEAD"},
+		{"HEAD", "head", "HEAD"},
+		{"HEAD", "HEAD", "HEAD"},
+		{"GET", "GE T", "GET"},
+		{"GET", "", "GET"},
+		{"GET", "GET\r\nX-Evil: 1", "GET"},
+	} {
+		t.Run(tc.from+" to "+tc.set, func(t *testing.T) {
+			p, err := New(&config.Transformations{Request: &config.Transform{
+				Set: map[string]config.CELExpression{":method": expr(strconv.Quote(tc.set))},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := policytest.Ctx(policytest.NewRequest(tc.from, "/"))
+			if p.OnRequest(c) != policy.Continue {
+				t.Fatal("answered")
+			}
+			if got := string(c.Fast.Request.Header.Method()); got != tc.want {
+				t.Errorf("method %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
