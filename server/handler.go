@@ -278,9 +278,9 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 		fctx.Request.Header.SetHostBytes(authority)
 	}
 	path := requestPath(fctx)
-	if !bc.rawPaths && len(path) > 0 && path[0] == '/' && pathNeedsNormalizing(path) {
+	if !bc.rawPaths && len(path) > 0 && path[0] == '/' && policy.PathNeedsNormalizing(path) {
 		// Routing, policies and the upstream see the path in normal form
-		// (pathnorm.go); ordinary paths need nothing and cost one scan.
+		// (policy/pathnorm.go); ordinary paths need nothing and cost one scan.
 		var err error
 		if path, err = normalizeTarget(&fctx.Request, pc); err != nil {
 			return end(respondError(fctx, fasthttp.StatusBadRequest, err.Error()))
@@ -912,14 +912,14 @@ func pathBounds(uri []byte) (start, end int) {
 }
 
 // normalizeTarget replaces the path of the request target with its normal
-// form (appendNormalizedPath), keeping what comes before it (an absolute
+// form (policy.AppendNormalizedPath), keeping what comes before it (an absolute
 // form's scheme and authority) and the query as they are, and returns the
 // new path; or the error that refuses the path, leaving the target alone.
 func normalizeTarget(req *fasthttp.Request, pc *policy.Ctx) ([]byte, error) {
 	uri := req.Header.RequestURI()
 	start, end := pathBounds(uri)
 	b := append(pc.Scratch(), uri[:start]...)
-	b, err := appendNormalizedPath(b, uri[start:end])
+	b, err := policy.AppendNormalizedPath(b, uri[start:end])
 	if err != nil {
 		pc.KeepScratch(b)
 		return nil, err

@@ -140,7 +140,7 @@ var routeKinds = []routeKind{
 	{"transformations", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.Transformations)
 		one := func(cfg *config.Transformations) (any, error) {
-			return transform.NewWith(cfg, transform.Options{MaxBuffer: c.frontend.maxBufferSize, Logger: c.gw.log})
+			return transform.NewWith(cfg, transform.Options{MaxBuffer: c.frontend.maxBufferSize, Logger: c.gw.log, RawPaths: rawPaths(c.file)})
 		}
 		conds := make([]config.ValueCondition, len(cfg.Conditional))
 		entries := make([]*config.Transformations, len(cfg.Conditional))

@@ -56,7 +56,7 @@ type bindConfig struct {
 	listeners []*listenerConfig // most specific hostname first
 	// rawPaths keeps request paths as received
 	// (frontendPolicies.http.pathNormalization: raw); by default they are
-	// normalized before routing (pathnorm.go).
+	// normalized before routing (policy/pathnorm.go).
 	rawPaths bool
 	// gatewayReadsBody is set when a listener's gateway-phase policies
 	// read the request body: a client waiting for 100 Continue gets it

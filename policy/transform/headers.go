@@ -13,8 +13,12 @@ import (
 
 // requestHeaders edits the request being forwarded. Set replaces every
 // value of the name (policy.SetRequestHeader), so that a client's second copy
-// never reaches the backend beside the gateway's.
-type requestHeaders struct{ c *policy.Ctx }
+// never reaches the backend beside the gateway's. rawPaths keeps a :path as
+// computed (Options.RawPaths).
+type requestHeaders struct {
+	c        *policy.Ctx
+	rawPaths bool
+}
 
 func (r requestHeaders) Set(k, v string) { policy.SetRequestHeader(&r.c.Fast.Request.Header, k, v) }
 func (r requestHeaders) Add(k, v string) { r.c.Fast.Request.Header.Add(k, v) }
@@ -40,6 +44,17 @@ func (r requestHeaders) pseudo(name, value string) bool {
 	case ":path":
 		if !policy.ValidOriginForm(value) {
 			return false
+		}
+		if !r.rawPaths {
+			// As the client's path was before routing and authorization:
+			// "/a/../admin" goes as "/admin", not for the upstream to
+			// resolve. A path normalizing refuses (an encoded "/", a
+			// "", a broken escape), which a client's request would be
+			// answered 400 for, leaves the path alone.
+			var ok bool
+			if value, ok = policy.NormalizeTarget(value); !ok {
+				return false
+			}
 		}
 		h.SetRequestURI(value)
 	case ":authority":

@@ -29,6 +29,10 @@ type Options struct {
 	// Logger tells of responses answered 502 because their body could
 	// not be read; nil logs nothing.
 	Logger *zap.Logger
+	// RawPaths keeps a :path as computed, as request paths are kept
+	// (frontendPolicies.http.pathNormalization: raw); by default it is
+	// normalized as they are (policy.NormalizeTarget).
+	RawPaths bool
 }
 
 // Transformations is the compiled policy; immutable and safe for
@@ -37,6 +41,7 @@ type Transformations struct {
 	request, response *edits
 	maxBuffer         int
 	log               *zap.Logger
+	rawPaths          bool
 	// readsRequest: an expression (of either direction) reads
 	// request.body, so the request's body is read whole before the
 	// request's edits.
@@ -74,7 +79,7 @@ func NewWith(cfg *config.Transformations, o Options) (*Transformations, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	out := &Transformations{maxBuffer: o.MaxBuffer, log: o.Logger}
+	out := &Transformations{maxBuffer: o.MaxBuffer, log: o.Logger, rawPaths: o.RawPaths}
 	var err error
 	if out.request, err = out.compile("request", cfg.Request); err != nil {
 		return nil, err
@@ -169,7 +174,7 @@ func (t *Transformations) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	if t.request != nil {
 		in := celrules.LiveInput(c)
-		t.request.apply(c, &in, requestHeaders{c})
+		t.request.apply(c, &in, requestHeaders{c: c, rawPaths: t.rawPaths})
 	}
 	return policy.Continue
 }

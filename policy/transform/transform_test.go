@@ -424,3 +424,41 @@ func TestRequestMethod(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestPathNormalized: a :path computed from the request is
+// normalized as the client's path was before routing and authorization
+// ran on it, unless paths are kept raw: "/a/../admin" went upstream as
+// it was, for the upstream to resolve into /admin. One normalizing refuses
+// leaves the path alone.
+func TestRequestPathNormalized(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+		raw       bool
+	}{
+		{set: "/a/../admin", want: "/admin"},
+		{set: "/a/%2E%2e/admin?x=/../y", want: "/admin?x=/../y"},
+		{set: "//x//y/", want: "/x/y/"},
+		{set: "/%7Euser/%3f", want: "/~user/%3F"},
+		{set: "/ok?q=1", want: "/ok?q=1"},
+		{set: "/a/%2Fb", want: "/orig?o=1"},
+		{set: "/a%", want: "/orig?o=1"},
+		{set: "/a/../admin", want: "/a/../admin", raw: true},
+		{set: "/a/%2Fb", want: "/a/%2Fb", raw: true},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			p, err := NewWith(&config.Transformations{Request: &config.Transform{
+				Set: map[string]config.CELExpression{":path": expr(`request.headers["x-p"]`)},
+			}}, Options{RawPaths: tc.raw})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := policytest.Ctx(policytest.NewRequest("GET", "/orig?o=1", "X-P", tc.set))
+			if p.OnRequest(c) != policy.Continue {
+				t.Fatal("answered")
+			}
+			if got := string(c.Fast.Request.Header.RequestURI()); got != tc.want {
+				t.Errorf("target %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

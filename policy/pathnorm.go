@@ -1,8 +1,9 @@
-package server
+package policy
 
 import (
 	"bytes"
 	"errors"
+	"strings"
 )
 
 // Request path normalization (frontendPolicies.http.pathNormalization,
@@ -20,6 +21,10 @@ import (
 // RFC 3986 does not allow it in a path), and a "%" that does not start a
 // two-hex-digit escape (one could build an escape out of decoded bytes:
 // "%%32%65" would become "%2e"). The query is not touched.
+//
+// The server normalizes each request's path before routing (begin); a
+// path a policy computes from the request (a transformation's :path)
+// is normalized the same way (NormalizeTarget).
 
 var (
 	errPathEncodedSlash = errors.New("invalid request path: encoded slash or backslash")
@@ -27,11 +32,11 @@ var (
 	errPathBadEscape    = errors.New("invalid request path: malformed percent-encoding")
 )
 
-// pathNeedsNormalizing reports whether appendNormalizedPath would change or
+// PathNeedsNormalizing reports whether AppendNormalizedPath would change or
 // refuse p: a path holding no "\", no "//", no "." or ".." segment and only
 // escapes already in normal form needs nothing. One pass, no allocation;
 // ordinary paths end here.
-func pathNeedsNormalizing(p []byte) bool {
+func PathNeedsNormalizing(p []byte) bool {
 	if len(p) == 0 || p[0] != '/' {
 		return true
 	}
@@ -68,13 +73,13 @@ func pathNeedsNormalizing(p []byte) bool {
 	return false
 }
 
-// appendNormalizedPath appends the normal form of the path p to dst: it
+// AppendNormalizedPath appends the normal form of the path p to dst: it
 // starts with "/", holds no empty, "." or ".." segment but for a final
 // empty one (a path ending in "/", "/." or "/.." ends in "/"), and its
 // escapes are upper-case and encode no unreserved character. A path not
 // starting with "/" is read as if it did. The error says why p is refused
 // (dst is then returned as it came).
-func appendNormalizedPath(dst, p []byte) ([]byte, error) {
+func AppendNormalizedPath(dst, p []byte) ([]byte, error) {
 	base := len(dst)
 	i := 0
 	for i < len(p) || len(dst) == base {
@@ -126,7 +131,7 @@ func appendNormalizedPath(dst, p []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// pathSpecial marks the bytes pathNeedsNormalizing looks at.
+// pathSpecial marks the bytes PathNeedsNormalizing looks at.
 var pathSpecial = [256]bool{'/': true, '%': true, '\\': true}
 
 // unreserved marks RFC 3986's unreserved characters: ALPHA DIGIT - . _ ~.
@@ -160,4 +165,23 @@ func unhex(c byte) byte {
 		return c - 'a' + 10
 	}
 	return c - 'A' + 10
+}
+
+// NormalizeTarget returns the origin-form target ("/path?query") with its
+// path in normal form (AppendNormalizedPath) and its query as it is, or
+// false when normalizing refuses the path. A target already in normal form
+// is returned as it is.
+func NormalizeTarget(target string) (string, bool) {
+	path, query := target, ""
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		path, query = target[:i], target[i:]
+	}
+	if !PathNeedsNormalizing([]byte(path)) {
+		return target, true
+	}
+	b, err := AppendNormalizedPath(make([]byte, 0, len(target)), []byte(path))
+	if err != nil {
+		return "", false
+	}
+	return string(append(b, query...)), true
 }

@@ -1,4 +1,4 @@
-package server
+package policy
 
 import (
 	"bytes"
@@ -83,24 +83,24 @@ func TestNormalizePath(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
 			prefix := []byte("http://h")
-			got, err := appendNormalizedPath(prefix, []byte(tc.in))
+			got, err := AppendNormalizedPath(prefix, []byte(tc.in))
 			if err != tc.err {
-				t.Fatalf("appendNormalizedPath(%q): error %v, want %v", tc.in, err, tc.err)
+				t.Fatalf("AppendNormalizedPath(%q): error %v, want %v", tc.in, err, tc.err)
 			}
 			if tc.err != nil {
 				if string(got) != "http://h" {
-					t.Fatalf("appendNormalizedPath(%q) refused but returned %q", tc.in, got)
+					t.Fatalf("AppendNormalizedPath(%q) refused but returned %q", tc.in, got)
 				}
-				if !pathNeedsNormalizing([]byte(tc.in)) {
-					t.Fatalf("pathNeedsNormalizing(%q) = false for a path that is refused", tc.in)
+				if !PathNeedsNormalizing([]byte(tc.in)) {
+					t.Fatalf("PathNeedsNormalizing(%q) = false for a path that is refused", tc.in)
 				}
 				return
 			}
 			if string(got) != "http://h"+tc.want {
-				t.Fatalf("appendNormalizedPath(%q) = %q, want %q", tc.in, got[len(prefix):], tc.want)
+				t.Fatalf("AppendNormalizedPath(%q) = %q, want %q", tc.in, got[len(prefix):], tc.want)
 			}
-			if needs, want := pathNeedsNormalizing([]byte(tc.in)), tc.in != tc.want; needs != want {
-				t.Fatalf("pathNeedsNormalizing(%q) = %v, want %v", tc.in, needs, want)
+			if needs, want := PathNeedsNormalizing([]byte(tc.in)), tc.in != tc.want; needs != want {
+				t.Fatalf("PathNeedsNormalizing(%q) = %v, want %v", tc.in, needs, want)
 			}
 		})
 	}
@@ -109,7 +109,7 @@ func TestNormalizePath(t *testing.T) {
 // FuzzNormalizePath: normalizing never panics; its result starts with "/",
 // has no empty (but a final one), "." or ".." segment, no escape it would
 // change and no slash or backslash in any form; normalizing it again
-// changes nothing; pathNeedsNormalizing says false exactly for the paths
+// changes nothing; PathNeedsNormalizing says false exactly for the paths
 // normalizing keeps as they are; and the result names the path that
 // path.Clean makes of the input with its escapes in normal form.
 func FuzzNormalizePath(f *testing.F) {
@@ -120,13 +120,13 @@ func FuzzNormalizePath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		out, err := appendNormalizedPath(nil, []byte(in))
+		out, err := AppendNormalizedPath(nil, []byte(in))
 		if err != nil {
 			if len(out) != 0 {
 				t.Fatalf("%q refused (%v) but returned %q", in, err, out)
 			}
-			if !pathNeedsNormalizing([]byte(in)) {
-				t.Fatalf("pathNeedsNormalizing(%q) = false for a path that is refused (%v)", in, err)
+			if !PathNeedsNormalizing([]byte(in)) {
+				t.Fatalf("PathNeedsNormalizing(%q) = false for a path that is refused (%v)", in, err)
 			}
 			return
 		}
@@ -143,15 +143,15 @@ func FuzzNormalizePath(f *testing.F) {
 				t.Fatalf("%q -> %q: segment %d is %q", in, s, i, seg)
 			}
 		}
-		again, err := appendNormalizedPath(nil, out)
+		again, err := AppendNormalizedPath(nil, out)
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("not idempotent: %q -> %q -> %q (%v)", in, out, again, err)
 		}
-		if pathNeedsNormalizing(out) {
-			t.Fatalf("pathNeedsNormalizing(%q) = true for a normalized path", out)
+		if PathNeedsNormalizing(out) {
+			t.Fatalf("PathNeedsNormalizing(%q) = true for a normalized path", out)
 		}
-		if needs := pathNeedsNormalizing([]byte(in)); !needs && s != in {
-			t.Fatalf("pathNeedsNormalizing(%q) = false, yet it normalizes to %q", in, s)
+		if needs := PathNeedsNormalizing([]byte(in)); !needs && s != in {
+			t.Fatalf("PathNeedsNormalizing(%q) = false, yet it normalizes to %q", in, s)
 		}
 		if want := path.Clean("/" + normalEscapes(in)); path.Clean(s) != want {
 			t.Fatalf("%q -> %q, which path.Clean makes %q, want %q", in, s, path.Clean(s), want)
@@ -194,9 +194,9 @@ func BenchmarkNormalizePath(b *testing.B) {
 			buf := make([]byte, 0, 256)
 			b.ReportAllocs()
 			for b.Loop() {
-				if pathNeedsNormalizing(p) {
+				if PathNeedsNormalizing(p) {
 					var err error
-					if buf, err = appendNormalizedPath(buf[:0], p); err != nil {
+					if buf, err = AppendNormalizedPath(buf[:0], p); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -210,14 +210,36 @@ func TestNormalizePathAllocations(t *testing.T) {
 	q := []byte("/api//v1/./users/../users/%7e12345/profile")
 	buf := make([]byte, 0, 256)
 	if n := testing.AllocsPerRun(100, func() {
-		if pathNeedsNormalizing(p) {
+		if PathNeedsNormalizing(p) {
 			t.Fatal("an ordinary path needs normalizing")
 		}
 		var err error
-		if buf, err = appendNormalizedPath(buf[:0], q); err != nil {
+		if buf, err = AppendNormalizedPath(buf[:0], q); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)
+	}
+}
+
+// TestNormalizeTarget: a computed target's path is normalized and its query
+// kept as it is; a path normalizing refuses is refused.
+func TestNormalizeTarget(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"/a/b?x=1", "/a/b?x=1", true},
+		{"/a/../admin", "/admin", true},
+		{"/a/%2e%2e/admin?x=/../y", "/admin?x=/../y", true},
+		{"//a/./%7euser?", "/a/~user?", true},
+		{"/a/%2Fb", "", false},
+		{"/a\\b?q", "", false},
+		{"/a%zz", "", false},
+	} {
+		got, ok := NormalizeTarget(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("NormalizeTarget(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }
