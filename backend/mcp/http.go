@@ -284,6 +284,12 @@ func (b *Backend) servePost(r *Request) Outcome {
 		return Outcome{}
 	}
 	req, isReq := msg.(*jsonrpc.Request)
+	if isReq {
+		if problem := paramsProblem(req.Params); problem != "" {
+			refuseParams(fctx, req, problem)
+			return Outcome{Method: req.Method}
+		}
+	}
 	if isReq && req.Method == "initialize" && req.ID.IsValid() {
 		b.serveInitialize(r, req)
 		return Outcome{Method: req.Method}
@@ -836,6 +842,14 @@ func (b *Backend) serveLegacyPost(r *Request, id string) Outcome {
 		cancel()
 	case *jsonrpc.Request:
 		out.Method = m.Method
+		if problem := paramsProblem(m.Params); problem != "" {
+			if m.ID.IsValid() {
+				s.toClient(-1, "", errorResponse(m.ID, jsonrpc.CodeInvalidParams, "Invalid params: "+problem))
+			} else {
+				b.log.Debug("mcp client notification dropped: invalid params", zap.String("backend", b.opts.Name), zap.String("method", m.Method), zap.String("problem", problem))
+			}
+			return out
+		}
 		if !m.ID.IsValid() {
 			ctx, cancel := b.callContext(r)
 			s.clientNotification(ctx, m)

@@ -424,13 +424,8 @@ func (c *streamable) httpFailure(resp *http.Response, msg jsonrpc.Message, call 
 	}
 	// Use the target's JSON-RPC error when the body carries one.
 	code, detail := int64(jsonrpc.CodeInternalError), ""
-	if m, err := jsonrpc.DecodeMessage(body); err == nil {
-		if r, ok := m.(*jsonrpc.Response); ok && r.Error != nil {
-			var w *jsonrpc.Error
-			if errors.As(r.Error, &w) {
-				code, detail = w.Code, w.Message
-			}
-		}
+	if e, ok := bodyError(body); ok {
+		code, detail = e.Code, e.Message
 	}
 	if detail == "" {
 		detail = textSnippet(body)
@@ -454,9 +449,13 @@ func (c *streamable) httpFailure(resp *http.Response, msg jsonrpc.Message, call 
 // session a request named (sentSession; initialize names none): 404, as
 // the spec has it, or a 400 that does not answer the request, as servers
 // built on the TypeScript SDK's examples refuse an id they do not know
-// ("Bad Request: No valid session ID provided", id null). A 400 whose body
-// is a JSON-RPC answer to the request is the target refusing the request
-// itself, not the session.
+// ("Bad Request: No valid session ID provided", -32000, no id). A 400
+// whose body is a JSON-RPC answer to the request, or an error with one of
+// JSON-RPC's own codes (-32700 parse error, -32600 invalid request,
+// -32601..-32603), is the target refusing the request itself, not the
+// session: the TypeScript SDK answers a message its schema refuses (a
+// "_meta": null) with 400 -32700 and id null, and taking that for a
+// refusal ended the client's session on every target.
 func refusedSession(status int, body []byte, call *jsonrpc.Request, sentSession string) bool {
 	switch {
 	case sentSession == "":
@@ -471,7 +470,37 @@ func refusedSession(status int, body []byte, call *jsonrpc.Request, sentSession 
 			return false
 		}
 	}
+	if e, ok := bodyError(body); ok && messageRefused(e.Code) {
+		return false
+	}
 	return true
+}
+
+// bodyError is the JSON-RPC error an HTTP error's body carries, whatever
+// its id: servers answer a message they could not read with id null, or
+// none, which the SDK's decoder refuses.
+func bodyError(body []byte) (*jsonrpc.Error, bool) {
+	var r struct {
+		Error *struct {
+			Code    *int64 `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &r) != nil || r.Error == nil || r.Error.Code == nil {
+		return nil, false
+	}
+	return &jsonrpc.Error{Code: *r.Error.Code, Message: r.Error.Message}, true
+}
+
+// messageRefused reports one of the codes JSON-RPC defines for a message
+// the server could not take (as opposed to the server-defined -32000 to
+// -32099, which MCP servers use for "session not found").
+func messageRefused(code int64) bool {
+	switch code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams, jsonrpc.CodeInternalError:
+		return true
+	}
+	return false
 }
 
 func suffix(detail string) string {

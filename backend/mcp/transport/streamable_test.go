@@ -283,6 +283,14 @@ func TestStreamableHTTPFailures(t *testing.T) {
 		}, kind: ErrSessionExpired, code: CodeSessionExpired, want: []string{"expired", "HTTP 400", "No valid session ID"}},
 		{name: "400 with a session, plain text", session: "s-1", reply: func(w http.ResponseWriter) { http.Error(w, "unknown session", http.StatusBadRequest) },
 			kind: ErrSessionExpired, code: CodeSessionExpired, want: []string{"expired", "HTTP 400", "unknown session"}},
+		// The TypeScript SDK's answer to a message its schema refuses (a
+		// "_meta": null): the request's refusal, not the session's.
+		{name: "400 with a session, parse error without id", session: "s-1", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 400, `{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error: Invalid JSON-RPC message"},"id":null}`)
+		}, code: jsonrpc.CodeParseError, want: []string{"rejected tools/list", "HTTP 400", "Parse error"}},
+		{name: "400 with a session, invalid request without id", session: "s-1", reply: func(w http.ResponseWriter) {
+			writeJSON(w, 400, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: Server already initialized"}}`)
+		}, code: jsonrpc.CodeInvalidRequest, want: []string{"rejected tools/list", "HTTP 400", "already initialized"}},
 		{name: "400 with a session, answering the request", session: "s-1", reply: func(w http.ResponseWriter) {
 			writeJSON(w, 400, `{"jsonrpc":"2.0","id":101,"error":{"code":-32602,"message":"bad cursor"}}`)
 		}, code: -32602, want: []string{"rejected tools/list", "HTTP 400", "bad cursor"}},
