@@ -50,7 +50,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	n := len(s.b.targets)
 	params, version := negotiable(params)
 	s.mu.Lock()
-	s.init = params
+	s.init = resumeInit(params)
 	s.opts = connectOptions{headers: o.headers}
 	s.mu.Unlock()
 	results := make([]*jsonrpc.Response, n)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -494,10 +495,18 @@ func (b *Backend) serveInitialize(r *Request, req *jsonrpc.Request) {
 		writeJSON(fctx, resp)
 		return
 	}
-	st := &sessionState{Subject: r.Subject, Upstream: s.upstreamSessions(), Version: s.version, Init: req.Params}
+	st := &sessionState{Subject: r.Subject, Upstream: s.upstreamSessions(), Version: s.version, Init: s.resumeParams()}
 	id, err := b.encodeSessionID(st)
 	if err != nil {
 		b.closeLater(s)
+		if errors.Is(err, errSessionIDTooLarge) {
+			// The client's capabilities (and the targets' session ids)
+			// would make an id too large to send back.
+			b.log.Info("mcp initialize refused: session state too large for a session id", zap.String("backend", b.opts.Name), zap.Int("capabilities_bytes", len(st.Init)))
+			writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInvalidParams, fmt.Sprintf(
+				"initialize params too large for a session id: it carries the client's protocolVersion, capabilities and clientInfo name, title and version (and the targets' session ids), at most %d bytes", maxSessionIDBytes)))
+			return
+		}
 		writeJSON(fctx, errorResponse(req.ID, jsonrpc.CodeInternalError, "cannot create session"))
 		return
 	}

@@ -339,6 +339,14 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 	return nil, fmt.Errorf("target %q: unknown kind", t.Name)
 }
 
+// resumeParams are the client's initialize params as the session keeps
+// them (resumeInit).
+func (s *Session) resumeParams() json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.init
+}
+
 // claimInitialize reports whether the session's initialize may run: only
 // the first asks. A legacy SSE session is opened by its stream and
 // initialized by a POST, which a client could send again.

@@ -14,8 +14,9 @@ import (
 
 // sessionState is what a session id carries, so that another replica (or
 // this one after the session left its memory) can resume the session: the
-// upstream session id of each streamable HTTP target, and what the client
-// sent in initialize, to initialize the other targets again. It also carries
+// upstream session id of each streamable HTTP target, and what a resume
+// needs of the client's initialize params (resumeInit), to initialize the
+// other targets again. It also carries
 // what limits who may use the id and for how long: the time it was issued
 // (a session is resumed only within the session TTL of it) and the
 // fingerprint of the identity that opened it.
@@ -25,13 +26,51 @@ type sessionState struct {
 	Subject  string            `json:"s,omitempty"` // fingerprint of the opener's identity
 	Upstream map[string]string `json:"u,omitempty"` // target name -> upstream session id
 	Version  string            `json:"v,omitempty"` // negotiated protocol version
-	Init     json.RawMessage   `json:"i,omitempty"` // the client's initialize params
+	Init     json.RawMessage   `json:"i,omitempty"` // the client's initialize params, as resumeInit keeps them
 }
 
-// maxSessionIDBytes bounds a session id the gateway accepts.
+// maxSessionIDBytes bounds a session id the gateway issues and accepts:
+// ids travel in a header of every request, and Node's HTTP client refuses
+// a response head over 16 KiB (the gateway's own request head limit is 32
+// KiB). What a session id seals is therefore only what a resume needs
+// (resumeInit): a client's icons made its id 1.33 times their size.
 const maxSessionIDBytes = 8 << 10
 
 var errBadSessionID = errors.New("malformed session id")
+
+// errSessionIDTooLarge is encodeSessionID's error for a state that does
+// not fit in maxSessionIDBytes.
+var errSessionIDTooLarge = errors.New("session state too large for a session id")
+
+// resumeInit is what a session keeps of the client's initialize params,
+// to initialize targets again (a resume, a restarted process): the
+// protocol version, the capabilities and clientInfo's name, title and
+// version. The rest (clientInfo's icons, data URIs of any size, its
+// description and website, _meta) says nothing a target needs to serve
+// the session, and the id that carries these is bounded.
+func resumeInit(params json.RawMessage) json.RawMessage {
+	var p struct {
+		ProtocolVersion json.RawMessage `json:"protocolVersion,omitempty"`
+		Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+		ClientInfo      json.RawMessage `json:"clientInfo,omitempty"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return params // not an object: kept as it is, for the targets to refuse
+	}
+	var info struct {
+		Name    json.RawMessage `json:"name,omitempty"`
+		Title   json.RawMessage `json:"title,omitempty"`
+		Version json.RawMessage `json:"version,omitempty"`
+	}
+	if len(p.ClientInfo) > 0 && json.Unmarshal(p.ClientInfo, &info) == nil {
+		p.ClientInfo, _ = json.Marshal(info)
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
 
 // processKey seals session ids when config.session.key is unset: ids stay
 // opaque and unforgeable, and resumable within this process (a reload that
@@ -94,6 +133,9 @@ func (b *Backend) encodeSessionID(st *sessionState) (string, error) {
 	n := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plain)+b.aead.Overhead())
 	if _, err := rand.Read(n); err != nil {
 		return "", err
+	}
+	if base64.RawURLEncoding.EncodedLen(len(n)+len(plain)+b.aead.Overhead()) > maxSessionIDBytes {
+		return "", errSessionIDTooLarge
 	}
 	sealed := b.aead.Seal(n, n, plain, []byte(b.scope))
 	return base64.RawURLEncoding.EncodeToString(sealed), nil
