@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/relaygate/gateway/codec/logline"
 	"github.com/relaygate/gateway/config"
 )
 
@@ -59,6 +60,12 @@ type Options struct {
 	// all sessions (default DefaultMaxStdioProcesses): past it starting
 	// one parks the least recently used idle one, or fails.
 	MaxStdioProcesses int
+	// TargetInitTimeout bounds one target's connect and initialize
+	// (default DefaultTargetInitTimeout; the call's own timeout when
+	// shorter), so that a target that never answers does not hold up the
+	// session's initialize: with failOpen it is left out, with failClosed
+	// the initialize fails.
+	TargetInitTimeout time.Duration
 }
 
 // Metrics records one MCP call; the server implements it.
@@ -73,6 +80,19 @@ const defaultCallTimeout = 10 * time.Minute
 
 // DefaultStdioIdle is Options.StdioIdle's default.
 const DefaultStdioIdle = time.Minute
+
+// DefaultTargetInitTimeout is Options.TargetInitTimeout's default: long
+// enough for a stdio server started through npx to come up, short of the
+// ten minutes a call may take.
+const DefaultTargetInitTimeout = 30 * time.Second
+
+// Waits before a target left out of a session (failOpen, its initialize
+// failed) is initialized again on its next use: the first, doubling after
+// each failure up to the last.
+const (
+	dropRetryFirst = time.Second
+	dropRetryMax   = time.Minute
+)
 
 // Backend is the compiled MCP backend of a route. It is shared by every
 // request of the route and outlives reloads that leave its config unchanged.
@@ -100,6 +120,10 @@ type Backend struct {
 	clientStall     time.Duration // a message waits this long for a slow client (sink.put)
 	maxCalls        int32         // client calls in flight per session (maxSessionCalls)
 	procs           procBudget    // stdio processes running
+	initTimeout     time.Duration // one target's initialize (Options.TargetInitTimeout)
+	dropRetry       time.Duration // first wait before a dropped target is tried again (dropRetryFirst)
+	dropRetryMax    time.Duration
+	initLogs        []logline.Throttle // by target index: failed initializes logged
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -131,6 +155,10 @@ func New(o Options) (*Backend, error) {
 		maxCalls:        maxSessionCalls,
 		clientStall:     defaultClientStall,
 		caps:            newCapabilitySet(len(c.Targets)),
+		initTimeout:     cmp.Or(max(o.TargetInitTimeout, 0), DefaultTargetInitTimeout),
+		dropRetry:       dropRetryFirst,
+		dropRetryMax:    dropRetryMax,
+		initLogs:        make([]logline.Throttle, len(c.Targets)),
 		sessions:        map[string]*Session{},
 		ended:           map[string]int64{},
 		resuming:        map[string]chan struct{}{},
@@ -414,6 +442,22 @@ func (b *Backend) SessionCount() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.sessions)
+}
+
+// targetInitFailed logs (throttled per target) and counts a target's
+// failed connect or initialize, which its client may never hear of: with
+// failOpen the session goes on without the target.
+func (b *Backend) targetInitFailed(i int, err error, start time.Time) {
+	name := b.targets[i].Name
+	b.observe("initialize", name, "", true, start)
+	if dropped, ok := b.initLogs[i].Allow(time.Now()); ok {
+		mode := "failClosed"
+		if b.failOpen {
+			mode = "failOpen"
+		}
+		b.log.Warn("mcp target initialize failed", zap.String("backend", b.opts.Name), zap.String("target", name),
+			zap.String("failureMode", mode), zap.Error(err), logline.DroppedField(dropped))
+	}
 }
 
 func (b *Backend) observe(method, target, tool string, failed bool, start time.Time) {

@@ -2,8 +2,10 @@ package mcp
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -139,19 +141,20 @@ func (s *Session) noteCaps(i int, result json.RawMessage) {
 	s.b.caps.learn(i, c)
 }
 
-// serving lists the targets a client method may go to: connected and not
-// failed, or parked (started again on use), and declaring the capability
-// the method needs.
 // notServed answers a method that no live target serves: with the
 // failure of a target that declared it and has failed since (a client
 // should hear that the target is gone, not that the method does not
 // exist), else Method not found.
 func (s *Session) notServed(id jsonrpc.ID, method string) *jsonrpc.Response {
+	now := time.Now()
 	s.mu.Lock()
 	var failed []int
 	var failures []error
 	for i, u := range s.ups {
 		if u == nil {
+			if s.parked[i] && s.drops[i].waiting(now) {
+				failed, failures = append(failed, i), append(failures, fmt.Errorf("target %s %w", s.b.targets[i].Name, errNotInitialized))
+			}
 			continue
 		}
 		if f := u.dead.Load(); f != nil {
@@ -167,11 +170,16 @@ func (s *Session) notServed(id jsonrpc.ID, method string) *jsonrpc.Response {
 	return methodNotFound(id, method)
 }
 
+// serving lists the targets a client method may go to: connected and not
+// failed, or parked (started again on use), and declaring the capability
+// the method needs.
 func (s *Session) serving(method string) []int {
+	now := time.Now()
 	s.mu.Lock()
 	var out []int
 	for i, u := range s.ups {
-		if (u != nil && u.dead.Load() == nil) || s.parked[i] {
+		// A dropped target waiting for its next try is left out (failOpen).
+		if (u != nil && u.dead.Load() == nil) || s.parked[i] && !s.drops[i].waiting(now) {
 			out = append(out, i)
 		}
 	}

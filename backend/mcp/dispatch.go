@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -63,13 +64,19 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 		}
 	}
 	var wg sync.WaitGroup
+	starts := make([]time.Time, n)
 	for i := range n {
 		if results[i] != nil {
 			continue // continued above
 		}
 		wg.Add(1)
+		starts[i] = time.Now()
 		go func() {
 			defer wg.Done()
+			// Each target has its own bound: one that never answers must
+			// not hold up the others' session.
+			ctx, cancel := context.WithTimeout(ctx, s.b.initTimeout)
+			defer cancel()
 			o := o
 			o.resume = nil
 			name := s.b.targets[i].Name
@@ -92,7 +99,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 		}()
 	}
 	wg.Wait()
-	var ok []int
+	var ok, failed []int
 	var firstErr *jsonrpc.Response
 	for i, r := range results {
 		if r.Error != nil {
@@ -100,12 +107,19 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 				firstErr = r
 			}
 			s.disconnect(i)
+			failed = append(failed, i)
+			if !errors.Is(ctx.Err(), context.Canceled) { // not the client's going
+				s.b.targetInitFailed(i, r.Error, starts[i])
+			}
 			continue
 		}
 		ok = append(ok, i)
 	}
 	if firstErr != nil && (!s.b.failOpen || len(ok) == 0) {
 		return firstErr
+	}
+	for _, i := range failed {
+		s.leaveOut(i) // failOpen: initialized again on a later use
 	}
 	if len(ok) == 1 && n == 1 {
 		r := results[ok[0]]

@@ -41,6 +41,7 @@ type Session struct {
 	mu         sync.Mutex
 	ups        []*upstream // by target index; nil: not connected (failOpen) or parked
 	parked     []bool      // by target index: an idle process was stopped; it restarts on use
+	drops      []dropped   // by target index: left out (failOpen) as its initialize failed
 	caps       []*targetCaps
 	pending    map[int64]*call
 	serverReqs map[string]serverRequest // downstream id -> target request
@@ -56,6 +57,18 @@ type Session struct {
 	fresh      map[int]bool   // targets initialized by this process (not resumed)
 	opts       connectOptions // how targets were connected, to connect again
 }
+
+// dropped is a target that a failOpen session left out because its
+// initialize failed. It is parked: a use of it initializes it again, not
+// before at, so that a target that stays down costs its session's calls
+// one try per wait, the wait doubling (up to Backend.dropRetryMax).
+type dropped struct {
+	at    time.Time
+	delay time.Duration // the wait after the next failure; 0: not dropped
+}
+
+// waiting reports a dropped target whose next try is not due at now.
+func (d dropped) waiting(now time.Time) bool { return d.delay > 0 && now.Before(d.at) }
 
 // upstream is a target's connection within a session.
 type upstream struct {
@@ -161,6 +174,7 @@ func (b *Backend) newSession() *Session {
 		b:          b,
 		ups:        make([]*upstream, len(b.targets)),
 		parked:     make([]bool, len(b.targets)),
+		drops:      make([]dropped, len(b.targets)),
 		caps:       make([]*targetCaps, len(b.targets)),
 		dialing:    make([]sync.Mutex, len(b.targets)),
 		pending:    map[int64]*call{},
@@ -846,8 +860,10 @@ func (s *Session) ended() bool {
 	return s.gone
 }
 
-// unpark starts a parked target again (its process was stopped while idle)
-// and initializes it with the client's original params.
+// unpark starts a parked target again (its process was stopped while idle,
+// or exited, or its initialize failed in a failOpen session) and
+// initializes it with the client's original params. A dropped target is
+// tried only once its wait is over; another failure doubles the wait.
 func (s *Session) unpark(ctx context.Context, i int) error {
 	s.mu.Lock()
 	parked := s.parked[i]
@@ -858,12 +874,47 @@ func (s *Session) unpark(ctx context.Context, i int) error {
 	s.dialing[i].Lock()
 	defer s.dialing[i].Unlock()
 	s.mu.Lock()
-	parked = s.parked[i]
+	parked, drop := s.parked[i], s.drops[i]
 	s.mu.Unlock()
 	if !parked {
 		return nil // another call started it meanwhile
 	}
-	return s.reconnectLocked(ctx, i)
+	if drop.waiting(time.Now()) {
+		return errNotInitialized
+	}
+	err := s.reconnectLocked(ctx, i)
+	if drop.delay == 0 {
+		return err
+	}
+	s.mu.Lock()
+	if err != nil {
+		// Still down: left out until the next wait is over.
+		s.parked[i] = !s.closed
+		s.drops[i] = dropped{at: time.Now().Add(drop.delay), delay: min(2*drop.delay, s.b.dropRetryMax)}
+	} else {
+		s.drops[i] = dropped{}
+	}
+	s.mu.Unlock()
+	if err == nil {
+		s.b.log.Info("mcp target initialized after a failed initialize", zap.String("backend", s.b.opts.Name), zap.String("target", s.b.targets[i].Name))
+	}
+	return err
+}
+
+// errNotInitialized is the error of a call to a target that a failOpen
+// session left out (its initialize failed) and will try again later.
+var errNotInitialized = errors.New("not available: its initialize failed; the gateway tries it again later")
+
+// leaveOut leaves target i, whose initialize failed, out of a failOpen
+// session: parked, it is initialized again by a use after the first wait.
+func (s *Session) leaveOut(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.parked[i] = true
+	s.drops[i] = dropped{at: time.Now().Add(s.b.dropRetry), delay: min(2*s.b.dropRetry, s.b.dropRetryMax)}
 }
 
 // park stops a target's connection that has been idle for longer than
@@ -912,9 +963,13 @@ func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 	if len(params) == 0 {
 		return errors.New("upstream session expired")
 	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.b.initTimeout)
+	defer cancel()
 	s.disconnect(i)
 	conn, err := s.dial(ctx, i, o)
 	if err != nil {
+		s.b.targetInitFailed(i, err, start)
 		return err
 	}
 	u := s.attach(i, conn)
@@ -929,6 +984,7 @@ func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 		err = u.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)})
 	}
 	if err != nil {
+		s.b.targetInitFailed(i, err, start)
 		// Not initialized: no call may reach it.
 		s.mu.Lock()
 		if s.ups[i] == u {
