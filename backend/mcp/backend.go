@@ -124,6 +124,7 @@ type Backend struct {
 	dropRetry       time.Duration // first wait before a dropped target is tried again (dropRetryFirst)
 	dropRetryMax    time.Duration
 	initLogs        []logline.Throttle // by target index: failed initializes logged
+	reqLogs         []logline.Throttle // by target index: requests that could not be sent
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -159,6 +160,7 @@ func New(o Options) (*Backend, error) {
 		dropRetry:       dropRetryFirst,
 		dropRetryMax:    dropRetryMax,
 		initLogs:        make([]logline.Throttle, len(c.Targets)),
+		reqLogs:         make([]logline.Throttle, len(c.Targets)),
 		sessions:        map[string]*Session{},
 		ended:           map[string]int64{},
 		resuming:        map[string]chan struct{}{},
@@ -457,6 +459,16 @@ func (b *Backend) targetInitFailed(i int, err error, start time.Time) {
 		}
 		b.log.Warn("mcp target initialize failed", zap.String("backend", b.opts.Name), zap.String("target", name),
 			zap.String("failureMode", mode), zap.Error(err), logline.DroppedField(dropped))
+	}
+}
+
+// targetRequestFailed logs (throttled per target) a request that could
+// not be sent to a target: its client is told only the class of failure
+// (targetMessage).
+func (b *Backend) targetRequestFailed(i int, method string, err error) {
+	if dropped, ok := b.reqLogs[i].Allow(time.Now()); ok {
+		b.log.Warn("mcp target request failed", zap.String("backend", b.opts.Name), zap.String("target", b.targets[i].Name),
+			zap.String("method", method), zap.Error(err), logline.DroppedField(dropped))
 	}
 }
 

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	}
 	var wg sync.WaitGroup
 	starts := make([]time.Time, n)
+	causes := make([]error, n) // a failure's detail, for the log
 	for i := range n {
 		if results[i] != nil {
 			continue // continued above
@@ -82,7 +84,8 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 			name := s.b.targets[i].Name
 			conn, err := s.dial(ctx, i, o)
 			if err != nil {
-				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", name, err))
+				causes[i] = err
+				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, targetMessage(name, err))
 				return
 			}
 			if s.attach(i, conn) == nil {
@@ -109,7 +112,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 			s.disconnect(i)
 			failed = append(failed, i)
 			if !errors.Is(ctx.Err(), context.Canceled) { // not the client's going
-				s.b.targetInitFailed(i, r.Error, starts[i])
+				s.b.targetInitFailed(i, cmp.Or(causes[i], r.Error), starts[i])
 			}
 			continue
 		}

@@ -113,7 +113,7 @@ func (b *Backend) takeProcess(s *Session) error {
 			break
 		}
 	}
-	return fmt.Errorf("%d stdio processes are running for this backend, its bound (config.mcp.maxStdioProcesses), and none is idle; try again later", b.procs.max)
+	return safe(fmt.Sprintf("%d stdio processes are running for this backend, its bound (config.mcp.maxStdioProcesses), and none is idle; try again later", b.procs.max))
 }
 
 // parkLeastUsed stops the least recently used stdio process, among a

@@ -319,7 +319,7 @@ func (s *Session) dial(ctx context.Context, i int, o connectOptions) (sdk.Connec
 		// Credentials that cannot be had fail the connect, not its first
 		// request.
 		if _, err := o.headers(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", transport.ErrCredentials, err)
 		}
 	}
 	switch t.Kind {
@@ -496,7 +496,8 @@ func (s *Session) read(u *upstream) {
 // either way, and without a restart every later call to it failed until
 // the session expired.
 func (s *Session) upstreamFailed(u *upstream, err error) {
-	failure := fmt.Errorf("target %s failed: %w", u.name, err)
+	// What the calls are told; the log has err (below).
+	failure := errors.New("target " + u.name + " failed: " + publicFailure(err))
 	s.mu.Lock()
 	closed := s.closed
 	replaced := s.ups[u.idx] != u // parked or reconnected: closed on purpose
@@ -776,7 +777,7 @@ func (s *Session) cancelByClientID(clientID any) {
 func (s *Session) forward(ctx context.Context, i int, clientID jsonrpc.ID, method string, params json.RawMessage, k *sink) *jsonrpc.Response {
 	if method != "initialize" {
 		if err := s.unpark(ctx, i); err != nil {
-			return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", s.b.targets[i].Name, err))
+			return errorResponse(clientID, jsonrpc.CodeInternalError, targetMessage(s.b.targets[i].Name, err))
 		}
 	}
 	r, u := s.forwardOnce(ctx, i, clientID, method, params, k)
@@ -818,7 +819,7 @@ func (s *Session) renew(ctx context.Context, i int, u *upstream) error {
 	s.mu.Unlock()
 	switch {
 	case cur == nil:
-		return errors.New("target not connected") // a renewal failed meanwhile
+		return safe("not connected") // a renewal failed meanwhile
 	case cur != u:
 		return nil
 	}
@@ -903,7 +904,7 @@ func (s *Session) unpark(ctx context.Context, i int) error {
 
 // errNotInitialized is the error of a call to a target that a failOpen
 // session left out (its initialize failed) and will try again later.
-var errNotInitialized = errors.New("not available: its initialize failed; the gateway tries it again later")
+var errNotInitialized = safe("not available: its initialize failed; the gateway tries it again later")
 
 // leaveOut leaves target i, whose initialize failed, out of a failOpen
 // session: parked, it is initialized again by a use after the first wait.
@@ -961,7 +962,7 @@ func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 	params, o := s.init, s.opts
 	s.mu.Unlock()
 	if len(params) == 0 {
-		return errors.New("upstream session expired")
+		return safe("upstream session expired")
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.b.initTimeout)
@@ -974,7 +975,7 @@ func (s *Session) reconnectLocked(ctx context.Context, i int) error {
 	}
 	u := s.attach(i, conn)
 	if u == nil {
-		return errors.New("session closed")
+		return safe("session closed")
 	}
 	id, _ := jsonrpc.MakeID("reinitialize")
 	r, _ := s.forwardOnce(ctx, i, id, "initialize", params, nil)
@@ -1043,7 +1044,10 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 			// with the answer): the request may well be in its hands.
 			s.cancelUpstream(c, "cancelled by the gateway")
 		}
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, err)), u
+		if ctx.Err() == nil {
+			s.b.targetRequestFailed(i, method, err)
+		}
+		return errorResponse(clientID, jsonrpc.CodeInternalError, targetMessage(u.name, err)), u
 	}
 	select {
 	case r := <-c.ch:

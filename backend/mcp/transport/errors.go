@@ -18,7 +18,34 @@ var (
 	// ErrUnauthorized matches the error of a response made up for a request
 	// the target refused with 401 or 403.
 	ErrUnauthorized = errors.New("upstream MCP authorization failed")
+	// ErrCredentials matches the error of a request to an HTTP target whose
+	// credentials (HeaderFunc) could not be had.
+	ErrCredentials = errors.New("credentials for the MCP target unavailable")
+	// ErrProcessStart matches the error of a stdio target whose process
+	// could not be started (its command not found, not executable).
+	ErrProcessStart = errors.New("stdio target: the process could not be started")
 )
+
+// ProcessExit is the error of a stdio connection whose process ended on
+// its own (or was stopped because its output broke). Its text names the
+// command, how it ended and its last stderr line, for the gateway's log;
+// Status and Broke say the same without them.
+type ProcessExit struct {
+	// Status is how the process ended: "exit status 3", "signal:
+	// killed", or "" when that is not known.
+	Status string
+	// Broke, when set, is why the gateway stopped the process: its output
+	// broke (a line past the bound, bytes that are not JSON).
+	Broke error
+
+	text string
+	wait error // the process' wait error, if any
+}
+
+func (e *ProcessExit) Error() string { return e.text }
+
+// Unwrap gives the wait error (errors.As finds *exec.ExitError).
+func (e *ProcessExit) Unwrap() error { return e.wait }
 
 // CodeSessionExpired is the JSON-RPC code of an ErrSessionExpired response
 // (the code other MCP implementations use for "session not found").

@@ -152,7 +152,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
 	r := req.Clone(req.Context())
 	for k, v := range h {

@@ -76,7 +76,7 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 		return nil, err
 	}
 	if o.Cmd == "" {
-		return nil, errors.New("stdio target: no command")
+		return nil, fmt.Errorf("%w: no command", ErrProcessStart)
 	}
 	pathEnv, ok := o.Env["PATH"]
 	if !ok {
@@ -84,7 +84,7 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 	}
 	path, err := lookPath(o.Cmd, pathEnv)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrProcessStart, err)
 	}
 	cmd := exec.Command(path, o.Args...)
 	cmd.Args[0] = o.Cmd
@@ -102,7 +102,7 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrProcessStart, o.Cmd, err)
 	}
 	terminate := o.TerminateAfter
 	if terminate <= 0 {
@@ -217,10 +217,12 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c *stdioConn) exitError(readErr, waitErr error) error {
 	var exit *exec.ExitError
+	e := &ProcessExit{wait: waitErr}
 	ended := "its output ended"
 	switch {
 	case errors.As(waitErr, &exit):
-		ended = exit.String() // "exit status 3", "signal: killed"
+		e.Status = exit.String() // "exit status 3", "signal: killed"
+		ended = e.Status
 	case waitErr != nil:
 		ended = waitErr.Error()
 	}
@@ -229,23 +231,15 @@ func (c *stdioConn) exitError(readErr, waitErr error) error {
 		// Its output broke (a frame past the line bound, bytes that are
 		// not JSON) and the gateway stopped it: the exit status then says
 		// only that, the read error why.
+		e.Broke = readErr
 		msg = fmt.Sprintf("stdio target %s stopped: its output broke: %v (%s)", c.name, readErr, ended)
 	}
 	if last := c.stderr.last(); last != "" {
 		msg += fmt.Sprintf(" (last stderr line: %q)", last)
 	}
-	if waitErr != nil {
-		return fmt.Errorf("%s: %w", msg, waitErrWrap{waitErr})
-	}
-	return errors.New(msg)
+	e.text = msg
+	return e
 }
-
-// waitErrWrap keeps the wait error reachable (errors.As *exec.ExitError)
-// without repeating its text.
-type waitErrWrap struct{ err error }
-
-func (w waitErrWrap) Error() string { return "process ended" }
-func (w waitErrWrap) Unwrap() error { return w.err }
 
 // shutdown closes the SDK connection (stdin, then SIGTERM and SIGKILL after
 // TerminateAfter each) once, and returns how the process ended.

@@ -92,6 +92,11 @@ func TestStdioCrash(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("error %v does not carry the exit code", err)
 	}
+	// How it ended, without the command or its stderr, for the client.
+	var pe *ProcessExit
+	if !errors.As(err, &pe) || pe.Status != "exit status 3" || pe.Broke != nil {
+		t.Fatalf("error %v: ProcessExit %+v", err, pe)
+	}
 	if _, again := d.conn.Read(d.ctx()); again == nil || again.Error() != err.Error() {
 		t.Fatalf("second Read: %v", again)
 	}

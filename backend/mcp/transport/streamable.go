@@ -681,7 +681,13 @@ func (c *streamable) readPostStream(body io.Reader, call *jsonrpc.Request) {
 	}
 	reason := "the upstream MCP server ended the stream before the response"
 	if res.err != nil && res.err != io.EOF {
-		reason = fmt.Sprintf("the stream from the upstream MCP server broke before the response: %v", res.err)
+		// The error may name addresses: the log has it, the client the
+		// class (an event over the bound is the target's doing).
+		c.log.Warn("mcp target stream broke before the response", zap.String("method", call.Method), zap.Error(res.err))
+		reason = "the stream from the upstream MCP server broke before the response"
+		if errors.Is(res.err, sse.ErrEventTooLarge) {
+			reason += ": an event too large"
+		}
 	}
 	c.forgetInit(call, call.Method == "initialize")
 	c.deliver(errorResponse(call.ID, newUpstreamError(nil, jsonrpc.CodeInternalError, "%s", reason)))
