@@ -304,13 +304,13 @@ func (p *processInput) Close() error {
 			return err
 		}
 	}
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
-	if err, ok := wait(); ok {
-		return err
-	}
-	return errors.New("unresponsive subprocess")
+	// Killed, or it exited meanwhile (ErrProcessDone): it is reaped at
+	// once, and Wait is bounded by WaitDelay. A timer here reported a
+	// process that the kill had ended as unresponsive on a loaded machine.
+	return <-exited
 }
 
 // stdoutBuffer is the read buffer of a process' stdout (a line longer than
