@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.uber.org/zap"
 
 	"github.com/relaygate/gateway/backend/mcp/transport"
 )
@@ -327,6 +329,7 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 	var out []map[string]json.RawMessage
 	failed := 0
 	names := map[string]int{}
+	owners := s.owners(parts, targets, spec)
 	for pi, p := range parts {
 		if p.err != nil {
 			failed++
@@ -342,10 +345,13 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 			if json.Unmarshal(item[spec.field], &name) != nil || name == "" {
 				continue
 			}
+			if owners != nil && len(owners[listKey(spec.kind, name)]) > 1 {
+				continue // prefixMode never: no telling which target a call means
+			}
 			if !authz.allowed(spec.kind, name, target) {
 				continue
 			}
-			if s.b.never && spec.kind != Resource {
+			if owners != nil {
 				names[listKey(spec.kind, name)] = i
 			}
 			if s.b.prefix {
@@ -357,12 +363,8 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 	if failed > 0 && failed == len(parts) {
 		return errorResponse(clientID, jsonrpc.CodeInternalError, "no MCP target answered")
 	}
-	if len(names) > 0 {
-		s.mu.Lock()
-		for k, v := range names {
-			s.names[k] = v
-		}
-		s.mu.Unlock()
+	if len(names) > 0 || len(owners) > 0 {
+		s.noteNames(method, names, owners)
 	}
 	if out == nil {
 		out = []map[string]json.RawMessage{}
@@ -372,6 +374,95 @@ func (s *Session) list(ctx context.Context, clientID jsonrpc.ID, method string, 
 		return errorResponse(clientID, jsonrpc.CodeInternalError, err.Error())
 	}
 	return &jsonrpc.Response{ID: clientID, Result: data}
+}
+
+// owners maps each tool or prompt name the targets listed to the targets
+// that list it, under prefixMode never (nil otherwise): a name that
+// several list is ambiguous, since no prefix says which one a call means.
+// As agentgateway does, such a name is left out of the list and a call
+// to it refused; the count is over every item, before the authorization
+// rules, so that a rule's reach does not decide where a name routes.
+func (s *Session) owners(parts []listPart, targets []int, spec listSpec) map[string][]int {
+	if !s.b.never || spec.kind == Resource {
+		return nil
+	}
+	owners := map[string][]int{}
+	for pi, p := range parts {
+		if p.err != nil {
+			continue
+		}
+		for _, item := range p.items {
+			var name string
+			if json.Unmarshal(item[spec.field], &name) != nil || name == "" {
+				continue
+			}
+			k := listKey(spec.kind, name)
+			if t := owners[k]; len(t) == 0 || t[len(t)-1] != targets[pi] {
+				owners[k] = append(t, targets[pi])
+			}
+		}
+	}
+	return owners
+}
+
+// noteNames remembers where prefixMode never routes names (routes, from
+// a list), and which names several targets serve; the first list of a
+// session that finds such names logs a warning naming them.
+func (s *Session) noteNames(method string, routes map[string]int, owners map[string][]int) {
+	var shadowed []string
+	s.mu.Lock()
+	for k, v := range routes {
+		s.names[k] = v
+		delete(s.shadowed, k)
+	}
+	for k, t := range owners {
+		if len(t) > 1 {
+			s.names[k] = -1
+			s.shadowed[k] = t
+			shadowed = append(shadowed, k[1:]+" ("+s.targetNames(t)+")")
+		}
+	}
+	warn := len(shadowed) > 0 && !s.shadowWarned
+	if warn {
+		s.shadowWarned = true
+	}
+	s.mu.Unlock()
+	if !warn {
+		return
+	}
+	slices.Sort(shadowed)
+	n := len(shadowed)
+	shadowed = shadowed[:min(n, maxShadowedLogged)]
+	s.b.log.Warn("mcp names served by several targets left out: prefixMode never cannot route them",
+		zap.String("backend", s.b.opts.Name), zap.String("method", method), zap.Int("count", n), zap.Strings("names", shadowed))
+}
+
+// maxShadowedLogged bounds the names the warning of noteNames lists.
+const maxShadowedLogged = 20
+
+// targetNames joins the names of targets.
+func (s *Session) targetNames(targets []int) string {
+	names := make([]string, len(targets))
+	for j, i := range targets {
+		names[j] = s.b.targets[i].Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ambiguous answers a call to a name that several targets serve under
+// prefixMode never, when the request may use it on one of them; nil
+// otherwise (the name is unknown, or hidden from the request).
+func (s *Session) ambiguous(id jsonrpc.ID, kind ItemKind, what, name string, authz Authorizer) *jsonrpc.Response {
+	s.mu.Lock()
+	targets := s.shadowed[listKey(kind, name)]
+	s.mu.Unlock()
+	for _, i := range targets {
+		if authz.allowed(kind, name, s.b.targets[i].Name) {
+			return errorResponse(id, jsonrpc.CodeInvalidParams, fmt.Sprintf(
+				"%s %s is served by several targets (%s): with prefixMode never, a call to it cannot be routed", what, name, s.targetNames(targets)))
+		}
+	}
+	return nil
 }
 
 // listPart is what one target answered to a list call.
@@ -548,7 +639,7 @@ func (s *Session) resolve(ctx context.Context, kind ItemKind, name string, authz
 			i, found = s.names[key]
 			s.mu.Unlock()
 		}
-		return i, name, found
+		return i, name, found && i >= 0 // -1: several targets serve it
 	case s.b.never:
 		// Resources under prefixMode never: the first live target.
 		for _, u := range s.live() {
@@ -587,6 +678,9 @@ func (s *Session) routed(ctx context.Context, clientID jsonrpc.ID, method string
 	}
 	i, own, ok := s.resolve(ctx, kind, name, authz)
 	if !ok {
+		if r := s.ambiguous(clientID, kind, what, name, authz); r != nil {
+			return r
+		}
 		return unknown(clientID, what, name)
 	}
 	target := s.b.targets[i].Name
@@ -647,9 +741,15 @@ func (s *Session) complete(ctx context.Context, clientID jsonrpc.ID, params json
 	if json.Unmarshal(p.Ref[field], &name) != nil || name == "" {
 		return errorResponse(clientID, jsonrpc.CodeInvalidParams, "params.ref."+field+" is required")
 	}
+	what := map[ItemKind]string{Prompt: "prompt", Resource: "resource"}[kind]
 	i, own, ok := s.resolve(ctx, kind, name, authz)
+	if !ok {
+		if r := s.ambiguous(clientID, kind, what, name, authz); r != nil {
+			return r
+		}
+	}
 	if !ok || !authz.allowed(kind, own, s.b.targets[i].Name) {
-		return unknown(clientID, map[ItemKind]string{Prompt: "prompt", Resource: "resource"}[kind], name)
+		return unknown(clientID, what, name)
 	}
 	if !s.capsOf(i).supports("completion/complete") {
 		return methodNotFound(clientID, "completion/complete")

@@ -22,6 +22,8 @@ import (
 
 	"github.com/relaygate/gateway/backend/mcp/mcptest"
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/relaygate/gateway/config"
 )
@@ -270,6 +272,62 @@ func TestRelayPrefixModeNeverRoutesByName(t *testing.T) {
 	}
 	if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"one", "two"}) {
 		t.Fatalf("tools %v", got)
+	}
+}
+
+// TestRelayPrefixModeNeverLeavesOutSharedNames: under prefixMode never a
+// tool that two targets list cannot be routed (no prefix says which one a
+// call means). As agentgateway does, it is left out of tools/list, a call
+// to it is refused naming the targets (or, hidden from the caller on both
+// by the rules, answered as unknown), and the session logs a warning
+// once. tools/list used to show "echo" twice, and calls went to the last
+// target listed.
+func TestRelayPrefixModeNeverLeavesOutSharedNames(t *testing.T) {
+	aURL, aCalls := target(t, "a", "echo", "one")
+	bURL, bCalls := target(t, "b", "echo", "two")
+	core, logs := observer.New(zap.InfoLevel)
+	b, err := New(Options{Name: "route", Logger: zap.New(core), Config: &config.MCPBackend{PrefixMode: "never", Targets: []config.MCPTarget{
+		{Name: "a", Kind: config.MCPTargetStreamable, URL: aURL},
+		{Name: "b", Kind: config.MCPTargetStreamable, URL: bURL},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	noEcho := func(kind ItemKind, name, _ string) bool { return kind != Tool || name != "echo" }
+	for _, tt := range []struct {
+		name  string
+		authz Authorizer
+		want  string
+	}{
+		{"allowed", nil, "tool echo is served by several targets (a, b)"},
+		{"hidden by the rules", noEcho, "Unknown tool: echo"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logs.TakeAll()
+			cs := connect(t, serveBackend(t, b, tt.authz), nil)
+			for range 2 {
+				if got := mcptest.ListedToolNames(t, cs); !slices.Equal(got, []string{"one", "two"}) {
+					t.Fatalf("tools %v, want each once, without the shared echo", got)
+				}
+			}
+			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("call echo: %v %v, want %q", res, err, tt.want)
+			}
+			for name, want := range map[string]string{"one": "a:one", "two": "b:two"} {
+				if res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name}); err != nil || text(t, res) != want {
+					t.Fatalf("call %s: %v %v", name, res, err)
+				}
+			}
+			if a, b := aCalls.Load(), bCalls.Load(); a != b {
+				t.Fatalf("calls reached a %d times, b %d times", a, b)
+			}
+			warned := logs.FilterMessageSnippet("served by several targets").All()
+			if len(warned) != 1 || !slices.Equal(warned[0].ContextMap()["names"].([]any), []any{"echo (a, b)"}) {
+				t.Fatalf("warnings: %v, want one naming echo (a, b)", warned)
+			}
+		})
 	}
 }
 

@@ -38,24 +38,26 @@ type Session struct {
 	// refreshes an expiring token has the new one reach them.
 	token atomic.Pointer[[]byte]
 
-	mu         sync.Mutex
-	ups        []*upstream // by target index; nil: not connected (failOpen) or parked
-	parked     []bool      // by target index: an idle process was stopped; it restarts on use
-	drops      []dropped   // by target index: left out (failOpen) as its initialize failed
-	caps       []*targetCaps
-	pending    map[int64]*call
-	serverReqs map[string]serverRequest // downstream id -> target request
-	stream     *sink                    // the client's GET (or legacy SSE) stream
-	backlog    [][]byte                 // messages waiting for a stream
-	unlisten   *time.Timer              // closes the targets' streams after the client's (streamEnded)
-	closed     bool
-	inited     bool // initialize was taken (legacy SSE: claimInitialize)
-	gone       bool // a target forgot the upstream session: the session ended
-	version    string
-	init       json.RawMessage
-	names      map[string]int // unprefixed item name -> target, for prefixMode never
-	fresh      map[int]bool   // targets initialized by this process (not resumed)
-	opts       connectOptions // how targets were connected, to connect again
+	mu           sync.Mutex
+	ups          []*upstream // by target index; nil: not connected (failOpen) or parked
+	parked       []bool      // by target index: an idle process was stopped; it restarts on use
+	drops        []dropped   // by target index: left out (failOpen) as its initialize failed
+	caps         []*targetCaps
+	pending      map[int64]*call
+	serverReqs   map[string]serverRequest // downstream id -> target request
+	stream       *sink                    // the client's GET (or legacy SSE) stream
+	backlog      [][]byte                 // messages waiting for a stream
+	unlisten     *time.Timer              // closes the targets' streams after the client's (streamEnded)
+	closed       bool
+	inited       bool // initialize was taken (legacy SSE: claimInitialize)
+	gone         bool // a target forgot the upstream session: the session ended
+	version      string
+	init         json.RawMessage
+	names        map[string]int   // unprefixed item name -> target (-1: several), for prefixMode never
+	shadowed     map[string][]int // ... a name several targets list -> those targets
+	shadowWarned bool             // the session logged names several targets list
+	fresh        map[int]bool     // targets initialized by this process (not resumed)
+	opts         connectOptions   // how targets were connected, to connect again
 }
 
 // dropped is a target that a failOpen session left out because its
@@ -180,6 +182,7 @@ func (b *Backend) newSession() *Session {
 		pending:    map[int64]*call{},
 		serverReqs: map[string]serverRequest{},
 		names:      map[string]int{},
+		shadowed:   map[string][]int{},
 		fresh:      map[int]bool{},
 	}
 	s.touch()
