@@ -364,8 +364,18 @@ func (m MCPAuthentication) MarshalJSON() ([]byte, error) {
 // ModeOrDefault returns the mode, AuthModeStrict when unset.
 func (m *MCPAuthentication) ModeOrDefault() string { return modeOrDefault(m.Mode) }
 
-// Validate checks the audiences.
+// Validate checks the issuer and the audiences. The issuer must be an
+// http(s) URL: it is the authorization server MCP clients discover (RFC
+// 9728's authorization_servers holds RFC 8414 issuer identifiers, URLs),
+// the gateway fetches its metadata from it and derives the key set URL
+// from it. A name such as "probe.iss" validated, and every
+// /.well-known/oauth-authorization-server request then answered 500.
 func (m *MCPAuthentication) Validate(v *decode.Validation) {
+	if m.Issuer != "" {
+		if u, err := url.Parse(m.Issuer); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.Errorf("issuer", "must be an http or https URL such as https://idp.example.com/realms/r: it is the authorization server MCP clients discover (RFC 9728, RFC 8414), whose metadata the gateway serves")
+		}
+	}
 	for i, a := range m.Audiences {
 		if a == "" {
 			v.Errorf(indexPath("audiences", i), "must not be empty")

@@ -81,6 +81,10 @@ func TestAuthDecode(t *testing.T) {
 		{"mcp client secret", routePolicies("        mcpAuthentication: {issuer: i, audiences: [], resourceMetadata: {}, clientSecret: s}\n"), policiesPath + "mcpAuthentication.clientSecret: not supported yet"},
 		{"mcp empty audience", routePolicies("        mcpAuthentication: {issuer: i, audiences: [''], resourceMetadata: {}}\n"), policiesPath + "mcpAuthentication.audiences[0]: must not be empty"},
 		{"mcp bad mode", routePolicies("        mcpAuthentication: {issuer: i, audiences: [], resourceMetadata: {}, mode: lax}\n"), policiesPath + "mcpAuthentication.mode: must be one of"},
+		// The issuer is the authorization server clients discover: a URL.
+		{"mcp issuer not a URL", routePolicies("        mcpAuthentication: {issuer: probe.iss, audiences: [], resourceMetadata: {}, jwks: {file: f}}\n"), policiesPath + "mcpAuthentication.issuer: must be an http or https URL"},
+		{"mcp issuer without host", routePolicies("        mcpAuthentication: {issuer: 'https:///realms/r', audiences: [], resourceMetadata: {}, jwks: {file: f}}\n"), policiesPath + "mcpAuthentication.issuer: must be an http or https URL"},
+		{"mcp issuer of another scheme", routePolicies("        mcpAuthentication: {issuer: 'urn:probe', audiences: [], resourceMetadata: {}, jwks: {file: f}}\n"), policiesPath + "mcpAuthentication.issuer: must be an http or https URL"},
 
 		{"passthrough", routePolicies("        backendAuth: {passthrough: {}}\n"), ""},
 		{"passthrough null", routePolicies("        backendAuth: {passthrough: null}\n"), ""},

@@ -292,15 +292,6 @@ binds:
         mcpAuthentication: {issuer: 'https://i', audiences: [], resourceMetadata: {}, jwks: '` + string(iss.JWKS()) + `'}
       backends: [{host: '127.0.0.1:1'}]
 `, "binds[0].listeners[0].routes[0].policies.mcpAuthentication: cannot be combined with jwtAuth"},
-		{"mcp issuer without derivable key set", `
-binds:
-- port: 3000
-  listeners:
-  - routes:
-    - policies:
-        mcpAuthentication: {issuer: agentgateway.dev, audiences: [], resourceMetadata: {}}
-      backends: [{host: '127.0.0.1:1'}]
-`, "binds[0].listeners[0].routes[0].policies.mcpAuthentication.jwks: required"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
