@@ -37,7 +37,7 @@ func Classify(err error) Failure {
 	case errors.Is(err, fasthttp.ErrTimeout), errors.Is(err, os.ErrDeadlineExceeded):
 		return FailureTimeout
 	case errors.Is(err, fasthttp.ErrDialTimeout), errors.Is(err, ErrBackendUnreachable),
-		errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, ErrStreamRefused), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, ErrPoolFull), errors.Is(err, ErrStreamRefused), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return FailureConnect
 	}

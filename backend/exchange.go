@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -172,7 +171,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	}
 	cc, err := hc.AcquireConn(timeout, req.ConnectionClose())
 	if err != nil {
-		return false, err
+		return false, poolErr(err)
 	}
 	reused := !cc.LastUseTime().IsZero()
 	conn := cc.Conn()
@@ -193,7 +192,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 			return true, ErrStaleConnections
 		}
 		if cc, err = hc.AcquireConn(timeout, req.ConnectionClose()); err != nil {
-			return false, err
+			return false, poolErr(err)
 		}
 		reused = !cc.LastUseTime().IsZero()
 		conn = cc.Conn()
@@ -298,7 +297,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		resp.SkipBody = true
 		hc.ReleaseReader(br)
 		clearDeadline(conn, deadline)
-		finishConn(hc, &u.closed, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
+		finishConn(u, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
 		return false, nil
 	}
 	if n >= 0 && n <= ResponseStreamThreshold {
@@ -309,14 +308,14 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 			return false, timeoutErr(logline.WithoutPeerBytes(err))
 		}
 		clearDeadline(conn, deadline)
-		finishConn(hc, &u.closed, cc, closeConn)
+		finishConn(u, cc, closeConn)
 		return false, nil
 	}
 	// Stream: the body is read from br as the client is written to. The
 	// exchange deadline stays until the body has been read (a request
 	// timeout bounds the whole response); the stream clears it when it
 	// gives the connection back.
-	attachStream(hc, &u.closed, cc, br, resp, n, closeConn, !deadline.IsZero())
+	attachStream(u, cc, br, resp, n, closeConn, !deadline.IsZero())
 	return false, nil
 }
 
@@ -431,11 +430,20 @@ func isInterim(status int) bool {
 // load left hundreds). The flag is read after the release, and Close sets
 // it before closing the idle connections, so a connection released at
 // any moment of a close is closed.
-func finishConn[C any](hc *fasthttp.HostClient, closed *atomic.Bool, cc C, closeConn bool) {
+//
+// A connection that would be one idle connection more than the pool keeps
+// (PoolSettings.MaxIdle, poolMaxSize) closes too. The count is looked at
+// before the release, so requests giving connections back at once may
+// leave a few more.
+func finishConn[C any](u *Upstream, cc C, closeConn bool) {
+	hc := u.client
+	if !closeConn && u.maxIdle != 0 && hc.IdleConnsCount() >= max(u.maxIdle, 0) {
+		closeConn = true
+	}
 	// The type of cc is fasthttp's unexported connection type; the method
 	// expressions keep this free of closures.
 	releaseOrClose(hc, cc, closeConn, any((*fasthttp.HostClient).ReleaseConn), any((*fasthttp.HostClient).CloseConn))
-	if !closeConn && closed.Load() {
+	if !closeConn && u.closed.Load() {
 		hc.CloseIdleConnections()
 	}
 }
@@ -448,6 +456,15 @@ func releaseOrClose[C any](hc *fasthttp.HostClient, cc C, closeConn bool, releas
 	release.(func(*fasthttp.HostClient, C))(hc, cc)
 }
 
+// poolErr is the error of a failed AcquireConn: ErrPoolFull for fasthttp's
+// "no free connections" (every connection busy through the wait).
+func poolErr(err error) error {
+	if err == fasthttp.ErrNoFreeConns {
+		return ErrPoolFull
+	}
+	return err
+}
+
 func timeoutErr(err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -458,8 +475,7 @@ func timeoutErr(err error) error {
 
 // streamBody is a response body streaming from a pooled upstream connection.
 type streamBody[C any] struct {
-	hc        *fasthttp.HostClient
-	closed    *atomic.Bool // the pool's Upstream.closed
+	u         *Upstream // the pool cc goes back to
 	cc        C
 	br        *bufio.Reader
 	up        *fasthttp.Response // holds fasthttp's pooled body decoder
@@ -507,13 +523,13 @@ func (e *eofReader) Read(p []byte) (int, error) {
 
 var streamBodies sync.Pool
 
-func attachStream[C any](hc *fasthttp.HostClient, closed *atomic.Bool, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
+func attachStream[C any](u *Upstream, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
 	sb, _ := streamBodies.Get().(*streamBody[C])
 	if sb == nil {
 		sb = new(streamBody[C])
 	}
 	up := fasthttp.AcquireResponse()
-	*sb = streamBody[C]{hc: hc, closed: closed, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
+	*sb = streamBody[C]{u: u, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
 	if c, ok := any(cc).(interface{ Conn() net.Conn }); ok {
 		sb.conn = c.Conn()
 	}
@@ -679,7 +695,7 @@ func (s *streamBody[C]) Close() error {
 	}
 	_ = s.up.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.up)
-	s.hc.ReleaseReader(s.br)
+	s.u.client.ReleaseReader(s.br)
 	keep := !s.closeConn && s.eof
 	if s.watch != nil && s.watch.Unwatch() {
 		// A hang-up may have moved the connection's deadline into the
@@ -697,7 +713,7 @@ func (s *streamBody[C]) Close() error {
 			keep = false
 		}
 	}
-	finishConn(s.hc, s.closed, s.cc, !keep)
+	finishConn(s.u, s.cc, !keep)
 	if s.chunks != nil {
 		s.chunks.Reset(nil)
 	}

@@ -242,7 +242,7 @@ func (u *Upstream) ExchangeH2(ctx context.Context, req *fasthttp.Request, resp *
 	for k := range hresp.Trailer {
 		_ = resp.Header.AddTrailer(k)
 	}
-	s := &h2Body{r: hresp.Body, hresp: hresp, dst: &resp.Header, body: body, cancel: cancel}
+	s := &h2Body{r: hresp.Body, hresp: hresp, dst: &resp.Header, body: body, cancel: cancel, pool: conns}
 	status := hresp.StatusCode
 	if req.Header.IsHead() || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || hresp.ContentLength == 0 {
 		// No body: the head is the whole answer (a gRPC answer of a status
@@ -350,6 +350,7 @@ type h2Body struct {
 	dst    *fasthttp.ResponseHeader // takes the trailer fields at the end
 	body   *upBody
 	cancel context.CancelFunc
+	pool   *h2Conns // told when the stream ends
 	got    int
 	eof    bool
 	err    error
@@ -436,4 +437,5 @@ func (s *h2Body) release() {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.pool.streamEnded()
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -48,12 +50,24 @@ var errNoStream = errors.New("no HTTP/2 connection to the upstream has a stream 
 // transport (x/net tells it about a connection that died, MarkDead), from
 // which ExchangeH2 takes a connection per attempt. Dials are shared: the
 // requests that find no stream free while one is under way wait for it.
+//
+// A connection is dialled only when no open one has a stream free, and no
+// more than the pool's limit (Upstream.maxConns, as on the HTTP/1.1 side):
+// an upstream that allows few streams per connection would otherwise have
+// a connection opened per few requests, without bound. At the limit a
+// request waits for a stream to end (streamEnded) for up to the pool's
+// connection wait, then fails with ErrPoolFull.
 type h2Conns struct {
 	u     *Upstream
 	t     *http2.Transport
 	mu    sync.Mutex
 	conns []*http2.ClientConn
 	dial  *h2Dial
+	// waiting counts the requests waiting at the limit; wake, made by the
+	// first of them, is closed (and forgotten) when a stream ends or a
+	// connection dies, for them to look again.
+	waiting atomic.Int32
+	wake    chan struct{}
 }
 
 // h2Dial is a dial under way; done is closed when cc or err is set.
@@ -64,11 +78,22 @@ type h2Dial struct {
 }
 
 // GetClientConn returns a connection with a stream reserved for req: one
-// already open, else a new one. A dial outlives a request that stops
-// waiting for it (its client left): the connection serves the next.
+// already open, else a new one, else (at the limit) the first with a
+// stream free once one ends. A dial outlives a request that stops waiting
+// for it (its client left): the connection serves the next.
 func (p *h2Conns) GetClientConn(req *http.Request, _ string) (*http2.ClientConn, error) {
 	ctx := req.Context()
-	for range h2Dials {
+	waiting := false
+	var bound *time.Timer // the wait at the limit, from its start
+	defer func() {
+		if waiting {
+			p.waiting.Add(-1)
+		}
+		if bound != nil {
+			bound.Stop()
+		}
+	}()
+	for dials := 0; ; {
 		p.mu.Lock()
 		for _, cc := range p.conns {
 			if cc.ReserveNewRequest() {
@@ -77,6 +102,37 @@ func (p *h2Conns) GetClientConn(req *http.Request, _ string) (*http2.ClientConn,
 			}
 		}
 		d := p.dial
+		if d == nil && len(p.conns) >= p.u.maxConns {
+			if !waiting {
+				// Counted before the connections are looked at again, so
+				// that any stream ending from here on wakes this request.
+				waiting = true
+				p.waiting.Add(1)
+				p.mu.Unlock()
+				continue
+			}
+			if p.wake == nil {
+				p.wake = make(chan struct{})
+			}
+			wake := p.wake
+			p.mu.Unlock()
+			if bound == nil {
+				bound = time.NewTimer(p.u.connWait)
+			}
+			select {
+			case <-wake:
+			case <-bound.C:
+				return nil, ErrPoolFull
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		if dials == h2Dials {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, errNoStream)
+		}
+		dials++
 		if d == nil {
 			d = &h2Dial{done: make(chan struct{})}
 			p.dial = d
@@ -95,7 +151,21 @@ func (p *h2Conns) GetClientConn(req *http.Request, _ string) (*http2.ClientConn,
 			return d.cc, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %w", ErrBackendUnreachable, errNoStream)
+}
+
+// streamEnded wakes the requests waiting at the limit, if any: a stream
+// of the pool ended (its slot is free by now: x/net's RoundTrip and body
+// Close return after it forgot the stream), or a connection died.
+func (p *h2Conns) streamEnded() {
+	if p.waiting.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+	p.mu.Unlock()
 }
 
 // dialOne opens a connection for d and, when it is up, adds it to the
@@ -123,13 +193,14 @@ func (p *h2Conns) dialOne(d *h2Dial) {
 // MarkDead forgets cc: x/net calls it when the connection closed.
 func (p *h2Conns) MarkDead(cc *http2.ClientConn) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for i, c := range p.conns {
 		if c == cc {
 			p.conns = slices.Delete(p.conns, i, i+1)
-			return
+			break
 		}
 	}
+	p.mu.Unlock()
+	p.streamEnded()
 }
 
 // closeIdle retires every connection: none takes a new request, the idle
@@ -160,8 +231,9 @@ func (p *h2Conns) roundTrip(hr *http.Request) (*http.Response, error) {
 		}
 		res, err := cc.RoundTrip(hr)
 		if err == nil {
-			return res, nil
+			return res, nil // the stream ends with the body (h2Body.release)
 		}
+		p.streamEnded()
 		if h2NotEstablished(err) {
 			p.MarkDead(cc)
 		}

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -22,7 +23,18 @@ type PoolSettings struct {
 	Dialing
 	// IdleTimeout closes pooled connections idle for longer (config.backend.poolIdleTimeout).
 	IdleTimeout time.Duration
-	// MaxConns caps connections per address; 0 means fasthttp's default.
+	// MaxIdle is how many connections the pool keeps idle at most
+	// (config.backend.poolMaxSize, in agentgateway's meaning): requests
+	// still get as many connections as they need, up to MaxConns, and a
+	// connection given back beyond MaxIdle idle ones closes. 0 means no
+	// limit; NoIdleConns keeps none (every connection closes after its
+	// request).
+	MaxIdle int
+	// MaxConns caps the connections to the address, busy and idle, on
+	// each side (HTTP/1.1, HTTP/2); 0 means DefaultMaxConns. A request
+	// that finds them all busy waits for one to come free (HTTP/2: for a
+	// stream) for up to the connect timeout, and within its own deadline,
+	// then fails with ErrPoolFull.
 	MaxConns int
 	// TLS makes the pool's connections TLS (LLM providers, backendTLS).
 	TLS UpstreamTLS
@@ -30,6 +42,30 @@ type PoolSettings struct {
 
 // DefaultPoolIdleTimeout is agentgateway's default pool idle timeout.
 const DefaultPoolIdleTimeout = 90 * time.Second
+
+// NoIdleConns as PoolSettings.MaxIdle keeps no connection idle
+// (poolMaxSize: 0).
+const NoIdleConns = -1
+
+// DefaultMaxConns caps the connections of one pool to one address, per
+// HTTP version. fasthttp's own default, 512, with no wait, answered the
+// 513th concurrent request 503 at once: six HTTP/2 clients with 100
+// streams each against a 50 ms backend got 39% 503s, and six clients that
+// stopped reading their responses held all 512. agentgateway (hyper) and
+// nginx set no limit, Envoy's circuit breakers 1024 connections with 1024
+// requests waiting. A cap stays, so that one backend cannot take every
+// file descriptor of the process (the clients' connections need theirs):
+// a pooled connection costs a socket and about 2 KiB of heap idle, 10 KiB
+// more while a request is on it (the 8 KiB read buffer; the 8 KiB write
+// buffer only while the request is written), measured over 1,000. Past
+// the cap requests wait (PoolSettings.MaxConns).
+const DefaultMaxConns = 4096
+
+// ErrPoolFull is the failure of a request that found every connection of
+// its upstream's pool busy (PoolSettings.MaxConns) and none came free
+// within the wait (the connect timeout): nothing was sent. It is a 503, as
+// a refused connection is, and a retry may try another backend.
+var ErrPoolFull = errors.New("every connection to the upstream is busy (the pool's connection limit) and none came free within the connect timeout")
 
 // Upstream is the connection pool to one address ("host:port").
 type Upstream struct {
@@ -57,6 +93,11 @@ type Upstream struct {
 	spokeHTTP1 atomic.Bool
 	// closed is set by Close: connections coming back close (finishConn).
 	closed atomic.Bool
+	// maxIdle and maxConns are PoolSettings.MaxIdle and MaxConns, the
+	// latter with its default applied; connWait is how long a request
+	// waits for a connection (or an HTTP/2 stream) when all are busy.
+	maxIdle, maxConns int
+	connWait          time.Duration
 }
 
 // alpnChoice is the HTTP version an upstream's ALPN list decides.
@@ -173,6 +214,13 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 		idle = DefaultPoolIdleTimeout
 	}
 	u.idle = idle
+	u.maxIdle, u.maxConns = s.MaxIdle, s.MaxConns
+	if u.maxConns <= 0 {
+		u.maxConns = DefaultMaxConns
+	}
+	// Waiting for a busy pool's connection is waiting to be connected, as
+	// HAProxy's queue timeout defaults to its connect timeout.
+	u.connWait = nd.Timeout
 	u.client = &fasthttp.HostClient{
 		Addr: addr,
 		Dial: func(a string) (net.Conn, error) {
@@ -182,7 +230,8 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 			}
 			return c, nil
 		},
-		MaxConns:                      s.MaxConns,
+		MaxConns:                      u.maxConns,
+		MaxConnWaitTimeout:            u.connWait,
 		MaxIdleConnDuration:           idle,
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: false,

@@ -689,7 +689,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 	{
 		msg := "no LLM provider available"
 		if lastErr != nil {
-			msg = failureMessage(backend.Classify(lastErr))
+			msg = errorMessage(lastErr)
 			if lastStatus == fasthttp.StatusNotFound {
 				msg = lastErr.Error()
 			} else if errors.Is(lastErr, errBackendCredentials) {

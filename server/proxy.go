@@ -221,7 +221,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			rs.upstreamAnswered = true
 			return status
 		}
-		if failure == backend.FailureConnect {
+		if failure == backend.FailureConnect && !errors.Is(err, backend.ErrPoolFull) {
 			rb.connectFailed(b.gw.log, err)
 		}
 		if attempt < attempts && retryable(req, streamed, failure) {
@@ -247,7 +247,7 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			return status
 		}
 		rs.upstreamErr = err
-		return respondError(fctx, failure.Status(), failureMessage(failure))
+		return respondError(fctx, failure.Status(), errorMessage(err))
 	}
 }
 
@@ -337,6 +337,17 @@ func (rs *requestState) waitBackoff(rp *retryPolicy, deadline time.Time) bool {
 	case <-gone:
 		return false
 	}
+}
+
+// errorMessage is the body of the gateway's answer to an exchange that
+// failed with err: its failure class's message, or, when the gateway's own
+// limit on connections to the backend was what failed (backend.ErrPoolFull),
+// that.
+func errorMessage(err error) string {
+	if errors.Is(err, backend.ErrPoolFull) {
+		return "upstream connection limit reached"
+	}
+	return failureMessage(backend.Classify(err))
 }
 
 func failureMessage(f backend.Failure) string {

@@ -1033,8 +1033,14 @@ func ipv4Only(f *config.File) bool {
 	return f.Config != nil && f.Config.EnableIPv6 != nil && !*f.Config.EnableIPv6
 }
 
+// poolMaxConns is the upstream pools' connection limit
+// (backend.PoolSettings.MaxConns), 0 for backend.DefaultMaxConns; no file
+// sets it, tests lower it.
+var poolMaxConns = newAtomicInt64(0)
+
 func poolDefaults(f *config.File) backend.PoolSettings {
 	s := backend.PoolSettings{Dialing: backend.Dialing{ConnectTimeout: backend.DefaultConnectTimeout, Keepalive: backend.DefaultKeepalive}}
+	s.MaxConns = int(poolMaxConns.Load())
 	s.IPv4Only = ipv4Only(f)
 	if f.Config != nil {
 		if d := f.Config.Backend; d != nil {
@@ -1047,7 +1053,12 @@ func poolDefaults(f *config.File) backend.PoolSettings {
 				s.IdleTimeout = d.PoolIdleTimeout.Duration
 			}
 			if d.PoolMaxSize != nil {
-				s.MaxConns = *d.PoolMaxSize
+				// agentgateway's meaning: the idle connections kept, not
+				// a limit on the connections open.
+				s.MaxIdle = *d.PoolMaxSize
+				if s.MaxIdle == 0 {
+					s.MaxIdle = backend.NoIdleConns
+				}
 			}
 		}
 	}
