@@ -259,25 +259,25 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		hc.CloseConn(cc)
 		return reused, timeoutErr(err)
 	}
-	br := hc.AcquireReader(conn)
+	rr := respReader{br: hc.AcquireReader(conn)}
 	if req.Header.IsHead() {
 		resp.SkipBody = true
 	}
-	err = readHead(&resp.Header, br)
+	err = rr.readHead(&resp.Header)
 	for n := 0; err == nil && isInterim(resp.Header.StatusCode()); n++ {
 		if n >= maxInterimResponses {
 			err = errors.New("too many interim responses")
 			break
 		}
-		err = readHead(&resp.Header, br)
+		err = rr.readHead(&resp.Header)
 	}
 	if w != nil && w.Unwatch() {
-		hc.ReleaseReader(br)
+		rr.release(hc)
 		hc.CloseConn(cc)
 		return false, ErrClientGone
 	}
 	if err != nil {
-		hc.ReleaseReader(br)
+		rr.release(hc)
 		hc.CloseConn(cc)
 		var nothing fasthttp.ErrNothingRead
 		return reused && (errors.As(err, &nothing) || errors.Is(err, io.EOF)), timeoutErr(logline.WithoutPeerBytes(err))
@@ -286,7 +286,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 		// RFC 9110 15.2.2: a server switches only to a protocol the
 		// request asked for. Relayed, the 101 would leave the client
 		// waiting on a connection nothing is spliced to.
-		hc.ReleaseReader(br)
+		rr.release(hc)
 		hc.CloseConn(cc)
 		return false, ErrUnsolicitedSwitch
 	}
@@ -295,14 +295,14 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	status := resp.Header.StatusCode()
 	if resp.SkipBody || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified || status == fasthttp.StatusSwitchingProtocols {
 		resp.SkipBody = true
-		hc.ReleaseReader(br)
+		rr.release(hc)
 		clearDeadline(conn, deadline)
 		finishConn(u, cc, closeConn || status == fasthttp.StatusSwitchingProtocols)
 		return false, nil
 	}
 	if n >= 0 && n <= ResponseStreamThreshold {
-		err = resp.ReadBody(br, ResponseStreamThreshold)
-		hc.ReleaseReader(br)
+		err = resp.ReadBody(rr.br, ResponseStreamThreshold)
+		rr.release(hc)
 		if err != nil {
 			hc.CloseConn(cc)
 			return false, timeoutErr(logline.WithoutPeerBytes(err))
@@ -315,7 +315,7 @@ func (u *Upstream) roundTrip(w ClientWatch, req *fasthttp.Request, resp *fasthtt
 	// exchange deadline stays until the body has been read (a request
 	// timeout bounds the whole response); the stream clears it when it
 	// gives the connection back.
-	attachStream(u, cc, br, resp, n, closeConn, !deadline.IsZero())
+	attachStream(u, cc, rr, resp, n, closeConn, !deadline.IsZero())
 	return false, nil
 }
 
@@ -333,12 +333,67 @@ var ErrBareLFHead = errors.New("upstream response head ends with a bare LF blank
 // Protocols although the request asked for no upgrade; the client gets 502.
 var ErrUnsolicitedSwitch = errors.New("upstream switched protocols unasked")
 
-// readHead reads a response head from br (AwaitHead, then fasthttp's parser).
-func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
-	if err := AwaitHead(br); err != nil {
+// MaxResponseHeadBytes is the largest response head (status line and
+// header fields) the gateway takes from an upstream, in HTTP/1.1 and, as
+// its header list (SETTINGS_MAX_HEADER_LIST_SIZE), in HTTP/2: the limit of
+// a client's HTTP/2 header list (the server's http2MaxHeaderSize default),
+// and near Envoy's 60 KiB. A larger head is a 502.
+const MaxResponseHeadBytes = 64 << 10
+
+// ErrResponseHeadTooLarge is the error of an HTTP/1.1 exchange whose
+// response head is larger than MaxResponseHeadBytes.
+var ErrResponseHeadTooLarge = fmt.Errorf("upstream response head larger than %d KiB", MaxResponseHeadBytes>>10)
+
+// respReader is what an exchange reads its response from: the pool's
+// reader, whose 8 KiB buffer holds nearly every response head, or, once a
+// head did not fit it, a reader of MaxResponseHeadBytes reading through it
+// (grow). A pooled reader that size for every exchange would be held as
+// long as each response body streams: 64 KiB where 8 KiB does.
+type respReader struct {
+	br    *bufio.Reader // the response is read from it
+	under *bufio.Reader // the pool's reader that br reads through, if br grew
+}
+
+// headReaders are the readers respReader grows into.
+var headReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, MaxResponseHeadBytes) }}
+
+// readHead reads a response head (awaitHead, then fasthttp's parser, which
+// needs the head whole in the buffer), growing the reader when the head
+// does not fit the pool's.
+func (r *respReader) readHead(h *fasthttp.ResponseHeader) error {
+	full, err := awaitHead(r.br)
+	if err == nil && full {
+		if r.under != nil {
+			return ErrResponseHeadTooLarge
+		}
+		r.grow()
+		if full, err = awaitHead(r.br); err == nil && full {
+			return ErrResponseHeadTooLarge
+		}
+	}
+	if err != nil {
 		return err
 	}
-	return h.Read(br)
+	return h.Read(r.br)
+}
+
+// grow moves r to a reader of MaxResponseHeadBytes that reads through the
+// pool's: it takes the bytes the pool's holds first, then reads the
+// connection (straight into its own buffer when the pool's is empty).
+func (r *respReader) grow() {
+	big := headReaders.Get().(*bufio.Reader)
+	big.Reset(r.br)
+	r.br, r.under = big, r.br
+}
+
+// release gives the readers back: the pool's to the pool.
+func (r *respReader) release(hc *fasthttp.HostClient) {
+	if r.under != nil {
+		r.br.Reset(nil)
+		headReaders.Put(r.br)
+		r.br, r.under = r.under, nil
+	}
+	hc.ReleaseReader(r.br)
 }
 
 // AwaitHead reads from br until it holds the blank line that ends a response
@@ -352,27 +407,52 @@ func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
 // It costs a look at each line break of the head; after a further read the
 // search resumes where it stopped.
 func AwaitHead(br *bufio.Reader) error {
+	_, err := awaitHead(br)
+	return err
+}
+
+// AwaitHeadGrowing is AwaitHead for a reader the caller keeps (an upgrade's
+// handshake, whose reader the tunnel goes on reading), with the
+// exchange's limit: a head that does not fit br's buffer is read on into
+// a reader of MaxResponseHeadBytes that reads through br, which it
+// returns, and one larger than that is refused (ErrResponseHeadTooLarge).
+// The response is to be read from the reader returned.
+func AwaitHeadGrowing(br *bufio.Reader) (*bufio.Reader, error) {
+	full, err := awaitHead(br)
+	if err != nil || !full {
+		return br, err
+	}
+	big := bufio.NewReaderSize(br, MaxResponseHeadBytes)
+	if full, err = awaitHead(big); err == nil && full {
+		err = ErrResponseHeadTooLarge
+	}
+	return big, err
+}
+
+// awaitHead is AwaitHead that reports whether it stopped at a full buffer
+// without the head's end.
+func awaitHead(br *bufio.Reader) (full bool, err error) {
 	next := 0
 	for {
 		b, _ := br.Peek(br.Buffered()) // what it holds: no read
 		var found, bare bool
 		if found, bare, next = headEnd(b, next); found {
 			if bare {
-				return ErrBareLFHead
+				return false, ErrBareLFHead
 			}
-			return nil
+			return false, nil
 		}
 		if len(b) >= br.Size() {
-			return nil
+			return true, nil
 		}
 		if _, err := br.Peek(len(b) + 1); err != nil {
 			if len(b) == 0 {
 				if sock.IsTimeout(err) {
-					return fasthttp.ErrTimeout
+					return false, fasthttp.ErrTimeout
 				}
-				return io.EOF
+				return false, io.EOF
 			}
-			return fmt.Errorf("error when reading response headers: %w", err)
+			return false, fmt.Errorf("error when reading response headers: %w", err)
 		}
 	}
 }
@@ -477,7 +557,7 @@ func timeoutErr(err error) error {
 type streamBody[C any] struct {
 	u         *Upstream // the pool cc goes back to
 	cc        C
-	br        *bufio.Reader
+	rr        respReader
 	up        *fasthttp.Response // holds fasthttp's pooled body decoder
 	body      io.Reader
 	closeConn bool
@@ -523,22 +603,22 @@ func (e *eofReader) Read(p []byte) (int, error) {
 
 var streamBodies sync.Pool
 
-func attachStream[C any](u *Upstream, cc C, br *bufio.Reader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
+func attachStream[C any](u *Upstream, cc C, rr respReader, resp *fasthttp.Response, n int, closeConn, deadline bool) {
 	sb, _ := streamBodies.Get().(*streamBody[C])
 	if sb == nil {
 		sb = new(streamBody[C])
 	}
 	up := fasthttp.AcquireResponse()
-	*sb = streamBody[C]{u: u, cc: cc, br: br, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
+	*sb = streamBody[C]{u: u, cc: cc, rr: rr, up: up, closeConn: closeConn, want: n, deadline: deadline, dst: &resp.Header, chunks: sb.chunks}
 	if c, ok := any(cc).(interface{ Conn() net.Conn }); ok {
 		sb.conn = c.Conn()
 	}
 	resp.Header.CopyTo(&up.Header)
 	up.StreamBody = true
-	src := br
+	src := rr.br
 	if n == -1 {
 		sb.chunked = true
-		sb.src = eofReader{r: br}
+		sb.src = eofReader{r: rr.br}
 		if sb.chunks == nil {
 			sb.chunks = bufio.NewReaderSize(&sb.src, chunkedReadBuffer)
 		} else {
@@ -695,7 +775,7 @@ func (s *streamBody[C]) Close() error {
 	}
 	_ = s.up.CloseBodyStream()
 	fasthttp.ReleaseResponse(s.up)
-	s.u.client.ReleaseReader(s.br)
+	s.rr.release(s.u.client)
 	keep := !s.closeConn && s.eof
 	if s.watch != nil && s.watch.Unwatch() {
 		// A hang-up may have moved the connection's deadline into the

@@ -83,6 +83,9 @@ func (u *Upstream) h2Conns() *h2Conns {
 		// A proxy passes bodies as they are: no Accept-Encoding of its
 		// own, no decompression.
 		t.DisableCompression = true
+		// x/net's default is 10 MiB: a response head the HTTP/1.1 side
+		// would refuse (a 502) passed here.
+		t.MaxHeaderListSize = MaxResponseHeadBytes
 		t.IdleConnTimeout = u.idle
 		t.ReadIdleTimeout = h2PingAfter
 		t.PingTimeout = h2PingTimeout

@@ -239,6 +239,8 @@ func newUpstreamTLS(addr string, s PoolSettings, files *loadedTLS) *Upstream {
 		ConnPoolStrategy:              fasthttp.LIFO,
 		// The HostClient serves as the connection pool only: Exchange does
 		// the writing and reading, and its own stale-connection retry.
+		// The read buffer holds nearly every response head; a larger one
+		// moves to a larger reader, up to MaxResponseHeadBytes (respReader).
 		ReadBufferSize:  8 << 10,
 		WriteBufferSize: 8 << 10,
 		// Errors without the upstream's bytes (logline.WithoutPeerBytes

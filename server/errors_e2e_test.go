@@ -589,12 +589,12 @@ func dialAfter(t *testing.T, addr, before string) (net.Conn, *bufio.Reader) {
 // token there used to reach the log.
 func TestUpstreamErrorsLogNoUpstreamBytes(t *testing.T) {
 	const secret = "s3cr3t-session-value"
-	big := "HTTP/1.1 200 OK\r\nSet-Cookie: session=" + secret + "\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 100)+"\r\n", 100) + "Content-Length: 2\r\n\r\nok"
+	big := "HTTP/1.1 200 OK\r\nSet-Cookie: session=" + secret + "\r\n" + strings.Repeat("X-Filler: "+strings.Repeat("f", 100)+"\r\n", 700) + "Content-Length: 2\r\n\r\nok"
 	for _, tc := range []struct {
 		desc, answer, want string
 	}{
 		{"a field value with a control byte", "HTTP/1.1 200 OK\r\nSet-Cookie: session=" + secret + "\x01\r\nContent-Length: 2\r\n\r\nok", "invalid header"},
-		{"a head past the read buffer", big, "small read buffer"},
+		{"a head past the 64 KiB limit", big, "larger than 64 KiB"},
 		{"a bad status line", "HTTP/1.1 2x0 " + secret + "\r\n\r\n", "status code"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -44,9 +44,10 @@ func (b *bind) tunnel(rs *requestState, up *backend.Upstream, acct *realtimeAcco
 	br := bufio.NewReader(conn)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	// AwaitHead refuses a head with a bare-LF blank line at once, which
-	// fasthttp's parser would wait on until the handshake timeout.
-	err = backend.AwaitHead(br)
+	// AwaitHeadGrowing refuses a head with a bare-LF blank line at once,
+	// which fasthttp's parser would wait on until the handshake timeout,
+	// and takes heads up to the exchanges' limit where br holds 4 KiB.
+	br, err = backend.AwaitHeadGrowing(br)
 	if err == nil {
 		err = resp.ReadLimitBody(br, rs.bind.frontend.maxBufferSize)
 	}
