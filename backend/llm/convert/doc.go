@@ -98,7 +98,10 @@
 // first when the client asked for it), Anthropic's message_start ...
 // message_stop, or the Responses API's response.created ... response.completed
 // (with the full response, so the stream keeps each output item's text;
-// sequence_number counts from 0, as OpenAI's).
+// sequence_number counts from 0, as OpenAI's). What a stream keeps of the
+// answer (those texts, a Chat provider's tool calls held while another is
+// open) is bounded by MaxKeptBytes: past it the stream ends with an error
+// event, as an endless provider stream would otherwise grow it forever.
 // SSE input is framed by the same WHATWG rules as codec/sse (which pulls
 // from an io.Reader; a Stream is pushed to); Bedrock's binary event stream
 // is decoded with the AWS SDK's eventstream package, CRCs checked. Each

@@ -95,6 +95,11 @@ func (s *Stream) emit(dst []byte) []byte {
 		}
 		return dst
 	}
+	if s.err != nil {
+		// The stream failed (its error event is written) while reading
+		// the provider's event: what the event goes on to say is dropped.
+		return dst
+	}
 	return s.write(dst, ev)
 }
 

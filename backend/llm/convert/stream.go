@@ -60,6 +60,13 @@ type Stream struct {
 	// held are a Chat provider's tool calls held back (stream_chat.go).
 	held []heldCall
 
+	// kept counts the bytes of the answer the Stream keeps until a later
+	// event (a Responses client's items, a Chat provider's held calls),
+	// up to keptMax (MaxKeptBytes): keep; heldKept is the held calls' part
+	// of it. overKept: the stream is failing for it.
+	kept, keptMax, heldKept int64
+	overKept                bool
+
 	chatW chatWriter
 	anW   anthropicWriter
 	rsW   responsesWriter
@@ -74,6 +81,16 @@ type Stream struct {
 // then it is passed on unread, only its usage and type followed
 // (bigevent.go).
 const MaxEventBytes = 1 << 20
+
+// MaxKeptBytes bounds what a Stream keeps of the answer for the events
+// that repeat it: a Responses client's done events and its
+// response.completed carry each item's text and the whole output (as
+// OpenAI's do, and its SDKs read them), and a Chat provider's tool call
+// begun while another is open is held until the calls end. An answer that
+// needs more fails the stream with an error event, as a whole answer
+// larger than the server's 32 MiB bound fails (no provider's output comes
+// near it: an endless stream is what reaches it).
+const MaxKeptBytes = 32 << 20
 
 // ErrTruncated is returned by Close when the provider's stream ended before
 // its last event.
@@ -133,6 +150,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.deltas, s.deltaBytes = 0, 0
 	s.failed, s.failMsg = StreamFailure{}, s.failMsg[:0]
 	s.held = s.held[:0]
+	s.kept, s.keptMax, s.heldKept, s.overKept = 0, MaxKeptBytes, 0, false
 	s.scratch = s.scratch[:0]
 	s.chatW.reset()
 	s.anW.reset()
@@ -187,6 +205,29 @@ func (s *Stream) ProviderFailure() (StreamFailure, bool) {
 func (f StreamFailure) Err() error {
 	return &Error{Status: f.Status, Message: string(f.Message)}
 }
+
+// keep reports whether n more bytes of the answer may be kept (MaxKeptBytes),
+// and counts them when they may.
+func (s *Stream) keep(n int) bool {
+	if s.kept+int64(n) > s.keptMax {
+		return false
+	}
+	s.kept += int64(n)
+	return true
+}
+
+// keptTooMuch fails the stream whose answer is more than it may keep (a
+// masker's tail written on the way out is dropped).
+func (s *Stream) keptTooMuch(dst []byte) []byte {
+	if s.overKept {
+		return dst
+	}
+	s.overKept = true
+	dst, _ = s.fail(dst, 502, "api_error", errKeptTooMuch)
+	return dst
+}
+
+const errKeptTooMuch = "the answer is larger than the 32 MiB the gateway keeps of a streamed answer"
 
 // countDelta counts a delta's string token for OutputEstimate.
 func (s *Stream) countDelta(tok llm.Raw) {

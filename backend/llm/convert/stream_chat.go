@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"unsafe"
+
 	"github.com/relaygate/gateway/codec/llm"
 	"github.com/relaygate/gateway/codec/sse"
 )
@@ -53,7 +55,9 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 				continue
 			}
 			if p := s.pendingCall(tc.Index); p != nil {
-				p.add(s, tc.Function.Arguments)
+				if !p.add(s, tc.Function.Arguments) {
+					return s.keptTooMuch(dst)
+				}
 				continue
 			}
 			id := tc.ID
@@ -66,7 +70,9 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 				// Another call is under way, and a provider may interleave
 				// their arguments (0, 1, 0, 1): a block once stopped takes
 				// no more, so this one waits until the calls end.
-				s.holdCall(tc.Index, id, tc.Function.Name, tc.Function.Arguments)
+				if !s.holdCall(tc.Index, id, tc.Function.Name, tc.Function.Arguments) {
+					return s.keptTooMuch(dst)
+				}
 				continue
 			}
 			dst, i = s.openBlock(dst, kToolUse, id, tc.Function.Name, nil)
@@ -106,9 +112,16 @@ func (s *Stream) pendingCall(index int) *heldCall {
 	return nil
 }
 
+// heldCallBytes is what a held call costs kept, its id, name and
+// arguments aside (Stream.keep).
+const heldCallBytes = int(unsafe.Sizeof(heldCall{}))
+
 // holdCall holds a tool call back (chatEvent), reusing a former one's
-// buffers.
-func (s *Stream) holdCall(index int, id, name string, args llm.Raw) {
+// buffers. It reports false when the stream may keep no more (keep).
+func (s *Stream) holdCall(index int, id, name string, args llm.Raw) bool {
+	if !s.keepHeld(heldCallBytes + len(id) + len(name)) {
+		return false
+	}
 	n := len(s.held)
 	if n < cap(s.held) {
 		s.held = s.held[:n+1]
@@ -120,17 +133,32 @@ func (s *Stream) holdCall(index int, id, name string, args llm.Raw) {
 	p.id = append(p.id[:0], id...)
 	p.name = append(p.name[:0], name...)
 	p.args = append(p.args[:0], '"')
-	p.add(s, args)
+	return p.add(s, args)
 }
 
 // add appends a piece of the call's arguments (a string token), counted
-// for OutputEstimate now.
-func (p *heldCall) add(s *Stream, args llm.Raw) {
+// for OutputEstimate now. It reports false when the stream may keep no
+// more (keep).
+func (p *heldCall) add(s *Stream, args llm.Raw) bool {
 	if !args.IsString() || len(args) == 2 {
-		return
+		return true
+	}
+	if !s.keepHeld(len(args) - 2) {
+		return false
 	}
 	s.countDelta(args)
 	p.args = append(p.args, args.Inner()...)
+	return true
+}
+
+// keepHeld is keep for the held calls, whose bytes are no longer kept
+// once they are written (flushHeld).
+func (s *Stream) keepHeld(n int) bool {
+	if !s.keep(n) {
+		return false
+	}
+	s.heldKept += int64(n)
+	return true
 }
 
 // flushCalls ends the open call and writes the held ones, each a block
@@ -146,6 +174,8 @@ func (s *Stream) flushCalls(dst []byte) []byte {
 func (s *Stream) flushHeld(dst []byte) []byte {
 	held := s.held
 	s.held = s.held[:0] // (openBlock's closing flushes nothing more)
+	s.kept -= s.heldKept
+	s.heldKept = 0
 	for k := range held {
 		p := &held[k]
 		var i int

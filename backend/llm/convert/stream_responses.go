@@ -2,6 +2,7 @@ package convert
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/relaygate/gateway/codec/llm"
 )
@@ -52,6 +53,11 @@ type rsItem struct {
 	text   []byte // escaped text (no quotes): text, arguments or summary
 	done   bool
 }
+
+// rsItemBytes is what an item costs kept, its text and names aside
+// (Stream.keep): its buffers' headers and its place in the writer's
+// slices, so that an endless stream of empty calls is bounded too.
+const rsItemBytes = int(unsafe.Sizeof(rsItem{})) + 64
 
 type responsesWriter struct {
 	id      []byte // resp_...
@@ -195,6 +201,9 @@ func (s *Stream) responsesWrite(dst []byte, ev *event) []byte {
 		if ev.block == kRedacted || ev.block == kImage {
 			return dst
 		}
+		if !s.keep(rsItemBytes + len(ev.id) + len(ev.name)) {
+			return s.keptTooMuch(dst)
+		}
 		i := len(w.items)
 		w.item[ev.index] = i
 		it := w.newItem(ev.block)
@@ -235,21 +244,25 @@ func (s *Stream) responsesWrite(dst []byte, ev *event) []byte {
 			return dst
 		}
 		it := &w.items[i]
-		switch {
-		case ev.delta == dText && it.kind == kText:
+		if d, ok := deltaOf(it.kind); !ok || ev.delta != d {
+			return dst
+		}
+		if !s.keep(len(ev.text) - 2) {
+			return s.keptTooMuch(dst)
+		}
+		switch it.kind {
+		case kText:
 			dst = w.begin(dst, "response.output_text.delta")
 			dst = w.appendItemRef(dst, i)
 			dst = append(dst, `,"content_index":0,"delta":`...)
-		case ev.delta == dArgs && it.kind == kToolUse:
+		case kToolUse:
 			dst = w.begin(dst, "response.function_call_arguments.delta")
 			dst = w.appendItemRef(dst, i)
 			dst = append(dst, `,"delta":`...)
-		case ev.delta == dThinking && it.kind == kThinking:
+		case kThinking:
 			dst = w.begin(dst, "response.reasoning_summary_text.delta")
 			dst = w.appendItemRef(dst, i)
 			dst = append(dst, `,"summary_index":0,"delta":`...)
-		default:
-			return dst
 		}
 		it.text = append(it.text, ev.text.Inner()...)
 		dst = append(dst, ev.text...)
@@ -284,6 +297,19 @@ func (s *Stream) responsesWrite(dst []byte, ev *event) []byte {
 		return append(dst, `,"param":null}`+"\n\n"...)
 	}
 	return dst
+}
+
+// deltaOf is the delta an item of kind k takes, if any.
+func deltaOf(k kind) (deltaKind, bool) {
+	switch k {
+	case kText:
+		return dText, true
+	case kToolUse:
+		return dArgs, true
+	case kThinking:
+		return dThinking, true
+	}
+	return 0, false
 }
 
 func (s *Stream) responsesItemDone(dst []byte, i int) []byte {
