@@ -447,6 +447,7 @@ type llmStream struct {
 	done     bool
 	err      error // what Read returns once out is sent
 	failed   error // why a translated stream ended with an error event
+	whole    bool  // the client's stream's last event is written (Read)
 	n        int
 	obs      backend.StreamObserver
 	observed bool
@@ -503,6 +504,10 @@ func (ls *llmStream) Read(p []byte) (int, error) {
 		if ls.done {
 			return 0, ls.err
 		}
+		// What Read returned so far is written: the server writes (and
+		// flushes) each piece before it reads the next. Once that holds
+		// the stream's last event, the client has its whole answer.
+		ls.whole = ls.whole || ls.s.Ended() && (ls.guard == nil || len(ls.guard.held) == 0)
 		ls.out, ls.off = ls.out[:0], 0
 		if ls.guard != nil {
 			ls.guardedStep()
@@ -533,6 +538,16 @@ func (ls *llmStream) step(dst []byte) []byte {
 			ls.done, ls.err, ls.failed = true, io.EOF, ferr
 			return dst
 		}
+	}
+	if err != nil && ls.whole {
+		// The client has had the stream's last event, and the provider's
+		// body was only waited for to its end (the end of its framing):
+		// a client that hangs up now (the OpenAI SDKs close their
+		// connection at [DONE]), or a provider that cuts its connection
+		// now, takes nothing from the answer. (A body not read to its end
+		// does not pool its connection.)
+		ls.done, ls.err = true, io.EOF
+		return dst
 	}
 	if err != nil {
 		// The provider's stream ended: its last events, or an error event
@@ -620,7 +635,9 @@ func (ls *llmStream) Close() error {
 	case ls.err != nil && ls.err != io.EOF:
 		err = ls.err
 		x.errType = "stream"
-	case !ls.done || ls.off < len(ls.out):
+	case (!ls.done || ls.off < len(ls.out)) && !ls.whole:
+		// (The client that had the last event and left before the
+		// provider's body ended abandoned nothing.)
 		err = backend.ErrStreamAbandoned
 	}
 	if err == nil && ls.s != nil {
@@ -775,7 +792,9 @@ func releaseStreamGuard(g *streamGuard) {
 func (ls *llmStream) guardedStep() {
 	g := ls.guard
 	ls.guardedRead()
-	if !ls.done && g.win.Pending() < aipolicy.StreamWindowText && len(g.held) < maxHeldBytes {
+	if !ls.done && !ls.s.Ended() && g.win.Pending() < aipolicy.StreamWindowText && len(g.held) < maxHeldBytes {
+		// (The stream's last events go out once they are read, not when
+		// the provider's body ends.)
 		return
 	}
 	ls.guardedFlush()

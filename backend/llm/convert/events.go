@@ -219,7 +219,9 @@ func (s *Stream) end(dst []byte) []byte {
 	dst = s.closeBlock(dst)
 	s.rd.ended = true
 	s.ev = event{kind: evEnd}
-	return s.emit(dst)
+	dst = s.emit(dst)
+	s.complete = s.err == nil
+	return dst
 }
 
 // providerError ends the stream with the provider's error.

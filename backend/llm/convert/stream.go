@@ -52,6 +52,10 @@ type Stream struct {
 	// so far, and their bytes (OutputEstimate).
 	deltas, deltaBytes int64
 
+	// complete: the stream's last events are written (end), no error
+	// before them (Ended).
+	complete bool
+
 	// failed is the provider's own error event, when its stream ended
 	// with one (ProviderFailure); failMsg holds its message.
 	failed  StreamFailure
@@ -144,7 +148,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.sse.skipBig = s.pass && !s.mk.pass
 	s.es.Reset()
 	s.es.Max = MaxEventBytes
-	s.err, s.blind = nil, false
+	s.err, s.blind, s.complete = nil, false, false
 	s.rd.reset()
 	s.usage = Usage{}
 	s.deltas, s.deltaBytes = 0, 0
@@ -180,6 +184,15 @@ func (s *Stream) OutputEstimate() int64 { return max(s.deltas, (s.deltaBytes+3)/
 // argument delta was read. A stream that fails before that has given the
 // client no part of an answer, so another provider may be asked instead.
 func (s *Stream) Answered() bool { return s.deltas > 0 }
+
+// Ended reports whether the client's stream has ended whole: its last
+// event ([DONE], message_stop, response.completed; passed through, the
+// provider's) is in what Feed or Close returned, and no error came before
+// it. The provider's body may still have bytes to come (the end of its
+// framing), which the client needs no more.
+func (s *Stream) Ended() bool {
+	return s.complete && s.err == nil && s.failed.Status == 0
+}
 
 // StreamFailure is the provider's own error event that ended a stream:
 // its status (derived from its type where it carries none), its type name

@@ -235,3 +235,30 @@ func TestStreamInterleavedToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamEnded: Ended holds once the client's stream has its last
+// event, and never after an error, whatever the formats.
+func TestStreamEnded(t *testing.T) {
+	done := chatPrelude + chatChunk + `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	for _, tc := range []struct {
+		desc   string
+		client Format
+		in     string
+		want   bool
+	}{
+		{"passed through, before [DONE]", Chat, chatPrelude + chatChunk, false},
+		{"passed through, [DONE]", Chat, done, true},
+		{"translated, [DONE]", Messages, done, true},
+		{"translated to responses, [DONE]", Responses, done, true},
+		{"an error event", Messages, chatPrelude + `data: {"error":{"message":"overloaded","type":"server_error"}}` + "\n\n", false},
+		{"an event that does not read", Responses, chatPrelude + "data: {\"choices\":\n\n", false},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := NewStream(RequestInfo{Client: tc.client, Provider: Chat, Model: "m", Stream: true})
+			out, err := s.Feed(nil, []byte(tc.in))
+			if got := s.Ended(); got != tc.want {
+				t.Errorf("Ended %v (%v), want %v\n%s", got, err, tc.want, out)
+			}
+		})
+	}
+}
