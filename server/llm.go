@@ -188,6 +188,11 @@ type llmExchange struct {
 	end     time.Duration
 	observe bool
 	fctx    *fasthttp.RequestCtx
+
+	// respModel is the model the provider says answered (its answer's
+	// model, Gemini's modelVersion), empty when it named none
+	// (responseModel).
+	respModel []byte
 }
 
 var llmExchanges = sync.Pool{New: func() any { return new(llmExchange) }}
@@ -204,7 +209,7 @@ func (x *llmExchange) release() {
 	// are bounded by maxBufferSize.
 	*x = llmExchange{
 		client: x.client[:0], edited: x.edited[:0], members: x.members[:0], sent: x.sent[:0], scratch: keepLLMBuf(x.scratch), cached: x.cached[:0],
-		out: keepLLMBuf(x.out), guarded: keepLLMBuf(x.guarded), retarget: x.retarget[:0], decoded: keepLLMBuf(x.decoded), model: x.model[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], path: x.path[:0], saved: x.saved,
+		out: keepLLMBuf(x.out), guarded: keepLLMBuf(x.guarded), retarget: x.retarget[:0], decoded: keepLLMBuf(x.decoded), model: x.model[:0], respModel: x.respModel[:0], reqModel: x.reqModel[:0], uri: x.uri[:0], path: x.path[:0], saved: x.saved,
 		early: earlyFailure{msg: x.early.msg[:0]},
 	}
 	llmExchanges.Put(x)
@@ -488,6 +493,7 @@ func (b *bind) llmAttempts(rs *requestState, r *route, rb *routeBackend, t *llmT
 			continue
 		}
 		body := cur
+		x.respModel = x.respModel[:0] // (an attempt before may have answered)
 		if cf != convert.FormatUnknown && pf != convert.FormatUnknown {
 			sent, info, err := convert.Request(x.sent[:0], cf, pf, cur, &convert.Options{Model: model, StreamUsage: true, Head: head})
 			if err != nil {

@@ -155,6 +155,7 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 	}
 	x.out, x.usage, x.answered = out, usage.Clamped(), true
 	x.hasUsage = x.usage.Reported()
+	x.respModel = convert.AppendResponseModel(x.respModel[:0], body, x.info.Provider)
 	// An answer is about four bytes a token, its JSON included: what it
 	// is charged when its provider reports no usage (chargedTokens).
 	x.outEstimate = int64(len(body)+3) / 4
@@ -390,7 +391,7 @@ func observeLLM(rs *requestState, x *llmExchange) {
 		// Views of the exchange's buffers, not copies: Observe keeps
 		// nothing of them (LLMObservation), nor does the catalog.
 		RequestModel:  bytesView(x.reqModel),
-		ResponseModel: bytesView(x.model),
+		ResponseModel: bytesView(x.responseModel()),
 		Backend:       x.prov.p.Name(),
 		Duration:      x.end - x.start,
 		ErrorType:     x.errType,
@@ -407,8 +408,16 @@ func observeLLM(rs *requestState, x *llmExchange) {
 	if x.ttft > 0 {
 		o.TimeToFirstToken = x.ttft - x.start
 	}
-	if x.hasUsage && x.target.catalog != nil {
-		if c, ok := x.target.catalog.Cost(o.Provider, o.ResponseModel, costUsage(x.usage)); ok {
+	if cat := x.target.catalog; x.hasUsage && cat != nil {
+		// Priced as the model that answered when the catalog lists it,
+		// else as the model asked of the provider (agentgateway's rule: a
+		// dated version, gpt-4o-2024-08-06 for gpt-4o, is often missing
+		// from a catalog that prices its alias).
+		model := o.ResponseModel
+		if !cat.Lists(o.Provider, model) {
+			model = bytesView(x.model)
+		}
+		if c, ok := cat.Cost(o.Provider, model, costUsage(x.usage)); ok {
 			o.Cost, x.cost, x.costKnown = c, c, true
 		}
 	}
@@ -655,6 +664,7 @@ func (ls *llmStream) Close() error {
 	if ls.s != nil {
 		x.usage, x.answered = ls.s.Usage().Clamped(), true
 		x.hasUsage = x.usage.Reported()
+		x.respModel = append(x.respModel[:0], ls.s.Model()...)
 		x.outEstimate = ls.s.OutputEstimate()
 		if err != nil {
 			x.cut = true
@@ -706,12 +716,22 @@ func (x *llmExchange) chargedTokens() int64 {
 	return in + max(x.usage.OutputTokens, x.outEstimate)
 }
 
+// responseModel is the model that answered (gen_ai.response.model): the
+// one the provider's answer names, else (Bedrock's name none, or no answer
+// came) the one asked of it.
+func (x *llmExchange) responseModel() []byte {
+	if len(x.respModel) > 0 {
+		return x.respModel
+	}
+	return x.model
+}
+
 // accessFields fills an LLM exchange's part of the access log record.
 func (x *llmExchange) accessFields(a *logline.AccessLLM) {
 	*a = logline.AccessLLM{
 		Provider:     x.prov.p.Name(),
 		RequestModel: logline.BoundBytes(x.reqModel),
-		Model:        logline.BoundBytes(x.model),
+		Model:        logline.BoundBytes(x.responseModel()),
 		HasUsage:     x.hasUsage,
 		CostKnown:    x.costKnown,
 		Cost:         x.cost,

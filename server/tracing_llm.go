@@ -22,8 +22,8 @@ func (x *llmExchange) genAIAttributes(attrs []attribute.KeyValue) []attribute.Ke
 	if len(x.reqModel) > 0 {
 		attrs = append(attrs, attribute.String("gen_ai.request.model", string(logline.BoundBytes(x.reqModel))))
 	}
-	if len(x.model) > 0 {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", string(logline.BoundBytes(x.model))))
+	if m := x.responseModel(); len(m) > 0 {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", string(logline.BoundBytes(m))))
 	}
 	if x.hasUsage {
 		attrs = append(attrs,
@@ -51,8 +51,8 @@ func (x *llmExchange) llmVariable(resp *fasthttp.Response, prompt, completion bo
 		"requestModel": string(x.reqModel),
 		"streaming":    x.info.Stream,
 	}
-	if len(x.model) > 0 {
-		v["responseModel"] = string(x.model)
+	if m := x.responseModel(); len(m) > 0 {
+		v["responseModel"] = string(m)
 	}
 	if x.hasUsage {
 		v["inputTokens"] = x.usage.InputTokens

@@ -336,6 +336,38 @@ func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) 
 	return dst, r.usage, nil
 }
 
+// MaxModelBytes bounds the model name a provider's answer reports that
+// AppendResponseModel and Stream.Model take: a longer one is taken as
+// none (no model is that long; the metrics' labels stop at 256 bytes).
+const MaxModelBytes = 256
+
+// AppendResponseModel appends to dst the model a provider's answer (its
+// body read whole, in the provider's format f) says answered: OpenAI's,
+// Anthropic's and the Responses API's model, Gemini's modelVersion (the
+// last member of that name, as the decoder takes). Nothing is appended
+// when the body names none (Bedrock's never do), or one that is no string
+// or longer than MaxModelBytes.
+func AppendResponseModel(dst, body []byte, f Format) []byte {
+	name := "model"
+	switch f {
+	case Chat, Messages, Responses:
+	case Gemini:
+		name = "modelVersion"
+	default:
+		return dst
+	}
+	v, ok := llm.LastMember(body, name)
+	if !ok || !v.IsString() || len(v) > 2+6*MaxModelBytes {
+		return dst
+	}
+	n := len(dst)
+	dst, err := llm.AppendUnquoted(dst, v)
+	if err != nil || len(dst)-n > MaxModelBytes {
+		return dst[:n]
+	}
+	return dst
+}
+
 // Hooks for deterministic tests.
 var (
 	randUint64 = rand.Uint64

@@ -18,12 +18,13 @@
 //
 //	// a 2xx response, whole:
 //	out, usage, err := convert.Response(out[:0], providerBody, info)
+//	model := convert.AppendResponseModel(nil, providerBody, info.Provider) // the model that answered
 //	// a 4xx/5xx response:
 //	out, status := convert.ProviderError(out[:0], info, providerStatus, providerBody)
 //	// a stream (Content-Type: convert.StreamContentType(info.Client)):
 //	s := convert.AcquireStream(info)
 //	for each piece p read from the provider: out, err = s.Feed(out[:0], p); send out
-//	out, err = s.Close(out[:0]); send out; usage := s.Usage(); convert.ReleaseStream(s)
+//	out, err = s.Close(out[:0]); send out; usage, model := s.Usage(), s.Model(); convert.ReleaseStream(s)
 //
 // Every function appends to a caller's buffer and returns it, so a server
 // that reuses its buffers translates without allocating them; scratch state

@@ -128,6 +128,7 @@ func errorFromEvent(ev *event) error {
 }
 
 func (s *Stream) start(dst []byte, id, model string) []byte {
+	s.noteModel(model)
 	if s.rd.started {
 		return dst
 	}

@@ -348,6 +348,7 @@ func (m *answerMask) maskAnthropicBlocks(text []byte, blocks []llm.AnthropicBloc
 // rsPassResponse is what masking reads of a Responses response object (a
 // response, or the response of a stream event).
 type rsPassResponse struct {
+	Model  string       `json:"model"`
 	Output []rsPassItem `json:"output"`
 	// OutputText is the SDKs' convenience member, when a provider sends it.
 	OutputText llm.Raw            `json:"output_text"`

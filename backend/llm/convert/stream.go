@@ -52,6 +52,9 @@ type Stream struct {
 	// so far, and their bytes (OutputEstimate).
 	deltas, deltaBytes int64
 
+	// respModel is the model the provider's stream says answered (Model).
+	respModel []byte
+
 	// complete: the stream's last events are written (end), no error
 	// before them (Ended).
 	complete bool
@@ -149,6 +152,7 @@ func (s *Stream) Reset(info RequestInfo) {
 	s.es.Reset()
 	s.es.Max = MaxEventBytes
 	s.err, s.blind, s.complete = nil, false, false
+	s.respModel = s.respModel[:0]
 	s.rd.reset()
 	s.usage = Usage{}
 	s.deltas, s.deltaBytes = 0, 0
@@ -184,6 +188,25 @@ func (s *Stream) OutputEstimate() int64 { return max(s.deltas, (s.deltaBytes+3)/
 // argument delta was read. A stream that fails before that has given the
 // client no part of an answer, so another provider may be asked instead.
 func (s *Stream) Answered() bool { return s.deltas > 0 }
+
+// Model is the model the provider's stream says answered (OpenAI's and
+// Anthropic's model, Gemini's modelVersion, the Responses API's
+// response.model: the first it names), or nil when it named none (Bedrock
+// never does) or one longer than MaxModelBytes. It is valid until the
+// Stream is reset or released.
+func (s *Stream) Model() []byte {
+	if len(s.respModel) == 0 {
+		return nil
+	}
+	return s.respModel
+}
+
+// noteModel keeps the first model the provider's stream names (Model).
+func (s *Stream) noteModel(model string) {
+	if len(s.respModel) == 0 && model != "" && len(model) <= MaxModelBytes {
+		s.respModel = append(s.respModel, model...)
+	}
+}
 
 // Ended reports whether the client's stream has ended whole: its last
 // event ([DONE], message_stop, response.completed; passed through, the

@@ -650,6 +650,7 @@ func (s *Stream) responsesPass(dst, typ, data []byte) []byte {
 	case e.Type == "response.completed", e.Type == "response.incomplete", e.Type == "response.failed", e.Type == "error":
 		dst = s.passFlushAll(dst)
 	}
+	s.noteModel(e.Response.Model)
 	dst = s.responsesRead(dst, e.Type, responsesUsage(&e.Response.Usage), e.Message)
 	if s.err != nil {
 		return dst

@@ -21,6 +21,7 @@ func (s *Stream) responsesEvent(dst, data []byte) []byte {
 	if len(e.Delta) > 2 && e.Delta.IsString() && strings.HasSuffix(e.Type, ".delta") {
 		s.countDelta(e.Delta)
 	}
+	s.noteModel(e.Response.Model)
 	return s.responsesRead(dst, e.Type, responsesUsage(&e.Response.Usage), e.Message)
 }
 

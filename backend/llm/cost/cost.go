@@ -93,6 +93,12 @@ type rates struct {
 	priced bool // some rate was set
 }
 
+// Lists reports whether the catalog lists a model of a provider, priced
+// or not. It does not allocate.
+func (c *Catalog) Lists(provider, modelName string) bool {
+	return c != nil && c.models[modelKey{provider, modelName}] != nil
+}
+
 // Cost returns the cost of u for a model of a provider, in the catalog's
 // currency units, and whether the catalog prices that model. It does not
 // allocate.

@@ -189,6 +189,19 @@ func TestNilCatalog(t *testing.T) {
 	if _, ok := empty.Cost("openai", "gpt-4o", Usage{Input: 1}); ok {
 		t.Error("empty catalog priced a model")
 	}
+	if c.Lists("openai", "gpt-4o") || empty.Lists("openai", "gpt-4o") {
+		t.Error("an empty catalog lists a model")
+	}
+}
+
+// TestCatalogLists: Lists tells a model the catalog has, priced or not,
+// from one it lacks (the server prices an answer by the model that
+// answered when the catalog lists it, else by the model asked for).
+func TestCatalogLists(t *testing.T) {
+	c := catalog(t, ratesCatalog, tieredCatalog)
+	if !c.Lists("gcp.gemini", "gemini-2.5-pro") || c.Lists("gcp.gemini", "no-such-model") || c.Lists("no-such-provider", "gemini-2.5-pro") {
+		t.Error("Lists disagrees with the catalog")
+	}
 }
 
 func TestCostDoesNotAllocate(t *testing.T) {
@@ -201,6 +214,7 @@ func TestCostDoesNotAllocate(t *testing.T) {
 	}{
 		{"tiered hit", func() { c.Cost(provider, model, u) }},
 		{"miss", func() { c.Cost(provider, "no-such-model", u) }},
+		{"lists", func() { c.Lists(provider, model) }},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			if n := testing.AllocsPerRun(1000, tc.fn); n != 0 {
