@@ -32,7 +32,11 @@
 // client's "Authorization: Bearer" key to x-api-key (passthrough leaves
 // the client's headers as they are); the Models route keeps the client's
 // path where agentgateway answers 501; key locations in a query parameter
-// are refused.
+// are refused; the client's query, which goes with the provider's path as
+// in agentgateway, loses a parameter the provider's path already has
+// (Azure's api-version: agentgateway sends both) and, on Gemini and
+// Vertex providers whose credentials the gateway puts on, the client's
+// "key" (a Google API key beside the gateway's).
 //
 // # Credentials
 //

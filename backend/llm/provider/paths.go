@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 )
@@ -20,9 +21,16 @@ const defaultBasePath = "/v1"
 //
 // clientPath is the client's request target: its path, with or without its
 // query. Passthrough and Models keep it; other route types get the
-// provider's path and keep the client's query (without "alt" on Gemini
-// paths, which carry their own), as agentgateway does; a route type Format
-// refuses keeps the client's target. pathPrefix replaces the provider's
+// provider's path and keep the client's query, as agentgateway does,
+// except what the gateway sets itself: "alt" on Gemini paths, which carry
+// their own (agentgateway drops it too), and any parameter the provider's
+// path already has (Azure's api-version: a second one would contradict
+// the configured one). A route type Format refuses keeps the client's
+// target. On every route type, a Gemini or Vertex provider whose
+// credentials the gateway puts on (any backendAuth but passthrough)
+// drops the client's "key" (a Google API key in the query) as it drops
+// the client's credential headers, so none of the client's reaches the
+// provider beside the gateway's. pathPrefix replaces the provider's
 // base path ("/v1" of openAI, anthropic and custom) or, for providers
 // without one, goes before the path; on Passthrough and Models it replaces
 // a leading "/v1" of openAI and anthropic and goes before other paths. A
@@ -40,9 +48,22 @@ func (p *Provider) AppendPath(dst []byte, rt RouteType, model string, stream boo
 	start := len(dst)
 	dst, gemini := p.appendProviderPath(dst, rt, model, stream)
 	if len(query) > 0 {
-		dst = appendQuery(dst, bytes.IndexByte(dst[start:], '?') >= 0, query, gemini)
+		// The provider path's own query: dst only grows, so this view of
+		// it stays as it is while the client's parameters are appended.
+		var ours []byte
+		if i := bytes.IndexByte(dst[start:], '?'); i >= 0 {
+			ours = dst[start+i+1:]
+		}
+		dst = appendQuery(dst, ours != nil, query, queryDrops{ours: ours, alt: gemini, key: p.dropsClientKey()})
 	}
 	return dst
+}
+
+// dropsClientKey reports whether the client's "key" query parameter is
+// left out: a Google provider's API key in the query, which the gateway's
+// own credentials replace.
+func (p *Provider) dropsClientKey() bool {
+	return (p.kind == kindGemini || p.kind == kindVertex) && p.creds != nil
 }
 
 // appendClientPath is the client's target with pathPrefix applied.
@@ -60,6 +81,9 @@ func (p *Provider) appendClientPath(dst, path, query []byte) []byte {
 	}
 	dst = append(dst, path...)
 	if len(query) > 0 {
+		if p.dropsClientKey() {
+			return appendQuery(dst, false, query, queryDrops{key: true})
+		}
 		dst = append(dst, '?')
 		dst = append(dst, query...)
 	}
@@ -311,9 +335,40 @@ func splitQuery(target []byte) (path, query []byte) {
 	return target, nil
 }
 
+// queryDrops are the client's query parameters appendQuery leaves out:
+// those named in ours (the provider path's own query), "alt" and "key".
+type queryDrops struct {
+	ours     []byte
+	alt, key bool
+}
+
+// drops reports whether the client's param is left out. Names are
+// compared as the provider reads them, percent-decoded ("k%65y" is key).
+func (d *queryDrops) drops(param []byte) bool {
+	if d.alt && isParam(param, "alt") || d.key && isParam(param, "key") {
+		return true
+	}
+	for ours := d.ours; len(ours) > 0; {
+		var own []byte
+		if i := bytes.IndexByte(ours, '&'); i >= 0 {
+			own, ours = ours[:i], ours[i+1:]
+		} else {
+			own, ours = ours, nil
+		}
+		name := own
+		if i := bytes.IndexByte(own, '='); i >= 0 {
+			name = own[:i]
+		}
+		if len(name) > 0 && isParam(param, bytesView(name)) {
+			return true
+		}
+	}
+	return false
+}
+
 // appendQuery appends the client's query parameters to a path that has a
-// query already (hasQuery) or not, leaving out "alt" when dropAlt.
-func appendQuery(dst []byte, hasQuery bool, query []byte, dropAlt bool) []byte {
+// query already (hasQuery) or not, leaving out those d drops.
+func appendQuery(dst []byte, hasQuery bool, query []byte, d queryDrops) []byte {
 	for len(query) > 0 {
 		var param []byte
 		if i := bytes.IndexByte(query, '&'); i >= 0 {
@@ -321,7 +376,7 @@ func appendQuery(dst []byte, hasQuery bool, query []byte, dropAlt bool) []byte {
 		} else {
 			param, query = query, nil
 		}
-		if len(param) == 0 || dropAlt && isParam(param, "alt") {
+		if len(param) == 0 || d.drops(param) {
 			continue
 		}
 		if hasQuery {
@@ -335,10 +390,44 @@ func appendQuery(dst []byte, hasQuery bool, query []byte, dropAlt bool) []byte {
 	return dst
 }
 
-// isParam reports a query parameter named name ("name" or "name=...").
+// isParam reports a query parameter named name ("name" or "name=..."),
+// its name percent-decoded (name is plain).
 func isParam(param []byte, name string) bool {
-	return bytes.HasPrefix(param, []byte(name)) && (len(param) == len(name) || param[len(name)] == '=')
+	i := 0
+	for k := 0; k < len(name); k++ {
+		if i >= len(param) {
+			return false
+		}
+		c := param[i]
+		i++
+		if c == '%' && i+1 < len(param) && isHex(param[i]) && isHex(param[i+1]) {
+			c = unhex(param[i])<<4 | unhex(param[i+1])
+			i += 2
+		}
+		if c != name[k] {
+			return false
+		}
+	}
+	return i == len(param) || param[i] == '='
 }
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// bytesView is b as a string without a copy, for a callee that keeps no
+// part of it.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // appendSegment appends s escaped as one path segment: every byte but the
 // unreserved ones and those in keep is percent-encoded, and a dot segment

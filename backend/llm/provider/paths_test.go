@@ -157,6 +157,61 @@ func TestAppendPath(t *testing.T) {
 	}
 }
 
+// TestAppendPathDropsWhatTheGatewaySets: the client's query goes with
+// the provider's path (agentgateway's rule), but not what the gateway sets
+// itself: a parameter the provider's path already has (Azure's
+// api-version), Gemini's alt, and a Google provider's key when the
+// gateway puts its own credentials on (on passthrough routes too). A
+// client's key used to reach Gemini beside the gateway's x-goog-api-key,
+// and Azure got two api-versions.
+func TestAppendPathDropsWhatTheGatewaySets(t *testing.T) {
+	key := &config.BackendAuth{Key: &config.BackendAuthKey{Value: config.Secret{Inline: "gateway-key"}}}
+	pass := &config.BackendAuth{Passthrough: &config.BackendAuthPassthrough{}}
+	gcp := &config.BackendAuth{GCP: &config.GCPAuth{}}
+	tests := []struct {
+		desc     string
+		provider *config.NamedAIProvider
+		auth     *config.BackendAuth
+		rt       RouteType
+		stream   bool
+		client   string
+		want     string
+	}{
+		{"gemini with a key drops the client's", named(gemini()), key, Completions, true, "/v1/chat/completions?key=CLIENTKEY&x=1",
+			"/v1beta/models/m:streamGenerateContent?alt=sse&x=1"},
+		{"gemini with a key drops it percent-encoded", named(gemini()), key, Completions, false, "/v1/chat/completions?k%65y=CLIENTKEY&keys=1&key",
+			"/v1beta/models/m:generateContent?keys=1"},
+		{"gemini passthrough route with a key", named(gemini()), key, Passthrough, false, "/v1beta/models/m:generateContent?key=CLIENTKEY&y=2",
+			"/v1beta/models/m:generateContent?y=2"},
+		{"gemini passthrough route, only the key", named(gemini()), key, Passthrough, false, "/v1beta/models?key=CLIENTKEY",
+			"/v1beta/models"},
+		{"gemini without the gateway's key keeps the client's", named(gemini()), pass, Completions, false, "/v1/chat/completions?key=CLIENTKEY",
+			"/v1beta/models/m:generateContent?key=CLIENTKEY"},
+		{"vertex drops the client's key", named(vertex("global")), gcp, Completions, false, "/v1/chat/completions?key=CLIENTKEY&z=3",
+			"/v1/projects/proj/locations/global/endpoints/openapi/chat/completions?z=3"},
+		{"gemini drops the client's alt", named(gemini()), key, Completions, true, "/v1/chat/completions?%61lt=json",
+			"/v1beta/models/m:streamGenerateContent?alt=sse"},
+		{"openAI keeps a key", named(openAI()), key, Completions, false, "/v1/chat/completions?key=1",
+			"/v1/chat/completions?key=1"},
+		{"azure dated drops the client's api-version", named(azure("openAI", ptr("2024-10-21"))), key, Completions, false, "/v1/chat/completions?api-version=2023-05-15&x=1",
+			"/openai/deployments/m/chat/completions?api-version=2024-10-21&x=1"},
+		{"azure dated responses", named(azure("openAI", ptr("2025-04-01-preview"))), key, Responses, false, "/v1/responses?api%2Dversion=2023-05-15",
+			"/openai/responses?api-version=2025-04-01-preview"},
+		{"azure preview", named(azure("openAI", ptr("preview"))), key, Completions, false, "/v1/chat/completions?api-version=2023-05-15",
+			"/openai/v1/chat/completions?api-version=preview"},
+		{"azure v1 sets none: the client's stays", named(azure("openAI", nil)), key, Completions, false, "/v1/chat/completions?api-version=2023-05-15",
+			"/openai/v1/chat/completions?api-version=2023-05-15"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			p := mustNew(t, tt.provider, tt.auth)
+			if got := string(p.AppendPath(nil, tt.rt, "m", tt.stream, []byte(tt.client))); got != tt.want {
+				t.Errorf("AppendPath = %q\nwant          %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // FuzzAppendPath: whatever the client names, the target is an origin-form
 // request target with nothing that could end the request line or start a
 // fragment, and the model stays within its path segment.

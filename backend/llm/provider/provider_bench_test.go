@@ -128,14 +128,19 @@ func TestAppendPathAllocations(t *testing.T) {
 		{named(bedrock("us-east-1")), "arn:aws:bedrock:us-east-1:1:inference-profile/x:0"},
 		{host(custom(config.ProviderFormat{Type: "messages"})), "m"},
 	}
-	client := []byte("/v1/chat/completions?alt=json&x=1")
+	client := []byte("/v1/chat/completions?alt=json&x=1&api-version=2023-05-15&key=k")
 	dst := make([]byte, 0, 256)
-	for _, c := range cases {
-		p := mustNew(t, c.provider, &config.BackendAuth{Passthrough: &config.BackendAuthPassthrough{}})
-		for _, rt := range []RouteType{Completions, Messages, Responses, Passthrough} {
-			n := testing.AllocsPerRun(100, func() { dst = p.AppendPath(dst[:0], rt, c.model, true, client) })
-			if n != 0 {
-				t.Errorf("%s %v: %v allocations", p.Kind(), rt, n)
+	for _, auth := range []*config.BackendAuth{
+		{Passthrough: &config.BackendAuthPassthrough{}},
+		{Key: &config.BackendAuthKey{Value: config.Secret{Inline: "gateway-key"}}}, // the client's key dropped
+	} {
+		for _, c := range cases {
+			p := mustNew(t, c.provider, auth)
+			for _, rt := range []RouteType{Completions, Messages, Responses, Passthrough} {
+				n := testing.AllocsPerRun(100, func() { dst = p.AppendPath(dst[:0], rt, c.model, true, client) })
+				if n != 0 {
+					t.Errorf("%s %v: %v allocations", p.Kind(), rt, n)
+				}
 			}
 		}
 	}
