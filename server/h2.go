@@ -96,17 +96,20 @@ func (s h2Settings) withDefaults() h2Settings {
 // The HTTP/2 limits that are not settings of the file.
 const (
 	// h2MaxStreams is SETTINGS_MAX_CONCURRENT_STREAMS: a client's streams
-	// beyond it are refused. At most as many handlers run per connection;
-	// streams opened meanwhile wait for one, and more than four times as
-	// many waiting (reset streams count: the rapid-reset attack) end the
-	// connection.
+	// beyond it are refused. Open and half-closed streams count (RFC 9113
+	// 5.1.2); one whose answer ended with the client's side over does not,
+	// even while its handler still runs. At most as many handlers run per
+	// connection; streams opened meanwhile wait for one, and more than
+	// four times as many waiting (reset streams count: the rapid-reset
+	// attack) end the connection.
 	h2MaxStreams = 100
 	// h2HeaderTable is SETTINGS_HEADER_TABLE_SIZE, the HPACK table the
 	// client may make the gateway keep per connection, and the most the
 	// gateway keeps for its responses.
 	h2HeaderTable = 4096
 	// h2ErrorBudget is how many protocol errors one connection may cause
-	// (streams refused or reset by the server) before it is closed: each
+	// (streams reset by the server for the client's fault, or refused
+	// past a limit the client knew) before it is closed: each
 	// is cheap for the server, but a client that keeps causing them is
 	// not one to keep serving.
 	h2ErrorBudget = 200

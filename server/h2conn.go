@@ -56,6 +56,14 @@ type h2Conn struct {
 	mu sync.Mutex
 	// Guarded by mu: the streams and everything written.
 	streams map[uint32]*h2Exchange // open and half-closed streams
+	// active counts the streams of the table that count toward
+	// h2MaxStreams (h2Exchange.counted): a stream whose last frame went
+	// out and whose client side is over is closed (RFC 9113 5.1.2), even
+	// while its handler still tidies up after it (an HTTP/2 upstream
+	// exchange gives its upstream stream up after the answer's end). The
+	// handlers those hold are bounded by h2MaxStreams on their own
+	// (startHandler).
+	active int
 	// headerBytes is what the header lists of those streams hold
 	// (h2Settings.headerBudget).
 	headerBytes int
@@ -160,7 +168,7 @@ func (hc *h2Conn) serve(upgrade *h2Exchange, settings []byte) (parked bool) {
 		if err == nil {
 			hc.maxClientID = 1
 			upgrade.open(hc, 1, h2HalfClosedRemote)
-			hc.streams[1] = upgrade
+			hc.addStream(upgrade)
 			hc.startHandler(upgrade)
 		} else {
 			releaseH2Exchange(upgrade)
@@ -324,6 +332,20 @@ func (hc *h2Conn) streamError(id uint32, code http2.ErrCode) error {
 	return hc.countError()
 }
 
+// refuseStream refuses stream id (REFUSED_STREAM: not processed, the
+// client may open it again). Only a refusal the client could have avoided
+// (fault: it opened more streams than it knew it may) counts as an error;
+// one for the gateway's own reasons does not.
+func (hc *h2Conn) refuseStream(id uint32, fault bool) error {
+	hc.mu.Lock()
+	hc.writeReset(id, http2.ErrCodeRefusedStream)
+	hc.mu.Unlock()
+	if !fault {
+		return nil
+	}
+	return hc.countError()
+}
+
 // startHandler runs x's handler, or queues x when as many handlers run as
 // streams may be open; it reports false when the queue is over its bound
 // (streams opened and reset faster than they are served).
@@ -366,6 +388,22 @@ func (hc *h2Conn) handlerDone() {
 	hc.maybeClose()
 }
 
+// addStream puts x, just opened, in the table (mu held).
+func (hc *h2Conn) addStream(x *h2Exchange) {
+	hc.streams[x.id] = x
+	x.counted = true
+	hc.active++
+}
+
+// uncount takes x out of the streams that count toward h2MaxStreams (mu
+// held): it is closed, or about to be.
+func (hc *h2Conn) uncount(x *h2Exchange) {
+	if x.counted {
+		x.counted = false
+		hc.active--
+	}
+}
+
 // closeStream takes x out of the table (mu held): either side reset it,
 // the gateway ended it, or the connection is ending. Its handler, if it
 // runs, sees the stream reset; one that never ran is dropped.
@@ -374,6 +412,7 @@ func (hc *h2Conn) closeStream(x *h2Exchange) {
 		hc.headerBytes -= x.headerBytes
 		x.headerBytes = 0
 	}
+	hc.uncount(x)
 	delete(hc.streams, x.id)
 	if len(hc.streams) == 0 {
 		hc.lastActive = monoNow()

@@ -25,6 +25,9 @@ type h2Block struct {
 	// reset is the stream error to send once the block is decoded.
 	reset  http2.ErrCode
 	resets bool
+	// overLimit: the stream is refused for being past h2MaxStreams, which
+	// the client knew (it acknowledged the settings that say so).
+	overLimit bool
 	// remain is what the header list may still take (SETTINGS_MAX_HEADER_LIST_SIZE).
 	remain    int
 	tooLarge  bool
@@ -79,9 +82,14 @@ func (hc *h2Conn) processHeaders(f *http2.HeadersFrame) error {
 	case hc.goingAway && id > hc.goAwayID:
 		// After GOAWAY: not served, decoded only.
 		hc.maxClientID = id
-	case len(hc.streams) >= h2MaxStreams:
+	case hc.active >= h2MaxStreams:
+		// As many streams are open or half-closed as the client may
+		// have (streams whose answer ended do not count, even while
+		// their handler still runs). Before the client acknowledged
+		// the settings it may not know the limit yet: no fault of its.
 		hc.maxClientID = id
 		b.reset, b.resets = http2.ErrCodeRefusedStream, true
+		b.overLimit = hc.unackedSettings == 0
 	default:
 		hc.maxClientID = id
 		b.x = acquireH2Exchange()
@@ -123,6 +131,9 @@ func (hc *h2Conn) processFragment(frag []byte, end bool) error {
 	case b.resets:
 		if b.x != nil {
 			releaseH2Exchange(b.x)
+		}
+		if b.reset == http2.ErrCodeRefusedStream {
+			return hc.refuseStream(id, b.overLimit)
 		}
 		return hc.streamError(id, b.reset)
 	case b.trailers:
@@ -283,15 +294,16 @@ func (hc *h2Conn) endRequestHead(x *h2Exchange, id uint32) error {
 	if hc.headerBytes+size > hc.set.headerBudget && len(hc.streams) > 0 {
 		// The open streams hold as many header bytes as the connection
 		// may: this one waits for them (REFUSED_STREAM: not processed).
+		// The client cannot know that budget: no error of its.
 		hc.mu.Unlock()
 		releaseH2Exchange(x)
-		return hc.streamError(id, http2.ErrCodeRefusedStream)
+		return hc.refuseStream(id, false)
 	}
 	defer hc.mu.Unlock()
 	hc.headerBytes += size
 	x.headerBytes = size
 	x.open(hc, id, state)
-	hc.streams[id] = x
+	hc.addStream(x)
 	if !hc.startHandler(x) {
 		return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 	}

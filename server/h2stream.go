@@ -43,6 +43,10 @@ type h2State struct {
 
 	state           int
 	running, queued bool // its handler runs, or waits to
+	// counted: the stream counts toward h2MaxStreams (h2Conn.active): it
+	// is in the table and not closed (RFC 9113 5.1.2): neither both of
+	// its sides ended nor reset.
+	counted bool
 	// reset: the stream was reset (by either side) or the connection
 	// ended before the response did; ended: the response's END_STREAM
 	// was queued.
@@ -212,7 +216,23 @@ func (x *h2Exchange) request(b *h2Block) bool {
 func (x *h2Exchange) endRemote() {
 	x.state = h2HalfClosedRemote
 	x.reof = true
+	if x.ended {
+		// Both sides are over: the stream is closed.
+		x.hc.uncount(x)
+	}
 	x.wakeReader()
+}
+
+// endLocal marks the response's END_STREAM queued (mu held). A stream
+// whose client side is over is closed from here on (RFC 9113 5.1): it no
+// longer counts toward h2MaxStreams, though its handler may not have
+// returned yet. One the client still sends on counts until the reset
+// that ends it (streamDone).
+func (x *h2Exchange) endLocal() {
+	x.ended = true
+	if x.state == h2HalfClosedRemote {
+		x.hc.uncount(x)
+	}
 }
 
 // giveBack returns n bytes read of the stream's body to the client, in a

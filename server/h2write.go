@@ -275,7 +275,7 @@ func (hc *h2Conn) writeHead(x *h2Exchange, status int, h *fasthttp.ResponseHeade
 	}
 	hc.writeBlock(x.id, end)
 	if end {
-		x.ended = true
+		x.endLocal()
 	}
 	return nil
 }
@@ -295,7 +295,7 @@ func (hc *h2Conn) writeTrailers(x *h2Exchange, h *fasthttp.ResponseHeader) error
 		}
 	}
 	hc.writeBlock(x.id, true)
-	x.ended = true
+	x.endLocal()
 	return nil
 }
 
@@ -370,7 +370,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 		if len(p) == 0 {
 			if end {
 				hc.appendData(x.id, true, nil)
-				x.ended = true
+				x.endLocal()
 			}
 			return nil
 		}
@@ -384,7 +384,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 			hc.sendWindow -= n
 			p = p[n:]
 			if last {
-				x.ended = true
+				x.endLocal()
 				return nil
 			}
 			continue
