@@ -163,7 +163,8 @@ const (
 // h2WriteStall bounds how long a stream's response may wait for the client
 // to take it (a client that never opens its flow-control window, or stops
 // reading the connection), as bodyIdleTimeout bounds the wait for a request
-// body's next piece.
+// body's next piece: a stream's wait counts from its last bytes sent
+// (writeData), a connection's from its write's start (write).
 var h2WriteStall = newAtomicInt64(int64(60 * time.Second)) // settable by tests
 
 // h2Preface is what an HTTP/2 connection in cleartext starts with.

@@ -76,6 +76,11 @@ type h2State struct {
 	// says the stream is among the connection's senders.
 	sendWindow int64
 	swaiting   bool
+	// stalledAt is when the response began waiting for a window the
+	// client keeps shut, since its last bytes were queued (monoNow; 0:
+	// not waiting): h2WriteStall from then, the stream is reset, however
+	// often its writer is woken meanwhile.
+	stalledAt time.Duration
 	// ctx is the stream's context, made when asked for (an HTTP/2
 	// upstream exchange) and canceled when the stream ends.
 	ctx    context.Context
@@ -301,8 +306,8 @@ func (x *h2Exchange) wakeSender() {
 	}
 }
 
-// waitSender waits for a wake of the response's writer, up to d (false).
-func (x *h2Exchange) waitSender(d time.Duration) bool {
+// waitSender waits for a wake of the response's writer, up to d.
+func (x *h2Exchange) waitSender(d time.Duration) {
 	if x.stimer == nil {
 		x.stimer = time.NewTimer(d)
 	} else {
@@ -311,9 +316,7 @@ func (x *h2Exchange) waitSender(d time.Duration) bool {
 	select {
 	case <-x.swake:
 		x.stimer.Stop()
-		return true
 	case <-x.stimer.C:
-		return false
 	}
 }
 

@@ -358,8 +358,14 @@ func (hc *h2Conn) field(name string, index bool, v []byte) {
 
 // writeData queues p on x's stream in DATA frames, as the stream's and
 // the connection's windows, the client's frame size and the output's room
-// allow, waiting for more (each wait bounded by h2WriteStall, after which
-// the stream is reset); end ends the stream with the last frame.
+// allow, waiting for more; end ends the stream with the last frame. A
+// stream whose windows let nothing of it go for h2WriteStall is reset: the
+// time counts from when it began waiting after its last bytes, not from
+// its writer's last wake (every write of the connection wakes the waiting
+// streams, and a client's PINGs, or its answers to the gateway's
+// keepalive ones, would keep such a stream, its handler and its upstream
+// exchange alive for good). A wait for room in the output alone is the
+// connection's: its writes are bounded themselves (write).
 func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
@@ -378,6 +384,7 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 		n := min(int64(len(p)), x.sendWindow, hc.sendWindow, int64(hc.peerMaxFrame), int64(room))
 		if n > 0 {
 			last := end && int(n) == len(p)
+			x.stalledAt = 0
 			x.sentAt.Store(int64(monoNow()))
 			hc.appendData(x.id, last, p[:n])
 			x.sendWindow -= n
@@ -396,18 +403,29 @@ func (hc *h2Conn) writeData(x *h2Exchange, p []byte, end bool) error {
 			hc.mu.Lock()
 			continue
 		}
-		if !hc.waitSend(x) {
-			// The client took nothing for h2WriteStall.
-			hc.closeStream(x)
-			hc.writeReset(x.id, http2.ErrCodeCancel)
-			return errClientGone
+		wait := time.Duration(h2WriteStall.Load())
+		if x.sendWindow > 0 && hc.sendWindow > 0 {
+			// Only the output is full: whoever writes it empties it.
+			x.stalledAt = 0
+		} else {
+			now := monoNow()
+			if x.stalledAt == 0 {
+				x.stalledAt = now
+			}
+			if wait -= now - x.stalledAt; wait <= 0 {
+				// The client let nothing of it go for h2WriteStall.
+				hc.closeStream(x)
+				hc.writeReset(x.id, http2.ErrCodeCancel)
+				return errClientGone
+			}
 		}
+		hc.waitSend(x, wait)
 	}
 }
 
-// waitSend waits (mu held, released meanwhile) until x's stream may send
-// more, it ends, or h2WriteStall passes (false).
-func (hc *h2Conn) waitSend(x *h2Exchange) bool {
+// waitSend waits (mu held, released meanwhile) until x's stream is woken
+// (it may send more, or it ended) or d passes.
+func (hc *h2Conn) waitSend(x *h2Exchange, d time.Duration) {
 	if !x.swaiting {
 		x.swaiting = true
 		hc.senders = append(hc.senders, x)
@@ -415,9 +433,8 @@ func (hc *h2Conn) waitSend(x *h2Exchange) bool {
 	hc.mu.Unlock()
 	// What is queued must go out for the client to answer it.
 	hc.flush(false)
-	ok := x.waitSender(time.Duration(h2WriteStall.Load()))
+	x.waitSender(d)
 	hc.mu.Lock()
-	return ok
 }
 
 // localResponse answers stream id with status and a plain-text message
