@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -647,14 +648,21 @@ func hasTrailers(h *fasthttp.ResponseHeader) bool {
 
 // copyBody copies a streamed response body to the stream, writing each
 // piece as it comes, then ends the stream (with the trailer section when
-// there is one).
+// there is one). A gRPC answer that times out between two messages ends
+// with DEADLINE_EXCEEDED in its trailers (grpcTimedOut); any other failure
+// is returned, and the stream reset.
 func (hc *h2Conn) copyBody(x *h2Exchange, body io.Reader) error {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
+	var msgs grpcFraming
+	grpc := isGRPC(x.fctx.Response.Header.ContentType())
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
+			if grpc {
+				msgs.take(buf[:n])
+			}
 			if hc.writeData(x, buf[:n], false) != nil {
 				return errClientGone
 			}
@@ -673,10 +681,75 @@ func (hc *h2Conn) copyBody(x *h2Exchange, body io.Reader) error {
 			return nil
 		}
 		if err != nil {
+			if grpc && msgs.between() && bodyTimedOut(err) {
+				return hc.grpcTimedOut(x)
+			}
 			return err
 		}
 	}
 }
+
+// bodyTimedOut reports whether a streamed body's read failed for a
+// deadline (the route's timeout, grpc-timeout, a backend timeout).
+func bodyTimedOut(err error) bool {
+	return errors.Is(err, fasthttp.ErrTimeout) || sock.IsTimeout(err)
+}
+
+// grpcTimedOut ends a gRPC answer that ran out of time after its head went
+// out, between two of its messages, as the gateway's answer to a timeout
+// reaches a gRPC client before it (grpcLocalReply): a trailer section of
+// grpc-status 4 (DEADLINE_EXCEEDED) and grpc-message, ending the stream.
+// Envoy resets the stream instead (RST_STREAM, which clients take for
+// INTERNAL or UNAVAILABLE); a status says what happened. Cut inside a
+// message the answer cannot end so: the stream is reset.
+func (hc *h2Conn) grpcTimedOut(x *h2Exchange) error {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	if x.reset || hc.dead {
+		return errClientGone
+	}
+	hc.hbuf = hc.hbuf[:0]
+	_ = hc.henc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: strconv.Itoa(grpcDeadlineExceeded)})
+	_ = hc.henc.WriteField(hpack.HeaderField{Name: "grpc-message", Value: "upstream request timeout"})
+	hc.writeBlock(x.id, true)
+	x.endLocal()
+	return nil
+}
+
+// grpcFraming follows gRPC's length-prefixed messages (a flag byte, a
+// 4-byte length, the message) through a response body, to tell whether it
+// stopped between two of them.
+type grpcFraming struct {
+	head int    // bytes of the current message's prefix read (0–4)
+	size uint32 // its length, as far as read
+	left uint32 // bytes of the current message still to come
+}
+
+// take follows the body's next bytes.
+func (g *grpcFraming) take(p []byte) {
+	for len(p) > 0 {
+		if g.left > 0 {
+			k := len(p)
+			if uint64(k) > uint64(g.left) {
+				k = int(g.left)
+			}
+			g.left -= uint32(k)
+			p = p[k:]
+			continue
+		}
+		if g.head > 0 {
+			g.size = g.size<<8 | uint32(p[0])
+		}
+		g.head++
+		p = p[1:]
+		if g.head == 5 {
+			g.left, g.head, g.size = g.size, 0, 0
+		}
+	}
+}
+
+// between reports whether the body stopped between two messages.
+func (g *grpcFraming) between() bool { return g.head == 0 && g.left == 0 }
 
 // validTarget reports whether an HTTP/2 :path holds a request target an
 // HTTP/1.1 request line can carry as it is: no whitespace or control
