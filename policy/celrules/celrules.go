@@ -188,14 +188,6 @@ type Input struct {
 func InputFromCtx(c *policy.Ctx) Input {
 	f := c.Fast
 	head := c.RequestHead()
-	headers := make(map[string]any, head.Len())
-	var name []byte
-	for k, v := range head.All() {
-		name = appendLower(name[:0], k)
-		if _, seen := headers[string(name)]; !seen {
-			headers[string(name)] = string(v)
-		}
-	}
 	in := Input{
 		Claims:        c.Claims,
 		BasicAuthUser: c.BasicAuthUser,
@@ -210,7 +202,7 @@ func InputFromCtx(c *policy.Ctx) Input {
 			"host":    string(c.Host),
 			"scheme":  string(c.Scheme),
 			"uri":     string(head.RequestURI()),
-			"headers": headers,
+			"headers": requestHeaderMap(head),
 			"query":   queryMap(c),
 		},
 		Source: map[string]any{},
@@ -220,6 +212,20 @@ func InputFromCtx(c *policy.Ctx) Input {
 	}
 	addSource(in.Source, f.RemoteAddr(), f.Conn())
 	return in
+}
+
+// requestHeaderMap is the request's headers as rules see them: lower-case
+// names, the first value of a repeated one.
+func requestHeaderMap(head *fasthttp.RequestHeader) map[string]any {
+	headers := make(map[string]any, head.Len())
+	var name []byte
+	for k, v := range head.All() {
+		name = appendLower(name[:0], k)
+		if _, seen := headers[string(name)]; !seen {
+			headers[string(name)] = string(v)
+		}
+	}
+	return headers
 }
 
 func appendLower(dst, b []byte) []byte {
@@ -238,6 +244,17 @@ func appendLower(dst, b []byte) []byte {
 type activation struct {
 	in  *Input
 	mcp map[string]any
+	// live is the live request's state for this evaluation (liveState),
+	// made on the first read of it.
+	live *liveState
+}
+
+// liveState is the live request's state for this evaluation.
+func (a *activation) liveState() *liveState {
+	if a.live == nil {
+		a.live = &liveState{c: a.in.live}
+	}
+	return a.live
 }
 
 var _ interpreter.Activation = (*activation)(nil)
@@ -284,7 +301,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.in.Claims, true
 	case "request":
 		if a.in.live != nil {
-			return liveMap{a.in.live, liveRequest}, true
+			return (*liveMap[requestPart])(a.liveState()), true
 		}
 		if a.in.Request == nil {
 			return emptyMap, true
@@ -299,10 +316,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		if a.in.live == nil || !a.in.live.Responding {
 			return nil, false
 		}
-		return liveMap{a.in.live, liveResponse}, true
+		return (*liveMap[responsePart])(a.liveState()), true
 	case "source":
 		if a.in.live != nil {
-			return liveMap{a.in.live, liveSource}, true
+			return (*liveMap[sourcePart])(a.liveState()), true
 		}
 		if a.in.Source == nil {
 			return emptyMap, true

@@ -35,112 +35,213 @@ const (
 	liveSource
 	liveResponse
 	liveResponseHeaders
+	liveKinds
 )
 
-// liveMap is a CEL map whose entries are read from the request on demand.
-// Lookups (request.path, request.headers["x-a"]) read one value; what
-// needs the whole map (iterating, size, json(request)) builds it as
-// InputFromCtx would.
-type liveMap struct {
-	c    *policy.Ctx
-	kind liveKind
+// liveState is one evaluation's view of the live request, made by the
+// activation on the first read: the maps it hands out (by pointer, so
+// that reading request.headers boxes nothing) and the values their
+// lookups gave. A value read again is the one converted the first time:
+// an expression reading a header inside a loop
+// (`request.headers["x"].split(",").exists(v, v == request.headers["y"])`)
+// copies it once, not once per element, which would take time and memory
+// quadratic in the header's size. This is safe because the request does
+// not change while an expression is evaluated (CEL functions do not write
+// to it) and a state lives for one evaluation (one Allowed, one EvalLLM):
+// the next one reads the request as it is then, after a transformation
+// changed it. The values are copies, as before, so a result may outlive
+// the request's buffers.
+type liveState struct {
+	c *policy.Ctx
+	// The values looked up (absent ones too): the first few inline, the
+	// rest in a map, so that an expression looking up many names (a loop
+	// over a list of them) is not quadratic either.
+	memo [3]liveEntry
+	n    int
+	more map[liveKey]ref.Val
+	// wholes holds the maps built whole (liveMap.whole), once one was.
+	wholes *[liveKinds]ref.Val
 }
 
-var _ traits.Mapper = liveMap{}
+type liveKey struct {
+	kind liveKind
+	name string
+}
 
-// Find implements traits.Mapper.
-func (m liveMap) Find(key ref.Val) (ref.Val, bool) {
-	k, ok := key.(types.String)
-	if !ok {
-		return nil, false
+type liveEntry struct {
+	key liveKey
+	val ref.Val // nil: absent
+}
+
+// lookup is the value of name in the map of kind, read once.
+func (s *liveState) lookup(kind liveKind, name string) (ref.Val, bool) {
+	for i := range s.n {
+		if e := &s.memo[i]; e.key.kind == kind && e.key.name == name {
+			return e.val, e.val != nil
+		}
 	}
-	f := m.c.Fast
-	switch m.kind {
+	key := liveKey{kind, name}
+	if v, ok := s.more[key]; ok {
+		return v, v != nil
+	}
+	v := s.read(kind, name)
+	if s.n < len(s.memo) {
+		s.memo[s.n] = liveEntry{key, v}
+		s.n++
+	} else {
+		if s.more == nil {
+			s.more = map[liveKey]ref.Val{}
+		}
+		s.more[key] = v
+	}
+	return v, v != nil
+}
+
+// read is the value of name in the map of kind, from the request; nil
+// when absent.
+func (s *liveState) read(kind liveKind, name string) ref.Val {
+	c := s.c
+	switch kind {
 	case liveRequest:
-		switch k {
+		switch name {
 		case "method":
-			return types.String(f.Method()), true
+			return types.String(c.Fast.Method())
 		case "path":
-			return types.String(m.c.Path), true
+			return types.String(c.Path)
 		case "host":
-			return types.String(m.c.Host), true
+			return types.String(c.Host)
 		case "scheme":
-			return types.String(m.c.Scheme), true
+			return types.String(c.Scheme)
 		case "uri":
-			return types.String(m.c.RequestHead().RequestURI()), true
-		case "headers":
-			return liveMap{m.c, liveHeaders}, true
-		case "query":
-			return liveMap{m.c, liveQuery}, true
+			return types.String(c.RequestHead().RequestURI())
 		case "body":
-			return requestBody(m.c)
+			if v, ok := requestBody(c); ok {
+				return v
+			}
 		}
 	case liveHeaders:
 		// Header names are matched without regard to case; a repeated
 		// header shows its first value, as in agentgateway.
-		v := m.c.RequestHead().Peek(string(k))
+		v := c.RequestHead().Peek(name)
 		if len(v) == 0 {
 			// Absent, empty, or a name fasthttp does not normalise the way
 			// it stored it: look at each. (fasthttp keeps User-Agent and
 			// Content-Type apart, and Peek gives a reused header's absent
 			// one as an empty value, not nil.)
 			var ok bool
-			if v, ok = m.header(string(k)); !ok {
-				return nil, false
+			if v, ok = requestHeader(c, name); !ok {
+				return nil
 			}
 		}
-		return types.String(v), true
+		return types.String(v)
 	case liveQuery:
-		_, q, _ := bytes.Cut(m.c.RequestHead().RequestURI(), []byte{'?'})
-		if v, ok := credential.QueryValue(nil, q, []byte(k)); ok {
-			return types.String(v), true
+		_, q, _ := bytes.Cut(c.RequestHead().RequestURI(), []byte{'?'})
+		if v, ok := credential.QueryValue(nil, q, []byte(name)); ok {
+			return types.String(v)
 		}
 	case liveResponse:
-		switch k {
+		switch name {
 		case "code":
-			return types.Int(f.Response.StatusCode()), true
-		case "headers":
-			return liveMap{m.c, liveResponseHeaders}, true
+			return types.Int(c.Fast.Response.StatusCode())
 		case "body":
-			return responseBody(m.c)
+			if v, ok := responseBody(c); ok {
+				return v
+			}
 		}
 	case liveResponseHeaders:
-		v := f.Response.Header.Peek(string(k))
+		v := c.Fast.Response.Header.Peek(name)
 		if len(v) == 0 {
-			for name, value := range f.Response.Header.All() {
-				if bytes.EqualFold(name, []byte(k)) {
-					return types.String(value), true
+			for k, value := range c.Fast.Response.Header.All() {
+				if bytes.EqualFold(k, []byte(name)) {
+					return types.String(value)
 				}
 			}
-			return nil, false
+			return nil
 		}
-		return types.String(v), true
+		return types.String(v)
 	case liveSource:
-		a, ok := f.RemoteAddr().(*net.TCPAddr)
+		a, ok := c.Fast.RemoteAddr().(*net.TCPAddr)
 		if !ok {
-			return nil, false
+			return nil
 		}
-		switch k {
+		switch name {
 		case "address":
-			return types.String(a.IP.String()), true
+			return types.String(a.IP.String())
 		case "port":
-			return types.Int(a.Port), true
+			return types.Int(a.Port)
 		}
 		// The client certificate's identity (peer.go), on a connection
 		// that has one.
 		src := map[string]any{}
-		addClientIdentity(src, f.Conn())
-		if v, ok := src[string(k)]; ok {
-			return types.DefaultTypeAdapter.NativeToValue(v), true
+		addClientIdentity(src, c.Fast.Conn())
+		if v, ok := src[name]; ok {
+			return types.DefaultTypeAdapter.NativeToValue(v)
 		}
 	}
-	return nil, false
+	return nil
 }
 
-// header is the first value of the header named name, by a walk over the
-// request's headers.
-func (m liveMap) header(name string) ([]byte, bool) {
-	for k, v := range m.c.RequestHead().All() {
+// liveMap is a CEL map whose entries are read from the request on demand.
+// Lookups (request.path, request.headers["x-a"]) read one value; what
+// needs the whole map (iterating, size, json(request)) builds it as
+// InputFromCtx would, once per evaluation. It is the evaluation's
+// liveState under a type per part of the request (K), so that handing out
+// request, request.headers or source allocates nothing.
+type liveMap[K liveKindOf] liveState
+
+// liveKindOf is the part of the request a liveMap is.
+type liveKindOf interface{ kind() liveKind }
+
+type (
+	requestPart         struct{}
+	headersPart         struct{}
+	queryPart           struct{}
+	sourcePart          struct{}
+	responsePart        struct{}
+	responseHeadersPart struct{}
+)
+
+func (requestPart) kind() liveKind         { return liveRequest }
+func (headersPart) kind() liveKind         { return liveHeaders }
+func (queryPart) kind() liveKind           { return liveQuery }
+func (sourcePart) kind() liveKind          { return liveSource }
+func (responsePart) kind() liveKind        { return liveResponse }
+func (responseHeadersPart) kind() liveKind { return liveResponseHeaders }
+
+var (
+	_ traits.Mapper = (*liveMap[requestPart])(nil)
+	_ traits.Mapper = (*liveMap[headersPart])(nil)
+)
+
+func (m *liveMap[K]) kind() liveKind {
+	var k K
+	return k.kind()
+}
+
+func (m *liveMap[K]) state() *liveState { return (*liveState)(m) }
+
+// Find implements traits.Mapper.
+func (m *liveMap[K]) Find(key ref.Val) (ref.Val, bool) {
+	k, ok := key.(types.String)
+	if !ok {
+		return nil, false
+	}
+	s, kind := m.state(), m.kind()
+	switch {
+	case kind == liveRequest && k == "headers":
+		return (*liveMap[headersPart])(s), true
+	case kind == liveRequest && k == "query":
+		return (*liveMap[queryPart])(s), true
+	case kind == liveResponse && k == "headers":
+		return (*liveMap[responseHeadersPart])(s), true
+	}
+	return s.lookup(kind, string(k))
+}
+
+// requestHeader is the first value of the header named name, by a walk
+// over the request's headers.
+func requestHeader(c *policy.Ctx, name string) ([]byte, bool) {
+	for k, v := range c.RequestHead().All() {
 		if bytes.EqualFold(k, []byte(name)) {
 			return v, true
 		}
@@ -149,25 +250,25 @@ func (m liveMap) header(name string) ([]byte, bool) {
 }
 
 // native builds the whole map, as InputFromCtx does.
-func (m liveMap) native() map[string]any {
-	in := InputFromCtx(m.c)
-	switch m.kind {
+func (m *liveMap[K]) native() map[string]any {
+	c := m.c
+	switch m.kind() {
 	case liveRequest:
-		return in.Request
+		return InputFromCtx(c).Request
 	case liveHeaders:
-		return in.Request["headers"].(map[string]any)
+		return requestHeaderMap(c.RequestHead())
 	case liveQuery:
-		return queryMap(m.c)
+		return queryMap(c)
 	case liveResponse:
-		out := map[string]any{"code": int64(m.c.Fast.Response.StatusCode()), "headers": responseHeaderMap(m.c)}
-		if b, ok := responseBody(m.c); ok {
+		out := map[string]any{"code": int64(c.Fast.Response.StatusCode()), "headers": responseHeaderMap(c)}
+		if b, ok := responseBody(c); ok {
 			out["body"] = []byte(b.(types.Bytes))
 		}
 		return out
 	case liveResponseHeaders:
-		return responseHeaderMap(m.c)
+		return responseHeaderMap(c)
 	}
-	return in.Source
+	return InputFromCtx(c).Source
 }
 
 // requestBody is request.body: the request's body once a policy read it
@@ -223,10 +324,21 @@ func queryMap(c *policy.Ctx) map[string]any {
 	return out
 }
 
-func (m liveMap) whole() ref.Val { return types.DefaultTypeAdapter.NativeToValue(m.native()) }
+// whole is the whole map as a CEL value, built once per evaluation (an
+// expression asking its size in a loop builds it once).
+func (m *liveMap[K]) whole() ref.Val {
+	if m.wholes == nil {
+		m.wholes = new([liveKinds]ref.Val)
+	}
+	kind := m.kind()
+	if m.wholes[kind] == nil {
+		m.wholes[kind] = types.DefaultTypeAdapter.NativeToValue(m.native())
+	}
+	return m.wholes[kind]
+}
 
 // Get implements traits.Indexer.
-func (m liveMap) Get(key ref.Val) ref.Val {
+func (m *liveMap[K]) Get(key ref.Val) ref.Val {
 	if v, ok := m.Find(key); ok {
 		return v
 	}
@@ -234,27 +346,27 @@ func (m liveMap) Get(key ref.Val) ref.Val {
 }
 
 // Contains implements traits.Container.
-func (m liveMap) Contains(key ref.Val) ref.Val {
+func (m *liveMap[K]) Contains(key ref.Val) ref.Val {
 	_, ok := m.Find(key)
 	return types.Bool(ok)
 }
 
 // Iterator implements traits.Iterable.
-func (m liveMap) Iterator() traits.Iterator { return m.whole().(traits.Mapper).Iterator() }
+func (m *liveMap[K]) Iterator() traits.Iterator { return m.whole().(traits.Mapper).Iterator() }
 
 // Size implements traits.Sizer.
-func (m liveMap) Size() ref.Val { return m.whole().(traits.Mapper).Size() }
+func (m *liveMap[K]) Size() ref.Val { return m.whole().(traits.Mapper).Size() }
 
 // IsZeroValue implements traits.Zeroer.
-func (m liveMap) IsZeroValue() bool { return false }
+func (m *liveMap[K]) IsZeroValue() bool { return false }
 
 // ConvertToNative implements ref.Val.
-func (m liveMap) ConvertToNative(t reflect.Type) (any, error) {
+func (m *liveMap[K]) ConvertToNative(t reflect.Type) (any, error) {
 	return m.whole().ConvertToNative(t)
 }
 
 // ConvertToType implements ref.Val.
-func (m liveMap) ConvertToType(t ref.Type) ref.Val {
+func (m *liveMap[K]) ConvertToType(t ref.Type) ref.Val {
 	switch t {
 	case types.MapType:
 		return m
@@ -265,13 +377,13 @@ func (m liveMap) ConvertToType(t ref.Type) ref.Val {
 }
 
 // Equal implements ref.Val.
-func (m liveMap) Equal(other ref.Val) ref.Val { return m.whole().Equal(other) }
+func (m *liveMap[K]) Equal(other ref.Val) ref.Val { return m.whole().Equal(other) }
 
 // Type implements ref.Val.
-func (m liveMap) Type() ref.Type { return types.MapType }
+func (m *liveMap[K]) Type() ref.Type { return types.MapType }
 
 // Value implements ref.Val.
-func (m liveMap) Value() any { return m.native() }
+func (m *liveMap[K]) Value() any { return m.native() }
 
 // String describes the map for error messages.
-func (m liveMap) String() string { return "live map " + strconv.Itoa(int(m.kind)) }
+func (m *liveMap[K]) String() string { return "live map " + strconv.Itoa(int(m.kind())) }
