@@ -458,7 +458,7 @@ func (b *Backend) targetInitFailed(i int, err error, start time.Time) {
 			mode = "failOpen"
 		}
 		b.log.Warn("mcp target initialize failed", zap.String("backend", b.opts.Name), zap.String("target", name),
-			zap.String("failureMode", mode), zap.Error(err), logline.DroppedField(dropped))
+			zap.String("failureMode", mode), zap.Error(logDetail(err)), logline.DroppedField(dropped))
 	}
 }
 

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,7 +67,6 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 	}
 	var wg sync.WaitGroup
 	starts := make([]time.Time, n)
-	causes := make([]error, n) // a failure's detail, for the log
 	for i := range n {
 		if results[i] != nil {
 			continue // continued above
@@ -86,8 +84,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 			name := s.b.targets[i].Name
 			conn, err := s.dial(ctx, i, o)
 			if err != nil {
-				causes[i] = err
-				results[i] = errorResponse(clientID, jsonrpc.CodeInternalError, targetMessage(name, err))
+				results[i] = failureResponse(clientID, name, err)
 				return
 			}
 			if s.attach(i, conn) == nil {
@@ -114,7 +111,7 @@ func (s *Session) initialize(ctx context.Context, clientID jsonrpc.ID, params js
 			s.disconnect(i)
 			failed = append(failed, i)
 			if !errors.Is(ctx.Err(), context.Canceled) { // not the client's going
-				s.b.targetInitFailed(i, cmp.Or(causes[i], r.Error), starts[i])
+				s.b.targetInitFailed(i, r.Error, starts[i])
 			}
 			continue
 		}

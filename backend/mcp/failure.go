@@ -40,6 +40,7 @@ func publicFailure(err error) string {
 		rpc   *jsonrpc.Error
 		exit  *transport.ProcessExit
 		dns   *net.DNSError
+		op    *net.OpError
 		netE  net.Error
 		cert  *tls.CertificateVerificationError
 		x509U x509.UnknownAuthorityError
@@ -87,9 +88,9 @@ func publicFailure(err error) string {
 		return "TLS handshake failed"
 	case errors.As(err, &netE) && netE.Timeout():
 		return "timed out"
-	case errors.As(err, &netE):
+	case errors.As(err, &op):
 		return "unreachable"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE):
 		return "the connection ended"
 	}
 	return "failed"
@@ -102,4 +103,30 @@ func targetMessage(name string, err error) string {
 		return msg // a failure already told (a restart's initialize)
 	}
 	return "target " + name + ": " + msg
+}
+
+// failure is the error of a response that answers a call with a target's
+// failure: its client reads wire (targetMessage), the log cause
+// (logDetail). It encodes as wire, code included.
+type failure struct {
+	wire  *jsonrpc.Error
+	cause error
+}
+
+func (f *failure) Error() string   { return f.wire.Message }
+func (f *failure) Unwrap() []error { return []error{f.wire, f.cause} }
+
+// failureResponse answers id with target name's failure err.
+func failureResponse(id jsonrpc.ID, name string, err error) *jsonrpc.Response {
+	return &jsonrpc.Response{ID: id, Error: &failure{wire: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: targetMessage(name, err)}, cause: err}}
+}
+
+// logDetail is what the log says of a failure: its cause when the client
+// was told only its class.
+func logDetail(err error) error {
+	var f *failure
+	if errors.As(err, &f) && f.cause != nil {
+		return f.cause
+	}
+	return err
 }

@@ -500,13 +500,13 @@ func (s *Session) read(u *upstream) {
 // the session expired.
 func (s *Session) upstreamFailed(u *upstream, err error) {
 	// What the calls are told; the log has err (below).
-	failure := errors.New("target " + u.name + " failed: " + publicFailure(err))
+	failed := errors.New("target " + u.name + " failed: " + publicFailure(err))
 	s.mu.Lock()
 	closed := s.closed
 	replaced := s.ups[u.idx] != u // parked or reconnected: closed on purpose
 	// Under s.mu: a call registers only on a connection not yet dead
 	// (forwardOnce), so each call is either answered here or refused there.
-	u.dead.Store(&failure)
+	u.dead.Store(&failed)
 	var waiting []*call
 	for id, c := range s.pending {
 		if c.up == u {
@@ -526,7 +526,7 @@ func (s *Session) upstreamFailed(u *upstream, err error) {
 		s.b.log.Warn("mcp target failed", zap.String("backend", s.b.opts.Name), zap.String("target", u.name), zap.Error(err))
 	}
 	for _, c := range waiting {
-		c.ch <- errorResponse(jsonrpc.ID{}, jsonrpc.CodeInternalError, failure.Error())
+		c.ch <- &jsonrpc.Response{Error: &failure{wire: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: failed.Error()}, cause: err}}
 		c.stop()
 	}
 }
@@ -1047,10 +1047,10 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 			// with the answer): the request may well be in its hands.
 			s.cancelUpstream(c, "cancelled by the gateway")
 		}
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && method != "initialize" { // a failed initialize is logged with its cause
 			s.b.targetRequestFailed(i, method, err)
 		}
-		return errorResponse(clientID, jsonrpc.CodeInternalError, targetMessage(u.name, err)), u
+		return failureResponse(clientID, u.name, err), u
 	}
 	select {
 	case r := <-c.ch:
@@ -1064,7 +1064,7 @@ func (s *Session) forwardOnce(ctx context.Context, i int, clientID jsonrpc.ID, m
 		s.drop(up)
 		// Tell the target to stop working on it.
 		s.cancelUpstream(c, "cancelled by the gateway")
-		return errorResponse(clientID, jsonrpc.CodeInternalError, fmt.Sprintf("target %s: %v", u.name, ctx.Err())), u
+		return failureResponse(clientID, u.name, ctx.Err()), u
 	}
 }
 

@@ -119,7 +119,7 @@ func StartStdio(ctx context.Context, o StdioOptions) (mcp.Connection, error) {
 		_ = in.Close()
 		return nil, fmt.Errorf("stdio target %s: %w", o.Cmd, err)
 	}
-	return &stdioConn{Connection: conn, name: o.Cmd, stderr: lines, done: make(chan struct{}), onExit: o.OnExit}, nil
+	return &stdioConn{Connection: conn, name: o.Cmd, stderr: lines, done: make(chan struct{}), failed: make(chan struct{}), onExit: o.OnExit}, nil
 }
 
 // lookPath finds cmd: a name with a slash as is, else in pathEnv (relative
@@ -180,8 +180,33 @@ type stdioConn struct {
 	done      chan struct{} // closed when shut down
 
 	mu      sync.Mutex
-	closing bool  // Close was called
-	failure error // how the process ended, once seen by Read
+	closing bool          // Close was called
+	failure error         // how the process ended, once seen by Read
+	failed  chan struct{} // closed once failure is set
+}
+
+// Write sends msg. When the process' stdin broke (it exited, a write
+// answered EPIPE), the error is how the process ended, as Read reports it,
+// once Read has seen the end (within stdioWaitDelay): a call to a process
+// that died at start was answered "broken pipe" or how it exited, by
+// which came first.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	t := time.NewTimer(stdioWaitDelay)
+	defer t.Stop()
+	select {
+	case <-c.failed:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.failure
+	case <-c.done: // closed, not failed
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return err
 }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -211,6 +236,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	if c.failure == nil {
 		c.failure = c.exitError(err, waitErr)
+		close(c.failed)
 	}
 	return nil, c.failure
 }
