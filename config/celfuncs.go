@@ -21,6 +21,8 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/relaygate/gateway/codec/hexdigit"
 )
 
 // celLibraries is agentgateway's CEL function library (crates/celx,
@@ -568,8 +570,8 @@ func celURLDecode(v ref.Val) ref.Val {
 func percentDecode(s string) []byte {
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
+		if s[i] == '%' && i+2 < len(s) && hexdigit.Is(s[i+1]) && hexdigit.Is(s[i+2]) {
+			out = append(out, hexdigit.Value(s[i+1])<<4|hexdigit.Value(s[i+2]))
 			i += 2
 			continue
 		}
@@ -673,17 +675,3 @@ func formEscape(sb *strings.Builder, s string) {
 }
 
 const upperHex = "0123456789ABCDEF"
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
-}

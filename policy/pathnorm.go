@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+
+	"github.com/relaygate/gateway/codec/hexdigit"
 )
 
 // Request path normalization (frontendPolicies.http.pathNormalization,
@@ -51,7 +53,7 @@ func PathNeedsNormalizing(p []byte) bool {
 			if i+2 >= len(p) || !hexUpper[p[i+1]] || !hexUpper[p[i+2]] {
 				return true
 			}
-			if v := unhex(p[i+1])<<4 | unhex(p[i+2]); unreserved[v] || v == '/' || v == '\\' {
+			if v := hexdigit.Value(p[i+1])<<4 | hexdigit.Value(p[i+2]); unreserved[v] || v == '/' || v == '\\' {
 				return true
 			}
 			i += 2
@@ -94,10 +96,10 @@ func AppendNormalizedPath(dst, p []byte) ([]byte, error) {
 			case '\\':
 				return dst[:base], errPathBackslash
 			case '%':
-				if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				if i+2 >= len(p) || !hexdigit.Is(p[i+1]) || !hexdigit.Is(p[i+2]) {
 					return dst[:base], errPathBadEscape
 				}
-				hi, lo := unhex(p[i+1]), unhex(p[i+2])
+				hi, lo := hexdigit.Value(p[i+1]), hexdigit.Value(p[i+2])
 				switch v := hi<<4 | lo; {
 				case v == '/' || v == '\\':
 					return dst[:base], errPathEncodedSlash
@@ -151,21 +153,6 @@ var hexUpper = func() (t [256]bool) {
 }()
 
 const upperHex = "0123456789ABCDEF"
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// unhex returns the value of a hex digit (isHex).
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c >= 'a':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
-}
 
 // NormalizeTarget returns the origin-form target ("/path?query") with its
 // path in normal form (AppendNormalizedPath) and its query as it is, or

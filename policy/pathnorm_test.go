@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"testing"
+
+	"github.com/relaygate/gateway/codec/hexdigit"
 )
 
 func TestNormalizePath(t *testing.T) {
@@ -164,8 +166,8 @@ func FuzzNormalizePath(f *testing.F) {
 func normalEscapes(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			if v := unhex(s[i+1])<<4 | unhex(s[i+2]); unreserved[v] {
+		if s[i] == '%' && i+2 < len(s) && hexdigit.Is(s[i+1]) && hexdigit.Is(s[i+2]) {
+			if v := hexdigit.Value(s[i+1])<<4 | hexdigit.Value(s[i+2]); unreserved[v] {
 				b.WriteByte(v)
 			} else {
 				b.WriteString(strings.ToUpper(s[i : i+3]))

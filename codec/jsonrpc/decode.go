@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/relaygate/gateway/codec/hexdigit"
 )
 
 // The SDK's message types, so that callers need only this package.
@@ -729,7 +731,7 @@ func (d *decoder) scanString() (end int, escaped, ok bool) {
 					return 0, false, false
 				}
 				for _, h := range data[i+2 : i+6] {
-					if !isHex(h) {
+					if !hexdigit.Is(h) {
 						d.bad = true
 						return 0, false, false
 					}
@@ -748,10 +750,6 @@ func (d *decoder) scanString() (end int, escaped, ok bool) {
 	}
 	d.bad = true
 	return 0, false, false
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // value checks the JSON value at d.pos and moves past it; it returns false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/relaygate/gateway/codec/hexdigit"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/policy"
 )
@@ -317,8 +318,8 @@ func decodedAt(raw []byte, i int) (byte, int) {
 	switch c := raw[i]; {
 	case c == '+':
 		return ' ', i + 1
-	case c == '%' && i+2 < len(raw) && isHex(raw[i+1]) && isHex(raw[i+2]):
-		return unhex(raw[i+1])<<4 | unhex(raw[i+2]), i + 3
+	case c == '%' && i+2 < len(raw) && hexdigit.Is(raw[i+1]) && hexdigit.Is(raw[i+2]):
+		return hexdigit.Value(raw[i+1])<<4 | hexdigit.Value(raw[i+2]), i + 3
 	default:
 		return c, i + 1
 	}
@@ -336,20 +337,6 @@ func appendQueryEscaped(dst, s []byte) []byte {
 		dst = append(dst, '%', hex[c>>4], hex[c&15])
 	}
 	return dst
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0'
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10
-	}
-	return c - 'A' + 10
 }
 
 // fieldErrorf builds a *policy.FieldError.

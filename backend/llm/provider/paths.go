@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
+	"github.com/relaygate/gateway/codec/hexdigit"
 )
 
 // defaultBasePath is the base path of OpenAI-style and Anthropic APIs,
@@ -400,8 +401,8 @@ func isParam(param []byte, name string) bool {
 		}
 		c := param[i]
 		i++
-		if c == '%' && i+1 < len(param) && isHex(param[i]) && isHex(param[i+1]) {
-			c = unhex(param[i])<<4 | unhex(param[i+1])
+		if c == '%' && i+1 < len(param) && hexdigit.Is(param[i]) && hexdigit.Is(param[i+1]) {
+			c = hexdigit.Value(param[i])<<4 | hexdigit.Value(param[i+1])
 			i += 2
 		}
 		if c != name[k] {
@@ -409,20 +410,6 @@ func isParam(param []byte, name string) bool {
 		}
 	}
 	return i == len(param) || param[i] == '='
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // bytesView is b as a string without a copy, for a callee that keeps no
