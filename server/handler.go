@@ -500,8 +500,8 @@ func (b *bind) runChain(rs *requestState) (status int, done bool) {
 		// known, and is charged its tokens after: llmAttempts.)
 		rs.limit, rs.limited = r.limiter.AdmitCtx(pc), true
 		if !rs.limit.Allowed {
-			if r.llmErrors {
-				llmRateLimitBody(rs, llmRouteType(r.llmRoutes, r.llmFallback, pc.Path), "requests")
+			if r.llmErrors != nil {
+				llmRateLimitBody(rs, r.llmErrors.routeType(pc.Path), "requests")
 			}
 			return b.chainAnswered(rs), true
 		}

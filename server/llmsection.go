@@ -91,6 +91,12 @@ type llmCondition struct {
 
 func (m *llmModels) honors(string) bool { return true }
 
+// routeType resolves the kind of request a path carries: the section's
+// routes, else its fallback (serveLLMModels).
+func (m *llmModels) routeType(path []byte) provider.RouteType {
+	return llmRouteType(m.routes, m.fallback, path)
+}
+
 func (m *llmModels) exchange(b *bind, rs *requestState, r *route, rb *routeBackend) int {
 	return b.serveLLMModels(rs, r, rb, m)
 }

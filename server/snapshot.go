@@ -131,13 +131,16 @@ type route struct {
 	// policy chain.Request[limitAt] (policy.Order's place: runChain).
 	limiter *ratelimit.Limiter
 	limitAt int
-	// llmErrors: every backend of the route is an ai backend, so the
-	// gateway's refusals made before one is picked (localRateLimit) are
-	// written in the client's format, found as the first one's route type
-	// for the path (llmRoutes, llmFallback: llmRouteType).
-	llmErrors   bool
-	llmRoutes   []llmRoute
-	llmFallback provider.RouteType
+	// llmErrors is the first backend when every backend of the route is
+	// an ai backend (nil else): the gateway's refusals made before one is
+	// picked (localRateLimit) are written in the client's format for its
+	// route type of the path.
+	llmErrors llmRouteTyper
+}
+
+// llmRouteTyper is an ai backend: it tells the route type of a path.
+type llmRouteTyper interface {
+	routeType(path []byte) provider.RouteType
 }
 
 // routeBackend is one weighted backend of a route with its backend policies.
@@ -503,7 +506,8 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 	routeAI := config.PolicyOf[config.AIPolicy](set, "ai")
 	routeAuth := config.PolicyOf[config.BackendAuth](set, "backendAuth")
 	charged := false // a backend's exchanges are charged LLM tokens
-	cr.llmErrors = len(r.Backends) > 0
+	allAI := len(r.Backends) > 0
+	var firstAI llmRouteTyper
 	for bi := range r.Backends {
 		rb, err := c.routeBackend(fmt.Sprintf("%s.backends[%d]", path, bi), cr.name, routeScope(port, l, cr.name), &r.Backends[bi], set, routeAI, routeAuth, cr.auth)
 		if err != nil {
@@ -516,17 +520,10 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		}
 		_, section := rb.target.(*llmModels)
 		charged = charged || ai || section
-		switch t := rb.target.(type) {
-		case *llmTarget:
-			if cr.llmRoutes == nil && cr.llmFallback == 0 {
-				cr.llmRoutes, cr.llmFallback = t.routes, t.fallback
-			}
-		case *llmModels:
-			if cr.llmRoutes == nil && cr.llmFallback == 0 {
-				cr.llmRoutes, cr.llmFallback = t.routes, t.fallback
-			}
-		default:
-			cr.llmErrors = false
+		if t, ok := rb.target.(llmRouteTyper); !ok {
+			allAI = false
+		} else if firstAI == nil {
+			firstAI = t
 		}
 		if r.Backends[bi].Weight == 0 {
 			continue // weight 0 takes no traffic
@@ -538,6 +535,9 @@ func (c *compiler) route(path, id string, port int, l *config.Listener, index in
 		cr.total += r.Backends[bi].Weight
 		cr.backends = append(cr.backends, rb)
 		cr.weights = append(cr.weights, cr.total)
+	}
+	if allAI {
+		cr.llmErrors = firstAI
 	}
 	if !charged {
 		errs = append(errs, unchargedTokenBuckets(set)...)
