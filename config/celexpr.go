@@ -110,12 +110,13 @@ func compileLLMAst(expr string, boolean bool) (cel.Program, *cel.Ast, error) {
 	if t := ast.OutputType(); boolean && t != cel.BoolType && t != cel.DynType {
 		return nil, nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
-	if err := checkCELCost(env, ast); err != nil {
+	est, err := checkCELCost(env, ast)
+	if err != nil {
 		return nil, nil, err
 	}
-	p, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	p, err := celProgram(env, ast, est, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
-		return nil, nil, fmt.Errorf("invalid CEL expression: %v", err)
+		return nil, nil, err
 	}
 	return p, ast, nil
 }

@@ -9,13 +9,17 @@ import (
 	"fmt"
 	"hash"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/decls"
+	"cel.dev/cel-go/common/functions"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -66,8 +70,24 @@ func celLibraries() []cel.EnvOption {
 		ext.Regex(),
 		ext.Bindings(),
 		ext.TwoVarComprehensions(),
-		cel.Lib(agentgatewayLib{}),
+		cel.Lib(agentgatewayLib{impls: callImpls{}}),
 	}
+}
+
+// celDataCalls are this package's functions (cel-go has no cost model for
+// them) whose work is in proportion to the size of their arguments and
+// result: the cost estimate (celCostEstimator) and a counted evaluation
+// (celRuntimeCost) charge them so. The others (default, coalesce, fail,
+// random, flatten) take constant time. Keyed by function name: a call on
+// a value of type dyn (request.headers["x"]) is dispatched by name at run
+// time.
+var celDataCalls = map[string]bool{
+	"json": true, "jsonField": true, "toJson": true, "to_json": true, "merge": true,
+	"regexReplace": true, "stripPrefix": true, "stripSuffix": true,
+	"base64Encode": true, "base64Decode": true, "base64.encode": true, "base64.decode": true,
+	"url.encode": true, "url.decode": true, "form.decode": true, "form.encode": true,
+	"sha1.encode": true, "sha256.encode": true, "md5.encode": true,
+	"unvalidatedJwtPayload": true,
 }
 
 // celUnsupported are agentgateway functions left out of rules, and why. A
@@ -99,7 +119,14 @@ func celUnsupportedHint(msg string) string {
 // base64Encode, base64Decode, string/bytes overloads of base64.encode and
 // base64.decode, url.encode, url.decode, form.encode, form.decode,
 // sha1.encode, sha256.encode, md5.encode.
-type agentgatewayLib struct{}
+type agentgatewayLib struct {
+	// impls are the implementations of the calls boundPatterns wraps, as
+	// the environment declared them (boundCalls).
+	impls callImpls
+}
+
+// callImpls are implementations by overload ID and function name.
+type callImpls map[string]functions.FunctionOp
 
 func (agentgatewayLib) LibraryName() string { return "relaygate.agentgateway" }
 
@@ -112,7 +139,7 @@ const (
 )
 
 // CompileOptions implements cel.Library.
-func (agentgatewayLib) CompileOptions() []cel.EnvOption {
+func (l agentgatewayLib) CompileOptions() []cel.EnvOption {
 	dyn, str, byt := cel.DynType, cel.StringType, cel.BytesType
 	mapDyn := cel.MapType(dyn, dyn)
 	return []cel.EnvOption{
@@ -192,14 +219,371 @@ func (agentgatewayLib) CompileOptions() []cel.EnvOption {
 		hashFunction("sha256.encode", "sha256", sha256.New),
 		hashFunction("md5.encode", "md5", md5.New),
 		cel.ASTValidators(regexLiteralValidator{}),
+		l.boundCalls,
 	}
+}
+
+// MaxCELString bounds the string one call of replace, join, regexReplace
+// or regex.replace may build: the larger of 32 MiB and the longest string
+// it was given. Those are the calls whose result may be the product of two
+// sizes (a value repeated for each match in another, or between each of a
+// list's elements), so that one request could otherwise take the
+// gateway's memory: a call that would build more fails, before building
+// it (cel-go's runtime cost limit charges a call once it returned).
+const MaxCELString = 32 << 20
+
+// builtSize is the length of the string a call would build and the
+// longest string it was given; ok is false when it cannot tell (the call
+// will fail on its arguments).
+type builtSize func(args []ref.Val) (n, longest int, ok bool)
+
+// patternFunctions compile the pattern given as their second argument (the
+// receiver is the first); boundPatterns measures one that is not a
+// literal.
+var patternFunctions = map[string]bool{
+	overloads.Matches: true, "regex.extract": true, "regex.extractAll": true, "regex.replace": true, "regexReplace": true,
+}
+
+// boundCalls replaces the implementations of the calls MaxCELString bounds
+// by ones that measure the result first, and keeps those of
+// patternFunctions for boundPatterns. It runs after the libraries that
+// declare them (celLibraries' order).
+func (l agentgatewayLib) boundCalls(e *cel.Env) (*cel.Env, error) {
+	fns := e.Functions()
+	for _, g := range []struct {
+		function, overload string
+		size               builtSize
+	}{
+		{"replace", "string_replace_string_string", replaceSize},
+		{"replace", "string_replace_string_string_int", replaceSize},
+		{"join", "list_join", joinSize},
+		{"join", "list_join_string", joinSize},
+		{"regex.replace", "regex_replace_string_string_string", regexReplaceAllSize},
+		{"regex.replace", "regex_replace_string_string_string_int", regexReplaceAllSize},
+	} {
+		fn := fns[g.function]
+		bindings, err := fn.Bindings()
+		if err != nil {
+			return nil, err
+		}
+		var impl *functions.Overload
+		for _, b := range bindings {
+			if b.Operator == g.overload {
+				impl = b
+			}
+		}
+		var decl *decls.OverloadDecl
+		for _, d := range fn.OverloadDecls() {
+			if d.ID() == g.overload {
+				decl = d
+			}
+		}
+		if impl == nil || decl == nil {
+			return nil, fmt.Errorf("bounding %s: no overload %s", g.function, g.overload)
+		}
+		overload := cel.Overload
+		if decl.IsMemberFunction() {
+			overload = cel.MemberOverload
+		}
+		e, err = cel.Function(g.function, overload(g.overload, decl.ArgTypes(), decl.ResultType(), boundBinding(g.function, impl, g.size)))(e)
+		if err != nil {
+			return nil, err
+		}
+	}
+	// regex.replace's as bounded just above.
+	fns = e.Functions()
+	for name := range patternFunctions {
+		bindings, err := fns[name].Bindings()
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bindings {
+			l.impls[b.Operator] = functionOp(b)
+		}
+	}
+	return e, nil
+}
+
+// functionOp is an implementation of any arity as a FunctionOp.
+func functionOp(o *functions.Overload) functions.FunctionOp {
+	return func(args ...ref.Val) ref.Val {
+		switch {
+		case len(args) == 1 && o.Unary != nil:
+			return o.Unary(args[0])
+		case len(args) == 2 && o.Binary != nil:
+			return o.Binary(args[0], args[1])
+		case o.Function != nil:
+			return o.Function(args...)
+		}
+		return types.NoSuchOverloadErr()
+	}
+}
+
+// boundPatterns makes a call of patternFunctions whose pattern is not a
+// literal measure it before compiling it: a pattern whose program (about
+// one instruction per character, a repeat counting its copies) times the
+// text's length exceeds MaxCELRuntimeCost fails, unparsed further, since
+// compiling and matching it takes time (and memory) in proportion to both.
+// A client's pattern could take seconds and hundreds of megabytes. A
+// literal pattern is the configuration's, and left as it is.
+func (l agentgatewayLib) boundPatterns(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok || !patternFunctions[call.Function()] {
+		return i, nil
+	}
+	args := call.Args()
+	if len(args) < 2 {
+		return i, nil
+	}
+	if _, isConst := args[1].(interpreter.InterpretableConst); isConst {
+		return i, nil
+	}
+	impl := l.impls[call.OverloadID()]
+	if impl == nil {
+		impl = l.impls[call.Function()]
+	}
+	if impl == nil {
+		return i, nil
+	}
+	name := call.Function()
+	return interpreter.NewCall(call.ID(), name, call.OverloadID(), args, func(vals ...ref.Val) ref.Val {
+		if len(vals) >= 2 {
+			text, ok1 := vals[0].(types.String)
+			pattern, ok2 := vals[1].(types.String)
+			if ok1 && ok2 {
+				if err := checkPattern(name, string(text), string(pattern)); err != nil {
+					return err
+				}
+			}
+		}
+		return impl(vals...)
+	}), nil
+}
+
+// checkPattern fails a pattern too large to compile and match against
+// text within MaxCELRuntimeCost (see boundPatterns).
+func checkPattern(name, text, pattern string) ref.Val {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil // the call reports it
+	}
+	size := patternSize(re)
+	if work := uint64(len(text)+1) * uint64(size); work > MaxCELRuntimeCost {
+		return types.NewErr("%s: a pattern of about %d instructions on %d bytes is more than an evaluation may do; the pattern is not a literal", name, size, len(text))
+	}
+	return nil
+}
+
+// patternSize is about the number of instructions re compiles to: one per
+// node and literal character, a repeat's body counted once per copy.
+func patternSize(re *syntax.Regexp) int {
+	const most = 1 << 30
+	n := 1 + len(re.Rune)
+	for _, sub := range re.Sub {
+		n = min(n+patternSize(sub), most)
+	}
+	if re.Op == syntax.OpRepeat {
+		copies := re.Max
+		if copies < 0 {
+			copies = re.Min + 1
+		}
+		n = min(n*max(copies, 1), most)
+	}
+	return n
+}
+
+// boundBinding is impl, failing instead when size says its result would
+// be longer than MaxCELString allows; of impl's arity, so that the call is
+// planned as it was.
+func boundBinding(name string, impl *functions.Overload, size builtSize) cel.OverloadOpt {
+	tooLong := func(args ...ref.Val) ref.Val {
+		n, longest, ok := size(args)
+		if !ok || n <= max(MaxCELString, longest) {
+			return nil
+		}
+		return types.NewErr("%s: the result would be %d bytes, more than the %d a call may build", name, n, max(MaxCELString, longest))
+	}
+	switch {
+	case impl.Unary != nil:
+		return cel.UnaryBinding(func(a ref.Val) ref.Val {
+			if err := tooLong(a); err != nil {
+				return err
+			}
+			return impl.Unary(a)
+		})
+	case impl.Binary != nil:
+		return cel.BinaryBinding(func(a, b ref.Val) ref.Val {
+			if err := tooLong(a, b); err != nil {
+				return err
+			}
+			return impl.Binary(a, b)
+		})
+	}
+	return cel.FunctionBinding(func(args ...ref.Val) ref.Val {
+		if err := tooLong(args...); err != nil {
+			return err
+		}
+		return impl.Function(args...)
+	})
+}
+
+// replaceSize measures s.replace(old, new[, n]).
+func replaceSize(args []ref.Val) (n, longest int, ok bool) {
+	if len(args) < 3 {
+		return 0, 0, false
+	}
+	s, ok1 := args[0].(types.String)
+	old, ok2 := args[1].(types.String)
+	repl, ok3 := args[2].(types.String)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, false
+	}
+	longest = max(len(s), len(repl))
+	if len(repl) <= len(old) {
+		return len(s), longest, true
+	}
+	count := -1
+	if len(args) == 4 {
+		limit, isInt := args[3].(types.Int)
+		if !isInt {
+			return 0, 0, false
+		}
+		if limit >= 0 && limit < types.Int(len(s)+2) {
+			count = int(limit)
+		}
+	}
+	matches := utf8.RuneCountInString(string(s)) + 1
+	if old != "" {
+		matches = strings.Count(string(s), string(old))
+	}
+	if count >= 0 {
+		matches = min(matches, count)
+	}
+	return len(s) + matches*(len(repl)-len(old)), longest, true
+}
+
+// joinSize measures list.join([sep]).
+func joinSize(args []ref.Val) (n, longest int, ok bool) {
+	list, isList := args[0].(traits.Lister)
+	if !isList {
+		return 0, 0, false
+	}
+	var sep types.String
+	if len(args) == 2 {
+		if sep, ok = args[1].(types.String); !ok {
+			return 0, 0, false
+		}
+	}
+	count, isInt := list.Size().(types.Int)
+	if !isInt {
+		return 0, 0, false
+	}
+	if count > 0 {
+		n = (int(count) - 1) * len(sep)
+	}
+	longest = len(sep)
+	for it := list.Iterator(); it.HasNext() == types.True; {
+		elem, isStr := it.Next().(types.String)
+		if !isStr {
+			return 0, 0, false
+		}
+		n += len(elem)
+		longest = max(longest, len(elem))
+	}
+	return n, longest, true
+}
+
+// regexReplaceAllSize measures regex.replace(s, pattern, repl[, n]) (every
+// match, or the first n, replaced by repl with \1 to \9 expanded): first
+// bounded without matching (each of at most len(s)+1 matches gets repl,
+// and a group reference adds at most len(s) over all of them, matches not
+// overlapping), and matched only when that bound is too large.
+func regexReplaceAllSize(args []ref.Val) (n, longest int, ok bool) {
+	if len(args) < 3 {
+		return 0, 0, false
+	}
+	s, ok1 := args[0].(types.String)
+	pattern, ok2 := args[1].(types.String)
+	repl, ok3 := args[2].(types.String)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, false
+	}
+	limit := -1
+	if len(args) == 4 {
+		l, isInt := args[3].(types.Int)
+		if !isInt {
+			return 0, 0, false
+		}
+		if l >= 0 && l < types.Int(len(s)+2) {
+			limit = int(l)
+		}
+	}
+	longest = max(len(s), len(repl))
+	matches := len(s) + 1
+	if limit >= 0 {
+		matches = min(matches, limit)
+	}
+	// A byte of repl is written as at most 3 (an invalid one as U+FFFD).
+	refs := strings.Count(string(repl), "\\")
+	if bound := len(s) + matches*len(repl)*3 + refs*len(s); bound <= max(MaxCELString, longest) {
+		return bound, longest, true
+	}
+	re, err := regexp.Compile(string(pattern))
+	if err != nil {
+		return 0, 0, false
+	}
+	n = len(s)
+	for _, m := range re.FindAllStringSubmatchIndex(string(s), limit) {
+		n -= m[1] - m[0]
+		add, valid := expandedSize(string(repl), string(s), m)
+		if !valid {
+			return 0, 0, false // the call reports the bad replacement
+		}
+		n += add
+	}
+	return n, longest, true
+}
+
+// expandedSize is the length of repl as regex.replace expands it for the
+// match m of s: \\ is a backslash, \N group N, any other character
+// written as UTF-8 (an invalid byte as U+FFFD).
+func expandedSize(repl, s string, m []int) (int, bool) {
+	n := 0
+	for i := 0; i < len(repl); {
+		r, w := utf8.DecodeRuneInString(repl[i:])
+		i += w
+		if r != '\\' {
+			n += utf8.RuneLen(r)
+			continue
+		}
+		if i >= len(repl) {
+			return 0, false
+		}
+		c := repl[i]
+		i++
+		switch {
+		case c == '\\':
+			n++
+		case '0' <= c && c <= '9':
+			g := int(c - '0')
+			if 2*g+1 >= len(m) {
+				return 0, false
+			}
+			if m[2*g] >= 0 {
+				n += m[2*g+1] - m[2*g]
+			}
+		default:
+			return 0, false
+		}
+	}
+	return n, true
 }
 
 // ProgramOptions implements cel.Library: regexReplace compiles a literal
 // pattern once, and cidr("...") and ip("...") of a literal are parsed once,
 // when the program is built, not per request; isGlobalUnicast answers as
 // agentgateway's does.
-func (agentgatewayLib) ProgramOptions() []cel.ProgramOption {
+func (l agentgatewayLib) ProgramOptions() []cel.ProgramOption {
 	return []cel.ProgramOption{
 		cel.OptimizeRegex(&interpreter.RegexOptimization{
 			Function:   "regexReplace",
@@ -218,12 +602,13 @@ func (agentgatewayLib) ProgramOptions() []cel.ProgramOption {
 					if !ok1 || !ok2 {
 						return types.NoSuchOverloadErr()
 					}
-					return types.String(replaceFirst(re, string(s), string(repl)))
+					return replaceFirst(re, string(s), string(repl))
 				}), nil
 			},
 		}),
 		cel.CustomDecoratorV2(foldNetworkLiterals),
 		cel.CustomDecoratorV2(globalUnicastAsAgentgateway),
+		cel.CustomDecoratorV2(l.boundPatterns),
 	}
 }
 
@@ -471,21 +856,27 @@ func celRegexReplace(args ...ref.Val) ref.Val {
 	if err != nil {
 		return types.NewErr("'%s' not a valid regex: %v", pattern, err)
 	}
-	return types.String(replaceFirst(re, string(s), string(repl)))
+	return replaceFirst(re, string(s), string(repl))
 }
 
 // replaceFirst replaces the leftmost match, as Rust's Regex::replace does;
-// repl may name groups as $1 or ${name}.
-func replaceFirst(re *regexp.Regexp, s, repl string) string {
+// repl may name groups as $1 or ${name}. Each reference adds at most the
+// match's length: one that could make the result longer than MaxCELString
+// allows is an error (see MaxCELString).
+func replaceFirst(re *regexp.Regexp, s, repl string) ref.Val {
 	m := re.FindStringSubmatchIndex(s)
 	if m == nil {
-		return s
+		return types.String(s)
+	}
+	bound := len(s) + len(repl) + strings.Count(repl, "$")*(m[1]-m[0])
+	if limit := max(MaxCELString, len(s), len(repl)); bound > limit {
+		return types.NewErr("regexReplace: the result could be %d bytes, more than the %d a call may build", bound, limit)
 	}
 	out := make([]byte, 0, len(s)+len(repl))
 	out = append(out, s[:m[0]]...)
 	out = re.ExpandString(out, repl, s, m)
 	out = append(out, s[m[1]:]...)
-	return string(out)
+	return types.String(out)
 }
 
 // bytesOf is a string or bytes argument's bytes.

@@ -112,14 +112,11 @@ func CompileValueExpression(expr string, boolean bool) (cel.Program, error) {
 	if t := ast.OutputType(); boolean && t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
-	if err := checkCELCost(env, ast); err != nil {
+	est, err := checkCELCost(env, ast)
+	if err != nil {
 		return nil, err
 	}
-	p, err := env.Program(ast)
-	if err != nil {
-		return nil, fmt.Errorf("invalid CEL expression: %v", err)
-	}
-	return p, nil
+	return celProgram(env, ast, est)
 }
 
 // celText is the text of an expression field, 1 to maxCELBytes long; ok is

@@ -119,12 +119,13 @@ func CompileTelemetryExpression(expr string, boolean bool) (*TelemetryProgram, e
 	if t := ast.OutputType(); boolean && t != cel.BoolType && t != cel.DynType {
 		return nil, fmt.Errorf("invalid CEL expression: the result is %s, not bool", t)
 	}
-	if err := checkCELCost(env, ast); err != nil {
+	est, err := checkCELCost(env, ast)
+	if err != nil {
 		return nil, err
 	}
-	p, err := env.Program(ast) // no plan-time optimisation: random() is per evaluation
+	p, err := celProgram(env, ast, est) // no plan-time optimisation: random() is per evaluation
 	if err != nil {
-		return nil, fmt.Errorf("invalid CEL expression: %v", err)
+		return nil, err
 	}
 	tp := &TelemetryProgram{Program: p}
 	for _, r := range ast.NativeRep().ReferenceMap() {

@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -217,5 +218,41 @@ func TestHTTPPolicyBody(t *testing.T) {
 	c.Fast.Request.SetBodyStream(strings.NewReader("streaming"), -1)
 	if plain.OnRequest(c) != policy.Continue || !c.Fast.Request.IsBodyStream() {
 		t.Error("the body was read")
+	}
+}
+
+// TestHTTPCostlyRuleFailsClosed: an allow rule whose worst case exceeds
+// config.MaxCELRuntimeCost is counted as it runs; on a request that makes
+// it run away it fails, and the request is refused (403), having cost a
+// bounded amount, where it used to allow after encoding every header once
+// per character of one (here 5,000 times 20 KB: 500 MB). A pattern taken
+// from the request is measured before it is compiled (this one matched,
+// after a second).
+func TestHTTPCostlyRuleFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		rule    string
+		headers []string
+		allowed bool
+	}{
+		{`request.headers["x"].split("").map(c, toJson(request.headers)).size() > 0`, []string{"X", "abc"}, true},
+		{`request.headers["x"].split("").map(c, toJson(request.headers)).size() > 0`, []string{"X", strings.Repeat("x", 5000), "Y", strings.Repeat("y", 20000)}, false},
+		{`request.headers["x"].matches(request.headers["p"])`, []string{"X", "ab", "P", "^a"}, true},
+		{`request.headers["x"].matches(request.headers["p"])`, []string{"X", strings.Repeat("ab", 8000) + "a" + strings.Repeat("b", 1000) + "c", "P", "(a|b)*a(a|b){1000}c"}, false},
+	} {
+		h := HTTP{Rules: compile(t, allow(tc.rule))}
+		c := httpCtx("/", tc.headers...)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		res := h.OnRequest(c)
+		runtime.ReadMemStats(&after)
+		if got := res == policy.Continue; got != tc.allowed {
+			t.Errorf("%s with %d header bytes: allowed %v, want %v", tc.rule, len(strings.Join(tc.headers, "")), got, tc.allowed)
+		}
+		if !tc.allowed && c.Fast.Response.StatusCode() != fasthttp.StatusForbidden {
+			t.Errorf("%s: status %d, want 403", tc.rule, c.Fast.Response.StatusCode())
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+			t.Errorf("%s: one request allocated %d MiB", tc.rule, got>>20)
+		}
 	}
 }
