@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaygate/gateway/backend/sock"
@@ -114,9 +116,30 @@ func (p *accessLogPolicy) addFields(extra []logline.AccessField, in *celrules.In
 		if err != nil {
 			continue
 		}
-		extra = append(extra, logline.AccessField{Key: f.key, Value: celrules.Text(v)})
+		extra = append(extra, accessField(f.key, v))
 	}
 	return extra
+}
+
+// accessField is an added field with its value's type: a number or a bool
+// is written bare ("code":200, as agentgateway writes an expression's
+// value), anything else as text (celrules.Text).
+func accessField(key string, v ref.Val) logline.AccessField {
+	switch x := v.(type) {
+	case types.Int:
+		return logline.AccessField{Key: key, Kind: logline.AccessInt, Int: int64(x)}
+	case types.Uint:
+		return logline.AccessField{Key: key, Kind: logline.AccessUint, Uint: uint64(x)}
+	case types.Double:
+		return logline.AccessField{Key: key, Kind: logline.AccessFloat, Float: float64(x)}
+	case types.Bool:
+		f := logline.AccessField{Key: key, Kind: logline.AccessBool}
+		if x {
+			f.Int = 1
+		}
+		return f
+	}
+	return logline.AccessField{Key: key, Value: celrules.Text(v)}
 }
 
 // Connection records. Every connection a TCP or TLS listener (or a CONNECT

@@ -1,8 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/relaygate/gateway/codec/logline"
 )
 
 // TestAccessLogPolicyE2E: frontendPolicies.accessLog leaves out the
@@ -57,5 +63,88 @@ binds:
 	}
 	if _, ok := line["bytes_out"]; !ok {
 		t.Error("a field not removed is missing")
+	}
+}
+
+// lockedBuffer gathers what access writers write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Sync() error { return nil }
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestAccessLogAddedFieldTypes: a field accessLog.add computes is written
+// with its value's type in the binary's access line (logline.AccessWriter),
+// as agentgateway writes it: a number or a bool bare ("code":200, where it
+// was "code":"200"), a string quoted. The text format's fields are the
+// same JSON object as its built-in ones ("status": 200).
+func TestAccessLogAddedFieldTypes(t *testing.T) {
+	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	for _, tc := range []struct {
+		format string
+		want   []string
+	}{
+		{"json", []string{`"status":200,`, `"code":200,`, `"ok":true,`, `"ratio":0.5}`, `"big":18446744073709551615,`, `"q":"7",`}},
+		{"text", []string{`"status": 200,`, `"code": 200,`, `"ok": true,`, `"ratio": 0.5}`, `"big": 18446744073709551615,`, `"q": "7",`}},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			var out lockedBuffer
+			w := logline.NewAccessWriter(tc.format, &out, logline.AccessWriterOptions{})
+			gw := New(Options{ListenAddr: func(int) string { return "127.0.0.1:0" }, AccessLog: w})
+			t.Cleanup(func() { gw.Shutdown(expiredContext()) })
+			if err := gw.Apply(parseConfig(t, `
+frontendPolicies:
+  accessLog:
+    add:
+      code: 'response.code'
+      ok: 'response.code == 200'
+      ratio: 'double(response.code) / 400.0'
+      big: '18446744073709551615u'
+      q: 'request.query["q"]'
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up})); err != nil {
+				t.Fatal(err)
+			}
+			tg := &testGateway{t: t, gw: gw}
+			if resp, body := get(t, tg.url(3000)+"/a?q=7"); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %q", resp.StatusCode, body)
+			}
+			settleRecords(t, gw)
+			line := out.String()
+			for _, want := range tc.want {
+				if !strings.Contains(line, want) {
+					t.Errorf("line %s lacks %s", line, want)
+				}
+			}
+			if tc.format != "json" {
+				return
+			}
+			var fields map[string]any
+			if err := json.Unmarshal([]byte(line), &fields); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			for k, want := range map[string]any{"code": 200.0, "ok": true, "ratio": 0.5, "q": "7"} {
+				if fields[k] != want {
+					t.Errorf("%s = %#v, want %#v", k, fields[k], want)
+				}
+			}
+		})
 	}
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -173,12 +175,13 @@ func (o *otlpAccessLog) finish(r *otlpRecord, in *celrules.Input, extra []loglin
 	if o.own {
 		for _, f := range o.add {
 			if v, err := celrules.EvalLLM(f.prog, in, nil); err == nil {
-				r.AddAttributes(attribute.String(f.key, celrules.Text(v)))
+				field := accessField(f.key, v)
+				r.AddAttributes(fieldAttribute(&field))
 			}
 		}
 	} else {
-		for _, f := range extra {
-			r.AddAttributes(attribute.String(f.Key, f.Value))
+		for i := range extra {
+			r.AddAttributes(fieldAttribute(&extra[i]))
 		}
 	}
 	ctx := context.Background()
@@ -189,6 +192,25 @@ func (o *otlpAccessLog) finish(r *otlpRecord, in *celrules.Input, extra []loglin
 		r.AddAttributes(attribute.String("trace.id", sc.TraceID().String()), attribute.String("span.id", sc.SpanID().String()))
 	}
 	o.exp.logger.Emit(ctx, r.Record)
+}
+
+// fieldAttribute is an added field as an attribute of its type (a uint
+// past int64's range as text).
+func fieldAttribute(f *logline.AccessField) attribute.KeyValue {
+	switch f.Kind {
+	case logline.AccessInt:
+		return attribute.Int64(f.Key, f.Int)
+	case logline.AccessUint:
+		if f.Uint <= math.MaxInt64 {
+			return attribute.Int64(f.Key, int64(f.Uint))
+		}
+		return attribute.String(f.Key, strconv.FormatUint(f.Uint, 10))
+	case logline.AccessFloat:
+		return attribute.Float64(f.Key, f.Float)
+	case logline.AccessBool:
+		return attribute.Bool(f.Key, f.Int != 0)
+	}
+	return attribute.String(f.Key, f.Value)
 }
 
 // accessAttributes are the fields of a request's access line.

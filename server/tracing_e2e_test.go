@@ -675,8 +675,9 @@ func (c *grpcLogCollector) paths() map[string]map[string]string {
 }
 
 // TestAccessLogOTLP: accessLog.otlp exports, over OTLP/gRPC by default,
-// the records accessLog's filter keeps, with its added fields and the
-// headers its requestHeaderModifier sets.
+// the records accessLog's filter keeps, with its added fields (of their
+// values' types: a number is an int_value) and the headers its
+// requestHeaderModifier sets.
 func TestAccessLogOTLP(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -692,7 +693,7 @@ func TestAccessLogOTLP(t *testing.T) {
 frontendPolicies:
   accessLog:
     filter: 'request.path != "/quiet"'
-    add: {team: '"blue"'}
+    add: {team: '"blue"', code: 'response.code'}
     otlp:
       host: '${COLLECTOR}'
       policies: {requestHeaderModifier: {set: {authorization: 'Bearer k'}}}
@@ -710,7 +711,7 @@ binds:
 		rec = coll.paths()["/loud"]
 		return rec != nil
 	})
-	if rec["team"] != "blue" || rec["status"] != "int_value:204" || rec["route"] != "r" || rec["method"] != "GET" {
+	if rec["team"] != "blue" || rec["code"] != "int_value:204" || rec["status"] != "int_value:204" || rec["route"] != "r" || rec["method"] != "GET" {
 		t.Errorf("record %v", rec)
 	}
 	if _, ok := coll.paths()["/quiet"]; ok {

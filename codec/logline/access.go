@@ -103,8 +103,61 @@ func AccessFieldNamed(name string) (f AccessFields, ok bool) {
 // has reports whether the line writes field f.
 func (a *Access) has(f AccessFields) bool { return a.Omit&f == 0 }
 
-// AccessField is a field added to a line: a string value under a key.
-type AccessField struct{ Key, Value string }
+// AccessField is a field added to a line (accessLog.add): a value under a
+// key, written with its type as agentgateway writes an expression's value:
+// a string quoted, a number or a bool bare, as zap writes fields of those
+// types in either format ("code":200, not "code":"200"). The zero Kind is
+// a string.
+type AccessField struct {
+	Key   string
+	Value string // an AccessString's
+	Kind  AccessFieldKind
+	Int   int64   // an AccessInt's, or an AccessBool's (1: true)
+	Uint  uint64  // an AccessUint's
+	Float float64 // an AccessFloat's
+}
+
+// AccessFieldKind is the type of an added field's value.
+type AccessFieldKind uint8
+
+// Added fields' types.
+const (
+	AccessString AccessFieldKind = iota
+	AccessInt
+	AccessUint
+	AccessFloat
+	AccessBool
+)
+
+// zapField is f as a zap field of its type.
+func (f *AccessField) zapField() zap.Field {
+	switch f.Kind {
+	case AccessInt:
+		return zap.Int64(f.Key, f.Int)
+	case AccessUint:
+		return zap.Uint64(f.Key, f.Uint)
+	case AccessFloat:
+		return zap.Float64(f.Key, f.Float)
+	case AccessBool:
+		return zap.Bool(f.Key, f.Int != 0)
+	}
+	return zap.String(f.Key, f.Value)
+}
+
+// appendValue appends f's value as zap's encoders write zapField's.
+func (f *AccessField) appendValue(bs []byte) []byte {
+	switch f.Kind {
+	case AccessInt:
+		return appendInt(bs, f.Int)
+	case AccessUint:
+		return strconv.AppendUint(bs, f.Uint, 10)
+	case AccessFloat:
+		return appendFloat(bs, f.Float, 64)
+	case AccessBool:
+		return strconv.AppendBool(bs, f.Int != 0)
+	}
+	return appendQuoted(bs, f.Value)
+}
 
 // AccessMCP is what an MCP request was.
 type AccessMCP struct {
@@ -227,8 +280,8 @@ func (z zapAccess) Log(a *Access) {
 			fields = append(fields, zap.String("llm.error", x.Error))
 		}
 	}
-	for _, f := range a.Extra {
-		fields = append(fields, zap.String(f.Key, f.Value))
+	for i := range a.Extra {
+		fields = append(fields, a.Extra[i].zapField())
 	}
 	// zap's cores encode the fields at once or copy the slice (its
 	// observer does), so the array is free again after Write.
@@ -459,11 +512,12 @@ func (w *AccessWriter) appendLine(bs []byte, a *Access, t time.Time) []byte {
 			bs = appendQuoted(bs, x.Error)
 		}
 	}
-	for _, f := range a.Extra {
+	for i := range a.Extra {
+		f := &a.Extra[i]
 		bs = append(bs, k.sep...)
 		bs = appendQuoted(bs, f.Key)
 		bs = append(bs, k.colon...)
-		bs = appendQuoted(bs, f.Value)
+		bs = f.appendValue(bs)
 	}
 	return append(bs, k.end...)
 }
@@ -560,9 +614,9 @@ func (w *AccessWriter) appendOmitting(bs []byte, a *Access) []byte {
 			bs = appendQuoted(bs, x.Error)
 		}
 	}
-	for _, f := range a.Extra {
-		bs = appendKey(bs, f.Key, spaced)
-		bs = appendQuoted(bs, f.Value)
+	for i := range a.Extra {
+		bs = appendKey(bs, a.Extra[i].Key, spaced)
+		bs = a.Extra[i].appendValue(bs)
 	}
 	return append(bs, k.end...)
 }

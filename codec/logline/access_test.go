@@ -89,6 +89,16 @@ func TestAccessWriterLines(t *testing.T) {
 				`{"method": "POST", "path": "/v1/chat/completions", "status": 200, "duration": 0.001234567, "route": "llm", "backend": "openai", "bytes_in": 958, "bytes_out": 308, "src": "127.0.0.1:51234", "upstream_error": "dial tcp: refused", ` +
 				`"mcp.method": "tools/call", "mcp.target": "everything", "mcp.tool": "echo", "mcp.denied": true, ` +
 				`"llm.provider": "openAI", "llm.request_model": "fast", "llm.model": "gpt-4o-mini", "llm.input_tokens": 120, "llm.output_tokens": 34, "llm.cached_input_tokens": 64, "llm.cost": 0.000123, "llm.guard": "masked", "llm.error": "rate_limit"}` + "\n"},
+		{"json typed added fields", "json", withExtra(get, typedExtra...),
+			`{"level":"info","ts":"2026-11-26T00:35:20.123Z","logger":"access","msg":"request","method":"GET","path":"/small","status":200,"duration":0.000087,"route":"bind/8080/route0","backend":"127.0.0.1:9000","bytes_in":0,"bytes_out":100,"src":"127.0.0.1:51234",` +
+				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN"}` + "\n"},
+		{"console typed added fields", "console", withExtra(get, typedExtra...),
+			"2026-11-26T00:35:20.123Z\tINFO\taccess\trequest\t" +
+				`{"method": "GET", "path": "/small", "status": 200, "duration": 0.000087, "route": "bind/8080/route0", "backend": "127.0.0.1:9000", "bytes_in": 0, "bytes_out": 100, "src": "127.0.0.1:51234", ` +
+				`"team": "eng", "code": 200, "big": 18446744073709551615, "ratio": 0.25, "cached": true, "nan": "NaN"}` + "\n"},
+		{"json typed added fields, a field removed", "json", withOmit(withExtra(get, typedExtra...), FieldSrc),
+			`{"level":"info","ts":"2026-11-26T00:35:20.123Z","logger":"access","msg":"request","method":"GET","path":"/small","status":200,"duration":0.000087,"route":"bind/8080/route0","backend":"127.0.0.1:9000","bytes_in":0,"bytes_out":100,` +
+				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN"}` + "\n"},
 		{"json escapes and other address", "json", &Access{
 			Method: []byte("BREW"), Path: []byte("/a\"b\\c\n\xff"), Status: 502, Route: "r", Backend: "b",
 			Src: &net.UnixAddr{Name: "/run/gw.sock", Net: "unix"},
@@ -103,6 +113,31 @@ func TestAccessWriterLines(t *testing.T) {
 			requireAccessSameAsZap(t, tc.a, stamp)
 		})
 	}
+}
+
+// typedExtra are added fields of every type: a number or a bool is written
+// bare, as agentgateway writes an expression's value.
+var typedExtra = []AccessField{
+	{Key: "team", Value: "eng"},
+	{Key: "code", Kind: AccessInt, Int: 200},
+	{Key: "big", Kind: AccessUint, Uint: math.MaxUint64},
+	{Key: "ratio", Kind: AccessFloat, Float: 0.25},
+	{Key: "cached", Kind: AccessBool, Int: 1},
+	{Key: "nan", Kind: AccessFloat, Float: math.NaN()},
+}
+
+// withExtra is a copy of a with the added fields extra.
+func withExtra(a *Access, extra ...AccessField) *Access {
+	c := *a
+	c.Extra = extra
+	return &c
+}
+
+// withOmit is a copy of a leaving out omit.
+func withOmit(a *Access, omit AccessFields) *Access {
+	c := *a
+	c.Omit = omit
+	return &c
 }
 
 // TestZapAccessCopiesTheRequestsBytes: a core that keeps entries (zap's
@@ -152,6 +187,7 @@ func TestAccessWriterAllocations(t *testing.T) {
 	w := NewAccessWriter("console", zapcore.AddSync(discardWriter{}), AccessWriterOptions{})
 	a := fullAccess()
 	a.UpstreamError = nil // an error's field may allocate in zap's code
+	a.Extra = typedExtra
 	w.Log(a)
 	if n := testing.AllocsPerRun(100, func() { w.Log(a) }); n != 0 {
 		t.Fatalf("%v allocations a line, want 0", n)
@@ -204,7 +240,7 @@ func FuzzAccessWriterMatchesZap(f *testing.F) {
 			}
 		}
 		for range s.byte() % 4 {
-			a.Extra = append(a.Extra, AccessField{Key: s.string(), Value: s.string()})
+			a.Extra = append(a.Extra, s.accessField())
 		}
 		if s.bool() {
 			a.Omit = AccessFields(s.uint64()) & (FieldLLMError<<1 - 1)

@@ -90,8 +90,8 @@ func (z zapAccess) LogConn(c *Conn) {
 	if c.UpstreamError != nil {
 		add(FieldUpstreamError, zap.NamedError("upstream_error", c.UpstreamError))
 	}
-	for _, f := range c.Extra {
-		fields = append(fields, zap.String(f.Key, f.Value))
+	for i := range c.Extra {
+		fields = append(fields, c.Extra[i].zapField())
 	}
 	ce.Write(fields...)
 	clear(arr[:])
@@ -227,9 +227,9 @@ func (w *AccessWriter) appendConnLine(bs []byte, c *Conn, t time.Time) []byte {
 	if c.UpstreamError != nil && c.has(FieldUpstreamError) {
 		bs = w.addField(bs, zap.NamedError("upstream_error", c.UpstreamError))
 	}
-	for _, f := range c.Extra {
-		bs = appendKey(bs, f.Key, spaced)
-		bs = appendQuoted(bs, f.Value)
+	for i := range c.Extra {
+		bs = appendKey(bs, c.Extra[i].Key, spaced)
+		bs = c.Extra[i].appendValue(bs)
 	}
 	return append(bs, k.end...)
 }

@@ -164,7 +164,7 @@ func FuzzConnWriterMatchesZap(f *testing.F) {
 			c.UpstreamError = s.error()
 		}
 		for range s.byte() % 4 {
-			c.Extra = append(c.Extra, AccessField{Key: s.string(), Value: s.string()})
+			c.Extra = append(c.Extra, s.accessField())
 		}
 		if s.bool() {
 			c.Omit = AccessFields(s.uint64())

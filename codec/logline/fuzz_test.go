@@ -46,6 +46,27 @@ func (s *fuzzSource) string() string { return string(s.bytes()) }
 
 func (s *fuzzSource) bool() bool { return s.byte()&1 == 1 }
 
+// accessField is an added field of any type (a float from any bits:
+// NaN, infinities, subnormals).
+func (s *fuzzSource) accessField() AccessField {
+	f := AccessField{Key: s.string(), Kind: AccessFieldKind(s.byte() % 5)}
+	switch f.Kind {
+	case AccessString:
+		f.Value = s.string()
+	case AccessInt:
+		f.Int = int64(s.uint64())
+	case AccessUint:
+		f.Uint = s.uint64()
+	case AccessFloat:
+		f.Float = math.Float64frombits(s.uint64())
+	case AccessBool:
+		if s.bool() {
+			f.Int = 1
+		}
+	}
+	return f
+}
+
 var fuzzLocations = func() []*time.Location {
 	locs := []*time.Location{time.UTC, time.Local, india, brazil, oddSeconds, tinyWest, nil}
 	if ny, err := time.LoadLocation("America/New_York"); err == nil {
