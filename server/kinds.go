@@ -119,7 +119,7 @@ var routeKinds = []routeKind{
 			if err != nil {
 				return nil, err
 			}
-			return extproc.New(cfg, extproc.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize})
+			return extproc.New(cfg, extproc.Options{Addr: addr, Lease: c.lease, Logger: c.gw.log, MaxBuffer: c.frontend.maxBufferSize, RawPaths: rawPaths(c.file)})
 		}
 		conds := make([]config.ValueCondition, len(cfg.Conditional))
 		entries := make([]*config.ExtProc, len(cfg.Conditional))

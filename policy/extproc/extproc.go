@@ -62,6 +62,10 @@ type Options struct {
 	Lease   *pool.Lease
 	Logger  *zap.Logger
 	Timeout time.Duration // 0 is DefaultTimeout
+	// RawPaths keeps a :path the service sets as it is, as request paths
+	// are kept (frontendPolicies.http.pathNormalization raw); else it is
+	// normalized as a client's would be (policy.NormalizeTarget).
+	RawPaths bool
 }
 
 // bodyMode is how a body goes to the service.
@@ -138,6 +142,7 @@ type ExtProc struct {
 	grpcMetadata            []attribute
 	reqAttrs, respAttrs     []attribute // sorted by name
 	maxBuffer               int
+	rawPaths                bool
 	timeout                 time.Duration
 	log                     *zap.Logger
 	// failLog throttles the lines about a failed exchange (the service
@@ -197,6 +202,7 @@ func New(cfg *config.ExtProc, o Options) (*ExtProc, error) {
 		respBody:      parseBodyMode(opts.ResponseBodyMode),
 		allowOverride: opts.AllowModeOverride,
 		maxBuffer:     o.MaxBuffer,
+		rawPaths:      o.RawPaths,
 		addr:          o.Addr,
 		timeout:       o.Timeout,
 		log:           o.Logger,
@@ -332,7 +338,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 			s.override(ans, true)
 		}
 		cr := hr.RequestHeaders.GetResponse()
-		if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.log); err != nil {
+		if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.rawPaths, p.log); err != nil {
 			return p.requestFailed(c, s, err, pump)
 		}
 		if cr.GetStatus() == procv3.CommonResponse_CONTINUE_AND_REPLACE {
@@ -415,7 +421,7 @@ func (p *ExtProc) OnRequest(c *policy.Ctx) policy.Result {
 	}
 	takeMetadata(c, ans)
 	cr := br.RequestBody.GetResponse()
-	if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.log); err != nil {
+	if err := applyRequestMutation(c, cr.GetHeaderMutation(), p.rawPaths, p.log); err != nil {
 		restore()
 		return p.requestFailed(c, s, err, nil)
 	}

@@ -127,7 +127,7 @@ func FuzzHeaderMutation(f *testing.F) {
 			})
 		}
 		c := newCtx("GET", "/orig", "")
-		if applyRequestMutation(c, hm, zap.NewNop()) == nil {
+		if applyRequestMutation(c, hm, false, zap.NewNop()) == nil {
 			for k, v := range c.Fast.Request.Header.All() {
 				if !policy.ValidHeader(string(k), string(v)) {
 					t.Fatalf("accepted mutation left header %q: %q", k, v)
@@ -177,5 +177,46 @@ func TestTrailerModeSendIsWarned(t *testing.T) {
 		if warned != tc.warn {
 			t.Errorf("options %+v: warned %v, want %v", tc.opts, warned, tc.warn)
 		}
+	}
+}
+
+// TestServicePathNormalized: a :path the service sets is normalized as a
+// client's is before routing, unless paths are kept raw, and later
+// policies see it (c.Path): "/a/../admin" went upstream as it was, for the
+// upstream to resolve past what the route's policies had seen. One that
+// does not normalize is the service's error.
+func TestServicePathNormalized(t *testing.T) {
+	for _, tc := range []struct {
+		set, want, path string
+		raw, fails      bool
+	}{
+		{set: "/a/../admin?x=/../y", want: "/admin?x=/../y", path: "/admin"},
+		{set: "//x//y/", want: "/x/y/", path: "/x/y/"},
+		{set: "/ok", want: "/ok", path: "/ok"},
+		{set: "/a/%2Fb", fails: true},
+		{set: "/a/../admin", want: "/a/../admin", path: "/a/../admin", raw: true},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			hm := &procv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{{
+				Header: &corev3.HeaderValue{Key: ":path", RawValue: []byte(tc.set)},
+			}}}
+			c := newCtx("GET", "/orig", "")
+			err := applyRequestMutation(c, hm, tc.raw, zap.NewNop())
+			if tc.fails {
+				if err == nil {
+					t.Fatalf("accepted; target %q", c.Fast.Request.Header.RequestURI())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(c.Fast.Request.Header.RequestURI()); got != tc.want {
+				t.Errorf("target %q, want %q", got, tc.want)
+			}
+			if got := string(c.Path); got != tc.path {
+				t.Errorf("c.Path %q, want %q", got, tc.path)
+			}
+		})
 	}
 }

@@ -155,8 +155,10 @@ func applyEdit(h fields, e headerEdit) {
 // debug, as extAuthz and remoteRateLimit ignore it. The upstream's
 // authority is the route's (on a dynamic backend, Host is the
 // destination), and the method is the client's. Removing a pseudo-header
-// or host does nothing.
-func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation, log *zap.Logger) error {
+// or host does nothing. Unless rawPaths, a :path is normalized as a
+// client's is before routing ("/a/../admin" goes as "/admin", not for the
+// upstream to resolve past what the route's policies saw).
+func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation, rawPaths bool, log *zap.Logger) error {
 	if m == nil {
 		return nil
 	}
@@ -178,8 +180,15 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation, log *zap.Logg
 			if !policy.ValidOriginForm(e.value) {
 				return &errService{"the external processing service set :path to a value that is not a path"}
 			}
-			req.Header.SetRequestURI(e.value)
-			path := e.value
+			target := e.value
+			if !rawPaths {
+				var ok bool
+				if target, ok = policy.NormalizeTarget(target); !ok {
+					return &errService{"the external processing service set :path to a path that does not normalize (an encoded \"/\", a broken escape)"}
+				}
+			}
+			req.Header.SetRequestURI(target)
+			path := target
 			if i := strings.IndexByte(path, '?'); i >= 0 {
 				path = path[:i]
 			}

@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"bytes"
 	"iter"
 	"slices"
 	"strconv"
@@ -57,6 +58,13 @@ func (r requestHeaders) pseudo(name, value string) bool {
 			}
 		}
 		h.SetRequestURI(value)
+		// Later policies (urlRewrite, a redirect, CEL's request.path)
+		// see the new path, as after extProc's or urlRewrite's own.
+		path := h.RequestURI()
+		if i := bytes.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		r.c.Path = path
 	case ":authority":
 		if !policy.ValidAuthority(value) {
 			return false

@@ -459,6 +459,12 @@ func TestRequestPathNormalized(t *testing.T) {
 			if got := string(c.Fast.Request.Header.RequestURI()); got != tc.want {
 				t.Errorf("target %q, want %q", got, tc.want)
 			}
+			// Later policies (urlRewrite, CEL's request.path) see the path
+			// the request now has, without its query.
+			wantPath, _, _ := strings.Cut(tc.want, "?")
+			if got := string(c.Path); got != wantPath {
+				t.Errorf("c.Path %q, want %q", got, wantPath)
+			}
 		})
 	}
 }
