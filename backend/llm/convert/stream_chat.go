@@ -65,6 +65,7 @@ func (s *Stream) chatEvent(dst, data []byte) []byte {
 				start := len(s.scratch)
 				s.scratch = appendID(s.scratch, "call_")
 				id = string(s.scratch[start:])
+				s.scratch = s.scratch[:start] // id is a copy: a long stream's scratch stays small
 			}
 			if s.rd.open >= 0 && s.rd.openKind == kToolUse {
 				// Another call is under way, and a provider may interleave

@@ -41,6 +41,7 @@ func (s *Stream) geminiEvent(dst, data []byte) []byte {
 				start := len(s.scratch)
 				s.scratch = appendID(s.scratch, "call_")
 				id = string(s.scratch[start:])
+				s.scratch = s.scratch[:start] // id is a copy: a long stream's scratch stays small
 			}
 			dst, i = s.openSigned(dst, kToolUse, id, p.FunctionCall.Name, nil, p.ThoughtSignature)
 			args := p.FunctionCall.Args

@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -161,4 +162,35 @@ func tail(b []byte) []byte {
 		return b[len(b)-2000:]
 	}
 	return b
+}
+
+// TestStreamScratchStaysSmall: a provider's function calls without ids
+// get ids the gateway makes, and each made id is a copy: an endless
+// stream of id-less calls (Gemini never sends ids) must not grow the
+// stream's scratch buffer by one id per call.
+func TestStreamScratchStaysSmall(t *testing.T) {
+	for _, tc := range []struct {
+		desc     string
+		provider Format
+		event    func(i int) string
+	}{
+		{"gemini", Gemini, func(int) string {
+			return `data: {"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"f","args":{"a":1}}}]}}]}` + "\n\n"
+		}},
+		{"chat", Chat, func(i int) string {
+			return `data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":` + strconv.Itoa(i) + `,"type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}` + "\n\n"
+		}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := NewStream(RequestInfo{Client: Messages, Provider: tc.provider, Model: "m", Stream: true})
+			for i := range 5000 {
+				if _, err := s.Feed(nil, []byte(tc.event(i))); err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+			}
+			if n := cap(s.scratch); n > 4<<10 {
+				t.Fatalf("scratch grew to %d bytes over 5000 calls", n)
+			}
+		})
+	}
 }
