@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relaygate/gateway/backend/sock"
@@ -123,7 +125,8 @@ func (p *accessLogPolicy) addFields(extra []logline.AccessField, in *celrules.In
 
 // accessField is an added field with its value's type: a number or a bool
 // is written bare ("code":200, as agentgateway writes an expression's
-// value), anything else as text (celrules.Text).
+// value), a list, a map or null as JSON, anything else as text
+// (celrules.Text).
 func accessField(key string, v ref.Val) logline.AccessField {
 	switch x := v.(type) {
 	case types.Int:
@@ -138,6 +141,12 @@ func accessField(key string, v ref.Val) logline.AccessField {
 			f.Int = 1
 		}
 		return f
+	case traits.Lister, traits.Mapper, types.Null:
+		// A list, a map or null as its JSON ("groups":["a","b"]), as
+		// agentgateway writes it; text when it has none.
+		if b, err := json.Marshal(celrules.JSONValue(v)); err == nil {
+			return logline.AccessField{Key: key, Kind: logline.AccessJSON, Value: string(b)}
+		}
 	}
 	return logline.AccessField{Key: key, Value: celrules.Text(v)}
 }

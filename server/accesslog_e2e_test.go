@@ -46,12 +46,17 @@ binds:
 	get(t, tg.url(3000)+"/a?x=1", "X-Api-Key", "k1")
 	line := lastAccessLine(t, tg.accessLogs(), 1) // the health check is not logged
 	for k, want := range map[string]string{
-		"path": "/a", "client.team": "blue", "upstream.server": "up-1", "request.query": `{"x":"1"}`,
+		"path": "/a", "client.team": "blue", "upstream.server": "up-1",
 		"route": "replaced", // an added field named like a built-in one replaces it
 	} {
 		if got, _ := line[k].(string); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
+	}
+	// A map is written as JSON, not as a string holding it.
+	// (The observer keeps the field zap was given, json.RawMessage.)
+	if q, _ := json.Marshal(line["request.query"]); string(q) != `{"x":"1"}` {
+		t.Errorf("request.query = %#v, want the map {\"x\":\"1\"}", line["request.query"])
 	}
 	if _, ok := line["missing"]; ok {
 		t.Error("a field whose expression failed is in the line")
@@ -90,15 +95,18 @@ func (b *lockedBuffer) String() string {
 // with its value's type in the binary's access line (logline.AccessWriter),
 // as agentgateway writes it: a number or a bool bare ("code":200, where it
 // was "code":"200"), a string quoted. The text format's fields are the
-// same JSON object as its built-in ones ("status": 200).
+// same JSON object as its built-in ones ("status": 200). A list, a map or
+// null is its JSON, not a string holding it.
 func TestAccessLogAddedFieldTypes(t *testing.T) {
 	up := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
 	for _, tc := range []struct {
 		format string
 		want   []string
 	}{
-		{"json", []string{`"status":200,`, `"code":200,`, `"ok":true,`, `"ratio":0.5}`, `"big":18446744073709551615,`, `"q":"7",`}},
-		{"text", []string{`"status": 200,`, `"code": 200,`, `"ok": true,`, `"ratio": 0.5}`, `"big": 18446744073709551615,`, `"q": "7",`}},
+		{"json", []string{`"status":200,`, `"code":200,`, `"ok":true,`, `"ratio":0.5}`, `"big":18446744073709551615,`, `"q":"7",`,
+			`"list":["a","7"],`, `"m":{"k":1},`, `"n":null,`}},
+		{"text", []string{`"status": 200,`, `"code": 200,`, `"ok": true,`, `"ratio": 0.5}`, `"big": 18446744073709551615,`, `"q": "7",`,
+			`"list": ["a","7"],`, `"m": {"k":1},`, `"n": null,`}},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
 			var out lockedBuffer
@@ -114,6 +122,9 @@ frontendPolicies:
       ratio: 'double(response.code) / 400.0'
       big: '18446744073709551615u'
       q: 'request.query["q"]'
+      list: '["a", request.query["q"]]'
+      m: '{"k": 1}'
+      n: 'null'
 binds:
 - port: 3000
   listeners:

@@ -1,6 +1,7 @@
 package logline
 
 import (
+	"encoding/json"
 	"net"
 	"strconv"
 	"sync"
@@ -106,11 +107,11 @@ func (a *Access) has(f AccessFields) bool { return a.Omit&f == 0 }
 // AccessField is a field added to a line (accessLog.add): a value under a
 // key, written with its type as agentgateway writes an expression's value:
 // a string quoted, a number or a bool bare, as zap writes fields of those
-// types in either format ("code":200, not "code":"200"). The zero Kind is
-// a string.
+// types in either format ("code":200, not "code":"200"), a list, a map or
+// null as its JSON. The zero Kind is a string.
 type AccessField struct {
 	Key   string
-	Value string // an AccessString's
+	Value string // an AccessString's, or an AccessJSON's compact JSON text
 	Kind  AccessFieldKind
 	Int   int64   // an AccessInt's, or an AccessBool's (1: true)
 	Uint  uint64  // an AccessUint's
@@ -127,6 +128,9 @@ const (
 	AccessUint
 	AccessFloat
 	AccessBool
+	// AccessJSON is a list, a map or null: Value is its JSON text, compact
+	// and valid (as encoding/json writes it), written as it is.
+	AccessJSON
 )
 
 // zapField is f as a zap field of its type.
@@ -140,6 +144,8 @@ func (f *AccessField) zapField() zap.Field {
 		return zap.Float64(f.Key, f.Float)
 	case AccessBool:
 		return zap.Bool(f.Key, f.Int != 0)
+	case AccessJSON:
+		return zap.Reflect(f.Key, json.RawMessage(f.Value))
 	}
 	return zap.String(f.Key, f.Value)
 }
@@ -155,6 +161,8 @@ func (f *AccessField) appendValue(bs []byte) []byte {
 		return appendFloat(bs, f.Float, 64)
 	case AccessBool:
 		return strconv.AppendBool(bs, f.Int != 0)
+	case AccessJSON:
+		return append(bs, f.Value...)
 	}
 	return appendQuoted(bs, f.Value)
 }

@@ -91,14 +91,17 @@ func TestAccessWriterLines(t *testing.T) {
 				`"llm.provider": "openAI", "llm.request_model": "fast", "llm.model": "gpt-4o-mini", "llm.input_tokens": 120, "llm.output_tokens": 34, "llm.cached_input_tokens": 64, "llm.cost": 0.000123, "llm.guard": "masked", "llm.error": "rate_limit"}` + "\n"},
 		{"json typed added fields", "json", withExtra(get, typedExtra...),
 			`{"level":"info","ts":"2026-11-26T00:35:20.123Z","logger":"access","msg":"request","method":"GET","path":"/small","status":200,"duration":0.000087,"route":"bind/8080/route0","backend":"127.0.0.1:9000","bytes_in":0,"bytes_out":100,"src":"127.0.0.1:51234",` +
-				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN"}` + "\n"},
+				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN",` +
+				`"groups":["a","b\u003c"],"claims":{"n":1,"x":{"y":null}},"none":null}` + "\n"},
 		{"console typed added fields", "console", withExtra(get, typedExtra...),
 			"2026-11-26T00:35:20.123Z\tINFO\taccess\trequest\t" +
 				`{"method": "GET", "path": "/small", "status": 200, "duration": 0.000087, "route": "bind/8080/route0", "backend": "127.0.0.1:9000", "bytes_in": 0, "bytes_out": 100, "src": "127.0.0.1:51234", ` +
-				`"team": "eng", "code": 200, "big": 18446744073709551615, "ratio": 0.25, "cached": true, "nan": "NaN"}` + "\n"},
+				`"team": "eng", "code": 200, "big": 18446744073709551615, "ratio": 0.25, "cached": true, "nan": "NaN", ` +
+				`"groups": ["a","b\u003c"], "claims": {"n":1,"x":{"y":null}}, "none": null}` + "\n"},
 		{"json typed added fields, a field removed", "json", withOmit(withExtra(get, typedExtra...), FieldSrc),
 			`{"level":"info","ts":"2026-11-26T00:35:20.123Z","logger":"access","msg":"request","method":"GET","path":"/small","status":200,"duration":0.000087,"route":"bind/8080/route0","backend":"127.0.0.1:9000","bytes_in":0,"bytes_out":100,` +
-				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN"}` + "\n"},
+				`"team":"eng","code":200,"big":18446744073709551615,"ratio":0.25,"cached":true,"nan":"NaN",` +
+				`"groups":["a","b\u003c"],"claims":{"n":1,"x":{"y":null}},"none":null}` + "\n"},
 		{"json escapes and other address", "json", &Access{
 			Method: []byte("BREW"), Path: []byte("/a\"b\\c\n\xff"), Status: 502, Route: "r", Backend: "b",
 			Src: &net.UnixAddr{Name: "/run/gw.sock", Net: "unix"},
@@ -124,6 +127,9 @@ var typedExtra = []AccessField{
 	{Key: "ratio", Kind: AccessFloat, Float: 0.25},
 	{Key: "cached", Kind: AccessBool, Int: 1},
 	{Key: "nan", Kind: AccessFloat, Float: math.NaN()},
+	{Key: "groups", Kind: AccessJSON, Value: `["a","b\u003c"]`},
+	{Key: "claims", Kind: AccessJSON, Value: `{"n":1,"x":{"y":null}}`},
+	{Key: "none", Kind: AccessJSON, Value: `null`},
 }
 
 // withExtra is a copy of a with the added fields extra.

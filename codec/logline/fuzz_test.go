@@ -2,6 +2,7 @@ package logline
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -49,7 +50,7 @@ func (s *fuzzSource) bool() bool { return s.byte()&1 == 1 }
 // accessField is an added field of any type (a float from any bits:
 // NaN, infinities, subnormals).
 func (s *fuzzSource) accessField() AccessField {
-	f := AccessField{Key: s.string(), Kind: AccessFieldKind(s.byte() % 5)}
+	f := AccessField{Key: s.string(), Kind: AccessFieldKind(s.byte() % 6)}
 	switch f.Kind {
 	case AccessString:
 		f.Value = s.string()
@@ -63,6 +64,10 @@ func (s *fuzzSource) accessField() AccessField {
 		if s.bool() {
 			f.Int = 1
 		}
+	case AccessJSON:
+		// As the server makes it: encoding/json's text of a list or a map.
+		b, _ := json.Marshal(map[string][]string{s.string(): {s.string(), s.string()}})
+		f.Value = string(b)
 	}
 	return f
 }
