@@ -182,8 +182,11 @@ binds:
 			if resp.StatusCode != tc.want {
 				t.Errorf("%d %q, want %d", resp.StatusCode, body, tc.want)
 			}
-			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
-				t.Errorf("the request allocated %d MiB, want at most 64", got>>20)
+			// The loop stopped at its cost limit allocates some tens of
+			// MiB (more under -race, and the process's other goroutines
+			// count too); unbounded, it built 500 MB.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 160<<20 {
+				t.Errorf("the request allocated %d MiB, want at most 160", got>>20)
 			}
 		})
 	}

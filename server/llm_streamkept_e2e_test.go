@@ -2,9 +2,11 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/llmtest"
@@ -42,9 +44,14 @@ func TestLLMResponsesStreamKeepsBoundedAnswer(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"write"}]}`, `[DONE]`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(llmCtx(t), "POST", tg.url(8080)+tc.path, strings.NewReader(tc.body))
+			// 33 MiB translated event by event takes seconds under -race
+			// on a busy machine: the wait is bounded by this context,
+			// not by testClient's 10 s for the whole exchange.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", tg.url(8080)+tc.path, strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := testClient.Do(req)
+			resp, err := (&http.Client{Transport: testClient.Transport}).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
