@@ -17,6 +17,7 @@ import (
 	"github.com/relaygate/gateway/backend/llm/aipolicy"
 	"github.com/relaygate/gateway/backend/llm/convert"
 	"github.com/relaygate/gateway/backend/llm/cost"
+	"github.com/relaygate/gateway/backend/llm/provider"
 	"github.com/relaygate/gateway/codec/coding"
 	"github.com/relaygate/gateway/codec/llm/tokens"
 	"github.com/relaygate/gateway/codec/logline"
@@ -76,6 +77,13 @@ func (b *bind) llmRespond(rs *requestState, x *llmExchange) int {
 				x.errType = "protocol"
 				return b.llmFailed(rs, x, fasthttp.StatusBadGateway, "bad upstream response")
 			}
+		}
+		if x.rt == provider.Embeddings && status >= 200 && status < 300 {
+			// Embeddings are billed by their input: read as a chat
+			// answer's usage is, for the token budgets, metrics and log.
+			x.usage, x.answered = convert.EmbeddingsUsage(body).Clamped(), true
+			x.hasUsage = x.usage.Reported()
+			x.respModel = convert.AppendResponseModel(x.respModel[:0], body, convert.Chat)
 		}
 		resp.SetBody(body)
 		finishResponse(resp)
@@ -711,6 +719,10 @@ func (x *llmExchange) chargedTokens() int64 {
 			var n int
 			n, x.scratch = aipolicy.PromptTokens(x.scratch, body, cf, tokens.EncodingFor(string(x.model)))
 			in = int64(n)
+		} else if x.rt == provider.Embeddings {
+			// An embeddings answer without usage: its input at about
+			// four bytes a token, the request's JSON included.
+			in = int64(len(body)+3) / 4
 		}
 	}
 	return in + max(x.usage.OutputTokens, x.outEstimate)

@@ -336,6 +336,22 @@ func Response(dst []byte, body []byte, info RequestInfo) ([]byte, Usage, error) 
 	return dst, r.usage, nil
 }
 
+// EmbeddingsUsage is the usage an OpenAI-format embeddings answer (its
+// body read whole: OpenAI's, Azure's, Gemini's OpenAI-compatible one)
+// reports: usage.prompt_tokens as input, embeddings having no output. An
+// answer that reports none, or one that is not JSON, has none.
+func EmbeddingsUsage(body []byte) Usage {
+	v, ok := llm.LastMember(body, "usage")
+	if !ok || v == nil {
+		return Usage{}
+	}
+	u, err := decodeUsage(v, Chat)
+	if err != nil {
+		return Usage{}
+	}
+	return u
+}
+
 // MaxModelBytes bounds the model name a provider's answer reports that
 // AppendResponseModel and Stream.Model take: a longer one is taken as
 // none (no model is that long; the metrics' labels stop at 256 bytes).

@@ -83,3 +83,22 @@ func TestAppendResponseModelDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// TestEmbeddingsUsage: an embeddings answer's prompt_tokens are its input;
+// one without usage, or not JSON, has none.
+func TestEmbeddingsUsage(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want Usage
+	}{
+		{`{"object":"list","data":[],"model":"m","usage":{"prompt_tokens":8,"total_tokens":8}}`, Usage{InputTokens: 8}},
+		{`{"object":"list","data":[],"model":"m"}`, Usage{}},
+		{`{"object":"list","usage":null}`, Usage{}},
+		{`{"usage":{"prompt_tokens":"x"}}`, Usage{}},
+		{`not json`, Usage{}},
+	} {
+		if got := EmbeddingsUsage([]byte(tc.body)); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.body, got, tc.want)
+		}
+	}
+}
