@@ -276,6 +276,18 @@ func (b *bind) begin(fctx *fasthttp.RequestCtx, expecting bool) (rs *requestStat
 			return end(status)
 		}
 		fctx.Request.Header.SetHostBytes(authority)
+		// The target goes on in origin form, its authority being Host
+		// now. Made here, so that the path the route, the policies and
+		// the log keep (pc.Path, a slice of the target) stays the
+		// request's whatever later edits of the target do: a backendAuth
+		// key put in the query rewrote an absolute target's buffer in
+		// place, and the log and CEL's request.path showed other bytes,
+		// parts of the key among them.
+		if start, _ := pathBounds(uri); start < len(uri) && uri[start] == '/' {
+			fctx.Request.SetRequestURIBytes(uri[start:])
+		} else {
+			fctx.Request.SetRequestURI("/" + string(uri[start:])) // "http://h?q" is "/?q"
+		}
 	}
 	path := requestPath(fctx)
 	if !bc.rawPaths && len(path) > 0 && path[0] == '/' && policy.PathNeedsNormalizing(path) {

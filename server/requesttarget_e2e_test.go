@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRequestTargetForms: an absolute-form target's authority replaces Host
@@ -186,5 +187,55 @@ func TestUnsupportedExpectationGets417(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestAbsoluteFormPathKept: the path of an absolute-form target, as the
+// route, the policies and the access log keep it, stays the request's
+// when the target is rewritten for the upstream (a backendAuth key put in
+// the query). It was a slice of the target's buffer, which forwarding
+// rewrote in place: the log and CEL's request.path showed other bytes,
+// among them parts of the backend's key.
+func TestAbsoluteFormPathKept(t *testing.T) {
+	addr, seen := rawHTTPUpstream(t, echoAnswer)
+	tg := startGateway(t, `
+frontendPolicies:
+  accessLog:
+    add: { celpath: request.path }
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - backends:
+      - host: ${UP}
+        policies:
+          backendAuth: { key: { value: QSECRETKEY123, location: { queryParameter: { name: key } } } }
+`, map[string]string{"UP": addr})
+	n := 0
+	for _, host := range []string{"h.ex", strings.Repeat("h", 13) + ".ex", strings.Repeat("h", 31) + ".ex"} {
+		for _, path := range []string{"/p", "/ppppp", "/" + strings.Repeat("p", 30)} {
+			for _, query := range []string{"", "?q=1", "?" + strings.Repeat("q", 25) + "=1"} {
+				n++
+				target := "http://" + host + path + query
+				c, br := dialRaw(t, tg.addr(3000))
+				if m := roundTripRaw(t, c, br, "GET", "GET "+target+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); m.status() != 200 {
+					t.Fatalf("%s: status %d (%q)", target, m.status(), m.body)
+				}
+				sep := "?"
+				if query != "" {
+					sep = "&"
+				}
+				if got, want := nextSeen(t, seen).target(), path+query+sep+"key=QSECRETKEY123"; got != want {
+					t.Errorf("%s: upstream got %q, want %q", target, got, want)
+				}
+				eventually(t, 5*time.Second, "the request's access line", func() bool {
+					return len(tg.accessLogs().FilterMessage("request").All()) >= n
+				})
+				line := tg.accessLogs().FilterMessage("request").All()[n-1].ContextMap()
+				if line["path"] != path || line["celpath"] != path {
+					t.Errorf("%s: logged path %q, request.path %q, want %q", target, line["path"], line["celpath"], path)
+				}
+			}
+		}
 	}
 }
