@@ -105,7 +105,7 @@ func (f *File) applyEnv(lookup func(string) (string, bool), prior Errors) Errors
 func (t *Tracing) applyEnv(env func(string) string, bad func(name, format string, args ...any), prior Errors, errs *Errors) {
 	const field = "config.tracing.otlpEndpoint"
 	if name, v := firstEnv(env, tracingHeadersEnv); name != "" {
-		headers, err := parseOTLPHeaders(v)
+		headers, err := parseOTLPHeaders(v, strings.HasPrefix(name, "OTEL_"))
 		if err != nil {
 			bad(name, "%v", err)
 		}
@@ -178,8 +178,9 @@ func firstEnv(env func(string) string, names []string) (name, value string) {
 }
 
 // parseOTLPHeaders reads headers given as a JSON object of strings or as
-// key=value pairs separated by commas (agentgateway's parse_otlp_headers).
-func parseOTLPHeaders(s string) (map[string]string, error) {
+// key=value pairs separated by commas (agentgateway's parse_otlp_headers),
+// their values percent-decoded when percentEncoded (the OTEL_ variables).
+func parseOTLPHeaders(s string, percentEncoded bool) (map[string]string, error) {
 	s = strings.TrimSpace(s)
 	headers := map[string]string{}
 	if strings.HasPrefix(s, "{") {
@@ -196,15 +197,28 @@ func parseOTLPHeaders(s string) (map[string]string, error) {
 			if !ok {
 				return nil, fmt.Errorf("expected key=value pairs separated by commas, or a JSON object")
 			}
-			headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if percentEncoded {
+				// The OpenTelemetry variables' values are percent-encoded
+				// (W3C Baggage's format, as the SDKs read them):
+				// "Authorization=Basic%20a2V5" is "Basic a2V5".
+				var err error
+				if v, err = url.PathUnescape(v); err != nil {
+					return nil, fmt.Errorf("the value of header %q is not percent-encoded (a %% not followed by two hex digits)", k)
+				}
+			}
+			headers[k] = v
 		}
 	}
 	if len(headers) > 32 {
 		return nil, fmt.Errorf("at most 32 headers")
 	}
-	for k := range headers {
+	for k, v := range headers {
 		if !validHeaderName(k) {
 			return nil, fmt.Errorf("invalid header name %q", k)
+		}
+		if !validHeaderValue(v) {
+			return nil, fmt.Errorf("the value of header %q holds a control character or a byte outside visible ASCII", k)
 		}
 	}
 	return headers, nil

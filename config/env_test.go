@@ -103,6 +103,41 @@ func TestEnvOverrides(t *testing.T) {
 			},
 		},
 		{
+			// The OpenTelemetry variables' values are percent-encoded, as
+			// the SDKs read them (Grafana Cloud's "Basic%20..."); the
+			// gateway's own OTLP_HEADERS are taken as they are.
+			desc: "OTEL_ header values are percent-decoded",
+			yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4318'}\n",
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20a2V5%3D,x-plain=a b"},
+			check: func(t *testing.T, f *File) {
+				if h := f.Config.Tracing.Headers; h["Authorization"] != "Basic a2V5=" || h["x-plain"] != "a b" {
+					t.Errorf("headers %v", h)
+				}
+			},
+		},
+		{
+			desc: "OTLP_HEADERS values are not decoded",
+			yaml: "config:\n  tracing: {otlpEndpoint: 'http://c:4318'}\n",
+			env:  map[string]string{"OTLP_HEADERS": "x-a=100%25"},
+			check: func(t *testing.T, f *File) {
+				if h := f.Config.Tracing.Headers; h["x-a"] != "100%25" {
+					t.Errorf("headers %v", h)
+				}
+			},
+		},
+		{
+			desc:    "bad percent-encoding and decoded control characters",
+			yaml:    "config:\n  tracing: {otlpEndpoint: 'http://c:4318'}\n",
+			env:     map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-a=100%", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-a=v%0D%0Ax-injected: 1"},
+			wantErr: []string{`environment variable OTEL_EXPORTER_OTLP_TRACES_HEADERS: the value of header "x-a" holds a control character`},
+		},
+		{
+			desc:    "a percent not followed by two hex digits",
+			yaml:    "config:\n  tracing: {otlpEndpoint: 'http://c:4318'}\n",
+			env:     map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-a=100%"},
+			wantErr: []string{`environment variable OTEL_EXPORTER_OTLP_HEADERS: the value of header "x-a" is not percent-encoded`},
+		},
+		{
 			desc: "tracing variables without config.tracing change nothing",
 			yaml: "binds: []\n",
 			env:  map[string]string{"OTLP_ENDPOINT": "http://c:4317", "OTLP_PROTOCOL": "nonsense"},
