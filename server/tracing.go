@@ -351,14 +351,13 @@ func (t *tracing) start(c *policy.Ctx, h2 bool) trace.Span {
 	if !s.sampled(c) {
 		return nil
 	}
-	attrs := t.keep([]attribute.KeyValue{
-		attribute.String("http.request.method", string(h.Method())),
+	attrs := t.keep(append(methodAttributes(h.Method()),
 		attribute.String("url.path", string(c.Path)),
 		attribute.String("url.scheme", string(c.Scheme)),
 		attribute.String("server.address", string(c.Host)),
 		attribute.String("client.address", clientIP(c)),
 		attribute.String("network.protocol.version", protocolVersion(h, h2)),
-	})
+	))
 	// Named by the method alone until a route matches (end names it by
 	// the route): the path is the client's, and names must stay few (the
 	// OpenTelemetry HTTP conventions) and carry nothing a path may hold.
@@ -378,6 +377,16 @@ func spanMethod(m []byte) string {
 		return s
 	}
 	return "HTTP"
+}
+
+// methodAttributes are a span's method attributes, as the OpenTelemetry
+// HTTP conventions have them: http.request.method is a standard method's
+// name or _OTHER, with the method as sent in http.request.method_original.
+func methodAttributes(m []byte) []attribute.KeyValue {
+	if s, ok := logline.StandardMethod(m); ok {
+		return []attribute.KeyValue{attribute.String("http.request.method", s)}
+	}
+	return []attribute.KeyValue{attribute.String("http.request.method", "_OTHER"), attribute.String("http.request.method_original", string(m))}
 }
 
 func protocolVersion(h *fasthttp.RequestHeader, h2 bool) string {
@@ -416,8 +425,7 @@ func (rs *requestState) attempt(req *fasthttp.Request, addr string, n int) trace
 }
 
 func (t *tracing) startAttempt(parent trace.Span, req *fasthttp.Request, addr string, n int) trace.Span {
-	method := string(req.Header.Method())
-	attrs := []attribute.KeyValue{attribute.String("http.request.method", method)}
+	attrs := methodAttributes(req.Header.Method())
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = addr
@@ -429,7 +437,7 @@ func (t *tracing) startAttempt(parent trace.Span, req *fasthttp.Request, addr st
 	if n > 1 {
 		attrs = append(attrs, attribute.Int("http.request.resend_count", n-1))
 	}
-	ctx, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), parent), method, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.keep(attrs)...))
+	ctx, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), parent), spanMethod(req.Header.Method()), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.keep(attrs)...))
 	propagator.Inject(ctx, policy.HeaderCarrier{H: &req.Header})
 	return span
 }

@@ -1134,17 +1134,26 @@ binds:
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
+	// A routed one: its upstream attempt's span is named alike.
+	req, _ = http.NewRequest("BREW", tg.url(3000)+"/known", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
 	resp, err := h2cClient().Get(tg.url(3000) + "/known")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	eventually(t, 10*time.Second, "the spans at the collector", func() bool {
-		return len(recv.named("GET")) >= 1 && len(recv.named("HTTP")) >= 1 && len(recv.named("GET known")) >= 1
+		return len(recv.named("GET")) >= 1 && len(recv.named("HTTP")) >= 2 && len(recv.named("HTTP known")) >= 1 && len(recv.named("GET known")) >= 1
 	})
 	for _, s := range recv.all() {
-		if strings.Contains(s.GetName(), "secret") {
-			t.Errorf("a span named %q: the client's path", s.GetName())
+		if strings.Contains(s.GetName(), "secret") || strings.Contains(s.GetName(), "BREW") {
+			t.Errorf("a span named %q: the client's path or method", s.GetName())
+		}
+		// The OpenTelemetry HTTP conventions' method attributes.
+		if a := spanAttrs(s); strings.HasPrefix(s.GetName(), "HTTP") && (a["http.request.method"] != "_OTHER" || a["http.request.method_original"] != "BREW") {
+			t.Errorf("span %q: method %q, original %q; want _OTHER, BREW", s.GetName(), a["http.request.method"], a["http.request.method_original"])
 		}
 	}
 	if v := spanAttrs(recv.named("GET known")[0])["network.protocol.version"]; v != "2" {
