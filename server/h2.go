@@ -307,16 +307,35 @@ func (b *bind) upgradeH2C(fctx *fasthttp.RequestCtx) bool {
 	return true
 }
 
-// hijackedConn is a connection fasthttp handed over after an upgrade
-// (possibly a reader of the bytes it had read ahead); its server words and
-// addresses are the socket's. Addresses must be: a stream's worker may
-// outlive the connection's serving, and once the hijack handler returned
-// fasthttp lets go of its wrapper (its connection is nil), which then
-// panics on RemoteAddr.
+// hijackedConn is a connection fasthttp handed over after an upgrade: it
+// reads through fasthttp's wrapper (which holds the bytes fasthttp had
+// read ahead), and does everything else on the socket itself. Everything
+// else must be: a stream's worker may outlive the connection's serving,
+// and once the hijack handler returned fasthttp empties its wrapper and
+// pools it for the next hijacked connection, so that a late write through
+// it raced with that (the race detector saw it) and could have reached
+// another client's connection, and RemoteAddr or a deadline panicked. On
+// the socket, which fasthttp closes then, a late write fails.
 type hijackedConn struct {
-	net.Conn
-	raw net.Conn
+	net.Conn // fasthttp's wrapper: Read only
+	raw      net.Conn
 }
+
+// Write writes to the socket.
+func (c *hijackedConn) Write(p []byte) (int, error) { return c.raw.Write(p) }
+
+// Close closes the socket (fasthttp closes it again, harmlessly, when the
+// hijack handler returns).
+func (c *hijackedConn) Close() error { return c.raw.Close() }
+
+// SetDeadline sets the socket's deadlines.
+func (c *hijackedConn) SetDeadline(t time.Time) error { return c.raw.SetDeadline(t) }
+
+// SetReadDeadline sets the socket's read deadline.
+func (c *hijackedConn) SetReadDeadline(t time.Time) error { return c.raw.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the socket's write deadline.
+func (c *hijackedConn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
 
 // ServerFields are the socket's (sock.ServerFields).
 func (c *hijackedConn) ServerFields() *sock.Server { return sock.ServerFields(c.raw) }
