@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -240,7 +241,12 @@ binds:
 			eventually(t, 5*time.Second, "the access line", func() bool {
 				for _, e := range tg.accessLogs().FilterMessage("request").All() {
 					if f := e.ContextMap(); f["route"] == route {
-						line = fmt.Sprint(f)
+						// As JSON: a map field is a json.RawMessage.
+						b, err := json.Marshal(f)
+						if err != nil {
+							t.Fatal(err)
+						}
+						line = string(b)
 						return true
 					}
 				}
