@@ -51,9 +51,11 @@ type bodyState struct {
 	n      int
 	err    error // the client's failure, once there is one
 	eof    bool  // the body was read to its end
-	// pending is what readUpTo read of a body too long to buffer: the
-	// next reads return it first (counted in n already).
-	pending []byte
+	// record is what has been read of a body of unknown length that a
+	// retry may send again or a mirror copy (startRecording): at most
+	// recordMax bytes, the recording given up (recordMax -1) past them.
+	record    []byte
+	recordMax int
 }
 
 // errBodyInterrupted ends a body whose reading the gateway stopped.
@@ -117,11 +119,6 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if len(b.pending) > 0 {
-		n := copy(p, b.pending)
-		b.pending = b.pending[n:]
-		return n, nil
-	}
 	ends := 0
 	if b.conn != nil {
 		ends = b.conn.ReadEnds()
@@ -143,6 +140,13 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.n += n
+	if b.recordMax > 0 && n > 0 {
+		if len(b.record)+n > b.recordMax {
+			b.record, b.recordMax = nil, -1
+		} else {
+			b.record = append(b.record, p[:n]...)
+		}
+	}
 	if err == io.EOF && (b.want < 0 && b.conn != nil && b.conn.ReadEnds() != ends || b.want >= 0 && b.n < b.want) {
 		// A chunked body whose connection ended between chunks, or a body
 		// shorter than its Content-Length (fasthttp's stream reports a
@@ -221,23 +225,45 @@ func (b *requestBody) readAll(req *fasthttp.Request, n int) error {
 	return nil
 }
 
-// readUpTo reads the rest of a body of unknown length (chunked, or an
-// HTTP/2 stream's without content-length) as far as limit bytes. One that
-// ends within them becomes the request's buffered body, as readAll makes
-// one of declared length (true). Of a longer one, the limit+1 bytes read
-// are what the next reads of b return first: the body streams on whole
-// (false).
-func (b *requestBody) readUpTo(req *fasthttp.Request, limit int) (bool, error) {
-	buf, err := io.ReadAll(io.LimitReader(b, int64(limit)+1))
-	if err != nil {
-		return false, err
+// startRecording has b keep what is read of a body of unknown length
+// (chunked, or an HTTP/2 stream's without content-length), up to limit
+// bytes, while it streams to the first attempt: bufferBody.
+func (b *requestBody) startRecording(limit int) {
+	b.record, b.recordMax = nil, limit
+}
+
+// recordedWhole returns the body as recorded when it was read to its end
+// within the recording's limit, reading nothing more.
+func (b *requestBody) recordedWhole() ([]byte, bool) {
+	if b.recordMax <= 0 || !b.eof || b.err != nil {
+		return nil, false
 	}
-	if len(buf) > limit {
-		b.pending = buf
-		return false, nil
+	return b.record, true
+}
+
+// recorded returns the whole body as recorded, reading what the first
+// attempt left unread (an upstream that answered before the body's end),
+// as far as the recording's limit; ok is false when the body is longer,
+// was not recorded, or its reading failed or was cut by the gateway.
+func (b *requestBody) recorded() (body []byte, ok bool) {
+	if b.recordMax == 0 {
+		return nil, false
 	}
-	req.SetBodyRaw(buf)
-	return true, nil
+	if !b.eof && b.err == nil && b.recordMax > 0 {
+		var buf [16 << 10]byte
+		for b.recordMax > 0 && !b.eof {
+			if _, err := b.Read(buf[:]); err != nil && err != io.EOF {
+				break
+			}
+		}
+	}
+	if !b.eof || b.err != nil || b.recordMax < 0 {
+		return nil, false
+	}
+	if b.record == nil {
+		return []byte{}, true
+	}
+	return b.record, true
 }
 
 // clientBodyStatus answers a request whose body the client failed to send:

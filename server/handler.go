@@ -63,6 +63,9 @@ type requestState struct {
 	// body while its response streams: the body's count waits for the
 	// stream's end (StreamClosed).
 	bodyAsync bool
+	// mirrorCopy is a mirror's copy of a request whose body streams,
+	// sent with that body once the first attempt is over (sendMirrorCopy).
+	mirrorCopy *fasthttp.Request
 	// tunneled says the request became an upgrade tunnel: it is recorded
 	// when the tunnel ends (tunnelEnded).
 	tunneled bool
@@ -115,6 +118,11 @@ func releaseState(rs *requestState) {
 		rs.llm = nil
 	}
 	rs.body.reset()
+	if rs.mirrorCopy != nil {
+		// (a request that never reached its first attempt's end)
+		fasthttp.ReleaseRequest(rs.mirrorCopy)
+		rs.mirrorCopy = nil
+	}
 	if rs.span != nil {
 		// Not ended by record (a request that never got there).
 		rs.span.End()

@@ -63,24 +63,36 @@ func (m *mirror) chosen() bool {
 }
 
 // send copies req to the mirror's backend, unless its body still streams
-// (beyond mirrorBodyLimit, whatever its framing) or too many copies are in
-// flight. The
-// copy gets the mirror backend's name as Host when that is a hostname and
-// no rewrite chose one.
-func (m *mirror) send(gw *Gateway, req *fasthttp.Request, hostRewritten bool) {
-	if req.IsBodyStream() {
-		return
-	}
-	select {
-	case gw.mirrorSlots <- struct{}{}:
-	default:
-		return
+// beyond mirrorBodyLimit or too many copies are in flight. The copy gets
+// the mirror backend's name as Host when that is a hostname and no
+// rewrite chose one. A request whose body of unknown length streams is
+// copied without it and returned, for the caller to send with the body
+// once it ended (launch), or release.
+func (m *mirror) send(gw *Gateway, req *fasthttp.Request, hostRewritten bool) *fasthttp.Request {
+	if req.IsBodyStream() && req.Header.ContentLength() >= 0 {
+		return nil // a declared length beyond the limit (bufferBody)
 	}
 	cp := fasthttp.AcquireRequest()
-	req.CopyTo(cp)
+	req.CopyTo(cp) // (never a body stream)
 	cp.UseHostHeader = true
 	if m.upstream.HostName != "" && !hostRewritten {
 		cp.Header.SetHostBytes(m.upstream.HostHeader)
+	}
+	if req.IsBodyStream() {
+		return cp
+	}
+	m.launch(gw, cp)
+	return nil
+}
+
+// launch sends cp to the mirror's backend on a goroutine of its own, and
+// releases it; or releases it at once when too many copies are in flight.
+func (m *mirror) launch(gw *Gateway, cp *fasthttp.Request) {
+	select {
+	case gw.mirrorSlots <- struct{}{}:
+	default:
+		fasthttp.ReleaseRequest(cp)
+		return
 	}
 	go func() {
 		defer func() { <-gw.mirrorSlots }()

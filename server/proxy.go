@@ -186,6 +186,9 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		if span != nil {
 			endAttempt(span, fctx.Response.StatusCode(), err)
 		}
+		if rs.mirrorCopy != nil {
+			b.sendMirrorCopy(rs) // the first attempt is over
+		}
 		// (An HTTP/2 exchange that got its answer may still be reading
 		// the body, on the transport's goroutine: its failure then ends
 		// the upstream stream, and so the response's; the body is not
@@ -224,7 +227,16 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		if failure == backend.FailureConnect && !errors.Is(err, backend.ErrPoolFull) {
 			rb.connectFailed(b.gw.log, err)
 		}
-		if attempt < attempts && retryable(req, streamed, failure) {
+		again := attempt < attempts && retryable(req, streamed, failure)
+		if !again && attempt < attempts && streamed && !rs.bodyAsync {
+			// A body of unknown length recorded as it streamed
+			// (bufferBody) goes again whole.
+			if body, ok := rs.body.recorded(); ok {
+				req.SetBodyRaw(body)
+				again = true
+			}
+		}
+		if again {
 			if rs.waitBackoff(r.retry, deadline) {
 				// Discard the response being retried (this releases its
 				// connection).
@@ -254,11 +266,12 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 // bufferBody reads a streamed request body whole where a policy needs it
 // again: a retry may resend it (up to maxBufferSize), a mirror sends a copy
 // (up to mirrorBodyLimit). A body of unknown length (chunked, or HTTP/2
-// without content-length) is read as far as that limit: one that ends
-// within it is buffered as one of declared length. A body too large stays
-// a stream (one of unknown length goes on from the bytes read): it is not
-// retried once sent, and not mirrored. ok is false when the client failed
-// to send the body, with the status it was answered.
+// without content-length) streams, recorded up to that limit as it goes:
+// a retry sends the recording (reading first what the first attempt left
+// unread), a mirror copies it once the first attempt is over. A body too
+// large stays a stream: it is not retried once sent, and not mirrored. ok
+// is false when the client failed to send the body, with the status it
+// was answered.
 func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (status int, ok bool) {
 	req := &rs.pc.Fast.Request
 	if !rs.body.active() || req.BodyStream() != io.Reader(&rs.body) {
@@ -278,7 +291,14 @@ func (b *bind) bufferBody(rs *requestState, r *route, retries, mirrored bool) (s
 	case limit < 0:
 		return 0, true
 	case n < 0:
-		_, err = rs.body.readUpTo(req, limit)
+		// Not read ahead: such a stream may be interactive (gRPC's, a
+		// bidirectional one), its first bytes owed upstream before its
+		// last come, and a route with a retry or a mirror held it whole.
+		// It is recorded as it streams to the first attempt instead, for
+		// a retry to send again or a mirror to copy once it ended
+		// (agentgateway's retries record so too).
+		rs.body.startRecording(limit)
+		return 0, true
 	case n <= limit:
 		err = rs.body.readAll(req, n)
 	}
@@ -301,6 +321,29 @@ func retryable(req *fasthttp.Request, streamed bool, f backend.Failure) bool {
 		return f == backend.FailureConnect && req.Header.ContentLength() == 0
 	}
 	return true
+}
+
+// sendMirrorCopy sends the mirror its copy of a request whose body
+// streamed to the first attempt, once that attempt is over: with the body
+// as recorded when the attempt read it whole (and it is within
+// mirrorBodyLimit), else not at all, as a body too large is not mirrored.
+func (b *bind) sendMirrorCopy(rs *requestState) {
+	cp := rs.mirrorCopy
+	rs.mirrorCopy = nil
+	body, ok := rs.body.recordedWhole()
+	if !ok || rs.bodyAsync || len(body) > mirrorBodyLimit {
+		fasthttp.ReleaseRequest(cp)
+		return
+	}
+	cp.SetBody(body)
+	// The trailer section came with the body's end, after the copy.
+	h := &rs.pc.Fast.Request.Header
+	for k := range h.Trailers() {
+		if v := h.PeekBytes(k); v != nil && cp.Header.AddTrailerBytes(k) == nil {
+			cp.Header.AddBytesKV(k, v)
+		}
+	}
+	rs.route.mirror.launch(b.gw, cp)
 }
 
 // waitBackoff sleeps the retry backoff before another attempt. It reports
@@ -426,7 +469,8 @@ func (b *bind) prepareRequest(rs *requestState, rb *routeBackend, up *backend.Up
 	h.SetCanonical(headerXFP, buf)
 	rs.pc.KeepScratch(buf)
 	if mirrored {
-		rs.route.mirror.send(b.gw, &fctx.Request, rs.pc.HostRewritten)
+		// A body still streaming is copied once it ended (sendMirrorCopy).
+		rs.mirrorCopy = rs.route.mirror.send(b.gw, &fctx.Request, rs.pc.HostRewritten)
 	}
 
 	// Hostname backends get their own name as Host, unless a rewrite already

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -268,5 +269,76 @@ binds:
 				}
 			})
 		}
+	}
+}
+
+// TestStreamedBodyGoesOnBeforeItsEnd: on a route with a retry or a mirror,
+// a request body of unknown length streams to the upstream as it comes,
+// recorded meanwhile: over HTTP/2 the upstream answers after the body's
+// first piece, and the client reads that answer before it sends the rest,
+// as a bidirectional stream (gRPC's) does. The body used to be read whole
+// first, so neither side went on: the stream hung until a deadline.
+func TestStreamedBodyGoesOnBeforeItsEnd(t *testing.T) {
+	up := upstreamH2C(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := make([]byte, 5)
+		if _, err := io.ReadFull(r.Body, first); err != nil {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		rest, _ := io.ReadAll(r.Body)
+		w.Write([]byte("got " + string(first) + string(rest)))
+	}))
+	mirrorUp := upstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	tg := startGateway(t, `
+binds:
+- port: 3000
+  listeners:
+  - routes:
+    - matches: [{path: {pathPrefix: /retry}}]
+      policies: {retry: {attempts: 2, codes: [503]}}
+      backends: [{host: '${UP}'}]
+    - matches: [{path: {pathPrefix: /mirror}}]
+      policies: {requestMirror: {backend: {host: '${MIRROR}'}, percentage: 1.0}}
+      backends: [{host: '${UP}'}]
+    - backends: [{host: '${UP}'}]
+`, map[string]string{"UP": up, "MIRROR": mirrorUp})
+	for _, path := range []string{"/plain", "/retry", "/mirror"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, tg.url(3000)+path, pr)
+			req.ContentLength = -1
+			go pw.Write([]byte("hello")) //nolint:errcheck
+			answered := make(chan *http.Response, 1)
+			failed := make(chan error, 1)
+			go func() {
+				resp, err := h2cClient().Do(req)
+				if err != nil {
+					failed <- err
+					return
+				}
+				answered <- resp
+			}()
+			var resp *http.Response
+			select {
+			case resp = <-answered:
+			case err := <-failed:
+				t.Fatal(err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("no answer within 5 s of the body's first piece")
+			}
+			defer resp.Body.Close()
+			if _, err := pw.Write([]byte(" world")); err != nil {
+				t.Fatal(err)
+			}
+			pw.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || string(body) != "got hello world" {
+				t.Fatalf("status %d body %q (%v), want %q", resp.StatusCode, body, err, "got hello world")
+			}
+		})
 	}
 }
