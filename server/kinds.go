@@ -227,9 +227,13 @@ var routeKinds = []routeKind{
 	}},
 	{"retry", func(c *compiler, rc *routeCompile, v any) error {
 		cfg := v.(*config.Retry)
-		rp := &retryPolicy{attempts: 1}
+		// attempts counts the retries, as agentgateway's proxy does
+		// (attempts + 1 tries; its tests assert it), though its schema
+		// calls it the total: its files' `retry: {codes: [503]}` (attempts
+		// 1 by default) retries once, which read as a total it never did.
+		rp := &retryPolicy{attempts: 2}
 		if cfg.Attempts != nil {
-			rp.attempts = *cfg.Attempts
+			rp.attempts = *cfg.Attempts + 1
 		}
 		if cfg.Backoff != nil {
 			rp.backoff = cfg.Backoff.Duration

@@ -593,7 +593,11 @@ func TestPolicyRetry(t *testing.T) {
 		wantAttempts int32
 	}{
 		{desc: "503 twice then 200", method: "GET", statuses: []int{503, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 200, wantAttempts: 3},
-		{desc: "attempts run out: the last answer is sent", method: "GET", statuses: []int{503, 503, 503}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 503, wantAttempts: 2},
+		// attempts counts the retries (agentgateway's proxy makes
+		// attempts + 1 tries), 1 by default.
+		{desc: "attempts run out: the last answer is sent", method: "GET", statuses: []int{503, 503, 503}, policy: `{attempts: 1, codes: [503]}`, wantStatus: 503, wantAttempts: 2},
+		{desc: "one retry by default", method: "GET", statuses: []int{503, 503}, policy: `{codes: [503]}`, wantStatus: 503, wantAttempts: 2},
+		{desc: "attempts 2: three tries", method: "GET", statuses: []int{503, 503, 503, 503}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 503, wantAttempts: 3},
 		{desc: "codes not listed are not retried", method: "GET", statuses: []int{500, 503}, policy: `{attempts: 3, codes: [503]}`, wantStatus: 500, wantAttempts: 1},
 		{desc: "every listed code is retried", method: "GET", statuses: []int{502, 504}, policy: `{attempts: 3, codes: [502, 504]}`, wantStatus: 200, wantAttempts: 3},
 		{desc: "PUT is idempotent", method: "PUT", statuses: []int{503}, policy: `{attempts: 2, codes: [503]}`, wantStatus: 200, wantAttempts: 2},
@@ -642,7 +646,7 @@ binds:
 - port: 3000
   listeners:
   - routes:
-    - policies: {retry: {attempts: 3, codes: [503]}}
+    - policies: {retry: {attempts: 2, codes: [503]}}
       backends: [{host: '${UP}'}]
 `, map[string]string{"UP": closed})
 		start := time.Now()

@@ -170,7 +170,7 @@ type routeBackend struct {
 }
 
 type retryPolicy struct {
-	attempts     int
+	attempts     int // the tries in all: the config's attempts + 1
 	backoff      time.Duration
 	codes        [1000]bool  // by status: fasthttp reads exactly three digits
 	precondition cel.Program // nil: every request may be retried
