@@ -10,6 +10,7 @@ import (
 	"github.com/relaygate/gateway/backend"
 	"github.com/relaygate/gateway/config"
 	"github.com/relaygate/gateway/config/decode"
+	"github.com/relaygate/gateway/policy"
 )
 
 // mirror sends a copy of a share of a route's requests to another backend and
@@ -18,6 +19,10 @@ import (
 type mirror struct {
 	upstream   *backend.Upstream
 	percentage float64
+	// headers and timeout are a named backend's requestHeaderModifier
+	// and http.requestTimeout (mirrorTimeout at most).
+	headers *policy.HeaderModifier
+	timeout time.Duration
 }
 
 // mirrorTimeout bounds one mirrored request.
@@ -39,20 +44,51 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 			return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: "mirroring to this backend kind is not supported yet"}
 		}
 		addr = nb.Host
-		if nb.Policies != nil && nb.Policies.BackendTLS != nil {
-			// A copy goes as securely as the backend's own requests.
-			t, err := compileBackendTLS(nb.Policies.BackendTLS)
-			if err != nil {
-				return nil, kindError(c.namedPath[nb.Name]+".policies.backendTLS", err)
+		out := &mirror{timeout: mirrorTimeout}
+		if p := nb.Policies; p != nil {
+			at := c.namedPath[nb.Name] + ".policies."
+			// The copy goes as the backend's own requests do: as securely
+			// (backendTLS), with its headers, dialing and timeout. What a
+			// copy cannot take is refused rather than left out: a copy
+			// without the backend's credentials would only be refused.
+			switch {
+			case p.BackendAuth != nil:
+				return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: fmt.Sprintf("mirroring to backend %q, whose backendAuth (%sbackendAuth) is not applied to mirrored copies yet: mirror to a backend without it", nb.Name, at)}
+			case p.RequestRedirect != nil:
+				return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: fmt.Sprintf("mirroring to backend %q, whose requestRedirect (%srequestRedirect) would answer the copy instead of sending it", nb.Name, at)}
 			}
-			settings.TLS = t
+			if p.BackendTLS != nil {
+				t, err := compileBackendTLS(p.BackendTLS)
+				if err != nil {
+					return nil, kindError(at+"backendTLS", err)
+				}
+				settings.TLS = t
+			}
+			if p.TCP != nil {
+				settings.Dialing = backendTCPDialing(p.TCP, settings.Dialing)
+			}
+			if p.HTTP != nil && p.HTTP.RequestTimeout != nil {
+				out.timeout = min(out.timeout, p.HTTP.RequestTimeout.Duration)
+			}
+			if p.RequestHeaderModifier != nil {
+				h, err := policy.NewHeaderModifier(p.RequestHeaderModifier)
+				if err != nil {
+					return nil, kindError(at+"requestHeaderModifier", err)
+				}
+				out.headers = h
+			}
 		}
+		if m.Percentage == nil {
+			return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
+		}
+		out.upstream, out.percentage = c.upstream(addr, settings), *m.Percentage
+		return out, nil
 	}
 	if m.Percentage == nil {
 		return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
 	}
 	up := c.upstream(addr, settings)
-	return &mirror{upstream: up, percentage: *m.Percentage}, nil
+	return &mirror{upstream: up, percentage: *m.Percentage, timeout: mirrorTimeout}, nil
 }
 
 // chosen reports whether this request is one the mirror copies. One whose
@@ -78,6 +114,9 @@ func (m *mirror) send(gw *Gateway, req *fasthttp.Request, hostRewritten bool) *f
 	if m.upstream.HostName != "" && !hostRewritten {
 		cp.Header.SetHostBytes(m.upstream.HostHeader)
 	}
+	if m.headers != nil {
+		m.headers.ApplyRequest(&cp.Header)
+	}
 	if req.IsBodyStream() {
 		return cp
 	}
@@ -99,7 +138,7 @@ func (m *mirror) launch(gw *Gateway, cp *fasthttp.Request) {
 		resp := fasthttp.AcquireResponse()
 		// Exchange, like every use of an upstream pool, so no fasthttp
 		// deadline is left on a pooled connection.
-		_ = m.upstream.Exchange(cp, resp, time.Now().Add(mirrorTimeout))
+		_ = m.upstream.Exchange(cp, resp, time.Now().Add(m.timeout))
 		if resp.IsBodyStream() {
 			_ = resp.CloseBodyStream()
 		}
