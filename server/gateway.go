@@ -311,7 +311,28 @@ func (g *Gateway) Shutdown(ctx context.Context) {
 	}
 	wg.Wait()
 	if s := g.snap.Load(); s != nil {
-		s.lease.Release()
+		// The telemetry exporters send what they hold (up to 5 s each,
+		// against a collector that hangs): within the drain's deadline,
+		// past which the process is killed anyway (a pod's grace period),
+		// and a second at least once it passed. Unbounded, a hung
+		// collector held the exit 10 s past an idle drain.
+		released := make(chan struct{})
+		go func() {
+			s.lease.Release()
+			close(released)
+		}()
+		select {
+		case <-released:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-released:
+		case <-t.C:
+			g.log.Warn("telemetry exporters did not finish sending within the drain's deadline; what they held is lost")
+		}
 	}
 }
 
