@@ -216,7 +216,7 @@ func (s *JWKSource) checkURL(n *decode.Node) {
 func (s JWKSource) MarshalJSON() ([]byte, error) {
 	switch s.Kind {
 	case JWKSInline:
-		return json.Marshal(s.Inline)
+		return json.Marshal(redactJWKS(s.Inline))
 	case JWKSFile:
 		return json.Marshal(map[string]string{"file": s.File})
 	case JWKSURL:
@@ -227,6 +227,42 @@ func (s JWKSource) MarshalJSON() ([]byte, error) {
 		return json.Marshal(m)
 	}
 	return []byte("null"), nil
+}
+
+// jwkPrivateMembers are the members of a JSON Web Key that hold private or
+// secret key material (RFC 7518 6.2.2, 6.3.2, 6.4.1; RFC 8037's OKP d):
+// a verifier needs none of them, and the dump shows none.
+var jwkPrivateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"}
+
+// redactJWKS is an inline key set as /config_dump shows it: each key's
+// private or secret members (an EC or RSA "d", a symmetric "k") redacted,
+// the public ones as they are; Redacted whole when it is no JSON object.
+func redactJWKS(inline string) string {
+	var set map[string]any
+	if err := json.Unmarshal([]byte(inline), &set); err != nil {
+		return Redacted
+	}
+	redactKey := func(k any) {
+		if m, ok := k.(map[string]any); ok {
+			for _, name := range jwkPrivateMembers {
+				if _, ok := m[name]; ok {
+					m[name] = Redacted
+				}
+			}
+		}
+	}
+	if keys, ok := set["keys"].([]any); ok {
+		for _, k := range keys {
+			redactKey(k)
+		}
+	} else {
+		redactKey(set) // a single key
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		return Redacted
+	}
+	return string(b)
 }
 
 // RedactURL is a configured URL as a log line may show it (a key set's,

@@ -132,6 +132,8 @@ func TestConfigDumpRedacts(t *testing.T) {
 		{"llm api key file", "llm: {models: [{name: m, provider: openAI, params: {apiKey: {file: /run/k}}}]}\n", []string{`"apiKey":{"file":"/run/k"}`}, ""},
 		{"llm provider key and auth", "llm: {providers: [{name: p, provider: openAI, params: {apiKey: s3cret}, defaults: {auth: {key: s3cret2}}}], models: []}\n", []string{`"apiKey":"\u003credacted\u003e"`, `"auth":{"key":"\u003credacted\u003e"}`}, "s3cret"},
 		{"llm model headers", "llm: {models: [{name: m, provider: openAI, auth: {key: s3cret}, requestHeaders: {set: {authorization: s3cret2}}, matches: [{headers: [{name: x-api-key, value: {regex: s3cret3}}]}]}]}\n", []string{`"auth":{"key":"\u003credacted\u003e"}`, `"authorization":"\u003credacted\u003e"`, `{"name":"x-api-key","value":{"regex":"\u003credacted\u003e"}}`}, "s3cret"},
+		{"inline jwks private members", route(`policies: {jwtAuth: {issuer: i, jwks: '{"keys":[{"kty":"EC","crv":"P-256","x":"pubx","y":"puby","d":"s3cretd"},{"kty":"oct","k":"s3cretk"}]}'}}`), []string{`\"x\":\"pubx\"`, `\"kty\":\"oct\"`}, "s3cret"},
+		{"inline single jwk", route(`policies: {jwtAuth: {issuer: i, jwks: '{"kty":"RSA","n":"pubn","e":"AQAB","d":"s3cretd","p":"s3cretp"}'}}`), []string{`\"n\":\"pubn\"`}, "s3cret"},
 		{"MCP target without password", route("backends: [{mcp: {targets: [{name: t, sse: {host: 'http://u@h:1/sse'}}]}}]"), []string{`"host":"http://u@h:1/sse"`}, ""},
 	}
 	for _, tc := range tests {
