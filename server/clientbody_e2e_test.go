@@ -113,9 +113,11 @@ func TestClientBodyCutShortIsNeverCompleted(t *testing.T) {
 }
 
 // TestBufferedBodyCutShortIsNeverSent: a body read whole for a retry (or a
-// mirror), of declared length or chunked, that the client does not finish
-// is answered 400 and sent nowhere. (fasthttp's Request.Body would have
-// replaced it with its error text and sent that.)
+// mirror) that the client does not finish is answered 400 and sent
+// nowhere. (fasthttp's Request.Body would have replaced it with its error
+// text and sent that.) A chunked one streams, recorded (bufferBody): the
+// backend may get its beginning, never a whole request (its connection is
+// closed before the body's end), and the mirror nothing.
 func TestBufferedBodyCutShortIsNeverSent(t *testing.T) {
 	addr, out := outcomeUpstream(t)
 	mirrorAddr, mirrorOut := outcomeUpstream(t)
@@ -154,7 +156,9 @@ binds:
 				// since the gateway only answers after an exchange ends.
 				select {
 				case o := <-out:
-					t.Fatalf("the backend was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+					if f.name != "chunked" || o.err == nil {
+						t.Fatalf("the backend was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
+					}
 				case o := <-mirrorOut:
 					t.Fatalf("the mirror was sent a request (body %d bytes, error %v)", len(o.req.body), o.err)
 				default:
