@@ -365,8 +365,23 @@ func (t *tracing) start(c *policy.Ctx, h2 bool) trace.Span {
 	if t.filter != nil {
 		t.held.hold(span.SpanContext().SpanID())
 	}
-	propagator.Inject(ctx, policy.HeaderCarrier{H: h})
+	injectTrace(ctx, span, h)
 	return span
+}
+
+// headerTracestate is the W3C trace context's vendor state field.
+var headerTracestate = []byte("tracestate")
+
+// injectTrace puts span's context in h (traceparent, tracestate). A
+// tracestate the client sent that the span does not carry (one without a
+// valid traceparent, whose trace the span does not continue, or one the
+// SDK refused, past 32 members) goes no further: beside the gateway's
+// traceparent it would describe another trace (W3C Trace Context 3.3).
+func injectTrace(ctx context.Context, span trace.Span, h *fasthttp.RequestHeader) {
+	if span.SpanContext().TraceState().Len() == 0 {
+		policy.DelRequestHeader(h, headerTracestate)
+	}
+	propagator.Inject(ctx, policy.HeaderCarrier{H: h})
 }
 
 // spanMethod is a span name's method: a standard method's name, "HTTP" for
@@ -438,7 +453,7 @@ func (t *tracing) startAttempt(parent trace.Span, req *fasthttp.Request, addr st
 		attrs = append(attrs, attribute.Int("http.request.resend_count", n-1))
 	}
 	ctx, span := t.tracer.Start(trace.ContextWithSpan(context.Background(), parent), spanMethod(req.Header.Method()), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(t.keep(attrs)...))
-	propagator.Inject(ctx, policy.HeaderCarrier{H: &req.Header})
+	injectTrace(ctx, span, &req.Header)
 	return span
 }
 

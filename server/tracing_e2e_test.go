@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -277,6 +278,32 @@ binds:
 			}
 			if states := h.Values("Tracestate"); len(states) != 1 || states[0] != "a=1,b=2" {
 				t.Errorf("the backend saw tracestate %q: want [a=1,b=2]", states)
+			}
+			// A tracestate without a traceparent, or one the trace does
+			// not carry (past 32 members), describes no trace the gateway
+			// continues: it goes no further beside the gateway's new one.
+			many := make([]string, 40)
+			for i := range many {
+				many[i] = "k" + strconv.Itoa(i) + "=v"
+			}
+			for _, c := range []struct{ parent, state string }{
+				{"", "a=1"},
+				{first, strings.Join(many, ",")},
+			} {
+				req, _ := http.NewRequest(http.MethodGet, tg.url(3000)+"/", nil)
+				if c.parent != "" {
+					req.Header.Set("Traceparent", c.parent)
+				}
+				req.Header.Set("Tracestate", c.state)
+				if resp, _ := doWith(t, tc.client, req); resp.StatusCode != 200 {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+				mu.Lock()
+				h := seen
+				mu.Unlock()
+				if len(h.Values("Traceparent")) != 1 || len(h.Values("Tracestate")) != 0 {
+					t.Errorf("traceparent %q, tracestate %.40q sent: the backend saw traceparent %q, tracestate %.40q; want the gateway's traceparent alone", c.parent, c.state, h.Values("Traceparent"), h.Values("Tracestate"))
+				}
 			}
 		})
 	}
