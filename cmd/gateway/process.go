@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,6 +229,12 @@ func uiURL(u string) string {
 // the file's directory and the directory of the file it resolves to are
 // watched; an event naming the file (or its resolved target) reloads it, and
 // any other event there reloads it when its content changed.
+//
+// A directory deleted or moved away loses its watch (inotify drops it): one
+// that cannot be watched is polled for, with a backoff up to watchRetryMax,
+// and warned of while it lasts (follow), and watched again once it exists.
+// A directory watched anew is read again after it is (recheck): what was
+// written there before its watch began made no event.
 func (p *process) watch() func() {
 	if p.src.o.file == "" || p.src.o.file == "-" {
 		return func() {}
@@ -238,7 +245,7 @@ func (p *process) watch() func() {
 		return func() {}
 	}
 	path, _ := filepath.Abs(p.src.o.file)
-	cw := &configWatch{p: p, w: w, path: path, dirs: map[string]bool{}}
+	cw := &configWatch{p: p, w: w, path: path, dirs: map[string]bool{}, targets: map[string]string{}, retry: watchRetryMin}
 	if err := w.Add(filepath.Dir(path)); err != nil {
 		p.log.Warn("config reload disabled", zap.Error(err))
 		w.Close()
@@ -246,6 +253,7 @@ func (p *process) watch() func() {
 	}
 	cw.dirs[filepath.Dir(path)] = true
 	cw.follow()
+	cw.recheck = false // the first check below reads after these watches began
 	done := make(chan struct{})
 	p.hup, p.watching = make(chan struct{}, 1), true
 	go func() {
@@ -254,10 +262,41 @@ func (p *process) watch() func() {
 		fire := timer.C
 		direct := false
 		var burst time.Time // the first event of the burst being coalesced
+		// settle (re)arms the reload for the burst being coalesced, but
+		// for no longer than reloadSettleMax from its first event: a file
+		// written without pause beside the config (a log) must not put its
+		// reload off for ever.
+		settle := func() {
+			now := time.Now()
+			if fire == nil {
+				burst = now
+			}
+			if fire == nil || now.Sub(burst) < reloadSettleMax {
+				timer.Reset(reloadSettle)
+				fire = timer.C
+			}
+		}
+		// poll fires while a directory to watch cannot be.
+		pollTimer := time.NewTimer(time.Hour)
+		pollTimer.Stop()
+		var poll <-chan time.Time
+		// after follows a call that may have run follow: a directory
+		// watched anew is read again, one missing is polled for.
+		after := func() {
+			if cw.recheck {
+				cw.recheck = false
+				settle()
+			}
+			if len(cw.missing) > 0 && poll == nil {
+				pollTimer.Reset(cw.retry)
+				poll = pollTimer.C
+			}
+		}
 		for {
 			select {
 			case <-done:
 				timer.Stop()
+				pollTimer.Stop()
 				return
 			case ev, ok := <-w.Events:
 				if !ok {
@@ -272,18 +311,8 @@ func (p *process) watch() func() {
 				case ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) == 0:
 					continue
 				}
-				// Coalesce the burst of events one save produces, but
-				// for no longer than reloadSettleMax: a file written
-				// without pause beside the config (a log) must not put
-				// its reload off for ever.
-				now := time.Now()
-				if fire == nil {
-					burst = now
-				}
-				if fire == nil || now.Sub(burst) < reloadSettleMax {
-					timer.Reset(reloadSettle)
-					fire = timer.C
-				}
+				// Coalesce the burst of events one save produces.
+				settle()
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -293,8 +322,17 @@ func (p *process) watch() func() {
 				fire = nil
 				cw.check(direct)
 				direct = false
+				after()
+			case <-poll:
+				poll = nil
+				cw.follow()
+				if len(cw.missing) > 0 {
+					cw.retry = min(2*cw.retry, watchRetryMax)
+				}
+				after()
 			case <-p.hup:
 				cw.check(true)
+				after()
 			}
 		}
 	}()
@@ -311,6 +349,16 @@ const (
 	reloadSettleMax = time.Second
 )
 
+// A directory to watch that cannot be (deleted, not created yet) is tried
+// again after watchRetryMin, then at doubling intervals up to watchRetryMax;
+// the warning that it is not watched is repeated every watchWarnEvery while
+// one is not.
+const (
+	watchRetryMin  = 100 * time.Millisecond
+	watchRetryMax  = 2 * time.Second
+	watchWarnEvery = time.Minute
+)
+
 // configWatch is the state of the config file's watch; only its goroutine
 // uses it.
 type configWatch struct {
@@ -319,6 +367,18 @@ type configWatch struct {
 	path   string          // the config file, absolute
 	target string          // what path resolves to through symlinks
 	dirs   map[string]bool // the directories watched
+	// targets are what the config file and the files it reads (absolute)
+	// last resolved to: while one does not resolve (its target's
+	// directory deleted), the directory it resolved into is still wanted.
+	targets map[string]string
+	// missing are the directories wanted that could not be watched, with
+	// why; polled for every retry, and warned of (warned is when last).
+	missing map[string]error
+	retry   time.Duration
+	warned  time.Time
+	// recheck is set when follow watched a directory anew: what it holds
+	// is read again.
+	recheck bool
 }
 
 // check reloads the file: always after an event naming it, else only when
@@ -340,52 +400,96 @@ func (cw *configWatch) check(direct bool) {
 	cw.p.reload(data, err)
 }
 
-// follow watches the directory of the file the path now resolves to, and
-// stops watching the one of its former target.
+// follow watches the directories of the config file and of the files the
+// running config reads, and of the files they now resolve to, and stops
+// watching those no longer wanted (a former target's). A directory the
+// watcher dropped (deleted or moved away: inotify ends its watch) is
+// watched again once it exists; until then it is missing, polled for and
+// warned of.
 func (cw *configWatch) follow() {
-	own := filepath.Dir(cw.path)
-	target, err := filepath.EvalSymlinks(cw.path)
-	if err != nil {
-		return // missing for now: the next event in its directory retries
+	live := map[string]bool{}
+	for _, d := range cw.w.WatchList() {
+		live[filepath.Clean(d)] = true
 	}
-	if target, err = filepath.Abs(target); err != nil {
-		return
+	for d := range cw.dirs {
+		if !live[d] {
+			delete(cw.dirs, d)
+		}
 	}
-	cw.target = target
-	want := filepath.Dir(target)
 	// The directories of the files the config reads (certificates,
 	// credentials) are watched too, and those of the files they resolve to,
 	// for the same reasons as the config's.
-	keep := map[string]bool{own: true, want: true}
+	paths := []string{cw.path}
 	for _, f := range cw.p.files {
-		abs, err := filepath.Abs(f)
-		if err != nil {
-			continue
+		if abs, err := filepath.Abs(f); err == nil {
+			paths = append(paths, abs)
 		}
-		keep[filepath.Dir(abs)] = true
-		if target, err := filepath.EvalSymlinks(abs); err == nil {
+	}
+	keep := map[string]bool{}
+	targets := make(map[string]string, len(paths))
+	for _, f := range paths {
+		keep[filepath.Dir(f)] = true
+		target := cw.targets[f] // missing for now: it comes back there, or the path changes
+		if t, err := filepath.EvalSymlinks(f); err == nil {
+			if t, err = filepath.Abs(t); err == nil {
+				target = t
+			}
+		}
+		if target != "" {
+			targets[f] = target
 			keep[filepath.Dir(target)] = true
 		}
 	}
-	for d := range keep {
-		if !cw.dirs[d] && d != want {
-			if err := cw.w.Add(d); err == nil {
-				cw.dirs[d] = true
-			}
-		}
-	}
+	cw.targets, cw.target = targets, targets[cw.path]
 	for d := range cw.dirs {
 		if !keep[d] {
 			_ = cw.w.Remove(d) // it may be gone already: Kubernetes deletes old versions
 			delete(cw.dirs, d)
 		}
 	}
-	if !cw.dirs[want] {
-		if err := cw.w.Add(want); err != nil {
-			cw.p.log.Warn("config watch: cannot watch the directory of the config file's target", zap.String("dir", want), zap.Error(err))
-			return
+	var missing map[string]error
+	for d := range keep {
+		if cw.dirs[d] {
+			continue
 		}
-		cw.dirs[want] = true
+		if err := cw.w.Add(d); err != nil {
+			if missing == nil {
+				missing = map[string]error{}
+			}
+			missing[d] = err
+			continue
+		}
+		cw.dirs[d] = true
+		cw.recheck = true
+	}
+	cw.noteMissing(missing)
+}
+
+// noteMissing records the directories follow could not watch: the first
+// time one is not watched it warns, then every watchWarnEvery while one is
+// not, and says when all are watched again.
+func (cw *configWatch) noteMissing(missing map[string]error) {
+	was := len(cw.missing) > 0
+	cw.missing = missing
+	if len(missing) == 0 {
+		cw.retry = watchRetryMin
+		if was {
+			cw.p.log.Info("config watch resumed: every directory it needs is watched again", zap.String("file", cw.p.src.name()))
+		}
+		return
+	}
+	now := time.Now()
+	if was && now.Sub(cw.warned) < watchWarnEvery {
+		return
+	}
+	cw.warned = now
+	dirs := make([]string, 0, len(missing))
+	for d := range missing {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		cw.p.log.Warn("config watch: cannot watch a directory (deleted or not created yet?); changes to the config or the files it reads there go unnoticed until it exists: polling for it", zap.String("dir", d), zap.Error(missing[d]))
 	}
 }
 
