@@ -509,7 +509,7 @@ func (p *process) reload(data []byte, err error) bool {
 		// change.
 		err = errBlank
 	}
-	var files []string
+	var files, changed []string
 	var state string
 	if err == nil {
 		// What the new config reads, taken before applying it: a file
@@ -517,6 +517,8 @@ func (p *process) reload(data []byte, err error) bool {
 		// read again. Taken after, such a change would look applied.
 		files = f.FilesRead()
 		state = contentState(data, files)
+		changed = startOnlyChanges(p.first, f)
+		keepStartOnly(p.first, f)
 		err = p.gw.Apply(f)
 	}
 	p.gw.NoteReload(p.src.name(), err)
@@ -526,7 +528,7 @@ func (p *process) reload(data []byte, err error) bool {
 	}
 	p.files, p.loaded = files, state
 	p.log.Info("config reloaded", zap.String("file", p.src.name()))
-	for _, field := range startOnlyChanges(p.first, f) {
+	for _, field := range changed {
 		p.log.Warn("config reloaded, but this setting is read only at start: restart the gateway to apply it", zap.String("field", field))
 	}
 	return true
@@ -536,17 +538,77 @@ func (p *process) reload(data []byte, err error) bool {
 // servers, logging, GOMAXPROCS) or from the config it started with (the
 // drain deadlines), each as the process reads it from a file, with the
 // environment variable that overrides it, if any.
+//
+// keep sets a setting of dst to src's (keepStartOnly).
 var startOnly = []struct {
 	field, env string
 	get        func(*config.Settings) any
+	keep       func(dst, src *config.Settings)
 }{
-	{"config.adminAddr", "ADMIN_ADDR", func(s *config.Settings) any { return addrOr(s.AdminAddr, defaultAdminAddr) }},
-	{"config.statsAddr", "STATS_ADDR", func(s *config.Settings) any { return addrOr(s.StatsAddr, defaultStatsAddr) }},
-	{"config.readinessAddr", "READINESS_ADDR", func(s *config.Settings) any { return addrOr(s.ReadinessAddr, defaultReadinessAddr) }},
-	{"config.logging", "", func(s *config.Settings) any { return logSettingsOf(&config.File{Config: s}) }},
-	{"config.workerThreads", "WORKER_THREADS", func(s *config.Settings) any { return s.WorkerThreads }},
-	{"config.connectionTerminationDeadline", "CONNECTION_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionTerminationDeadline }},
-	{"config.connectionMinTerminationDeadline", "CONNECTION_MIN_TERMINATION_DEADLINE", func(s *config.Settings) any { return s.ConnectionMinTerminationDeadline }},
+	{
+		field: "config.adminAddr", env: "ADMIN_ADDR",
+		get:  func(s *config.Settings) any { return addrOr(s.AdminAddr, defaultAdminAddr) },
+		keep: func(dst, src *config.Settings) { dst.AdminAddr = src.AdminAddr },
+	},
+	{
+		field: "config.statsAddr", env: "STATS_ADDR",
+		get:  func(s *config.Settings) any { return addrOr(s.StatsAddr, defaultStatsAddr) },
+		keep: func(dst, src *config.Settings) { dst.StatsAddr = src.StatsAddr },
+	},
+	{
+		field: "config.readinessAddr", env: "READINESS_ADDR",
+		get:  func(s *config.Settings) any { return addrOr(s.ReadinessAddr, defaultReadinessAddr) },
+		keep: func(dst, src *config.Settings) { dst.ReadinessAddr = src.ReadinessAddr },
+	},
+	{
+		field: "config.logging",
+		get:   func(s *config.Settings) any { return logSettingsOf(&config.File{Config: s}) },
+		keep:  func(dst, src *config.Settings) { dst.Logging = src.Logging },
+	},
+	{
+		field: "config.workerThreads", env: "WORKER_THREADS",
+		get:  func(s *config.Settings) any { return s.WorkerThreads },
+		keep: func(dst, src *config.Settings) { dst.WorkerThreads = src.WorkerThreads },
+	},
+	{
+		field: "config.connectionTerminationDeadline", env: "CONNECTION_TERMINATION_DEADLINE",
+		get:  func(s *config.Settings) any { return s.ConnectionTerminationDeadline },
+		keep: func(dst, src *config.Settings) { dst.ConnectionTerminationDeadline = src.ConnectionTerminationDeadline },
+	},
+	{
+		field: "config.connectionMinTerminationDeadline", env: "CONNECTION_MIN_TERMINATION_DEADLINE",
+		get: func(s *config.Settings) any { return s.ConnectionMinTerminationDeadline },
+		keep: func(dst, src *config.Settings) {
+			dst.ConnectionMinTerminationDeadline = src.ConnectionMinTerminationDeadline
+		},
+	},
+}
+
+// keepStartOnly gives next, a config about to be applied by a reload, the
+// start-only settings (startOnly) of first, the config the process started
+// with and still runs them from: the snapshot, and /config_dump with it,
+// holds the values in effect, not ones waiting for a restart (which
+// startOnlyChanges warns of). The gateway reads none of them from the
+// snapshot.
+func keepStartOnly(first, next *config.File) {
+	if next.Config == nil {
+		if first == nil || first.Config == nil {
+			return
+		}
+		next.Config = &config.Settings{}
+	}
+	src := settingsOf(first)
+	for _, s := range startOnly {
+		s.keep(next.Config, src)
+	}
+}
+
+// settingsOf is f's config section, empty when it has none.
+func settingsOf(f *config.File) *config.Settings {
+	if f == nil || f.Config == nil {
+		return &config.Settings{}
+	}
+	return f.Config
 }
 
 // addrOr is a side server's address from the file, or def.
@@ -562,13 +624,7 @@ func addrOr(v *string, def string) string {
 // applies the rest, and these wait for a restart. One its environment
 // variable overrides is left out: a restart would not apply it either.
 func startOnlyChanges(first, next *config.File) []string {
-	settings := func(f *config.File) *config.Settings {
-		if f == nil || f.Config == nil {
-			return &config.Settings{}
-		}
-		return f.Config
-	}
-	a, b := settings(first), settings(next)
+	a, b := settingsOf(first), settingsOf(next)
 	var changed []string
 	for _, s := range startOnly {
 		if s.env != "" && os.Getenv(s.env) != "" {

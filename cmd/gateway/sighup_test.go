@@ -2,10 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -199,6 +205,93 @@ func TestReloadWarnsOfStartOnlySettings(t *testing.T) {
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("warned of %q, want %q", got, tc.want)
 			}
+			// The running config, as /config_dump shows it, holds the
+			// values in effect: those the process started with.
+			dump, err := p.gw.ConfigDump()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dumped, err := config.Parse(dump, func(string) (string, bool) { return "", false })
+			if err != nil {
+				t.Fatalf("the dump does not parse: %v\n%s", err, dump)
+			}
+			for _, s := range startOnly {
+				if was, is := s.get(f.Config), s.get(settingsOf(dumped)); !reflect.DeepEqual(was, is) {
+					t.Errorf("the dump shows %s as reloaded (%v), not as in effect (%v):\n%s", s.field, is, was, dump)
+				}
+			}
 		})
+	}
+}
+
+// TestConfigDumpKeepsStartOnlySettings: after a reload that changes
+// settings read only at start, /config_dump shows the reloaded file with
+// the values in effect for those, the ones the process started with (the
+// admin server still on its first address), not the new ones it warns of.
+func TestConfigDumpKeepsStartOnlySettings(t *testing.T) {
+	// Short: a unix socket's path is at most 107 bytes.
+	sockets, err := os.MkdirTemp("", "gwdump")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	first, next := filepath.Join(sockets, "a.sock"), filepath.Join(sockets, "b.sock")
+	port := freePort(t)
+	cfg := func(admin, level string, threads int, deadline, body string) string {
+		return fmt.Sprintf(`config:
+  adminAddr: unix:%s
+  statsAddr: "off"
+  readinessAddr: "off"
+  logging: {level: %s}
+  workerThreads: %d
+  connectionTerminationDeadline: %s
+binds:
+- port: %d
+  listeners:
+  - routes:
+    - policies: {directResponse: {status: 200, body: %s}}
+`, admin, level, threads, deadline, port, body)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	writeConfig(t, path, cfg(first, "info", 1, "3s", "v1"))
+	p := startProc(t, path, "ADMIN_ADDR=", "STATS_ADDR=", "READINESS_ADDR=", "WORKER_THREADS=", "CONNECTION_TERMINATION_DEADLINE=")
+	p.waitLog(fmt.Sprintf(`listening.*"port": %d`, port))
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitBody(t, url, "v1")
+
+	writeConfig(t, path, cfg(next, "debug", 2, "7s", "v2"))
+	waitBody(t, url, "v2")
+	for _, field := range []string{"config.adminAddr", "config.logging", "config.workerThreads", "config.connectionTerminationDeadline"} {
+		p.waitLog(`read only at start.*"field": "` + regexp.QuoteMeta(field) + `"`)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", first)
+		},
+	}}
+	resp, err := client.Get("http://admin/config_dump")
+	if err != nil {
+		t.Fatalf("the admin server left its first address: %v\n%s", err, p.logs())
+	}
+	dump, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		Config struct {
+			AdminAddr     string `json:"adminAddr"`
+			Logging       struct{ Level string }
+			WorkerThreads any    `json:"workerThreads"`
+			Deadline      string `json:"connectionTerminationDeadline"`
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(dump, &got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("config_dump %d: %v\n%s", resp.StatusCode, err, dump)
+	}
+	c := got.Config
+	if c.AdminAddr != "unix:"+first || c.Logging.Level != "info" || c.WorkerThreads != 1.0 || c.Deadline != "3s" {
+		t.Errorf("the dump shows adminAddr %q, logging.level %q, workerThreads %v, connectionTerminationDeadline %q; want the values in effect, %q, info, 1, 3s:\n%s",
+			c.AdminAddr, c.Logging.Level, c.WorkerThreads, c.Deadline, "unix:"+first, dump)
+	}
+	if !strings.Contains(string(dump), `"v2"`) {
+		t.Errorf("the dump does not hold the reloaded routes:\n%s", dump)
 	}
 }
