@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +36,15 @@ import (
 type requestBody struct {
 	bodyState
 	// interrupted says the gateway stopped the body's reading
-	// (InterruptBody): a read that fails from then on is no failure of
-	// the client's, since the upstream needs no more of the body.
+	// (InterruptBody, or the deadline): a read that fails from then on is
+	// no failure of the client's, since the upstream needs no more of the
+	// body.
 	interrupted atomic.Bool
+	// deadline is the request's deadline while it goes upstream (UnixNano,
+	// 0 for none: setDeadline). Atomic: a body may be read on a goroutine
+	// of its own (an HTTP/2 exchange's pump, extProc's) while the request's
+	// moves on to another attempt.
+	deadline atomic.Int64
 }
 
 // bodyState is what a requestBody knows of one request's body; reset
@@ -60,6 +68,11 @@ type bodyState struct {
 
 // errBodyInterrupted ends a body whose reading the gateway stopped.
 var errBodyInterrupted = errors.New("request body not read to its end: the upstream answered first")
+
+// errBodyDeadline ends a body whose reading the request's deadline cut
+// (setDeadline): the exchange timed out (backend.Classify), and the client
+// gets 504, not 408.
+var errBodyDeadline = fmt.Errorf("request body not read to its end: %w", os.ErrDeadlineExceeded)
 
 // readEnder is a client connection that knows whether a read found its end
 // (sock.Conn, sock.PromptConn).
@@ -94,6 +107,25 @@ func (b *requestBody) wrap(req *fasthttp.Request, conn net.Conn, prefetched int)
 func (b *requestBody) reset() {
 	b.bodyState = bodyState{}
 	b.interrupted.Store(false)
+	b.deadline.Store(0)
+}
+
+// setDeadline bounds the body's reads by t (zero: no bound) while the
+// request goes upstream: requestTimeout and backendRequestTimeout count
+// from the start of the exchange to the full response, and a slow client
+// still sending its body is within it. A read that t cuts ends the body
+// with errBodyDeadline, as if the gateway had stopped it (interrupted):
+// the exchange fails as timed out, and an HTTP/1.x client's connection
+// closes after the answer, its body unread. The bound is the read's own
+// deadline, taken by each read as it begins (Read), so it needs no timer
+// and wakes a read on every transport (netpoll's too, whose deadlines a
+// read looks at only as it begins: InterruptRead).
+func (b *requestBody) setDeadline(t time.Time) {
+	var n int64
+	if !t.IsZero() {
+		n = t.UnixNano()
+	}
+	b.deadline.Store(n)
 }
 
 // EndWritesHeader reports whether the read that ends the body writes the
@@ -124,11 +156,16 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		ends = b.conn.ReadEnds()
 	}
 	// Each piece must come within bodyIdleTimeout (the data path's
-	// connections take a later deadline without a system call).
+	// connections take a later deadline without a system call), and
+	// before the request's deadline while it goes upstream (cut).
+	cut := false
 	if b.client != nil {
 		d := deadlineAfter(time.Duration(bodyIdleTimeout.Load()))
 		if d.After(b.limit) {
 			d = b.limit
+		}
+		if dl := b.deadline.Load(); dl != 0 && dl <= d.UnixNano() {
+			d, cut = time.Unix(0, dl), true
 		}
 		_ = b.client.SetReadDeadline(d)
 	}
@@ -154,9 +191,15 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil && err != io.EOF {
-		if b.interrupted.Load() {
+		switch {
+		case b.interrupted.Load():
 			b.err = errBodyInterrupted
-		} else {
+		case cut && sock.IsTimeout(err):
+			// The request's deadline passed while the client was still
+			// sending: the gateway stops reading (setDeadline).
+			b.interrupted.Store(true)
+			b.err = errBodyDeadline
+		default:
 			b.err = &clientBodyError{err: err}
 		}
 		return n, b.err
@@ -203,9 +246,9 @@ var _ backend.ReadInterrupter = (*requestBody)(nil)
 func (b *requestBody) ended() bool { return b.eof }
 
 // failed returns the client's failure to send the body, nil when there
-// was none (or the gateway stopped reading it).
+// was none (or the gateway stopped reading it, its deadline included).
 func (b *requestBody) failed() error {
-	if b.err == errBodyInterrupted {
+	if b.err == errBodyInterrupted || b.err == errBodyDeadline {
 		return nil
 	}
 	return b.err
@@ -267,11 +310,16 @@ func (b *requestBody) recorded() (body []byte, ok bool) {
 }
 
 // clientBodyStatus answers a request whose body the client failed to send:
-// 408 when it stopped sending in time, 400 otherwise. The connection is
-// closed after the answer, since the body's end was never found.
+// 408 when it stopped sending in time, 400 otherwise; or whose body was
+// still coming at the request's deadline (errBodyDeadline, read whole
+// before the exchange): 504, as an exchange that timed out. The connection
+// is closed after the answer, since the body's end was never found.
 func clientBodyStatus(fctx *fasthttp.RequestCtx, err error) int {
 	status, msg := fasthttp.StatusBadRequest, "malformed or incomplete request body"
-	if sock.IsTimeout(err) {
+	switch {
+	case err == errBodyDeadline:
+		status, msg = fasthttp.StatusGatewayTimeout, failureMessage(backend.FailureTimeout)
+	case sock.IsTimeout(err):
 		status, msg = fasthttp.StatusRequestTimeout, "request body timeout"
 	}
 	return respondErrorClose(fctx, status, msg)

@@ -95,9 +95,27 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 	upgrade := rs.upgrade && fields&(fieldConnection|fieldUpgrade) == fieldConnection|fieldUpgrade && isUpgrade(&req.Header)
 	mirrored := false
 	retries := r.retry.retries(&rs.pc)
+	var deadline time.Time
 	if !upgrade {
+		if r.timeout > 0 {
+			// requestTimeout counts from when the handler took the request.
+			deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
+		}
+		if rs.grpc {
+			// The client's deadline bounds the exchange too (the header goes
+			// on, for the upstream to keep it as well).
+			if d, ok := grpcTimeout(&req.Header); ok {
+				if dl := time.Now().Add(d - (monoNow() - rs.start)); deadline.IsZero() || dl.Before(deadline) {
+					deadline = dl
+				}
+			}
+		}
 		rs.guardBody()
 		mirrored = r.mirror != nil && r.mirror.chosen()
+		// The body's reads from here on (whole for a retry, a mirror or
+		// a signature, then upstream) are within the request's deadline
+		// (setDeadline).
+		rs.body.setDeadline(deadline)
 		if status, ok := b.bufferBody(rs, r, retries, mirrored); !ok {
 			return status
 		}
@@ -115,20 +133,6 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		return b.tunnel(rs, up, nil)
 	}
 
-	var deadline time.Time
-	if r.timeout > 0 {
-		// requestTimeout counts from when the handler took the request.
-		deadline = time.Now().Add(r.timeout - (monoNow() - rs.start))
-	}
-	if rs.grpc {
-		// The client's deadline bounds the exchange too (the header goes
-		// on, for the upstream to keep it as well).
-		if d, ok := grpcTimeout(&req.Header); ok {
-			if dl := time.Now().Add(d - (monoNow() - rs.start)); deadline.IsZero() || dl.Before(deadline) {
-				deadline = dl
-			}
-		}
-	}
 	if rs.h2 == nil && rs.hangup == nil {
 		// A client that hangs up while its request waits on the upstream
 		// ends the wait: at once for a reset; for a FIN (a half-close may
@@ -163,6 +167,10 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 			}
 		}
 		span := rs.attempt(req, up.Addr, attempt)
+		// A body still coming from the client is read within the
+		// attempt's deadline: the exchange times out at it, not at the
+		// client's next piece.
+		rs.body.setDeadline(attemptDeadline)
 		var err error
 		if h2 {
 			err = b.exchangeH2(rs, up, attemptDeadline)
@@ -230,7 +238,9 @@ func (b *bind) forward(rs *requestState, r *route, rb *routeBackend, t *httpUpst
 		again := attempt < attempts && retryable(req, streamed, failure)
 		if !again && attempt < attempts && streamed && !rs.bodyAsync {
 			// A body of unknown length recorded as it streamed
-			// (bufferBody) goes again whole.
+			// (bufferBody) goes again whole: what the attempt left
+			// unread is read within the request's deadline.
+			rs.body.setDeadline(deadline)
 			if body, ok := rs.body.recorded(); ok {
 				req.SetBodyRaw(body)
 				again = true
