@@ -2,6 +2,7 @@ package decode_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -459,6 +460,50 @@ func TestErrors(t *testing.T) {
 			into: func() any { return new(any) },
 			want: []string{`(root): nesting too deep (more than 256 entries on one line) (line 1:513)`},
 		},
+		// The parser recurses once per key of a block mapping and copies
+		// the keys parsed so far at each level (quadratic time; a few
+		// million keys overflow the stack); each token costs it time and
+		// memory. Such documents are refused before it runs.
+		{
+			desc: "a block mapping of a few thousand keys parses",
+			doc:  blockMap(5000, ""),
+			into: func() any { return new(map[string]int) },
+		},
+		{
+			desc: "a block mapping of 20,000 keys is refused before parsing",
+			doc:  blockMap(20000, ""),
+			into: func() any { return new(map[string]int) },
+			want: []string{`(root): block mappings too large: more than 10000 keys past the first 100 of their mapping (write a large map as a flow mapping {...}, or split it) (line 10101:1)`},
+		},
+		{
+			desc: "block mappings past their first 100 keys add up",
+			doc:  strings.Repeat("- "+strings.TrimPrefix(blockMap(2600, "  "), "  "), 5),
+			into: func() any { return new([]map[string]int) },
+			want: []string{`(root): block mappings too large: more than 10000 keys past the first 100 of their mapping (write a large map as a flow mapping {...}, or split it) (line 10501:3)`},
+		},
+		{
+			desc: "a flow mapping of 20,000 keys parses",
+			doc:  "{" + strings.ReplaceAll(strings.TrimSuffix(blockMap(20000, ""), "\n"), "\n", ", ") + "}",
+			into: func() any { return new(map[string]int) },
+		},
+		{
+			desc: "3,000,000 one-line keys are refused before parsing",
+			doc:  strings.Repeat("a: 1\n", 3_000_000),
+			into: func() any { return new(any) },
+			want: []string{`(root): document too large: more than 500000 YAML tokens (keys, list entries, brackets, commas, quoted strings, anchors, aliases, tags, comments) (line 500001:2)`},
+		},
+		{
+			desc: "a flow sequence of 600,000 items is refused before parsing",
+			doc:  "[" + strings.Repeat("1,", 600_000) + "1]",
+			into: func() any { return new(any) },
+			want: []string{`(root): document too large: more than 500000 YAML tokens (keys, list entries, brackets, commas, quoted strings, anchors, aliases, tags, comments) (line 1:1000001)`},
+		},
+		{
+			desc: "a tag whose node is left of the mapping it is in",
+			doc:  "a:\n  b: !!map\nc: 1\n",
+			into: func() any { return new(any) },
+			want: []string{`(root): syntax error: value indented less than the mapping it is in (line 3:1)`},
+		},
 		{
 			desc: "alias expansion bomb",
 			doc: "a: &a [x, x, x, x, x, x, x, x, x, x]\n" +
@@ -582,4 +627,14 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// blockMap returns a block mapping of n keys k0, k1, ..., one per line,
+// each line indented by indent.
+func blockMap(n int, indent string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%sk%d: %d\n", indent, i, i)
+	}
+	return b.String()
 }

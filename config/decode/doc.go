@@ -50,6 +50,14 @@
 //   - Maps and lists nest at most 64 levels; alias expansion creates at
 //     most 100000 values; at most 1000 errors are listed. Decoding never
 //     panics on any input.
+//   - The parser's work is bounded before it runs, so that no document
+//     takes it more than seconds: at most 500000 tokens (keys, list
+//     entries, brackets, commas, quoted strings, anchors, aliases, tags,
+//     comments; counted by the characters that start them), and at most
+//     10000 keys in all past the first 100 of each block mapping (one key
+//     per line), which the parser handles in time that grows with the
+//     square of their number. Flow mappings ({...}) and JSON objects are
+//     not so limited.
 //
 // # Field rules
 //

@@ -29,6 +29,10 @@ func FuzzYAML(f *testing.F) {
 		"--- 1\n--- 2\n",
 		"? a\n: b\n",
 		"config: {tracing: {x: [1, {y: z}]}}",
+		"&x a: 1\n!!str b: 2\n? c\n: 3\n*x : 4\n",
+		"a:\n  b: !!map\nc: 1\n",
+		"a:\n  b: &x\nc: 1\n",
+		"[\na: 1\nb: 2\n]\n",
 	} {
 		f.Add([]byte(s))
 	}

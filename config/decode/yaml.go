@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
 )
@@ -15,6 +16,15 @@ import (
 // above maxDepth, which the node tree enforces exactly, because the scan
 // cannot tell brackets in strings from real ones.
 const maxOpenNesting = 256
+
+// maxTokens bounds the YAML tokens (keys, list entries, brackets, commas,
+// quoted strings, anchors, aliases, tags, comments) the pre-scan lets
+// through to the parser: each costs it a few microseconds and about a
+// kilobyte, so that a document of small tokens under the file size cap
+// (a million one-line keys in 16 MB) would take the parser tens of
+// seconds and gigabytes. A configuration of 10,000 routes has some 220,000.
+// The scan counts the characters that start a token, an over-estimate.
+const maxTokens = 500_000
 
 // YAML decodes a single YAML (or JSON) document into out, a non-nil
 // pointer, and returns every problem found, or nil. An empty document
@@ -34,9 +44,9 @@ func YAMLPositions(data []byte, out any) (Positions, Errors) {
 	if e := prescan(data); e != nil {
 		return Positions{}, Errors{e}
 	}
-	f, err := parse(data)
-	if err != nil {
-		return Positions{}, Errors{syntaxError(err)}
+	f, fe := parse(data)
+	if fe != nil {
+		return Positions{}, Errors{fe}
 	}
 	s := newState()
 	root := s.document(f)
@@ -92,17 +102,28 @@ func (p Positions) Null(path string) bool {
 	return cur.Kind() == Null
 }
 
-// parse runs the YAML parser. Duplicate keys are let through so that they
-// are reported like other errors, with all the others.
-func parse(data []byte) (f *ast.File, err error) {
+// parse runs the YAML parser, once the tokens are known not to make it
+// recurse too deep (checkBlockMaps). Duplicate keys are let through so that
+// they are reported like other errors, with all the others.
+func parse(data []byte) (f *ast.File, fe *FieldError) {
 	defer func() {
 		// The decoder must not panic on any input; a parser bug must not
 		// take the process down either.
 		if r := recover(); r != nil {
-			f, err = nil, fmt.Errorf("YAML parser failed: %v", r)
+			f, fe = nil, syntaxError(fmt.Errorf("YAML parser failed: %v", r))
 		}
 	}()
-	return parser.ParseBytes(data, 0, parser.AllowDuplicateMapKey())
+	tks := lexer.Tokenize(string(data))
+	if tks.InvalidToken() == nil {
+		if fe := checkBlockMaps(tks, nil); fe != nil {
+			return nil, fe
+		}
+	}
+	f, err := parser.Parse(tks, 0, parser.AllowDuplicateMapKey())
+	if err != nil {
+		return nil, syntaxError(err)
+	}
+	return f, nil
 }
 
 // syntaxError converts a parser error, keeping its position when known.
@@ -122,12 +143,22 @@ func syntaxError(err error) *FieldError {
 }
 
 // prescan rejects input nested so deeply (flow brackets, or compact
-// "- - -" entries on one line) that parsing it would be slow.
+// "- - -" entries on one line), or made of so many tokens, that parsing it
+// would be slow.
 func prescan(data []byte) *FieldError {
 	depth, line, col := 0, 1, 0
 	compact, atLineStart := 0, true
+	tokens := 0
+	prev := byte('\n')
 	for i, c := range data {
 		col++
+		if startsToken(prev, c, data[i+1:]) {
+			tokens++
+			if tokens > maxTokens {
+				return &FieldError{Msg: fmt.Sprintf("document too large: more than %d YAML tokens (keys, list entries, brackets, commas, quoted strings, anchors, aliases, tags, comments)", maxTokens), Line: line, Col: col}
+			}
+		}
+		prev = c
 		switch c {
 		case '\n':
 			line, col, compact, atLineStart = line+1, 0, 0, true
@@ -155,6 +186,34 @@ func prescan(data []byte) *FieldError {
 		atLineStart = false
 	}
 	return nil
+}
+
+// startsToken reports whether c, after prev and before rest, may start a
+// token of the YAML lexer: a flow indicator always; a value indicator ':'
+// followed by a space, the end of the line or a flow indicator, or right
+// after a quote ({"a":1}); any other indicator (- ? & * ! | > ' " # % @ `)
+// at the start of a word. It over-counts (indicators inside strings and
+// comments count) so that no input has many more tokens than counted.
+func startsToken(prev, c byte, rest []byte) bool {
+	switch c {
+	case ',', '[', ']', '{', '}':
+		return true
+	case ':':
+		if prev == '"' || prev == '\'' || len(rest) == 0 {
+			return true
+		}
+		switch rest[0] {
+		case ' ', '\t', '\r', '\n', ',', '[', ']', '{', '}':
+			return true
+		}
+		return false
+	case '-', '?', '&', '*', '!', '|', '>', '\'', '"', '#', '%', '@', '`':
+		switch prev {
+		case ' ', '\t', '\r', '\n', ',', '[', ']', '{', '}', ':':
+			return true
+		}
+	}
+	return false
 }
 
 // CheckType reports programming errors in the Go type of out (a pointer,
