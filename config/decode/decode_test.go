@@ -149,6 +149,12 @@ func TestErrors(t *testing.T) {
 			want: []string{`i: expected integer, got number 1.5 (line 1:4)`},
 		},
 		{
+			desc: "a number of 100,000 digits is shown cut",
+			doc:  "i: " + strings.Repeat("9", 100000) + "\n",
+			into: func() any { return new(scalars) },
+			want: []string{`i: expected integer, got number ` + strings.Repeat("9", 128) + `... (100000 bytes) (line 1:4)`},
+		},
+		{
 			desc: "integer out of range for int8",
 			doc:  "i8: 300\n",
 			into: func() any { return new(scalars) },

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // maxErrors bounds how many errors one decode records, so that a huge
@@ -24,16 +25,19 @@ type FieldError struct {
 }
 
 // Error renders "path: msg (line L:C)"; the root path renders as "(root)"
-// and the position part is left out when the line is unknown.
+// and the position part is left out when the line is unknown. A value
+// longer than maxShownValue bytes in the path or the message, quoted or
+// not, is cut there: `invalid hostname "aaaa..." (30000000 bytes)`, so that
+// a huge value in a config makes no huge log line or admin page.
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	if e.Path == "" {
 		b.WriteString("(root)")
 	} else {
-		b.WriteString(e.Path)
+		writeClipped(&b, e.Path)
 	}
 	b.WriteString(": ")
-	b.WriteString(e.Msg)
+	writeClipped(&b, e.Msg)
 	if e.Line > 0 {
 		b.WriteString(" (line ")
 		b.WriteString(strconv.Itoa(e.Line))
@@ -44,6 +48,105 @@ func (e *FieldError) Error() string {
 		b.WriteByte(')')
 	}
 	return b.String()
+}
+
+// maxShownValue bounds the bytes of one value (a quoted string, a number,
+// a key) that an error shows.
+const maxShownValue = 128
+
+// writeClipped writes s to b with each value longer than maxShownValue
+// bytes cut: a Go-quoted string to its first bytes, `"aaa..." (N bytes)`;
+// any other run of bytes without a space or a path or number delimiter
+// (. [ ] , : ( )) the same way, `999... (N bytes)`.
+func writeClipped(b *strings.Builder, s string) {
+	if len(s) <= maxShownValue {
+		b.WriteString(s)
+		return
+	}
+	last := 0 // s[last:i] is still to write
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"':
+			q, err := strconv.QuotedPrefix(s[i:])
+			if err != nil {
+				i++
+				continue
+			}
+			if len(q) > maxShownValue+2 {
+				b.WriteString(s[last:i])
+				writeClippedQuote(b, q)
+				last = i + len(q)
+			}
+			i += len(q)
+		case isValueDelim(c):
+			i++
+		default:
+			j := i
+			for j < len(s) && s[j] != '"' && !isValueDelim(s[j]) {
+				j++
+			}
+			if j-i > maxShownValue {
+				b.WriteString(s[last:i])
+				b.WriteString(s[i : i+runeCut(s[i:j], maxShownValue)])
+				b.WriteString("... (")
+				b.WriteString(strconv.Itoa(j - i))
+				b.WriteString(" bytes)")
+				last = j
+			}
+			i = j
+		}
+	}
+	b.WriteString(s[last:])
+}
+
+// writeClippedQuote writes the Go-quoted string q cut after the quoted
+// form of its first maxShownValue bytes, with the length of the value.
+func writeClippedQuote(b *strings.Builder, q string) {
+	body := q[1 : len(q)-1]
+	cut, n := -1, 0
+	for len(body) > 0 {
+		r, multibyte, tail, err := strconv.UnquoteChar(body, '"')
+		if err != nil { // not for a string QuotedPrefix took
+			break
+		}
+		size := 1 // a byte, or a \x escape
+		if multibyte {
+			size = utf8.RuneLen(r)
+		}
+		if cut < 0 && n+size > maxShownValue {
+			cut = len(q) - 1 - len(body)
+		}
+		n += size
+		body = tail
+	}
+	if cut < 0 {
+		b.WriteString(q)
+		return
+	}
+	b.WriteString(q[:cut])
+	b.WriteString(`..." (`)
+	b.WriteString(strconv.Itoa(n))
+	b.WriteString(" bytes)")
+}
+
+// isValueDelim reports whether c ends a value in an error's text: white
+// space, or a delimiter of paths and numbers.
+func isValueDelim(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '.', '[', ']', ',', ':', '(', ')':
+		return true
+	}
+	return false
+}
+
+// runeCut returns the length of the longest prefix of s of at most max
+// bytes that does not split a UTF-8 sequence.
+func runeCut(s string, max int) int {
+	for max > 0 && max < len(s) && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return max
 }
 
 // RelativeError is an error about a field below some value, its path
