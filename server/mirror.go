@@ -34,6 +34,7 @@ const maxMirrorsInFlight = 256
 func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error) {
 	addr := m.Backend.Host
 	settings := c.defaults
+	out := &mirror{timeout: mirrorTimeout}
 	if m.Backend.Backend != "" {
 		nb := c.named[m.Backend.Backend]
 		if nb == nil {
@@ -44,7 +45,6 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 			return nil, &decode.FieldError{Path: path + ".backend.backend", Msg: "mirroring to this backend kind is not supported yet"}
 		}
 		addr = nb.Host
-		out := &mirror{timeout: mirrorTimeout}
 		if p := nb.Policies; p != nil {
 			at := c.namedPath[nb.Name] + ".policies."
 			// The copy goes as the backend's own requests do: as securely
@@ -78,17 +78,12 @@ func (c *compiler) mirror(path string, m *config.RequestMirror) (*mirror, error)
 				out.headers = h
 			}
 		}
-		if m.Percentage == nil {
-			return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
-		}
-		out.upstream, out.percentage = c.upstream(addr, settings), *m.Percentage
-		return out, nil
 	}
 	if m.Percentage == nil {
 		return nil, &decode.FieldError{Path: path + ".percentage", Msg: "required"}
 	}
-	up := c.upstream(addr, settings)
-	return &mirror{upstream: up, percentage: *m.Percentage, timeout: mirrorTimeout}, nil
+	out.upstream, out.percentage = c.upstream(addr, settings), *m.Percentage
+	return out, nil
 }
 
 // chosen reports whether this request is one the mirror copies. One whose
