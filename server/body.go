@@ -289,24 +289,15 @@ func (b *requestBody) recordedWhole() ([]byte, bool) {
 // as far as the recording's limit; ok is false when the body is longer,
 // was not recorded, or its reading failed or was cut by the gateway.
 func (b *requestBody) recorded() (body []byte, ok bool) {
-	if b.recordMax == 0 {
-		return nil, false
+	var buf [16 << 10]byte
+	for b.recordMax > 0 && !b.eof && b.err == nil {
+		_, _ = b.Read(buf[:]) // (a failure sticks in b.err)
 	}
-	if !b.eof && b.err == nil && b.recordMax > 0 {
-		var buf [16 << 10]byte
-		for b.recordMax > 0 && !b.eof {
-			if _, err := b.Read(buf[:]); err != nil && err != io.EOF {
-				break
-			}
-		}
+	body, ok = b.recordedWhole()
+	if ok && body == nil {
+		body = []byte{} // an empty body, recorded
 	}
-	if !b.eof || b.err != nil || b.recordMax < 0 {
-		return nil, false
-	}
-	if b.record == nil {
-		return []byte{}, true
-	}
-	return b.record, true
+	return body, ok
 }
 
 // clientBodyStatus answers a request whose body the client failed to send:
