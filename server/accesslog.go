@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -144,8 +143,10 @@ func accessField(key string, v ref.Val) logline.AccessField {
 	case traits.Lister, traits.Mapper, types.Null:
 		// A list, a map or null as its JSON ("groups":["a","b"]), as
 		// agentgateway writes it; text when it has none.
-		if b, err := json.Marshal(celrules.JSONValue(v)); err == nil {
-			return logline.AccessField{Key: key, Kind: logline.AccessJSON, Value: string(b)}
+		// (celrules.Text writes them as encoding/json does; "" when it
+		// cannot.)
+		if text := celrules.Text(v); text != "" {
+			return logline.AccessField{Key: key, Kind: logline.AccessJSON, Value: text}
 		}
 	}
 	return logline.AccessField{Key: key, Value: celrules.Text(v)}
