@@ -4,6 +4,7 @@
 package policy
 
 import (
+	"bytes"
 	"io"
 	"time"
 
@@ -213,6 +214,18 @@ func (c *Ctx) RequestHead() *fasthttp.RequestHeader {
 		return c.ExprHead
 	}
 	return &c.Fast.Request.Header
+}
+
+// PathFromTarget points c.Path at the path of the request's target as it
+// now stands, its query left out: a policy that set the target (a
+// transformation's or an external processor's :path) has later policies
+// (urlRewrite, a redirect, CEL's request.path) see the new path.
+func (c *Ctx) PathFromTarget() {
+	t := c.Fast.Request.Header.RequestURI()
+	if i := bytes.IndexByte(t, '?'); i >= 0 {
+		t = t[:i]
+	}
+	c.Path = t
 }
 
 // Scratch returns a reusable buffer owned by the context, emptied.

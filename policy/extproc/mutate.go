@@ -188,11 +188,7 @@ func applyRequestMutation(c *policy.Ctx, m *procv3.HeaderMutation, rawPaths bool
 				}
 			}
 			req.Header.SetRequestURI(target)
-			path := target
-			if i := strings.IndexByte(path, '?'); i >= 0 {
-				path = path[:i]
-			}
-			c.Path = []byte(path)
+			c.PathFromTarget()
 		case ":method", ":authority", "host", ":scheme":
 			log.Debug("extProc: the service's edit of a routing header ignored", zap.String("header", e.name))
 		default:

@@ -1,7 +1,6 @@
 package transform
 
 import (
-	"bytes"
 	"iter"
 	"slices"
 	"strconv"
@@ -58,13 +57,7 @@ func (r requestHeaders) pseudo(name, value string) bool {
 			}
 		}
 		h.SetRequestURI(value)
-		// Later policies (urlRewrite, a redirect, CEL's request.path)
-		// see the new path, as after extProc's or urlRewrite's own.
-		path := h.RequestURI()
-		if i := bytes.IndexByte(path, '?'); i >= 0 {
-			path = path[:i]
-		}
-		r.c.Path = path
+		r.c.PathFromTarget()
 	case ":authority":
 		if !policy.ValidAuthority(value) {
 			return false
